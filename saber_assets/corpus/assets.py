@@ -1,0 +1,75 @@
+"""corpus stage: declared sources -> normalised, validated, de-duplicated problems."""
+
+
+import hashlib
+
+import polars as pl
+from dagster import AssetCheckResult, AssetExecutionContext, AssetOut, MetadataValue, Output, asset_check, multi_asset
+
+from ..ops.metadata import markdown_table
+from ..resources import SaberSettings
+from .build import build_corpus
+
+
+def corpus_version(corpus: pl.DataFrame) -> str:
+    """Content hash of the corpus rows, in order: later stages record which corpus they used."""
+    h = hashlib.blake2b(digest_size=8)
+    for row in corpus.select("id", "problem", "solution").iter_rows():
+        h.update("\x1f".join(row).encode())
+        h.update(b"\x1e")
+    return h.hexdigest()
+
+
+@multi_asset(
+    group_name="corpus",
+    outs={
+        "corpus": AssetOut(io_manager_key="parquet_io", description="De-duplicated problems with worked solutions; id = source:native_id.", kinds={"polars", "parquet"}),
+        "corpus_quarantine": AssetOut(io_manager_key="parquet_io", description="Rejected source rows, one reason each.", kinds={"polars", "parquet"}),
+        "corpus_duplicates": AssetOut(io_manager_key="parquet_io", description="Near-duplicates removed by MinHash, with the row kept instead.", kinds={"polars", "parquet"}),
+    },
+)
+def corpus_assets(context: AssetExecutionContext, settings: SaberSettings):
+    cfg = settings.load()
+    built = build_corpus(cfg.corpus, cfg.seed)
+    corpus = built.corpus
+    version = corpus_version(corpus)
+    preview = corpus.select("id", "category", "problem", "solution").head(8)
+    context.log.info(f"corpus: {corpus.height} problems, {built.duplicates.height} duplicates removed, {built.quarantine.height} quarantined")
+    yield Output(
+        corpus,
+        output_name="corpus",
+        metadata={
+            "dagster/row_count": corpus.height,
+            "corpus_version": version,
+            "config": cfg.name,
+            "sample_seed": cfg.seed,
+            "per_source": markdown_table(built.per_source),
+            "duplicates_removed": built.duplicates.height,
+            "quarantined": built.quarantine.height,
+            "preview": markdown_table(preview, max_chars=60),
+            "seconds_read_validate": round(built.seconds["read_validate"], 2),
+            "seconds_dedup": round(built.seconds["dedup"], 2),
+        },
+    )
+    reasons = built.quarantine.group_by(pl.col("reason").str.replace(r"\d[\d,]*", "N")).len().sort("len", descending=True)
+    yield Output(
+        built.quarantine,
+        output_name="corpus_quarantine",
+        metadata={"dagster/row_count": built.quarantine.height, "reasons": markdown_table(reasons)},
+    )
+    yield Output(
+        built.duplicates,
+        output_name="corpus_duplicates",
+        metadata={
+            "dagster/row_count": built.duplicates.height,
+            "clusters": built.duplicates["cluster"].n_unique() if built.duplicates.height else 0,
+            "examples": markdown_table(built.duplicates.head(10)),
+        },
+    )
+
+
+@asset_check(asset="corpus", description="Problem ids are unique and every row has text.")
+def corpus_ids_unique(corpus: pl.DataFrame) -> AssetCheckResult:
+    dupes = corpus.height - corpus["id"].n_unique()
+    empty = corpus.filter((pl.col("problem").str.len_chars() == 0) | (pl.col("solution").str.len_chars() == 0)).height
+    return AssetCheckResult(passed=dupes == 0 and empty == 0, metadata={"duplicate_ids": dupes, "empty_texts": empty, "rows": MetadataValue.int(corpus.height)})

@@ -1,0 +1,116 @@
+"""Read declared corpus sources into raw records; rows that cannot be read become quarantine rows.
+
+A configuration mistake (missing file, a mapped field absent from the file) is an error that names
+the file and line. A bad row (not UTF-8, not JSON, missing a field) is quarantined with its reason;
+the rest of the file is still read.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+
+class CorpusSourceError(ValueError):
+    """A source cannot be read at all (configuration error); the message names file and line."""
+
+
+@dataclass
+class RawRow:
+    source: str
+    line: int  # 1-based line (JSONL) or row number (Parquet)
+    record: dict[str, Any]
+
+
+@dataclass
+class Rejected:
+    source: str
+    line: int
+    native_id: str | None
+    reason: str
+    excerpt: str = ""
+
+
+@dataclass
+class SourceRead:
+    rows: list[RawRow] = field(default_factory=list)
+    rejected: list[Rejected] = field(default_factory=list)
+
+
+def _excerpt(data: bytes | str, n: int = 200) -> str:
+    if isinstance(data, bytes):
+        data = data.decode("utf-8", errors="replace")
+    return data[:n]
+
+
+def _open_lines(path: Path) -> Iterator[bytes]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        yield from f
+
+
+def read_source(name: str, path: Path, mapping: dict[str, str]) -> SourceRead:
+    """Read one JSONL(.gz) or Parquet file; check that the mapped fields exist."""
+    if not path.exists():
+        raise CorpusSourceError(f"source {name!r}: file not found: {path}")
+    suffixes = "".join(path.suffixes[-2:])
+    if path.suffix == ".parquet":
+        return _read_parquet(name, path, mapping)
+    if not any(suffixes.endswith(s) for s in (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson")):
+        raise CorpusSourceError(
+            f"source {name!r}: unsupported file type {path.name!r} (use .jsonl, .jsonl.gz or .parquet)"
+        )
+    out = SourceRead()
+    checked = False
+    for lineno, raw in enumerate(_open_lines(path), start=1):
+        if not raw.strip():
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            out.rejected.append(
+                Rejected(name, lineno, None, f"not valid UTF-8 at byte {exc.start} of the line", _excerpt(raw))
+            )
+            continue
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as exc:
+            out.rejected.append(Rejected(name, lineno, None, f"invalid JSON: {exc.msg} (column {exc.colno})", _excerpt(text)))
+            continue
+        if not isinstance(record, dict):
+            out.rejected.append(Rejected(name, lineno, None, f"JSON value is a {type(record).__name__}, not an object", _excerpt(text)))
+            continue
+        if not checked:
+            _check_mapping(name, path, lineno, mapping, record.keys())
+            checked = True
+        out.rows.append(RawRow(name, lineno, record))
+    return out
+
+
+def _read_parquet(name: str, path: Path, mapping: dict[str, str]) -> SourceRead:
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:
+        raise CorpusSourceError(f"source {name!r}: cannot read Parquet file {path}: {exc}") from None
+    _check_mapping(name, path, 1, mapping, table.column_names)
+    out = SourceRead()
+    for i, record in enumerate(table.to_pylist(), start=1):
+        out.rows.append(RawRow(name, i, record))
+    return out
+
+
+def _check_mapping(name: str, path: Path, line: int, mapping: dict[str, str], present) -> None:
+    present = list(present)
+    # `category` is optional; id/problem/solution must exist in the file.
+    missing = [f"{role}={col!r}" for role, col in mapping.items() if col not in present and role != "category"]
+    if missing:
+        raise CorpusSourceError(
+            f"source {name!r}: {path}:{line}: field mapping {', '.join(missing)} not found; "
+            f"fields present: {sorted(present)}"
+        )

@@ -1,0 +1,51 @@
+"""ontology stage: topic DAG -> tree with domains (IC needs annotation counts: annotations stage)."""
+
+
+from pathlib import Path
+
+import polars as pl
+from dagster import AssetExecutionContext, MetadataValue, Output, asset
+
+from ..ops.metadata import markdown_table
+from ..resources import SaberSettings
+from ..settings import BUNDLED_ONTOLOGIES, DATA_DIR, REPO_ROOT, OntologyConfig
+from .tree import TopicDag, dag_from_nested_tree, dag_from_nodes_edges, expand_to_tree
+
+
+def _path(p: str) -> Path:
+    path = Path(p).expanduser()
+    return path if path.is_absolute() else REPO_ROOT / path
+
+
+def load_dag(cfg: OntologyConfig) -> TopicDag:
+    if cfg.bundled:
+        return dag_from_nested_tree(DATA_DIR / BUNDLED_ONTOLOGIES[cfg.bundled])
+    if cfg.path:
+        return dag_from_nested_tree(_path(cfg.path))
+    return dag_from_nodes_edges(_path(cfg.nodes), _path(cfg.edges) if cfg.edges else None)
+
+
+@asset(group_name="ontology", io_manager_key="parquet_io", kinds={"networkx", "parquet"})
+def ontology_tree(context: AssetExecutionContext, settings: SaberSettings) -> Output[pl.DataFrame]:
+    """The topic DAG expanded to a tree (one node per root path), preorder, with each node's domain."""
+    cfg = settings.load()
+    dag = load_dag(cfg.ontology)
+    tree = expand_to_tree(dag)
+    df = tree.to_frame()
+    for w in dag.warnings:
+        context.log.warning(f"ontology data warning: {w}")
+    by_domain = df.group_by("domain").agg(pl.len().alias("tree_nodes"), pl.col("topic").n_unique().alias("topics")).sort("domain", nulls_last=True)
+    by_depth = df.group_by("depth").len().sort("depth")
+    return Output(
+        df,
+        metadata={
+            "dagster/row_count": df.height,
+            "topics": dag.n_topics,
+            "tree_nodes": tree.n_nodes,
+            "duplicated_topics": int((df.group_by("topic").len()["len"] > 1).sum()),
+            "max_depth": int(tree.depth.max()),
+            "per_domain": markdown_table(by_domain),
+            "per_depth": markdown_table(by_depth),
+            "data_warnings": MetadataValue.md("\n".join(f"- {w}" for w in dag.warnings) or "none"),
+        },
+    )

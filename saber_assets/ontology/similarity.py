@@ -1,0 +1,92 @@
+"""O(1) lowest common ancestor (Euler tour + sparse table), information content and Lin similarity."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class LCAIndex:
+    """LCA queries in O(1) after O(n log n) preprocessing over a preorder parent array."""
+
+    def __init__(self, parent: np.ndarray, depth: np.ndarray) -> None:
+        n = len(parent)
+        children: list[list[int]] = [[] for _ in range(n)]
+        for i in range(1, n):
+            children[int(parent[i])].append(i)
+        tour = np.empty(2 * n - 1, dtype=np.int32)
+        first = np.empty(n, dtype=np.int64)
+        pos = 0
+        stack: list[tuple[int, int]] = [(0, 0)]  # (node, next child position)
+        while stack:
+            node, k = stack[-1]
+            if k == 0:
+                first[node] = pos
+            tour[pos] = node
+            pos += 1
+            if k < len(children[node]):
+                stack[-1] = (node, k + 1)
+                stack.append((children[node][k], 0))
+            else:
+                stack.pop()
+        assert pos == 2 * n - 1, "parent array is not a single tree"
+        self.first = first
+        self.tour = tour
+        tour_depth = np.asarray(depth, dtype=np.int32)[tour]
+        # table[j][i] = tour position of the shallowest node in tour[i : i + 2**j]
+        levels = [np.arange(len(tour), dtype=np.int32)]
+        span = 1
+        while 2 * span <= len(tour):
+            prev = levels[-1]
+            a, b = prev[: len(prev) - span], prev[span:]
+            levels.append(np.where(tour_depth[a] <= tour_depth[b], a, b).astype(np.int32))
+            span *= 2
+        self._levels = levels
+        self._tour_depth = tour_depth
+
+    def lca(self, u, v):
+        """LCA of tree nodes u and v (ints or equal-shaped int arrays)."""
+        fu, fv = self.first[np.asarray(u)], self.first[np.asarray(v)]
+        lo, hi = np.minimum(fu, fv), np.maximum(fu, fv)
+        j = np.floor(np.log2(hi - lo + 1)).astype(np.int64)
+        out = np.empty(np.shape(lo), dtype=np.int32)
+        for level in np.unique(j):
+            m = j == level
+            a = self._levels[level][lo[m]]
+            b = self._levels[level][hi[m] - (1 << int(level)) + 1]
+            out[m] = self.tour[np.where(self._tour_depth[a] <= self._tour_depth[b], a, b)]
+        return int(out) if out.ndim == 0 else out
+
+
+def subtree_counts(parent: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """c(t) = annotations of t or any descendant (parent array in preorder)."""
+    c = np.asarray(counts, dtype=np.float64).copy()
+    for i in range(len(parent) - 1, 0, -1):
+        c[parent[i]] += c[i]
+    return c
+
+
+def information_content(parent: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """IC(t) = -ln(c(t) / N) with N = c(root), the total number of annotations.
+
+    Taking N as the root's count makes p(root) = 1 and IC(root) = 0. A node nobody annotated (nor any
+    descendant) has p = 0 and IC = +inf; Lin never needs it, as annotated topics and their
+    ancestors all have c >= 1.
+    """
+    c = subtree_counts(parent, counts)
+    if c[0] <= 0:
+        raise ValueError("information content needs at least one annotation")
+    with np.errstate(divide="ignore"):
+        return -np.log(c / c[0])
+
+
+def lin(ic: np.ndarray, lca_index: LCAIndex, t1, t2):
+    """Lin(t1, t2) = 2 IC(LCA) / (IC(t1) + IC(t2) + 1e-12)."""
+    a = lca_index.lca(t1, t2)
+    return 2.0 * ic[a] / (ic[t1] + ic[t2] + 1e-12)
+
+
+def lin_table(ic: np.ndarray, lca_index: LCAIndex, nodes: np.ndarray) -> np.ndarray:
+    """Dense Lin matrix among the given tree nodes (the distinct topics actually used)."""
+    nodes = np.asarray(nodes, dtype=np.int64)
+    u, v = np.meshgrid(nodes, nodes, indexing="ij")
+    return lin(ic, lca_index, u.ravel(), v.ravel()).reshape(len(nodes), len(nodes)).astype(np.float32)

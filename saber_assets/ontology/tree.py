@@ -1,0 +1,225 @@
+"""Topic ontology: load a DAG (or an expanded tree), merge by url, expand DAG -> tree.
+
+Every DAG node with several root paths becomes one tree node per path (the paper's DAG->tree
+step); a tree node's identity is its path of titles from the root.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+import polars as pl
+
+# First level under the root -> benchmark domain (DESIGN.md §2). Other first-level topics: no domain.
+DOMAIN_OF_FIRST_LEVEL = {
+    "NumberTheory": "Number Theory",
+    "Geometry": "Geometry",
+    "Algebra": "Algebra",
+    "CalculusandAnalysis": "Calculus and Analysis",
+    "DiscreteMathematics": "Combinatorics",
+    "ProbabilityandStatistics": "Combinatorics",
+    "RecreationalMathematics": "Combinatorics",
+}
+DOMAINS = ["Algebra", "Geometry", "Number Theory", "Combinatorics", "Calculus and Analysis"]
+PATH_SEP = " › "
+
+
+class OntologyError(ValueError):
+    """The ontology input is malformed; the message names the file and the offending node/edge."""
+
+
+@dataclass
+class TopicDag:
+    """Topics keyed by url (or id), with titles and parent->child edges."""
+
+    graph: nx.DiGraph
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def n_topics(self) -> int:
+        return self.graph.number_of_nodes()
+
+
+def _open_text(path: Path):
+    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
+
+
+def dag_from_nested_tree(path: Path) -> TopicDag:
+    """Read a nested {url, title, links:[...]} tree and merge its nodes by url into a DAG."""
+    try:
+        with _open_text(path) as f:
+            root = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise OntologyError(f"{path}: not a valid JSON tree: {exc}") from None
+    g = nx.DiGraph()
+    warnings: list[str] = []
+    stack = [(root, None, ())]
+    while stack:
+        node, parent, titles = stack.pop()
+        if not isinstance(node, dict) or "title" not in node:
+            raise OntologyError(f"{path}: node under {PATH_SEP.join(titles) or 'the root'} has no 'title'")
+        key = node.get("url") or node["title"]
+        title = node["title"]
+        if key in g and g.nodes[key]["title"] != title:
+            raise OntologyError(f"{path}: url {key!r} has two titles: {g.nodes[key]['title']!r} and {title!r}")
+        g.add_node(key, title=title)
+        here = (*titles, title)
+        if parent is not None:
+            g.add_edge(parent, key)
+        links = node.get("links") or []
+        seen: set[str] = set()
+        for child in links:
+            ckey = child.get("url") or child.get("title") if isinstance(child, dict) else None
+            if ckey in seen:
+                warnings.append(f"{child.get('title')!r} is listed more than once under {PATH_SEP.join(here)} (kept once)")
+            seen.add(ckey)
+        for child in reversed(links):
+            stack.append((child, key, here))
+    return _checked(TopicDag(g, sorted(set(warnings))), path)
+
+
+def dag_from_nodes_edges(nodes_path: Path, edges_path: Path | None = None) -> TopicDag:
+    """Read a DAG given as nodes + edges: two CSV files (id,title[,url] / parent,child) or one JSON
+    file {"nodes": [{"id", "title", "url"?}], "edges": [[parent, child], ...]}. Nodes sharing a url merge."""
+    if edges_path is None or nodes_path.suffix in (".json", ".gz"):
+        with _open_text(nodes_path) as f:
+            doc = json.load(f)
+        nodes = [(i + 1, n) for i, n in enumerate(doc.get("nodes", []))]
+        edges = [(i + 1, e) for i, e in enumerate(doc.get("edges", []))]
+        edges_path = nodes_path
+    else:
+        with _open_text(nodes_path) as f:
+            nodes = [(i + 2, n) for i, n in enumerate(csv.DictReader(f))]
+        with _open_text(edges_path) as f:
+            edges = [(i + 2, (r.get("parent"), r.get("child"))) for i, r in enumerate(csv.DictReader(f))]
+    g = nx.DiGraph()
+    key_of: dict[str, str] = {}
+    for line, n in nodes:
+        if not n.get("id") or not n.get("title"):
+            raise OntologyError(f"{nodes_path}:{line}: node needs 'id' and 'title' (got {n})")
+        key = n.get("url") or str(n["id"])
+        key_of[str(n["id"])] = key
+        g.add_node(key, title=n["title"])
+    for line, e in edges:
+        if len(e) != 2:
+            raise OntologyError(f"{edges_path}:{line}: an edge is a [parent, child] pair (got {e})")
+        p, c = (str(x) for x in e)
+        for end in (p, c):
+            if end not in key_of:
+                raise OntologyError(f"{edges_path}:{line}: edge {p} -> {c} names unknown node {end!r}")
+        g.add_edge(key_of[p], key_of[c])
+    return _checked(TopicDag(g), edges_path)
+
+
+def _checked(dag: TopicDag, path: Path) -> TopicDag:
+    try:
+        cycle = nx.find_cycle(dag.graph)
+    except nx.NetworkXNoCycle:
+        return dag
+    names = " -> ".join(dag.graph.nodes[u]["title"] for u, _ in cycle) + " -> " + dag.graph.nodes[cycle[0][0]]["title"]
+    raise OntologyError(f"{path}: the ontology has a cycle: {names}")
+
+
+@dataclass
+class TopicTree:
+    """An expanded tree in preorder: node i's parent has a smaller index (root = 0, parent -1)."""
+
+    parent: np.ndarray  # int32
+    depth: np.ndarray  # int16
+    topic: np.ndarray  # int32: index of the DAG node (merged url) this tree node copies
+    titles: list[str]
+    urls: list[str]
+    paths: list[str]
+    domains: list[str | None]
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.parent)
+
+    def children(self) -> list[list[int]]:
+        kids: list[list[int]] = [[] for _ in range(self.n_nodes)]
+        for i in range(1, self.n_nodes):
+            kids[self.parent[i]].append(i)
+        return kids
+
+    def to_frame(self) -> pl.DataFrame:
+        n_children = np.bincount(self.parent[1:], minlength=self.n_nodes)
+        return pl.DataFrame(
+            {
+                "node": np.arange(self.n_nodes, dtype=np.int32),
+                "parent": self.parent,
+                "depth": self.depth,
+                "topic": self.topic,
+                "title": self.titles,
+                "url": self.urls,
+                "path": self.paths,
+                "domain": self.domains,
+                "n_children": n_children.astype(np.int32),
+            }
+        )
+
+    @classmethod
+    def from_frame(cls, df: pl.DataFrame) -> TopicTree:
+        df = df.sort("node")
+        return cls(
+            parent=df["parent"].to_numpy().astype(np.int32),
+            depth=df["depth"].to_numpy().astype(np.int16),
+            topic=df["topic"].to_numpy().astype(np.int32),
+            titles=df["title"].to_list(),
+            urls=df["url"].to_list(),
+            paths=df["path"].to_list(),
+            domains=df["domain"].to_list(),
+        )
+
+
+def expand_to_tree(dag: TopicDag, root_title: str = "ROOT") -> TopicTree:
+    """Duplicate each DAG node once per root path. Several DAG roots get a synthetic common root."""
+    g = dag.graph
+    keys = list(g.nodes)
+    index = {k: i for i, k in enumerate(keys)}
+    roots = [k for k in keys if g.in_degree(k) == 0]
+    if not roots:
+        raise OntologyError("the ontology has no root (every node has a parent)")
+    parent, depth, topic, titles, urls, paths, domains = [], [], [], [], [], [], []
+
+    def add(key: str | None, par: int, dep: int, path: str, domain: str | None) -> int:
+        parent.append(par)
+        depth.append(dep)
+        topic.append(index[key] if key is not None else -1)
+        titles.append(g.nodes[key]["title"] if key is not None else root_title)
+        urls.append(key if key is not None else "")
+        paths.append(path)
+        domains.append(domain)
+        return len(parent) - 1
+
+    if len(roots) == 1:
+        top = add(roots[0], -1, 0, g.nodes[roots[0]]["title"], None)
+        first = [(c, top) for c in g.successors(roots[0])]
+    else:
+        top = add(None, -1, 0, root_title, None)
+        first = [(r, top) for r in roots]
+    # Iterative DFS (preorder, children in input order) so deep DAGs do not hit the recursion limit.
+    stack = [(k, p, 1, None) for k, p in reversed(first)]
+    while stack:
+        key, par, dep, domain = stack.pop()
+        title = g.nodes[key]["title"]
+        if dep == 1:
+            domain = DOMAIN_OF_FIRST_LEVEL.get(title)
+        me = add(key, par, dep, paths[par] + PATH_SEP + title, domain)
+        for child in reversed(list(g.successors(key))):
+            stack.append((child, me, dep + 1, domain))
+    return TopicTree(
+        parent=np.asarray(parent, dtype=np.int32),
+        depth=np.asarray(depth, dtype=np.int16),
+        topic=np.asarray(topic, dtype=np.int32),
+        titles=titles,
+        urls=urls,
+        paths=paths,
+        domains=domains,
+    )

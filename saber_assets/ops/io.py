@@ -1,0 +1,21 @@
+"""Parquet IO manager that keeps the DuckDB views over the Parquet assets current."""
+
+
+import duckdb
+from dagster import OutputContext, ResourceDependency
+from dagster_polars import PolarsParquetIOManager
+
+from saber_resources.warehouse import Warehouse
+
+
+class WarehouseParquetIOManager(PolarsParquetIOManager):
+    """dagster-polars Parquet storage; after each write, refresh the `sql/` views that can be made."""
+
+    warehouse: ResourceDependency[Warehouse]
+
+    def handle_output(self, context: OutputContext, obj) -> None:
+        super().handle_output(context, obj)
+        try:
+            self.warehouse.refresh_views()
+        except duckdb.IOException as exc:  # another process holds the file lock: views lag, data does not
+            context.log.warning(f"DuckDB views not refreshed ({exc}); `saber build` refreshes them at the end")

@@ -1,0 +1,21 @@
+"""Helpers that turn tables into Dagster metadata a person would rather look at than read."""
+
+from __future__ import annotations
+
+import polars as pl
+from dagster import MetadataValue
+
+
+def markdown_table(df: pl.DataFrame, max_rows: int = 20, max_chars: int = 80) -> MetadataValue:
+    """A markdown table; long cells are cut so the UI stays readable."""
+    df = df.head(max_rows)
+    cols = df.columns
+
+    def cell(v) -> str:
+        s = "" if v is None else str(v)
+        s = s.replace("\n", " ").replace("|", "\\|")
+        return s if len(s) <= max_chars else s[: max_chars - 1] + "…"
+
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.iter_rows()]
+    return MetadataValue.md("\n".join(lines))

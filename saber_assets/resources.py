@@ -1,0 +1,15 @@
+"""Dagster resources shared by the stages (the swappable ones live in ``saber_resources``)."""
+
+
+from dagster import ConfigurableResource
+
+from .settings import DEFAULT_CONFIG, PipelineConfig, load_config
+
+
+class SaberSettings(ConfigurableResource):
+    """Which pipeline config file the assets read (``configs/sample.yaml`` by default)."""
+
+    config_file: str = str(DEFAULT_CONFIG)
+
+    def load(self) -> PipelineConfig:
+        return load_config(self.config_file)

@@ -1,0 +1,148 @@
+"""Pipeline configuration: one YAML file (``configs/sample.yaml`` by default), validated.
+
+Plain module (no Dagster): the Dagster resource in ``saber_assets.resources`` wraps it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DATA_DIR = REPO_ROOT / "data"
+CONFIG_DIR = REPO_ROOT / "configs"
+SQL_DIR = REPO_ROOT / "sql"
+DEFAULT_CONFIG = CONFIG_DIR / "sample.yaml"
+
+# Bundled sources: name -> (file, field mapping). Users may declare any other file with a mapping.
+BUNDLED_SOURCES: dict[str, tuple[str, dict[str, str]]] = {
+    "math": (
+        "corpora/math.jsonl.gz",
+        {"id": "id", "problem": "problem", "solution": "solution", "category": "type"},
+    ),
+    "olympiadbench": (
+        "corpora/olympiadbench.jsonl.gz",
+        {"id": "id", "problem": "question", "solution": "solution", "category": "subfield"},
+    ),
+}
+BUNDLED_ONTOLOGIES = {"mathworld": "ontology/mathworld_tree.json.gz"}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SourceConfig(_Strict):
+    """One corpus source: a bundled name or a JSONL/Parquet path with a field mapping."""
+
+    name: str = Field(pattern=r"^[a-z0-9_\-]+$")
+    bundled: str | None = None
+    path: str | None = None
+    fields: dict[str, str] | None = None
+    # Higher priority wins inside a near-duplicate cluster (paper: official > NuminaMath > AoPS).
+    priority: int = 0
+    # Keep a deterministic sample of this many rows (by hash of native id and the pipeline seed).
+    sample_size: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _one_origin(self) -> SourceConfig:
+        if (self.bundled is None) == (self.path is None):
+            raise ValueError(f"source {self.name!r}: give exactly one of 'bundled' or 'path'")
+        if self.bundled is not None and self.bundled not in BUNDLED_SOURCES:
+            raise ValueError(
+                f"source {self.name!r}: unknown bundled source {self.bundled!r} "
+                f"(bundled: {sorted(BUNDLED_SOURCES)})"
+            )
+        if self.path is not None and not self.fields:
+            raise ValueError(f"source {self.name!r}: a 'path' source needs a 'fields' mapping")
+        mapping = self.field_mapping()
+        missing = {"id", "problem", "solution"} - set(mapping)
+        if missing:
+            raise ValueError(f"source {self.name!r}: field mapping lacks {sorted(missing)}")
+        return self
+
+    def field_mapping(self) -> dict[str, str]:
+        base = dict(BUNDLED_SOURCES[self.bundled][1]) if self.bundled else {}
+        base.update(self.fields or {})
+        return base
+
+    def file(self) -> Path:
+        if self.bundled:
+            return DATA_DIR / BUNDLED_SOURCES[self.bundled][0]
+        path = Path(self.path).expanduser()
+        return path if path.is_absolute() else REPO_ROOT / path
+
+
+class DedupConfig(_Strict):
+    n_grams: int = Field(default=5, ge=1)
+    num_buckets: int = Field(default=14, ge=1)
+    hashes_per_bucket: int = Field(default=8, ge=1)
+    seed: int = 1
+
+
+class CorpusConfig(_Strict):
+    sources: list[SourceConfig]
+    # Size caps: a 5 MB "problem" is a broken row, not a problem.
+    max_problem_chars: int = 20_000
+    max_solution_chars: int = 50_000
+    dedup: DedupConfig = DedupConfig()
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> CorpusConfig:
+        names = [s.name for s in self.sources]
+        if len(names) != len(set(names)):
+            raise ValueError(f"corpus.sources: duplicate source names in {names}")
+        if not names:
+            raise ValueError("corpus.sources: declare at least one source")
+        return self
+
+
+class OntologyConfig(_Strict):
+    bundled: str | None = "mathworld"
+    # A nested tree JSON, or a DAG as nodes+edges (CSV pair or one JSON {"nodes":…, "edges":…}).
+    path: str | None = None
+    nodes: str | None = None
+    edges: str | None = None
+
+    @model_validator(mode="after")
+    def _one_origin(self) -> OntologyConfig:
+        given = [x for x in (self.path, self.nodes) if x]
+        if given:
+            self.bundled = None
+        if self.nodes and not self.edges:
+            raise ValueError("ontology: 'nodes' needs 'edges'")
+        if self.bundled and self.bundled not in BUNDLED_ONTOLOGIES:
+            raise ValueError(f"ontology: unknown bundled ontology {self.bundled!r}")
+        if not self.bundled and not given:
+            raise ValueError("ontology: give 'bundled', 'path' or 'nodes'+'edges'")
+        return self
+
+
+class PipelineConfig(_Strict):
+    name: str = "sample"
+    seed: int = 20261129
+    executor: Literal["in_process", "multiprocess"] = "in_process"
+    corpus: CorpusConfig
+    ontology: OntologyConfig = OntologyConfig()
+
+
+def load_config(path: str | os.PathLike | None = None) -> PipelineConfig:
+    """Read and validate a pipeline config; errors name the file and the offending key."""
+    path = Path(path) if path else DEFAULT_CONFIG
+    if not path.exists():
+        raise FileNotFoundError(f"config file not found: {path}")
+    with open(path, encoding="utf-8") as f:
+        raw = yaml.safe_load(f) or {}
+    try:
+        return PipelineConfig.model_validate(raw)
+    except Exception as exc:  # pydantic's message lists every bad key
+        raise ValueError(f"invalid config {path}:\n{exc}") from None
+
+
+def data_home() -> Path:
+    """Where outputs go: $SABER_HOME, else `.saber/` in the checkout (git-ignored)."""
+    return Path(os.environ.get("SABER_HOME", REPO_ROOT / ".saber")).resolve()

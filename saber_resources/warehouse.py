@@ -1,0 +1,84 @@
+"""DuckDB warehouse: tables the assets write (quarantine, caches, judgments) and views over the
+Parquet assets, defined by the SQL files in ``sql/``.
+
+``path=":memory:"`` (tests) keeps one connection for the resource's lifetime, since every new
+in-memory connection would be a different, empty database.
+"""
+
+
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+import polars as pl
+from dagster import ConfigurableResource
+from pydantic import PrivateAttr
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _checked_name(name: str) -> str:
+    if not _NAME.match(name):
+        raise ValueError(f"not a valid table name: {name!r}")
+    return name
+
+
+class Warehouse(ConfigurableResource):
+    """DuckDB database file (or ``:memory:``) plus the folder of Parquet assets its views read."""
+
+    path: str
+    parquet_dir: str = ""
+    sql_dir: str = ""
+
+    _memory_conn: duckdb.DuckDBPyConnection | None = PrivateAttr(default=None)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @contextmanager
+    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        if self.path == ":memory:":
+            with self._lock:
+                if self._memory_conn is None:
+                    self._memory_conn = duckdb.connect(":memory:")
+            yield self._memory_conn
+            return
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        conn = duckdb.connect(self.path)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    def replace_table(self, name: str, df: pl.DataFrame) -> int:
+        """Replace table ``name`` with ``df`` (an empty frame still creates the typed table)."""
+        name = _checked_name(name)
+        with self.connect() as conn:
+            conn.register("_incoming", df.to_arrow())
+            conn.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM _incoming")
+            conn.unregister("_incoming")
+        return df.height
+
+    def query(self, sql: str, params: list | None = None) -> pl.DataFrame:
+        with self.connect() as conn:
+            return conn.sql(sql, params=params).pl()
+
+    def refresh_views(self) -> list[str]:
+        """(Re)create the views in ``sql/*.sql`` whose Parquet inputs exist; returns the views made.
+
+        The SQL files use ``{parquet}`` for the Parquet folder. A file is skipped while an input it
+        reads is missing (its asset not materialised yet), and created on a later refresh.
+        """
+        if not self.sql_dir:
+            return []
+        made: list[str] = []
+        with self.connect() as conn:
+            for file in sorted(Path(self.sql_dir).glob("*.sql")):
+                text = file.read_text(encoding="utf-8").replace("{parquet}", self.parquet_dir)
+                inputs = re.findall(r"read_parquet\('([^']+)'\)", text)
+                if not all(Path(p).exists() for p in inputs):
+                    continue
+                conn.execute(text)
+                made += re.findall(r"CREATE OR REPLACE VIEW (\w+)", text)
+        return made
