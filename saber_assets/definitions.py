@@ -28,13 +28,19 @@ STAGE_MODULES = [corpus_assets, ontology_assets]
 assert corpus and ontology  # stage packages are the public layout; modules above hold the assets
 
 
-def make_definitions(config_file: str | os.PathLike | None = None, home: Path | None = None) -> Definitions:
+def make_definitions(
+    config_file: str | os.PathLike | None = None, home: Path | None = None
+) -> Definitions:
     """Definitions for one pipeline config; outputs under ``home`` (default: $SABER_HOME or .saber/)."""
     config_file = str(config_file or os.environ.get("SABER_CONFIG") or DEFAULT_CONFIG)
     cfg = load_config(config_file)
     home = Path(home or data_home())
     parquet_dir = home / cfg.name / "parquet"
-    warehouse = Warehouse(path=str(home / cfg.name / "warehouse.duckdb"), parquet_dir=str(parquet_dir), sql_dir=str(SQL_DIR))
+    warehouse = Warehouse(
+        path=str(home / cfg.name / "warehouse.duckdb"),
+        parquet_dir=str(parquet_dir),
+        sql_dir=str(SQL_DIR),
+    )
     executor = in_process_executor if cfg.executor == "in_process" else multiprocess_executor
     assets = load_assets_from_modules(STAGE_MODULES)
     build_all = define_asset_job(

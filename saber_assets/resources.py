@@ -1,6 +1,5 @@
 """Dagster resources shared by the stages (the swappable ones live in ``saber_resources``)."""
 
-
 from dagster import ConfigurableResource
 
 from .settings import DEFAULT_CONFIG, PipelineConfig, load_config

@@ -113,8 +113,8 @@ class OntologyConfig(_Strict):
         given = [x for x in (self.path, self.nodes) if x]
         if given:
             self.bundled = None
-        if self.nodes and not self.edges:
-            raise ValueError("ontology: 'nodes' needs 'edges'")
+        if self.nodes and not self.edges and not self.nodes.endswith((".json", ".json.gz")):
+            raise ValueError("ontology: a CSV 'nodes' file needs an 'edges' file")
         if self.bundled and self.bundled not in BUNDLED_ONTOLOGIES:
             raise ValueError(f"ontology: unknown bundled ontology {self.bundled!r}")
         if not self.bundled and not given:

@@ -5,7 +5,6 @@ Parquet assets, defined by the SQL files in ``sql/``.
 in-memory connection would be a different, empty database.
 """
 
-
 import re
 import threading
 from collections.abc import Iterator

@@ -1,10 +1,17 @@
 """corpus stage: declared sources -> normalised, validated, de-duplicated problems."""
 
-
 import hashlib
 
 import polars as pl
-from dagster import AssetCheckResult, AssetExecutionContext, AssetOut, MetadataValue, Output, asset_check, multi_asset
+from dagster import (
+    AssetCheckResult,
+    AssetExecutionContext,
+    AssetOut,
+    MetadataValue,
+    Output,
+    asset_check,
+    multi_asset,
+)
 
 from ..ops.metadata import markdown_table
 from ..resources import SaberSettings
@@ -23,9 +30,21 @@ def corpus_version(corpus: pl.DataFrame) -> str:
 @multi_asset(
     group_name="corpus",
     outs={
-        "corpus": AssetOut(io_manager_key="parquet_io", description="De-duplicated problems with worked solutions; id = source:native_id.", kinds={"polars", "parquet"}),
-        "corpus_quarantine": AssetOut(io_manager_key="parquet_io", description="Rejected source rows, one reason each.", kinds={"polars", "parquet"}),
-        "corpus_duplicates": AssetOut(io_manager_key="parquet_io", description="Near-duplicates removed by MinHash, with the row kept instead.", kinds={"polars", "parquet"}),
+        "corpus": AssetOut(
+            io_manager_key="parquet_io",
+            description="De-duplicated problems with worked solutions; id = source:native_id.",
+            kinds={"polars", "parquet"},
+        ),
+        "corpus_quarantine": AssetOut(
+            io_manager_key="parquet_io",
+            description="Rejected source rows, one reason each.",
+            kinds={"polars", "parquet"},
+        ),
+        "corpus_duplicates": AssetOut(
+            io_manager_key="parquet_io",
+            description="Near-duplicates removed by MinHash, with the row kept instead.",
+            kinds={"polars", "parquet"},
+        ),
     },
 )
 def corpus_assets(context: AssetExecutionContext, settings: SaberSettings):
@@ -34,7 +53,9 @@ def corpus_assets(context: AssetExecutionContext, settings: SaberSettings):
     corpus = built.corpus
     version = corpus_version(corpus)
     preview = corpus.select("id", "category", "problem", "solution").head(8)
-    context.log.info(f"corpus: {corpus.height} problems, {built.duplicates.height} duplicates removed, {built.quarantine.height} quarantined")
+    context.log.info(
+        f"corpus: {corpus.height} problems, {built.duplicates.height} duplicates removed, {built.quarantine.height} quarantined"
+    )
     yield Output(
         corpus,
         output_name="corpus",
@@ -51,7 +72,11 @@ def corpus_assets(context: AssetExecutionContext, settings: SaberSettings):
             "seconds_dedup": round(built.seconds["dedup"], 2),
         },
     )
-    reasons = built.quarantine.group_by(pl.col("reason").str.replace(r"\d[\d,]*", "N")).len().sort("len", descending=True)
+    reasons = (
+        built.quarantine.group_by(pl.col("reason").str.replace(r"\d[\d,]*", "N"))
+        .len()
+        .sort("len", descending=True)
+    )
     yield Output(
         built.quarantine,
         output_name="corpus_quarantine",
@@ -71,5 +96,14 @@ def corpus_assets(context: AssetExecutionContext, settings: SaberSettings):
 @asset_check(asset="corpus", description="Problem ids are unique and every row has text.")
 def corpus_ids_unique(corpus: pl.DataFrame) -> AssetCheckResult:
     dupes = corpus.height - corpus["id"].n_unique()
-    empty = corpus.filter((pl.col("problem").str.len_chars() == 0) | (pl.col("solution").str.len_chars() == 0)).height
-    return AssetCheckResult(passed=dupes == 0 and empty == 0, metadata={"duplicate_ids": dupes, "empty_texts": empty, "rows": MetadataValue.int(corpus.height)})
+    empty = corpus.filter(
+        (pl.col("problem").str.len_chars() == 0) | (pl.col("solution").str.len_chars() == 0)
+    ).height
+    return AssetCheckResult(
+        passed=dupes == 0 and empty == 0,
+        metadata={
+            "duplicate_ids": dupes,
+            "empty_texts": empty,
+            "rows": MetadataValue.int(corpus.height),
+        },
+    )

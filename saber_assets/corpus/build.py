@@ -24,7 +24,13 @@ CORPUS_SCHEMA = {
     "category": pl.String,
     "priority": pl.Int32,
 }
-QUARANTINE_SCHEMA = {"source": pl.String, "line": pl.Int64, "native_id": pl.String, "reason": pl.String, "excerpt": pl.String}
+QUARANTINE_SCHEMA = {
+    "source": pl.String,
+    "line": pl.Int64,
+    "native_id": pl.String,
+    "reason": pl.String,
+    "excerpt": pl.String,
+}
 DUPLICATES_SCHEMA = {"removed_id": pl.String, "kept_id": pl.String, "cluster": pl.Int64}
 
 
@@ -78,7 +84,9 @@ def build_corpus(cfg: CorpusConfig, seed: int) -> CorpusBuild:
     t1 = time.perf_counter()
     d = cfg.dedup
     items = [DedupItem(r.id, r.problem, prio, order * 10**9 + r.line) for r, prio, order in kept]
-    links = find_duplicates(items, minhash_config(d.n_grams, d.num_buckets, d.hashes_per_bucket, d.seed))
+    links = find_duplicates(
+        items, minhash_config(d.n_grams, d.num_buckets, d.hashes_per_bucket, d.seed)
+    )
     t2 = time.perf_counter()
     removed = {link.removed_id for link in links}
     corpus = pl.DataFrame(
@@ -87,7 +95,11 @@ def build_corpus(cfg: CorpusConfig, seed: int) -> CorpusBuild:
     )
     duplicates = pl.DataFrame([asdict(x) for x in links], schema=DUPLICATES_SCHEMA)
     quarantine = pl.DataFrame([asdict(x) for x in rejected], schema=QUARANTINE_SCHEMA)
-    removed_by_source = duplicates.with_columns(pl.col("removed_id").str.split(":").list.first().alias("source")).group_by("source").len("duplicates_removed")
+    removed_by_source = (
+        duplicates.with_columns(pl.col("removed_id").str.split(":").list.first().alias("source"))
+        .group_by("source")
+        .len("duplicates_removed")
+    )
     per_source = (
         pl.DataFrame(stats)
         .join(removed_by_source, on="source", how="left")
@@ -95,4 +107,6 @@ def build_corpus(cfg: CorpusConfig, seed: int) -> CorpusBuild:
         .join(corpus.group_by("source").len("in_corpus"), on="source", how="left")
         .with_columns(pl.col("in_corpus").fill_null(0).cast(pl.Int64))
     )
-    return CorpusBuild(corpus, quarantine, duplicates, per_source, {"read_validate": t1 - t0, "dedup": t2 - t1})
+    return CorpusBuild(
+        corpus, quarantine, duplicates, per_source, {"read_validate": t1 - t0, "dedup": t2 - t1}
+    )

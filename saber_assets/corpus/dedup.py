@@ -65,15 +65,23 @@ class DuplicateLink:
     cluster: int
 
 
-def minhash_config(n_grams: int, num_buckets: int, hashes_per_bucket: int, seed: int) -> MinhashConfig:
+def minhash_config(
+    n_grams: int, num_buckets: int, hashes_per_bucket: int, seed: int
+) -> MinhashConfig:
     # Numbers and symbols carry the meaning of a math problem: do not fold them away.
     norm = TextNormConfig(norm_numbers=False, remove_punctuation=False)
     return MinhashConfig(
-        n_grams=n_grams, num_buckets=num_buckets, hashes_per_bucket=hashes_per_bucket, seed=seed, norm_config=norm
+        n_grams=n_grams,
+        num_buckets=num_buckets,
+        hashes_per_bucket=hashes_per_bucket,
+        seed=seed,
+        norm_config=norm,
     )
 
 
-def find_duplicates(items: Sequence[DedupItem], config: MinhashConfig, workdir: Path | None = None) -> list[DuplicateLink]:
+def find_duplicates(
+    items: Sequence[DedupItem], config: MinhashConfig, workdir: Path | None = None
+) -> list[DuplicateLink]:
     """Cluster near-duplicates; return one link per removed item to the item its cluster keeps."""
     if len(items) < 2:
         return []
@@ -81,14 +89,36 @@ def find_duplicates(items: Sequence[DedupItem], config: MinhashConfig, workdir: 
         tmp = Path(tmp)
         docs = [Document(text=it.text, id=str(i)) for i, it in enumerate(items)]
         stages = [
-            [docs, MinhashDedupSignature(output_folder=str(tmp / "sigs"), config=config, language=LatexWordTokenizer())],
-            [MinhashDedupBuckets(input_folder=str(tmp / "sigs"), output_folder=str(tmp / "buckets"), config=config)],
-            [MinhashDedupCluster(input_folder=str(tmp / "buckets"), output_folder=str(tmp / "clusters"), config=config, save_cluster_id=True)],
+            [
+                docs,
+                MinhashDedupSignature(
+                    output_folder=str(tmp / "sigs"), config=config, language=LatexWordTokenizer()
+                ),
+            ],
+            [
+                MinhashDedupBuckets(
+                    input_folder=str(tmp / "sigs"),
+                    output_folder=str(tmp / "buckets"),
+                    config=config,
+                )
+            ],
+            [
+                MinhashDedupCluster(
+                    input_folder=str(tmp / "buckets"),
+                    output_folder=str(tmp / "clusters"),
+                    config=config,
+                    save_cluster_id=True,
+                )
+            ],
         ]
         for i, pipeline in enumerate(stages):
             tasks = config.num_buckets if i == 1 else 1
             LocalPipelineExecutor(
-                pipeline=pipeline, tasks=tasks, workers=1, logging_dir=str(tmp / f"logs{i}"), skip_completed=False
+                pipeline=pipeline,
+                tasks=tasks,
+                workers=1,
+                logging_dir=str(tmp / f"logs{i}"),
+                skip_completed=False,
             ).run()
         cluster_file = tmp / "clusters" / "000000.clusters"
         if not cluster_file.exists():

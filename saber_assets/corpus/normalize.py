@@ -66,7 +66,7 @@ def validate_rows(
         native_id = None if raw_id is None else str(raw_id).strip()
 
         def reject(reason: str, _row: RawRow = row, _nid: str | None = native_id) -> None:
-            rejected.append(Rejected(_row.source, _row.line, _nid, reason, str(rec)[:200]))
+            rejected.append(Rejected(_row.source, _row.line, _nid, reason, str(_row.record)[:200]))
 
         if not native_id:
             reject(f"missing id field {mapping['id']!r}")
@@ -93,7 +93,9 @@ def validate_rows(
             reject(f"solution has {len(solution):,} characters (cap {max_solution_chars:,})")
             continue
         if native_id in first_seen:
-            reject(f"duplicate native id {native_id!r} (first seen at line {first_seen[native_id]})")
+            reject(
+                f"duplicate native id {native_id!r} (first seen at line {first_seen[native_id]})"
+            )
             continue
         first_seen[native_id] = row.line
         category = rec.get(mapping["category"]) if "category" in mapping else None

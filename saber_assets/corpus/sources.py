@@ -62,7 +62,9 @@ def read_source(name: str, path: Path, mapping: dict[str, str]) -> SourceRead:
     suffixes = "".join(path.suffixes[-2:])
     if path.suffix == ".parquet":
         return _read_parquet(name, path, mapping)
-    if not any(suffixes.endswith(s) for s in (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson")):
+    if not any(
+        suffixes.endswith(s) for s in (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson")
+    ):
         raise CorpusSourceError(
             f"source {name!r}: unsupported file type {path.name!r} (use .jsonl, .jsonl.gz or .parquet)"
         )
@@ -75,16 +77,38 @@ def read_source(name: str, path: Path, mapping: dict[str, str]) -> SourceRead:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             out.rejected.append(
-                Rejected(name, lineno, None, f"not valid UTF-8 at byte {exc.start} of the line", _excerpt(raw))
+                Rejected(
+                    name,
+                    lineno,
+                    None,
+                    f"not valid UTF-8 at byte {exc.start} of the line",
+                    _excerpt(raw),
+                )
             )
             continue
         try:
             record = json.loads(text)
         except json.JSONDecodeError as exc:
-            out.rejected.append(Rejected(name, lineno, None, f"invalid JSON: {exc.msg} (column {exc.colno})", _excerpt(text)))
+            out.rejected.append(
+                Rejected(
+                    name,
+                    lineno,
+                    None,
+                    f"invalid JSON: {exc.msg} (column {exc.colno})",
+                    _excerpt(text),
+                )
+            )
             continue
         if not isinstance(record, dict):
-            out.rejected.append(Rejected(name, lineno, None, f"JSON value is a {type(record).__name__}, not an object", _excerpt(text)))
+            out.rejected.append(
+                Rejected(
+                    name,
+                    lineno,
+                    None,
+                    f"JSON value is a {type(record).__name__}, not an object",
+                    _excerpt(text),
+                )
+            )
             continue
         if not checked:
             _check_mapping(name, path, lineno, mapping, record.keys())
@@ -97,7 +121,9 @@ def _read_parquet(name: str, path: Path, mapping: dict[str, str]) -> SourceRead:
     try:
         table = pq.read_table(path)
     except Exception as exc:
-        raise CorpusSourceError(f"source {name!r}: cannot read Parquet file {path}: {exc}") from None
+        raise CorpusSourceError(
+            f"source {name!r}: cannot read Parquet file {path}: {exc}"
+        ) from None
     _check_mapping(name, path, 1, mapping, table.column_names)
     out = SourceRead()
     for i, record in enumerate(table.to_pylist(), start=1):
@@ -108,7 +134,11 @@ def _read_parquet(name: str, path: Path, mapping: dict[str, str]) -> SourceRead:
 def _check_mapping(name: str, path: Path, line: int, mapping: dict[str, str], present) -> None:
     present = list(present)
     # `category` is optional; id/problem/solution must exist in the file.
-    missing = [f"{role}={col!r}" for role, col in mapping.items() if col not in present and role != "category"]
+    missing = [
+        f"{role}={col!r}"
+        for role, col in mapping.items()
+        if col not in present and role != "category"
+    ]
     if missing:
         raise CorpusSourceError(
             f"source {name!r}: {path}:{line}: field mapping {', '.join(missing)} not found; "

@@ -1,6 +1,5 @@
 """ontology stage: topic DAG -> tree with domains (IC needs annotation counts: annotations stage)."""
 
-
 from pathlib import Path
 
 import polars as pl
@@ -34,7 +33,11 @@ def ontology_tree(context: AssetExecutionContext, settings: SaberSettings) -> Ou
     df = tree.to_frame()
     for w in dag.warnings:
         context.log.warning(f"ontology data warning: {w}")
-    by_domain = df.group_by("domain").agg(pl.len().alias("tree_nodes"), pl.col("topic").n_unique().alias("topics")).sort("domain", nulls_last=True)
+    by_domain = (
+        df.group_by("domain")
+        .agg(pl.len().alias("tree_nodes"), pl.col("topic").n_unique().alias("topics"))
+        .sort("domain", nulls_last=True)
+    )
     by_depth = df.group_by("depth").len().sort("depth")
     return Output(
         df,

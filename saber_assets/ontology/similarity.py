@@ -89,4 +89,6 @@ def lin_table(ic: np.ndarray, lca_index: LCAIndex, nodes: np.ndarray) -> np.ndar
     """Dense Lin matrix among the given tree nodes (the distinct topics actually used)."""
     nodes = np.asarray(nodes, dtype=np.int64)
     u, v = np.meshgrid(nodes, nodes, indexing="ij")
-    return lin(ic, lca_index, u.ravel(), v.ravel()).reshape(len(nodes), len(nodes)).astype(np.float32)
+    return (
+        lin(ic, lca_index, u.ravel(), v.ravel()).reshape(len(nodes), len(nodes)).astype(np.float32)
+    )

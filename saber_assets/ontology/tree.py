@@ -47,7 +47,11 @@ class TopicDag:
 
 
 def _open_text(path: Path):
-    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
+    return (
+        gzip.open(path, "rt", encoding="utf-8")
+        if path.suffix == ".gz"
+        else open(path, encoding="utf-8")
+    )
 
 
 def dag_from_nested_tree(path: Path) -> TopicDag:
@@ -63,11 +67,15 @@ def dag_from_nested_tree(path: Path) -> TopicDag:
     while stack:
         node, parent, titles = stack.pop()
         if not isinstance(node, dict) or "title" not in node:
-            raise OntologyError(f"{path}: node under {PATH_SEP.join(titles) or 'the root'} has no 'title'")
+            raise OntologyError(
+                f"{path}: node under {PATH_SEP.join(titles) or 'the root'} has no 'title'"
+            )
         key = node.get("url") or node["title"]
         title = node["title"]
         if key in g and g.nodes[key]["title"] != title:
-            raise OntologyError(f"{path}: url {key!r} has two titles: {g.nodes[key]['title']!r} and {title!r}")
+            raise OntologyError(
+                f"{path}: url {key!r} has two titles: {g.nodes[key]['title']!r} and {title!r}"
+            )
         g.add_node(key, title=title)
         here = (*titles, title)
         if parent is not None:
@@ -77,7 +85,9 @@ def dag_from_nested_tree(path: Path) -> TopicDag:
         for child in links:
             ckey = child.get("url") or child.get("title") if isinstance(child, dict) else None
             if ckey in seen:
-                warnings.append(f"{child.get('title')!r} is listed more than once under {PATH_SEP.join(here)} (kept once)")
+                warnings.append(
+                    f"{child.get('title')!r} is listed more than once under {PATH_SEP.join(here)} (kept once)"
+                )
             seen.add(ckey)
         for child in reversed(links):
             stack.append((child, key, here))
@@ -97,7 +107,9 @@ def dag_from_nodes_edges(nodes_path: Path, edges_path: Path | None = None) -> To
         with _open_text(nodes_path) as f:
             nodes = [(i + 2, n) for i, n in enumerate(csv.DictReader(f))]
         with _open_text(edges_path) as f:
-            edges = [(i + 2, (r.get("parent"), r.get("child"))) for i, r in enumerate(csv.DictReader(f))]
+            edges = [
+                (i + 2, (r.get("parent"), r.get("child"))) for i, r in enumerate(csv.DictReader(f))
+            ]
     g = nx.DiGraph()
     key_of: dict[str, str] = {}
     for line, n in nodes:
@@ -112,7 +124,9 @@ def dag_from_nodes_edges(nodes_path: Path, edges_path: Path | None = None) -> To
         p, c = (str(x) for x in e)
         for end in (p, c):
             if end not in key_of:
-                raise OntologyError(f"{edges_path}:{line}: edge {p} -> {c} names unknown node {end!r}")
+                raise OntologyError(
+                    f"{edges_path}:{line}: edge {p} -> {c} names unknown node {end!r}"
+                )
         g.add_edge(key_of[p], key_of[c])
     return _checked(TopicDag(g), edges_path)
 
@@ -122,7 +136,11 @@ def _checked(dag: TopicDag, path: Path) -> TopicDag:
         cycle = nx.find_cycle(dag.graph)
     except nx.NetworkXNoCycle:
         return dag
-    names = " -> ".join(dag.graph.nodes[u]["title"] for u, _ in cycle) + " -> " + dag.graph.nodes[cycle[0][0]]["title"]
+    names = (
+        " -> ".join(dag.graph.nodes[u]["title"] for u, _ in cycle)
+        + " -> "
+        + dag.graph.nodes[cycle[0][0]]["title"]
+    )
     raise OntologyError(f"{path}: the ontology has a cycle: {names}")
 
 

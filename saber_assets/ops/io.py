@@ -1,6 +1,5 @@
 """Parquet IO manager that keeps the DuckDB views over the Parquet assets current."""
 
-
 import duckdb
 from dagster import OutputContext, ResourceDependency
 from dagster_polars import PolarsParquetIOManager
@@ -17,5 +16,9 @@ class WarehouseParquetIOManager(PolarsParquetIOManager):
         super().handle_output(context, obj)
         try:
             self.warehouse.refresh_views()
-        except duckdb.IOException as exc:  # another process holds the file lock: views lag, data does not
-            context.log.warning(f"DuckDB views not refreshed ({exc}); `saber build` refreshes them at the end")
+        except (
+            duckdb.IOException
+        ) as exc:  # another process holds the file lock: views lag, data does not
+            context.log.warning(
+                f"DuckDB views not refreshed ({exc}); `saber build` refreshes them at the end"
+            )

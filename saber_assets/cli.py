@@ -1,0 +1,120 @@
+"""`saber` command line: build the benchmark, open the UI."""
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from .settings import DEFAULT_CONFIG, REPO_ROOT, data_home, load_config
+
+
+def prepare_dagster_home(home: Path) -> Path:
+    """Project-local DAGSTER_HOME with the repo's dagster.yaml, so run history survives restarts."""
+    dagster_home = home / "dagster_home"
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(REPO_ROOT / "dagster.yaml", dagster_home / "dagster.yaml")
+    os.environ["DAGSTER_HOME"] = str(dagster_home)
+    return dagster_home
+
+
+def _summary_value(metadata: dict, key: str):
+    v = metadata.get(key)
+    return None if v is None else getattr(v, "value", v)
+
+
+def build(config: str | None, log_level: str) -> int:
+    cfg = load_config(config)  # fail fast, before Dagster starts, on a bad config file
+    home = data_home()
+    prepare_dagster_home(home)
+    from dagster import DagsterInstance
+
+    from .definitions import make_definitions
+
+    defs = make_definitions(config, home)
+    instance = DagsterInstance.get()
+    job = defs.resolve_job_def("build_all")
+    t0 = time.perf_counter()
+    print(
+        f"saber build: config {config or DEFAULT_CONFIG} ({cfg.name}), outputs under {home / cfg.name}",
+        flush=True,
+    )
+    result = job.execute_in_process(
+        instance=instance,
+        raise_on_error=False,
+        run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
+    )
+    elapsed = time.perf_counter() - t0
+    rows = []
+    for event in result.get_asset_materialization_events():
+        mat = event.materialization
+        rows.append(
+            (
+                mat.asset_key.to_user_string(),
+                mat.partition,
+                _summary_value(mat.metadata, "dagster/row_count"),
+            )
+        )
+    width = max((len(a) for a, _, _ in rows), default=10)
+    for asset, partition, count in rows:
+        part = f" [{partition}]" if partition else ""
+        print(f"  {asset:<{width}}{part}  rows={count}")
+    for check in result.get_asset_check_evaluations():
+        if not check.passed:
+            print(f"  CHECK FAILED: {check.asset_key.to_user_string()} / {check.check_name}")
+    from saber_resources.warehouse import Warehouse
+
+    wh = defs.resources["warehouse"]
+    assert isinstance(wh, Warehouse)
+    views = wh.refresh_views()
+    print(f"parquet:   {wh.parquet_dir}")
+    print(f"warehouse: {wh.path} (views: {', '.join(views) or 'none'})")
+    print(f"dagster:   {os.environ['DAGSTER_HOME']} (open the UI with `uv run saber ui`)")
+    if not result.success:
+        for ev in result.all_events:
+            if ev.is_step_failure:
+                print(
+                    f"FAILED step {ev.step_key}: {ev.step_failure_data.error.message.strip()}",
+                    file=sys.stderr,
+                )
+        print(f"saber build FAILED after {elapsed:.1f}s", file=sys.stderr)
+        return 1
+    print(f"saber build finished in {elapsed:.1f}s")
+    return 0
+
+
+def ui(port: int) -> int:
+    prepare_dagster_home(data_home())
+    os.chdir(REPO_ROOT)
+    cmd = [sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml", "-p", str(port)]
+    os.execv(sys.executable, cmd)
+    return 0  # not reached
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="saber", description="Build and evaluate SABER-Math-style benchmarks."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_build = sub.add_parser("build", help="materialise every asset on a pipeline config")
+    p_build.add_argument(
+        "--config", help=f"pipeline config YAML (default {DEFAULT_CONFIG.relative_to(REPO_ROOT)})"
+    )
+    p_build.add_argument(
+        "--log-level", default="WARNING", help="Dagster console log level (default WARNING)"
+    )
+    p_ui = sub.add_parser("ui", help="open the Dagster UI on the project-local instance")
+    p_ui.add_argument("--port", type=int, default=3000)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "build":
+            return build(args.config, args.log_level)
+        return ui(args.port)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"saber: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,92 @@
+"""End-to-end: the `saber build` command and the Dagster code location."""
+
+import json
+import subprocess
+import sys
+
+import duckdb
+import polars as pl
+import pytest
+
+from saber_assets.cli import main
+from saber_assets.settings import REPO_ROOT
+
+from .conftest import write_jsonl
+
+
+@pytest.fixture
+def tiny_config(tmp_path, make_config, monkeypatch):
+    monkeypatch.setenv("SABER_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    rows = [
+        {
+            "id": i,
+            "problem": f"Problem {i}: find the {i}-th prime number and prove it.",
+            "solution": f"Sieve up to {i * 10}.",
+        }
+        for i in range(30)
+    ]
+    rows.append({"id": 99, "problem": "", "solution": "orphan"})
+    src = write_jsonl(tmp_path / "mine.jsonl", rows)
+
+    def _make(**extra):
+        corpus = {
+            "sources": [
+                {
+                    "name": "mine",
+                    "path": str(src),
+                    "fields": {"id": "id", "problem": "problem", "solution": "solution"},
+                },
+                {"name": "ob", "bundled": "olympiadbench", "sample_size": 20},
+            ]
+        }
+        return make_config(name="tiny", corpus=corpus, **extra)
+
+    return _make
+
+
+def test_saber_build_materialises_corpus_and_ontology(tiny_config, tmp_path, capsys):
+    assert main(["build", "--config", str(tiny_config())]) == 0
+    out = capsys.readouterr().out
+    assert "corpus_quarantine  rows=1" in out and "ontology_tree      rows=17022" in out
+    home = tmp_path / "home" / "tiny"
+    corpus = pl.read_parquet(home / "parquet" / "corpus.parquet")
+    assert corpus.height == 50 and corpus["id"].str.starts_with("ob:").sum() == 20
+    with duckdb.connect(str(home / "warehouse.duckdb")) as conn:
+        assert conn.execute("SELECT sum(problems) FROM corpus_by_source").fetchone()[0] == 50
+        assert conn.execute("SELECT count(*) FROM ontology_tree").fetchone()[0] == 17022
+    # Run history is kept in the project-local Dagster home.
+    assert (tmp_path / "home" / "dagster_home" / "dagster.yaml").exists()
+
+
+def test_saber_build_reports_a_bad_ontology(tiny_config, tmp_path, capsys):
+    dag = tmp_path / "cyc.json"
+    dag.write_text(
+        json.dumps(
+            {
+                "nodes": [{"id": k, "title": k} for k in "RAB"],
+                "edges": [["R", "A"], ["A", "B"], ["B", "A"]],
+            }
+        )
+    )
+    assert main(["build", "--config", str(tiny_config(ontology={"nodes": str(dag)}))]) == 1
+    err = capsys.readouterr().err
+    assert "FAILED step ontology_tree" in err and "cyc.json: the ontology has a cycle" in err
+
+
+def test_bad_config_is_reported_without_traceback(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ncorpus: {sources: [{name: a, bundled: math, priorty: 3}]}\n")
+    assert main(["build", "--config", str(bad)]) == 2
+    assert "Extra inputs are not permitted" in capsys.readouterr().err
+
+
+def test_dagster_definitions_validate():
+    proc = subprocess.run(
+        [sys.executable, "-m", "dagster", "definitions", "validate", "-w", "workspace.yaml"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr

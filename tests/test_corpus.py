@@ -1,0 +1,184 @@
+import json
+
+import pytest
+
+from saber_assets.corpus.build import build_corpus, sample_rows
+from saber_assets.corpus.dedup import DedupItem, find_duplicates, minhash_config
+from saber_assets.corpus.normalize import normalize_text, validate_rows
+from saber_assets.corpus.sources import CorpusSourceError, read_source
+from saber_assets.settings import CorpusConfig, SourceConfig, load_config
+
+from .conftest import write_jsonl
+
+MAP = {"id": "id", "problem": "problem", "solution": "solution"}
+
+
+def _row(i, problem="What is $1+1$?", solution="It is $2$."):
+    return {"id": i, "problem": problem, "solution": solution}
+
+
+def _cfg(tmp_path, sources, **kw):
+    return CorpusConfig(sources=[SourceConfig(**s) for s in sources], **kw)
+
+
+def test_normalize_text():
+    assert normalize_text("Cafe\u0301  is\t\tnice \r\n\r\n\r\n\r\nEnd  ") == "Café is nice\n\nEnd"
+
+
+def test_bad_rows_are_quarantined_with_reasons(tmp_path):
+    path = write_jsonl(
+        tmp_path / "src.jsonl",
+        [
+            _row(1),
+            {"id": 2, "problem": "", "solution": "x"},
+            {"id": 3, "problem": "Find x.", "solution": "   "},
+            {"id": 4, "problem": "Find y."},
+            _row(1, problem="Another problem with a reused id"),
+            _row(5, problem="x" * 5_000_000),
+        ],
+        raw_lines=[
+            b'{"id": 6, "problem": "caf\xe9", "solution": "s"}\n',
+            b"{not json\n",
+            b"[1, 2]\n",
+        ],
+    )
+    cfg = _cfg(tmp_path, [{"name": "src", "path": str(path), "fields": MAP}])
+    built = build_corpus(cfg, seed=0)
+    assert built.corpus["id"].to_list() == ["src:1"]
+    reasons = dict(
+        zip(built.quarantine["line"].to_list(), built.quarantine["reason"].to_list(), strict=True)
+    )
+    assert reasons[2] == "empty problem"
+    assert reasons[3] == "empty solution"
+    assert reasons[4] == "solution field 'solution' missing"
+    assert reasons[5] == "duplicate native id '1' (first seen at line 1)"
+    assert reasons[6].startswith("problem has 5,000,000 characters")
+    assert reasons[7].startswith("not valid UTF-8 at byte")
+    assert reasons[8].startswith("invalid JSON")
+    assert reasons[9] == "JSON value is a list, not an object"
+    assert built.per_source.row(0, named=True)["quarantined"] == 8
+
+
+def test_missing_mapped_field_is_a_clear_error(tmp_path):
+    path = write_jsonl(tmp_path / "src.jsonl", [{"id": 1, "question": "q", "solution": "s"}])
+    with pytest.raises(
+        CorpusSourceError,
+        match=r"src.jsonl:1: field mapping problem='problem' not found; fields present: \['id', 'question', 'solution'\]",
+    ):
+        read_source("src", path, MAP)
+
+
+def test_missing_file_and_bad_config_are_clear(tmp_path, make_config):
+    with pytest.raises(CorpusSourceError, match="file not found"):
+        read_source("src", tmp_path / "nope.jsonl", MAP)
+    bad = make_config(corpus={"sources": [{"name": "x", "path": "a.jsonl"}]})
+    with pytest.raises(ValueError, match="needs a 'fields' mapping"):
+        load_config(bad)
+    unknown = make_config(corpus={"sources": [{"name": "x", "bundled": "nope"}]})
+    with pytest.raises(ValueError, match="unknown bundled source 'nope'"):
+        load_config(unknown)
+
+
+def test_solution_list_keeps_first_and_counts(tmp_path):
+    path = write_jsonl(
+        tmp_path / "ob.jsonl.gz",
+        [{"id": 7, "question": "Prove it.", "solution": ["First proof.", "Second proof."]}],
+    )
+    mapping = {"id": "id", "problem": "question", "solution": "solution"}
+    rows, bad = validate_rows(read_source("ob", path, mapping).rows, mapping, 100, 100)
+    assert not bad
+    assert rows[0].solution == "First proof." and rows[0].n_solutions == 2 and rows[0].id == "ob:7"
+
+
+def test_parquet_source(tmp_path):
+    import polars as pl
+
+    path = tmp_path / "p.parquet"
+    pl.DataFrame(
+        {"pid": ["a", "b"], "q": ["Find $x$.", "Find $y$."], "s": ["x=1", "y=2"]}
+    ).write_parquet(path)
+    cfg = _cfg(
+        tmp_path,
+        [
+            {
+                "name": "pq",
+                "path": str(path),
+                "fields": {"id": "pid", "problem": "q", "solution": "s"},
+            }
+        ],
+    )
+    assert build_corpus(cfg, 0).corpus["id"].to_list() == ["pq:a", "pq:b"]
+
+
+WORDS = (
+    "triangle circle integer prime divisor polynomial root sequence sum product angle chord tangent "
+    "probability marble coin graph vertex edge matrix determinant limit series bound inequality "
+    "function residue modulo digit square cube parity colour tiling grid path walk"
+).split()
+
+
+def _problem(i: int) -> str:
+    """A distinct 80-word problem per i (seeded), with a formula."""
+    import random
+
+    rng = random.Random(i)
+    return " ".join(rng.choice(WORDS) for _ in range(80)) + f" Find ${i}x^2 + {i + 1}$."
+
+
+def test_dedup_keeps_highest_priority_source(tmp_path):
+    low = [_row(f"l{i}", problem=_problem(i), solution=f"Solution {i}.") for i in range(40)]
+    # Planted near-duplicates in a higher-priority source: one word changed, other solution.
+    high = [
+        _row(f"h{i}", problem=_problem(i).replace("Find", "Determine"), solution="Official.")
+        for i in range(0, 40, 4)
+    ]
+    a = write_jsonl(tmp_path / "low.jsonl", low)
+    b = write_jsonl(tmp_path / "high.jsonl", high)
+    cfg = _cfg(
+        tmp_path,
+        [
+            {"name": "low", "path": str(a), "fields": MAP, "priority": 1},
+            {"name": "high", "path": str(b), "fields": MAP, "priority": 5},
+        ],
+    )
+    built = build_corpus(cfg, 0)
+    links = set(
+        zip(
+            built.duplicates["removed_id"].to_list(),
+            built.duplicates["kept_id"].to_list(),
+            strict=True,
+        )
+    )
+    # Exactly the planted pairs are found, and the low-priority copy is the one removed,
+    # although the low-priority source is declared (and read) first.
+    assert links == {(f"low:l{i}", f"high:h{i}") for i in range(0, 40, 4)}
+    assert built.corpus.height == 40
+    assert set(built.corpus["id"].to_list()) >= {f"high:h{i}" for i in range(0, 40, 4)}
+    assert built.per_source.filter(source="low")["duplicates_removed"].item() == 10
+
+
+def test_dedup_within_source_prefers_earlier_row():
+    items = [
+        DedupItem("s:1", _problem(1), 0, 1),
+        DedupItem("s:2", _problem(1) + " ", 0, 2),
+        DedupItem("s:3", _problem(2), 0, 3),
+    ]
+    links = find_duplicates(items, minhash_config(5, 14, 8, 1))
+    assert [(x.removed_id, x.kept_id) for x in links] == [("s:2", "s:1")]
+
+
+def test_sample_is_seeded_and_stable(tmp_path):
+    path = write_jsonl(
+        tmp_path / "s.jsonl",
+        [_row(i, problem=f"Problem number {i} asks something.") for i in range(100)],
+    )
+    rows, _ = validate_rows(read_source("s", path, MAP).rows, MAP, 1000, 1000)
+    a, b, c = sample_rows(rows, 10, 1), sample_rows(rows, 10, 1), sample_rows(rows, 10, 2)
+    assert [r.id for r in a] == [r.id for r in b] != [r.id for r in c]
+    assert len(a) == 10 and [r.line for r in a] == sorted(r.line for r in a)
+
+
+def test_bundled_sample_config_loads():
+    cfg = load_config()
+    assert {s.name for s in cfg.corpus.sources} == {"math", "olympiadbench"}
+    assert json.dumps(cfg.corpus.sources[0].field_mapping())

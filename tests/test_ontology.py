@@ -1,0 +1,151 @@
+import gzip
+import json
+import math
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from saber_assets.ontology.similarity import (
+    LCAIndex,
+    information_content,
+    lin,
+    lin_table,
+    subtree_counts,
+)
+from saber_assets.ontology.tree import (
+    OntologyError,
+    dag_from_nested_tree,
+    dag_from_nodes_edges,
+    expand_to_tree,
+)
+from saber_assets.settings import BUNDLED_ONTOLOGIES, DATA_DIR
+
+
+def _diamond(tmp_path):
+    # R -> A, R -> B, A -> D, B -> D, D -> E  (D and its child E have two root paths)
+    doc = {
+        "nodes": [{"id": k, "title": k} for k in "RABDE"],
+        "edges": [["R", "A"], ["R", "B"], ["A", "D"], ["B", "D"], ["D", "E"]],
+    }
+    path = tmp_path / "dag.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_diamond_dag_expands_to_tree(tmp_path):
+    tree = expand_to_tree(dag_from_nodes_edges(_diamond(tmp_path)))
+    assert tree.paths == [
+        "R",
+        "R › A",
+        "R › A › D",
+        "R › A › D › E",
+        "R › B",
+        "R › B › D",
+        "R › B › D › E",
+    ]
+    assert tree.parent.tolist() == [-1, 0, 1, 2, 0, 4, 5]
+    # Both copies of D (and of E) point at the same DAG topic.
+    assert tree.topic[2] == tree.topic[5] and tree.topic[3] == tree.topic[6]
+
+
+def test_csv_nodes_edges_and_url_merge(tmp_path):
+    (tmp_path / "n.csv").write_text(
+        "id,title,url\n1,Root,r\n2,Left,l\n3,Right,r2\n4,Shared,s\n5,SharedAgain,s2\n"
+    )
+    (tmp_path / "e.csv").write_text("parent,child\n1,2\n1,3\n2,4\n3,4\n")
+    tree = expand_to_tree(dag_from_nodes_edges(tmp_path / "n.csv", tmp_path / "e.csv"))
+    # Node 5 is a second root: a synthetic root joins them.
+    assert tree.paths[0] == "ROOT" and "ROOT › SharedAgain" in tree.paths
+    assert tree.paths.count("ROOT › Root › Left › Shared") == 1 and tree.n_nodes == 7
+
+
+def test_cycle_and_unknown_node_are_clear_errors(tmp_path):
+    cyc = tmp_path / "cyc.json"
+    cyc.write_text(
+        json.dumps(
+            {
+                "nodes": [{"id": k, "title": k} for k in "RAB"],
+                "edges": [["R", "A"], ["A", "B"], ["B", "A"]],
+            }
+        )
+    )
+    with pytest.raises(
+        OntologyError, match=r"cyc.json: the ontology has a cycle: (A -> B -> A|B -> A -> B)"
+    ):
+        dag_from_nodes_edges(cyc)
+    unk = tmp_path / "unk.json"
+    unk.write_text(json.dumps({"nodes": [{"id": "R", "title": "R"}], "edges": [["R", "X"]]}))
+    with pytest.raises(OntologyError, match=r"unk.json:1: edge R -> X names unknown node 'X'"):
+        dag_from_nodes_edges(unk)
+
+
+def test_mathworld_round_trip():
+    path = DATA_DIR / BUNDLED_ONTOLOGIES["mathworld"]
+    with gzip.open(path, "rt") as f:
+        raw = json.load(f)
+
+    def count(n):
+        return 1 + sum(count(c) for c in n["links"])
+
+    assert count(raw) == 17_113  # the file, including the repeated AlgebraicSurfaces sibling
+    dag = dag_from_nested_tree(path)
+    assert dag.n_topics == 10_586
+    assert dag.warnings == [
+        "'AlgebraicSurfaces' is listed more than once under Mathematics › Geometry › Surfaces (kept once)"
+    ]
+    tree = expand_to_tree(dag)
+    assert tree.n_nodes == 17_022  # 17,113 minus the repeated 91-node subtree
+    assert int(tree.depth.max()) == 5
+    first_level = {
+        tree.titles[i]: tree.domains[i] for i in range(tree.n_nodes) if tree.depth[i] == 1
+    }
+    assert first_level["DiscreteMathematics"] == "Combinatorics" and first_level["Topology"] is None
+    # Domains are inherited from the first level.
+    assert all(
+        tree.domains[i] == tree.domains[tree.parent[i]]
+        for i in range(tree.n_nodes)
+        if tree.depth[i] > 1
+    )
+
+
+def test_lca_matches_networkx_on_random_pairs():
+    rng = np.random.default_rng(7)
+    n = 400
+    parent = np.array([-1] + [int(rng.integers(0, i)) for i in range(1, n)], dtype=np.int32)
+    depth = np.zeros(n, dtype=np.int16)
+    for i in range(1, n):
+        depth[i] = depth[parent[i]] + 1
+    g = nx.DiGraph([(int(parent[i]), i) for i in range(1, n)])
+    idx = LCAIndex(parent, depth)
+    u, v = rng.integers(0, n, 300), rng.integers(0, n, 300)
+    got = idx.lca(u, v)
+    for a, b, c in zip(u, v, got, strict=True):
+        assert c == nx.lowest_common_ancestor(g, int(a), int(b))
+    assert idx.lca(5, 5) == 5
+
+
+def test_ic_and_lin_hand_computed():
+    # root(0) -> a(1) -> {c(2), d(3)}; root -> b(4)
+    parent = np.array([-1, 0, 1, 1, 0])
+    depth = np.array([0, 1, 2, 2, 1])
+    counts = np.array([0, 1, 2, 1, 4])  # 8 annotations in all
+    assert subtree_counts(parent, counts).tolist() == [8, 4, 2, 1, 4]
+    ic = information_content(parent, counts)
+    assert (
+        ic[0] == 0
+        and math.isclose(ic[1], math.log(2))
+        and math.isclose(ic[2], math.log(4))
+        and math.isclose(ic[3], math.log(8))
+    )
+    idx = LCAIndex(parent, depth)
+    # Lin(c, d) = 2 IC(a) / (IC(c) + IC(d)) = 2 ln 2 / (ln 4 + ln 8) = 2/5
+    assert math.isclose(lin(ic, idx, 2, 3), 0.4, rel_tol=1e-9)
+    assert math.isclose(lin(ic, idx, 2, 2), 1.0, rel_tol=1e-9)
+    assert lin(ic, idx, 2, 4) == 0.0  # LCA is the root
+    table = lin_table(ic, idx, np.array([2, 3, 4]))
+    assert (
+        table.shape == (3, 3)
+        and math.isclose(table[0, 1], 0.4, rel_tol=1e-6)
+        and table[1, 0] == table[0, 1]
+    )
