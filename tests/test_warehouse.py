@@ -1,0 +1,22 @@
+import polars as pl
+
+from saber_resources.warehouse import Warehouse
+
+
+def test_memory_warehouse_keeps_one_database(tmp_path):
+    wh = Warehouse(path=":memory:")
+    assert wh.replace_table("t", pl.DataFrame({"a": [1, 2, 3]})) == 3
+    assert wh.query("SELECT sum(a) AS s FROM t")["s"].item() == 6
+    wh.replace_table("empty", pl.DataFrame(schema={"x": pl.String}))
+    assert wh.query("SELECT count(*) AS n FROM empty")["n"].item() == 0
+
+
+def test_views_only_for_existing_parquet(tmp_path):
+    sql = tmp_path / "sql"
+    sql.mkdir()
+    (sql / "a.sql").write_text("CREATE OR REPLACE VIEW a AS SELECT * FROM read_parquet('{parquet}/a.parquet');")
+    (sql / "b.sql").write_text("CREATE OR REPLACE VIEW b AS SELECT * FROM read_parquet('{parquet}/b.parquet');")
+    pl.DataFrame({"x": [1]}).write_parquet(tmp_path / "a.parquet")
+    wh = Warehouse(path=str(tmp_path / "w.duckdb"), parquet_dir=str(tmp_path), sql_dir=str(sql))
+    assert wh.refresh_views() == ["a"]
+    assert wh.query("SELECT x FROM a")["x"].to_list() == [1]
