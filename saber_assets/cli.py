@@ -9,6 +9,9 @@ from pathlib import Path
 
 from .settings import DEFAULT_CONFIG, REPO_ROOT, data_home, load_config
 
+# datatrove draws progress bars on stderr; the build prints its own summary.
+os.environ.setdefault("TQDM_DISABLE", "1")
+
 
 def prepare_dagster_home(home: Path) -> Path:
     """Project-local DAGSTER_HOME with the repo's dagster.yaml, so run history survives restarts."""
@@ -24,45 +27,53 @@ def _summary_value(metadata: dict, key: str):
     return None if v is None else getattr(v, "value", v)
 
 
+def _report(result, seconds: float) -> None:
+    """One line per materialisation: asset, partition, rows; failed checks too."""
+    for event in result.get_asset_materialization_events():
+        mat = event.materialization
+        part = f" [{mat.partition}]" if mat.partition else ""
+        rows = _summary_value(mat.metadata, "dagster/row_count")
+        print(f"  {mat.asset_key.to_user_string() + part:<40} rows={rows}", flush=True)
+    for check in result.get_asset_check_evaluations():
+        if not check.passed:
+            print(f"  CHECK FAILED: {check.asset_key.to_user_string()} / {check.check_name}")
+    print(
+        f"  ({result.dagster_run.job_name} {'ok' if result.success else 'FAILED'} in {seconds:.1f}s)",
+        flush=True,
+    )
+
+
 def build(config: str | None, log_level: str) -> int:
     cfg = load_config(config)  # fail fast, before Dagster starts, on a bad config file
     home = data_home()
     prepare_dagster_home(home)
     from dagster import DagsterInstance
 
-    from .definitions import make_definitions
+    from .definitions import BUILD_PLAN, make_definitions
 
     defs = make_definitions(config, home)
     instance = DagsterInstance.get()
-    job = defs.resolve_job_def("build_all")
     t0 = time.perf_counter()
     print(
         f"saber build: config {config or DEFAULT_CONFIG} ({cfg.name}), outputs under {home / cfg.name}",
         flush=True,
     )
-    result = job.execute_in_process(
-        instance=instance,
-        raise_on_error=False,
-        run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
-    )
-    elapsed = time.perf_counter() - t0
-    rows = []
-    for event in result.get_asset_materialization_events():
-        mat = event.materialization
-        rows.append(
-            (
-                mat.asset_key.to_user_string(),
-                mat.partition,
-                _summary_value(mat.metadata, "dagster/row_count"),
+    run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
+    failed = []
+    for name in BUILD_PLAN:
+        job = defs.resolve_job_def(name)
+        keys = job.partitions_def.get_partition_keys() if job.partitions_def else [None]
+        for key in keys:
+            t1 = time.perf_counter()
+            result = job.execute_in_process(
+                instance=instance, raise_on_error=False, run_config=run_config, partition_key=key
             )
-        )
-    width = max((len(a) for a, _, _ in rows), default=10)
-    for asset, partition, count in rows:
-        part = f" [{partition}]" if partition else ""
-        print(f"  {asset:<{width}}{part}  rows={count}")
-    for check in result.get_asset_check_evaluations():
-        if not check.passed:
-            print(f"  CHECK FAILED: {check.asset_key.to_user_string()} / {check.check_name}")
+            _report(result, time.perf_counter() - t1)
+            if not result.success:
+                failed.append(result)
+        if failed:
+            break  # later stages need this one complete
+    elapsed = time.perf_counter() - t0
     from saber_resources.warehouse import Warehouse
 
     wh = defs.resources["warehouse"]

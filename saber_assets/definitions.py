@@ -1,13 +1,12 @@
 """The single Dagster Definitions object of the saber code location."""
 
-from __future__ import annotations
-
 import os
 from pathlib import Path
 
 from dagster import (
     AssetSelection,
     Definitions,
+    EnvVar,
     define_asset_job,
     in_process_executor,
     load_asset_checks_from_modules,
@@ -15,17 +14,29 @@ from dagster import (
     multiprocess_executor,
 )
 
+from saber_resources.llm import LLMResource
 from saber_resources.warehouse import Warehouse
 
-from . import corpus, ontology
+from .annotations import assets as annotation_assets
 from .corpus import assets as corpus_assets
 from .ontology import assets as ontology_assets
 from .ops.io import WarehouseParquetIOManager
+from .ops.partitions import annotation_partitions
 from .resources import SaberSettings
-from .settings import DEFAULT_CONFIG, SQL_DIR, data_home, load_config
+from .settings import DEFAULT_CONFIG, SQL_DIR, LLMConfig, data_home, load_config
 
-STAGE_MODULES = [corpus_assets, ontology_assets]
-assert corpus and ontology  # stage packages are the public layout; modules above hold the assets
+# Modules whose assets do not depend on the config's partition counts.
+STATIC_MODULES = [corpus_assets, ontology_assets, annotation_assets]
+
+# `saber build` runs these jobs in order; a partitioned job runs once per partition key.
+# (A Dagster job holds assets of one partitioning only, hence one job per stretch of the graph.)
+BUILD_PLAN = ["build_sources", "build_annotations", "build_annotation_summaries"]
+
+
+def llm_resource(cfg: LLMConfig) -> LLMResource:
+    fields = cfg.model_dump(exclude={"api_key_env"})
+    api_key = EnvVar(cfg.api_key_env) if cfg.api_key_env else None
+    return LLMResource(**fields, api_key=api_key)
 
 
 def make_definitions(
@@ -42,20 +53,37 @@ def make_definitions(
         sql_dir=str(SQL_DIR),
     )
     executor = in_process_executor if cfg.executor == "in_process" else multiprocess_executor
-    assets = load_assets_from_modules(STAGE_MODULES)
-    build_all = define_asset_job(
-        "build_all",
-        selection=AssetSelection.all(),
-        executor_def=executor,
-        description="Materialise every asset of the benchmark on the configured sources (the `saber build` job).",
+    chunked = annotation_assets.build_annotation_assets(
+        annotation_partitions(cfg.annotations.chunks)
     )
+    assets = [*load_assets_from_modules(STATIC_MODULES), *chunked]
+
+    def job(name: str, selection: AssetSelection, description: str):
+        return define_asset_job(
+            name, selection=selection, executor_def=executor, description=description
+        )
+
+    jobs = [
+        job("build_sources", AssetSelection.groups("corpus", "ontology"), "Corpus and ontology."),
+        job(
+            "build_annotations",
+            AssetSelection.assets(*chunked),
+            "Topics and summaries, one annotation chunk per run.",
+        ),
+        job(
+            "build_annotation_summaries",
+            AssetSelection.assets("topic_information_content", "problem_annotations"),
+            "Information content and the per-problem annotation table (all chunks).",
+        ),
+    ]
     return Definitions(
         assets=assets,
-        asset_checks=load_asset_checks_from_modules(STAGE_MODULES),
-        jobs=[build_all],
+        asset_checks=load_asset_checks_from_modules(STATIC_MODULES),
+        jobs=jobs,
         resources={
             "settings": SaberSettings(config_file=config_file),
             "warehouse": warehouse,
+            "llm": llm_resource(cfg.llm),
             "parquet_io": WarehouseParquetIOManager(base_dir=str(parquet_dir), warehouse=warehouse),
         },
         executor=executor,

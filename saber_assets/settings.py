@@ -122,12 +122,39 @@ class OntologyConfig(_Strict):
         return self
 
 
+class LLMConfig(_Strict):
+    """Which LLM serves the tasks. `cpu` (default) needs none: deterministic CPU stand-ins."""
+
+    backend: Literal["cpu", "vllm", "openai"] = "cpu"
+    model: str = "cpu"
+    base_url: str = "http://127.0.0.1:8000/v1"
+    # Name of the environment variable holding the API key (read through dagster.EnvVar).
+    api_key_env: str | None = None
+    max_concurrency: int = Field(default=8, ge=1)
+    max_retries: int = Field(default=4, ge=0)
+    timeout_s: float = Field(default=120.0, gt=0)
+    json_mode: Literal["json_schema", "structured_outputs", "none"] = "json_schema"
+    tensor_parallel_size: int = Field(default=1, ge=1)
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    max_model_len: int | None = 8192
+
+
+class AnnotationConfig(_Strict):
+    tau: float = Field(default=0.85, ge=0, le=1)
+    # Static partitions over problem-id hash buckets: a failure loses only its chunk.
+    chunks: int = Field(default=4, ge=1, le=1024)
+    # Unparseable answers are retried this many times, then stored as failures with the raw text.
+    max_parse_retries: int = Field(default=2, ge=0)
+
+
 class PipelineConfig(_Strict):
     name: str = "sample"
     seed: int = 20261129
     executor: Literal["in_process", "multiprocess"] = "in_process"
     corpus: CorpusConfig
     ontology: OntologyConfig = OntologyConfig()
+    llm: LLMConfig = LLMConfig()
+    annotations: AnnotationConfig = AnnotationConfig()
 
 
 def load_config(path: str | os.PathLike | None = None) -> PipelineConfig:

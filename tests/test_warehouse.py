@@ -14,8 +14,12 @@ def test_memory_warehouse_keeps_one_database(tmp_path):
 def test_views_only_for_existing_parquet(tmp_path):
     sql = tmp_path / "sql"
     sql.mkdir()
-    (sql / "a.sql").write_text("CREATE OR REPLACE VIEW a AS SELECT * FROM read_parquet('{parquet}/a.parquet');")
-    (sql / "b.sql").write_text("CREATE OR REPLACE VIEW b AS SELECT * FROM read_parquet('{parquet}/b.parquet');")
+    (sql / "a.sql").write_text(
+        "CREATE OR REPLACE VIEW a AS SELECT * FROM read_parquet('{parquet}/a.parquet');"
+    )
+    (sql / "b.sql").write_text(
+        "CREATE OR REPLACE VIEW b AS SELECT * FROM read_parquet('{parquet}/b.parquet');"
+    )
     pl.DataFrame({"x": [1]}).write_parquet(tmp_path / "a.parquet")
     wh = Warehouse(path=str(tmp_path / "w.duckdb"), parquet_dir=str(tmp_path), sql_dir=str(sql))
     assert wh.refresh_views() == ["a"]

@@ -1,0 +1,290 @@
+"""annotations stage: per problem, ontology topics and a core-idea summary; then IC and domains."""
+
+import time
+
+import numpy as np
+import polars as pl
+from dagster import (
+    AssetExecutionContext,
+    AssetIn,
+    MetadataValue,
+    Output,
+    StaticPartitionsDefinition,
+    asset,
+)
+
+from saber_resources.cpu_tasks import humanize_title
+from saber_resources.llm import LLMResource
+from saber_resources.warehouse import Warehouse
+
+from ..ontology.similarity import information_content, subtree_counts
+from ..ontology.tree import DOMAINS, TopicTree
+from ..ops.metadata import markdown_table
+from ..ops.partitions import chunk_of
+from ..ops.tasks import tasks_for
+from ..resources import SaberSettings
+from .traversal import traverse
+
+TOPIC_SCHEMA = {
+    "id": pl.String,
+    "topics": pl.List(pl.Int32),
+    "topic_paths": pl.List(pl.String),
+    "status": pl.String,
+    "calls": pl.Int32,
+    "error": pl.String,
+    "raw_answer": pl.String,
+    "backend": pl.String,
+    "model": pl.String,
+    "prompt_version": pl.String,
+    "tau": pl.Float64,
+}
+SUMMARY_SCHEMA = {
+    "id": pl.String,
+    "summary": pl.String,
+    "status": pl.String,
+    "error": pl.String,
+    "raw_answer": pl.String,
+    "backend": pl.String,
+    "model": pl.String,
+    "prompt_version": pl.String,
+}
+
+
+def _chunk_rows(corpus: pl.DataFrame, key: str, n: int) -> pl.DataFrame:
+    return corpus.filter(
+        pl.col("id").map_elements(lambda i: chunk_of(i, n), return_dtype=pl.String) == key
+    )
+
+
+def _histogram(values: list[int], label: str) -> MetadataValue:
+    counts = pl.DataFrame({label: values}).group_by(label).len("problems").sort(label)
+    return markdown_table(counts)
+
+
+def _call_metadata(stats, elapsed: float, n: int) -> dict:
+    return {
+        "calls_made": stats.calls,
+        "served_from_cache": stats.cached,
+        "parse_failures_retried": stats.parse_failures,
+        "seconds": round(elapsed, 2),
+        "seconds_per_1000_problems": round(1000 * elapsed / max(n, 1), 1),
+    }
+
+
+def build_annotation_assets(partitions: StaticPartitionsDefinition) -> list:
+    n_chunks = len(partitions.get_partition_keys())
+
+    @asset(
+        group_name="annotations",
+        partitions_def=partitions,
+        io_manager_key="parquet_io",
+        kinds={"polars", "parquet"},
+        tags={"gpu": "llm"},
+        ins={"corpus": AssetIn(), "ontology_tree": AssetIn()},
+    )
+    def topic_annotations(
+        context: AssetExecutionContext,
+        corpus: pl.DataFrame,
+        ontology_tree: pl.DataFrame,
+        settings: SaberSettings,
+        llm: LLMResource,
+        warehouse: Warehouse,
+    ) -> Output[pl.DataFrame]:
+        """Ontology topics per problem by top-down traversal (τ from config), most specific kept."""
+        cfg = settings.load().annotations
+        rows = _chunk_rows(corpus, context.partition_key, n_chunks)
+        tree = TopicTree.from_frame(ontology_tree)
+        tasks = tasks_for(llm, warehouse, cfg.max_parse_retries)
+        scorer = tasks.topic_scorer
+        labels = [humanize_title(t) for t in tree.titles]
+        texts = [
+            scorer.text_for(p, s) for p, s in zip(rows["problem"], rows["solution"], strict=True)
+        ]
+        t0 = time.perf_counter()
+        results, levels = traverse(texts, tree.children(), labels, scorer, cfg.tau)
+        elapsed = time.perf_counter() - t0
+        df = pl.DataFrame(
+            {
+                "id": rows["id"],
+                "topics": [r.topics for r in results],
+                "topic_paths": [[tree.paths[t] for t in r.topics] for r in results],
+                "status": [
+                    "failed" if r.failed else "ok" if r.topics else "no_topics" for r in results
+                ],
+                "calls": [r.calls for r in results],
+                "error": [r.error for r in results],
+                "raw_answer": [r.raw for r in results],
+                "backend": scorer.backend,
+                "model": scorer.model,
+                "prompt_version": scorer.version,
+                "tau": cfg.tau,
+            },
+            schema=TOPIC_SCHEMA,
+        )
+        failed = int((df["status"] == "failed").sum())
+        if failed:
+            context.log.warning(
+                f"{failed} problems got no topics: the scorer's answers never parsed (see error/raw_answer)"
+            )
+        return Output(
+            df,
+            metadata={
+                "dagster/row_count": df.height,
+                "backend": scorer.backend,
+                "model": scorer.model,
+                "prompt_version": scorer.version,
+                "tau": cfg.tau,
+                "failed": failed,
+                "no_topics": int((df["status"] == "no_topics").sum()),
+                "scorer_requests": int(df["calls"].sum()),
+                "requests_per_problem": round(float(df["calls"].mean() or 0), 2),
+                "topics_per_problem": _histogram(df["topics"].list.len().to_list(), "topics"),
+                "levels": markdown_table(pl.DataFrame(levels)) if levels else "none",
+                **_call_metadata(tasks.topic_scorer.stats, elapsed, df.height),
+            },
+        )
+
+    @asset(
+        group_name="annotations",
+        partitions_def=partitions,
+        io_manager_key="parquet_io",
+        kinds={"polars", "parquet"},
+        tags={"gpu": "llm"},
+    )
+    def solution_summaries(
+        context: AssetExecutionContext,
+        corpus: pl.DataFrame,
+        settings: SaberSettings,
+        llm: LLMResource,
+        warehouse: Warehouse,
+    ) -> Output[pl.DataFrame]:
+        """One imperative ≤30-word sentence naming the solution's core idea, or null when there is none."""
+        cfg = settings.load().annotations
+        rows = _chunk_rows(corpus, context.partition_key, n_chunks)
+        summarizer = tasks_for(llm, warehouse, cfg.max_parse_retries).summarizer
+        t0 = time.perf_counter()
+        outcomes = summarizer.summarize_batch(
+            list(zip(rows["problem"], rows["solution"], strict=True))
+        )
+        elapsed = time.perf_counter() - t0
+        df = pl.DataFrame(
+            {
+                "id": rows["id"],
+                "summary": [o.value for o in outcomes],
+                "status": ["failed" if not o.ok else "ok" if o.value else "none" for o in outcomes],
+                "error": [o.error for o in outcomes],
+                "raw_answer": [o.raw for o in outcomes],
+                "backend": summarizer.backend,
+                "model": summarizer.model,
+                "prompt_version": summarizer.version,
+            },
+            schema=SUMMARY_SCHEMA,
+        )
+        status = df.group_by("status").len().sort("status")
+        return Output(
+            df,
+            metadata={
+                "dagster/row_count": df.height,
+                "backend": summarizer.backend,
+                "model": summarizer.model,
+                "prompt_version": summarizer.version,
+                "status": markdown_table(status),
+                "failed": int((df["status"] == "failed").sum()),
+                "examples": markdown_table(
+                    df.filter(pl.col("status") == "ok").select("id", "summary").head(8)
+                ),
+                **_call_metadata(summarizer.stats, elapsed, df.height),
+            },
+        )
+
+    return [topic_annotations, solution_summaries]
+
+
+def _concat(parts: dict[str, pl.DataFrame] | pl.DataFrame) -> pl.DataFrame:
+    if isinstance(parts, pl.DataFrame):
+        return parts
+    return pl.concat([parts[k] for k in sorted(parts)], how="vertical")
+
+
+@asset(group_name="annotations", io_manager_key="parquet_io", kinds={"polars", "parquet"})
+def topic_information_content(
+    topic_annotations: dict[str, pl.DataFrame], ontology_tree: pl.DataFrame
+) -> Output[pl.DataFrame]:
+    """IC per tree node: c(t) = annotations of t or a descendant, p = c / c(root), IC = -ln p."""
+    ann = _concat(topic_annotations)
+    tree = TopicTree.from_frame(ontology_tree)
+    counts = np.bincount(
+        ann["topics"].explode().drop_nulls().to_numpy().astype(np.int64), minlength=tree.n_nodes
+    )
+    ic = information_content(tree.parent, counts) if counts.sum() else np.full(tree.n_nodes, np.inf)
+    df = pl.DataFrame(
+        {
+            "node": np.arange(tree.n_nodes, dtype=np.int32),
+            "count": counts,
+            "subtree_count": subtree_counts(tree.parent, counts),
+            "ic": ic,
+        }
+    )
+    used = df.filter(pl.col("count") > 0)
+    return Output(
+        df,
+        metadata={
+            "dagster/row_count": df.height,
+            "annotations": int(counts.sum()),
+            "nodes_annotated": used.height,
+            "nodes_with_finite_ic": int(np.isfinite(ic).sum()),
+            "most_used": markdown_table(
+                used.sort("count", descending=True)
+                .head(10)
+                .join(ontology_tree.select("node", "path"), on="node")
+            ),
+        },
+    )
+
+
+@asset(group_name="annotations", io_manager_key="parquet_io", kinds={"polars", "parquet"})
+def problem_annotations(
+    corpus: pl.DataFrame,
+    topic_annotations: dict[str, pl.DataFrame],
+    solution_summaries: dict[str, pl.DataFrame],
+    ontology_tree: pl.DataFrame,
+) -> Output[pl.DataFrame]:
+    """One row per corpus problem, in corpus order: topics, domains (from the topics), summary."""
+    topics = _concat(topic_annotations).select(
+        "id", "topics", pl.col("status").alias("topic_status")
+    )
+    summaries = _concat(solution_summaries).select(
+        "id", "summary", pl.col("status").alias("summary_status")
+    )
+    domain_of = ontology_tree["domain"].to_list()
+    df = (
+        corpus.select("id")
+        .with_row_index("row")
+        .join(topics, on="id", how="left")
+        .join(summaries, on="id", how="left")
+        .sort("row")
+    )
+    missing = df.filter(pl.col("topic_status").is_null() | pl.col("summary_status").is_null())
+    if missing.height:
+        raise ValueError(
+            f"{missing.height} corpus problems have no annotation row (first: {missing['id'][0]}): materialise every annotation chunk"
+        )
+    domains = [
+        [d for d in DOMAINS if d in {domain_of[t] for t in ts}] for ts in df["topics"].to_list()
+    ]
+    df = df.with_columns(pl.Series("domains", domains, dtype=pl.List(pl.String)))
+    mix = (
+        df.select(pl.col("domains").explode())
+        .group_by("domains")
+        .len("problems")
+        .sort("problems", descending=True)
+    )
+    return Output(
+        df,
+        metadata={
+            "dagster/row_count": df.height,
+            "domain_mix": markdown_table(mix),
+            "without_topics": int((df["topics"].list.len() == 0).sum()),
+            "without_summary": int(df["summary"].is_null().sum()),
+        },
+    )

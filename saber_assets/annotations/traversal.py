@@ -1,0 +1,98 @@
+"""Topic annotation by top-down ontology traversal (DESIGN.md §2).
+
+Start at the root; the scorer scores a node's children, plus the node itself as a competitor
+except at the root, in [0, 1] (most relevant 1, least 0); children scoring >= tau are kept and
+recursed into; at the end only the most specific kept nodes remain (ancestors are dropped). The
+requests of one tree level across all problems go to the scorer as one batch.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from saber_resources.tasks import TopicScorer
+
+
+@dataclass
+class ProblemTopics:
+    topics: list[int] = field(default_factory=list)  # most specific kept tree nodes, preorder
+    kept: set[int] = field(default_factory=set)
+    calls: int = 0
+    failed: bool = False
+    error: str | None = None
+    raw: str | None = None
+
+
+def request_labels(children: list[int], labels: Sequence[str], parent: int | None) -> list[str]:
+    """The labels of one request: the children's, then the parent's (as competitor), all unique."""
+    out: list[str] = []
+    seen: Counter[str] = Counter()
+    for node in children:
+        base = labels[node]
+        seen[base] += 1
+        out.append(base if seen[base] == 1 else f"{base} ({seen[base]})")
+    if parent is not None:
+        base = labels[parent]
+        out.append(base if base not in out else f"{base} (general)")
+    return out
+
+
+def traverse(
+    texts: Sequence[str],
+    children: Sequence[list[int]],
+    labels: Sequence[str],
+    scorer: TopicScorer,
+    tau: float,
+    root: int = 0,
+) -> tuple[list[ProblemTopics], list[dict]]:
+    """Annotate every text; returns per-problem results and per-level statistics."""
+    results = [ProblemTopics() for _ in texts]
+    frontier = [(p, root) for p in range(len(texts))]
+    levels: list[dict] = []
+    depth = 0
+    while frontier:
+        items, meta = [], []
+        for p, node in frontier:
+            kids = children[node]
+            if not kids:
+                continue
+            req_labels = request_labels(kids, labels, None if node == root else node)
+            items.append((texts[p], req_labels))
+            meta.append((p, kids, req_labels))
+        if not items:
+            break
+        outcomes = scorer.score_batch(items)
+        nxt = []
+        for (p, kids, req_labels), out in zip(meta, outcomes, strict=True):
+            res = results[p]
+            res.calls += 1
+            if res.failed:
+                continue
+            if not out.ok:
+                res.failed, res.error, res.raw = True, out.error, out.raw
+                continue
+            for k, lab in zip(
+                kids, req_labels, strict=False
+            ):  # the parent competitor is last: never kept
+                if out.value[lab] >= tau:
+                    res.kept.add(k)
+                    nxt.append((p, k))
+        levels.append(
+            {
+                "level": depth,
+                "requests": len(items),
+                "labels": sum(len(x[1]) for x in items),
+                "kept": len(nxt),
+            }
+        )
+        frontier = [(p, k) for p, k in nxt if not results[p].failed]
+        depth += 1
+    for res in results:
+        if res.failed:
+            res.kept.clear()
+            continue
+        # most specific: a kept node none of whose children is kept
+        res.topics = sorted(k for k in res.kept if not any(c in res.kept for c in children[k]))
+    return results, levels

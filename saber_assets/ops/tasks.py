@@ -1,0 +1,15 @@
+"""Build the task set (LLM or CPU) for an asset from the configured resources."""
+
+from saber_resources.cache import EmbeddingCache, LLMCache
+from saber_resources.llm import LLMResource
+from saber_resources.taskset import TaskSet, make_tasks
+from saber_resources.warehouse import Warehouse
+
+
+def tasks_for(llm: LLMResource, warehouse: Warehouse, max_retries: int = 2) -> TaskSet:
+    return make_tasks(
+        llm.make_backend(),
+        LLMCache(warehouse.connect),
+        EmbeddingCache(warehouse.connect),
+        max_retries,
+    )

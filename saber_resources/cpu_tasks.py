@@ -1,0 +1,211 @@
+"""CPU implementations of the four tasks: deterministic, no LLM, labelled ``backend=cpu``.
+
+They make the embedded default run end to end on a laptop. They are honest stand-ins, not judges:
+- topics: cosine between the problem statement and the topic titles (MiniLM), min-max scaled over
+  the candidates so the best is 1 and the worst 0, as the LLM prompt asks;
+- summary: an extractive key-technique sentence (named techniques found in the solution, else the
+  solution's first idea-bearing sentence without formulas), or None;
+- pair judge: the candidate whose full text is closer to the query's (cosine), ties broken by a
+  content hash, never by position;
+- pointwise judge: P(yes) = (1 + cosine) / 2.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from .embeddings import Embedder
+from .prompts import ParseError, check_summary
+from .tasks import Outcome, TaskStats
+
+_GLUED = re.compile(r"(?<=[a-z])(and|of|in|on|the|for|with|to)(?=[A-Z])")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def humanize_title(title: str) -> str:
+    """MathWorld titles are CamelCase with glued small words: 'CalculusandAnalysis' -> 'Calculus and Analysis'."""
+    s = _GLUED.sub(r" \1 ", title)
+    s = _CAMEL.sub(" ", s)
+    return " ".join(s.split())
+
+
+class _CPUTask:
+    backend = "cpu"
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self.model = embedder.model_id
+        self.stats = TaskStats()
+
+
+class CPUTopicScorer(_CPUTask):
+    version = "cpu-topic-cosine/v1"
+
+    def text_for(self, problem: str, solution: str) -> str:
+        # The statement only: embedding whole solutions costs ~10x more on CPU for little gain here.
+        return problem
+
+    def score_batch(
+        self, items: Sequence[tuple[str, list[str]]]
+    ) -> list[Outcome[dict[str, float]]]:
+        if not items:
+            return []
+        texts = self.embedder.encode([t for t, _ in items])
+        all_labels = list(dict.fromkeys(label for _, labels in items for label in labels))
+        label_vecs = dict(
+            zip(
+                all_labels,
+                self.embedder.encode([humanize_title(x) for x in all_labels]),
+                strict=True,
+            )
+        )
+        out = []
+        for vec, (_, labels) in zip(texts, items, strict=True):
+            sims = np.array([float(label_vecs[x] @ vec) for x in labels])
+            lo, hi = sims.min(), sims.max()
+            scaled = np.ones_like(sims) if hi - lo < 1e-9 else (sims - lo) / (hi - lo)
+            out.append(Outcome(dict(zip(labels, scaled.round(6).tolist(), strict=True))))
+        return out
+
+    def score(self, text: str, labels: list[str]) -> dict[str, float]:
+        return self.score_batch([(text, labels)])[0].value  # type: ignore[return-value]
+
+
+# Named techniques, most specific first; the canonical phrase is what the summary says.
+TECHNIQUES: list[tuple[str, str]] = [
+    (r"vieta", "Vieta's formulas"),
+    (r"pigeonhole", "the pigeonhole principle"),
+    (r"inclusion[- ]exclusion", "inclusion-exclusion"),
+    (r"complementary counting|complement", "complementary counting"),
+    (r"stars and bars", "stars and bars"),
+    (r"casework|\bcase \d|\bcases\b", "casework"),
+    (r"induction|inductive", "induction"),
+    (r"contradiction", "proof by contradiction"),
+    (r"am-gm|am ?- ?gm|arithmetic mean.{0,20}geometric mean", "the AM-GM inequality"),
+    (r"cauchy", "the Cauchy-Schwarz inequality"),
+    (r"triangle inequality", "the triangle inequality"),
+    (r"pythagor", "the Pythagorean theorem"),
+    (r"law of cosines", "the law of cosines"),
+    (r"law of sines", "the law of sines"),
+    (r"similar triangles|similarity|similar", "similar triangles"),
+    (r"angle bisector", "the angle bisector theorem"),
+    (r"power of a point", "power of a point"),
+    (r"heron", "Heron's formula"),
+    (r"shoelace", "the shoelace formula"),
+    (r"coordinates?", "coordinates"),
+    (r"vectors?", "vectors"),
+    (r"complex numbers?|roots of unity", "complex numbers"),
+    (r"trigonometric identit|double angle|sum-to-product", "trigonometric identities"),
+    (r"fermat's little", "Fermat's little theorem"),
+    (r"chinese remainder", "the Chinese remainder theorem"),
+    (r"euclidean algorithm|\bgcd\b|greatest common divisor", "the Euclidean algorithm"),
+    (r"modul|congruen|\bmod\b|remainder", "modular arithmetic"),
+    (r"prime factori[sz]ation|prime factors?", "prime factorization"),
+    (r"parity|even and odd|odd and even", "a parity argument"),
+    (r"invariant", "an invariant"),
+    (r"extremal|maximal element|minimal counterexample", "the extremal principle"),
+    (r"generating function", "generating functions"),
+    (r"recurrence|recursion|recursive", "a recurrence"),
+    (r"binomial theorem|binomial coefficient|\\binom|choose", "binomial coefficients"),
+    (r"telescop", "telescoping sums"),
+    (r"geometric series|geometric sequence", "geometric series"),
+    (r"arithmetic series|arithmetic sequence", "arithmetic sequences"),
+    (r"completing the square|complete the square", "completing the square"),
+    (r"difference of squares", "the difference of squares"),
+    (r"factor", "factoring"),
+    (r"substitut", "substitution"),
+    (r"symmetr", "symmetry"),
+    (r"derivative|differentiat", "derivatives"),
+    (r"integra", "integration"),
+    (r"limit", "limits"),
+    (r"probabilit", "probability of equally likely outcomes"),
+    (r"system of equations|elimination", "solving a system of equations"),
+    (r"quadratic formula|discriminant", "the quadratic formula"),
+]
+_TECH = [(re.compile(p, re.IGNORECASE), name) for p, name in TECHNIQUES]
+_MATH = re.compile(
+    r"\$\$.*?\$\$|\$.*?\$|\\\[.*?\\\]|\\\(.*?\\\)|\\begin\{.*?\\end\{[a-z*]+\}", re.DOTALL
+)
+_CUE = re.compile(
+    r"^(note|notice|observe|recall|consider|use|apply) that\b|^(note|notice|observe)\b",
+    re.IGNORECASE,
+)
+
+
+class CPUSummarizer(_CPUTask):
+    version = "cpu-extractive/v1"
+
+    def __init__(self) -> None:
+        self.model = "extractive-techniques"
+        self.stats = TaskStats()
+
+    def summarize_one(self, problem: str, solution: str) -> str | None:
+        found: list[tuple[int, str]] = []
+        for pattern, name in _TECH:
+            m = pattern.search(solution)
+            if m and name not in (n for _, n in found):
+                found.append((m.start(), name))
+        names = [n for _, n in sorted(found)[:3]]
+        candidates = []
+        if names:
+            joined = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+            candidates.append(f"Use {joined}.")
+        for sentence in re.split(r"(?<=[.!?])\s+", solution):
+            sentence = " ".join(sentence.split())
+            # only formula-free sentences: cutting formulas out of prose leaves broken text
+            if _CUE.match(sentence) and len(sentence.split()) >= 5 and not _MATH.search(sentence):
+                candidates.append(" ".join(sentence.split()[:30]).rstrip(",;:"))
+        for c in candidates:
+            try:
+                return check_summary(c)
+            except ParseError:
+                continue
+        return None
+
+    def summarize_batch(self, items: Sequence[tuple[str, str]]) -> list[Outcome[str | None]]:
+        return [Outcome(self.summarize_one(p, s)) for p, s in items]
+
+    def summarize(self, problem: str, solution: str) -> str | None:
+        return self.summarize_one(problem, solution)
+
+
+def _tie_break(a: str, b: str) -> int:
+    ha = hashlib.blake2b(a.encode(), digest_size=8).digest()
+    hb = hashlib.blake2b(b.encode(), digest_size=8).digest()
+    return 1 if ha <= hb else 2
+
+
+class CPUPairJudge(_CPUTask):
+    version = "cpu-cosine-judge/v1"
+
+    def compare_batch(self, items: Sequence[tuple[str, str, str]]) -> list[Outcome[int]]:
+        if not items:
+            return []
+        texts = list(dict.fromkeys(t for item in items for t in item))
+        vecs = dict(zip(texts, self.embedder.encode(texts), strict=True))
+        out = []
+        for q, a, b in items:
+            sa, sb = float(vecs[q] @ vecs[a]), float(vecs[q] @ vecs[b])
+            out.append(Outcome(1 if sa > sb else 2 if sb > sa else _tie_break(a, b)))
+        return out
+
+    def compare(self, query: str, a: str, b: str) -> int:
+        return self.compare_batch([(query, a, b)])[0].value  # type: ignore[return-value]
+
+
+class CPUPointwiseJudge(_CPUTask):
+    version = "cpu-cosine-pointwise/v1"
+
+    def p_yes_batch(self, items: Sequence[tuple[str, str]]) -> list[Outcome[float]]:
+        if not items:
+            return []
+        texts = list(dict.fromkeys(t for item in items for t in item))
+        vecs = dict(zip(texts, self.embedder.encode(texts), strict=True))
+        return [Outcome(float(np.clip((1 + vecs[q] @ vecs[d]) / 2, 0, 1))) for q, d in items]
+
+    def p_yes(self, query: str, doc: str) -> float:
+        return self.p_yes_batch([(query, doc)])[0].value  # type: ignore[return-value]

@@ -1,0 +1,300 @@
+"""LLM backends with one batched interface: ``generate(requests) -> responses``.
+
+- ``vllm``: in-process ``vllm.LLM`` (GPU; the ``gpu`` extra, imported lazily), batched chat,
+  structured JSON / choice output, prefix caching.
+- ``openai``: any OpenAI-compatible server (``vllm serve``, llama.cpp's server, hosted APIs), async
+  with bounded concurrency and retries with exponential backoff on 429/5xx/timeouts/bad bodies.
+- ``cpu``: no LLM at all; the task layer (``saber_resources.tasks``) uses deterministic CPU
+  implementations instead.
+
+The task layer (prompts, strict parsers, cache) sits on top; this module only moves requests.
+"""
+
+import asyncio
+import math
+import random
+from dataclasses import asdict, dataclass, field
+from typing import Literal, Protocol
+
+import httpx
+from dagster import ConfigurableResource
+from pydantic import Field
+
+from .cache import content_hash
+
+
+class LLMServerError(RuntimeError):
+    """The server could not be reached or kept failing; the message names the URL."""
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    messages: tuple[tuple[str, str], ...]  # (role, content)
+    max_tokens: int = 512
+    temperature: float = 0.0
+    seed: int = 0
+    json_schema: dict | None = None
+    choices: tuple[str, ...] | None = None
+    top_logprobs: int = 0  # >0: return the alternatives of the first generated token
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    def hash(self) -> str:
+        return content_hash(self.to_json())
+
+    def chat(self) -> list[dict]:
+        return [{"role": r, "content": c} for r, c in self.messages]
+
+
+@dataclass
+class LLMResponse:
+    text: str
+    top_logprobs: dict[str, float] | None = None  # first generated token: token -> logprob
+
+
+class LLMBackend(Protocol):
+    name: str
+    model: str
+
+    def generate(self, requests: list[LLMRequest]) -> list[LLMResponse]: ...
+
+
+# --------------------------------------------------------------------------------------- vLLM
+
+
+@dataclass
+class VLLMBackend:
+    model: str
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = 8192
+    seed: int = 0
+    name: str = "vllm"
+    _llm: object = field(default=None, repr=False)
+
+    def _engine(self):
+        if self._llm is None:
+            try:
+                import vllm
+            except ImportError as exc:  # pragma: no cover - depends on the GPU image
+                raise ImportError(
+                    "the vllm backend needs vLLM: install the GPU extra (uv pip install -r deploy/requirements-gpu.txt)"
+                ) from exc
+            self._llm = vllm.LLM(
+                model=self.model,
+                tensor_parallel_size=self.tensor_parallel_size,
+                gpu_memory_utilization=self.gpu_memory_utilization,
+                max_model_len=self.max_model_len,
+                enable_prefix_caching=True,  # every request of a task shares its long system prompt
+                seed=self.seed,
+            )
+        return self._llm
+
+    def sampling_params(self, req: LLMRequest):
+        from vllm import SamplingParams
+        from vllm.sampling_params import StructuredOutputsParams
+
+        structured = None
+        if req.json_schema is not None:
+            structured = StructuredOutputsParams(json=req.json_schema)
+        elif req.choices:
+            structured = StructuredOutputsParams(choice=list(req.choices))
+        return SamplingParams(
+            temperature=req.temperature,
+            max_tokens=req.max_tokens,
+            seed=req.seed,
+            logprobs=req.top_logprobs or None,
+            structured_outputs=structured,
+        )
+
+    def generate(self, requests: list[LLMRequest]) -> list[LLMResponse]:
+        if not requests:
+            return []
+        llm = self._engine()
+        outputs = llm.chat(
+            [r.chat() for r in requests],
+            [self.sampling_params(r) for r in requests],
+            use_tqdm=False,
+        )
+        responses = []
+        for req, out in zip(requests, outputs, strict=True):
+            comp = out.outputs[0]
+            top = None
+            if req.top_logprobs and comp.logprobs:
+                top = {lp.decoded_token: lp.logprob for lp in comp.logprobs[0].values()}
+            responses.append(LLMResponse(comp.text, top))
+        return responses
+
+
+# ----------------------------------------------------------------------- OpenAI-compatible
+
+RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+
+
+@dataclass
+class OpenAIBackend:
+    base_url: str
+    model: str
+    api_key: str | None = None
+    max_concurrency: int = 8
+    max_retries: int = 4
+    timeout_s: float = 120.0
+    backoff_s: float = 1.0
+    json_mode: Literal["json_schema", "structured_outputs", "none"] = "json_schema"
+    name: str = "openai"
+    calls: int = 0  # HTTP requests sent, retries included (tests count these)
+
+    def body(self, req: LLMRequest) -> dict:
+        body: dict = {
+            "model": self.model,
+            "messages": req.chat(),
+            "max_tokens": req.max_tokens,
+            "temperature": req.temperature,
+            "seed": req.seed,
+        }
+        if req.json_schema is not None and self.json_mode == "json_schema":
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "answer", "schema": req.json_schema, "strict": True},
+            }
+        elif req.json_schema is not None and self.json_mode == "structured_outputs":
+            body["structured_outputs"] = {"json": req.json_schema}
+        if req.choices and self.json_mode == "structured_outputs":
+            body["structured_outputs"] = {"choice": list(req.choices)}
+        if req.top_logprobs:
+            body["logprobs"] = True
+            body["top_logprobs"] = req.top_logprobs
+        return body
+
+    @staticmethod
+    def parse_body(data: dict) -> LLMResponse:
+        choice = data["choices"][0]
+        text = choice["message"]["content"]
+        if not isinstance(text, str):
+            raise ValueError("message.content is not a string")
+        top = None
+        lp = choice.get("logprobs")
+        if lp and lp.get("content"):
+            first = lp["content"][0]
+            top = {alt["token"]: alt["logprob"] for alt in first.get("top_logprobs", [])}
+            top.setdefault(first["token"], first["logprob"])
+        return LLMResponse(text, top)
+
+    async def _one(
+        self, client: httpx.AsyncClient, sem: asyncio.Semaphore, req: LLMRequest
+    ) -> LLMResponse:
+        url = self.base_url.rstrip("/") + "/chat/completions"
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                delay = self.backoff_s * 2 ** (attempt - 1)
+                await asyncio.sleep(delay * (0.5 + random.random() / 2))
+            async with sem:
+                self.calls += 1
+                try:
+                    resp = await client.post(url, json=self.body(req))
+                except httpx.TimeoutException:
+                    last = f"timed out after {self.timeout_s:g}s"
+                    continue
+                except httpx.TransportError as exc:
+                    last = f"cannot connect ({type(exc).__name__}: {exc})"
+                    continue
+            if resp.status_code in RETRY_STATUS:
+                last = f"HTTP {resp.status_code}: {resp.text[:200]}"
+                continue
+            if resp.status_code >= 400:
+                raise LLMServerError(
+                    f"{url} refused the request: HTTP {resp.status_code}: {resp.text[:300]}"
+                )
+            try:
+                return self.parse_body(resp.json())
+            except (ValueError, KeyError, IndexError, TypeError) as exc:
+                last = f"malformed response body ({exc}): {resp.text[:200]}"
+                continue
+        raise LLMServerError(
+            f"{url}: giving up after {self.max_retries + 1} attempts; last error: {last}"
+        )
+
+    async def _all(self, requests: list[LLMRequest]) -> list[LLMResponse]:
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        sem = asyncio.Semaphore(self.max_concurrency)
+        async with httpx.AsyncClient(timeout=self.timeout_s, headers=headers) as client:
+            return list(await asyncio.gather(*(self._one(client, sem, r) for r in requests)))
+
+    def generate(self, requests: list[LLMRequest]) -> list[LLMResponse]:
+        if not requests:
+            return []
+        return asyncio.run(self._all(requests))
+
+
+def p_yes(top_logprobs: dict[str, float] | None) -> float:
+    """P("Yes") from the first token's alternatives, renormalised over Yes/No.
+
+    Tokens are compared after stripping spaces and case ("Yes", " yes", "YES"). Raises ValueError
+    when neither answer is among the alternatives.
+    """
+    if not top_logprobs:
+        raise ValueError("no logprobs returned")
+    yes = no = -math.inf
+    for tok, lp in top_logprobs.items():
+        t = tok.strip().lower()
+        if t == "yes":
+            yes = max(yes, lp)
+        elif t == "no":
+            no = max(no, lp)
+    if yes == -math.inf and no == -math.inf:
+        raise ValueError(f"neither Yes nor No among the top tokens {sorted(top_logprobs)[:10]}")
+    m = max(yes, no)
+    ey, en = math.exp(yes - m), math.exp(no - m)
+    return ey / (ey + en)
+
+
+# ------------------------------------------------------------------------ Dagster resource
+
+
+class LLMResource(ConfigurableResource):
+    """Selects the LLM backend by config alone. The API key comes from the environment (EnvVar)."""
+
+    backend: Literal["cpu", "vllm", "openai"] = "cpu"
+    model: str = "cpu"
+    base_url: str = "http://127.0.0.1:8000/v1"
+    api_key: str | None = Field(default=None, description="Set with dagster.EnvVar; never logged")
+    max_concurrency: int = 8
+    max_retries: int = 4
+    timeout_s: float = 120.0
+    json_mode: Literal["json_schema", "structured_outputs", "none"] = "json_schema"
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = 8192
+    seed: int = 0
+
+    def make_backend(self) -> LLMBackend | None:
+        """The transport, or None for the CPU backend (the task layer then uses CPU tasks)."""
+        if self.backend == "cpu":
+            return None
+        if self.backend == "vllm":
+            return VLLMBackend(
+                model=self.model,
+                tensor_parallel_size=self.tensor_parallel_size,
+                gpu_memory_utilization=self.gpu_memory_utilization,
+                max_model_len=self.max_model_len,
+                seed=self.seed,
+            )
+        return OpenAIBackend(
+            base_url=self.base_url,
+            model=self.model,
+            api_key=self.api_key,
+            max_concurrency=self.max_concurrency,
+            max_retries=self.max_retries,
+            timeout_s=self.timeout_s,
+            json_mode=self.json_mode,
+        )
+
+    def describe(self) -> dict:
+        """Safe to log or store: no secrets."""
+        return {
+            "backend": self.backend,
+            "model": self.model,
+            **({"base_url": self.base_url} if self.backend == "openai" else {}),
+        }

@@ -1,0 +1,225 @@
+"""Versioned prompts and strict parsers for the four LLM tasks.
+
+Written after the structure of the SABER-Math appendix prompts (role, the problem with its worked
+solution, the candidates, the exact answer format). The version string of each prompt is part of
+every cache key and is stored with every output: change a prompt or a parser, bump its version.
+A parser returns the value or raises ``ParseError`` with a precise reason; nothing is guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from .llm import LLMRequest, p_yes
+
+TOPIC_VERSION = "topic-scores/v1"
+SUMMARY_VERSION = "core-idea/v1"
+JUDGE_VERSION = "pair-judge/v1"
+POINTWISE_VERSION = "pointwise-yes/v1"
+
+MAX_SUMMARY_WORDS = 30
+
+
+class ParseError(ValueError):
+    """The answer does not follow the required format; the message says how."""
+
+
+def _problem_block(problem: str, solution: str | None) -> str:
+    return f"Problem:\n{problem}" + (f"\n\nSolution:\n{solution}" if solution else "")
+
+
+def _strict_json(text: str) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ParseError(f"not JSON: {exc.msg} at position {exc.pos}") from None
+
+
+# ------------------------------------------------------------------------------ topic scores
+
+TOPIC_SYSTEM = (
+    "You are an expert mathematician who classifies competition mathematics problems by the "
+    "mathematical topics their solutions rely on."
+)
+
+
+def problem_text(problem: str, solution: str | None) -> str:
+    """How a problem is shown to a model: the statement, then its worked solution."""
+    return _problem_block(problem, solution)
+
+
+def topic_request(text: str, labels: list[str]) -> LLMRequest:
+    listing = "\n".join(f"- {label}" for label in labels)
+    user = (
+        f"{text}\n\n"
+        f"Candidate topics:\n{listing}\n\n"
+        "Score each candidate topic by how well it describes the mathematics needed to solve this "
+        "problem. Give the most relevant topic exactly 1 and the least relevant exactly 0; score the "
+        "others in between, relative to these two. Judge the techniques of the solution, not "
+        "surface words of the statement.\n"
+        'Answer only with JSON of the form {"scores": {"<topic>": <number>, ...}} containing every '
+        "listed topic exactly as written and nothing else."
+    )
+    schema = {
+        "type": "object",
+        "properties": {
+            "scores": {
+                "type": "object",
+                "properties": {
+                    label: {"type": "number", "minimum": 0, "maximum": 1} for label in labels
+                },
+                "required": list(labels),
+                "additionalProperties": False,
+            }
+        },
+        "required": ["scores"],
+        "additionalProperties": False,
+    }
+    return LLMRequest(
+        messages=(("system", TOPIC_SYSTEM), ("user", user)),
+        max_tokens=64 + 24 * len(labels),
+        json_schema=schema,
+    )
+
+
+def parse_topic_scores(text: str, labels: list[str]) -> dict[str, float]:
+    data = _strict_json(text)
+    if not isinstance(data, dict) or not isinstance(data.get("scores"), dict):
+        raise ParseError('expected an object {"scores": {...}}')
+    scores = data["scores"]
+    unknown = sorted(set(scores) - set(labels))
+    if unknown:
+        raise ParseError(f"unknown labels: {unknown[:5]}")
+    missing = [label for label in labels if label not in scores]
+    if missing:
+        raise ParseError(f"missing labels: {missing[:5]}")
+    out = {}
+    for label in labels:
+        v = scores[label]
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise ParseError(f"score of {label!r} is not a number: {v!r}")
+        if not 0.0 <= v <= 1.0:
+            raise ParseError(f"score of {label!r} out of range [0, 1]: {v}")
+        out[label] = float(v)
+    return out
+
+
+# ----------------------------------------------------------------------------- core idea
+
+SUMMARY_SYSTEM = (
+    "You are an expert mathematician who explains the key idea of a solution in one line."
+)
+
+SUMMARY_SCHEMA = {
+    "type": "object",
+    "properties": {"summary": {"type": "string"}},
+    "required": ["summary"],
+    "additionalProperties": False,
+}
+
+_EQUATION = re.compile(r"[$\\=^_{}]|\d\s*[-+*/<>]\s*\d|[a-z]\s*[-+*/]\s*\d")
+_NOT_IMPERATIVE = re.compile(r"^(we|i|the|this|it|a|an|there)\b", re.IGNORECASE)
+
+
+def summary_request(problem: str, solution: str) -> LLMRequest:
+    user = (
+        f"{_problem_block(problem, solution)}\n\n"
+        "State the core idea of this solution: the key technique or insight that makes it work, "
+        f'as one imperative sentence of at most {MAX_SUMMARY_WORDS} words (for example: "Pair terms '
+        'symmetrically and apply the AM-GM inequality to each pair."). Name the idea, not the '
+        "computation: no equations, no formulas, no numbers from the problem. If the problem has no "
+        'real idea (a routine calculation), answer "none".\n'
+        'Answer only with JSON of the form {"summary": "<sentence or none>"}.'
+    )
+    return LLMRequest(
+        messages=(("system", SUMMARY_SYSTEM), ("user", user)),
+        max_tokens=96,
+        json_schema=SUMMARY_SCHEMA,
+    )
+
+
+def parse_summary(text: str) -> str | None:
+    data = _strict_json(text)
+    if not isinstance(data, dict) or not isinstance(data.get("summary"), str):
+        raise ParseError('expected an object {"summary": "<text>"}')
+    s = " ".join(data["summary"].split())
+    if s.lower().rstrip(".") == "none":
+        return None
+    return check_summary(s)
+
+
+def check_summary(s: str) -> str:
+    """The rules every summary obeys, whichever backend wrote it."""
+    if not s:
+        raise ParseError("empty summary")
+    words = s.split()
+    if len(words) > MAX_SUMMARY_WORDS:
+        raise ParseError(f"summary has {len(words)} words (at most {MAX_SUMMARY_WORDS})")
+    if _EQUATION.search(s):
+        raise ParseError(f"summary contains an equation or formula: {s!r}")
+    if re.search(r"[.!?]\s+\S", s):
+        raise ParseError("summary has more than one sentence")
+    if _NOT_IMPERATIVE.match(s):
+        raise ParseError(f"summary is not imperative (starts with {words[0]!r})")
+    return s
+
+
+# ------------------------------------------------------------------------------ pair judge
+
+JUDGE_SYSTEM = (
+    "You are an expert mathematician judging which of two problems is more relevant to a query "
+    "problem for a student studying the query's solution method."
+)
+
+
+def judge_request(query: str, first: str, second: str) -> LLMRequest:
+    user = (
+        f"Query problem with its solution:\n{query}\n\n"
+        f"Candidate 1:\n{first}\n\n"
+        f"Candidate 2:\n{second}\n\n"
+        "Which candidate is more mathematically relevant to the query? Judge by the techniques, "
+        "the key insight and the structure of the solutions they share with the query, not by "
+        "wording, topic labels or surface similarity of the statements. Answer with 1 or 2 only."
+    )
+    return LLMRequest(
+        messages=(("system", JUDGE_SYSTEM), ("user", user)), max_tokens=2, choices=("1", "2")
+    )
+
+
+_JUDGE_ANSWER = re.compile(r"^\s*(?:candidate\s*)?([12])\s*\.?\s*$", re.IGNORECASE)
+
+
+def parse_judgment(text: str) -> int:
+    m = _JUDGE_ANSWER.match(text)
+    if not m:
+        raise ParseError(f"expected 1 or 2, got {text[:60]!r}")
+    return int(m.group(1))
+
+
+# -------------------------------------------------------------------------- pointwise judge
+
+POINTWISE_SYSTEM = (
+    "You are an expert mathematician assessing the relevance of a problem to a query problem."
+)
+
+
+def pointwise_request(query: str, doc: str, top_logprobs: int = 10) -> LLMRequest:
+    user = (
+        f"Query:\n{query}\n\nCandidate:\n{doc}\n\n"
+        "Is the candidate relevant to the query, that is, would it help someone who must solve the "
+        "query because it relies on the same mathematical technique or insight? Answer Yes or No."
+    )
+    return LLMRequest(
+        messages=(("system", POINTWISE_SYSTEM), ("user", user)),
+        max_tokens=1,
+        choices=("Yes", "No"),
+        top_logprobs=top_logprobs,
+    )
+
+
+def parse_p_yes(top_logprobs: dict[str, float] | None) -> float:
+    try:
+        return p_yes(top_logprobs)
+    except ValueError as exc:
+        raise ParseError(str(exc)) from None

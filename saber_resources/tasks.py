@@ -1,0 +1,277 @@
+"""Task-level interfaces over the LLM: TopicScorer, Summarizer, PairJudge, PointwiseJudge.
+
+Each has an LLM implementation (versioned prompt + strict parser, through ``TaskRunner`` which
+caches every request/answer and retries unparseable answers) and a CPU one (``cpu_tasks``).
+Every task reports ``backend``, ``model`` and ``version``: they are stored with every output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
+
+from .cache import LLMCache
+from .llm import LLMBackend, LLMRequest, LLMResponse
+from .prompts import (
+    JUDGE_VERSION,
+    POINTWISE_VERSION,
+    SUMMARY_VERSION,
+    TOPIC_VERSION,
+    ParseError,
+    judge_request,
+    parse_judgment,
+    parse_p_yes,
+    parse_summary,
+    parse_topic_scores,
+    pointwise_request,
+    problem_text,
+    summary_request,
+    topic_request,
+)
+
+T = TypeVar("T")
+
+
+@dataclass
+class Outcome(Generic[T]):
+    """One task answer: the parsed value, or the reason it failed and the last raw answer."""
+
+    value: T | None
+    ok: bool = True
+    error: str | None = None
+    raw: str | None = None
+    attempts: int = 1
+
+
+@dataclass
+class TaskStats:
+    calls: int = 0  # requests sent to the backend
+    cached: int = 0  # answers served from the cache
+    parse_failures: int = 0  # answers that did not parse (each retried while attempts remain)
+    failed: int = 0  # items that never produced a valid answer
+
+    def as_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+
+class TaskFailed(RuntimeError):
+    pass
+
+
+@dataclass
+class TaskRunner:
+    """Cache lookup -> batched generate for the misses -> strict parse -> retry the failures.
+
+    Retries change the seed and sample at ``retry_temperature`` (a deterministic server would
+    otherwise repeat the same bad answer); each attempt is its own cache entry. Answers are cached
+    after every sub-batch of ``batch_size``, so a crash loses at most one sub-batch.
+    """
+
+    backend: LLMBackend
+    cache: LLMCache | None = None
+    max_retries: int = 2
+    retry_temperature: float = 0.7
+    batch_size: int = 512
+    stats: TaskStats = field(default_factory=TaskStats)
+
+    @property
+    def backend_name(self) -> str:
+        return self.backend.name
+
+    @property
+    def model(self) -> str:
+        return self.backend.model
+
+    def _variant(self, req: LLMRequest, attempt: int) -> LLMRequest:
+        if attempt == 0:
+            return req
+        return dataclasses.replace(
+            req, seed=req.seed + attempt, temperature=max(req.temperature, self.retry_temperature)
+        )
+
+    def run(
+        self, version: str, requests: Sequence[LLMRequest], parse: Callable[[int, LLMResponse], T]
+    ) -> list[Outcome[T]]:
+        """``parse(i, response)`` parses the answer to ``requests[i]`` or raises ParseError."""
+        outcomes: list[Outcome[T] | None] = [None] * len(requests)
+        pending = list(range(len(requests)))
+        for attempt in range(self.max_retries + 1):
+            retry: list[int] = []
+            for start in range(0, len(pending), self.batch_size):
+                chunk = pending[start : start + self.batch_size]
+                for i, ok, err, raw in self._attempt(
+                    version, [self._variant(requests[i], attempt) for i in chunk], parse, chunk
+                ):
+                    if ok is not None:
+                        outcomes[i] = Outcome(ok[0], attempts=attempt + 1)
+                    elif attempt < self.max_retries:
+                        retry.append(i)
+                    else:
+                        self.stats.failed += 1
+                        outcomes[i] = Outcome(
+                            None, ok=False, error=err, raw=raw, attempts=attempt + 1
+                        )
+            pending = retry
+            if not pending:
+                break
+        return outcomes  # type: ignore[return-value]
+
+    def _attempt(self, version, reqs: list[LLMRequest], parse, idx: list[int]):
+        hashes = [r.hash() for r in reqs]
+        cached = (
+            self.cache.get_many(self.backend_name, self.model, version, hashes)
+            if self.cache
+            else {}
+        )
+        need = [k for k, h in enumerate(hashes) if h not in cached]
+        self.stats.cached += len(reqs) - len(need)
+        fresh = self.backend.generate([reqs[k] for k in need]) if need else []
+        self.stats.calls += len(need)
+        answers = {
+            k: LLMResponse(cached[h].text, cached[h].top_logprobs)
+            for k, h in enumerate(hashes)
+            if h in cached
+        }
+        answers.update(zip(need, fresh, strict=True))
+        results, rows = [], []
+        fresh_idx = set(need)
+        for k, i in enumerate(idx):
+            ans = answers[k]
+            try:
+                value, err = (parse(i, ans),), None
+            except ParseError as exc:
+                value, err = None, str(exc)
+                self.stats.parse_failures += 1
+            results.append((i, value, err, ans.text))
+            if k in fresh_idx:
+                rows.append(
+                    (
+                        hashes[k],
+                        reqs[k].to_json(),
+                        ans.text,
+                        ans.top_logprobs,
+                        value is not None,
+                        err,
+                    )
+                )
+        if self.cache:
+            self.cache.put_many(self.backend_name, self.model, version, rows)
+        return results
+
+
+# ------------------------------------------------------------------------------ interfaces
+
+
+class TopicScorer(Protocol):
+    backend: str
+    model: str
+    version: str
+
+    def text_for(self, problem: str, solution: str) -> str: ...
+
+    def score_batch(
+        self, items: Sequence[tuple[str, list[str]]]
+    ) -> list[Outcome[dict[str, float]]]: ...
+
+
+class Summarizer(Protocol):
+    backend: str
+    model: str
+    version: str
+
+    def summarize_batch(self, items: Sequence[tuple[str, str]]) -> list[Outcome[str | None]]: ...
+
+
+class PairJudge(Protocol):
+    backend: str
+    model: str
+    version: str
+
+    def compare_batch(self, items: Sequence[tuple[str, str, str]]) -> list[Outcome[int]]: ...
+
+
+class PointwiseJudge(Protocol):
+    backend: str
+    model: str
+    version: str
+
+    def p_yes_batch(self, items: Sequence[tuple[str, str]]) -> list[Outcome[float]]: ...
+
+
+def _single(outcome: Outcome[T]) -> T:
+    if not outcome.ok:
+        raise TaskFailed(f"{outcome.error} (raw answer: {outcome.raw!r:.200})")
+    return outcome.value  # type: ignore[return-value]
+
+
+class _LLMTask:
+    version = ""
+
+    def __init__(self, runner: TaskRunner) -> None:
+        self.runner = runner
+        self.backend = runner.backend_name
+        self.model = runner.model
+
+    @property
+    def stats(self) -> TaskStats:
+        return self.runner.stats
+
+
+class LLMTopicScorer(_LLMTask):
+    version = TOPIC_VERSION
+
+    def text_for(self, problem: str, solution: str) -> str:
+        return problem_text(problem, solution)
+
+    def score_batch(self, items):
+        reqs = [topic_request(text, labels) for text, labels in items]
+        return self.runner.run(
+            self.version, reqs, lambda i, r: parse_topic_scores(r.text, items[i][1])
+        )
+
+    def score(self, text: str, labels: list[str]) -> dict[str, float]:
+        return _single(self.score_batch([(text, labels)])[0])
+
+
+class LLMSummarizer(_LLMTask):
+    version = SUMMARY_VERSION
+
+    def summarize_batch(self, items):
+        return self.runner.run(
+            self.version,
+            [summary_request(p, s) for p, s in items],
+            lambda i, r: parse_summary(r.text),
+        )
+
+    def summarize(self, problem: str, solution: str) -> str | None:
+        return _single(self.summarize_batch([(problem, solution)])[0])
+
+
+class LLMPairJudge(_LLMTask):
+    version = JUDGE_VERSION
+
+    def compare_batch(self, items):
+        return self.runner.run(
+            self.version,
+            [judge_request(q, a, b) for q, a, b in items],
+            lambda i, r: parse_judgment(r.text),
+        )
+
+    def compare(self, query: str, a: str, b: str) -> int:
+        return _single(self.compare_batch([(query, a, b)])[0])
+
+
+class LLMPointwiseJudge(_LLMTask):
+    version = POINTWISE_VERSION
+
+    def p_yes_batch(self, items):
+        return self.runner.run(
+            self.version,
+            [pointwise_request(q, d) for q, d in items],
+            lambda i, r: parse_p_yes(r.top_logprobs),
+        )
+
+    def p_yes(self, query: str, doc: str) -> float:
+        return _single(self.p_yes_batch([(query, doc)])[0])
