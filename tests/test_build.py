@@ -1,6 +1,7 @@
 """End-to-end: the `saber build` command and the Dagster code location."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -48,13 +49,19 @@ def tiny_config(tmp_path, make_config, monkeypatch):
 def test_saber_build_materialises_corpus_and_ontology(tiny_config, tmp_path, capsys):
     assert main(["build", "--config", str(tiny_config())]) == 0
     out = capsys.readouterr().out
-    assert "corpus_quarantine  rows=1" in out and "ontology_tree      rows=17022" in out
+    assert re.search(r"corpus_quarantine\s+rows=1\n", out) and re.search(
+        r"ontology_tree\s+rows=17022\n", out
+    )
+    assert re.search(r"problem_annotations\s+rows=50\n", out)
     home = tmp_path / "home" / "tiny"
     corpus = pl.read_parquet(home / "parquet" / "corpus.parquet")
     assert corpus.height == 50 and corpus["id"].str.starts_with("ob:").sum() == 20
     with duckdb.connect(str(home / "warehouse.duckdb")) as conn:
         assert conn.execute("SELECT sum(problems) FROM corpus_by_source").fetchone()[0] == 50
         assert conn.execute("SELECT count(*) FROM ontology_tree").fetchone()[0] == 17022
+    ann = pl.read_parquet(home / "parquet" / "problem_annotations.parquet")
+    assert ann["id"].to_list() == corpus["id"].to_list()  # corpus order
+    assert ann["topic_status"].is_in(["ok", "no_topics"]).all()
     # Run history is kept in the project-local Dagster home.
     assert (tmp_path / "home" / "dagster_home" / "dagster.yaml").exists()
 

@@ -1,0 +1,112 @@
+"""A small OpenAI-compatible server on 127.0.0.1 for tests: canned answers and scripted faults."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def chat_body(content: str, top_logprobs: dict[str, float] | None = None) -> dict:
+    choice: dict = {
+        "index": 0,
+        "message": {"role": "assistant", "content": content},
+        "finish_reason": "stop",
+    }
+    if top_logprobs is not None:
+        first = max(top_logprobs, key=top_logprobs.get)
+        choice["logprobs"] = {
+            "content": [
+                {
+                    "token": first,
+                    "logprob": top_logprobs[first],
+                    "top_logprobs": [{"token": t, "logprob": lp} for t, lp in top_logprobs.items()],
+                }
+            ]
+        }
+    return {"id": "x", "object": "chat.completion", "choices": [choice]}
+
+
+def default_answer(body: dict) -> tuple[int, str | dict]:
+    """Answer each task like a (very simple) model would."""
+    user = body["messages"][-1]["content"]
+    if "Candidate topics:" in user:
+        labels = re.findall(r"^- (.+)$", user.split("Candidate topics:")[1], re.MULTILINE)
+        return 200, chat_body(
+            json.dumps({"scores": {lab: (1.0 if i == 0 else 0.0) for i, lab in enumerate(labels)}})
+        )
+    if "core idea" in user:
+        return 200, chat_body(
+            json.dumps({"summary": "Apply the pigeonhole principle to the residues."})
+        )
+    if "Answer with 1 or 2" in user:
+        return 200, chat_body("1")
+    if "Answer Yes or No" in user:
+        return 200, chat_body("Yes", {"Yes": -0.2, "No": -1.7, "Maybe": -5.0})
+    return 400, {"error": "unknown task"}
+
+
+class FakeOpenAI:
+    """Start with ``with FakeOpenAI() as srv``; ``srv.url`` is the base URL (…/v1).
+
+    ``faults`` is a list consumed one per request: "500", "timeout", "malformed" or None (answer).
+    ``answer`` may be replaced to script the content.
+    """
+
+    def __init__(
+        self,
+        answer: Callable[[dict], tuple[int, str | dict]] = default_answer,
+        faults: list | None = None,
+        delay_s: float = 2.0,
+    ):
+        self.answer = answer
+        self.faults = list(faults or [])
+        self.delay_s = delay_s
+        self.requests: list[dict] = []
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with outer.lock:
+                    outer.requests.append(
+                        {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
+                    )
+                    fault = outer.faults.pop(0) if outer.faults else None
+                if fault == "timeout":
+                    time.sleep(outer.delay_s)
+                if fault == "500":
+                    return self._send(500, b'{"error": "boom"}')
+                if fault == "malformed":
+                    return self._send(200, b'{"choices": [ {"message": ')
+                status, payload = outer.answer(body)
+                data = payload if isinstance(payload, str) else json.dumps(payload)
+                self._send(status, data.encode())
+
+            def _send(self, status: int, data: bytes):
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> FakeOpenAI:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()

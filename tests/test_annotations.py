@@ -1,0 +1,241 @@
+"""Topic traversal, CPU tasks and the annotation assets (CPU and an OpenAI-compatible server)."""
+
+import json
+
+import numpy as np
+import polars as pl
+from dagster import materialize
+
+from saber_assets.annotations.assets import (
+    build_annotation_assets,
+    problem_annotations,
+    topic_information_content,
+)
+from saber_assets.annotations.traversal import request_labels, traverse
+from saber_assets.ontology.assets import ontology_tree
+from saber_assets.ops.io import WarehouseParquetIOManager
+from saber_assets.ops.partitions import annotation_partitions, chunk_of
+from saber_assets.resources import SaberSettings
+from saber_resources.cpu_tasks import CPUPairJudge, CPUSummarizer, CPUTopicScorer, humanize_title
+from saber_resources.embeddings import CachedEmbedder, average_windows, token_windows
+from saber_resources.llm import LLMResource
+from saber_resources.tasks import Outcome
+from saber_resources.taskset import cpu_embedder
+from saber_resources.warehouse import Warehouse
+
+from .fake_openai import FakeOpenAI, chat_body, default_answer
+
+# root(0) -> A(1) -> {A1(2), A2(3) -> {A2x(4)}}, B(5) -> {B1(6)}, C(7)
+CHILDREN = [[1, 5, 7], [2, 3], [], [4], [], [6], [], []]
+LABELS = ["Root", "A", "A1", "A2", "A2x", "B", "B1", "C"]
+
+
+class ScriptedScorer:
+    backend, model, version = "script", "script", "v0"
+
+    def __init__(self, script):
+        self.script = script  # (text, tuple(labels)) -> scores or None (failure)
+        self.seen = []
+
+    def score_batch(self, items):
+        self.seen.append(list(items))
+        out = []
+        for text, labels in items:
+            scores = self.script(text, tuple(labels))
+            out.append(
+                Outcome(scores)
+                if scores is not None
+                else Outcome(None, ok=False, error="bad", raw="???")
+            )
+        return out
+
+
+def test_traversal_recursion_tau_competitor_and_pruning():
+    def script(text, labels):
+        table = {
+            ("A", "B", "C"): {"A": 1.0, "B": 0.9, "C": 0.0},
+            ("A1", "A2", "A"): {"A1": 0.86, "A2": 1.0, "A": 0.5},  # parent competes, is never kept
+            ("A2x", "A2"): {"A2x": 0.2, "A2": 1.0},  # nothing kept under A2: A2 stays most specific
+            ("B1", "B"): {"B1": 1.0, "B": 0.0},
+        }
+        return table[labels]
+
+    scorer = ScriptedScorer(script)
+    [res], levels = traverse(["p"], CHILDREN, LABELS, scorer, tau=0.85)
+    assert res.kept == {1, 2, 3, 5, 6}
+    assert res.topics == [2, 3, 6]  # A and B dropped: their children are kept
+    assert res.calls == 4 and not res.failed
+    # One batch per level; root request has no competitor, deeper ones end with the parent.
+    assert [len(b) for b in scorer.seen] == [1, 2, 1]
+    assert scorer.seen[0][0][1] == ["A", "B", "C"] and scorer.seen[1][0][1] == ["A1", "A2", "A"]
+    assert [lv["requests"] for lv in levels] == [1, 2, 1]
+
+
+def test_traversal_batches_levels_across_problems_and_records_failures():
+    def script(text, labels):
+        if text == "broken" and labels == ("A1", "A2", "A"):
+            return None
+        return {lab: (1.0 if i == 0 else 0.0) for i, lab in enumerate(labels)}
+
+    scorer = ScriptedScorer(script)
+    results, _ = traverse(["ok", "broken"], CHILDREN, LABELS, scorer, tau=0.85)
+    assert results[0].topics == [2] and not results[0].failed
+    assert results[1].failed and results[1].topics == [] and results[1].raw == "???"
+    assert len(scorer.seen[0]) == 2  # both problems' root requests in one batch
+
+
+def test_request_labels_are_unique():
+    assert request_labels([1, 2], ["R", "X", "X"], 0) == ["X", "X (2)", "R"]
+    assert request_labels([1], ["X", "X"], 0) == ["X", "X (general)"]
+
+
+def test_humanize_title():
+    assert humanize_title("CalculusandAnalysis") == "Calculus and Analysis"
+    assert humanize_title("Point-SetTopology") == "Point-Set Topology"
+    assert humanize_title("AlgebraicCurves") == "Algebraic Curves"
+
+
+def test_window_averaging_by_hand():
+    assert token_windows(list(range(5)), 2) == [[0, 1], [2, 3], [4]]
+    assert token_windows([], 4) == [[]]
+    v = np.array([[1, 0], [0, 1], [3, 4]], dtype=np.float32)
+    out = average_windows(v, np.array([0, 0, 1]), 2)
+    assert np.allclose(out[0], [2**-0.5, 2**-0.5]) and np.allclose(out[1], [0.6, 0.8])
+
+
+def test_cpu_tasks_deterministic_and_cached():
+    wh = Warehouse(path=":memory:")
+    from saber_resources.cache import EmbeddingCache
+
+    base = cpu_embedder()
+    emb = CachedEmbedder(base, EmbeddingCache(wh.connect))
+    scorer = CPUTopicScorer(emb)
+    labels = ["Geometry", "Number Theory", "Probability and Statistics"]
+    a = scorer.score("How many primes divide 30030?", labels)
+    calls = base.calls
+    b = CPUTopicScorer(CachedEmbedder(base, EmbeddingCache(wh.connect))).score(
+        "How many primes divide 30030?", labels
+    )
+    assert a == b and base.calls == calls  # second scorer served entirely from the DuckDB cache
+    assert (
+        max(a, key=a.get) == "Number Theory" and min(a.values()) == 0.0 and max(a.values()) == 1.0
+    )
+    judge = CPUPairJudge(emb)
+    q, x, y = (
+        "Count primes below 100.",
+        "List all primes under 50.",
+        "Find the area of a circle of radius 2.",
+    )
+    assert judge.compare(q, x, y) == 1 and judge.compare(q, y, x) == 2
+    s = CPUSummarizer()
+    sol = "By the pigeonhole principle two residues coincide. Then induction finishes the proof."
+    assert (
+        s.summarize("p", sol)
+        == s.summarize("p", sol)
+        == "Use the pigeonhole principle and induction."
+    )
+    assert s.summarize("p", "$x = 2 + 2 = 4$.") is None
+
+
+# ------------------------------------------------------------------ the assets, end to end
+
+
+def _corpus(tmp_path, n=12) -> pl.DataFrame:
+    rows = [
+        {
+            "id": f"t:{i}",
+            "problem": f"Problem {i}: how many primes divide {i * 30 + 7}?",
+            "solution": "Factor it.",
+        }
+        for i in range(n)
+    ]
+    rows[3]["problem"] = "GARBAGE please"
+    return pl.DataFrame(rows)
+
+
+def _resources(tmp_path, llm):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "name: t\ncorpus: {sources: [{name: math, bundled: math}]}\nannotations: {chunks: 2, max_parse_retries: 1}\n"
+    )
+    wh = Warehouse(path=str(tmp_path / "w.duckdb"))
+    return {
+        "settings": SaberSettings(config_file=str(cfg)),
+        "warehouse": wh,
+        "llm": llm,
+        "parquet_io": WarehouseParquetIOManager(base_dir=str(tmp_path / "pq"), warehouse=wh),
+    }
+
+
+def test_annotation_assets_through_openai_server_record_failures(tmp_path):
+    def answer(body):
+        if "GARBAGE" in body["messages"][-1]["content"]:
+            return 200, chat_body("definitely not json")
+        return default_answer(body)
+
+    corpus = _corpus(tmp_path)
+    parts = annotation_partitions(2)
+    chunked = build_annotation_assets(parts)
+    from dagster import asset
+
+    @asset(name="corpus", io_manager_key="parquet_io")
+    def corpus_fixture() -> pl.DataFrame:
+        return corpus
+
+    with FakeOpenAI(answer=answer) as srv:
+        llm = LLMResource(backend="openai", model="fake", base_url=srv.url, max_retries=0)
+        res = _resources(tmp_path, llm)
+        assert materialize([corpus_fixture, ontology_tree], resources=res).success
+        for key in parts.get_partition_keys():
+            assert materialize(
+                [*chunked, corpus_fixture, ontology_tree],
+                selection=chunked,
+                partition_key=key,
+                resources=res,
+            ).success
+        first_calls = len(srv.requests)
+        result = materialize(
+            [
+                topic_information_content,
+                problem_annotations,
+                *chunked,
+                corpus_fixture,
+                ontology_tree,
+            ],
+            selection=[topic_information_content, problem_annotations],
+            resources=res,
+        )
+        assert result.success
+        # Re-materialising a chunk is served from the cache: no request reaches the server.
+        key = chunk_of("t:3", 2)
+        again = materialize(
+            [*chunked, corpus_fixture, ontology_tree],
+            selection=chunked,
+            partition_key=key,
+            resources=res,
+        )
+        assert again.success and len(srv.requests) == first_calls
+        md = again.asset_materializations_for_node("topic_annotations")[0].metadata
+        assert md["calls_made"].value == 0 and md["served_from_cache"].value > 0
+    ann = pl.read_parquet(tmp_path / "pq" / "problem_annotations.parquet")
+    assert ann.height == 12 and ann["id"].to_list() == corpus["id"].to_list()
+    bad = ann.filter(pl.col("id") == "t:3").row(0, named=True)
+    assert (
+        bad["topic_status"] == "failed"
+        and bad["topics"] == []
+        and bad["summary_status"] == "failed"
+    )
+    good = ann.filter(pl.col("id") == "t:0").row(0, named=True)
+    assert (
+        good["topic_status"] == "ok"
+        and good["summary"] == "Apply the pigeonhole principle to the residues."
+    )
+    topics = pl.read_parquet(tmp_path / "pq" / "topic_annotations" / f"{key}.parquet")
+    failed = topics.filter(pl.col("id") == "t:3").row(0, named=True)
+    assert failed["raw_answer"] == "definitely not json" and failed["error"].startswith("not JSON")
+    assert set(topics["backend"]) == {"openai"} and set(topics["prompt_version"]) == {
+        "topic-scores/v1"
+    }
+    ic = pl.read_parquet(tmp_path / "pq" / "topic_information_content.parquet")
+    assert ic.filter(pl.col("node") == 0)["ic"].item() == 0.0 and ic["count"].sum() >= 11
+    assert json.loads(json.dumps(md["prompt_version"].value)) == "topic-scores/v1"

@@ -1,0 +1,278 @@
+"""LLM backends, prompts/parsers, the task runner and its cache."""
+
+import json
+import math
+
+import pytest
+
+from saber_resources.cache import LLMCache
+from saber_resources.llm import (
+    LLMRequest,
+    LLMResponse,
+    LLMServerError,
+    OpenAIBackend,
+    VLLMBackend,
+    p_yes,
+)
+from saber_resources.prompts import (
+    ParseError,
+    judge_request,
+    parse_judgment,
+    parse_summary,
+    parse_topic_scores,
+    topic_request,
+)
+from saber_resources.tasks import (
+    LLMPairJudge,
+    LLMPointwiseJudge,
+    LLMSummarizer,
+    LLMTopicScorer,
+    TaskRunner,
+)
+from saber_resources.warehouse import Warehouse
+
+from . import fake_vllm
+from .fake_openai import FakeOpenAI, chat_body, default_answer
+
+LABELS = ["Geometry", "Number Theory", "Algebra"]
+
+
+# ----------------------------------------------------------------------------- parsers
+
+
+def test_topic_parser_good_and_bad():
+    good = json.dumps({"scores": {"Geometry": 1, "Number Theory": 0.25, "Algebra": 0}})
+    assert parse_topic_scores(good, LABELS) == {
+        "Geometry": 1.0,
+        "Number Theory": 0.25,
+        "Algebra": 0.0,
+    }
+    bad = {
+        "not JSON": "The scores are: Geometry 1",
+        "expected an object": json.dumps([1, 2]),
+        "unknown labels": json.dumps(
+            {"scores": {"Geometry": 1, "Number Theory": 0, "Algebra": 0, "Topology": 0.5}}
+        ),
+        "missing labels": json.dumps({"scores": {"Geometry": 1}}),
+        "out of range": json.dumps({"scores": {"Geometry": 1.5, "Number Theory": 0, "Algebra": 0}}),
+        "not a number": json.dumps(
+            {"scores": {"Geometry": "high", "Number Theory": 0, "Algebra": 0}}
+        ),
+    }
+    for reason, text in bad.items():
+        with pytest.raises(ParseError, match=reason):
+            parse_topic_scores(text, LABELS)
+
+
+def test_summary_parser_good_and_bad():
+    assert (
+        parse_summary('{"summary": "Pair terms symmetrically and apply AM-GM to each pair."}')
+        == "Pair terms symmetrically and apply AM-GM to each pair."
+    )
+    assert parse_summary('{"summary": "none"}') is None
+    assert parse_summary('{"summary": "None."}') is None
+    bad = {
+        "words": " ".join(["Use"] + ["induction"] * 30) + ".",
+        "equation": "Set $x=2$ and substitute.",
+        "more than one sentence": "Use induction. Then conclude.",
+        "not imperative": "We use induction on the number of vertices.",
+        "empty": "",
+    }
+    for reason, s in bad.items():
+        with pytest.raises(ParseError, match=reason):
+            parse_summary(json.dumps({"summary": s}))
+    with pytest.raises(ParseError, match="not JSON"):
+        parse_summary("Use induction.")
+
+
+def test_judgment_and_p_yes_parsers():
+    assert (
+        parse_judgment("1") == 1
+        and parse_judgment(" 2.\n") == 2
+        and parse_judgment("Candidate 2") == 2
+    )
+    for bad in ["3", "1 or 2", "Both", ""]:
+        with pytest.raises(ParseError):
+            parse_judgment(bad)
+    # P(yes) renormalised over Yes/No, case and spaces ignored; the best-scoring variant counts.
+    assert math.isclose(
+        p_yes({" Yes": math.log(0.6), "No": math.log(0.2), "yes": math.log(0.1)}), 0.75
+    )
+    assert p_yes({"No": -0.1}) == 0.0
+    with pytest.raises(ValueError, match="neither Yes nor No"):
+        p_yes({"Maybe": -0.1})
+
+
+# ------------------------------------------------------------------------------ vLLM fake
+
+
+def test_vllm_backend_records_structured_output(monkeypatch):
+    def answer(messages, params):
+        if (
+            params.kwargs["structured_outputs"]
+            and "json" in params.kwargs["structured_outputs"].kwargs
+        ):
+            return json.dumps({"scores": {lab: 0.5 for lab in LABELS}}), None
+        lp = [{11: fake_vllm.Logprob(-0.1, 1, "Yes"), 12: fake_vllm.Logprob(-2.4, 2, "No")}]
+        return "Yes", lp
+
+    record = fake_vllm.install(monkeypatch, answer)
+    backend = VLLMBackend(
+        model="Qwen/Qwen3-8B",
+        tensor_parallel_size=2,
+        gpu_memory_utilization=0.8,
+        max_model_len=4096,
+    )
+    runner = TaskRunner(backend)
+    scores = LLMTopicScorer(runner).score("Problem: find x.", LABELS)
+    assert scores == {lab: 0.5 for lab in LABELS}
+    p = LLMPointwiseJudge(runner).p_yes("q", "d")
+    assert math.isclose(p, 1 / (1 + math.exp(-2.3)))
+    init = record["init"]
+    assert init["model"] == "Qwen/Qwen3-8B" and init["enable_prefix_caching"] is True
+    assert (
+        init["tensor_parallel_size"] == 2
+        and init["gpu_memory_utilization"] == 0.8
+        and init["max_model_len"] == 4096
+    )
+    (msgs, params), (_, params2) = record["chats"]
+    schema = params[0].kwargs["structured_outputs"].kwargs["json"]
+    assert schema["properties"]["scores"]["required"] == LABELS
+    assert msgs[0][0]["role"] == "system" and "Candidate topics:" in msgs[0][1]["content"]
+    assert params2[0].kwargs["structured_outputs"].kwargs["choice"] == ["Yes", "No"]
+    assert params2[0].kwargs["logprobs"] == 10 and params2[0].kwargs["max_tokens"] == 1
+
+
+# --------------------------------------------------------------------- OpenAI-compatible
+
+
+def _openai(srv, **kw) -> OpenAIBackend:
+    return OpenAIBackend(base_url=srv.url, model="m", api_key="sk-test", backoff_s=0.01, **kw)
+
+
+def test_openai_tasks_against_local_server():
+    with FakeOpenAI() as srv:
+        runner = TaskRunner(_openai(srv))
+        assert LLMTopicScorer(runner).score("Problem: x", LABELS) == {
+            "Geometry": 1.0,
+            "Number Theory": 0.0,
+            "Algebra": 0.0,
+        }
+        assert (
+            LLMSummarizer(runner).summarize("p", "s")
+            == "Apply the pigeonhole principle to the residues."
+        )
+        assert LLMPairJudge(runner).compare("q", "a", "b") == 1
+        assert math.isclose(LLMPointwiseJudge(runner).p_yes("q", "d"), 1 / (1 + math.exp(-1.5)))
+    first = srv.requests[0]
+    assert first["path"] == "/v1/chat/completions" and first["auth"] == "Bearer sk-test"
+    assert (
+        first["body"]["response_format"]["json_schema"]["schema"]["properties"]["scores"][
+            "required"
+        ]
+        == LABELS
+    )
+    assert (
+        srv.requests[3]["body"]["logprobs"] is True
+        and srv.requests[3]["body"]["top_logprobs"] == 10
+    )
+
+
+def test_openai_retries_500_timeout_and_malformed_body():
+    with FakeOpenAI(faults=["500", "timeout", "malformed"], delay_s=1.0) as srv:
+        backend = _openai(srv, timeout_s=0.3, max_retries=3)
+        [resp] = backend.generate([judge_request("q", "a", "b")])
+    assert resp.text == "1" and backend.calls == 4
+
+
+def test_openai_gives_up_with_a_clear_error():
+    with FakeOpenAI(faults=["500"] * 10) as srv:
+        backend = _openai(srv, max_retries=2)
+        with pytest.raises(
+            LLMServerError,
+            match=r"127\.0\.0\.1:\d+/v1/chat/completions: giving up after 3 attempts; last error: HTTP 500",
+        ):
+            backend.generate([judge_request("q", "a", "b")])
+    down = OpenAIBackend(base_url="http://127.0.0.1:9/v1", model="m", max_retries=1, backoff_s=0.01)
+    with pytest.raises(
+        LLMServerError, match=r"http://127\.0\.0\.1:9/v1/chat/completions: .*cannot connect"
+    ):
+        down.generate([judge_request("q", "a", "b")])
+
+
+def test_openai_structured_outputs_mode_for_vllm_serve():
+    body = OpenAIBackend(base_url="x", model="m", json_mode="structured_outputs").body(
+        judge_request("q", "a", "b")
+    )
+    assert body["structured_outputs"] == {"choice": ["1", "2"]} and "response_format" not in body
+
+
+# ---------------------------------------------------------------------- runner and cache
+
+
+class CountingBackend:
+    name = "fake"
+    model = "m"
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.calls = 0
+
+    def generate(self, requests):
+        self.calls += len(requests)
+        return [LLMResponse(self.answer(r)) for r in requests]
+
+
+def test_cache_serves_a_second_run_without_calls():
+    wh = Warehouse(path=":memory:")
+    backend = CountingBackend(lambda r: "2")
+    items = [("q", f"a{i}", f"b{i}") for i in range(5)]
+    first = LLMPairJudge(TaskRunner(backend, LLMCache(wh.connect))).compare_batch(items)
+    assert backend.calls == 5
+    judge = LLMPairJudge(TaskRunner(backend, LLMCache(wh.connect)))
+    second = judge.compare_batch(items)
+    assert backend.calls == 5 and judge.stats.calls == 0 and judge.stats.cached == 5
+    assert [o.value for o in first] == [o.value for o in second] == [2] * 5
+
+
+def test_parse_failures_are_retried_then_stored_with_raw_answer():
+    wh = Warehouse(path=":memory:")
+    cache = LLMCache(wh.connect)
+    # The answer depends on the retry seed: seed 0 garbles, seed 1 answers properly.
+    flaky = CountingBackend(lambda r: "1" if r.seed == 1 else "I think the first")
+    out = LLMPairJudge(TaskRunner(flaky, cache, max_retries=2)).compare_batch([("q", "a", "b")])
+    assert out[0].ok and out[0].value == 1 and out[0].attempts == 2
+    hopeless = CountingBackend(lambda r: "banana")
+    judge = LLMPairJudge(TaskRunner(hopeless, cache, max_retries=2))
+    [bad] = judge.compare_batch([("q2", "a", "b")])
+    assert (
+        not bad.ok and bad.raw == "banana" and "expected 1 or 2" in bad.error and bad.attempts == 3
+    )
+    assert hopeless.calls == 3 and judge.stats.failed == 1
+    failures = cache.failures()
+    assert failures.height == 4 and set(failures["answer"]) == {"banana", "I think the first"}
+    # A rerun replays the stored failures instead of asking again.
+    again = LLMPairJudge(TaskRunner(hopeless, cache, max_retries=2)).compare_batch(
+        [("q2", "a", "b")]
+    )
+    assert hopeless.calls == 3 and not again[0].ok
+
+
+def test_request_hash_covers_the_prompt():
+    a = topic_request("Problem: x", LABELS)
+    assert (
+        a.hash()
+        == topic_request("Problem: x", LABELS).hash()
+        != topic_request("Problem: y", LABELS).hash()
+    )
+    assert (
+        LLMRequest(messages=(("user", "hi"),)).hash()
+        != LLMRequest(messages=(("user", "hi"),), seed=1).hash()
+    )
+
+
+def test_default_answer_helper_is_consistent():
+    status, body = default_answer(
+        {"messages": [{"role": "user", "content": "Answer with 1 or 2 only."}]}
+    )
+    assert status == 200 and body == chat_body("1")
