@@ -1,0 +1,313 @@
+"""Numba kernels for the two pair signals (DESIGN.md §2); no Dagster.
+
+topic   = symmetric Best-Match Average of Lin similarity between topic sets A and B:
+          (Σ_a max_b Lin[a, b] + Σ_b max_a Lin[a, b]) / (|A| + |B|)
+summary = Jaccard of token sets |A ∩ B| / |A ∪ B|
+
+Both are 0 when either set is empty (documented choice: no evidence, no relevance).
+
+Inputs are CSR arrays (``indptr``, ``indices``) of *distinct* ids per row: topic ids index the
+square ``lin`` table of the distinct topics actually used; token ids are dense ``0..V-1``.
+
+The block kernel computes every unordered pair (i, j), i in a row block, j > i, in 64×64 tiles:
+- topic: per row tile, ``best_row[t, r] = max_{a∈A_r} Lin[a, t]`` over all used topics (built
+  once, reused for every column), so Σ_b max_a is a sum of contiguous 64-lane rows; per column
+  tile, ``best_col[u, c] = max_{b∈B_c} Lin[u, b]`` over only the row tile's own topics ``u``, so
+  Σ_a max_b is again 64-lane adds.
+- summary: bit-sliced over the 64 rows of the tile: a uint64 mask per token (which tile rows hold
+  it); a column's tokens are added into 8 bit-planes with a ripple carry, giving all 64
+  intersection sizes at once; a uint8 table over (intersection, union) gives the quantised value.
+Values are quantised to uint8 (q = round(255·v)); pairs with topic ≥ floor or summary ≥ floor
+(quantised) are kept; every pair lands in its row's coarse 2-D histogram.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numba as nb
+import numpy as np
+
+SCALE = 255  # value = q / SCALE; quantisation error <= 1 / (2 * SCALE)
+TILE = 64
+PLANES = 8  # bit-planes of the intersection counter: token sets of up to 255 tokens
+MAX_TOKENS = (1 << PLANES) - 1
+
+
+def quantize(v: np.ndarray | float) -> np.ndarray:
+    return np.floor(np.asarray(v, dtype=np.float64) * SCALE + 0.5).astype(np.uint8)
+
+
+def to_csr(sets: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Lists of ids -> CSR of the distinct ids per row (sorted)."""
+    rows = [np.unique(np.asarray(s, dtype=np.int64)) for s in sets]
+    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    indptr[1:] = np.cumsum([len(r) for r in rows])
+    indices = np.concatenate(rows).astype(np.int32) if rows and indptr[-1] else np.zeros(0, dtype=np.int32)
+    return indptr, indices
+
+
+# ------------------------------------------------------------------------------- dense (small N)
+
+
+@nb.njit(cache=True)
+def _bma_pair(a_idx, b_idx, lin):
+    na, nb_ = a_idx.shape[0], b_idx.shape[0]
+    if na == 0 or nb_ == 0:
+        return 0.0
+    s = 0.0
+    for x in range(na):
+        m = 0.0
+        for y in range(nb_):
+            v = lin[a_idx[x], b_idx[y]]
+            if v > m:
+                m = v
+        s += m
+    for y in range(nb_):
+        m = 0.0
+        for x in range(na):
+            v = lin[a_idx[x], b_idx[y]]
+            if v > m:
+                m = v
+        s += m
+    return s / (na + nb_)
+
+
+@nb.njit(cache=True)
+def _jaccard_pair(a_idx, b_idx):
+    # both sorted and distinct
+    na, nb_ = a_idx.shape[0], b_idx.shape[0]
+    if na == 0 or nb_ == 0:
+        return 0.0
+    i = j = inter = 0
+    while i < na and j < nb_:
+        if a_idx[i] == b_idx[j]:
+            inter += 1
+            i += 1
+            j += 1
+        elif a_idx[i] < b_idx[j]:
+            i += 1
+        else:
+            j += 1
+    return inter / (na + nb_ - inter)
+
+
+@nb.njit(cache=True)
+def _dense(t_ptr, t_idx, lin, s_ptr, s_idx, topic, summary):
+    n = t_ptr.shape[0] - 1
+    for i in range(n):
+        for j in range(i + 1, n):
+            t = _bma_pair(t_idx[t_ptr[i] : t_ptr[i + 1]], t_idx[t_ptr[j] : t_ptr[j + 1]], lin)
+            s = _jaccard_pair(s_idx[s_ptr[i] : s_ptr[i + 1]], s_idx[s_ptr[j] : s_ptr[j + 1]])
+            topic[i, j] = topic[j, i] = t
+            summary[i, j] = summary[j, i] = s
+
+
+def bma_jaccard_dense(
+    topic_sets: Sequence[Sequence[int]], lin: np.ndarray, token_sets: Sequence[Sequence[int]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Both signals for all pairs of a small corpus: two N×N float32 matrices, diagonal 0.
+
+    Sets may hold duplicates (they are sets); token ids may be any non-negative ints.
+    """
+    if len(topic_sets) != len(token_sets):
+        raise ValueError(f"{len(topic_sets)} topic sets but {len(token_sets)} token sets")
+    lin = np.ascontiguousarray(lin, dtype=np.float32)
+    t_ptr, t_idx = to_csr(topic_sets)
+    if t_idx.size and (t_idx.min() < 0 or t_idx.max() >= lin.shape[0]):
+        raise ValueError(f"topic ids must lie in [0, {lin.shape[0]}) (the Lin table's size)")
+    s_ptr, s_idx = to_csr(token_sets)
+    n = len(topic_sets)
+    topic = np.zeros((n, n), dtype=np.float32)
+    summary = np.zeros((n, n), dtype=np.float32)
+    _dense(t_ptr, t_idx, lin, s_ptr, s_idx, topic, summary)
+    return topic, summary
+
+
+# ---------------------------------------------------------------------------- plain pairwise loop
+
+
+@nb.njit(cache=True)
+def pairwise_block_naive(t_ptr, t_idx, lin, s_ptr, s_idx, row_start, row_end):
+    """Baseline for the benchmark: the straightforward pairwise loop, returning the sum of signals."""
+    n = t_ptr.shape[0] - 1
+    acc = 0.0
+    for i in range(row_start, row_end):
+        for j in range(i + 1, n):
+            acc += _bma_pair(t_idx[t_ptr[i] : t_ptr[i + 1]], t_idx[t_ptr[j] : t_ptr[j + 1]], lin)
+            acc += _jaccard_pair(s_idx[s_ptr[i] : s_ptr[i + 1]], s_idx[s_ptr[j] : s_ptr[j + 1]])
+    return acc
+
+
+# ------------------------------------------------------------------------------- block kernel
+
+
+def jaccard_lut() -> np.ndarray:
+    """q(Jaccard) for every (intersection, union) with sets of up to MAX_TOKENS tokens."""
+    inter = np.arange(MAX_TOKENS + 1)[:, None]
+    union = np.arange(2 * MAX_TOKENS + 1)[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = np.where(union > 0, inter / np.maximum(union, 1), 0.0)
+    return quantize(np.clip(v, 0, 1))
+
+
+@nb.njit(cache=True, fastmath=True)
+def _block(
+    t_ptr, t_idx, lin, s_ptr, s_idx, lut, row_start, row_end, floor_t, floor_s, n_bins,
+    out_rows, out_cols, out_t, out_s, hist,
+):
+    n = t_ptr.shape[0] - 1
+    n_topics = lin.shape[0]
+    kept = 0
+    best_row = np.zeros((n_topics, TILE), dtype=np.float32)
+    token_mask = np.zeros(np.int64(s_idx.max()) + 1 if s_idx.shape[0] > 0 else 1, dtype=np.uint64)
+    local_of = np.full(n_topics, -1, dtype=np.int32)
+    union_topics = np.empty(TILE * 64, dtype=np.int32)
+    best_col = np.zeros((TILE * 64, TILE), dtype=np.float32)
+    fwd = np.zeros((TILE, TILE), dtype=np.float32)  # [c, r]: Σ_{b∈B_c} max_{a∈A_r}
+    rev = np.zeros((TILE, TILE), dtype=np.float32)  # [r, c]: Σ_{a∈A_r} max_{b∈B_c}
+    planes = np.zeros(PLANES, dtype=np.uint64)
+    bin_of = np.empty(256, dtype=np.int64)
+    for q in range(256):
+        b = q * n_bins // 256
+        bin_of[q] = b if b < n_bins else n_bins - 1
+    for r0 in range(row_start, row_end, TILE):
+        rn = min(TILE, row_end - r0)
+        # --- per row tile: best_row over all topics, token masks, the tile's own topic set
+        best_row[:, :] = 0.0
+        n_union = 0
+        for r in range(rn):
+            i = r0 + r
+            for k in range(t_ptr[i], t_ptr[i + 1]):
+                a = t_idx[k]
+                if local_of[a] < 0:
+                    local_of[a] = n_union
+                    union_topics[n_union] = a
+                    n_union += 1
+                for t in range(n_topics):
+                    v = lin[a, t]
+                    if v > best_row[t, r]:
+                        best_row[t, r] = v
+            for k in range(s_ptr[i], s_ptr[i + 1]):
+                token_mask[s_idx[k]] |= np.uint64(1) << np.uint64(r)
+        # --- column tiles from the row tile's first row onwards
+        for c0 in range(r0, n, TILE):
+            cn = min(TILE, n - c0)
+            # best_col over the row tile's topics only
+            for u in range(n_union):
+                a = union_topics[u]
+                for c in range(cn):
+                    j = c0 + c
+                    m = np.float32(0.0)
+                    for k in range(t_ptr[j], t_ptr[j + 1]):
+                        v = lin[a, t_idx[k]]
+                        if v > m:
+                            m = v
+                    best_col[u, c] = m
+            # forward sums: for column c, add best_row rows of its topics (64 lanes over r)
+            for c in range(cn):
+                j = c0 + c
+                for r in range(TILE):
+                    fwd[c, r] = 0.0
+                for k in range(t_ptr[j], t_ptr[j + 1]):
+                    b = t_idx[k]
+                    for r in range(TILE):
+                        fwd[c, r] += best_row[b, r]
+            # reverse sums: for row r, add best_col rows of its topics (64 lanes over c)
+            for r in range(rn):
+                i = r0 + r
+                for c in range(TILE):
+                    rev[r, c] = 0.0
+                for k in range(t_ptr[i], t_ptr[i + 1]):
+                    u = local_of[t_idx[k]]
+                    for c in range(TILE):
+                        rev[r, c] += best_col[u, c]
+            for c in range(cn):
+                j = c0 + c
+                nb_ = t_ptr[j + 1] - t_ptr[j]
+                ns_b = s_ptr[j + 1] - s_ptr[j]
+                # bit-sliced intersection sizes of column j's tokens with every tile row
+                for p in range(PLANES):
+                    planes[p] = 0
+                for k in range(s_ptr[j], s_ptr[j + 1]):
+                    carry = token_mask[s_idx[k]]
+                    p = 0
+                    while carry != 0 and p < PLANES:
+                        nxt = planes[p] & carry
+                        planes[p] ^= carry
+                        carry = nxt
+                        p += 1
+                r_stop = min(rn, j - r0)  # upper triangle: i < j
+                for r in range(r_stop):
+                    i = r0 + r
+                    na = t_ptr[i + 1] - t_ptr[i]
+                    denom = na + nb_
+                    tq = np.uint8(0)
+                    if na > 0 and nb_ > 0:
+                        v = (fwd[c, r] + rev[r, c]) / denom
+                        tq = np.uint8(min(255.0, np.floor(v * 255.0 + 0.5)))
+                    inter = 0
+                    for p in range(PLANES):
+                        inter |= np.int64((planes[p] >> np.uint64(r)) & np.uint64(1)) << p
+                    ns_a = s_ptr[i + 1] - s_ptr[i]
+                    sq = lut[inter, ns_a + ns_b - inter]
+                    hist[i - row_start, bin_of[tq], bin_of[sq]] += 1
+                    if tq >= floor_t or sq >= floor_s:
+                        if kept >= out_rows.shape[0]:
+                            return -1  # buffers full: the caller grows them and retries
+                        out_rows[kept] = i
+                        out_cols[kept] = j
+                        out_t[kept] = tq
+                        out_s[kept] = sq
+                        kept += 1
+        # --- reset the per-tile state
+        for u in range(n_union):
+            local_of[union_topics[u]] = -1
+        for r in range(rn):
+            i = r0 + r
+            for k in range(s_ptr[i], s_ptr[i + 1]):
+                token_mask[s_idx[k]] = 0
+    return kept
+
+
+def signal_block(
+    t_ptr: np.ndarray,
+    t_idx: np.ndarray,
+    lin: np.ndarray,
+    s_ptr: np.ndarray,
+    s_idx: np.ndarray,
+    row_start: int,
+    row_end: int,
+    floor_topic: int,
+    floor_summary: int,
+    n_bins: int = 16,
+    capacity: int | None = None,
+):
+    """All pairs (i, j), row_start <= i < row_end, j > i. Returns CSR-like kept pairs sorted by
+    (row, column): (indptr over the block's rows, cols int32, topic uint8, summary uint8) and the
+    per-row histograms hist[row - row_start, topic_bin, summary_bin] (uint32, all pairs)."""
+    lin = np.ascontiguousarray(lin, dtype=np.float32)
+    if s_idx.size and np.diff(s_ptr).max() > MAX_TOKENS:
+        raise ValueError(f"a token set has more than {MAX_TOKENS} distinct tokens")
+    rows = row_end - row_start
+    hist = np.zeros((rows, n_bins, n_bins), dtype=np.uint32)
+    capacity = capacity or max(1024, rows * 64)
+    lut = jaccard_lut()
+    while True:
+        out_rows = np.empty(capacity, dtype=np.int64)
+        out_cols = np.empty(capacity, dtype=np.int32)
+        out_t = np.empty(capacity, dtype=np.uint8)
+        out_s = np.empty(capacity, dtype=np.uint8)
+        hist[:] = 0
+        kept = _block(
+            t_ptr, t_idx, lin, s_ptr, s_idx, lut, row_start, row_end, np.uint8(floor_topic), np.uint8(floor_summary),
+            n_bins, out_rows, out_cols, out_t, out_s, hist,
+        )
+        if kept >= 0:
+            break
+        capacity *= 4
+    order = np.lexsort((out_cols[:kept], out_rows[:kept]))
+    local = out_rows[:kept][order] - row_start
+    indptr = np.zeros(rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(local, minlength=rows), out=indptr[1:])
+    return indptr, out_cols[:kept][order], out_t[:kept][order], out_s[:kept][order], hist
