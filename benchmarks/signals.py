@@ -63,7 +63,9 @@ def main() -> None:
     args = ap.parse_args()
     t0 = time.perf_counter()
     t_ptr, t_idx, lin, s_ptr, s_idx = synthetic(args.n)
-    print(f"synthetic corpus: N={args.n:,}, used topics={lin.shape[0]:,}, built in {time.perf_counter() - t0:.1f}s")
+    print(
+        f"synthetic corpus: N={args.n:,}, used topics={lin.shape[0]:,}, built in {time.perf_counter() - t0:.1f}s"
+    )
     ft, fs = int(round(args.floor_topic * 255)), int(round(args.floor_summary * 255))
     empty_ptr = np.zeros_like(t_ptr)
     empty_idx = np.zeros(0, dtype=np.int32)
@@ -72,12 +74,20 @@ def main() -> None:
     pairwise_block_naive(t_ptr, t_idx, lin, s_ptr, s_idx, 0, 1)
     r0, r1 = 0, args.rows
     pairs = sum(args.n - 1 - i for i in range(r0, r1))
-    both, dt_both, out = rate(lambda: signal_block(t_ptr, t_idx, lin, s_ptr, s_idx, r0, r1, ft, fs), pairs)
-    topic_only, _, _ = rate(lambda: signal_block(t_ptr, t_idx, lin, empty_ptr, empty_idx, r0, r1, ft, 255), pairs)
-    summ_only, _, _ = rate(lambda: signal_block(empty_ptr, empty_idx, lin, s_ptr, s_idx, r0, r1, 255, fs), pairs)
+    both, dt_both, out = rate(
+        lambda: signal_block(t_ptr, t_idx, lin, s_ptr, s_idx, r0, r1, ft, fs), pairs
+    )
+    topic_only, _, _ = rate(
+        lambda: signal_block(t_ptr, t_idx, lin, empty_ptr, empty_idx, r0, r1, ft, 255), pairs
+    )
+    summ_only, _, _ = rate(
+        lambda: signal_block(empty_ptr, empty_idx, lin, s_ptr, s_idx, r0, r1, 255, fs), pairs
+    )
     naive_rows = max(4, args.rows // 32)
     naive_pairs = sum(args.n - 1 - i for i in range(naive_rows))
-    naive, _, _ = rate(lambda: pairwise_block_naive(t_ptr, t_idx, lin, s_ptr, s_idx, 0, naive_rows), naive_pairs)
+    naive, _, _ = rate(
+        lambda: pairwise_block_naive(t_ptr, t_idx, lin, s_ptr, s_idx, 0, naive_rows), naive_pairs
+    )
     kept = len(out[1])
     frac = kept / pairs
     bytes_per_corpus_pair = frac * BYTES_PER_PAIR
@@ -87,13 +97,23 @@ def main() -> None:
     print(f"  combined BMA+Jaccard : {both / 1e6:8.1f} M pairs/s  ({dt_both:.2f}s)")
     print(f"  topic (BMA) alone    : {topic_only / 1e6:8.1f} M pairs/s")
     print(f"  summary (Jaccard)    : {summ_only / 1e6:8.1f} M pairs/s")
-    print(f"  naive pairwise loop  : {naive / 1e6:8.1f} M pairs/s  -> block kernel is {both / naive:.1f}x faster")
-    print(f"  vs paper (~{PAPER_ORDERED_PAIRS_PER_S / 1e6:.2f} M ordered = {PAPER_ORDERED_PAIRS_PER_S / 2e6:.3f} M unordered pairs/s/core): {both / (PAPER_ORDERED_PAIRS_PER_S / 2):.0f}x")
-    print(f"stored pairs at floors topic>={args.floor_topic} or summary>={args.floor_summary}: {frac:.4%} -> {bytes_per_corpus_pair:.4f} bytes per corpus pair")
+    print(
+        f"  naive pairwise loop  : {naive / 1e6:8.1f} M pairs/s  -> block kernel is {both / naive:.1f}x faster"
+    )
+    print(
+        f"  vs paper (~{PAPER_ORDERED_PAIRS_PER_S / 1e6:.2f} M ordered = {PAPER_ORDERED_PAIRS_PER_S / 2e6:.3f} M unordered pairs/s/core): {both / (PAPER_ORDERED_PAIRS_PER_S / 2):.0f}x"
+    )
+    print(
+        f"stored pairs at floors topic>={args.floor_topic} or summary>={args.floor_summary}: {frac:.4%} -> {bytes_per_corpus_pair:.4f} bytes per corpus pair"
+    )
     print(f"  vs the reference layout's 4 bytes/pair: {bytes_per_corpus_pair / 4:.3%}")
-    print(f"extrapolated N={n_big:,} ({big_pairs:.2e} pairs): {big_pairs / both / 60:.1f} min on 1 core, {big_pairs / both / 120:.1f} min on 2 cores;"
-          f" {big_pairs * bytes_per_corpus_pair / 1e9:.2f} GB stored")
-    print(f"  (the Lin table of {lin.shape[0]:,} used topics: {lin.nbytes / 1e6:.0f} MB; best_row per row tile: {lin.shape[0] * 64 * 4 / 1e6:.1f} MB)")
+    print(
+        f"extrapolated N={n_big:,} ({big_pairs:.2e} pairs): {big_pairs / both / 60:.1f} min on 1 core, {big_pairs / both / 120:.1f} min on 2 cores;"
+        f" {big_pairs * bytes_per_corpus_pair / 1e9:.2f} GB stored"
+    )
+    print(
+        f"  (the Lin table of {lin.shape[0]:,} used topics: {lin.nbytes / 1e6:.0f} MB; best_row per row tile: {lin.shape[0] * 64 * 4 / 1e6:.1f} MB)"
+    )
 
 
 if __name__ == "__main__":

@@ -24,13 +24,20 @@ from .ops.io import WarehouseParquetIOManager
 from .ops.partitions import annotation_partitions
 from .resources import SaberSettings
 from .settings import DEFAULT_CONFIG, SQL_DIR, LLMConfig, data_home, load_config
+from .signals import assets as signal_assets
 
 # Modules whose assets do not depend on the config's partition counts.
-STATIC_MODULES = [corpus_assets, ontology_assets, annotation_assets]
+STATIC_MODULES = [corpus_assets, ontology_assets, annotation_assets, signal_assets]
 
 # `saber build` runs these jobs in order; a partitioned job runs once per partition key.
 # (A Dagster job holds assets of one partitioning only, hence one job per stretch of the graph.)
-BUILD_PLAN = ["build_sources", "build_annotations", "build_annotation_summaries"]
+BUILD_PLAN = [
+    "build_sources",
+    "build_annotations",
+    "build_annotation_summaries",
+    "build_signal_shards",
+    "build_signal_index",
+]
 
 
 def llm_resource(cfg: LLMConfig) -> LLMResource:
@@ -56,7 +63,8 @@ def make_definitions(
     chunked = annotation_assets.build_annotation_assets(
         annotation_partitions(cfg.annotations.chunks)
     )
-    assets = [*load_assets_from_modules(STATIC_MODULES), *chunked]
+    sharded = signal_assets.build_signal_assets(signal_assets.shard_partitions(cfg.signals.shards))
+    assets = [*load_assets_from_modules(STATIC_MODULES), *chunked, *sharded]
 
     def job(name: str, selection: AssetSelection, description: str):
         return define_asset_job(
@@ -72,8 +80,20 @@ def make_definitions(
         ),
         job(
             "build_annotation_summaries",
-            AssetSelection.assets("topic_information_content", "problem_annotations"),
-            "Information content and the per-problem annotation table (all chunks).",
+            AssetSelection.assets(
+                "topic_information_content", "problem_annotations", "pair_signal_inputs"
+            ),
+            "Information content, the per-problem annotation table (all chunks), the signal kernels' inputs.",
+        ),
+        job(
+            "build_signal_shards",
+            AssetSelection.assets(*sharded),
+            "All-pairs signals, one row-block shard per run.",
+        ),
+        job(
+            "build_signal_index",
+            AssetSelection.assets("pair_signal_index", "relevance_thresholds"),
+            "Index over all shards (pairs, bytes, histograms) and the relevance thresholds.",
         ),
     ]
     return Definitions(

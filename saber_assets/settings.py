@@ -147,6 +147,31 @@ class AnnotationConfig(_Strict):
     max_parse_retries: int = Field(default=2, ge=0)
 
 
+class SignalConfig(_Strict):
+    """Pair-signal computation: row-block shards, storage floors, histogram bins."""
+
+    rows_per_shard: int = Field(default=512, ge=64)
+    # Static partition count; the last shard also takes every row past shards * rows_per_shard.
+    shards: int = Field(default=4, ge=1, le=4096)
+    # Pairs with topic >= floor_topic or summary >= floor_summary are stored (keep them below
+    # the thresholds you may want: thresholds are derivable only above the floors).
+    floor_topic: float = Field(default=0.5, ge=0, le=1)
+    floor_summary: float = Field(default=0.2, ge=0, le=1)
+    hist_bins: int = Field(default=16, ge=2, le=64)
+    # Lin uses the IC of the first computation, so appended problems never invalidate shards.
+    freeze_ic: bool = True
+
+
+class CandidateConfig(_Strict):
+    """Query viability and candidate groups (paper: Q = 150 per domain, K = 50 per group)."""
+
+    queries_per_domain: int = Field(default=150, ge=1)
+    candidates_per_group: int = Field(default=50, ge=1)
+    # Given thresholds (0..1); null derives them from the stored histograms.
+    topic_threshold: float | None = Field(default=None, ge=0, le=1)
+    summary_threshold: float | None = Field(default=None, ge=0, le=1)
+
+
 class PipelineConfig(_Strict):
     name: str = "sample"
     seed: int = 20261129
@@ -155,6 +180,8 @@ class PipelineConfig(_Strict):
     ontology: OntologyConfig = OntologyConfig()
     llm: LLMConfig = LLMConfig()
     annotations: AnnotationConfig = AnnotationConfig()
+    signals: SignalConfig = SignalConfig()
+    candidates: CandidateConfig = CandidateConfig()
 
 
 def load_config(path: str | os.PathLike | None = None) -> PipelineConfig:

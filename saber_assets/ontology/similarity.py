@@ -85,10 +85,18 @@ def lin(ic: np.ndarray, lca_index: LCAIndex, t1, t2):
     return 2.0 * ic[a] / (ic[t1] + ic[t2] + 1e-12)
 
 
-def lin_table(ic: np.ndarray, lca_index: LCAIndex, nodes: np.ndarray) -> np.ndarray:
-    """Dense Lin matrix among the given tree nodes (the distinct topics actually used)."""
+def lin_table(
+    ic: np.ndarray, lca_index: LCAIndex, nodes: np.ndarray, chunk: int = 256
+) -> np.ndarray:
+    """Dense Lin matrix among the given tree nodes (the distinct topics actually used), float32.
+
+    Computed a block of rows at a time so a 10K-topic table needs no more than the table itself.
+    """
     nodes = np.asarray(nodes, dtype=np.int64)
-    u, v = np.meshgrid(nodes, nodes, indexing="ij")
-    return (
-        lin(ic, lca_index, u.ravel(), v.ravel()).reshape(len(nodes), len(nodes)).astype(np.float32)
-    )
+    out = np.empty((len(nodes), len(nodes)), dtype=np.float32)
+    for start in range(0, len(nodes), chunk):
+        rows = nodes[start : start + chunk]
+        u = np.repeat(rows, len(nodes))
+        v = np.tile(nodes, len(rows))
+        out[start : start + len(rows)] = lin(ic, lca_index, u, v).reshape(len(rows), len(nodes))
+    return out

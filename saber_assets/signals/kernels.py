@@ -43,7 +43,11 @@ def to_csr(sets: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
     rows = [np.unique(np.asarray(s, dtype=np.int64)) for s in sets]
     indptr = np.zeros(len(rows) + 1, dtype=np.int64)
     indptr[1:] = np.cumsum([len(r) for r in rows])
-    indices = np.concatenate(rows).astype(np.int32) if rows and indptr[-1] else np.zeros(0, dtype=np.int32)
+    indices = (
+        np.concatenate(rows).astype(np.int32)
+        if rows and indptr[-1]
+        else np.zeros(0, dtype=np.int32)
+    )
     return indptr, indices
 
 
@@ -153,8 +157,22 @@ def jaccard_lut() -> np.ndarray:
 
 @nb.njit(cache=True, fastmath=True)
 def _block(
-    t_ptr, t_idx, lin, s_ptr, s_idx, lut, row_start, row_end, floor_t, floor_s, n_bins,
-    out_rows, out_cols, out_t, out_s, hist,
+    t_ptr,
+    t_idx,
+    lin,
+    s_ptr,
+    s_idx,
+    lut,
+    row_start,
+    row_end,
+    floor_t,
+    floor_s,
+    n_bins,
+    out_rows,
+    out_cols,
+    out_t,
+    out_s,
+    hist,
 ):
     n = t_ptr.shape[0] - 1
     n_topics = lin.shape[0]
@@ -300,8 +318,22 @@ def signal_block(
         out_s = np.empty(capacity, dtype=np.uint8)
         hist[:] = 0
         kept = _block(
-            t_ptr, t_idx, lin, s_ptr, s_idx, lut, row_start, row_end, np.uint8(floor_topic), np.uint8(floor_summary),
-            n_bins, out_rows, out_cols, out_t, out_s, hist,
+            t_ptr,
+            t_idx,
+            lin,
+            s_ptr,
+            s_idx,
+            lut,
+            row_start,
+            row_end,
+            np.uint8(floor_topic),
+            np.uint8(floor_summary),
+            n_bins,
+            out_rows,
+            out_cols,
+            out_t,
+            out_s,
+            hist,
         )
         if kept >= 0:
             break

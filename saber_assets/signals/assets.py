@@ -1,0 +1,360 @@
+"""signals stage: all-pairs topic (BMA of Lin) and summary (Jaccard) signals in byte-packed shards."""
+
+import base64
+import io
+import json
+import time
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import polars as pl
+from dagster import (
+    AssetExecutionContext,
+    AssetKey,
+    MaterializeResult,
+    MetadataValue,
+    Output,
+    StaticPartitionsDefinition,
+    asset,
+)
+
+from ..ontology.tree import DOMAINS, TopicTree
+from ..ops.metadata import markdown_table
+from ..resources import SaberSettings
+from .compute import compute_segment, load_pairs
+from .kernels import quantize
+from .prepare import SignalInputs, ic_hash, prepare_inputs
+from .shards import BYTES_PER_PAIR, LOWER, UPPER, read_header, read_shard, write_shard
+from .thresholds import derive_thresholds, first_bin_above, group_counts, row_histograms
+
+matplotlib.use("Agg")
+
+
+def signals_dir(settings: SaberSettings) -> Path:
+    from ..settings import data_home
+
+    cfg = settings.load()
+    return data_home() / cfg.name / "signals"
+
+
+def shard_keys(n: int) -> list[str]:
+    return [f"shard-{k:03d}" for k in range(n)]
+
+
+def shard_partitions(n: int) -> StaticPartitionsDefinition:
+    return StaticPartitionsDefinition(shard_keys(n))
+
+
+def block_rows(k: int, n_shards: int, rows_per_shard: int, n: int) -> tuple[int, int]:
+    start = k * rows_per_shard
+    end = n if k == n_shards - 1 else (k + 1) * rows_per_shard
+    return min(start, n), min(end, n)
+
+
+def _manifest_path(d: Path) -> Path:
+    return d / "manifest.json"
+
+
+@asset(
+    group_name="signals",
+    kinds={"numpy"},
+    deps=["problem_annotations", "topic_information_content", "ontology_tree"],
+)
+def pair_signal_inputs(
+    context: AssetExecutionContext,
+    settings: SaberSettings,
+    problem_annotations: pl.DataFrame,
+    topic_information_content: pl.DataFrame,
+    ontology_tree: pl.DataFrame,
+) -> MaterializeResult:
+    """Kernel inputs: topic CSR + Lin table of the used topics, summary tokens; and the shard manifest.
+
+    With ``signals.freeze_ic`` the IC of the first computation is kept (new topics get their current
+    IC), so appending problems leaves every finished shard valid; a changed corpus prefix resets.
+    """
+    cfg = settings.load().signals
+    d = signals_dir(settings)
+    d.mkdir(parents=True, exist_ok=True)
+    tree = TopicTree.from_frame(ontology_tree)
+    ic = topic_information_content.sort("node")["ic"].to_numpy()
+    manifest = json.loads(_manifest_path(d).read_text()) if _manifest_path(d).exists() else None
+    snapshot_path = d / "ic_snapshot.npy"
+    if cfg.freeze_ic and manifest and snapshot_path.exists():
+        snap = np.load(snapshot_path)
+        ic_used = np.where(np.isfinite(snap), snap, ic)
+        base_ic_hash = manifest["ic_hash"]
+    else:
+        ic_used, base_ic_hash = ic, ic_hash(ic)
+    t0 = time.perf_counter()
+    inputs = prepare_inputs(
+        problem_annotations["id"].to_list(),
+        problem_annotations["topics"].to_list(),
+        problem_annotations["summary"].to_list(),
+        ic_used,
+        tree.parent,
+        tree.depth,
+    )
+    inputs.ic_hash = base_ic_hash
+    reset = (
+        manifest is None
+        or manifest["ic_hash"] != base_ic_hash
+        or manifest["base_n"] > inputs.n
+        or (inputs.prefix_version(manifest["base_n"]) != manifest["base_version"])
+    )
+    if reset:
+        for f in d.glob("*.sig"):
+            f.unlink()
+        np.save(snapshot_path, ic)
+        inputs.ic_hash = base_ic_hash = ic_hash(ic)
+        manifest = {
+            "base_n": inputs.n,
+            "base_version": inputs.prefix_version(inputs.n),
+            "ic_hash": base_ic_hash,
+        }
+        _manifest_path(d).write_text(json.dumps(manifest, indent=1))
+    inputs.save(d / "inputs.npz")
+    return MaterializeResult(
+        metadata={
+            "problems": inputs.n,
+            "used_topics": int(inputs.lin.shape[0]),
+            "lin_table_mb": round(inputs.lin.nbytes / 1e6, 1),
+            "summary_vocabulary": len(inputs.vocab),
+            "base_rows": manifest["base_n"],
+            "appended_rows": inputs.n - manifest["base_n"],
+            "reset": reset,
+            "seconds": round(time.perf_counter() - t0, 2),
+            "path": MetadataValue.path(str(d)),
+        }
+    )
+
+
+def build_signal_assets(partitions: StaticPartitionsDefinition) -> list:
+    n_shards = len(partitions.get_partition_keys())
+
+    @asset(
+        group_name="signals", partitions_def=partitions, deps=[pair_signal_inputs], kinds={"numba"}
+    )
+    def pair_signal_shards(
+        context: AssetExecutionContext, settings: SaberSettings
+    ) -> MaterializeResult:
+        """One row block of all-pairs signals (upper segment), plus lower segments for appended rows."""
+        cfg = settings.load().signals
+        d = signals_dir(settings)
+        inputs = SignalInputs.load(d / "inputs.npz")
+        manifest = json.loads(_manifest_path(d).read_text())
+        k = partitions.get_partition_keys().index(context.partition_key)
+        start, end = block_rows(k, n_shards, cfg.rows_per_shard, inputs.n)
+        base_n = manifest["base_n"]
+        ft, fs = int(quantize(cfg.floor_topic)), int(quantize(cfg.floor_summary))
+        todo: list[tuple[int, int, int, Path]] = []
+        up_end = min(end, base_n)
+        if up_end > start:
+            todo.append((UPPER, start, up_end, d / f"{context.partition_key}.upper.sig"))
+        covered = max(start, base_n)
+        for f in sorted(d.glob(f"{context.partition_key}.lower-*.sig")):
+            h = read_header(f)
+            covered = max(covered, h["row_end"])
+        if end > covered:
+            todo.append(
+                (
+                    LOWER,
+                    covered,
+                    end,
+                    d / f"{context.partition_key}.lower-{covered:09d}-{end:09d}.sig",
+                )
+            )
+        computed = reused = 0
+        pairs = stored = size = 0
+        t0 = time.perf_counter()
+        for kind, r0, r1, path in todo:
+            n_dep = base_n if kind == UPPER else r1
+            if path.exists():
+                h = read_header(path)
+                same = (
+                    h["n"],
+                    h["corpus_version"],
+                    h["floor_topic"],
+                    h["floor_summary"],
+                    h["bins"],
+                )
+                if same == (n_dep, inputs.prefix_version(n_dep), ft, fs, cfg.hist_bins):
+                    reused += 1
+                    continue
+            shard = compute_segment(inputs, kind, r0, r1, ft, fs, cfg.hist_bins, n_cols=base_n)
+            size += write_shard(path, shard)
+            computed += 1
+            stored += shard.n_pairs
+            pairs += int(shard.hist.sum())
+        elapsed = time.perf_counter() - t0
+        return MaterializeResult(
+            metadata={
+                "rows": MetadataValue.text(f"[{start}, {end})"),
+                "segments_computed": computed,
+                "segments_reused": reused,
+                "pairs_computed": pairs,
+                "pairs_stored": stored,
+                "bytes_written": size,
+                "seconds": round(elapsed, 2),
+                "pairs_per_second": round(pairs / elapsed) if computed and elapsed > 0 else 0,
+            }
+        )
+
+    return [pair_signal_shards]
+
+
+def _segment_versions(inputs: SignalInputs, paths: list[Path]) -> dict[int, str]:
+    return {n: inputs.prefix_version(n) for n in {read_header(p)["n"] for p in paths}}
+
+
+def _hist_plot(hist_all: np.ndarray, bins: int) -> MetadataValue:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 4))
+    im = ax.imshow(
+        np.log10(1 + hist_all.T), origin="lower", extent=(0, 1, 0, 1), aspect="auto", cmap="viridis"
+    )
+    ax.set_xlabel("topic signal (BMA of Lin)")
+    ax.set_ylabel("summary signal (Jaccard)")
+    ax.set_title("all pairs, log10(1 + count)")
+    fig.colorbar(im)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
+    plt.close(fig)
+    return MetadataValue.md(
+        f"![histogram](data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()})"
+    )
+
+
+@asset(
+    group_name="signals",
+    io_manager_key="parquet_io",
+    kinds={"polars", "parquet"},
+    deps=[AssetKey("pair_signal_shards")],
+)
+def pair_signal_index(
+    context: AssetExecutionContext, settings: SaberSettings
+) -> Output[pl.DataFrame]:
+    """Summary of every shard segment (rows, pairs, bytes); per-row histograms of stored pairs."""
+    cfg = settings.load().signals
+    d = signals_dir(settings)
+    inputs = SignalInputs.load(d / "inputs.npz")
+    paths = sorted(d.glob("*.sig"))
+    rows = []
+    hist_all = np.zeros((cfg.hist_bins, cfg.hist_bins), dtype=np.int64)
+    covered = 0
+    for p in paths:
+        h = read_header(p)
+        rows.append(
+            {
+                "file": p.name,
+                "kind": "upper" if h["kind"] == UPPER else "lower",
+                "n": h["n"],
+                "row_start": h["row_start"],
+                "row_end": h["row_end"],
+                "pairs_stored": h["pairs"],
+                "bytes": p.stat().st_size,
+            }
+        )
+        shard = read_shard(p)
+        hist_all += shard.hist.sum(axis=0).astype(np.int64)
+        covered += int(shard.hist.sum())
+    total = inputs.n * (inputs.n - 1) // 2
+    if covered != total:
+        raise ValueError(
+            f"shards cover {covered:,} pairs, the corpus has {total:,}: materialise every shard partition"
+        )
+    i, j, tq, sq = load_pairs(paths, _segment_versions(inputs, paths))
+    hist = row_histograms(inputs.n, i, j, tq, sq, cfg.hist_bins)
+    np.save(d / "row_histograms.npy", hist)
+    df = pl.DataFrame(rows)
+    stored_bytes = int(df["bytes"].sum()) if df.height else 0
+    return Output(
+        df,
+        metadata={
+            "dagster/row_count": df.height,
+            "problems": inputs.n,
+            "pairs": total,
+            "pairs_stored": len(i),
+            "stored_fraction": round(len(i) / max(total, 1), 6),
+            "bytes_on_disk": stored_bytes,
+            "bytes_per_corpus_pair": round(stored_bytes / max(total, 1), 5),
+            "pair_bytes_per_stored_pair": BYTES_PER_PAIR,
+            "segments": markdown_table(df),
+            "histogram": _hist_plot(hist_all, cfg.hist_bins),
+        },
+    )
+
+
+@asset(
+    group_name="signals",
+    io_manager_key="parquet_io",
+    kinds={"polars", "parquet"},
+    deps=[pair_signal_index],
+)
+def relevance_thresholds(
+    context: AssetExecutionContext, settings: SaberSettings, problem_annotations: pl.DataFrame
+) -> Output[pl.DataFrame]:
+    """Topic / summary relevance thresholds: given in config, or derived from the row histograms."""
+    full = settings.load()
+    cfg, cand = full.signals, full.candidates
+    d = signals_dir(settings)
+    hist = np.load(d / "row_histograms.npy")
+    domains = problem_annotations["domains"].to_list()
+    ft, fs = int(quantize(cfg.floor_topic)), int(quantize(cfg.floor_summary))
+    if cand.topic_threshold is not None and cand.summary_threshold is not None:
+        tq, sq = int(quantize(cand.topic_threshold)), int(quantize(cand.summary_threshold))
+        source, per_domain = "config", {}
+    else:
+        choice = derive_thresholds(
+            hist, domains, DOMAINS, cand.queries_per_domain, cand.candidates_per_group, ft, fs
+        )
+        tq, sq, source, per_domain = choice.topic_q, choice.summary_q, "derived", choice.per_domain
+    if tq + 1 < ft or sq + 1 < fs:  # relevance needs q > threshold: those pairs must all be stored
+        raise ValueError(
+            f"thresholds ({tq}, {sq} quanta) lie below the storage floors ({ft}, {fs}): lower the floors and recompute the shards"
+        )
+    # viability at the final thresholds, per domain, on the histogram grid
+    kt, ks = first_bin_above(tq + 1, cfg.hist_bins), first_bin_above(sq + 1, cfg.hist_bins)
+    topic_only, summary_only, both = group_counts(hist, kt, ks)
+    k = cand.candidates_per_group
+    viable = (topic_only >= k) & (summary_only >= k) & (both >= k)
+    rows = []
+    for dname in DOMAINS:
+        mask = np.array([dname in ds for ds in domains], dtype=bool)
+        pd_ = per_domain.get(dname)
+        rows.append(
+            {
+                "domain": dname,
+                "queries_in_domain": int(mask.sum()),
+                "viable_queries": int((viable & mask).sum()),
+                "domain_topic_threshold": None if pd_ is None else round(pd_[0] / 255, 4),
+                "domain_summary_threshold": None if pd_ is None else round(pd_[1] / 255, 4),
+            }
+        )
+    df = pl.DataFrame(rows).with_columns(
+        pl.lit(round(tq / 255, 4)).alias("topic_threshold"),
+        pl.lit(round(sq / 255, 4)).alias("summary_threshold"),
+        pl.lit(tq).alias("topic_threshold_q"),
+        pl.lit(sq).alias("summary_threshold_q"),
+        pl.lit(source).alias("source"),
+    )
+    return Output(
+        df,
+        metadata={
+            "topic_threshold": round(tq / 255, 4),
+            "summary_threshold": round(sq / 255, 4),
+            "source": source,
+            "queries_per_domain_Q": cand.queries_per_domain,
+            "candidates_per_group_K": k,
+            "per_domain": markdown_table(
+                df.select(
+                    "domain",
+                    "queries_in_domain",
+                    "viable_queries",
+                    "domain_topic_threshold",
+                    "domain_summary_threshold",
+                )
+            ),
+        },
+    )

@@ -1,0 +1,132 @@
+"""Shard computation: upper segments for a first full run, lower segments for appended rows.
+
+Every unordered pair {i < j} is stored exactly once: in the upper segment of i's row block when
+j was already in the corpus at that computation (j < N there), else in the lower segment of j
+(rows appended later are paired with every earlier row). So appending problems computes only the
+new rows against all rows and leaves finished shards untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+from .kernels import SCALE, signal_block
+from .prepare import SignalInputs
+from .shards import LOWER, UPPER, Shard, ShardError, read_shard
+
+
+def csr_take(ptr: np.ndarray, idx: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``order`` of a CSR matrix, as a new CSR."""
+    lengths = np.diff(ptr)[order]
+    new_ptr = np.zeros(len(order) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=new_ptr[1:])
+    take = (
+        np.concatenate([np.arange(ptr[r], ptr[r + 1]) for r in order])
+        if len(order)
+        else np.zeros(0, np.int64)
+    )
+    return new_ptr, idx[take.astype(np.int64)] if take.size else idx[:0]
+
+
+def compute_segment(
+    inputs: SignalInputs,
+    kind: int,
+    row_start: int,
+    row_end: int,
+    floor_topic: int,
+    floor_summary: int,
+    bins: int,
+    n_cols: int | None = None,
+) -> Shard:
+    """An upper segment pairs rows [row_start, row_end) with later rows below ``n_cols`` (default:
+    all); a lower segment pairs them with every earlier row. The header records the corpus-prefix
+    version the segment depends on (its N)."""
+    if kind == UPPER:
+        n = inputs.n if n_cols is None else n_cols
+        t_ptr, s_ptr = inputs.t_ptr[: n + 1], inputs.s_ptr[: n + 1]
+        indptr, cols, tq, sq, hist = signal_block(
+            t_ptr,
+            inputs.t_idx[: t_ptr[-1]],
+            inputs.lin,
+            s_ptr,
+            inputs.s_idx[: s_ptr[-1]],
+            row_start,
+            row_end,
+            floor_topic,
+            floor_summary,
+            bins,
+        )
+        version = inputs.prefix_version(n)
+        return Shard(
+            UPPER,
+            n,
+            row_start,
+            row_end,
+            floor_topic,
+            floor_summary,
+            SCALE,
+            version,
+            indptr,
+            cols,
+            tq,
+            sq,
+            hist,
+        )
+    # Lower: reverse the prefix [0, row_end) so "later in reversed order" means "earlier row".
+    rev = np.arange(row_end - 1, -1, -1)
+    t_ptr, t_idx = csr_take(inputs.t_ptr, inputs.t_idx, rev)
+    s_ptr, s_idx = csr_take(inputs.s_ptr, inputs.s_idx, rev)
+    n_rows = row_end - row_start
+    indptr_r, cols_r, tq, sq, hist_r = signal_block(
+        t_ptr, t_idx, inputs.lin, s_ptr, s_idx, 0, n_rows, floor_topic, floor_summary, bins
+    )
+    rows_r = np.repeat(np.arange(n_rows), np.diff(indptr_r))
+    rows = row_end - 1 - rows_r
+    cols = (row_end - 1 - cols_r.astype(np.int64)).astype(np.int32)
+    order = np.lexsort((cols, rows))
+    local = rows[order] - row_start
+    indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(local, minlength=n_rows), out=indptr[1:])
+    version = inputs.prefix_version(row_end)
+    return Shard(
+        LOWER,
+        row_end,
+        row_start,
+        row_end,
+        floor_topic,
+        floor_summary,
+        SCALE,
+        version,
+        indptr,
+        cols[order],
+        tq[order],
+        sq[order],
+        hist_r[::-1].copy(),
+    )
+
+
+def load_pairs(
+    paths: Iterable[Path], versions: dict[int, str] | None = None
+) -> tuple[np.ndarray, ...]:
+    """All stored unordered pairs of the given segment files: (i < j, topic q, summary q).
+
+    ``versions`` maps a segment's N to the corpus-prefix version it must carry (refused otherwise).
+    """
+    parts = []
+    for path in paths:
+        shard = read_shard(path, with_hist=False)
+        if versions is not None:
+            want = versions.get(shard.n)
+            if want != shard.corpus_version:
+                raise ShardError(
+                    f"{path}: shard of corpus version {shard.corpus_version!r}, expected {want!r}: recompute it"
+                )
+        i, j = shard.pairs()
+        parts.append((i, j, shard.topic, shard.summary))
+    if not parts:
+        z = np.zeros(0, np.int64)
+        return z, z, z.astype(np.uint8), z.astype(np.uint8)
+    return tuple(np.concatenate([p[k] for p in parts]) for k in range(4))

@@ -1,0 +1,136 @@
+"""Kernel inputs from the annotations: topic CSR + Lin table of used topics, summary token CSR."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+from ..ontology.similarity import LCAIndex, lin_table
+from .kernels import to_csr
+
+_TOKEN = re.compile(r"[a-z0-9^_]+")
+MATH_STOP_WORDS = frozenset(
+    "let assume consider given suppose find compute solve show determine value expression equation "
+    "result step term method approach solution theorem lemma".split()
+)
+STOP_WORDS = frozenset(ENGLISH_STOP_WORDS) | MATH_STOP_WORDS
+
+
+def summary_tokens(text: str | None) -> list[str]:
+    """Lower-cased ``[a-z0-9^_]+`` tokens minus English and math stop words (distinct, in order)."""
+    if not text:
+        return []
+    return list(dict.fromkeys(t for t in _TOKEN.findall(text.lower()) if t not in STOP_WORDS))
+
+
+class SignalInputError(ValueError):
+    """Annotations that the kernels cannot use; the message names the problem."""
+
+
+@dataclass
+class SignalInputs:
+    ids: list[str]
+    t_ptr: np.ndarray
+    t_idx: np.ndarray  # local topic ids: rows/cols of `lin`
+    lin: np.ndarray  # float32 [used topics, used topics]
+    used_nodes: np.ndarray  # tree node of each local topic id
+    s_ptr: np.ndarray
+    s_idx: np.ndarray
+    vocab: list[str]
+    ic_hash: str = ""  # hash of the IC values Lin was built from
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    def prefix_version(self, n: int) -> str:
+        """Hash of the first n problems' signal inputs: a shard computed on them stays valid."""
+        h = hashlib.blake2b(digest_size=8)
+        h.update(self.ic_hash.encode())
+        for i in range(n):
+            h.update(self.ids[i].encode())
+            h.update(self.used_nodes[self.t_idx[self.t_ptr[i] : self.t_ptr[i + 1]]].tobytes())
+            h.update(
+                " ".join(
+                    self.vocab[k] for k in self.s_idx[self.s_ptr[i] : self.s_ptr[i + 1]]
+                ).encode()
+            )
+            h.update(b"\x1e")
+        return h.hexdigest()
+
+    def save(self, path: Path) -> None:
+        np.savez(
+            path,
+            ids=np.array(self.ids, dtype=object),
+            t_ptr=self.t_ptr,
+            t_idx=self.t_idx,
+            lin=self.lin,
+            used_nodes=self.used_nodes,
+            s_ptr=self.s_ptr,
+            s_idx=self.s_idx,
+            vocab=np.array(self.vocab, dtype=object),
+            ic_hash=np.array(self.ic_hash),
+        )
+
+    @classmethod
+    def load(cls, path: Path) -> SignalInputs:
+        z = np.load(path, allow_pickle=True)
+        return cls(
+            ids=z["ids"].tolist(),
+            t_ptr=z["t_ptr"],
+            t_idx=z["t_idx"],
+            lin=z["lin"],
+            used_nodes=z["used_nodes"],
+            s_ptr=z["s_ptr"],
+            s_idx=z["s_idx"],
+            vocab=z["vocab"].tolist(),
+            ic_hash=str(z["ic_hash"]),
+        )
+
+
+def prepare_inputs(
+    ids: Sequence[str],
+    topics: Sequence[Sequence[int]],
+    summaries: Sequence[str | None],
+    ic: np.ndarray,
+    parent: np.ndarray,
+    depth: np.ndarray,
+) -> SignalInputs:
+    n_nodes = len(ic)
+    for pid, ts in zip(ids, topics, strict=True):
+        for t in ts:
+            if not 0 <= t < n_nodes:
+                raise SignalInputError(
+                    f"problem {pid!r}: topic {t} is not a node of the ontology tree ({n_nodes} nodes)"
+                )
+            if not np.isfinite(ic[t]):
+                raise SignalInputError(
+                    f"problem {pid!r}: topic {t} has no information content (never annotated)"
+                )
+    used = np.unique(
+        np.concatenate([np.asarray(t, dtype=np.int64) for t in topics] or [np.zeros(0, np.int64)])
+    )
+    local = np.full(n_nodes, -1, dtype=np.int64)
+    local[used] = np.arange(len(used))
+    t_ptr, t_idx = to_csr([local[np.asarray(t, dtype=np.int64)] for t in topics])
+    lin = (
+        lin_table(ic, LCAIndex(parent, depth), used) if len(used) else np.zeros((1, 1), np.float32)
+    )
+    vocab: dict[str, int] = {}
+    token_ids = [
+        [vocab.setdefault(tok, len(vocab)) for tok in summary_tokens(s)] for s in summaries
+    ]
+    s_ptr, s_idx = to_csr(token_ids)
+    return SignalInputs(list(ids), t_ptr, t_idx, lin, used, s_ptr, s_idx, list(vocab), ic_hash(ic))
+
+
+def ic_hash(ic: np.ndarray) -> str:
+    return hashlib.blake2b(
+        np.round(np.asarray(ic, dtype=np.float64), 9).tobytes(), digest_size=8
+    ).hexdigest()
