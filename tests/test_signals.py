@@ -1,0 +1,344 @@
+"""Signal kernels against a plain-Python reference, shard files, thresholds, growth, Dagster shards."""
+
+import numpy as np
+import pytest
+
+from saber_assets.signals.compute import compute_segment, load_pairs
+from saber_assets.signals.kernels import bma_jaccard_dense, quantize, signal_block, to_csr
+from saber_assets.signals.prepare import (
+    SignalInputError,
+    SignalInputs,
+    prepare_inputs,
+    summary_tokens,
+)
+from saber_assets.signals.shards import LOWER, UPPER, ShardError, read_shard, write_shard
+from saber_assets.signals.thresholds import derive_thresholds, group_counts
+
+
+def ref_bma(a, b, lin):
+    a, b = set(a), set(b)
+    if not a or not b:
+        return 0.0
+    fwd = sum(max(lin[x][y] for y in b) for x in a)
+    rev = sum(max(lin[x][y] for x in a) for y in b)
+    return (fwd + rev) / (len(a) + len(b))
+
+
+def ref_jaccard(a, b):
+    a, b = set(a), set(b)
+    return len(a & b) / len(a | b) if a and b else 0.0
+
+
+def random_case(n=150, t=30, v=40, seed=0):
+    rng = np.random.default_rng(seed)
+    lin = rng.random((t, t)).astype(np.float32)
+    lin = (lin + lin.T) / 2
+    np.fill_diagonal(lin, 1.0)
+    topics = [list(rng.integers(0, t, rng.integers(0, 6))) for _ in range(n)]
+    tokens = [
+        list(rng.integers(0, v, rng.integers(0, 15)) * 7 + 3) for _ in range(n)
+    ]  # any non-negative ints
+    # planted edge cases: duplicates, a single topic, identical sets, empty sets
+    topics[0], tokens[0] = [3, 3, 3], [5, 5]
+    topics[1], tokens[1] = [3], [5]
+    topics[2], tokens[2] = [1, 2, 4], [10, 17, 24]
+    topics[3], tokens[3] = [4, 2, 1, 2], [24, 10, 17]
+    topics[4], tokens[4] = [], []
+    return topics, lin, tokens
+
+
+def test_dense_matches_plain_python():
+    topics, lin, tokens = random_case()
+    top, summ = bma_jaccard_dense(topics, lin, tokens)
+    n = len(topics)
+    assert (
+        top.dtype == np.float32
+        and top.shape == (n, n)
+        and np.all(np.diag(top) == 0)
+        and np.all(np.diag(summ) == 0)
+    )
+    for i in range(n):
+        for j in range(n):
+            if i != j:
+                assert abs(top[i, j] - ref_bma(topics[i], topics[j], lin)) < 1e-5
+                assert abs(summ[i, j] - ref_jaccard(tokens[i], tokens[j])) < 1e-6
+    assert top[0, 1] == pytest.approx(1.0) and summ[0, 1] == 1.0  # duplicates are sets
+    assert top[2, 3] == pytest.approx(1.0) and summ[2, 3] == 1.0  # identical sets
+    assert top[4].max() == 0 and summ[4].max() == 0  # empty sets: 0
+
+
+def _dense_ids(tokens):
+    vocab = {}
+    return [[vocab.setdefault(t, len(vocab)) for t in s] for s in tokens]
+
+
+def test_block_kernel_agrees_with_dense_up_to_quantisation():
+    topics, lin, tokens = random_case(n=200, seed=3)
+    top, summ = bma_jaccard_dense(topics, lin, tokens)
+    tp, ti = to_csr(topics)
+    sp, si = to_csr(_dense_ids(tokens))
+    ft, fs = 120, 90
+    indptr, cols, tq, sq, hist = signal_block(tp, ti, lin, sp, si, 40, 170, ft, fs, n_bins=8)
+    rows = np.repeat(np.arange(40, 170), np.diff(indptr))
+    assert np.all(cols > rows)
+    assert np.abs(tq.astype(int) - quantize(top[rows, cols]).astype(int)).max() <= 1
+    assert np.array_equal(sq, quantize(summ[rows, cols]))
+    # exactly the pairs at or above either floor are kept
+    ii, jj = np.triu_indices(200, 1)
+    sel = (ii >= 40) & (ii < 170)
+    want = (quantize(top[ii, jj]) >= ft) | (quantize(summ[ii, jj]) >= fs)
+    got = set(zip(rows.tolist(), cols.tolist(), strict=True))
+    exp = set(zip(ii[sel & want].tolist(), jj[sel & want].tolist(), strict=True))
+    # quantisation of the float sum may differ by one quantum right at the topic floor
+    border = {(i, j) for i, j in got ^ exp if abs(int(quantize(top[i, j])) - ft) <= 1}
+    assert got ^ exp == border
+    # every pair of the block lands in its row's histogram
+    assert hist.sum() == sel.sum() and hist.shape == (130, 8, 8)
+
+
+def test_upper_plus_lower_segments_equal_full_recomputation():
+    """Appending problems: only the new rows against all rows are computed; the union equals a full run."""
+    topics, lin, tokens = random_case(n=180, seed=5)
+    ids = [f"p{i}" for i in range(180)]
+
+    def inputs(n):
+        tp, ti = to_csr(topics[:n])
+        sp, si = to_csr(_dense_ids(tokens)[:n])
+        return SignalInputs(
+            ids[:n],
+            tp,
+            ti,
+            lin,
+            np.arange(lin.shape[0]),
+            sp,
+            si,
+            [str(k) for k in range(10_000)],
+            "ic",
+        )
+
+    old, new = inputs(130), inputs(180)
+    base = [compute_segment(old, UPPER, a, b, 100, 80, 8) for a, b in [(0, 64), (64, 130)]]
+    grown = compute_segment(new, LOWER, 130, 180, 100, 80, 8)
+    full = [compute_segment(new, UPPER, a, b, 100, 80, 8) for a, b in [(0, 90), (90, 180)]]
+
+    def pairs(shards):
+        out = {}
+        for s in shards:
+            i, j = s.pairs()
+            out.update(
+                zip(
+                    zip(i.tolist(), j.tolist(), strict=True),
+                    zip(s.topic.tolist(), s.summary.tolist(), strict=True),
+                    strict=True,
+                )
+            )
+        return out
+
+    assert pairs(base + [grown]) == pairs(full)
+    assert sum(int(s.hist.sum()) for s in base + [grown]) == 180 * 179 // 2
+    assert (
+        base[0].corpus_version
+        == old.prefix_version(130)
+        == new.prefix_version(130)
+        != new.prefix_version(180)
+    )
+
+
+def test_shard_round_trip_and_refusals(tmp_path):
+    topics, lin, tokens = random_case(n=90, seed=1)
+    tp, ti = to_csr(topics)
+    sp, si = to_csr(_dense_ids(tokens))
+    inputs = SignalInputs(
+        [f"p{i}" for i in range(90)], tp, ti, lin, np.arange(30), sp, si, ["t"] * 1000, "ic"
+    )
+    shard = compute_segment(inputs, UPPER, 10, 50, 100, 60, 8)
+    path = tmp_path / "s.sig"
+    size = write_shard(path, shard)
+    back = read_shard(path, expect_corpus_version=inputs.prefix_version(90))
+    assert size == path.stat().st_size and back.n_pairs == shard.n_pairs
+    for f in ("indptr", "cols", "topic", "summary", "hist"):
+        assert np.array_equal(getattr(back, f), getattr(shard, f))
+    i, j, t, s = load_pairs([path], {90: inputs.prefix_version(90)})
+    assert len(i) == shard.n_pairs and np.all(i < j)
+    with pytest.raises(ShardError, match="expected 'other'"):
+        read_shard(path, expect_corpus_version="other")
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 0xFF
+    (tmp_path / "corrupt.sig").write_bytes(bytes(data))
+    with pytest.raises(ShardError, match="checksum mismatch"):
+        read_shard(tmp_path / "corrupt.sig")
+    (tmp_path / "trunc.sig").write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(ShardError, match="truncated"):
+        read_shard(tmp_path / "trunc.sig")
+    (tmp_path / "tiny.sig").write_bytes(b"SABER")
+    with pytest.raises(ShardError, match="truncated shard"):
+        read_shard(tmp_path / "tiny.sig")
+    (tmp_path / "foreign.sig").write_bytes(b"PK\x03\x04" + bytes(200))
+    with pytest.raises(ShardError, match="not a saber signal shard"):
+        read_shard(tmp_path / "foreign.sig")
+
+
+def test_threshold_derivation_known_answer():
+    # 4 bins; 6 rows in two domains. Grid thresholds (quanta): bins start at 0, 64, 128, 192.
+    bins = 4
+    hist = np.zeros((6, bins, bins), dtype=np.uint32)
+    for r in range(3):  # domain A: plenty of pairs in the top bins
+        hist[r, 3, 0] = 5  # topic-only at any topic threshold
+        hist[r, 0, 3] = 5  # summary-only
+        hist[r, 3, 3] = 5  # both
+    for r in range(3, 6):  # domain B: its relevant pairs sit one bin lower
+        hist[r, 2, 0] = 5
+        hist[r, 0, 2] = 5
+        hist[r, 2, 2] = 5
+    doms = [["A"]] * 3 + [["B"]] * 3
+    choice = derive_thresholds(
+        hist, doms, ["A", "B"], q_min=3, k=5, floor_topic_q=60, floor_summary_q=60
+    )
+    # A's strictest feasible grid point is bin 3 in both signals (threshold 191); B's is bin 2 (127)
+    assert choice.per_domain == {"A": (191, 191, 3), "B": (127, 127, 3)}
+    assert (choice.topic_q, choice.summary_q) == (127, 127)
+    assert [x.tolist() for x in group_counts(hist, 2, 2)] == [[5, 5, 5, 5, 5, 5]] * 3
+    with pytest.raises(ValueError, match="no domain has 4 queries"):
+        derive_thresholds(
+            hist, doms, ["A", "B"], q_min=4, k=5, floor_topic_q=60, floor_summary_q=60
+        )
+
+
+def test_prepare_inputs_errors_and_tokens():
+    assert summary_tokens("Use the Pigeonhole principle; find x^2 and a_1 values.") == [
+        "use",
+        "pigeonhole",
+        "principle",
+        "x^2",
+        "a_1",
+        "values",
+    ]
+    assert summary_tokens(None) == []
+    parent, depth = np.array([-1, 0, 0]), np.array([0, 1, 1])
+    ic = np.array([0.0, 1.0, np.inf])
+    with pytest.raises(SignalInputError, match="problem 'b': topic 7 is not a node"):
+        prepare_inputs(["a", "b"], [[1], [7]], ["x", "y"], ic, parent, depth)
+    with pytest.raises(SignalInputError, match="problem 'a': topic 2 has no information content"):
+        prepare_inputs(["a"], [[2]], ["x"], ic, parent, depth)
+    ok = prepare_inputs(["a", "b"], [[1], []], ["Use induction", None], ic, parent, depth)
+    assert ok.lin.shape == (1, 1) and ok.vocab == ["use", "induction"]
+
+
+def test_two_shards_through_dagster_and_growth(tmp_path, monkeypatch):
+    """Partitioned materialisation of two shards, then an append that reuses them untouched."""
+    import polars as pl
+    from dagster import asset, materialize
+
+    from saber_assets.ontology.tree import TopicTree
+    from saber_assets.ops.io import WarehouseParquetIOManager
+    from saber_assets.resources import SaberSettings
+    from saber_assets.signals import assets as sa
+    from saber_resources.warehouse import Warehouse
+
+    monkeypatch.setenv("SABER_HOME", str(tmp_path))
+    rng = np.random.default_rng(0)
+    # a 7-node tree: root -> {1 -> {3, 4}, 2 -> {5, 6}}
+    parent = np.array([-1, 0, 0, 1, 1, 2, 2], dtype=np.int32)
+    tree = TopicTree(
+        parent,
+        np.array([0, 1, 1, 2, 2, 2, 2], np.int16),
+        np.arange(7, dtype=np.int32),
+        list("RABCDEF"),
+        [""] * 7,
+        list("RABCDEF"),
+        [None] * 7,
+    )
+    words = "induction parity pigeonhole invariant symmetry coloring bijection telescoping".split()
+
+    def annotations(n):
+        return pl.DataFrame(
+            {
+                "id": [f"p{i}" for i in range(n)],
+                "topics": [
+                    sorted(set(rng.integers(3, 7, rng.integers(1, 3)).tolist())) for _ in range(n)
+                ],
+                "summary": ["Use " + " ".join(rng.choice(words, 3)) for _ in range(n)],
+                "domains": [["Algebra"]] * n,
+            },
+            schema_overrides={"topics": pl.List(pl.Int32)},
+        )
+
+    ann = annotations(200)
+    ic_frame = pl.DataFrame(
+        {"node": np.arange(7, dtype=np.int32), "ic": [0.0, 0.7, 0.7, 1.4, 1.4, 1.4, 1.4]}
+    )
+
+    def run(frame):
+        @asset(name="problem_annotations", io_manager_key="parquet_io")
+        def pa() -> pl.DataFrame:
+            return frame
+
+        @asset(name="topic_information_content", io_manager_key="parquet_io")
+        def ic() -> pl.DataFrame:
+            return ic_frame
+
+        @asset(name="ontology_tree", io_manager_key="parquet_io")
+        def ot() -> pl.DataFrame:
+            return tree.to_frame()
+
+        cfg = tmp_path / "c.yaml"
+        cfg.write_text(
+            "name: g\ncorpus: {sources: [{name: math, bundled: math}]}\nsignals: {shards: 2, rows_per_shard: 64, floor_topic: 0.3, floor_summary: 0.2, hist_bins: 8}\ncandidates: {queries_per_domain: 5, candidates_per_group: 3}\n"
+        )
+        wh = Warehouse(path=str(tmp_path / "w.duckdb"))
+        res = {
+            "settings": SaberSettings(config_file=str(cfg)),
+            "warehouse": wh,
+            "parquet_io": WarehouseParquetIOManager(base_dir=str(tmp_path / "pq"), warehouse=wh),
+        }
+        parts = sa.shard_partitions(2)
+        [shards] = sa.build_signal_assets(parts)
+        everything = [
+            pa,
+            ic,
+            ot,
+            sa.pair_signal_inputs,
+            shards,
+            sa.pair_signal_index,
+            sa.relevance_thresholds,
+        ]
+        assert materialize(
+            everything, selection=[pa, ic, ot, sa.pair_signal_inputs], resources=res
+        ).success
+        metas = []
+        for key in parts.get_partition_keys():
+            r = materialize(everything, selection=[shards], partition_key=key, resources=res)
+            assert r.success
+            metas.append(r.asset_materializations_for_node("pair_signal_shards")[0].metadata)
+        r = materialize(
+            everything, selection=[sa.pair_signal_index, sa.relevance_thresholds], resources=res
+        )
+        assert r.success
+        return metas, r.asset_materializations_for_node("pair_signal_index")[0].metadata
+
+    metas, index = run(ann)
+    assert [m["segments_computed"].value for m in metas] == [1, 1]
+    assert index["pairs"].value == 200 * 199 // 2
+    d = tmp_path / "g" / "signals"
+    first = {p.name: p.stat().st_mtime_ns for p in d.glob("*.sig")}
+    grown = pl.concat(
+        [ann, annotations(30).with_columns(pl.format("q{}", pl.int_range(30)).alias("id"))]
+    )
+    metas, index = run(grown)
+    # shard-000 untouched; shard-001 (the last) computes only the 30 appended rows as a lower segment
+    assert [m["segments_computed"].value for m in metas] == [0, 1] and [
+        m["segments_reused"].value for m in metas
+    ] == [1, 1]
+    assert {p: d.joinpath(p).stat().st_mtime_ns for p in first} == first
+    assert index["pairs"].value == 230 * 229 // 2
+    appended = {p.name for p in d.glob("*.sig")} - set(first)
+    assert appended == {"shard-001.lower-000000200-000000230.sig"}
+    # the stored pairs equal a full recomputation on the grown corpus
+    inputs = SignalInputs.load(d / "inputs.npz")
+    paths = sorted(d.glob("*.sig"))
+    i, j, tq, sq = load_pairs(paths, {n: inputs.prefix_version(n) for n in (200, 230)})
+    full = compute_segment(inputs, UPPER, 0, 230, 76, 51, 8)
+    fi, fj = full.pairs()
+    assert sorted(zip(i.tolist(), j.tolist(), tq.tolist(), sq.tolist(), strict=True)) == sorted(
+        zip(fi.tolist(), fj.tolist(), full.topic.tolist(), full.summary.tolist(), strict=True)
+    )
