@@ -37,6 +37,8 @@ def synthetic(n: int, seed: int = 0):
     counts = np.bincount(np.concatenate(topic_sets), minlength=tree.n_nodes)
     ic = information_content(tree.parent, counts)
     used = np.unique(np.concatenate(topic_sets))
+    # frequent topics first: their rows of Lin / best_row stay in cache (as prepare_inputs does)
+    used = used[np.argsort(-counts[used], kind="stable")]
     local = {int(t): i for i, t in enumerate(used)}
     lin = lin_table(ic, LCAIndex(tree.parent, tree.depth), used)
     t_ptr, t_idx = to_csr([[local[int(t)] for t in s] for s in topic_sets])

@@ -11,9 +11,12 @@ square ``lin`` table of the distinct topics actually used; token ids are dense `
 
 The block kernel computes every unordered pair (i, j), i in a row block, j > i, in 64×64 tiles:
 - topic: per row tile, ``best_row[t, r] = max_{a∈A_r} Lin[a, t]`` over all used topics (built
-  once, reused for every column), so Σ_b max_a is a sum of contiguous 64-lane rows; per column
-  tile, ``best_col[u, c] = max_{b∈B_c} Lin[u, b]`` over only the row tile's own topics ``u``, so
-  Σ_a max_b is again 64-lane adds.
+  once, reused for every column), so Σ_b max_a is a sum of contiguous 64-lane rows. The Lin
+  columns of the row tile's own topics ``u`` are gathered once per row tile into a compact
+  topic-major table (``n_union`` floats per topic), so a column tile's
+  ``best_col[u, c] = max_{b∈B_c} Lin[u, b]`` reads a few contiguous rows instead of scattered
+  Lin entries; transposed, Σ_a max_b is again 64-lane adds. Frequent topics get small ids
+  (``prepare_inputs``) so their rows stay in cache.
 - summary: bit-sliced over the 64 rows of the tile: a uint64 mask per token (which tile rows hold
   it); a column's tokens are added into 8 bit-planes with a ripple carry, giving all 64
   intersection sizes at once; a uint8 table over (intersection, union) gives the quantised value.
@@ -180,8 +183,15 @@ def _block(
     best_row = np.zeros((n_topics, TILE), dtype=np.float32)
     token_mask = np.zeros(np.int64(s_idx.max()) + 1 if s_idx.shape[0] > 0 else 1, dtype=np.uint64)
     local_of = np.full(n_topics, -1, dtype=np.int32)
-    union_topics = np.empty(TILE * 64, dtype=np.int32)
-    best_col = np.zeros((TILE * 64, TILE), dtype=np.float32)
+    union_topics = np.empty(n_topics, dtype=np.int32)
+    max_set = 1
+    for i in range(row_start, row_end):
+        if t_ptr[i + 1] - t_ptr[i] > max_set:
+            max_set = t_ptr[i + 1] - t_ptr[i]
+    max_union = min(n_topics, TILE * max_set)
+    col_max = np.zeros(TILE * max_union, dtype=np.float32)
+    best_col = np.zeros((max_union, TILE), dtype=np.float32)
+    gathered = np.zeros(np.int64(n_topics) * max_union, dtype=np.float32)
     fwd = np.zeros((TILE, TILE), dtype=np.float32)  # [c, r]: Σ_{b∈B_c} max_{a∈A_r}
     rev = np.zeros((TILE, TILE), dtype=np.float32)  # [r, c]: Σ_{a∈A_r} max_{b∈B_c}
     planes = np.zeros(PLANES, dtype=np.uint64)
@@ -208,20 +218,32 @@ def _block(
                         best_row[t, r] = v
             for k in range(s_ptr[i], s_ptr[i + 1]):
                 token_mask[s_idx[k]] |= np.uint64(1) << np.uint64(r)
+        # Lin columns of the tile's own topics, row-major by topic with stride n_union
+        for t0 in range(0, n_topics, TILE):  # blocked transpose: contiguous reads, cached writes
+            t1 = min(t0 + TILE, n_topics)
+            for u in range(n_union):
+                a = union_topics[u]
+                for t in range(t0, t1):
+                    gathered[np.int64(t) * n_union + u] = lin[a, t]
         # --- column tiles from the row tile's first row onwards
         for c0 in range(r0, n, TILE):
             cn = min(TILE, n - c0)
-            # best_col over the row tile's topics only
+            # best_col over the row tile's topics only: max over a column's topics of the
+            # gathered rows (n_union contiguous floats each), then transposed for 64-lane sums
+            for c in range(cn):
+                j = c0 + c
+                base_c = c * n_union
+                for u in range(n_union):
+                    col_max[base_c + u] = 0.0
+                for k in range(t_ptr[j], t_ptr[j + 1]):
+                    base_b = np.int64(t_idx[k]) * n_union
+                    for u in range(n_union):
+                        v = gathered[base_b + u]
+                        if v > col_max[base_c + u]:
+                            col_max[base_c + u] = v
             for u in range(n_union):
-                a = union_topics[u]
                 for c in range(cn):
-                    j = c0 + c
-                    m = np.float32(0.0)
-                    for k in range(t_ptr[j], t_ptr[j + 1]):
-                        v = lin[a, t_idx[k]]
-                        if v > m:
-                            m = v
-                    best_col[u, c] = m
+                    best_col[u, c] = col_max[c * n_union + u]
             # forward sums: for column c, add best_row rows of its topics (64 lanes over r)
             for c in range(cn):
                 j = c0 + c
@@ -247,6 +269,9 @@ def _block(
                 # bit-sliced intersection sizes of column j's tokens with every tile row
                 for p in range(PLANES):
                     planes[p] = 0
+                n_planes = 0  # intersections never exceed |B|: extract only its bit-length
+                while (1 << n_planes) <= ns_b:
+                    n_planes += 1
                 for k in range(s_ptr[j], s_ptr[j + 1]):
                     carry = token_mask[s_idx[k]]
                     p = 0
@@ -265,7 +290,7 @@ def _block(
                         v = (fwd[c, r] + rev[r, c]) / denom
                         tq = np.uint8(min(255.0, np.floor(v * 255.0 + 0.5)))
                     inter = 0
-                    for p in range(PLANES):
+                    for p in range(n_planes):
                         inter |= np.int64((planes[p] >> np.uint64(r)) & np.uint64(1)) << p
                     ns_a = s_ptr[i + 1] - s_ptr[i]
                     sq = lut[inter, ns_a + ns_b - inter]
