@@ -120,7 +120,13 @@ def main() -> None:
     n_big = 283_000
     big_pairs = n_big * (n_big - 1) / 2
     t_big, shard_rows = 17_000, 10_000
-    est = t_big**2 * 4 + t_big * 384 * 4 + shard_rows * 16 * 16 * 4 + frac * shard_rows * n_big * 14 + n_big * 30 * 8
+    est = (
+        t_big**2 * 4
+        + t_big * 384 * 4
+        + shard_rows * 16 * 16 * 4
+        + frac * shard_rows * n_big * 14
+        + n_big * 30 * 8
+    )
     paper = PAPER_ORDERED_PAIRS_PER_S / 2
     lines = [
         f"block of {args.rows} rows x {args.n:,} columns = {pairs:,} unordered pairs, one core",

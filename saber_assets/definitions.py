@@ -18,16 +18,27 @@ from saber_resources.llm import LLMResource
 from saber_resources.warehouse import Warehouse
 
 from .annotations import assets as annotation_assets
+from .candidates import assets as candidate_assets
 from .corpus import assets as corpus_assets
 from .ontology import assets as ontology_assets
 from .ops.io import WarehouseParquetIOManager
 from .ops.partitions import annotation_partitions
+from .ratings import assets as rating_assets
 from .resources import SaberSettings
 from .settings import DEFAULT_CONFIG, SQL_DIR, LLMConfig, data_home, load_config
 from .signals import assets as signal_assets
+from .tournament import assets as tournament_assets
 
 # Modules whose assets do not depend on the config's partition counts.
-STATIC_MODULES = [corpus_assets, ontology_assets, annotation_assets, signal_assets]
+STATIC_MODULES = [
+    corpus_assets,
+    ontology_assets,
+    annotation_assets,
+    signal_assets,
+    candidate_assets,
+    tournament_assets,
+    rating_assets,
+]
 
 # `saber build` runs these jobs in order; a partitioned job runs once per partition key.
 # (A Dagster job holds assets of one partitioning only, hence one job per stretch of the graph.)
@@ -37,6 +48,7 @@ BUILD_PLAN = [
     "build_annotation_summaries",
     "build_signal_shards",
     "build_signal_index",
+    "build_domains",
 ]
 
 
@@ -96,6 +108,13 @@ def make_definitions(
             "Index over all shards (pairs, bytes, histograms) and the relevance thresholds.",
         ),
     ]
+    jobs.append(
+        job(
+            "build_domains",
+            AssetSelection.assets("query_candidates", "tournament_judgments", "relevance_ratings"),
+            "Candidates, tournament and ratings of one domain per run (backfill a single domain here).",
+        )
+    )
     return Definitions(
         assets=assets,
         asset_checks=load_asset_checks_from_modules(STATIC_MODULES),

@@ -167,9 +167,21 @@ class CandidateConfig(_Strict):
 
     queries_per_domain: int = Field(default=150, ge=1)
     candidates_per_group: int = Field(default=50, ge=1)
+    # Queries drawn per domain (paper: 1000 in all, 200 per domain).
+    quota_per_domain: int = Field(default=200, ge=1)
     # Given thresholds (0..1); null derives them from the stored histograms.
     topic_threshold: float | None = Field(default=None, ge=0, le=1)
     summary_threshold: float | None = Field(default=None, ge=0, le=1)
+
+
+class TournamentConfig(_Strict):
+    rounds: int = Field(default=20, ge=1)
+    policy: Literal["swiss", "adaptive"] = "swiss"
+    # adaptive only: judge at most this many most-uncertain pairs per query and round
+    adaptive_budget: int | None = Field(default=None, ge=1)
+    alpha: float = Field(default=0.1, gt=0)  # Bradley–Terry prior strength (choix's alpha)
+    judge_chunk: int = Field(default=256, ge=1)  # judgments persisted after every chunk
+    max_parse_retries: int = Field(default=2, ge=0)
 
 
 class PipelineConfig(_Strict):
@@ -182,6 +194,7 @@ class PipelineConfig(_Strict):
     annotations: AnnotationConfig = AnnotationConfig()
     signals: SignalConfig = SignalConfig()
     candidates: CandidateConfig = CandidateConfig()
+    tournament: TournamentConfig = TournamentConfig()
 
 
 def load_config(path: str | os.PathLike | None = None) -> PipelineConfig:

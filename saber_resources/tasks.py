@@ -105,7 +105,7 @@ class TaskRunner:
                     version, [self._variant(requests[i], attempt) for i in chunk], parse, chunk
                 ):
                     if ok is not None:
-                        outcomes[i] = Outcome(ok[0], attempts=attempt + 1)
+                        outcomes[i] = Outcome(ok[0], raw=raw, attempts=attempt + 1)
                     elif attempt < self.max_retries:
                         retry.append(i)
                     else:
@@ -189,6 +189,8 @@ class PairJudge(Protocol):
     model: str
     version: str
 
+    def text_for(self, problem: str, solution: str) -> str: ...
+
     def compare_batch(self, items: Sequence[tuple[str, str, str]]) -> list[Outcome[int]]: ...
 
 
@@ -251,6 +253,9 @@ class LLMSummarizer(_LLMTask):
 
 class LLMPairJudge(_LLMTask):
     version = JUDGE_VERSION
+
+    def text_for(self, problem: str, solution: str) -> str:
+        return problem_text(problem, solution)
 
     def compare_batch(self, items):
         return self.runner.run(

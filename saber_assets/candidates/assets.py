@@ -1,0 +1,125 @@
+"""candidates stage: per domain, viable queries with K topic-only, K summary-only, K both."""
+
+import json
+
+import polars as pl
+from dagster import (
+    AssetCheckResult,
+    AssetExecutionContext,
+    MetadataValue,
+    Output,
+    asset,
+    asset_check,
+)
+
+from ..ontology.tree import DOMAINS
+from ..ops.metadata import markdown_table
+from ..ops.partitions import domain_partitions
+from ..resources import SaberSettings
+from ..signals.assets import signals_dir
+from ..signals.compute import load_pairs
+from ..signals.prepare import SignalInputs
+from ..signals.shards import read_header
+from .select import GROUPS, select_candidates
+
+
+@asset(
+    group_name="candidates",
+    partitions_def=domain_partitions,
+    io_manager_key="parquet_io",
+    kinds={"polars", "parquet"},
+    deps=["pair_signal_index"],
+)
+def query_candidates(
+    context: AssetExecutionContext,
+    settings: SaberSettings,
+    problem_annotations: pl.DataFrame,
+    relevance_thresholds: pl.DataFrame,
+) -> Output[pl.DataFrame]:
+    """The domain's queries and their 3K candidates (group label and both signals kept)."""
+    cfg = settings.load()
+    cand = cfg.candidates
+    d = signals_dir(settings)
+    inputs = SignalInputs.load(d / "inputs.npz")
+    if inputs.ids != problem_annotations["id"].to_list():
+        raise ValueError(
+            "signal shards were computed for another corpus: rematerialise pair_signal_inputs and the shards"
+        )
+    paths = sorted(d.glob("*.sig"))
+    pairs = load_pairs(
+        paths, {n: inputs.prefix_version(n) for n in {read_header(p)["n"] for p in paths}}
+    )
+    t_thr, s_thr = (
+        int(relevance_thresholds["topic_threshold_q"][0]),
+        int(relevance_thresholds["summary_threshold_q"][0]),
+    )
+    all_sel = select_candidates(
+        inputs.ids,
+        problem_annotations["domains"].to_list(),
+        DOMAINS,
+        pairs,
+        t_thr,
+        s_thr,
+        cand.candidates_per_group,
+        cand.quota_per_domain,
+        cfg.seed,
+    )
+    df = all_sel.filter(pl.col("domain") == context.partition_key)
+    domains_of = problem_annotations.select(
+        pl.col("id").alias("query_id"), pl.col("domains").alias("query_domains")
+    )
+    df = df.join(domains_of, on="query_id", how="left")
+    n_q = df["query_id"].n_unique()
+    if n_q < cand.quota_per_domain:
+        context.log.warning(
+            f"{context.partition_key}: only {n_q} viable queries for a quota of {cand.quota_per_domain}"
+        )
+    return Output(
+        df,
+        metadata={
+            "dagster/row_count": df.height,
+            "queries": n_q,
+            "quota": cand.quota_per_domain,
+            "candidates_per_group_K": cand.candidates_per_group,
+            "thresholds": json.dumps({"topic": t_thr / 255, "summary": s_thr / 255}),
+            "seed": cfg.seed,
+            "per_group_mean_signals": markdown_table(
+                df.group_by("group")
+                .agg(pl.len(), pl.col("topic").mean().round(3), pl.col("summary").mean().round(3))
+                .sort("group")
+            ),
+            "example_query": MetadataValue.text(df["query_id"][0] if df.height else "none"),
+        },
+    )
+
+
+@asset_check(
+    asset=query_candidates,
+    partitions_def=domain_partitions,
+    description="3K candidates per query, K per group, no self-candidate, no duplicates.",
+)
+def candidates_well_formed(
+    context, settings: SaberSettings, query_candidates: pl.DataFrame
+) -> AssetCheckResult:
+    k = settings.load().candidates.candidates_per_group
+    df = query_candidates
+    per_query = df.group_by("query_id").agg(
+        pl.len().alias("n"), pl.col("candidate_id").n_unique().alias("distinct")
+    )
+    per_group = df.group_by("query_id", "group").len()
+    bad_total = per_query.filter(pl.col("n") != 3 * k).height
+    bad_group = per_group.filter(pl.col("len") != k).height + (
+        per_query.height * len(GROUPS) - per_group.height
+    )
+    self_cands = df.filter(pl.col("query_id") == pl.col("candidate_id")).height
+    dupes = per_query.filter(pl.col("distinct") != pl.col("n")).height
+    return AssetCheckResult(
+        passed=bad_total == 0 and bad_group == 0 and self_cands == 0 and dupes == 0,
+        metadata={
+            "queries": per_query.height,
+            "wrong_total": bad_total,
+            "wrong_group_size": bad_group,
+            "self_candidates": self_cands,
+            "queries_with_duplicates": dupes,
+        },
+    )

@@ -1,0 +1,138 @@
+"""Candidate selection (DESIGN.md §2): viable queries, K per group, domain quotas; seeded.
+
+A pair is topic-relevant if topic > τ_topic and summary-relevant if summary > τ_summary (in
+quanta). Groups of a query: topic-only, summary-only, both. A query is viable iff each group has
+>= K members; K are sampled from each. Queries are drawn per domain (fixed domain order, each
+query used once) up to the quota, with generators seeded by (seed, domain) and (seed, query).
+The whole selection is one deterministic function, so each domain partition can recompute it
+and keep its own part: backfilling one domain gives the same queries as a full run.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+
+GROUPS = ("topic_only", "summary_only", "both")
+
+
+def group_table(
+    i: np.ndarray, j: np.ndarray, tq: np.ndarray, sq: np.ndarray, t_thr: int, s_thr: int
+) -> pl.DataFrame:
+    """Every relevant (query row, candidate row) in both directions, with its group and signals."""
+    df = pl.DataFrame(
+        {
+            "query_row": np.concatenate([i, j]).astype(np.int64),
+            "candidate_row": np.concatenate([j, i]).astype(np.int64),
+            "topic_q": np.concatenate([tq, tq]).astype(np.int32),
+            "summary_q": np.concatenate([sq, sq]).astype(np.int32),
+        }
+    )
+    t_rel, s_rel = pl.col("topic_q") > t_thr, pl.col("summary_q") > s_thr
+    group = (
+        pl.when(t_rel & s_rel)
+        .then(pl.lit("both"))
+        .when(t_rel)
+        .then(pl.lit("topic_only"))
+        .when(s_rel)
+        .then(pl.lit("summary_only"))
+    )
+    return df.with_columns(group.alias("group")).drop_nulls("group")
+
+
+def viable_rows(groups: pl.DataFrame, k: int) -> pl.DataFrame:
+    counts = (
+        groups.group_by("query_row", "group")
+        .len()
+        .pivot(on="group", index="query_row", values="len")
+        .fill_null(0)
+    )
+    for g in GROUPS:
+        if g not in counts.columns:
+            counts = counts.with_columns(pl.lit(0, dtype=pl.UInt32).alias(g))
+    return counts.filter(pl.all_horizontal(pl.col(g) >= k for g in GROUPS)).sort("query_row")
+
+
+def select_candidates(
+    ids: Sequence[str],
+    domains: Sequence[Sequence[str]],
+    domain_order: Sequence[str],
+    pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    t_thr: int,
+    s_thr: int,
+    k: int,
+    quota: int,
+    seed: int,
+) -> pl.DataFrame:
+    groups = group_table(*pairs, t_thr, s_thr)
+    viable = viable_rows(groups, k)["query_row"].to_list()
+    taken: set[int] = set()
+    chosen: list[tuple[str, int]] = []
+    for d_idx, d in enumerate(domain_order):
+        pool = [r for r in viable if r not in taken and d in domains[r]]
+        rng = np.random.default_rng([seed, d_idx])
+        pick = (
+            sorted(rng.choice(len(pool), size=min(quota, len(pool)), replace=False).tolist())
+            if pool
+            else []
+        )
+        for p in pick:
+            chosen.append((d, pool[p]))
+            taken.add(pool[p])
+    by_query = groups.filter(pl.col("query_row").is_in([r for _, r in chosen])).sort(
+        "query_row", "group", "candidate_row"
+    )
+    parts = {
+        key[0]: frame for key, frame in by_query.partition_by("query_row", as_dict=True).items()
+    }
+    out = []
+    for d, row in chosen:
+        rng = np.random.default_rng([seed, zlib.crc32(ids[row].encode())])
+        frame = parts[row]
+        for g in GROUPS:
+            members = frame.filter(pl.col("group") == g)
+            take = np.sort(rng.choice(members.height, size=k, replace=False))
+            out.append(members[take].with_columns(pl.lit(d).alias("domain")))
+    if not out:
+        return pl.DataFrame(
+            schema={
+                "domain": pl.String,
+                "query_id": pl.String,
+                "query_row": pl.Int64,
+                "candidate_id": pl.String,
+                "candidate_row": pl.Int64,
+                "group": pl.String,
+                "topic": pl.Float64,
+                "summary": pl.Float64,
+                "position": pl.Int64,
+            }
+        )
+    df = pl.concat(out)
+    id_frame = pl.DataFrame({"row": np.arange(len(ids), dtype=np.int64), "id": list(ids)})
+    return (
+        df.join(id_frame.rename({"row": "query_row", "id": "query_id"}), on="query_row", how="left")
+        .join(
+            id_frame.rename({"row": "candidate_row", "id": "candidate_id"}),
+            on="candidate_row",
+            how="left",
+        )
+        .with_columns(
+            (pl.col("topic_q") / 255).alias("topic"),
+            (pl.col("summary_q") / 255).alias("summary"),
+            pl.int_range(pl.len()).over("query_row").alias("position"),
+        )
+        .select(
+            "domain",
+            "query_id",
+            "query_row",
+            "candidate_id",
+            "candidate_row",
+            "group",
+            "topic",
+            "summary",
+            "position",
+        )
+    )

@@ -1,0 +1,110 @@
+"""tournament stage: Swiss (or adaptive) rounds per domain with the pair judge; resumable."""
+
+import math
+import time
+
+import polars as pl
+from dagster import AssetExecutionContext, Output, asset
+
+from saber_resources.llm import LLMResource
+from saber_resources.warehouse import Warehouse
+
+from ..ops.metadata import markdown_table
+from ..ops.partitions import domain_partitions
+from ..ops.tasks import tasks_for
+from ..resources import SaberSettings
+from .engine import TournamentQuery, run_key, run_tournament
+from .store import DuckDBJudgmentStore
+
+
+def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a binomial proportion."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+@asset(
+    group_name="tournament",
+    partitions_def=domain_partitions,
+    io_manager_key="parquet_io",
+    kinds={"polars", "duckdb"},
+    tags={"gpu": "llm"},
+)
+def tournament_judgments(
+    context: AssetExecutionContext,
+    settings: SaberSettings,
+    llm: LLMResource,
+    warehouse: Warehouse,
+    query_candidates: pl.DataFrame,
+    corpus: pl.DataFrame,
+) -> Output[pl.DataFrame]:
+    """Every judgment of the domain's tournament (query, pair, shown first, winner, judge, round)."""
+    cfg = settings.load()
+    tcfg = cfg.tournament
+    judge = tasks_for(llm, warehouse, tcfg.max_parse_retries).pair_judge
+    text = {
+        r["id"]: judge.text_for(r["problem"], r["solution"])
+        for r in corpus.select("id", "problem", "solution").iter_rows(named=True)
+    }
+    queries = []
+    for (qid,), frame in query_candidates.sort("query_id", "position").group_by(
+        "query_id", maintain_order=True
+    ):
+        cands = frame["candidate_id"].to_list()
+        queries.append(TournamentQuery(qid, text[qid], cands, [text[c] for c in cands]))
+    store = DuckDBJudgmentStore(warehouse.connect)
+    key = run_key(judge, cfg.seed, tcfg.policy, tcfg.rounds, extra=context.partition_key)
+    t0 = time.perf_counter()
+    standings, stats = run_tournament(
+        queries,
+        judge,
+        store,
+        tcfg.rounds,
+        cfg.seed,
+        tcfg.policy,
+        tcfg.alpha,
+        tcfg.adaptive_budget,
+        tcfg.judge_chunk,
+        key,
+        on_round=lambda r, new, replayed: context.log.debug(
+            f"round {r}: {new} judgments requested, {replayed} replayed so far"
+        ),
+    )
+    elapsed = time.perf_counter() - t0
+    df = store.frame(key).drop("created_at")
+    decided = sum(s.decided for s in standings.values())
+    first = sum(s.first_wins for s in standings.values())
+    failures = sum(s.failures for s in standings.values())
+    lo, hi = wilson_interval(first, decided)
+    per_round = (
+        df.group_by("round")
+        .agg(pl.len().alias("judgments"), pl.col("winner").is_null().sum().alias("failures"))
+        .sort("round")
+    )
+    return Output(
+        df,
+        metadata={
+            "dagster/row_count": df.height,
+            "queries": len(queries),
+            "judge": f"{judge.backend}:{judge.model}",
+            "backend": judge.backend,
+            "prompt_version": judge.version,
+            "policy": tcfg.policy,
+            "rounds": tcfg.rounds,
+            "seed": cfg.seed,
+            "run_key": key,
+            "judgments_requested": stats["requested"],
+            "judgments_replayed": stats["replayed"],
+            "judge_calls_made": getattr(getattr(judge, "stats", None), "calls", 0),
+            "judge_calls_cached": getattr(getattr(judge, "stats", None), "cached", 0),
+            "failures": failures,
+            "position_bias_first_share": round(first / decided, 4) if decided else None,
+            "position_bias_95ci": f"[{lo:.3f}, {hi:.3f}]",
+            "per_round": markdown_table(per_round, max_rows=40),
+            "seconds": round(elapsed, 2),
+        },
+    )
