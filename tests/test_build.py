@@ -41,7 +41,23 @@ def tiny_config(tmp_path, make_config, monkeypatch):
                 {"name": "ob", "bundled": "olympiadbench", "sample_size": 20},
             ]
         }
-        return make_config(name="tiny", corpus=corpus, **extra)
+        small = {
+            "signals": {
+                "rows_per_shard": 64,
+                "shards": 2,
+                "floor_topic": 0.3,
+                "floor_summary": 0.1,
+            },
+            "candidates": {
+                "queries_per_domain": 2,
+                "candidates_per_group": 2,
+                "quota_per_domain": 2,
+                "topic_threshold": 0.4,
+                "summary_threshold": 0.15,
+            },
+            "tournament": {"rounds": 3},
+        }
+        return make_config(name="tiny", corpus=corpus, **small, **extra)
 
     return _make
 
@@ -53,6 +69,8 @@ def test_saber_build_materialises_corpus_and_ontology(tiny_config, tmp_path, cap
         r"ontology_tree\s+rows=17022\n", out
     )
     assert re.search(r"problem_annotations\s+rows=50\n", out)
+    assert "CHECK FAILED" not in out
+    assert re.search(r"relevance_ratings \[Algebra\]\s+rows=\d+\n", out)
     home = tmp_path / "home" / "tiny"
     corpus = pl.read_parquet(home / "parquet" / "corpus.parquet")
     assert corpus.height == 50 and corpus["id"].str.starts_with("ob:").sum() == 20
