@@ -1,10 +1,10 @@
 """Bradley–Terry strengths from pairwise judgments, and the [0, 5] rescale.
 
-``fit`` is a vectorised MM (Hunter 2004) equal to ``choix.mm_pairwise`` with the same ``alpha``
-(MAP under choix's Dirichlet prior; tested against choix): a candidate that never played gets the
-prior (weight 1, strength 0) and an undefeated one stays finite. ~10–50x faster than choix's
-Python loop, which matters when the adaptive policy refits every round. ``fit_many`` fits many
-queries at once as one block-diagonal problem.
+``fit`` returns the fixed point of ``choix.mm_pairwise`` with the same ``alpha`` (MAP under
+choix's prior; tested against choix): a candidate that never played keeps the prior weight and an
+undefeated one stays finite. It gets there by damped Newton instead of MM (see ``fit_many``):
+~10 iterations instead of thousands, which matters for 1000 queries and for the adaptive policy,
+which refits every round.
 """
 
 from __future__ import annotations
@@ -17,63 +17,88 @@ DEFAULT_ALPHA = 0.1
 
 
 def fit(
-    n_items: int,
-    comparisons: Sequence[tuple[int, int]],
-    alpha: float = DEFAULT_ALPHA,
-    tol: float = 1e-8,
-    max_iter: int = 10_000,
+    n_items: int, comparisons: Sequence[tuple[int, int]], alpha: float = DEFAULT_ALPHA
 ) -> np.ndarray:
     """Strengths (centred log-weights; higher = more relevant) from (winner, loser) pairs."""
-    return fit_many([(n_items, comparisons)], alpha, tol, max_iter)[0]
+    return fit_many([(n_items, comparisons)], alpha)[0]
 
 
 def fit_many(
     problems: Sequence[tuple[int, Sequence[tuple[int, int]]]],
     alpha: float = DEFAULT_ALPHA,
-    tol: float = 1e-8,
-    max_iter: int = 10_000,
+    tol: float = 1e-10,
+    max_iter: int = 100,
 ) -> list[np.ndarray]:
+    """Fit many queries at once.
+
+    choix's MM iteration with prior ``alpha`` converges to the maximiser of the strictly concave
+        L(θ) = Σ_(w,l) [θ_w − log(e^θ_w + e^θ_l)] + α Σ_i (θ_i − e^θ_i)
+    (at its stationary point Σ_i e^θ_i = n, exactly choix's normalisation). MM needs thousands of
+    iterations on Swiss data (close matchups); damped Newton with the per-query n×n Hessian, solved
+    for all queries as one batch, needs ~10. Results are centred like choix's.
+    """
     if alpha <= 0:
         raise ValueError("alpha must be > 0: with alpha = 0 undefeated candidates diverge")
-    sizes = np.array([n for n, _ in problems], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(sizes)])
-    seg = np.repeat(np.arange(len(problems)), sizes)
-    win_l, lose_l = [], []
-    for (_, comps), off in zip(problems, offsets[:-1], strict=True):
-        c = np.asarray(comps, dtype=np.int64).reshape(-1, 2)
-        win_l.append(c[:, 0] + off)
-        lose_l.append(c[:, 1] + off)
-    winner = np.concatenate(win_l) if win_l else np.zeros(0, np.int64)
-    loser = np.concatenate(lose_l) if lose_l else np.zeros(0, np.int64)
-    total = int(offsets[-1])
-    wins = np.bincount(winner, minlength=total).astype(np.float64)
-    counts = np.maximum(sizes, 1).astype(np.float64)
+    out: list[np.ndarray | None] = [None] * len(problems)
+    by_size: dict[int, list[int]] = {}
+    for k, (n, _) in enumerate(problems):
+        by_size.setdefault(n, []).append(k)
+    for n, ks in by_size.items():  # queries of equal size share one batched solve
+        for start in range(0, len(ks), 256):
+            batch = ks[start : start + 256]
+            thetas = _newton_batch(n, [problems[k][1] for k in batch], alpha, tol, max_iter)
+            for k, th in zip(batch, thetas, strict=True):
+                out[k] = th - th.mean()
+    return out  # type: ignore[return-value]
 
-    def seg_mean(x: np.ndarray) -> np.ndarray:
-        return (np.bincount(seg, weights=x, minlength=len(sizes)) / counts)[seg]
 
-    params = np.zeros(total)
-    prev = params - seg_mean(params)
-    done = np.zeros(len(sizes), dtype=bool)
+def _objective(theta, q, w, lo, wins, alpha):
+    diff = theta[q, w] - theta[q, lo]
+    ll = np.bincount(q, weights=-np.logaddexp(0.0, -diff), minlength=theta.shape[0])
+    return ll + alpha * (theta - np.exp(theta)).sum(axis=1)
+
+
+def _newton_batch(n, comps_list, alpha, tol, max_iter):
+    b = len(comps_list)
+    q = (
+        np.concatenate([np.full(len(c), k, dtype=np.int64) for k, c in enumerate(comps_list)])
+        if b
+        else np.zeros(0, np.int64)
+    )
+    arr = [np.asarray(c, dtype=np.int64).reshape(-1, 2) for c in comps_list]
+    w = np.concatenate([a[:, 0] for a in arr]) if arr else np.zeros(0, np.int64)
+    lo = np.concatenate([a[:, 1] for a in arr]) if arr else np.zeros(0, np.int64)
+    wins = np.zeros((b, n))
+    np.add.at(wins, (q, w), 1.0)
+    theta = np.zeros((b, n))
+    f = _objective(theta, q, w, lo, wins, alpha)
+    eye = np.eye(n)
     for _ in range(max_iter):
-        # choix's exp_transform: weights rescaled to sum to n within each query
-        w = np.exp(params - seg_mean(params))
-        w = w * (counts / np.bincount(seg, weights=w, minlength=len(sizes)))[seg]
-        val = 1.0 / (w[winner] + w[loser])
-        denoms = np.bincount(winner, weights=val, minlength=total) + np.bincount(
-            loser, weights=val, minlength=total
-        )
-        new = np.log((wins + alpha) / (denoms + alpha))
-        new = new - seg_mean(new)
-        # choix's test: L1 distance of successive centred iterates <= tol * n, per query
-        dist = np.bincount(seg, weights=np.abs(new - prev), minlength=len(sizes))
-        done = dist <= tol * counts
-        params, prev = new, new
-        if done.all():
-            break
-    else:
-        raise RuntimeError(f"Bradley–Terry did not converge in {max_iter} iterations")
-    return [params[offsets[k] : offsets[k + 1]].copy() for k in range(len(sizes))]
+        p_w = 1.0 / (1.0 + np.exp(theta[q, lo] - theta[q, w]))  # P(winner beats loser)
+        pq = p_w * (1.0 - p_w)
+        ex = np.exp(theta)
+        grad = wins + alpha - alpha * ex
+        np.add.at(grad, (q, w), -p_w)
+        np.add.at(grad, (q, lo), -(1.0 - p_w))
+        hess = np.zeros((b, n, n))  # negative Hessian: positive definite
+        np.add.at(hess, (q, w, w), pq)
+        np.add.at(hess, (q, lo, lo), pq)
+        np.add.at(hess, (q, w, lo), -pq)
+        np.add.at(hess, (q, lo, w), -pq)
+        hess += alpha * ex[:, :, None] * eye
+        step = np.linalg.solve(hess, grad[:, :, None])[:, :, 0]
+        t = np.ones(b)
+        for _ls in range(30):  # backtracking: never decrease the objective
+            cand = theta + t[:, None] * step
+            fc = _objective(cand, q, w, lo, wins, alpha)
+            bad = fc < f - 1e-12
+            if not bad.any():
+                break
+            t = np.where(bad, t / 2, t)
+        theta, f = cand, fc
+        if np.abs(t[:, None] * step).max() < tol:
+            return list(theta)
+    raise RuntimeError(f"Bradley–Terry did not converge in {max_iter} Newton iterations")
 
 
 def rescale(strengths: np.ndarray, low: float = 0.0, high: float = 5.0) -> np.ndarray:
