@@ -43,6 +43,19 @@ def _report(result, seconds: float) -> None:
     )
 
 
+def sync_retriever_partitions(instance, cfg) -> list[str]:
+    """Add a `retriever` partition for every registry entry that lacks one (never removes any)."""
+    from .leaderboard.retrievers.registry import load_registry
+
+    path = Path(cfg.leaderboard.registry)
+    names = [e.name for e in load_registry(path if path.is_absolute() else REPO_ROOT / path)]
+    have = set(instance.get_dynamic_partitions("retriever"))
+    new = [n for n in names if n not in have]
+    if new:
+        instance.add_dynamic_partitions("retriever", new)
+    return new
+
+
 def build(config: str | None, log_level: str) -> int:
     cfg = load_config(config)  # fail fast, before Dagster starts, on a bad config file
     home = data_home()
@@ -60,9 +73,14 @@ def build(config: str | None, log_level: str) -> int:
     )
     run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
     failed = []
+    sync_retriever_partitions(instance, cfg)
     for name in BUILD_PLAN:
         job = defs.resolve_job_def(name)
-        keys = job.partitions_def.get_partition_keys() if job.partitions_def else [None]
+        keys = (
+            job.partitions_def.get_partition_keys(dynamic_partitions_store=instance)
+            if job.partitions_def
+            else [None]
+        )
         for key in keys:
             t1 = time.perf_counter()
             result = job.execute_in_process(

@@ -20,6 +20,7 @@ from saber_resources.warehouse import Warehouse
 from .annotations import assets as annotation_assets
 from .candidates import assets as candidate_assets
 from .corpus import assets as corpus_assets
+from .leaderboard import assets as leaderboard_assets
 from .ontology import assets as ontology_assets
 from .ops.io import WarehouseParquetIOManager
 from .ops.partitions import annotation_partitions
@@ -38,6 +39,7 @@ STATIC_MODULES = [
     candidate_assets,
     tournament_assets,
     rating_assets,
+    leaderboard_assets,
 ]
 
 # `saber build` runs these jobs in order; a partitioned job runs once per partition key.
@@ -49,6 +51,9 @@ BUILD_PLAN = [
     "build_signal_shards",
     "build_signal_index",
     "build_domains",
+    "build_benchmark",
+    "build_runs",
+    "build_leaderboard",
 ]
 
 
@@ -115,6 +120,23 @@ def make_definitions(
             "Candidates, tournament and ratings of one domain per run (backfill a single domain here).",
         )
     )
+    jobs += [
+        job(
+            "build_benchmark",
+            AssetSelection.assets("benchmark_export", "evaluation_benchmark"),
+            "Exchange-format export and the benchmark to score.",
+        ),
+        job(
+            "build_runs",
+            AssetSelection.assets("retriever_runs"),
+            "One retriever on one domain per run (retriever × domain partitions).",
+        ),
+        job(
+            "build_leaderboard",
+            AssetSelection.assets("leaderboard"),
+            "The leaderboard over every registered retriever.",
+        ),
+    ]
     return Definitions(
         assets=assets,
         asset_checks=load_asset_checks_from_modules(STATIC_MODULES),

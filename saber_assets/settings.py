@@ -184,6 +184,21 @@ class TournamentConfig(_Strict):
     max_parse_retries: int = Field(default=2, ge=0)
 
 
+class LeaderboardConfig(_Strict):
+    # An exchange-format directory to score (e.g. the published SABER-Math files); null = the
+    # benchmark this pipeline built.
+    benchmark: str | None = None
+    registry: str = "retrievers.yaml"
+    settings: list[Literal["statement-statement", "statement-full", "full-full"]] = [
+        "statement-statement",
+        "statement-full",
+        "full-full",
+    ]
+    k: int = Field(default=10, ge=1)
+    bootstrap_resamples: int = Field(default=1000, ge=10)
+    full_corpus: bool = True  # also retrieve from all documents (beyond the paper)
+
+
 class PipelineConfig(_Strict):
     name: str = "sample"
     seed: int = 20261129
@@ -195,6 +210,7 @@ class PipelineConfig(_Strict):
     signals: SignalConfig = SignalConfig()
     candidates: CandidateConfig = CandidateConfig()
     tournament: TournamentConfig = TournamentConfig()
+    leaderboard: LeaderboardConfig = LeaderboardConfig()
 
 
 def load_config(path: str | os.PathLike | None = None) -> PipelineConfig:

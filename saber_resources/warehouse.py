@@ -78,6 +78,9 @@ class Warehouse(ConfigurableResource):
                 inputs = re.findall(r"read_parquet\('([^']+)'\)", text)
                 if not all(Path(p).exists() for p in inputs):
                     continue
-                conn.execute(text)
+                try:
+                    conn.execute(text)
+                except duckdb.CatalogException:
+                    continue  # a table it reads is not written yet
                 made += re.findall(r"CREATE OR REPLACE VIEW (\w+)", text)
         return made

@@ -1,0 +1,127 @@
+"""Score a retriever on a benchmark: per-query nDCG on the candidates (re-ranking track) and, over
+all documents, nDCG'@k on the condensed list plus recall@100 of the five best-rated candidates
+(full-corpus track). Retriever failures are recorded per query, never dropped silently."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+
+from .exchange import Benchmark
+from .metrics import condensed_ndcg, ndcg_at_k, recall_of_top, summarize
+from .retrievers.base import RetrieverFailed, setting_texts
+
+RUN_SCHEMA = {
+    "query_id": pl.String,
+    "domains": pl.List(pl.String),
+    "setting": pl.String,
+    "ndcg": pl.Float64,
+    "ndcg_linear": pl.Float64,
+    "failed": pl.Boolean,
+    "error": pl.String,
+    "latency_ms": pl.Float64,
+    "full_ndcg_prime": pl.Float64,
+    "full_recall_top5_at100": pl.Float64,
+    "scores": pl.List(pl.Float64),
+}
+
+
+def evaluate(
+    retriever,
+    bench: Benchmark,
+    setting: str,
+    k: int = 10,
+    query_filter: Sequence[int] | None = None,
+    full_corpus: bool = True,
+) -> pl.DataFrame:
+    docs = bench.documents
+    doc_texts = [
+        setting_texts(setting, p, s, as_query=False)
+        for p, s in zip(docs["problem"], docs["solution"], strict=True)
+    ]
+    if hasattr(retriever, "fit_corpus"):
+        retriever.fit_corpus(doc_texts)
+    doc_ids = docs["id"].to_list()
+    rows = []
+    q = bench.queries if query_filter is None else bench.queries[list(query_filter)]
+    for qid, prob, sol, cands, rel, domains in q.select(
+        "id", "problem", "solution", "candidates", "relevance_scores", "domains"
+    ).iter_rows():
+        query = setting_texts(setting, prob, sol, as_query=True)
+        row = {
+            "query_id": qid,
+            "domains": domains,
+            "setting": setting,
+            "failed": False,
+            "error": None,
+        }
+        t0 = time.perf_counter()
+        try:
+            scores = np.asarray(
+                retriever.score(query, [doc_texts[c] for c in cands]), dtype=np.float64
+            )
+            if scores.shape != (len(cands),) or not np.all(np.isfinite(scores)):
+                raise RetrieverFailed(
+                    f"returned {scores.shape} scores (finite: {bool(np.all(np.isfinite(scores)))}) for {len(cands)} candidates"
+                )
+        except RetrieverFailed as exc:
+            row.update(
+                failed=True, error=str(exc), ndcg=0.0, ndcg_linear=0.0, latency_ms=None, scores=None
+            )
+            row.update(full_ndcg_prime=None, full_recall_top5_at100=None)
+            rows.append(row)
+            continue
+        row["latency_ms"] = 1000 * (time.perf_counter() - t0)
+        row["ndcg"] = ndcg_at_k(scores, rel, k, "exponential")
+        row["ndcg_linear"] = ndcg_at_k(scores, rel, k, "linear")
+        row["scores"] = scores.tolist()
+        row["full_ndcg_prime"] = row["full_recall_top5_at100"] = None
+        if full_corpus:
+            try:
+                all_scores = np.asarray(retriever.corpus_scores(query, doc_texts), dtype=np.float64)
+                all_scores[
+                    [i for i, d in enumerate(doc_ids) if d == qid]
+                ] = -np.inf  # never retrieve the query itself
+                ranked = np.argsort(-all_scores, kind="stable")
+                row["full_ndcg_prime"] = condensed_ndcg(ranked.tolist(), list(cands), list(rel), k)
+                row["full_recall_top5_at100"] = recall_of_top(
+                    ranked.tolist(), list(cands), list(rel), 5, 100
+                )
+            except (RetrieverFailed, AttributeError) as exc:
+                row["error"] = f"full-corpus track: {exc}"
+        rows.append(row)
+    return pl.DataFrame(rows, schema=RUN_SCHEMA)
+
+
+def report(
+    runs: pl.DataFrame, domains: Sequence[str], resamples: int = 1000, seed: int = 0
+) -> pl.DataFrame:
+    """One row per setting: overall and per-domain mean nDCG with bootstrap CIs, failures, latency.
+    Failed queries count as nDCG 0 in the means and are reported in ``failed``."""
+    out = []
+    for (setting,), frame in runs.unique(
+        ["query_id", "setting"], keep="first", maintain_order=True
+    ).group_by("setting", maintain_order=True):
+        summ = summarize(
+            frame["ndcg"].to_list(), frame["domains"].to_list(), domains, resamples, seed
+        )
+        row = {"setting": setting, "queries": frame.height, "failed": int(frame["failed"].sum())}
+        row |= {
+            "ndcg@10": summ["overall"]["mean"],
+            "ci_low": summ["overall"]["ci_low"],
+            "ci_high": summ["overall"]["ci_high"],
+        }
+        for d in domains:
+            row[d] = summ[d]["mean"]
+            row[f"{d} ci"] = (
+                f"[{summ[d]['ci_low']:.3f}, {summ[d]['ci_high']:.3f}]" if summ[d]["queries"] else ""
+            )
+        row["ndcg@10_linear"] = float(frame["ndcg_linear"].mean())
+        row["full_ndcg'@10"] = frame["full_ndcg_prime"].mean()
+        row["full_recall_top5@100"] = frame["full_recall_top5_at100"].mean()
+        row["median_latency_ms"] = frame["latency_ms"].median()
+        out.append(row)
+    return pl.DataFrame(out)

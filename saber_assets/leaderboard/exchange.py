@@ -1,0 +1,110 @@
+"""The benchmark exchange format (the published SABER-Math schema), Parquet.
+
+queries.parquet   id, problem, solution, candidates (document row indices), relevance_scores
+                  (floats in [0, 5], aligned with candidates), domains (list of domain names)
+documents.parquet id, problem, solution
+manifest.json     where the benchmark came from: corpus version, judge backend, seeds, thresholds
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+QUERY_SCHEMA = {
+    "id": pl.String,
+    "problem": pl.String,
+    "solution": pl.String,
+    "candidates": pl.List(pl.Int64),
+    "relevance_scores": pl.List(pl.Float64),
+    "domains": pl.List(pl.String),
+}
+DOC_SCHEMA = {"id": pl.String, "problem": pl.String, "solution": pl.String}
+
+
+class BenchmarkFormatError(ValueError):
+    """The files do not follow the exchange format; the message names file, row and field."""
+
+
+@dataclass
+class Benchmark:
+    queries: pl.DataFrame
+    documents: pl.DataFrame
+    manifest: dict = field(default_factory=dict)
+
+    def write(self, directory: Path) -> Path:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.queries.write_parquet(directory / "queries.parquet")
+        self.documents.write_parquet(directory / "documents.parquet")
+        (directory / "manifest.json").write_text(json.dumps(self.manifest, indent=2, default=str))
+        return directory
+
+    @classmethod
+    def read(cls, directory: Path) -> Benchmark:
+        directory = Path(directory)
+        for name in ("queries.parquet", "documents.parquet"):
+            if not (directory / name).exists():
+                raise BenchmarkFormatError(f"{directory}: missing {name}")
+        try:
+            queries = pl.read_parquet(directory / "queries.parquet")
+            documents = pl.read_parquet(directory / "documents.parquet")
+        except Exception as exc:
+            raise BenchmarkFormatError(f"{directory}: unreadable Parquet: {exc}") from None
+        manifest_path = directory / "manifest.json"
+        manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+        bench = cls(queries, documents, manifest)
+        bench.validate(str(directory))
+        return bench
+
+    def validate(self, where: str = "benchmark") -> None:
+        for frame, schema, name in (
+            (self.queries, QUERY_SCHEMA, "queries"),
+            (self.documents, DOC_SCHEMA, "documents"),
+        ):
+            missing = [c for c in schema if c not in frame.columns]
+            if missing:
+                raise BenchmarkFormatError(f"{where}: {name}.parquet lacks columns {missing}")
+        q = self.queries
+        n_docs = self.documents.height
+        if self.documents["id"].n_unique() != n_docs:
+            raise BenchmarkFormatError(f"{where}: documents.parquet has duplicate ids")
+        for row, (qid, cands, scores) in enumerate(
+            q.select("id", "candidates", "relevance_scores").iter_rows()
+        ):
+            if cands is None or scores is None:
+                raise BenchmarkFormatError(
+                    f"{where}: query {qid!r} (row {row}) has no candidates or relevance_scores"
+                )
+            if len(cands) != len(scores):
+                raise BenchmarkFormatError(
+                    f"{where}: query {qid!r} (row {row}): {len(cands)} candidates but {len(scores)} relevance scores"
+                )
+            bad = [c for c in cands if c is None or not 0 <= c < n_docs]
+            if bad:
+                raise BenchmarkFormatError(
+                    f"{where}: query {qid!r} (row {row}): candidate indices out of range [0, {n_docs}): {bad[:5]}"
+                )
+            arr = np.array([np.nan if s is None else s for s in scores], dtype=np.float64)
+            if not np.all(np.isfinite(arr)):
+                raise BenchmarkFormatError(
+                    f"{where}: query {qid!r} (row {row}): relevance scores must be finite"
+                )
+            if arr.size and (arr.min() < 0 or arr.max() > 5):
+                raise BenchmarkFormatError(
+                    f"{where}: query {qid!r} (row {row}): relevance scores outside [0, 5]"
+                )
+            if len(set(cands)) != len(cands):
+                raise BenchmarkFormatError(
+                    f"{where}: query {qid!r} (row {row}): duplicate candidates"
+                )
+
+    def full_text(self, frame: pl.DataFrame) -> list[str]:
+        return [
+            f"Problem: {p}\n\nSolution: {s}"
+            for p, s in zip(frame["problem"], frame["solution"], strict=True)
+        ]

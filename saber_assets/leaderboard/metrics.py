@@ -1,0 +1,109 @@
+"""nDCG@k on continuous graded relevance (DESIGN.md §2), per domain and overall, with bootstrap CIs.
+
+Gain 2^rel − 1 ("exponential", the paper's) or rel ("linear"); discount 1/log2(rank + 1); the
+ideal DCG is over the same query's candidates. Ties in the retriever's scores are broken by the
+candidates' listed order: the candidate listed earlier ranks higher (a stable sort), so a
+retriever that scores everything equally gets the listed order, deterministically.
+ranx truncates fractional grades to integers, so this metric does not go through ranx.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def _gains(relevance: np.ndarray, gain: str) -> np.ndarray:
+    if gain == "exponential":
+        return np.power(2.0, relevance) - 1.0
+    if gain == "linear":
+        return relevance.astype(np.float64)
+    raise ValueError(f"gain must be 'exponential' or 'linear', not {gain!r}")
+
+
+def ndcg_at_k(scores, relevance, k: int = 10, gain: str = "exponential") -> float:
+    """nDCG@k of one query: ``scores`` and ``relevance`` are aligned over its candidates."""
+    scores = np.asarray(scores, dtype=np.float64)
+    relevance = np.asarray(relevance, dtype=np.float64)
+    if scores.shape != relevance.shape:
+        raise ValueError(f"{scores.shape[0]} scores for {relevance.shape[0]} relevance values")
+    if np.isnan(scores).any():
+        raise ValueError("scores contain NaN")
+    g = _gains(relevance, gain)
+    discounts = 1.0 / np.log2(np.arange(2, k + 2))
+    order = np.argsort(-scores, kind="stable")[:k]
+    dcg = float(np.sum(g[order] * discounts[: len(order)]))
+    ideal = np.sort(g)[::-1][:k]
+    idcg = float(np.sum(ideal * discounts[: len(ideal)]))
+    return dcg / idcg if idcg > 0 else 0.0
+
+
+def bootstrap_ci(
+    values: Sequence[float], resamples: int = 1000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean, resampling queries with replacement (seeded)."""
+    v = np.asarray(values, dtype=np.float64)
+    if len(v) == 0:
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    means = v[rng.integers(0, len(v), size=(resamples, len(v)))].mean(axis=1)
+    lo, hi = np.quantile(means, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return float(lo), float(hi)
+
+
+def summarize(
+    per_query: Sequence[float],
+    query_domains: Sequence[Sequence[str]],
+    domains: Sequence[str],
+    resamples: int = 1000,
+    seed: int = 0,
+) -> dict[str, dict[str, float]]:
+    """Overall = mean over queries; per domain = mean over queries whose domain list holds it."""
+    v = np.asarray(per_query, dtype=np.float64)
+    out = {"overall": _entry(v, resamples, seed)}
+    for d in domains:
+        mask = np.array([d in ds for ds in query_domains], dtype=bool)
+        out[d] = _entry(v[mask], resamples, seed)
+    return out
+
+
+def _entry(v: np.ndarray, resamples: int, seed: int) -> dict[str, float]:
+    lo, hi = bootstrap_ci(v, resamples, seed)
+    return {
+        "mean": float(v.mean()) if len(v) else float("nan"),
+        "ci_low": lo,
+        "ci_high": hi,
+        "queries": int(len(v)),
+    }
+
+
+def condensed_ndcg(
+    ranked_doc_rows: Sequence[int],
+    candidates: Sequence[int],
+    relevance: Sequence[float],
+    k: int = 10,
+    gain: str = "exponential",
+) -> float:
+    """nDCG'@k (ARQMath's prime metric): unrated documents are removed from the ranking first."""
+    rel_of = dict(zip(candidates, relevance, strict=True))
+    condensed = [d for d in ranked_doc_rows if d in rel_of]
+    seen = set(condensed)
+    # candidates the system never returned rank after the returned ones, in listed order
+    rest = [d for d in candidates if d not in seen]
+    order = condensed + rest
+    scores = -np.arange(len(order), dtype=np.float64)
+    return ndcg_at_k(scores, [rel_of[d] for d in order], k, gain)
+
+
+def recall_of_top(
+    ranked_doc_rows: Sequence[int],
+    candidates: Sequence[int],
+    relevance: Sequence[float],
+    top: int = 5,
+    depth: int = 100,
+) -> float:
+    """Share of the query's ``top`` highest-rated candidates among the first ``depth`` retrieved."""
+    best = [candidates[i] for i in np.argsort(-np.asarray(relevance), kind="stable")[:top]]
+    retrieved = set(list(ranked_doc_rows)[:depth])
+    return sum(d in retrieved for d in best) / len(best) if best else 0.0

@@ -1,0 +1,1 @@
+"""Retrievers: each scores a query against its candidate documents (``score(query, docs)``)."""

@@ -1,0 +1,34 @@
+"""The retriever interface, the three settings, and the texts each setting shows."""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+import numpy as np
+
+Setting = Literal["statement-statement", "statement-full", "full-full"]
+SETTINGS: tuple[Setting, ...] = ("statement-statement", "statement-full", "full-full")
+
+
+def full_text(problem: str, solution: str) -> str:
+    return f"Problem: {problem}\n\nSolution: {solution}"
+
+
+def setting_texts(setting: str, problem: str, solution: str, as_query: bool) -> str:
+    """statement→statement, statement→full (query statement, documents with solutions), full→full."""
+    if setting not in SETTINGS:
+        raise ValueError(f"unknown setting {setting!r} (settings: {', '.join(SETTINGS)})")
+    use_full = setting == "full-full" or (setting == "statement-full" and not as_query)
+    return full_text(problem, solution) if use_full else problem
+
+
+class Retriever(Protocol):
+    name: str
+
+    def score(self, query: str, docs: list[str]) -> np.ndarray:
+        """One score per document (higher = more relevant)."""
+        ...
+
+
+class RetrieverFailed(RuntimeError):
+    """The retriever could not score this query; it is counted, never silently dropped."""

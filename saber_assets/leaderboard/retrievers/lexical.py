@@ -1,0 +1,111 @@
+"""Lexical baselines: BM25 (bm25s), TF-IDF (scikit-learn), Jaccard; math-aware or plain tokens.
+
+BM25 is bm25s' "lucene" variant (k1 = 1.5, b = 0.75 by default). By default the IDF is computed
+over the query's candidates, as the paper does; ``idf: corpus`` fits it on the whole document set
+once (``fit_corpus``) and then scores the candidates.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .tokenize import TOKENIZERS
+
+
+class _Lexical:
+    def __init__(self, name: str, tokenizer: str = "math") -> None:
+        if tokenizer not in TOKENIZERS:
+            raise ValueError(f"unknown tokenizer {tokenizer!r} (one of {sorted(TOKENIZERS)})")
+        self.name = name
+        self._tokenize = TOKENIZERS[tokenizer]
+        self._cache: dict[str, list[str]] = {}  # a document is a candidate of many queries
+
+    def tok(self, text: str) -> list[str]:
+        toks = self._cache.get(text)
+        if toks is None:
+            toks = self._cache[text] = self._tokenize(text)
+        return toks
+
+    def corpus_scores(self, query: str, all_docs: list[str]) -> np.ndarray:
+        """Scores over the whole document set (full-corpus track)."""
+        return self.score(query, all_docs)
+
+
+class BM25Retriever(_Lexical):
+    def __init__(
+        self,
+        name: str,
+        tokenizer: str = "math",
+        k1: float = 1.5,
+        b: float = 0.75,
+        method: str = "lucene",
+        idf: str = "candidates",
+    ) -> None:
+        super().__init__(name, tokenizer)
+        if idf not in ("candidates", "corpus"):
+            raise ValueError("idf must be 'candidates' or 'corpus'")
+        self.k1, self.b, self.method, self.idf = k1, b, method, idf
+        self._corpus = None  # (bm25 index, text -> row) when idf is over the corpus
+
+    def _index(self, docs_tokens):
+        import bm25s
+
+        index = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
+        # bm25s cannot index an empty document list entry: give empty docs a placeholder token
+        index.index([t or ["\x00"] for t in docs_tokens], show_progress=False)
+        return index
+
+    def fit_corpus(self, all_docs: list[str]) -> None:
+        if self.idf == "corpus":
+            self._corpus = (
+                self._index([self.tok(d) for d in all_docs]),
+                {d: i for i, d in enumerate(all_docs)},
+            )
+
+    def corpus_scores(self, query: str, all_docs: list[str]) -> np.ndarray:
+        key = (len(all_docs), hash(tuple(all_docs)))
+        if getattr(self, "_full", (None,))[0] != key:
+            self._full = (key, self._index([self.tok(d) for d in all_docs]))
+        return np.asarray(self._full[1].get_scores(self.tok(query) or ["\x01"]), dtype=np.float64)
+
+    def score(self, query: str, docs: list[str]) -> np.ndarray:
+        q = self.tok(query) or ["\x01"]
+        if self._corpus is not None:
+            index, row = self._corpus
+            scores = index.get_scores(q)
+            return np.array([scores[row[d]] for d in docs], dtype=np.float64)
+        return np.asarray(self._index([self.tok(d) for d in docs]).get_scores(q), dtype=np.float64)
+
+
+class TfidfRetriever(_Lexical):
+    def corpus_scores(self, query: str, all_docs: list[str]) -> np.ndarray:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        key = (len(all_docs), hash(tuple(all_docs[:50])))
+        if getattr(self, "_fitted", (None,))[0] != key:
+            vec = TfidfVectorizer(analyzer=self.tok, sublinear_tf=True)
+            self._fitted = (key, vec, vec.fit_transform(all_docs))
+        _, vec, matrix = self._fitted
+        return np.asarray((matrix @ vec.transform([query]).T).toarray()).ravel()
+
+    def score(self, query: str, docs: list[str]) -> np.ndarray:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        vec = TfidfVectorizer(analyzer=self.tok, sublinear_tf=True)
+        try:
+            d = vec.fit_transform(docs)
+        except ValueError:  # every document empty
+            return np.zeros(len(docs))
+        qv = vec.transform([query])
+        return np.asarray((d @ qv.T).toarray()).ravel()
+
+
+class JaccardRetriever(_Lexical):
+    def score(self, query: str, docs: list[str]) -> np.ndarray:
+        q = set(self.tok(query))
+        out = np.zeros(len(docs))
+        for i, d in enumerate(docs):
+            t = set(self.tok(d))
+            u = len(q | t)
+            out[i] = len(q & t) / u if u else 0.0
+        return out
