@@ -113,6 +113,67 @@ def build(config: str | None, log_level: str) -> int:
     return 0
 
 
+def evaluate_cmd(args) -> int:
+    """The command-line twin of the leaderboard asset, for one retriever."""
+    import json
+
+    from .leaderboard.evaluate import evaluate, report
+    from .leaderboard.exchange import Benchmark
+    from .leaderboard.retrievers.base import SETTINGS
+    from .leaderboard.retrievers.registry import build_retriever, find
+    from .ontology.tree import DOMAINS
+
+    cfg = load_config(args.config)
+    bench_dir = (
+        Path(args.benchmark) if args.benchmark else data_home() / cfg.name / "evaluation_benchmark"
+    )
+    if not bench_dir.exists() and not args.benchmark:
+        bench_dir = data_home() / cfg.name / "benchmark"
+    bench = Benchmark.read(bench_dir)
+    registry = args.registry or cfg.leaderboard.registry
+    entry = find(args.retriever, registry if Path(registry).is_absolute() else REPO_ROOT / registry)
+    retriever = build_retriever(entry)
+    settings = args.setting or list(SETTINGS)
+    import polars as pl
+
+    runs = pl.concat(
+        [evaluate(retriever, bench, s, args.k, None, not args.no_full_corpus) for s in settings]
+    )
+    rep = report(runs, DOMAINS, args.resamples, cfg.seed)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "retriever": entry.name,
+                    "kind": entry.kind,
+                    "benchmark": str(bench_dir),
+                    "k": args.k,
+                    "settings": rep.to_dicts(),
+                },
+                indent=2,
+                default=float,
+            )
+        )
+        return 0
+    print(
+        f"{entry.name} ({entry.kind}) on {bench_dir}: {bench.queries.height} queries, {bench.documents.height} documents"
+    )
+    for r in rep.iter_rows(named=True):
+        print(
+            f"\n[{r['setting']}]  nDCG@{args.k} = {r['ndcg@10']:.4f}  95% CI [{r['ci_low']:.4f}, {r['ci_high']:.4f}]"
+            f"  ({r['queries']} queries, {r['failed']} failed, median {r['median_latency_ms'] or 0:.1f} ms/query)"
+        )
+        for d in DOMAINS:
+            if r[d] is not None and r[d] == r[d]:
+                print(f"  {d:<22} {r[d]:.4f}  {r[d + ' ci']}")
+        full = r["full_ndcg'@10"]
+        if full is not None:
+            print(
+                f"  full corpus: nDCG'@{args.k} {full:.4f}, recall@100 of the top-5 rated {r['full_recall_top5@100']:.4f}"
+            )
+    return 0
+
+
 def ui(port: int) -> int:
     prepare_dagster_home(data_home())
     os.chdir(REPO_ROOT)
@@ -133,14 +194,35 @@ def main(argv: list[str] | None = None) -> int:
     p_build.add_argument(
         "--log-level", default="WARNING", help="Dagster console log level (default WARNING)"
     )
+    p_eval = sub.add_parser(
+        "evaluate", help="score one registered retriever on a benchmark (exchange format)"
+    )
+    p_eval.add_argument("retriever", help="a name from the retriever registry (retrievers.yaml)")
+    p_eval.add_argument(
+        "--benchmark", help="exchange-format directory (default: the built benchmark)"
+    )
+    p_eval.add_argument(
+        "--setting",
+        action="append",
+        choices=["statement-statement", "statement-full", "full-full"],
+        help="repeatable; default all three",
+    )
+    p_eval.add_argument("--k", type=int, default=10)
+    p_eval.add_argument("--json", action="store_true", help="machine-readable report")
+    p_eval.add_argument("--config", help="pipeline config (for the default benchmark and seed)")
+    p_eval.add_argument("--registry", help="retriever registry YAML (default: the config's)")
+    p_eval.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
+    p_eval.add_argument("--no-full-corpus", action="store_true", help="skip the full-corpus track")
     p_ui = sub.add_parser("ui", help="open the Dagster UI on the project-local instance")
     p_ui.add_argument("--port", type=int, default=3000)
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
             return build(args.config, args.log_level)
+        if args.command == "evaluate":
+            return evaluate_cmd(args)
         return ui(args.port)
-    except (FileNotFoundError, ValueError) as exc:
+    except (FileNotFoundError, ValueError) as exc:  # config, registry and benchmark errors
         print(f"saber: {exc}", file=sys.stderr)
         return 2
 

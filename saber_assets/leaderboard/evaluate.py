@@ -102,9 +102,10 @@ def report(
     """One row per setting: overall and per-domain mean nDCG with bootstrap CIs, failures, latency.
     Failed queries count as nDCG 0 in the means and are reported in ``failed``."""
     out = []
-    for (setting,), frame in runs.unique(
-        ["query_id", "setting"], keep="first", maintain_order=True
-    ).group_by("setting", maintain_order=True):
+    # one row per (query, setting) (a multi-domain query runs in several domain partitions) in a
+    # fixed query order, so the seeded bootstrap gives the same CI wherever it is computed
+    unique = runs.unique(["query_id", "setting"], keep="first").sort("setting", "query_id")
+    for (setting,), frame in unique.group_by("setting", maintain_order=True):
         summ = summarize(
             frame["ndcg"].to_list(), frame["domains"].to_list(), domains, resamples, seed
         )

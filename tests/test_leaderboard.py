@@ -1,0 +1,251 @@
+"""Metrics, the exchange format, the baselines, the registry and `saber evaluate`."""
+
+import json
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from saber_assets.cli import main
+from saber_assets.leaderboard.evaluate import evaluate, report
+from saber_assets.leaderboard.exchange import QUERY_SCHEMA, Benchmark, BenchmarkFormatError
+from saber_assets.leaderboard.metrics import (
+    bootstrap_ci,
+    condensed_ndcg,
+    ndcg_at_k,
+    recall_of_top,
+    summarize,
+)
+from saber_assets.leaderboard.retrievers.base import RetrieverFailed
+from saber_assets.leaderboard.retrievers.registry import (
+    RegistryError,
+    build_retriever,
+    load_registry,
+)
+from saber_assets.leaderboard.retrievers.tokenize import formula_tokens, math_tokens, plain_tokens
+
+# ---------------------------------------------------------------------------------- metrics
+
+
+def test_ndcg_hand_computed_with_fractional_grades_and_ties():
+    rel = [0.5, 3.2, 0.0, 4.7]
+    scores = [2.0, 2.0, 1.0, 0.5]  # tie between candidates 0 and 1: the earlier listed ranks first
+    k = 3
+    gain = [2**r - 1 for r in rel]
+    dcg = gain[0] / math.log2(2) + gain[1] / math.log2(3) + gain[2] / math.log2(4)
+    ideal = sorted(gain, reverse=True)
+    idcg = ideal[0] / math.log2(2) + ideal[1] / math.log2(3) + ideal[2] / math.log2(4)
+    assert ndcg_at_k(scores, rel, k) == pytest.approx(dcg / idcg)
+    lin = (0.5 + 3.2 / math.log2(3) + 0) / (4.7 + 3.2 / math.log2(3) + 0.5 / 2)
+    assert ndcg_at_k(scores, rel, k, gain="linear") == pytest.approx(lin)
+    # only the order matters, not the score values
+    assert ndcg_at_k([1, 2, 3, 4], rel, 10) == ndcg_at_k([-9, 0, 1, 7], rel, 10)
+    assert ndcg_at_k([0, 0, 0, 0], [0, 0, 0, 0]) == 0.0  # no relevant candidate: 0 by definition
+    assert ndcg_at_k([4, 3, 2, 1], [5, 4, 3, 2]) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="gain must be"):
+        ndcg_at_k([1], [1], gain="cubic")
+
+
+def test_per_domain_means_with_multi_domain_queries():
+    values = [1.0, 0.5, 0.0]
+    domains = [["Algebra"], ["Algebra", "Geometry"], ["Geometry"]]
+    s = summarize(values, domains, ["Algebra", "Geometry", "Number Theory"], resamples=50, seed=1)
+    assert s["overall"]["mean"] == pytest.approx(0.5)
+    assert s["Algebra"]["mean"] == pytest.approx(0.75) and s["Geometry"]["mean"] == pytest.approx(
+        0.25
+    )
+    assert s["Number Theory"]["queries"] == 0 and math.isnan(s["Number Theory"]["mean"])
+
+
+def test_bootstrap_is_seeded():
+    v = np.random.default_rng(0).random(40)
+    assert bootstrap_ci(v, 500, 3) == bootstrap_ci(v, 500, 3) != bootstrap_ci(v, 500, 4)
+    lo, hi = bootstrap_ci(v, 2000, 0)
+    assert lo < v.mean() < hi
+
+
+def test_full_corpus_metrics():
+    cands, rel = [10, 11, 12], [1.0, 5.0, 0.0]
+    # unrated documents (1, 2) are removed before scoring: same as ranking 11 > 10 > 12
+    assert condensed_ndcg([1, 10, 2, 11, 12], cands, rel, 10) == pytest.approx(
+        ndcg_at_k([3, 2, 1], rel, 10)
+    )
+    assert condensed_ndcg([1, 10, 2, 11, 12], cands, rel, 10) < 1.0
+    # a candidate the system never returned ranks after the returned ones
+    assert condensed_ndcg([12], cands, rel, 10) == pytest.approx(
+        ndcg_at_k([3, 2, 1], [0.0, 1.0, 5.0], 10)
+    )
+    assert condensed_ndcg([11, 10, 12], cands, rel) == pytest.approx(1.0)
+    assert recall_of_top([11, 3, 4], cands, rel, top=2, depth=2) == 0.5
+
+
+# --------------------------------------------------------------------------- exchange format
+
+
+def toy_benchmark() -> Benchmark:
+    docs = pl.DataFrame(
+        {
+            "id": [f"d{i}" for i in range(6)],
+            "problem": [
+                "Find all primes $p$ such that $p^2+2$ is prime.",
+                "Compute the area of a triangle with sides $3,4,5$.",
+                "How many ways to arrange the letters of BANANA?",
+                "Solve $x^2-5x+6=0$ for real $x$.",
+                "Show that $q^2+2$ is prime only for the prime $q=3$.",
+                "Evaluate $\\int_0^1 x^2\\,dx$.",
+            ],
+            "solution": [
+                "Mod 3.",
+                "Heron.",
+                "Multinomial.",
+                "Factor.",
+                "Work modulo 3: squares of primes.",
+                "Power rule.",
+            ],
+        }
+    )
+    queries = pl.DataFrame(
+        [
+            {
+                "id": "q0",
+                "problem": "For which primes $r$ is $r^2+2$ also a prime?",
+                "solution": "Consider squares modulo 3.",
+                "candidates": [1, 2, 3, 4, 5],
+                "relevance_scores": [0.0, 0.3, 0.5, 5.0, 0.0],
+                "domains": ["Number Theory"],
+            }
+        ],
+        schema=QUERY_SCHEMA,
+    )
+    return Benchmark(queries, docs, {"name": "toy"})
+
+
+def test_exchange_round_trip_and_validation(tmp_path):
+    bench = toy_benchmark()
+    back = Benchmark.read(bench.write(tmp_path / "b"))
+    assert (
+        back.queries.equals(bench.queries)
+        and back.documents.equals(bench.documents)
+        and back.manifest == {"name": "toy"}
+    )
+    cases = {
+        "1 candidates but 2 relevance scores": {
+            "candidates": [[1]],
+            "relevance_scores": [[1.0, 2.0]],
+        },
+        "out of range": {"candidates": [[9]], "relevance_scores": [[1.0]]},
+        "must be finite": {"candidates": [[1]], "relevance_scores": [[float("nan")]]},
+        "outside \\[0, 5\\]": {"candidates": [[1]], "relevance_scores": [[7.0]]},
+        "duplicate candidates": {"candidates": [[1, 1]], "relevance_scores": [[1.0, 2.0]]},
+    }
+    for msg, change in cases.items():
+        bad = Benchmark(
+            bench.queries.with_columns(
+                **{k: pl.Series(v, dtype=QUERY_SCHEMA[k]) for k, v in change.items()}
+            ),
+            bench.documents,
+        )
+        with pytest.raises(BenchmarkFormatError, match=msg):
+            Benchmark.read(bad.write(tmp_path / msg[:5].strip().replace(" ", "_")))
+    (tmp_path / "missing").mkdir()
+    with pytest.raises(BenchmarkFormatError, match="missing queries.parquet"):
+        Benchmark.read(tmp_path / "missing")
+    nocol = tmp_path / "nocol"
+    Benchmark(bench.queries.drop("domains"), bench.documents).write(nocol)
+    with pytest.raises(BenchmarkFormatError, match=r"lacks columns \['domains'\]"):
+        Benchmark.read(nocol)
+
+
+# ------------------------------------------------------------------------------- baselines
+
+
+def test_math_tokens_share_paths_under_renaming():
+    a, b = set(formula_tokens("a^2+b^2=c^2")), set(formula_tokens("x^2+y^2=z^2"))
+    paths_a = {t for t in a if t.startswith("path:")}
+    assert paths_a and paths_a == {t for t in b if t.startswith("path:")}
+    assert "sym:normal`a'" in a and "sym:normal`a'" not in b
+    assert math_tokens("Let $x+1$ be odd.")[:3] == ["let", "be", "odd"]
+    assert formula_tokens("\\frac{") == ("tex:frac",)  # unparseable: plain words, no crash
+    assert plain_tokens("Find $x^2$!") == ["find", "x", "2"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "bm25",
+        "bm25-no-tok",
+        "bm25-corpus-idf",
+        "tfidf",
+        "tfidf-no-tok",
+        "jaccard",
+        "jaccard-no-tok",
+        "approach0",
+    ],
+)
+def test_each_baseline_ranks_the_planted_document_first(name):
+    bench = toy_benchmark()
+    retriever = build_retriever(next(e for e in load_registry() if e.name == name))
+    run = evaluate(retriever, bench, "statement-statement", k=10)
+    scores = run["scores"][0].to_list()
+    assert int(np.argmax(scores)) == 3, (
+        name,
+        scores,
+    )  # candidate 3 = document d4, the renamed twin
+    assert run["ndcg"][0] > 0.95
+    assert run["full_recall_top5_at100"][0] == 1.0
+
+
+class Flaky:
+    name = "flaky"
+
+    def score(self, query, docs):
+        if "primes" in query:
+            raise RetrieverFailed("engine crashed")
+        return np.zeros(len(docs))
+
+
+def test_retriever_failures_are_counted():
+    bench = toy_benchmark()
+    run = evaluate(Flaky(), bench, "full-full", full_corpus=False)
+    assert run["failed"].to_list() == [True] and run["error"][0] == "engine crashed"
+    rep = report(run, ["Number Theory"], resamples=20)
+    assert rep["failed"][0] == 1 and rep["queries"][0] == 1 and rep["ndcg@10"][0] == 0.0
+
+
+def test_registry_validation(tmp_path):
+    p = tmp_path / "r.yaml"
+    p.write_text("retrievers:\n  - {name: a, kind: bm25}\n  - {name: a, kind: tfidf}\n")
+    with pytest.raises(RegistryError, match="duplicate retriever names \\['a'\\]"):
+        load_registry(p)
+    p.write_text("retrievers:\n  - {name: a, kind: nope}\n")
+    with pytest.raises(RegistryError, match="unknown kind 'nope'"):
+        load_registry(p)
+    p.write_text("retrievers:\n  - {name: a, kind: bm25, params: {k3: 1}}\n")
+    with pytest.raises(RegistryError, match="bad parameters"):
+        load_registry(p)
+
+
+def test_saber_evaluate_cli_json(tmp_path, capsys):
+    toy_benchmark().write(tmp_path / "b")
+    assert (
+        main(
+            [
+                "evaluate",
+                "bm25",
+                "--benchmark",
+                str(tmp_path / "b"),
+                "--setting",
+                "statement-full",
+                "--json",
+                "--resamples",
+                "50",
+            ]
+        )
+        == 0
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert out["retriever"] == "bm25" and out["settings"][0]["setting"] == "statement-full"
+    assert out["settings"][0]["ndcg@10"] > 0.95 and out["settings"][0]["failed"] == 0
+    assert main(["evaluate", "nope", "--benchmark", str(tmp_path / "b")]) == 2
+    assert "no retriever named 'nope'" in capsys.readouterr().err
