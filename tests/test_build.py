@@ -17,6 +17,7 @@ from .conftest import write_jsonl
 
 @pytest.fixture
 def tiny_config(tmp_path, make_config, monkeypatch):
+    """A 330-problem corpus (a JSONL source with a bad row + a MATH sample) through every stage."""
     monkeypatch.setenv("SABER_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     rows = [
@@ -29,6 +30,10 @@ def tiny_config(tmp_path, make_config, monkeypatch):
     ]
     rows.append({"id": 99, "problem": "", "solution": "orphan"})
     src = write_jsonl(tmp_path / "mine.jsonl", rows)
+    registry = tmp_path / "retrievers.yaml"
+    registry.write_text(
+        "retrievers:\n  - {name: bm25, kind: bm25}\n  - {name: jaccard-no-tok, kind: jaccard, params: {tokenizer: plain}}\n"
+    )
 
     def _make(**extra):
         corpus = {
@@ -38,48 +43,57 @@ def tiny_config(tmp_path, make_config, monkeypatch):
                     "path": str(src),
                     "fields": {"id": "id", "problem": "problem", "solution": "solution"},
                 },
-                {"name": "ob", "bundled": "olympiadbench", "sample_size": 20},
+                {"name": "math", "bundled": "math", "sample_size": 300},
             ]
         }
         small = {
             "signals": {
-                "rows_per_shard": 64,
+                "rows_per_shard": 128,
                 "shards": 2,
                 "floor_topic": 0.3,
                 "floor_summary": 0.1,
             },
             "candidates": {
                 "queries_per_domain": 2,
-                "candidates_per_group": 2,
-                "quota_per_domain": 2,
-                "topic_threshold": 0.4,
-                "summary_threshold": 0.15,
+                "candidates_per_group": 3,
+                "quota_per_domain": 3,
+                "topic_threshold": 0.5,
+                "summary_threshold": 0.2,
             },
-            "tournament": {"rounds": 3},
+            "tournament": {"rounds": 4},
+            "leaderboard": {"registry": str(registry), "bootstrap_resamples": 100},
         }
         return make_config(name="tiny", corpus=corpus, **small, **extra)
 
     return _make
 
 
-def test_saber_build_materialises_corpus_and_ontology(tiny_config, tmp_path, capsys):
+def test_saber_build_runs_every_stage(tiny_config, tmp_path, capsys):
     assert main(["build", "--config", str(tiny_config())]) == 0
     out = capsys.readouterr().out
+    assert "CHECK FAILED" not in out
     assert re.search(r"corpus_quarantine\s+rows=1\n", out) and re.search(
         r"ontology_tree\s+rows=17022\n", out
     )
-    assert re.search(r"problem_annotations\s+rows=50\n", out)
-    assert "CHECK FAILED" not in out
-    assert re.search(r"relevance_ratings \[Algebra\]\s+rows=\d+\n", out)
     home = tmp_path / "home" / "tiny"
     corpus = pl.read_parquet(home / "parquet" / "corpus.parquet")
-    assert corpus.height == 50 and corpus["id"].str.starts_with("ob:").sum() == 20
-    with duckdb.connect(str(home / "warehouse.duckdb")) as conn:
-        assert conn.execute("SELECT sum(problems) FROM corpus_by_source").fetchone()[0] == 50
-        assert conn.execute("SELECT count(*) FROM ontology_tree").fetchone()[0] == 17022
+    assert 300 <= corpus.height <= 330 and corpus["id"].str.starts_with("math:").sum() <= 300
     ann = pl.read_parquet(home / "parquet" / "problem_annotations.parquet")
     assert ann["id"].to_list() == corpus["id"].to_list()  # corpus order
     assert ann["topic_status"].is_in(["ok", "no_topics"]).all()
+    ratings = pl.read_parquet(home / "parquet" / "relevance_ratings")
+    assert ratings.height > 0 and ratings["rating"].min() == 0 and ratings["rating"].max() == 5
+    board = pl.read_csv(home / "leaderboard" / "leaderboard.csv")
+    assert board.height == 6 and set(board["retriever"]) == {"bm25", "jaccard-no-tok"}
+    assert set(board["judge_backend"]) == {"cpu"}
+    with duckdb.connect(str(home / "warehouse.duckdb")) as conn:
+        assert (
+            conn.execute("SELECT sum(problems) FROM corpus_by_source").fetchone()[0]
+            == corpus.height
+        )
+        assert conn.execute("SELECT count(*) FROM ontology_tree").fetchone()[0] == 17022
+        assert conn.execute("SELECT count(*) FROM leaderboard WHERE rank = 1").fetchone()[0] >= 3
+        assert conn.execute("SELECT count(*) FROM judgments").fetchone()[0] > 0
     # Run history is kept in the project-local Dagster home.
     assert (tmp_path / "home" / "dagster_home" / "dagster.yaml").exists()
 

@@ -252,11 +252,23 @@ def leaderboard(
             continue
         runs = pl.concat([pl.read_parquet(f) for f in files])
         rep = report(runs, DOMAINS, cfg.leaderboard.bootstrap_resamples, cfg.seed)
+        if rep.is_empty():
+            context.log.warning(
+                f"{e.name!r}: its runs hold no query (the benchmark has no query in any domain)"
+            )
+            continue
         tables.append(
             rep.with_columns(pl.lit(e.name).alias("retriever"), pl.lit(e.kind).alias("kind"))
         )
+    if not tables and bench.queries.height == 0:
+        context.log.warning(
+            "the benchmark has no queries: the leaderboard is empty (too few viable queries: see relevance_thresholds)"
+        )
+        return MaterializeResult(
+            metadata={"dagster/row_count": 0, "warning": "the benchmark has no queries"}
+        )
     if not tables:
-        raise ValueError("no retriever has runs: materialise retriever_runs first")
+        raise ValueError("no retriever has scored any query: materialise retriever_runs first")
     board = (
         pl.concat(tables, how="diagonal")
         .with_columns(pl.lit(manifest.get("judge_backend", "unknown")).alias("judge_backend"))

@@ -125,4 +125,15 @@ def report(
         row["full_recall_top5@100"] = frame["full_recall_top5_at100"].mean()
         row["median_latency_ms"] = frame["latency_ms"].median()
         out.append(row)
+    if not out:
+        return pl.DataFrame(
+            schema={
+                "setting": pl.String,
+                "queries": pl.Int64,
+                "failed": pl.Int64,
+                "ndcg@10": pl.Float64,
+                "ci_low": pl.Float64,
+                "ci_high": pl.Float64,
+            }
+        )
     return pl.DataFrame(out)
