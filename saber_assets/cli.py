@@ -120,7 +120,12 @@ def evaluate_cmd(args) -> int:
     from .leaderboard.evaluate import evaluate, report
     from .leaderboard.exchange import Benchmark
     from .leaderboard.retrievers.base import SETTINGS
-    from .leaderboard.retrievers.registry import build_retriever, find
+    from .leaderboard.retrievers.registry import (
+        RetrieverResources,
+        build_retriever,
+        find,
+        load_registry,
+    )
     from .ontology.tree import DOMAINS
 
     cfg = load_config(args.config)
@@ -131,9 +136,21 @@ def evaluate_cmd(args) -> int:
         bench_dir = data_home() / cfg.name / "benchmark"
     bench = Benchmark.read(bench_dir)
     registry = args.registry or cfg.leaderboard.registry
-    entry = find(args.retriever, registry if Path(registry).is_absolute() else REPO_ROOT / registry)
-    retriever = build_retriever(entry)
-    settings = args.setting or list(SETTINGS)
+    reg_path = registry if Path(registry).is_absolute() else REPO_ROOT / registry
+    entries = load_registry(reg_path)
+    entry = find(args.retriever, reg_path)
+    # embeddings cached beside the config's warehouse when there is one
+    from saber_resources.cache import EmbeddingCache
+
+    from .definitions import make_definitions
+
+    wh = make_definitions(args.config).resources["warehouse"]
+    retriever = build_retriever(
+        entry, RetrieverResources(embedding_cache=EmbeddingCache(wh.connect), entries=entries)
+    )
+    settings = args.setting or [
+        s for s in SETTINGS if entry.settings is None or s in entry.settings
+    ]
     import polars as pl
 
     runs = pl.concat(

@@ -104,6 +104,172 @@ class MiniLMOnnxEmbedder:
         return average_windows(vectors, np.asarray(owners), len(texts))
 
 
+class _WindowedRemote:
+    """Shared by the backends whose model runs elsewhere: split each text into non-overlapping
+    windows of ``max_tokens`` (counted with the bundled WordPiece tokenizer as a proxy, or the
+    model's own tokenizer where one is at hand), embed every window, average per text."""
+
+    max_tokens = 512
+
+    def _windows(self, texts: list[str]) -> tuple[list[str], np.ndarray]:
+        from tokenizers import Tokenizer
+
+        if not hasattr(self, "_proxy"):
+            self._proxy = Tokenizer.from_file(str(MINILM_TOKENIZER))
+            self._proxy.no_truncation()
+            self._proxy.no_padding()
+        pieces, owners = [], []
+        for i, enc in enumerate(self._proxy.encode_batch(list(texts), add_special_tokens=False)):
+            offsets = enc.offsets
+            for w in token_windows(list(range(len(offsets))), self.max_tokens - 2):
+                if not w:
+                    pieces.append("")
+                else:
+                    pieces.append(texts[i][offsets[w[0]][0] : offsets[w[-1]][1]])
+                owners.append(i)
+        return pieces, np.asarray(owners)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        pieces, owners = self._windows(texts)
+        vecs = np.asarray(self._embed(pieces), dtype=np.float32)
+        self.calls += len(pieces)
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        vecs = vecs / np.where(norms == 0, 1, norms)
+        return average_windows(vecs, owners, len(texts))
+
+
+class SentenceTransformersEmbedder(_WindowedRemote):
+    """Any sentence-transformers model by local path or name (needs torch: not in the default set)."""
+
+    def __init__(
+        self,
+        model: str,
+        revision: str = "local",
+        max_tokens: int | None = None,
+        device: str | None = None,
+    ) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        self.model_id, self.revision = model, revision
+        self._model = SentenceTransformer(model, device=device)
+        self.max_tokens = max_tokens or getattr(self._model, "max_seq_length", 256) or 256
+        self.calls = 0
+
+    def _embed(self, pieces: list[str]) -> np.ndarray:
+        return self._model.encode(pieces, normalize_embeddings=True, show_progress_bar=False)
+
+
+class VLLMEmbedder(_WindowedRemote):
+    """vLLM embedding models in-process (the GPU extra)."""
+
+    def __init__(self, model: str, revision: str = "vllm", max_tokens: int = 512, **engine) -> None:
+        import vllm
+
+        self.model_id, self.revision, self.max_tokens = model, revision, max_tokens
+        self._llm = vllm.LLM(model=model, runner="pooling", **engine)
+        self.calls = 0
+
+    def _embed(self, pieces: list[str]) -> np.ndarray:
+        return np.array(
+            [o.outputs.embedding for o in self._llm.embed(pieces, use_tqdm=False)], dtype=np.float32
+        )
+
+
+class OpenAIEmbedder(_WindowedRemote):
+    """Any OpenAI-compatible ``/v1/embeddings`` endpoint, with retries on 429/5xx/timeouts/bad bodies."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        revision: str = "api",
+        max_tokens: int = 512,
+        batch_size: int = 64,
+        max_retries: int = 4,
+        timeout_s: float = 60.0,
+        backoff_s: float = 1.0,
+    ) -> None:
+        self.base_url, self.model_id, self.revision, self.max_tokens = (
+            base_url.rstrip("/"),
+            model,
+            revision,
+            max_tokens,
+        )
+        self.api_key, self.batch_size, self.max_retries, self.timeout_s, self.backoff_s = (
+            api_key,
+            batch_size,
+            max_retries,
+            timeout_s,
+            backoff_s,
+        )
+        self.calls = 0
+        self.requests = 0
+
+    def _embed(self, pieces: list[str]) -> np.ndarray:
+        import time
+
+        import httpx
+
+        from .llm import RETRY_STATUS, LLMServerError
+
+        url = self.base_url + "/embeddings"
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        out = []
+        with httpx.Client(timeout=self.timeout_s, headers=headers) as client:
+            for start in range(0, len(pieces), self.batch_size):
+                batch = pieces[start : start + self.batch_size]
+                last = ""
+                for attempt in range(self.max_retries + 1):
+                    if attempt:
+                        time.sleep(self.backoff_s * 2 ** (attempt - 1))
+                    self.requests += 1
+                    try:
+                        resp = client.post(url, json={"model": self.model_id, "input": batch})
+                    except httpx.HTTPError as exc:
+                        last = f"{type(exc).__name__}: {exc}"
+                        continue
+                    if resp.status_code in RETRY_STATUS:
+                        last = f"HTTP {resp.status_code}"
+                        continue
+                    if resp.status_code >= 400:
+                        raise LLMServerError(
+                            f"{url} refused the request: HTTP {resp.status_code}: {resp.text[:300]}"
+                        )
+                    try:
+                        data = sorted(resp.json()["data"], key=lambda d: d["index"])
+                        vecs = [d["embedding"] for d in data]
+                        if len(vecs) != len(batch):
+                            raise ValueError(f"{len(vecs)} embeddings for {len(batch)} inputs")
+                    except (ValueError, KeyError, TypeError) as exc:
+                        last = f"malformed response body ({exc})"
+                        continue
+                    out.extend(vecs)
+                    break
+                else:
+                    raise LLMServerError(
+                        f"{url}: giving up after {self.max_retries + 1} attempts; last error: {last}"
+                    )
+        return np.asarray(out, dtype=np.float32)
+
+
+def make_embedder(backend: str = "cpu", model: str | None = None, **params) -> Embedder:
+    """An embedder by configuration alone (the registry's ``dense`` entries use this)."""
+    if backend == "cpu":
+        return MiniLMOnnxEmbedder(**params)
+    if backend == "sentence-transformers":
+        return SentenceTransformersEmbedder(model, **params)
+    if backend == "vllm":
+        return VLLMEmbedder(model, **params)
+    if backend == "openai":
+        return OpenAIEmbedder(model=model, **params)
+    raise ValueError(
+        f"unknown embedding backend {backend!r} (cpu, sentence-transformers, vllm, openai)"
+    )
+
+
 class CachedEmbedder:
     """Any embedder behind the content-hash cache: each distinct text is encoded at most once."""
 

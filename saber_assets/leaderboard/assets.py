@@ -18,16 +18,19 @@ from dagster import (
     asset,
 )
 
+from saber_resources.cache import EmbeddingCache
+from saber_resources.llm import LLMResource
 from saber_resources.warehouse import Warehouse
 
 from ..ontology.tree import DOMAINS
 from ..ops.metadata import markdown_table
 from ..ops.partitions import domain_partitions
+from ..ops.tasks import tasks_for
 from ..resources import SaberSettings
 from ..settings import REPO_ROOT, data_home
 from .evaluate import evaluate, report
 from .exchange import Benchmark
-from .retrievers.registry import build_retriever, find, load_registry
+from .retrievers.registry import RetrieverResources, build_retriever, load_registry
 
 matplotlib.use("Agg")
 
@@ -159,15 +162,29 @@ def runs_dir(settings: SaberSettings) -> Path:
     kinds={"ranx", "parquet"},
     deps=[evaluation_benchmark],
 )
-def retriever_runs(context: AssetExecutionContext, settings: SaberSettings) -> MaterializeResult:
+def retriever_runs(
+    context: AssetExecutionContext, settings: SaberSettings, warehouse: Warehouse, llm: LLMResource
+) -> MaterializeResult:
     """One retriever on one domain's queries, every setting: per-query nDCG and TREC run files."""
     from ranx import Run
 
     cfg = settings.load().leaderboard
     key = context.partition_key.keys_by_dimension
     name, domain = key["retriever"], key["domain"]
-    entry = find(name, registry_path(settings))
-    retriever = build_retriever(entry)
+    entries = load_registry(registry_path(settings))
+    entry = next((e for e in entries if e.name == name), None)
+    if entry is None:
+        raise ValueError(
+            f"retriever {name!r} is no longer in the registry: its earlier runs are kept, nothing to run"
+        )
+    resources = RetrieverResources(
+        embedding_cache=EmbeddingCache(warehouse.connect),
+        pointwise_judge=tasks_for(llm, warehouse).pointwise_judge
+        if entry.kind == "two-stage" or _needs_judge(entry, entries)
+        else None,
+        entries=entries,
+    )
+    retriever = build_retriever(entry, resources)
     bench = Benchmark.read(_home(settings) / "evaluation_benchmark")
     rows = [i for i, ds in enumerate(bench.queries["domains"].to_list()) if domain in ds]
     out_dir = runs_dir(settings) / name
@@ -175,7 +192,7 @@ def retriever_runs(context: AssetExecutionContext, settings: SaberSettings) -> M
     frames, meta = [], {}
     t0 = time.perf_counter()
     doc_ids = bench.documents["id"].to_list()
-    for setting in cfg.settings:
+    for setting in [x for x in cfg.settings if entry.settings is None or x in entry.settings]:
         df = evaluate(retriever, bench, setting, cfg.k, rows, cfg.full_corpus)
         frames.append(df)
         run = {}
@@ -207,6 +224,17 @@ def retriever_runs(context: AssetExecutionContext, settings: SaberSettings) -> M
             "seconds": round(time.perf_counter() - t0, 2),
             **meta,
         }
+    )
+
+
+def _needs_judge(entry, entries) -> bool:
+    """A fusion that contains a two-stage retriever needs the judge too."""
+    if entry.kind != "fusion":
+        return False
+    by_name = {e.name: e for e in entries}
+    return any(
+        by_name[c].kind == "two-stage" or _needs_judge(by_name[c], entries)
+        for c in entry.params.get("retrievers", [])
     )
 
 

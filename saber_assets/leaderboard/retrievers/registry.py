@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ...settings import REPO_ROOT
 from .approach0 import Approach0Retriever
+from .dense import DenseRetriever, SSEmbRetriever
+from .fusion import FusionRetriever
 from .lexical import BM25Retriever, JaccardRetriever, TfidfRetriever
+from .rerank import TwoStageRetriever
 
 DEFAULT_REGISTRY = REPO_ROOT / "retrievers.yaml"
 
@@ -19,7 +23,12 @@ KINDS: dict[str, Any] = {
     "tfidf": TfidfRetriever,
     "jaccard": JaccardRetriever,
     "approach0": Approach0Retriever,
+    "dense": DenseRetriever,
+    "ssemb": SSEmbRetriever,
+    "two-stage": TwoStageRetriever,
+    "fusion": FusionRetriever,
 }
+NEEDS_EMBEDDINGS = {"dense", "ssemb"}
 
 
 class RetrieverEntry(BaseModel):
@@ -29,6 +38,8 @@ class RetrieverEntry(BaseModel):
     kind: str
     params: dict[str, Any] = Field(default_factory=dict)
     description: str = ""
+    # Restrict to some settings (e.g. a CPU embedder on statements only); default: all.
+    settings: list[str] | None = None
 
 
 class RegistryError(ValueError):
@@ -58,15 +69,62 @@ def load_registry(path: str | Path | None = None) -> list[RetrieverEntry]:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise RegistryError(f"{path}: duplicate retriever names {dupes}")
-    for e in out:  # constructing checks the parameters now, not in the middle of a run
-        build_retriever(e)
+    by_name = {x.name: x for x in out}
+    for e in out:  # check the parameters now, not in the middle of a run (no model is loaded)
+        _check_params(e, by_name)
     return out
 
 
-def build_retriever(entry: RetrieverEntry):
+def _check_params(entry: RetrieverEntry, by_name: dict[str, RetrieverEntry]) -> None:
+    import inspect
+
+    internal = {"name", "embedding_cache", "judge", "components", "translate"}
+    accepted = set(inspect.signature(KINDS[entry.kind]).parameters) - internal
+    if entry.kind == "fusion":
+        accepted.add("retrievers")
+    extra = set(entry.params) - accepted
+    if extra:
+        raise RegistryError(
+            f"retriever {entry.name!r}: bad parameters {sorted(extra)} (accepted: {sorted(accepted)})"
+        )
+    if entry.kind == "fusion":
+        comps = entry.params.get("retrievers") or []
+        unknown = [c for c in comps if c not in by_name or c == entry.name]
+        if len(comps) < 2 or unknown:
+            raise RegistryError(
+                f"fusion {entry.name!r}: needs >= 2 other registered retrievers (unknown: {unknown})"
+            )
+
+
+@dataclass
+class RetrieverResources:
+    """What some retrievers need from the platform: the embedding cache, the pointwise judge, and
+    the registry itself (fusion builds its components from it)."""
+
+    embedding_cache: Any = None
+    pointwise_judge: Any = None
+    entries: list[RetrieverEntry] = field(default_factory=list)
+
+
+def build_retriever(entry: RetrieverEntry, resources: RetrieverResources | None = None):
+    res = resources or RetrieverResources()
+    params = dict(entry.params)
     try:
-        return KINDS[entry.kind](name=entry.name, **entry.params)
-    except TypeError as exc:
+        if entry.kind in NEEDS_EMBEDDINGS:
+            params["embedding_cache"] = res.embedding_cache
+        if entry.kind == "two-stage":
+            if res.pointwise_judge is None:  # the CPU judge, labelled backend=cpu
+                from saber_resources.taskset import make_tasks
+
+                res.pointwise_judge = make_tasks(None, None, res.embedding_cache).pointwise_judge
+            params["judge"] = res.pointwise_judge
+        if entry.kind == "fusion":
+            by_name = {e.name: e for e in res.entries}
+            params["components"] = [
+                build_retriever(by_name[n], res) for n in params.pop("retrievers")
+            ]
+        return KINDS[entry.kind](name=entry.name, **params)
+    except (TypeError, KeyError) as exc:
         raise RegistryError(
             f"retriever {entry.name!r}: bad parameters {entry.params}: {exc}"
         ) from None

@@ -1,0 +1,122 @@
+"""Dense retrieval (cosine of embeddings) and the SSEmb-style structural + semantic fusion."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from saber_resources.cache import EmbeddingCache
+from saber_resources.embeddings import CachedEmbedder, Embedder, make_embedder
+
+from .tokenize import formula_tokens, quiet_c_output, split_math
+
+_EMBEDDERS: dict[tuple, Embedder] = {}  # one model per process, shared by every retriever using it
+
+
+def shared_embedder(backend: str, model: str | None, params: dict) -> Embedder:
+    key = (backend, model, tuple(sorted((k, str(v)) for k, v in params.items())))
+    if key not in _EMBEDDERS:
+        _EMBEDDERS[key] = make_embedder(backend, model, **params)
+    return _EMBEDDERS[key]
+
+
+class DenseRetriever:
+    """Cosine between query and document embeddings; optional per-model query/document prompts
+    (instructions, like MTEB's model entries). Embeddings are cached by (model, revision, text)."""
+
+    def __init__(
+        self,
+        name: str,
+        backend: str = "cpu",
+        model: str | None = None,
+        query_prompt: str = "",
+        doc_prompt: str = "",
+        embedder: dict | None = None,
+        embedding_cache: EmbeddingCache | None = None,
+    ) -> None:
+        self.name = name
+        inner = shared_embedder(backend, model, embedder or {})
+        self.queries = CachedEmbedder(inner, embedding_cache, prefix=query_prompt)
+        self.docs = CachedEmbedder(inner, embedding_cache, prefix=doc_prompt)
+
+    def score(self, query: str, docs: list[str]) -> np.ndarray:
+        q = self.queries.encode([query])[0]
+        return self.docs.encode(docs) @ q
+
+    def corpus_scores(self, query: str, all_docs: list[str]) -> np.ndarray:
+        return self.score(query, all_docs)
+
+
+class StructureEncoder:
+    """Formula structure as a vector: pya0 leaf-root operator paths (symbols dropped, so renamed
+    variables match), hashed into ``dim`` buckets with sublinear counts, L2-normalised."""
+
+    def __init__(self, dim: int = 4096) -> None:
+        self.dim = dim
+
+    def encode(self, text: str) -> np.ndarray | None:
+        _, formulas = split_math(text)
+        if not formulas:
+            return None
+        v = np.zeros(self.dim)
+        with quiet_c_output():
+            toks = [t for f in formulas for t in formula_tokens(f) if t.startswith("path:")]
+        if not toks:
+            return None
+        for t in toks:
+            v[hash_token(t) % self.dim] += 1
+        v = np.log1p(v)
+        return v / np.linalg.norm(v)
+
+
+def hash_token(token: str) -> int:
+    import zlib
+
+    return zlib.crc32(token.encode())
+
+
+class SSEmbRetriever:
+    """SSEmb-style fusion: α·cos_struct + (1 − α)·cos_text (α = 0.5 by default). Structure from the
+    formulas' operator trees, semantics from the text embedding. When the query or a document has no
+    formula, that pair falls back to the text cosine alone (documented)."""
+
+    def __init__(
+        self,
+        name: str,
+        alpha: float = 0.5,
+        backend: str = "cpu",
+        model: str | None = None,
+        dim: int = 4096,
+        embedder: dict | None = None,
+        embedding_cache: EmbeddingCache | None = None,
+    ) -> None:
+        if not 0 <= alpha <= 1:
+            raise ValueError("alpha must lie in [0, 1]")
+        self.name, self.alpha = name, alpha
+        self.text = DenseRetriever(
+            name, backend, model, embedder=embedder, embedding_cache=embedding_cache
+        )
+        self.struct = StructureEncoder(dim)
+        self._cache: dict[str, np.ndarray | None] = {}
+
+    def _s(self, text: str):
+        if text not in self._cache:
+            self._cache[text] = self.struct.encode(text)
+        return self._cache[text]
+
+    def score(self, query: str, docs: list[str]) -> np.ndarray:
+        return fuse_struct_text(
+            self.alpha, self.text.score(query, docs), self._s(query), [self._s(d) for d in docs]
+        )
+
+    def corpus_scores(self, query: str, all_docs: list[str]) -> np.ndarray:
+        return self.score(query, all_docs)
+
+
+def fuse_struct_text(alpha: float, cos_text: np.ndarray, q_struct, d_structs) -> np.ndarray:
+    out = np.asarray(cos_text, dtype=np.float64).copy()
+    if q_struct is None:
+        return out
+    for i, d in enumerate(d_structs):
+        if d is not None:
+            out[i] = alpha * float(q_struct @ d) + (1 - alpha) * out[i]
+    return out

@@ -1,0 +1,66 @@
+"""CLMIR-style two-stage retrieval: BM25 top-k, then zero-shot pointwise re-ranking by P("Yes").
+
+The re-ranked top k score 1 + P(yes) (so they stay above the rest), the others keep their BM25
+order below, scaled into [0, 1). The judge is the ``PointwiseJudge`` task: the CPU default
+(MiniLM cosine) and vLLM / OpenAI-compatible backends (logprobs of Yes/No) are interchangeable.
+An optional query translation (for cross-lingual corpora) goes through the LLM first and must keep
+every LaTeX span byte for byte.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from saber_resources.tasks import PointwiseJudge
+
+from .lexical import BM25Retriever
+from .tokenize import LATEX_SPAN
+
+
+class TranslationError(ValueError):
+    pass
+
+
+def check_latex_preserved(source: str, translated: str) -> str:
+    """The translation must keep every formula exactly (same spans, same order)."""
+    want = [m.group(0) for m in LATEX_SPAN.finditer(source)]
+    got = [m.group(0) for m in LATEX_SPAN.finditer(translated)]
+    if want != got:
+        raise TranslationError(f"translation changed the formulas: {want[:3]} -> {got[:3]}")
+    return translated
+
+
+class TwoStageRetriever:
+    def __init__(
+        self,
+        name: str,
+        k: int = 10,
+        judge: PointwiseJudge | None = None,
+        tokenizer: str = "math",
+        translate=None,
+    ) -> None:
+        if judge is None:
+            raise ValueError("the two-stage retriever needs a pointwise judge (the LLM resource)")
+        self.name, self.k, self.judge = name, k, judge
+        self.first = BM25Retriever(name + ":bm25", tokenizer=tokenizer)
+        self.translate = translate  # optional: query -> translated query (LaTeX preserved)
+
+    def score(self, query: str, docs: list[str]) -> np.ndarray:
+        if self.translate is not None:
+            query = check_latex_preserved(query, self.translate(query))
+        bm25 = self.first.score(query, docs)
+        order = np.argsort(-bm25, kind="stable")
+        top = order[: self.k]
+        outcomes = self.judge.p_yes_batch([(query, docs[i]) for i in top])
+        from .base import RetrieverFailed
+
+        failed = [o for o in outcomes if not o.ok]
+        if failed:
+            raise RetrieverFailed(
+                f"pointwise judge failed on {len(failed)} of {len(top)} documents: {failed[0].error}"
+            )
+        ranks = np.empty(len(docs))
+        ranks[order] = np.arange(len(docs))
+        scores = 1.0 - (ranks + 1) / (len(docs) + 1)  # BM25 order in (0, 1)
+        scores[top] = 1.0 + np.array([o.value for o in outcomes])
+        return scores
