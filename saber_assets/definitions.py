@@ -22,6 +22,7 @@ from .candidates import assets as candidate_assets
 from .corpus import assets as corpus_assets
 from .leaderboard import assets as leaderboard_assets
 from .ontology import assets as ontology_assets
+from .ops.automation import retriever_registry_sensor, retriever_runs_backstop
 from .ops.io import WarehouseParquetIOManager
 from .ops.partitions import annotation_partitions
 from .ratings import assets as rating_assets
@@ -141,6 +142,8 @@ def make_definitions(
         assets=assets,
         asset_checks=load_asset_checks_from_modules(STATIC_MODULES),
         jobs=jobs,
+        sensors=[retriever_registry_sensor],
+        schedules=[retriever_runs_backstop],
         resources={
             "settings": SaberSettings(config_file=config_file),
             "warehouse": warehouse,

@@ -1,0 +1,64 @@
+"""The registry sensor requests runs only for a new retriever; the daily backstop fills gaps."""
+
+import dagster as dg
+
+from saber_assets.definitions import make_definitions
+from saber_assets.ontology.tree import DOMAINS
+
+
+def _defs(tmp_path, names):
+    reg = tmp_path / "retrievers.yaml"
+    reg.write_text("retrievers:\n" + "".join(f"  - {{name: {n}, kind: bm25}}\n" for n in names))
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        f"name: t\ncorpus: {{sources: [{{name: math, bundled: math}}]}}\nleaderboard: {{registry: {reg}}}\n"
+    )
+    return make_definitions(cfg, tmp_path / "home")
+
+
+def _evaluate(sensor, instance, defs):
+    with dg.build_sensor_context(
+        instance=instance, definitions=defs, resources={"settings": defs.resources["settings"]}
+    ) as ctx:
+        return sensor(ctx)
+
+
+def test_sensor_requests_runs_only_for_the_new_model(tmp_path):
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("retriever", ["bm25", "tfidf"])
+        defs = _defs(tmp_path, ["bm25", "tfidf", "my-new-embedder"])
+        sensor = defs.resolve_sensor_def("retriever_registry_sensor")
+        result = _evaluate(sensor, instance, defs)
+        assert [r.partition_key.keys_by_dimension["retriever"] for r in result.run_requests] == [
+            "my-new-embedder"
+        ] * len(DOMAINS)
+        assert sorted(
+            r.partition_key.keys_by_dimension["domain"] for r in result.run_requests
+        ) == sorted(DOMAINS)
+        [add] = result.dynamic_partitions_requests
+        assert add.partition_keys == ["my-new-embedder"]
+        # once the partition exists, nothing more is requested
+        instance.add_dynamic_partitions("retriever", ["my-new-embedder"])
+        again = _evaluate(sensor, instance, defs)
+        assert isinstance(again, dg.SkipReason)
+
+
+def test_removing_an_entry_deletes_nothing(tmp_path):
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("retriever", ["bm25", "old-model"])
+        defs = _defs(tmp_path, ["bm25"])
+        out = _evaluate(defs.resolve_sensor_def("retriever_registry_sensor"), instance, defs)
+        assert isinstance(out, dg.SkipReason)
+        assert set(instance.get_dynamic_partitions("retriever")) == {"bm25", "old-model"}
+
+
+def test_daily_backstop_requests_missing_runs(tmp_path):
+    with dg.instance_for_test() as instance:
+        defs = _defs(tmp_path, ["bm25"])
+        schedule = defs.resolve_schedule_def("retriever_runs_backstop")
+        with dg.build_schedule_context(
+            instance=instance, resources={"settings": defs.resources["settings"]}
+        ) as ctx:
+            requests = schedule(ctx)
+        assert len(requests) == len(DOMAINS)
+        assert instance.get_dynamic_partitions("retriever") == ["bm25"]
