@@ -181,11 +181,18 @@ def test_math_tokens_share_paths_under_renaming():
         "jaccard",
         "jaccard-no-tok",
         "approach0",
+        "dense-minilm",
+        "ssemb",
+        "bm25-rerank",
+        "rrf-bm25-dense",
     ],
 )
 def test_each_baseline_ranks_the_planted_document_first(name):
+    from saber_assets.leaderboard.retrievers.registry import RetrieverResources
+
     bench = toy_benchmark()
-    retriever = build_retriever(next(e for e in load_registry() if e.name == name))
+    entries = load_registry()
+    retriever = build_retriever(next(e for e in entries if e.name == name), RetrieverResources(entries=entries))
     run = evaluate(retriever, bench, "statement-statement", k=10)
     scores = run["scores"][0].to_list()
     assert int(np.argmax(scores)) == 3, (

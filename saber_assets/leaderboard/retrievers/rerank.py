@@ -13,6 +13,7 @@ import numpy as np
 
 from saber_resources.tasks import PointwiseJudge
 
+from .base import RetrieverFailed
 from .lexical import BM25Retriever
 from .tokenize import LATEX_SPAN
 
@@ -52,8 +53,6 @@ class TwoStageRetriever:
         order = np.argsort(-bm25, kind="stable")
         top = order[: self.k]
         outcomes = self.judge.p_yes_batch([(query, docs[i]) for i in top])
-        from .base import RetrieverFailed
-
         failed = [o for o in outcomes if not o.ok]
         if failed:
             raise RetrieverFailed(
@@ -64,3 +63,7 @@ class TwoStageRetriever:
         scores = 1.0 - (ranks + 1) / (len(docs) + 1)  # BM25 order in (0, 1)
         scores[top] = 1.0 + np.array([o.value for o in outcomes])
         return scores
+
+    def corpus_scores(self, query: str, all_docs: list[str]) -> np.ndarray:
+        """Full-corpus track: BM25 over every document, its top k re-ranked."""
+        return self.score(query, all_docs)

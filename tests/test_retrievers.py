@@ -1,0 +1,183 @@
+"""Embedding backends, window averaging, the embedding cache, SSEmb, two-stage re-ranking, fusion."""
+
+import math
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from saber_assets.leaderboard.retrievers.dense import (
+    SSEmbRetriever,
+    fuse_struct_text,
+)
+from saber_assets.leaderboard.retrievers.fusion import FusionRetriever
+from saber_assets.leaderboard.retrievers.rerank import (
+    TranslationError,
+    TwoStageRetriever,
+    check_latex_preserved,
+)
+from saber_resources.cache import EmbeddingCache
+from saber_resources.embeddings import CachedEmbedder, OpenAIEmbedder, VLLMEmbedder, _WindowedRemote
+from saber_resources.llm import LLMServerError
+from saber_resources.tasks import Outcome
+from saber_resources.warehouse import Warehouse
+
+from .fake_openai import FakeOpenAI
+
+
+class FakeWindowed(_WindowedRemote):
+    """Embeds each window as (number of characters, 1): window averaging is then checkable by hand."""
+
+    model_id, revision = "fake", "1"
+
+    def __init__(self, max_tokens):
+        self.max_tokens = max_tokens
+        self.calls = 0
+        self.pieces = []
+
+    def _embed(self, pieces):
+        self.pieces += pieces
+        return np.array([[len(p), 1.0] for p in pieces])
+
+
+def test_windows_are_averaged_by_hand():
+    emb = FakeWindowed(max_tokens=5)  # 3 tokens per window (2 go to [CLS]/[SEP])
+    [v] = emb.encode(["aa bb cc dd ee"])  # 5 word tokens -> windows "aa bb cc" and "dd ee"
+    assert emb.pieces == ["aa bb cc", "dd ee"]
+    w1, w2 = np.array([8, 1]) / math.hypot(8, 1), np.array([5, 1]) / math.hypot(5, 1)
+    mean = (w1 + w2) / 2
+    assert np.allclose(v, mean / np.linalg.norm(mean))
+
+
+class Counting:
+    model_id, revision, dim = "counting", "1", 3
+
+    def __init__(self):
+        self.calls = 0
+
+    def encode(self, texts):
+        self.calls += len(texts)
+        return np.array([[len(t), t.count("a"), 1.0] for t in texts], dtype=np.float32) / 10
+
+
+def test_embedding_cache_prevents_recomputation():
+    wh = Warehouse(path=":memory:")
+    inner = Counting()
+    first = CachedEmbedder(inner, EmbeddingCache(wh.connect), prefix="query: ").encode(
+        ["abc", "abc", "xa"]
+    )
+    assert inner.calls == 2  # duplicates embedded once
+    again = CachedEmbedder(inner, EmbeddingCache(wh.connect), prefix="query: ").encode(
+        ["xa", "abc"]
+    )
+    assert inner.calls == 2 and np.allclose(again, first[[2, 0]])
+    CachedEmbedder(inner, EmbeddingCache(wh.connect), prefix="passage: ").encode(["abc"])
+    assert inner.calls == 3  # another prompt is another text
+
+
+def _embedding_answer(body):
+    return 200, {
+        "data": [
+            {"index": i, "embedding": [float(len(t)), 1.0]} for i, t in enumerate(body["input"])
+        ]
+    }
+
+
+def test_openai_embeddings_with_retries():
+    with FakeOpenAI(answer=_embedding_answer, faults=["500", "malformed"]) as srv:
+        emb = OpenAIEmbedder(srv.url, "text-embed", api_key="k", backoff_s=0.01)
+        v = emb.encode(["hello", "a b"])
+    assert v.shape == (2, 2) and emb.requests == 3
+    assert (
+        srv.requests[-1]["path"] == "/v1/embeddings"
+        and srv.requests[-1]["body"]["model"] == "text-embed"
+    )
+    with FakeOpenAI(answer=_embedding_answer, faults=["500"] * 5) as srv:
+        with pytest.raises(
+            LLMServerError,
+            match=r"/v1/embeddings: giving up after 3 attempts; last error: HTTP 500",
+        ):
+            OpenAIEmbedder(srv.url, "m", max_retries=2, backoff_s=0.01).encode(["x"])
+    with FakeOpenAI(answer=lambda body: (200, {"data": "nope"})) as srv:
+        with pytest.raises(LLMServerError, match="malformed response body"):
+            OpenAIEmbedder(srv.url, "m", max_retries=1, backoff_s=0.01).encode(["x"])
+
+
+def test_vllm_embedder_against_a_fake(monkeypatch):
+    seen = {}
+
+    class LLM:
+        def __init__(self, **kw):
+            seen["init"] = kw
+
+        def embed(self, texts, use_tqdm=True):
+            seen["texts"] = texts
+            return [
+                types.SimpleNamespace(outputs=types.SimpleNamespace(embedding=[1.0, float(len(t))]))
+                for t in texts
+            ]
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM))
+    v = VLLMEmbedder("Qwen/Qwen3-Embedding-0.6B", max_tokens=512).encode(["abc"])
+    assert (
+        seen["init"]["model"] == "Qwen/Qwen3-Embedding-0.6B" and seen["init"]["runner"] == "pooling"
+    )
+    assert seen["texts"] == ["abc"] and np.allclose(
+        v, [[1 / math.hypot(1, 3), 3 / math.hypot(1, 3)]]
+    )
+
+
+def test_ssemb_fusion_math_and_no_formula_fallback():
+    q = np.array([1.0, 0.0])
+    docs = [np.array([0.6, 0.8]), None]
+    out = fuse_struct_text(0.25, np.array([0.5, 0.4]), q, docs)
+    assert (
+        out[0] == pytest.approx(0.25 * 0.6 + 0.75 * 0.5) and out[1] == 0.4
+    )  # no formula: text only
+    assert np.allclose(
+        fuse_struct_text(0.5, np.array([0.3]), None, [q]), [0.3]
+    )  # query without formulas
+    r = SSEmbRetriever("ssemb", alpha=1.0, embedding_cache=None)
+    s = r.score(
+        "Show $a^2+b^2=c^2$.",
+        ["We have $x^2+y^2=z^2$.", "We have $\\int_0^1 f$.", "No formula here."],
+    )
+    assert s[0] > s[1] and s[0] == pytest.approx(1.0)  # renamed variables: identical structure
+
+
+class ToyJudge:
+    backend, model, version = "toy", "toy", "v"
+
+    def p_yes_batch(self, items):
+        return [Outcome(0.9 if "pigeon" in d else 0.1) for _, d in items]
+
+
+def test_two_stage_reranks_bm25_top_k_by_p_yes():
+    docs = ["pigeonhole boxes", "boxes boxes boxes", "boxes and balls", "unrelated words"]
+    r = TwoStageRetriever("rr", k=3, judge=ToyJudge(), tokenizer="plain")
+    s = r.score("boxes", docs)
+    assert int(np.argmax(s)) == 0 and s[0] == pytest.approx(1.9)
+    assert s[3] < 1 <= min(s[:3])  # outside the top k: below every re-ranked document
+    with pytest.raises(TranslationError):
+        check_latex_preserved("Find $x^2$", "Trouver $x^3$")
+    assert check_latex_preserved("Find $x^2$", "Trouver $x^2$") == "Trouver $x^2$"
+
+
+class Fixed:
+    def __init__(self, name, scores):
+        self.name, self.scores = name, np.asarray(scores, dtype=float)
+
+    def score(self, query, docs):
+        return self.scores
+
+    def corpus_scores(self, query, docs):
+        return self.scores
+
+
+def test_rrf_matches_ranx_by_hand():
+    a, b = Fixed("a", [3.0, 2.0, 1.0]), Fixed("b", [1.0, 3.0, 2.0])
+    s = FusionRetriever("f", [a, b], method="rrf", params={"k": 60}).score("q", ["x", "y", "z"])
+    want = [1 / 61 + 1 / 63, 1 / 62 + 1 / 61, 1 / 63 + 1 / 62]
+    assert np.allclose(s, want)
+    assert np.argsort(-s).tolist() == [1, 0, 2]
