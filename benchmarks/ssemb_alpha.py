@@ -1,6 +1,6 @@
 """SSEmb α sweep on a built benchmark: α·cos_struct + (1 − α)·cos_text.
 
-    uv run python benchmarks/ssemb_alpha.py [--benchmark .saber/sample/evaluation_benchmark] [--setting statement-statement]
+uv run python benchmarks/ssemb_alpha.py [--benchmark .saber/sample/evaluation_benchmark] [--setting statement-statement]
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ def main() -> None:
     ap.add_argument("--setting", default="statement-statement")
     args = ap.parse_args()
     bench = Benchmark.read(args.benchmark)
-    print(f"SSEmb alpha sweep on {args.benchmark} ({bench.queries.height} queries), setting {args.setting}")
+    print(
+        f"SSEmb alpha sweep on {args.benchmark} ({bench.queries.height} queries), setting {args.setting}"
+    )
     print(f"{'alpha':>6} {'nDCG@10':>8} {'queries with formulas':>22}")
     for alpha in (0.0, 0.25, 0.5, 0.75, 1.0):
         r = SSEmbRetriever(f"ssemb-{alpha}", alpha=alpha)

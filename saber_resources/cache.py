@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 
 import duckdb
@@ -19,6 +19,16 @@ import numpy as np
 import polars as pl
 
 Connect = Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]
+
+
+@contextmanager
+def registered(conn: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame) -> Iterator[None]:
+    """Expose a polars frame to SQL as ``name`` for the duration of the block."""
+    conn.register(name, frame.to_arrow())
+    try:
+        yield
+    finally:
+        conn.unregister(name)
 
 
 def content_hash(obj) -> str:
@@ -62,14 +72,13 @@ class LLMCache:
         if not hashes:
             return {}
         with self._connect() as conn:
-            conn.register("_want", pl.DataFrame({"request_hash": hashes}).to_arrow())
-            rows = conn.execute(
-                f"""SELECT c.request_hash, answer, top_logprobs, parsed_ok, parse_error FROM {self.TABLE} c
-                    JOIN _want USING (request_hash)
-                    WHERE backend = ? AND model = ? AND prompt_version = ?""",
-                [backend, model, version],
-            ).fetchall()
-            conn.unregister("_want")
+            with registered(conn, "_want", pl.DataFrame({"request_hash": hashes})):
+                rows = conn.execute(
+                    f"""SELECT c.request_hash, answer, top_logprobs, parsed_ok, parse_error FROM {self.TABLE} c
+                        JOIN _want USING (request_hash)
+                        WHERE backend = ? AND model = ? AND prompt_version = ?""",
+                    [backend, model, version],
+                ).fetchall()
         return {
             h: CachedAnswer(a, json.loads(lp) if lp else None, ok, err)
             for h, a, lp, ok, err in rows
@@ -100,14 +109,13 @@ class LLMCache:
             schema_overrides={"parse_error": pl.String, "top_logprobs": pl.String},
         )
         with self._connect() as conn:
-            conn.register("_new", df.to_arrow())
-            conn.execute(
-                f"""INSERT OR REPLACE INTO {self.TABLE}
-                    (backend, model, prompt_version, request_hash, request, answer, top_logprobs, parsed_ok, parse_error)
-                    SELECT backend, model, prompt_version, request_hash, request::JSON, answer, top_logprobs::JSON,
-                           parsed_ok, parse_error FROM _new"""
-            )
-            conn.unregister("_new")
+            with registered(conn, "_new", df):
+                conn.execute(
+                    f"""INSERT OR REPLACE INTO {self.TABLE}
+                        (backend, model, prompt_version, request_hash, request, answer, top_logprobs, parsed_ok, parse_error)
+                        SELECT backend, model, prompt_version, request_hash, request::JSON, answer, top_logprobs::JSON,
+                               parsed_ok, parse_error FROM _new"""
+                )
 
     def failures(self) -> pl.DataFrame:
         with self._connect() as conn:
@@ -131,16 +139,13 @@ class EmbeddingCache:
     def get_many(self, model: str, revision: str, hashes: list[str]) -> dict[str, np.ndarray]:
         if not hashes:
             return {}
-        with self._connect() as conn:
-            conn.register(
-                "_want", pl.DataFrame({"text_hash": list(dict.fromkeys(hashes))}).to_arrow()
-            )
+        want = pl.DataFrame({"text_hash": list(dict.fromkeys(hashes))})
+        with self._connect() as conn, registered(conn, "_want", want):
             rows = conn.execute(
                 f"""SELECT c.text_hash, vector FROM {self.TABLE} c JOIN _want USING (text_hash)
                     WHERE model = ? AND revision = ?""",
                 [model, revision],
             ).fetchall()
-            conn.unregister("_want")
         return {h: np.frombuffer(v, dtype=np.float32) for h, v in rows}
 
     def put_many(self, model: str, revision: str, hashes: list[str], vectors: np.ndarray) -> None:
@@ -157,6 +162,5 @@ class EmbeddingCache:
             }
         )
         with self._connect() as conn:
-            conn.register("_new", df.to_arrow())
-            conn.execute(f"INSERT OR REPLACE INTO {self.TABLE} SELECT * FROM _new")
-            conn.unregister("_new")
+            with registered(conn, "_new", df):
+                conn.execute(f"INSERT OR REPLACE INTO {self.TABLE} SELECT * FROM _new")

@@ -16,6 +16,8 @@ import polars as pl
 from dagster import ConfigurableResource
 from pydantic import PrivateAttr
 
+from .cache import registered
+
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -54,9 +56,8 @@ class Warehouse(ConfigurableResource):
         """Replace table ``name`` with ``df`` (an empty frame still creates the typed table)."""
         name = _checked_name(name)
         with self.connect() as conn:
-            conn.register("_incoming", df.to_arrow())
-            conn.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM _incoming")
-            conn.unregister("_incoming")
+            with registered(conn, "_incoming", df):
+                conn.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM _incoming")
         return df.height
 
     def query(self, sql: str, params: list | None = None) -> pl.DataFrame:

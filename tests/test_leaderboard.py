@@ -192,7 +192,9 @@ def test_each_baseline_ranks_the_planted_document_first(name):
 
     bench = toy_benchmark()
     entries = load_registry()
-    retriever = build_retriever(next(e for e in entries if e.name == name), RetrieverResources(entries=entries))
+    retriever = build_retriever(
+        next(e for e in entries if e.name == name), RetrieverResources(entries=entries)
+    )
     run = evaluate(retriever, bench, "statement-statement", k=10)
     scores = run["scores"][0].to_list()
     assert int(np.argmax(scores)) == 3, (

@@ -6,7 +6,7 @@ from dataclasses import asdict, fields
 
 import polars as pl
 
-from saber_resources.cache import Connect
+from saber_resources.cache import Connect, registered
 
 from .engine import Judgment
 
@@ -43,11 +43,10 @@ class DuckDBJudgmentStore:
         )
         df = df.with_columns(pl.lit(run_key).alias("run_key"))
         with self._connect() as conn:
-            conn.register("_new", df.to_arrow())
-            conn.execute(
-                f"INSERT OR REPLACE INTO {self.TABLE} (run_key, {', '.join(COLUMNS)}) SELECT run_key, {', '.join(COLUMNS)} FROM _new"
-            )
-            conn.unregister("_new")
+            with registered(conn, "_new", df):
+                conn.execute(
+                    f"INSERT OR REPLACE INTO {self.TABLE} (run_key, {', '.join(COLUMNS)}) SELECT run_key, {', '.join(COLUMNS)} FROM _new"
+                )
 
     def frame(self, run_key: str) -> pl.DataFrame:
         with self._connect() as conn:
