@@ -213,3 +213,15 @@ class CPUPointwiseJudge(_CPUTask):
 
     def p_yes(self, query: str, doc: str) -> float:
         return self.p_yes_batch([(query, doc)])[0].value  # type: ignore[return-value]
+
+
+class CPUTranslator:
+    """No model, no translation: returns the text unchanged (labelled, so nobody mistakes it)."""
+
+    backend, model, version = "cpu", "identity", "cpu-identity/v1"
+
+    def __init__(self) -> None:
+        self.stats = TaskStats()
+
+    def translate_batch(self, items: Sequence[tuple[str, str]]) -> list[Outcome[str]]:
+        return [Outcome(text) for text, _ in items]

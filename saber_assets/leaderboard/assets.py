@@ -177,11 +177,15 @@ def retriever_runs(
         raise ValueError(
             f"retriever {name!r} is no longer in the registry: its earlier runs are kept, nothing to run"
         )
+    tasks = (
+        tasks_for(llm, warehouse)
+        if entry.kind == "two-stage" or _needs_judge(entry, entries)
+        else None
+    )
     resources = RetrieverResources(
         embedding_cache=EmbeddingCache(warehouse.connect),
-        pointwise_judge=tasks_for(llm, warehouse).pointwise_judge
-        if entry.kind == "two-stage" or _needs_judge(entry, entries)
-        else None,
+        pointwise_judge=tasks.pointwise_judge if tasks else None,
+        translator=tasks.translator if tasks else None,
         entries=entries,
     )
     retriever = build_retriever(entry, resources)

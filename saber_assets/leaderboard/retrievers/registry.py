@@ -78,7 +78,7 @@ def load_registry(path: str | Path | None = None) -> list[RetrieverEntry]:
 def _check_params(entry: RetrieverEntry, by_name: dict[str, RetrieverEntry]) -> None:
     import inspect
 
-    internal = {"name", "embedding_cache", "judge", "components", "translate"}
+    internal = {"name", "embedding_cache", "judge", "components", "translator"}
     accepted = set(inspect.signature(KINDS[entry.kind]).parameters) - internal
     if entry.kind == "fusion":
         accepted.add("retrievers")
@@ -103,6 +103,7 @@ class RetrieverResources:
 
     embedding_cache: Any = None
     pointwise_judge: Any = None
+    translator: Any = None
     entries: list[RetrieverEntry] = field(default_factory=list)
 
 
@@ -113,11 +114,17 @@ def build_retriever(entry: RetrieverEntry, resources: RetrieverResources | None 
         if entry.kind in NEEDS_EMBEDDINGS:
             params["embedding_cache"] = res.embedding_cache
         if entry.kind == "two-stage":
-            if res.pointwise_judge is None:  # the CPU judge, labelled backend=cpu
+            if res.pointwise_judge is None:  # the CPU tasks, labelled backend=cpu
                 from saber_resources.taskset import make_tasks
 
-                res.pointwise_judge = make_tasks(None, None, res.embedding_cache).pointwise_judge
+                cpu = make_tasks(None, None, res.embedding_cache)
+                res.pointwise_judge, res.translator = (
+                    cpu.pointwise_judge,
+                    res.translator or cpu.translator,
+                )
             params["judge"] = res.pointwise_judge
+            if params.get("translate_to"):
+                params["translator"] = res.translator
         if entry.kind == "fusion":
             by_name = {e.name: e for e in res.entries}
             params["components"] = [

@@ -38,17 +38,30 @@ class TwoStageRetriever:
         k: int = 10,
         judge: PointwiseJudge | None = None,
         tokenizer: str = "math",
-        translate=None,
+        translate_to: str | None = None,
+        translator=None,
     ) -> None:
         if judge is None:
             raise ValueError("the two-stage retriever needs a pointwise judge (the LLM resource)")
+        if translate_to and translator is None:
+            raise ValueError("translate_to needs a translator (the LLM resource)")
         self.name, self.k, self.judge = name, k, judge
         self.first = BM25Retriever(name + ":bm25", tokenizer=tokenizer)
-        self.translate = translate  # optional: query -> translated query (LaTeX preserved)
+        self.translate_to, self.translator = translate_to, translator
+        self._translated: dict[str, str] = {}
+
+    def translate(self, query: str) -> str:
+        """The query in the documents' language (cached per query); formulas checked unchanged."""
+        if query not in self._translated:
+            [out] = self.translator.translate_batch([(query, self.translate_to)])
+            if not out.ok:
+                raise RetrieverFailed(f"query translation failed: {out.error}")
+            self._translated[query] = check_latex_preserved(query, out.value)
+        return self._translated[query]
 
     def score(self, query: str, docs: list[str]) -> np.ndarray:
-        if self.translate is not None:
-            query = check_latex_preserved(query, self.translate(query))
+        if self.translate_to:
+            query = self.translate(query)
         bm25 = self.first.score(query, docs)
         order = np.argsort(-bm25, kind="stable")
         top = order[: self.k]
