@@ -188,7 +188,9 @@ def test_translation_prompt_parser_and_two_stage_translation():
     from saber_resources.tasks import LLMTranslator, TaskRunner
 
     src = "Find all $x$ with $x^2 = 4$."
-    assert parse_translation('{"translation": "सभी $x$ खोजें जिनके लिए $x^2 = 4$."}', src).startswith("सभी")
+    assert parse_translation('{"translation": "सभी $x$ खोजें जिनके लिए $x^2 = 4$."}', src).startswith(
+        "सभी"
+    )
     with pytest.raises(ParseError, match="changed the formulas"):
         parse_translation('{"translation": "सभी $y$ खोजें $y^2=4$"}', src)
     assert "Hindi" in translate_request(src, "Hindi").messages[1][1]
@@ -202,7 +204,9 @@ def test_translation_prompt_parser_and_two_stage_translation():
             return [LLMResponse('{"translation": "pigeonhole $x^2 = 4$"}') for _ in reqs]
 
     translator = LLMTranslator(TaskRunner(Backend()))
-    r = TwoStageRetriever("rr", k=2, judge=ToyJudge(), tokenizer="plain", translate_to="Hindi", translator=translator)
+    r = TwoStageRetriever(
+        "rr", k=2, judge=ToyJudge(), tokenizer="plain", translate_to="Hindi", translator=translator
+    )
     s = r.score("boxes $x^2 = 4$", ["boxes pigeonhole", "nothing"])
     assert r._translated == {"boxes $x^2 = 4$": "pigeonhole $x^2 = 4$"} and int(np.argmax(s)) == 0
 

@@ -231,6 +231,14 @@ def retriever_runs(
     )
 
 
+CPU_JUDGE_CAVEAT = (
+    "**Caveat: CPU judge.** These ratings come from the CPU stand-in judge, which prefers the "
+    "candidate whose problem statement is closer to the query's in MiniLM embedding space. Retrievers "
+    "built on the same model (dense-minilm, and fusions using it) are therefore scored against "
+    "themselves; compare retrievers only on a benchmark judged by an LLM.\n\n"
+)
+
+
 def _needs_judge(entry, entries) -> bool:
     """A fusion that contains a two-stage retriever needs the judge too."""
     if entry.kind != "fusion":
@@ -325,13 +333,14 @@ def leaderboard(
         max_rows=500,
         max_chars=40,
     )
-    (out / "leaderboard.md").write_text(
-        f"Judge backend: {manifest.get('judge_backend', 'unknown')}\n\n" + md.value + "\n"
-    )
+    judge = manifest.get("judge_backend", "unknown")
+    caveat = CPU_JUDGE_CAVEAT if judge == "cpu" else ""
+    (out / "leaderboard.md").write_text(f"Judge backend: {judge}\n\n{caveat}" + md.value + "\n")
     return MaterializeResult(
         metadata={
             "dagster/row_count": board.height,
-            "judge_backend": manifest.get("judge_backend", "unknown"),
+            "judge_backend": judge,
+            "caveat": MetadataValue.md(caveat or "none"),
             "table": md,
             "chart": _bar_chart(board),
             "csv": MetadataValue.path(str(out / "leaderboard.csv")),

@@ -311,7 +311,9 @@ def _block(
                     tq = np.uint8(0)
                     if nb_ > 0 and row_na[r] > 0:
                         # v in [0, 1]: truncation of v·255 + 0.5 rounds
-                        tq = np.uint8(np.int32((fwd[c, r] + rev[r, c]) * recip[row_na[r] + nb_] * 255.0 + 0.5))
+                        tq = np.uint8(
+                            np.int32((fwd[c, r] + rev[r, c]) * recip[row_na[r] + nb_] * 255.0 + 0.5)
+                        )
                     inter = inter_r[r]
                     sq = lut[inter, row_ns[r] + ns_b - inter]
                     hist[i - row_start, bin_of[tq], bin_of[sq]] += 1
