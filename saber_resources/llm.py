@@ -132,6 +132,50 @@ class VLLMBackend:
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
 
+async def post_with_retries(
+    client: httpx.AsyncClient,
+    sem: asyncio.Semaphore,
+    url: str,
+    body: dict,
+    parse,
+    max_retries: int,
+    backoff_s: float,
+    timeout_s: float,
+    on_attempt=None,
+):
+    """POST ``body`` and ``parse`` the JSON answer, retrying with jittered exponential backoff on
+    timeouts, connection errors, 408/409/429/5xx and malformed bodies; a 4xx is final. Any failure
+    that survives the retries raises ``LLMServerError`` naming the URL and the last error."""
+    last = ""
+    for attempt in range(max_retries + 1):
+        if attempt:
+            await asyncio.sleep(backoff_s * 2 ** (attempt - 1) * (0.5 + random.random() / 2))
+        async with sem:
+            if on_attempt:
+                on_attempt()
+            try:
+                resp = await client.post(url, json=body)
+            except httpx.TimeoutException:
+                last = f"timed out after {timeout_s:g}s"
+                continue
+            except httpx.TransportError as exc:
+                last = f"cannot connect ({type(exc).__name__}: {exc})"
+                continue
+        if resp.status_code in RETRY_STATUS:
+            last = f"HTTP {resp.status_code}: {resp.text[:200]}"
+            continue
+        if resp.status_code >= 400:
+            raise LLMServerError(
+                f"{url} refused the request: HTTP {resp.status_code}: {resp.text[:300]}"
+            )
+        try:
+            return parse(resp.json())
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            last = f"malformed response body ({exc}): {resp.text[:200]}"
+            continue
+    raise LLMServerError(f"{url}: giving up after {max_retries + 1} attempts; last error: {last}")
+
+
 @dataclass
 class OpenAIBackend:
     base_url: str
@@ -184,36 +228,20 @@ class OpenAIBackend:
     async def _one(
         self, client: httpx.AsyncClient, sem: asyncio.Semaphore, req: LLMRequest
     ) -> LLMResponse:
+        def count() -> None:
+            self.calls += 1
+
         url = self.base_url.rstrip("/") + "/chat/completions"
-        last = ""
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                delay = self.backoff_s * 2 ** (attempt - 1)
-                await asyncio.sleep(delay * (0.5 + random.random() / 2))
-            async with sem:
-                self.calls += 1
-                try:
-                    resp = await client.post(url, json=self.body(req))
-                except httpx.TimeoutException:
-                    last = f"timed out after {self.timeout_s:g}s"
-                    continue
-                except httpx.TransportError as exc:
-                    last = f"cannot connect ({type(exc).__name__}: {exc})"
-                    continue
-            if resp.status_code in RETRY_STATUS:
-                last = f"HTTP {resp.status_code}: {resp.text[:200]}"
-                continue
-            if resp.status_code >= 400:
-                raise LLMServerError(
-                    f"{url} refused the request: HTTP {resp.status_code}: {resp.text[:300]}"
-                )
-            try:
-                return self.parse_body(resp.json())
-            except (ValueError, KeyError, IndexError, TypeError) as exc:
-                last = f"malformed response body ({exc}): {resp.text[:200]}"
-                continue
-        raise LLMServerError(
-            f"{url}: giving up after {self.max_retries + 1} attempts; last error: {last}"
+        return await post_with_retries(
+            client,
+            sem,
+            url,
+            self.body(req),
+            self.parse_body,
+            self.max_retries,
+            self.backoff_s,
+            self.timeout_s,
+            count,
         )
 
     async def _all(self, requests: list[LLMRequest]) -> list[LLMResponse]:
