@@ -7,6 +7,7 @@ in-memory connection would be a different, empty database.
 
 import re
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,12 +28,29 @@ def _checked_name(name: str) -> str:
     return name
 
 
+def open_with_retry(path: str, wait_s: float) -> duckdb.DuckDBPyConnection:
+    """Open a DuckDB file, retrying while another process holds its lock."""
+    deadline = time.monotonic() + wait_s
+    delay = 0.05
+    while True:
+        try:
+            return duckdb.connect(path)
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
 class Warehouse(ConfigurableResource):
     """DuckDB database file (or ``:memory:``) plus the folder of Parquet assets its views read."""
 
     path: str
     parquet_dir: str = ""
     sql_dir: str = ""
+    # DuckDB lets one process write a file at a time; concurrent runs take turns (connections are
+    # short-lived: one cache lookup or write each), waiting up to this long for the lock.
+    lock_wait_s: float = 120.0
 
     _memory_conn: duckdb.DuckDBPyConnection | None = PrivateAttr(default=None)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -46,7 +64,7 @@ class Warehouse(ConfigurableResource):
             yield self._memory_conn
             return
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        conn = duckdb.connect(self.path)
+        conn = open_with_retry(self.path, self.lock_wait_s)
         try:
             yield conn
         finally:

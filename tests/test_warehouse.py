@@ -24,3 +24,27 @@ def test_views_only_for_existing_parquet(tmp_path):
     wh = Warehouse(path=str(tmp_path / "w.duckdb"), parquet_dir=str(tmp_path), sql_dir=str(sql))
     assert wh.refresh_views() == ["a"]
     assert wh.query("SELECT x FROM a")["x"].to_list() == [1]
+
+
+def test_a_locked_file_is_waited_for(tmp_path):
+    """Another process holding the DuckDB write lock: the next connection waits, then proceeds."""
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "w.duckdb"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import duckdb, time; c = duckdb.connect({str(path)!r}); print('held', flush=True); time.sleep(1.5)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    t0 = time.monotonic()
+    wh = Warehouse(path=str(path), lock_wait_s=30)
+    assert wh.replace_table("t", pl.DataFrame({"a": [1]})) == 1
+    assert time.monotonic() - t0 > 0.3  # it had to wait for the holder to exit
+    holder.wait()
