@@ -158,6 +158,8 @@ class SignalConfig(_Strict):
     floor_topic: float = Field(default=0.5, ge=0, le=1)
     floor_summary: float = Field(default=0.2, ge=0, le=1)
     hist_bins: int = Field(default=16, ge=2, le=64)
+    # Kernel threads per shard run (the kernel releases the GIL): 2 uses both cores of this box.
+    threads: int = Field(default=2, ge=1, le=256)
     # Lin uses the IC of the first computation, so appended problems never invalidate shards.
     freeze_ic: bool = True
 

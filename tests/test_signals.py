@@ -342,3 +342,17 @@ def test_two_shards_through_dagster_and_growth(tmp_path, monkeypatch):
     assert sorted(zip(i.tolist(), j.tolist(), tq.tolist(), sq.tolist(), strict=True)) == sorted(
         zip(fi.tolist(), fj.tolist(), full.topic.tolist(), full.summary.tolist(), strict=True)
     )
+
+
+def test_threads_split_gives_identical_results():
+    from saber_assets.signals.kernels import split_rows
+
+    topics, lin, tokens = random_case(n=400, seed=11)
+    tp, ti = to_csr(topics)
+    sp, si = to_csr(_dense_ids(tokens))
+    one = signal_block(tp, ti, lin, sp, si, 10, 390, 100, 60, 8)
+    two = signal_block(tp, ti, lin, sp, si, 10, 390, 100, 60, 8, threads=3)
+    assert all(np.array_equal(a, b) for a, b in zip(one, two, strict=True))
+    ranges = split_rows(10, 390, 400, 3)
+    assert len(ranges) == 3 and ranges[0][0] == 10 and ranges[-1][1] == 390
+    assert all((b - 10) % 64 == 0 for _, b in ranges[:-1])  # tile-aligned cuts

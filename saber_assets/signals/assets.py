@@ -181,7 +181,9 @@ def build_signal_assets(partitions: StaticPartitionsDefinition) -> list:
                 if same == (n_dep, inputs.prefix_version(n_dep), ft, fs, cfg.hist_bins):
                     reused += 1
                     continue
-            shard = compute_segment(inputs, kind, r0, r1, ft, fs, cfg.hist_bins, n_cols=base_n)
+            shard = compute_segment(
+                inputs, kind, r0, r1, ft, fs, cfg.hist_bins, n_cols=base_n, threads=cfg.threads
+            )
             size += write_shard(path, shard)
             computed += 1
             stored += shard.n_pairs

@@ -40,6 +40,7 @@ def compute_segment(
     floor_summary: int,
     bins: int,
     n_cols: int | None = None,
+    threads: int = 1,
 ) -> Shard:
     """An upper segment pairs rows [row_start, row_end) with later rows below ``n_cols`` (default:
     all); a lower segment pairs them with every earlier row. The header records the corpus-prefix
@@ -58,6 +59,7 @@ def compute_segment(
             floor_topic,
             floor_summary,
             bins,
+            threads=threads,
         )
         version = inputs.prefix_version(n)
         return Shard(
@@ -81,7 +83,17 @@ def compute_segment(
     s_ptr, s_idx = csr_take(inputs.s_ptr, inputs.s_idx, rev)
     n_rows = row_end - row_start
     indptr_r, cols_r, tq, sq, hist_r = signal_block(
-        t_ptr, t_idx, inputs.lin, s_ptr, s_idx, 0, n_rows, floor_topic, floor_summary, bins
+        t_ptr,
+        t_idx,
+        inputs.lin,
+        s_ptr,
+        s_idx,
+        0,
+        n_rows,
+        floor_topic,
+        floor_summary,
+        bins,
+        threads=threads,
     )
     rows_r = np.repeat(np.arange(n_rows), np.diff(indptr_r))
     rows = row_end - 1 - rows_r

@@ -160,7 +160,7 @@ def jaccard_lut() -> np.ndarray:
     return quantize(np.clip(v, 0, 1))
 
 
-@nb.njit(cache=True, fastmath=True)
+@nb.njit(cache=True, fastmath=True, nogil=True)
 def _block(
     t_ptr,
     t_idx,
@@ -335,6 +335,21 @@ def _block(
     return kept
 
 
+def split_rows(row_start: int, row_end: int, n: int, parts: int) -> list[tuple[int, int]]:
+    """Split [row_start, row_end) into up to ``parts`` tile-aligned ranges of about equal pair
+    counts (row i has n − 1 − i pairs with later rows)."""
+    pairs = np.cumsum(n - 1 - np.arange(row_start, row_end, dtype=np.int64))
+    if parts <= 1 or row_end - row_start < 2 * TILE or pairs[-1] == 0:
+        return [(row_start, row_end)]
+    cuts = [row_start]
+    for k in range(1, parts):
+        r = row_start + int(np.searchsorted(pairs, pairs[-1] * k / parts))
+        r = row_start + (r - row_start) // TILE * TILE
+        if cuts[-1] < r < row_end:
+            cuts.append(r)
+    return list(zip(cuts, [*cuts[1:], row_end], strict=True))
+
+
 def signal_block(
     t_ptr: np.ndarray,
     t_idx: np.ndarray,
@@ -347,13 +362,53 @@ def signal_block(
     floor_summary: int,
     n_bins: int = 16,
     capacity: int | None = None,
+    threads: int = 1,
 ):
     """All pairs (i, j), row_start <= i < row_end, j > i. Returns CSR-like kept pairs sorted by
     (row, column): (indptr over the block's rows, cols int32, topic uint8, summary uint8) and the
-    per-row histograms hist[row - row_start, topic_bin, summary_bin] (uint32, all pairs)."""
+    per-row histograms hist[row - row_start, topic_bin, summary_bin] (uint32, all pairs).
+    ``threads`` > 1 splits the rows into ranges of equal pair counts computed at once (the kernel
+    releases the GIL), so one shard run uses every core it is given."""
     lin = np.ascontiguousarray(lin, dtype=np.float32)
     if s_idx.size and np.diff(s_ptr).max() > MAX_TOKENS:
         raise ValueError(f"a token set has more than {MAX_TOKENS} distinct tokens")
+    ranges = split_rows(row_start, row_end, len(t_ptr) - 1, threads)
+    args = (t_ptr, t_idx, lin, s_ptr, s_idx)
+    if len(ranges) == 1:
+        return _signal_range(
+            *args, row_start, row_end, floor_topic, floor_summary, n_bins, capacity
+        )
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(ranges)) as pool:
+        parts = list(
+            pool.map(
+                lambda r: _signal_range(
+                    *args, r[0], r[1], floor_topic, floor_summary, n_bins, capacity
+                ),
+                ranges,
+            )
+        )
+    offsets = np.cumsum([0] + [p[0][-1] for p in parts[:-1]])
+    indptr = np.concatenate(
+        [parts[0][0]] + [p[0][1:] + off for p, off in zip(parts[1:], offsets[1:], strict=True)]
+    )
+    return (indptr, *(np.concatenate([p[k] for p in parts]) for k in range(1, 5)))
+
+
+def _signal_range(
+    t_ptr,
+    t_idx,
+    lin,
+    s_ptr,
+    s_idx,
+    row_start,
+    row_end,
+    floor_topic,
+    floor_summary,
+    n_bins,
+    capacity,
+):
     rows = row_end - row_start
     hist = np.zeros((rows, n_bins, n_bins), dtype=np.uint32)
     capacity = capacity or max(1024, rows * 64)
