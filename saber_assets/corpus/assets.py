@@ -1,7 +1,5 @@
 """corpus stage: declared sources -> normalised, validated, de-duplicated problems."""
 
-import hashlib
-
 import polars as pl
 from dagster import (
     AssetCheckResult,
@@ -15,16 +13,7 @@ from dagster import (
 
 from ..ops.metadata import markdown_table
 from ..resources import SaberSettings
-from .build import build_corpus
-
-
-def corpus_version(corpus: pl.DataFrame) -> str:
-    """Content hash of the corpus rows, in order: later stages record which corpus they used."""
-    h = hashlib.blake2b(digest_size=8)
-    for row in corpus.select("id", "problem", "solution").iter_rows():
-        h.update("\x1f".join(row).encode())
-        h.update(b"\x1e")
-    return h.hexdigest()
+from .build import build_corpus, corpus_version
 
 
 @multi_asset(

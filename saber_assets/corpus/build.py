@@ -110,3 +110,12 @@ def build_corpus(cfg: CorpusConfig, seed: int) -> CorpusBuild:
     return CorpusBuild(
         corpus, quarantine, duplicates, per_source, {"read_validate": t1 - t0, "dedup": t2 - t1}
     )
+
+
+def corpus_version(corpus: pl.DataFrame) -> str:
+    """Content hash of the corpus rows, in order: later stages record which corpus they used."""
+    h = hashlib.blake2b(digest_size=8)
+    for row in corpus.select("id", "problem", "solution").iter_rows():
+        h.update("\x1f".join(row).encode())
+        h.update(b"\x1e")
+    return h.hexdigest()

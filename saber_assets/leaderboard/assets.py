@@ -22,6 +22,7 @@ from saber_resources.cache import EmbeddingCache
 from saber_resources.llm import LLMResource
 from saber_resources.warehouse import Warehouse
 
+from ..corpus.build import corpus_version
 from ..ontology.tree import DOMAINS
 from ..ops.metadata import markdown_table
 from ..ops.partitions import domain_partitions
@@ -29,7 +30,7 @@ from ..ops.tasks import tasks_for
 from ..resources import SaberSettings
 from ..settings import REPO_ROOT, data_home
 from .evaluate import evaluate, report
-from .exchange import Benchmark
+from .exchange import QUERY_SCHEMA, Benchmark
 from .retrievers.registry import RetrieverResources, build_retriever, load_registry
 
 matplotlib.use("Agg")
@@ -65,8 +66,6 @@ def benchmark_export(
     relevance_thresholds: pl.DataFrame,
 ) -> MaterializeResult:
     """The built benchmark in the exchange format (queries, documents, manifest)."""
-    from ..corpus.assets import corpus_version
-
     cfg = settings.load()
     ratings = _concat(relevance_ratings)
     row_of = {i: k for k, i in enumerate(corpus["id"].to_list())}
@@ -96,8 +95,6 @@ def benchmark_export(
                     "domains": [d for d in DOMAINS if d in domains],
                 }
             )
-    from .exchange import QUERY_SCHEMA
-
     queries = pl.DataFrame(q_rows, schema=QUERY_SCHEMA)
     documents = corpus.select("id", "problem", "solution")
     manifest = {
