@@ -182,3 +182,11 @@ def test_bundled_sample_config_loads():
     cfg = load_config()
     assert {s.name for s in cfg.corpus.sources} == {"math", "olympiadbench"}
     assert json.dumps(cfg.corpus.sources[0].field_mapping())
+
+
+def test_every_shipped_config_loads():
+    from saber_assets.settings import CONFIG_DIR
+
+    for path in sorted(CONFIG_DIR.glob("*.yaml")):
+        cfg = load_config(path)
+        assert cfg.corpus.sources and cfg.name == path.stem
