@@ -19,6 +19,7 @@ from saber_resources.warehouse import Warehouse
 
 from ..ontology.similarity import information_content, subtree_counts
 from ..ontology.tree import DOMAINS, TopicTree
+from ..ops.io import concat_partitions
 from ..ops.metadata import markdown_table
 from ..ops.partitions import chunk_of
 from ..ops.tasks import tasks_for
@@ -200,18 +201,12 @@ def build_annotation_assets(partitions: StaticPartitionsDefinition) -> list:
     return [topic_annotations, solution_summaries]
 
 
-def _concat(parts: dict[str, pl.DataFrame] | pl.DataFrame) -> pl.DataFrame:
-    if isinstance(parts, pl.DataFrame):
-        return parts
-    return pl.concat([parts[k] for k in sorted(parts)], how="vertical")
-
-
 @asset(group_name="annotations", io_manager_key="parquet_io", kinds={"polars", "parquet"})
 def topic_information_content(
     topic_annotations: dict[str, pl.DataFrame], ontology_tree: pl.DataFrame
 ) -> Output[pl.DataFrame]:
     """IC per tree node: c(t) = annotations of t or a descendant, p = c / c(root), IC = -ln p."""
-    ann = _concat(topic_annotations)
+    ann = concat_partitions(topic_annotations)
     tree = TopicTree.from_frame(ontology_tree)
     counts = np.bincount(
         ann["topics"].explode().drop_nulls().to_numpy().astype(np.int64), minlength=tree.n_nodes
@@ -250,10 +245,10 @@ def problem_annotations(
     ontology_tree: pl.DataFrame,
 ) -> Output[pl.DataFrame]:
     """One row per corpus problem, in corpus order: topics, domains (from the topics), summary."""
-    topics = _concat(topic_annotations).select(
+    topics = concat_partitions(topic_annotations).select(
         "id", "topics", pl.col("status").alias("topic_status")
     )
-    summaries = _concat(solution_summaries).select(
+    summaries = concat_partitions(solution_summaries).select(
         "id", "summary", pl.col("status").alias("summary_status")
     )
     domain_of = ontology_tree["domain"].to_list()

@@ -24,6 +24,7 @@ from saber_resources.warehouse import Warehouse
 
 from ..corpus.build import corpus_version
 from ..ontology.tree import DOMAINS
+from ..ops.io import concat_partitions
 from ..ops.metadata import markdown_table
 from ..ops.partitions import domain_partitions
 from ..ops.tasks import tasks_for
@@ -50,13 +51,6 @@ def registry_path(settings: SaberSettings) -> Path:
     return p if p.is_absolute() else REPO_ROOT / p
 
 
-def _concat(parts) -> pl.DataFrame:
-    if isinstance(parts, pl.DataFrame):
-        return parts
-    frames = [parts[k] for k in sorted(parts) if parts[k].height]
-    return pl.concat(frames, how="vertical") if frames else pl.DataFrame()
-
-
 @asset(group_name="leaderboard", kinds={"parquet"})
 def benchmark_export(
     settings: SaberSettings,
@@ -67,7 +61,7 @@ def benchmark_export(
 ) -> MaterializeResult:
     """The built benchmark in the exchange format (queries, documents, manifest)."""
     cfg = settings.load()
-    ratings = _concat(relevance_ratings)
+    ratings = concat_partitions(relevance_ratings)
     row_of = {i: k for k, i in enumerate(corpus["id"].to_list())}
     text = {r[0]: (r[1], r[2]) for r in corpus.select("id", "problem", "solution").iter_rows()}
     dom = dict(

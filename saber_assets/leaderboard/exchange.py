@@ -102,9 +102,3 @@ class Benchmark:
                 raise BenchmarkFormatError(
                     f"{where}: query {qid!r} (row {row}): duplicate candidates"
                 )
-
-    def full_text(self, frame: pl.DataFrame) -> list[str]:
-        return [
-            f"Problem: {p}\n\nSolution: {s}"
-            for p, s in zip(frame["problem"], frame["solution"], strict=True)
-        ]

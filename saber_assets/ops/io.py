@@ -1,6 +1,7 @@
 """Parquet IO manager that keeps the DuckDB views over the Parquet assets current."""
 
 import duckdb
+import polars as pl
 from dagster import OutputContext, ResourceDependency
 from dagster_polars import PolarsParquetIOManager
 
@@ -22,3 +23,11 @@ class WarehouseParquetIOManager(PolarsParquetIOManager):
             context.log.warning(
                 f"DuckDB views not refreshed ({exc}); `saber build` refreshes them at the end"
             )
+
+
+def concat_partitions(parts: dict[str, pl.DataFrame] | pl.DataFrame) -> pl.DataFrame:
+    """All partitions of an upstream asset (as the IO manager loads them) as one frame, in key order."""
+    if isinstance(parts, pl.DataFrame):
+        return parts
+    frames = [parts[k] for k in sorted(parts)]
+    return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
