@@ -22,7 +22,7 @@ from dagster import (
 from ..ontology.tree import DOMAINS, TopicTree
 from ..ops.metadata import markdown_table
 from ..resources import SaberSettings
-from .compute import compute_segment, load_pairs
+from .compute import compute_segment
 from .kernels import quantize
 from .prepare import SignalInputs, ic_hash, prepare_inputs
 from .shards import BYTES_PER_PAIR, LOWER, UPPER, read_header, read_shard, write_shard
@@ -244,29 +244,34 @@ def pair_signal_index(
     paths = sorted(d.glob("*.sig"))
     rows = []
     hist_all = np.zeros((cfg.hist_bins, cfg.hist_bins), dtype=np.int64)
-    covered = 0
-    for p in paths:
-        h = read_header(p)
+    versions = _segment_versions(inputs, paths)
+    pairs = []
+    for p in paths:  # each file is read once: header, checksum, pairs and histograms together
+        shard = read_shard(p, expect_corpus_version=versions[read_header(p)["n"]])
         rows.append(
             {
                 "file": p.name,
-                "kind": "upper" if h["kind"] == UPPER else "lower",
-                "n": h["n"],
-                "row_start": h["row_start"],
-                "row_end": h["row_end"],
-                "pairs_stored": h["pairs"],
+                "kind": "upper" if shard.kind == UPPER else "lower",
+                "n": shard.n,
+                "row_start": shard.row_start,
+                "row_end": shard.row_end,
+                "pairs_stored": shard.n_pairs,
                 "bytes": p.stat().st_size,
             }
         )
-        shard = read_shard(p)
         hist_all += shard.hist.sum(axis=0).astype(np.int64)
-        covered += int(shard.hist.sum())
+        pairs.append((*shard.pairs(), shard.topic, shard.summary))
+    covered = int(hist_all.sum())
     total = inputs.n * (inputs.n - 1) // 2
     if covered != total:
         raise ValueError(
             f"shards cover {covered:,} pairs, the corpus has {total:,}: materialise every shard partition"
         )
-    i, j, tq, sq = load_pairs(paths, _segment_versions(inputs, paths))
+    i, j, tq, sq = (
+        (np.concatenate([x[k] for x in pairs]) for k in range(4))
+        if pairs
+        else (np.zeros(0, np.int64),) * 4
+    )
     hist = row_histograms(inputs.n, i, j, tq, sq, cfg.hist_bins)
     np.save(d / "row_histograms.npy", hist)
     df = pl.DataFrame(rows)
