@@ -1,8 +1,10 @@
 """Dagster resources shared by the stages (the swappable ones live in ``saber_resources``)."""
 
+from pathlib import Path
+
 from dagster import ConfigurableResource
 
-from .settings import DEFAULT_CONFIG, PipelineConfig, load_config
+from .settings import DEFAULT_CONFIG, PipelineConfig, data_home, load_config
 
 
 class SaberSettings(ConfigurableResource):
@@ -12,3 +14,7 @@ class SaberSettings(ConfigurableResource):
 
     def load(self) -> PipelineConfig:
         return load_config(self.config_file)
+
+    def output_dir(self) -> Path:
+        """Where this config's outputs live: $SABER_HOME (or .saber/) / <config name>."""
+        return data_home() / self.load().name

@@ -228,7 +228,8 @@ def parse_p_yes(top_logprobs: dict[str, float] | None) -> float:
 
 # ------------------------------------------------------------------------------ translation
 
-_LATEX = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\[(.+?)\\\]|\\\((.+?)\\\)", re.DOTALL)
+# A formula span: $$…$$, $…$, \[…\] or \(…\) (the retrievers' tokenisers use the same one).
+LATEX_SPAN = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\[(.+?)\\\]|\\\((.+?)\\\)", re.DOTALL)
 TRANSLATE_SCHEMA = {
     "type": "object",
     "properties": {"translation": {"type": "string"}},
@@ -252,7 +253,7 @@ def translate_request(text: str, target: str) -> LLMRequest:
 
 
 def formulas_of(text: str) -> list[str]:
-    return [m.group(0) for m in _LATEX.finditer(text)]
+    return [m.group(0) for m in LATEX_SPAN.finditer(text)]
 
 
 def parse_translation(text: str, source: str) -> str:

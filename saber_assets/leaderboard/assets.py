@@ -29,7 +29,7 @@ from ..ops.metadata import markdown_table
 from ..ops.partitions import domain_partitions
 from ..ops.tasks import tasks_for
 from ..resources import SaberSettings
-from ..settings import REPO_ROOT, data_home
+from ..settings import REPO_ROOT
 from .evaluate import evaluate, report
 from .exchange import QUERY_SCHEMA, Benchmark
 from .retrievers.registry import RetrieverResources, build_retriever, load_registry
@@ -40,10 +40,6 @@ retriever_partitions = DynamicPartitionsDefinition(name="retriever")
 run_partitions = MultiPartitionsDefinition(
     {"retriever": retriever_partitions, "domain": domain_partitions}
 )
-
-
-def _home(settings: SaberSettings) -> Path:
-    return data_home() / settings.load().name
 
 
 def registry_path(settings: SaberSettings) -> Path:
@@ -108,7 +104,7 @@ def benchmark_export(
     }
     bench = Benchmark(queries, documents, manifest)
     bench.validate("built benchmark")
-    path = bench.write(_home(settings) / "benchmark")
+    path = bench.write(settings.output_dir() / "benchmark")
     return MaterializeResult(
         metadata={
             "queries": queries.height,
@@ -125,9 +121,9 @@ def evaluation_benchmark(settings: SaberSettings) -> MaterializeResult:
     """The benchmark the retrievers are scored on: the built one, or any exchange-format directory
     given as ``leaderboard.benchmark`` (validated on import)."""
     src = settings.load().leaderboard.benchmark
-    path = _home(settings) / "benchmark" if src is None else Path(src).expanduser()
+    path = settings.output_dir() / "benchmark" if src is None else Path(src).expanduser()
     bench = Benchmark.read(path)
-    out = bench.write(_home(settings) / "evaluation_benchmark")
+    out = bench.write(settings.output_dir() / "evaluation_benchmark")
     per_domain = (
         bench.queries.select(pl.col("domains").explode()).group_by("domains").len().sort("domains")
     )
@@ -144,7 +140,7 @@ def evaluation_benchmark(settings: SaberSettings) -> MaterializeResult:
 
 
 def runs_dir(settings: SaberSettings) -> Path:
-    return _home(settings) / "runs"
+    return settings.output_dir() / "runs"
 
 
 @asset(
@@ -180,7 +176,7 @@ def retriever_runs(
         entries=entries,
     )
     retriever = build_retriever(entry, resources)
-    bench = Benchmark.read(_home(settings) / "evaluation_benchmark")
+    bench = Benchmark.read(settings.output_dir() / "evaluation_benchmark")
     rows = [i for i, ds in enumerate(bench.queries["domains"].to_list()) if domain in ds]
     out_dir = runs_dir(settings) / name
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -273,7 +269,7 @@ def leaderboard(
     but leave the board."""
     cfg = settings.load()
     entries = load_registry(registry_path(settings))
-    bench = Benchmark.read(_home(settings) / "evaluation_benchmark")
+    bench = Benchmark.read(settings.output_dir() / "evaluation_benchmark")
     manifest = bench.manifest
     tables = []
     for e in entries:
@@ -307,7 +303,7 @@ def leaderboard(
         .sort("setting", "ndcg@10", descending=[False, True])
     )
     warehouse.replace_table("leaderboard_table", board)
-    out = _home(settings) / "leaderboard"
+    out = settings.output_dir() / "leaderboard"
     out.mkdir(parents=True, exist_ok=True)
     board.write_csv(out / "leaderboard.csv")
     md = markdown_table(

@@ -32,10 +32,7 @@ matplotlib.use("Agg")
 
 
 def signals_dir(settings: SaberSettings) -> Path:
-    from ..settings import data_home
-
-    cfg = settings.load()
-    return data_home() / cfg.name / "signals"
+    return settings.output_dir() / "signals"
 
 
 def shard_keys(n: int) -> list[str]:

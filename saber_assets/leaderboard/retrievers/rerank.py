@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from saber_resources.prompts import formulas_of
 from saber_resources.tasks import PointwiseJudge
 
 from .base import RetrieverFailed
 from .lexical import BM25Retriever
-from .tokenize import LATEX_SPAN
 
 
 class TranslationError(ValueError):
@@ -24,8 +24,7 @@ class TranslationError(ValueError):
 
 def check_latex_preserved(source: str, translated: str) -> str:
     """The translation must keep every formula exactly (same spans, same order)."""
-    want = [m.group(0) for m in LATEX_SPAN.finditer(source)]
-    got = [m.group(0) for m in LATEX_SPAN.finditer(translated)]
+    want, got = formulas_of(source), formulas_of(translated)
     if want != got:
         raise TranslationError(f"translation changed the formulas: {want[:3]} -> {got[:3]}")
     return translated

@@ -13,7 +13,8 @@ import re
 import sys
 from functools import lru_cache
 
-LATEX_SPAN = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\[(.+?)\\\]|\\\((.+?)\\\)", re.DOTALL)
+from saber_resources.prompts import LATEX_SPAN
+
 _WORD = re.compile(r"[a-z0-9]+")
 MAX_PATH = 4  # operators above the leaf kept in a path token
 
