@@ -134,10 +134,22 @@ def test_exchange_round_trip_and_validation(tmp_path):
             "candidates": [[1]],
             "relevance_scores": [[1.0, 2.0]],
         },
-        "out of range": {"candidates": [[9]], "relevance_scores": [[1.0]]},
-        "must be finite": {"candidates": [[1]], "relevance_scores": [[float("nan")]]},
-        "outside \\[0, 5\\]": {"candidates": [[1]], "relevance_scores": [[7.0]]},
-        "duplicate candidates": {"candidates": [[1, 1]], "relevance_scores": [[1.0, 2.0]]},
+        "candidates holds document indices outside": {
+            "candidates": [[9]],
+            "relevance_scores": [[1.0]],
+        },
+        r"relevance_scores\[0\] = nan is not a finite number": {
+            "candidates": [[1]],
+            "relevance_scores": [[float("nan")]],
+        },
+        r"query 'q0' \(row 0\): relevance_scores\[1\] = 5.000000000000001 \(candidate 2\) lies outside \[0, 5\]": {
+            "candidates": [[1, 2]],
+            "relevance_scores": [[1.0, 5.000000000000001]],
+        },
+        "candidates lists document 1 more than once": {
+            "candidates": [[1, 1]],
+            "relevance_scores": [[1.0, 2.0]],
+        },
     }
     for msg, change in cases.items():
         bad = Benchmark(
@@ -147,7 +159,7 @@ def test_exchange_round_trip_and_validation(tmp_path):
             bench.documents,
         )
         with pytest.raises(BenchmarkFormatError, match=msg):
-            Benchmark.read(bad.write(tmp_path / msg[:5].strip().replace(" ", "_")))
+            Benchmark.read(bad.write(tmp_path / f"case{len(msg)}"))
     (tmp_path / "missing").mkdir()
     with pytest.raises(BenchmarkFormatError, match="missing queries.parquet"):
         Benchmark.read(tmp_path / "missing")

@@ -4,6 +4,8 @@ import choix
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.stats import kendalltau
 
 from saber_assets.candidates.select import select_candidates
@@ -235,3 +237,36 @@ def test_candidate_selection_seeded_and_well_formed():
     assert ((both["topic"] > 127 / 255) & (both["summary"] > 127 / 255)).all()
     topic_only = a.filter(pl.col("group") == "topic_only")
     assert ((topic_only["topic"] > 127 / 255) & (topic_only["summary"] <= 127 / 255)).all()
+
+
+# ------------------------------------------------------------------ rescale properties
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_subnormal=False),
+        min_size=1,
+        max_size=60,
+    )
+)
+def test_rescale_lies_exactly_in_0_5_and_keeps_order(strengths):
+    s = np.asarray(strengths)
+    r = rescale(s)
+    assert r.shape == s.shape and np.all((r >= 0.0) & (r <= 5.0))
+    if s.max() - s.min() < 1e-12:
+        assert np.all(r == 2.5)
+        return
+    assert r.min() == 0.0 and r.max() == 5.0
+    assert r[np.argmax(s)] == 5.0 and r[np.argmin(s)] == 0.0
+    order = np.argsort(s, kind="stable")
+    assert np.all(np.diff(r[order]) >= 0)  # the order of the strengths is kept
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(min_value=2, max_value=40), st.integers(min_value=0, max_value=2**32 - 1))
+def test_ratings_of_random_tournaments_are_in_range(n, seed):
+    rng = np.random.default_rng(seed)
+    comps = [tuple(rng.choice(n, 2, replace=False)) for _ in range(int(rng.integers(0, 4 * n)))]
+    r = rescale(fit(n, comps))
+    assert np.all((r >= 0) & (r <= 5)) and (r.max() == 5.0 or np.all(r == 2.5))

@@ -71,15 +71,19 @@ class Benchmark:
                 raise BenchmarkFormatError(f"{where}: {name}.parquet lacks columns {missing}")
         q = self.queries
         n_docs = self.documents.height
-        if self.documents["id"].n_unique() != n_docs:
-            raise BenchmarkFormatError(f"{where}: documents.parquet has duplicate ids")
+        dup_ids = self.documents.filter(pl.col("id").is_duplicated())["id"]
+        if dup_ids.len():
+            raise BenchmarkFormatError(
+                f"{where}: documents.parquet: field 'id' has duplicate values, e.g. {dup_ids[0]!r}"
+            )
         for row, (qid, cands, scores) in enumerate(
             q.select("id", "candidates", "relevance_scores").iter_rows()
         ):
-            if cands is None or scores is None:
-                raise BenchmarkFormatError(
-                    f"{where}: query {qid!r} (row {row}) has no candidates or relevance_scores"
-                )
+            for fname, value in (("candidates", cands), ("relevance_scores", scores)):
+                if value is None:
+                    raise BenchmarkFormatError(
+                        f"{where}: query {qid!r} (row {row}): field {fname!r} is null"
+                    )
             if len(cands) != len(scores):
                 raise BenchmarkFormatError(
                     f"{where}: query {qid!r} (row {row}): {len(cands)} candidates but {len(scores)} relevance scores"
@@ -87,18 +91,24 @@ class Benchmark:
             bad = [c for c in cands if c is None or not 0 <= c < n_docs]
             if bad:
                 raise BenchmarkFormatError(
-                    f"{where}: query {qid!r} (row {row}): candidate indices out of range [0, {n_docs}): {bad[:5]}"
+                    f"{where}: query {qid!r} (row {row}): candidates holds document indices outside [0, {n_docs}): {bad[:5]}"
                 )
             arr = np.array([np.nan if s is None else s for s in scores], dtype=np.float64)
-            if not np.all(np.isfinite(arr)):
+            not_finite = np.nonzero(~np.isfinite(arr))[0]
+            if not_finite.size:
+                k = int(not_finite[0])
                 raise BenchmarkFormatError(
-                    f"{where}: query {qid!r} (row {row}): relevance scores must be finite"
+                    f"{where}: query {qid!r} (row {row}): relevance_scores[{k}] = {scores[k]!r} is not a finite number"
                 )
-            if arr.size and (arr.min() < 0 or arr.max() > 5):
+            out_of_range = np.nonzero((arr < 0) | (arr > 5))[0]
+            if out_of_range.size:
+                k = int(out_of_range[0])
                 raise BenchmarkFormatError(
-                    f"{where}: query {qid!r} (row {row}): relevance scores outside [0, 5]"
+                    f"{where}: query {qid!r} (row {row}): relevance_scores[{k}] = {arr[k]!r} "
+                    f"(candidate {cands[k]}) lies outside [0, 5] ({out_of_range.size} such values)"
                 )
             if len(set(cands)) != len(cands):
+                dup = next(c for c in cands if cands.count(c) > 1)
                 raise BenchmarkFormatError(
-                    f"{where}: query {qid!r} (row {row}): duplicate candidates"
+                    f"{where}: query {qid!r} (row {row}): candidates lists document {dup} more than once"
                 )

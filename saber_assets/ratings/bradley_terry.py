@@ -102,9 +102,18 @@ def _newton_batch(n, comps_list, alpha, tol, max_iter):
 
 
 def rescale(strengths: np.ndarray, low: float = 0.0, high: float = 5.0) -> np.ndarray:
-    """Min–max to [low, high] per query. All-equal strengths (no information) map to the middle."""
+    """Min–max to [low, high] per query. All-equal strengths (no information) map to the middle.
+
+    The result lies exactly in [low, high] with the extremes hit exactly: floating-point rounding
+    (e.g. 5.000000000000001) must never push a rating out of the exchange format's range.
+    """
     s = np.asarray(strengths, dtype=np.float64)
+    if s.size == 0:
+        return s.copy()
     lo, hi = s.min(), s.max()
     if hi - lo < 1e-12:
         return np.full_like(s, (low + high) / 2)
-    return low + (high - low) * (s - lo) / (hi - lo)
+    out = np.clip(low + (high - low) * ((s - lo) / (hi - lo)), low, high)
+    out[s == lo] = low
+    out[s == hi] = high
+    return out
