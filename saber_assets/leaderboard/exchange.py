@@ -104,7 +104,7 @@ class Benchmark:
             if out_of_range.size:
                 k = int(out_of_range[0])
                 raise BenchmarkFormatError(
-                    f"{where}: query {qid!r} (row {row}): relevance_scores[{k}] = {arr[k]!r} "
+                    f"{where}: query {qid!r} (row {row}): relevance_scores[{k}] = {float(arr[k])!r} "
                     f"(candidate {cands[k]}) lies outside [0, 5] ({out_of_range.size} such values)"
                 )
             if len(set(cands)) != len(cands):
