@@ -126,7 +126,6 @@ def evaluate_cmd(args) -> int:
         find,
         load_registry,
     )
-    from .ontology.tree import DOMAINS
 
     cfg = load_config(args.config)
     bench_dir = (
@@ -156,7 +155,8 @@ def evaluate_cmd(args) -> int:
     runs = pl.concat(
         [evaluate(retriever, bench, s, args.k, None, not args.no_full_corpus) for s in settings]
     )
-    rep = report(runs, DOMAINS, args.resamples, cfg.seed)
+    domains = bench.domain_list()
+    rep = report(runs, domains, args.resamples, cfg.seed)
     if args.json:
         print(
             json.dumps(
@@ -180,7 +180,7 @@ def evaluate_cmd(args) -> int:
             f"\n[{r['setting']}]  nDCG@{args.k} = {r['ndcg@10']:.4f}  95% CI [{r['ci_low']:.4f}, {r['ci_high']:.4f}]"
             f"  ({r['queries']} queries, {r['failed']} failed, median {r['median_latency_ms'] or 0:.1f} ms/query)"
         )
-        for d in DOMAINS:
+        for d in domains:
             if r[d] is not None and r[d] == r[d]:
                 print(f"  {d:<22} {r[d]:.4f}  {r[d + ' ci']}")
         full = r["full_ndcg'@10"]

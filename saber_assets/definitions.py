@@ -4,6 +4,7 @@ import os
 from pathlib import Path
 
 from dagster import (
+    AssetChecksDefinition,
     AssetSelection,
     Definitions,
     EnvVar,
@@ -22,9 +23,10 @@ from .candidates import assets as candidate_assets
 from .corpus import assets as corpus_assets
 from .leaderboard import assets as leaderboard_assets
 from .ontology import assets as ontology_assets
+from .ontology.domains import domain_names
 from .ops.automation import retriever_registry_sensor, retriever_runs_backstop
 from .ops.io import WarehouseParquetIOManager
-from .ops.partitions import annotation_partitions
+from .ops.partitions import annotation_partitions, domain_partitions
 from .ratings import assets as rating_assets
 from .resources import SaberSettings
 from .settings import DEFAULT_CONFIG, SQL_DIR, LLMConfig, data_home, load_config
@@ -82,7 +84,17 @@ def make_definitions(
         annotation_partitions(cfg.annotations.chunks)
     )
     sharded = signal_assets.build_signal_assets(signal_assets.shard_partitions(cfg.signals.shards))
-    assets = [*load_assets_from_modules(STATIC_MODULES), *chunked, *sharded]
+    # Domain partitions come from the config's ontology (SABER_CONFIG when Dagster loads this file).
+    by_domain = domain_partitions(domain_names(cfg.ontology))
+    per_domain = [
+        *candidate_assets.build_candidate_assets(by_domain),
+        *tournament_assets.build_tournament_assets(by_domain),
+        *rating_assets.build_rating_assets(by_domain),
+        *leaderboard_assets.build_run_assets(by_domain),
+    ]
+    checks = [a for a in per_domain if isinstance(a, AssetChecksDefinition)]
+    per_domain = [a for a in per_domain if not isinstance(a, AssetChecksDefinition)]
+    assets = [*load_assets_from_modules(STATIC_MODULES), *chunked, *sharded, *per_domain]
 
     def job(name: str, selection: AssetSelection, description: str):
         return define_asset_job(
@@ -140,7 +152,7 @@ def make_definitions(
     ]
     return Definitions(
         assets=assets,
-        asset_checks=load_asset_checks_from_modules(STATIC_MODULES),
+        asset_checks=[*load_asset_checks_from_modules(STATIC_MODULES), *checks],
         jobs=jobs,
         sensors=[retriever_registry_sensor],
         schedules=[retriever_runs_backstop],

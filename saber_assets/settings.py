@@ -107,6 +107,10 @@ class OntologyConfig(_Strict):
     path: str | None = None
     nodes: str | None = None
     edges: str | None = None
+    # First-level node (id, url or title) -> domain name, or "first_level" (each first-level node
+    # is a domain named by its title). Default: MathWorld's five domains for the bundled
+    # ontology, "first_level" for any other (saber_assets/ontology/domains.py).
+    domains: dict[str, str] | Literal["first_level"] | None = None
 
     @model_validator(mode="after")
     def _one_origin(self) -> OntologyConfig:

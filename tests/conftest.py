@@ -34,3 +34,56 @@ def make_config(tmp_path):
         return path
 
     return _make
+
+
+@pytest.fixture
+def tiny_config(tmp_path, make_config, monkeypatch):
+    """A 330-problem corpus (a JSONL source with a bad row + a MATH sample) through every stage."""
+    monkeypatch.setenv("SABER_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    rows = [
+        {
+            "id": i,
+            "problem": f"Problem {i}: find the {i}-th prime number and prove it.",
+            "solution": f"Sieve up to {i * 10}.",
+        }
+        for i in range(30)
+    ]
+    rows.append({"id": 99, "problem": "", "solution": "orphan"})
+    src = write_jsonl(tmp_path / "mine.jsonl", rows)
+    registry = tmp_path / "retrievers.yaml"
+    registry.write_text(
+        "retrievers:\n  - {name: bm25, kind: bm25}\n  - {name: jaccard-no-tok, kind: jaccard, params: {tokenizer: plain}}\n"
+    )
+
+    def _make(**extra):
+        corpus = {
+            "sources": [
+                {
+                    "name": "mine",
+                    "path": str(src),
+                    "fields": {"id": "id", "problem": "problem", "solution": "solution"},
+                },
+                {"name": "math", "bundled": "math", "sample_size": 300},
+            ]
+        }
+        small = {
+            "signals": {
+                "rows_per_shard": 128,
+                "shards": 2,
+                "floor_topic": 0.3,
+                "floor_summary": 0.1,
+            },
+            "candidates": {
+                "queries_per_domain": 2,
+                "candidates_per_group": 3,
+                "quota_per_domain": 3,
+                "topic_threshold": 0.5,
+                "summary_threshold": 0.2,
+            },
+            "tournament": {"rounds": 4},
+            "leaderboard": {"registry": str(registry), "bootstrap_resamples": 100},
+        }
+        return make_config(name="tiny", corpus=corpus, **small, **extra)
+
+    return _make

@@ -7,65 +7,9 @@ import sys
 
 import duckdb
 import polars as pl
-import pytest
 
 from saber_assets.cli import main
 from saber_assets.settings import REPO_ROOT
-
-from .conftest import write_jsonl
-
-
-@pytest.fixture
-def tiny_config(tmp_path, make_config, monkeypatch):
-    """A 330-problem corpus (a JSONL source with a bad row + a MATH sample) through every stage."""
-    monkeypatch.setenv("SABER_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
-    rows = [
-        {
-            "id": i,
-            "problem": f"Problem {i}: find the {i}-th prime number and prove it.",
-            "solution": f"Sieve up to {i * 10}.",
-        }
-        for i in range(30)
-    ]
-    rows.append({"id": 99, "problem": "", "solution": "orphan"})
-    src = write_jsonl(tmp_path / "mine.jsonl", rows)
-    registry = tmp_path / "retrievers.yaml"
-    registry.write_text(
-        "retrievers:\n  - {name: bm25, kind: bm25}\n  - {name: jaccard-no-tok, kind: jaccard, params: {tokenizer: plain}}\n"
-    )
-
-    def _make(**extra):
-        corpus = {
-            "sources": [
-                {
-                    "name": "mine",
-                    "path": str(src),
-                    "fields": {"id": "id", "problem": "problem", "solution": "solution"},
-                },
-                {"name": "math", "bundled": "math", "sample_size": 300},
-            ]
-        }
-        small = {
-            "signals": {
-                "rows_per_shard": 128,
-                "shards": 2,
-                "floor_topic": 0.3,
-                "floor_summary": 0.1,
-            },
-            "candidates": {
-                "queries_per_domain": 2,
-                "candidates_per_group": 3,
-                "quota_per_domain": 3,
-                "topic_threshold": 0.5,
-                "summary_threshold": 0.2,
-            },
-            "tournament": {"rounds": 4},
-            "leaderboard": {"registry": str(registry), "bootstrap_resamples": 100},
-        }
-        return make_config(name="tiny", corpus=corpus, **small, **extra)
-
-    return _make
 
 
 def test_saber_build_runs_every_stage(tiny_config, tmp_path, capsys):
@@ -108,9 +52,10 @@ def test_saber_build_reports_a_bad_ontology(tiny_config, tmp_path, capsys):
             }
         )
     )
-    assert main(["build", "--config", str(tiny_config(ontology={"nodes": str(dag)}))]) == 1
+    # its first level names the domains, so the ontology is read (and refused) before any run
+    assert main(["build", "--config", str(tiny_config(ontology={"nodes": str(dag)}))]) == 2
     err = capsys.readouterr().err
-    assert "FAILED step ontology_tree" in err and "cyc.json: the ontology has a cycle" in err
+    assert "cyc.json: the ontology has a cycle" in err and "Traceback" not in err
 
 
 def test_bad_config_is_reported_without_traceback(tmp_path, capsys):
@@ -129,3 +74,30 @@ def test_dagster_definitions_validate():
         timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_build_on_a_foreign_ontology_uses_its_domains(tiny_config, tmp_path, capsys):
+    """A subject classification given as nodes + edges: its first level becomes the domains,
+    every stage partitions by them, and the leaderboard has their columns."""
+    data = REPO_ROOT / "tests" / "data"
+    ontology = {"nodes": str(data / "msc_nodes.csv"), "edges": str(data / "msc_edges.csv")}
+    cfg = tiny_config(ontology=ontology)
+    assert main(["build", "--config", str(cfg)]) == 0, capsys.readouterr().err
+    domains = [
+        "Number theory",
+        "Combinatorics",
+        "Probability theory",
+        "Geometry",
+        "Real functions",
+        "Polynomials and field theory",
+    ]
+    home = tmp_path / "home" / "tiny"
+    tree = pl.read_parquet(home / "parquet" / "ontology_tree.parquet")
+    assert tree.filter(pl.col("depth") == 1)["domain"].to_list() == domains
+    cands = pl.read_parquet(home / "parquet" / "query_candidates")
+    with_queries = set(cands["domain"].unique())
+    assert with_queries <= set(domains) and len(with_queries) >= 4, with_queries
+    board = pl.read_csv(home / "leaderboard" / "leaderboard.csv")
+    manifest = json.loads((home / "benchmark" / "manifest.json").read_text())
+    assert manifest["domains"] == domains
+    assert set(domains) <= set(board.columns) and "Algebra" not in board.columns

@@ -6,6 +6,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from saber_assets.ontology.domains import DomainError, domain_names, domain_spec, resolve_domains
 from saber_assets.ontology.similarity import (
     LCAIndex,
     information_content,
@@ -19,7 +20,7 @@ from saber_assets.ontology.tree import (
     dag_from_nodes_edges,
     expand_to_tree,
 )
-from saber_assets.settings import BUNDLED_ONTOLOGIES, DATA_DIR
+from saber_assets.settings import BUNDLED_ONTOLOGIES, DATA_DIR, OntologyConfig
 
 
 def _diamond(tmp_path):
@@ -94,7 +95,15 @@ def test_mathworld_round_trip():
     assert dag.warnings == [
         "'AlgebraicSurfaces' is listed more than once under Mathematics › Geometry › Surfaces (kept once)"
     ]
-    tree = expand_to_tree(dag)
+    domain_of, domains = resolve_domains(dag, domain_spec(OntologyConfig()))
+    assert domains == [
+        "Algebra",
+        "Geometry",
+        "Number Theory",
+        "Combinatorics",
+        "Calculus and Analysis",
+    ]
+    tree = expand_to_tree(dag, domain_of)
     assert tree.n_nodes == 17_022  # 17,113 minus the repeated 91-node subtree
     assert int(tree.depth.max()) == 5
     first_level = {
@@ -149,3 +158,61 @@ def test_ic_and_lin_hand_computed():
         and math.isclose(table[0, 1], 0.4, rel_tol=1e-6)
         and table[1, 0] == table[0, 1]
     )
+
+
+def _msc_like(tmp_path):
+    """A subject classification given as two CSV files, with a DAG node under two subjects."""
+    (tmp_path / "nodes.csv").write_text(
+        "id,title,url\n"
+        "0,Mathematics,\n"
+        "11,Number theory,https://example.org/11\n"
+        "05,Combinatorics,https://example.org/05\n"
+        "51,Geometry,https://example.org/51\n"
+        "26,Real functions,https://example.org/26\n"
+        "11A,Elementary number theory,\n"
+        "05A,Enumerative combinatorics,\n"
+        "05X,Counting lattice points,\n"
+    )
+    (tmp_path / "edges.csv").write_text(
+        "parent,child\n0,11\n0,05\n0,51\n0,26\n11,11A\n05,05A\n11A,05X\n05A,05X\n"
+    )
+    return tmp_path / "nodes.csv", tmp_path / "edges.csv"
+
+
+def test_domains_from_a_foreign_ontology(tmp_path):
+    nodes, edges = _msc_like(tmp_path)
+    dag = dag_from_nodes_edges(nodes, edges)
+    cfg = OntologyConfig(nodes=str(nodes), edges=str(edges))
+    assert domain_spec(cfg) == "first_level"  # the default for any ontology but MathWorld
+    domain_of, domains = resolve_domains(dag, "first_level")
+    assert domains == ["Number theory", "Combinatorics", "Geometry", "Real functions"]
+    assert domain_names(cfg) == domains
+    tree = expand_to_tree(dag, domain_of)
+    # the node under two subjects is copied once per path, each copy in its subject's domain
+    copies = {
+        tree.paths[i]: tree.domains[i]
+        for i in range(tree.n_nodes)
+        if tree.titles[i] == "Counting lattice points"
+    }
+    assert copies == {
+        "Mathematics › Number theory › Elementary number theory › Counting lattice points": "Number theory",
+        "Mathematics › Combinatorics › Enumerative combinatorics › Counting lattice points": "Combinatorics",
+    }
+    # a mapping by id, url or title; two nodes may share a domain, unmapped ones have none
+    spec = {"11": "Arithmetic", "https://example.org/05": "Discrete", "Geometry": "Discrete"}
+    domain_of, domains = resolve_domains(dag, spec)
+    assert domains == ["Arithmetic", "Discrete"]
+    tree = expand_to_tree(dag, domain_of)
+    first = {tree.titles[i]: tree.domains[i] for i in range(tree.n_nodes) if tree.depth[i] == 1}
+    assert first == {
+        "Number theory": "Arithmetic",
+        "Combinatorics": "Discrete",
+        "Geometry": "Discrete",
+        "Real functions": None,
+    }
+    with pytest.raises(
+        DomainError, match=r"names \['Topology'\] but the ontology's first level has no such node"
+    ):
+        resolve_domains(dag, {"Topology": "T"})
+    with pytest.raises(DomainError, match="cannot be a partition key"):
+        resolve_domains(dag, {"11": "Numbers|Primes"})

@@ -17,8 +17,9 @@ from saber_resources.cpu_tasks import humanize_title
 from saber_resources.llm import LLMResource
 from saber_resources.warehouse import Warehouse
 
+from ..ontology.domains import domain_names
 from ..ontology.similarity import information_content, subtree_counts
-from ..ontology.tree import DOMAINS, TopicTree
+from ..ontology.tree import TopicTree
 from ..ops.io import concat_partitions
 from ..ops.metadata import markdown_table
 from ..ops.partitions import chunk_of
@@ -239,6 +240,7 @@ def topic_information_content(
 
 @asset(group_name="annotations", io_manager_key="parquet_io", kinds={"polars", "parquet"})
 def problem_annotations(
+    settings: SaberSettings,
     corpus: pl.DataFrame,
     topic_annotations: dict[str, pl.DataFrame],
     solution_summaries: dict[str, pl.DataFrame],
@@ -264,8 +266,9 @@ def problem_annotations(
         raise ValueError(
             f"{missing.height} corpus problems have no annotation row (first: {missing['id'][0]}): materialise every annotation chunk"
         )
+    order = domain_names(settings.load().ontology)
     domains = [
-        [d for d in DOMAINS if d in {domain_of[t] for t in ts}] for ts in df["topics"].to_list()
+        [d for d in order if d in {domain_of[t] for t in ts}] for ts in df["topics"].to_list()
     ]
     df = df.with_columns(pl.Series("domains", domains, dtype=pl.List(pl.String)))
     mix = (

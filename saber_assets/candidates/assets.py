@@ -8,13 +8,13 @@ from dagster import (
     AssetExecutionContext,
     MetadataValue,
     Output,
+    StaticPartitionsDefinition,
     asset,
     asset_check,
 )
 
-from ..ontology.tree import DOMAINS
+from ..ontology.domains import domain_names
 from ..ops.metadata import markdown_table
-from ..ops.partitions import domain_partitions
 from ..resources import SaberSettings
 from ..signals.assets import signals_dir
 from ..signals.compute import load_pairs
@@ -23,13 +23,23 @@ from ..signals.shards import read_header
 from .select import GROUPS, select_candidates
 
 
-@asset(
-    group_name="candidates",
-    partitions_def=domain_partitions,
-    io_manager_key="parquet_io",
-    kinds={"polars", "parquet"},
-    deps=["pair_signal_index"],
-)
+def build_candidate_assets(domain_partitions: StaticPartitionsDefinition) -> list:
+    """query_candidates and its check, over the configured domain partitions."""
+    candidates = asset(
+        group_name="candidates",
+        partitions_def=domain_partitions,
+        io_manager_key="parquet_io",
+        kinds={"polars", "parquet"},
+        deps=["pair_signal_index"],
+    )(query_candidates)
+    check = asset_check(
+        asset=candidates,
+        partitions_def=domain_partitions,
+        description="3K candidates per query, K per group, no self-candidate, no duplicates.",
+    )(candidates_well_formed)
+    return [candidates, check]
+
+
 def query_candidates(
     context: AssetExecutionContext,
     settings: SaberSettings,
@@ -56,7 +66,7 @@ def query_candidates(
     all_sel = select_candidates(
         inputs.ids,
         problem_annotations["domains"].to_list(),
-        DOMAINS,
+        domain_names(cfg.ontology),
         pairs,
         t_thr,
         s_thr,
@@ -93,11 +103,6 @@ def query_candidates(
     )
 
 
-@asset_check(
-    asset=query_candidates,
-    partitions_def=domain_partitions,
-    description="3K candidates per query, K per group, no self-candidate, no duplicates.",
-)
 def candidates_well_formed(
     context, settings: SaberSettings, query_candidates: pl.DataFrame
 ) -> AssetCheckResult:

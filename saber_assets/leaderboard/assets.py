@@ -11,10 +11,12 @@ import numpy as np
 import polars as pl
 from dagster import (
     AssetExecutionContext,
+    AssetKey,
     DynamicPartitionsDefinition,
     MaterializeResult,
     MetadataValue,
     MultiPartitionsDefinition,
+    StaticPartitionsDefinition,
     asset,
 )
 
@@ -23,10 +25,9 @@ from saber_resources.llm import LLMResource
 from saber_resources.warehouse import Warehouse
 
 from ..corpus.build import corpus_version
-from ..ontology.tree import DOMAINS
+from ..ontology.domains import domain_names
 from ..ops.io import concat_partitions
 from ..ops.metadata import markdown_table
-from ..ops.partitions import domain_partitions
 from ..ops.tasks import tasks_for
 from ..resources import SaberSettings
 from ..settings import REPO_ROOT
@@ -37,9 +38,6 @@ from .retrievers.registry import RetrieverResources, build_retriever, load_regis
 matplotlib.use("Agg")
 
 retriever_partitions = DynamicPartitionsDefinition(name="retriever")
-run_partitions = MultiPartitionsDefinition(
-    {"retriever": retriever_partitions, "domain": domain_partitions}
-)
 
 
 def registry_path(settings: SaberSettings) -> Path:
@@ -57,6 +55,7 @@ def benchmark_export(
 ) -> MaterializeResult:
     """The built benchmark in the exchange format (queries, documents, manifest)."""
     cfg = settings.load()
+    domain_order = domain_names(cfg.ontology)
     ratings = concat_partitions(relevance_ratings)
     row_of = {i: k for k, i in enumerate(corpus["id"].to_list())}
     text = {r[0]: (r[1], r[2]) for r in corpus.select("id", "problem", "solution").iter_rows()}
@@ -82,7 +81,7 @@ def benchmark_export(
                     "solution": text[qid][1],
                     "candidates": [row_of[c] for c in frame["candidate_id"]],
                     "relevance_scores": frame["rating"].to_list(),
-                    "domains": [d for d in DOMAINS if d in domains],
+                    "domains": [d for d in domain_order if d in domains],
                 }
             )
     queries = pl.DataFrame(q_rows, schema=QUERY_SCHEMA)
@@ -93,6 +92,7 @@ def benchmark_export(
         "judge_backend": cfg.llm.backend,
         "judge_model": cfg.llm.model,
         "seed": cfg.seed,
+        "domains": domain_order,
         "thresholds": {
             "topic": float(relevance_thresholds["topic_threshold"][0]),
             "summary": float(relevance_thresholds["summary_threshold"][0]),
@@ -143,12 +143,20 @@ def runs_dir(settings: SaberSettings) -> Path:
     return settings.output_dir() / "runs"
 
 
-@asset(
-    group_name="leaderboard",
-    partitions_def=run_partitions,
-    kinds={"ranx", "parquet"},
-    deps=[evaluation_benchmark],
-)
+def build_run_assets(domain_partitions: StaticPartitionsDefinition) -> list:
+    """retriever_runs over retriever (dynamic) × the configured domains."""
+    return [
+        asset(
+            group_name="leaderboard",
+            partitions_def=MultiPartitionsDefinition(
+                {"retriever": retriever_partitions, "domain": domain_partitions}
+            ),
+            kinds={"ranx", "parquet"},
+            deps=[evaluation_benchmark],
+        )(retriever_runs)
+    ]
+
+
 def retriever_runs(
     context: AssetExecutionContext, settings: SaberSettings, warehouse: Warehouse, llm: LLMResource
 ) -> MaterializeResult:
@@ -260,7 +268,7 @@ def _bar_chart(table: pl.DataFrame) -> MetadataValue:
     )
 
 
-@asset(group_name="leaderboard", kinds={"duckdb", "polars"}, deps=[retriever_runs])
+@asset(group_name="leaderboard", kinds={"duckdb", "polars"}, deps=[AssetKey("retriever_runs")])
 def leaderboard(
     context: AssetExecutionContext, settings: SaberSettings, warehouse: Warehouse
 ) -> MaterializeResult:
@@ -271,6 +279,7 @@ def leaderboard(
     entries = load_registry(registry_path(settings))
     bench = Benchmark.read(settings.output_dir() / "evaluation_benchmark")
     manifest = bench.manifest
+    domains = bench.domain_list()
     tables = []
     for e in entries:
         files = sorted((runs_dir(settings) / e.name).glob("*.parquet"))
@@ -278,7 +287,7 @@ def leaderboard(
             context.log.warning(f"no runs for {e.name!r} yet")
             continue
         runs = pl.concat([pl.read_parquet(f) for f in files])
-        rep = report(runs, DOMAINS, cfg.leaderboard.bootstrap_resamples, cfg.seed)
+        rep = report(runs, domains, cfg.leaderboard.bootstrap_resamples, cfg.seed)
         if rep.is_empty():
             context.log.warning(
                 f"{e.name!r}: its runs hold no query (the benchmark has no query in any domain)"
@@ -313,7 +322,7 @@ def leaderboard(
             pl.col("ndcg@10").round(4),
             pl.col("ci_low").round(4),
             pl.col("ci_high").round(4),
-            *[pl.col(d).round(4) for d in DOMAINS],
+            *[pl.col(d).round(4) for d in domains if d in board.columns],
             "failed",
             pl.col("median_latency_ms").round(2),
         ),

@@ -3,7 +3,8 @@
 queries.parquet   id, problem, solution, candidates (document row indices), relevance_scores
                   (floats in [0, 5], aligned with candidates), domains (list of domain names)
 documents.parquet id, problem, solution
-manifest.json     where the benchmark came from: corpus version, judge backend, seeds, thresholds
+manifest.json     where the benchmark came from: corpus version, judge backend, seeds, thresholds,
+                  the domain list (optional: else the domains the queries name, in order of appearance)
 """
 
 from __future__ import annotations
@@ -35,6 +36,16 @@ class Benchmark:
     queries: pl.DataFrame
     documents: pl.DataFrame
     manifest: dict = field(default_factory=dict)
+
+    def domain_list(self) -> list[str]:
+        """The benchmark's domains: the manifest's list, else those its queries name."""
+        named = self.manifest.get("domains")
+        if named:
+            return list(named)
+        seen = (
+            self.queries["domains"].explode().drop_nulls().to_list() if self.queries.height else []
+        )
+        return list(dict.fromkeys(seen))
 
     def write(self, directory: Path) -> Path:
         directory = Path(directory)

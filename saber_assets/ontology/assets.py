@@ -1,27 +1,12 @@
 """ontology stage: topic DAG -> tree with domains (IC needs annotation counts: annotations stage)."""
 
-from pathlib import Path
-
 import polars as pl
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
 from ..ops.metadata import markdown_table
 from ..resources import SaberSettings
-from ..settings import BUNDLED_ONTOLOGIES, DATA_DIR, REPO_ROOT, OntologyConfig
-from .tree import TopicDag, dag_from_nested_tree, dag_from_nodes_edges, expand_to_tree
-
-
-def _path(p: str) -> Path:
-    path = Path(p).expanduser()
-    return path if path.is_absolute() else REPO_ROOT / path
-
-
-def load_dag(cfg: OntologyConfig) -> TopicDag:
-    if cfg.bundled:
-        return dag_from_nested_tree(DATA_DIR / BUNDLED_ONTOLOGIES[cfg.bundled])
-    if cfg.path:
-        return dag_from_nested_tree(_path(cfg.path))
-    return dag_from_nodes_edges(_path(cfg.nodes), _path(cfg.edges) if cfg.edges else None)
+from .domains import domain_spec, resolve_domains
+from .tree import expand_to_tree, load_dag
 
 
 @asset(group_name="ontology", io_manager_key="parquet_io", kinds={"networkx", "parquet"})
@@ -29,7 +14,8 @@ def ontology_tree(context: AssetExecutionContext, settings: SaberSettings) -> Ou
     """The topic DAG expanded to a tree (one node per root path), preorder, with each node's domain."""
     cfg = settings.load()
     dag = load_dag(cfg.ontology)
-    tree = expand_to_tree(dag)
+    domain_of, domains = resolve_domains(dag, domain_spec(cfg.ontology))
+    tree = expand_to_tree(dag, domain_of)
     df = tree.to_frame()
     for w in dag.warnings:
         context.log.warning(f"ontology data warning: {w}")
@@ -45,6 +31,10 @@ def ontology_tree(context: AssetExecutionContext, settings: SaberSettings) -> Ou
             "dagster/row_count": df.height,
             "topics": dag.n_topics,
             "tree_nodes": tree.n_nodes,
+            "domains": MetadataValue.json(
+                {dag.graph.nodes[k]["title"]: d for k, d in domain_of.items()}
+            ),
+            "domain_list": ", ".join(domains),
             "duplicated_topics": int((df.group_by("topic").len()["len"] > 1).sum()),
             "max_depth": int(tree.depth.max()),
             "per_domain": markdown_table(by_domain),

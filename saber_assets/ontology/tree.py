@@ -16,17 +16,8 @@ import networkx as nx
 import numpy as np
 import polars as pl
 
-# First level under the root -> benchmark domain (DESIGN.md §2). Other first-level topics: no domain.
-DOMAIN_OF_FIRST_LEVEL = {
-    "NumberTheory": "Number Theory",
-    "Geometry": "Geometry",
-    "Algebra": "Algebra",
-    "CalculusandAnalysis": "Calculus and Analysis",
-    "DiscreteMathematics": "Combinatorics",
-    "ProbabilityandStatistics": "Combinatorics",
-    "RecreationalMathematics": "Combinatorics",
-}
-DOMAINS = ["Algebra", "Geometry", "Number Theory", "Combinatorics", "Calculus and Analysis"]
+from ..settings import BUNDLED_ONTOLOGIES, DATA_DIR, REPO_ROOT, OntologyConfig
+
 PATH_SEP = " › "
 
 
@@ -117,7 +108,8 @@ def dag_from_nodes_edges(nodes_path: Path, edges_path: Path | None = None) -> To
             raise OntologyError(f"{nodes_path}:{line}: node needs 'id' and 'title' (got {n})")
         key = n.get("url") or str(n["id"])
         key_of[str(n["id"])] = key
-        g.add_node(key, title=n["title"])
+        ids = [*g.nodes[key].get("ids", ()), str(n["id"])] if key in g else [str(n["id"])]
+        g.add_node(key, title=n["title"], ids=ids)
     for line, e in edges:
         if len(e) != 2:
             raise OntologyError(f"{edges_path}:{line}: an edge is a [parent, child] pair (got {e})")
@@ -196,14 +188,33 @@ class TopicTree:
         )
 
 
-def expand_to_tree(dag: TopicDag, root_title: str = "ROOT") -> TopicTree:
-    """Duplicate each DAG node once per root path. Several DAG roots get a synthetic common root."""
+def _roots(dag: TopicDag) -> list[str]:
+    roots = [k for k in dag.graph.nodes if dag.graph.in_degree(k) == 0]
+    if not roots:
+        raise OntologyError("the ontology has no root (every node has a parent)")
+    return roots
+
+
+def first_level_nodes(dag: TopicDag) -> list[str]:
+    """The DAG keys of the tree's depth-1 nodes: the root's children, or the roots themselves when
+    there are several (they hang under a synthetic root)."""
+    roots = _roots(dag)
+    return list(dag.graph.successors(roots[0])) if len(roots) == 1 else roots
+
+
+def expand_to_tree(
+    dag: TopicDag, domain_of: dict[str, str] | None = None, root_title: str = "ROOT"
+) -> TopicTree:
+    """Duplicate each DAG node once per root path. Several DAG roots get a synthetic common root.
+
+    ``domain_of`` maps first-level DAG keys to domains (``ontology.domains``); every node inherits
+    its first-level ancestor's domain on its path (a node reached under two domains is copied once
+    per path, so each copy has one domain)."""
     g = dag.graph
     keys = list(g.nodes)
     index = {k: i for i, k in enumerate(keys)}
-    roots = [k for k in keys if g.in_degree(k) == 0]
-    if not roots:
-        raise OntologyError("the ontology has no root (every node has a parent)")
+    roots = _roots(dag)
+    domain_of = domain_of or {}
     parent, depth, topic, titles, urls, paths, domains = [], [], [], [], [], [], []
 
     def add(key: str | None, par: int, dep: int, path: str, domain: str | None) -> int:
@@ -228,7 +239,7 @@ def expand_to_tree(dag: TopicDag, root_title: str = "ROOT") -> TopicTree:
         key, par, dep, domain = stack.pop()
         title = g.nodes[key]["title"]
         if dep == 1:
-            domain = DOMAIN_OF_FIRST_LEVEL.get(title)
+            domain = domain_of.get(key)
         me = add(key, par, dep, paths[par] + PATH_SEP + title, domain)
         for child in reversed(list(g.successors(key))):
             stack.append((child, me, dep + 1, domain))
@@ -241,3 +252,17 @@ def expand_to_tree(dag: TopicDag, root_title: str = "ROOT") -> TopicTree:
         paths=paths,
         domains=domains,
     )
+
+
+def _path(p: str) -> Path:
+    path = Path(p).expanduser()
+    return path if path.is_absolute() else REPO_ROOT / path
+
+
+def load_dag(cfg: OntologyConfig) -> TopicDag:
+    """The configured ontology: bundled, a nested tree file, or nodes + edges."""
+    if cfg.bundled:
+        return dag_from_nested_tree(DATA_DIR / BUNDLED_ONTOLOGIES[cfg.bundled])
+    if cfg.path:
+        return dag_from_nested_tree(_path(cfg.path))
+    return dag_from_nodes_edges(_path(cfg.nodes), _path(cfg.edges) if cfg.edges else None)

@@ -20,11 +20,11 @@ from dagster import (
 
 from ..leaderboard.assets import registry_path, retriever_partitions
 from ..leaderboard.retrievers.registry import load_registry
-from ..ontology.tree import DOMAINS
+from ..ontology.domains import domain_names
 from ..resources import SaberSettings
 
 
-def run_requests(names: list[str], tag: str) -> list[RunRequest]:
+def run_requests(names: list[str], domains: list[str], tag: str) -> list[RunRequest]:
     return [
         RunRequest(
             run_key=f"{tag}:{n}:{d}",
@@ -32,7 +32,7 @@ def run_requests(names: list[str], tag: str) -> list[RunRequest]:
             tags={"saber/trigger": tag},
         )
         for n in names
-        for d in DOMAINS
+        for d in domains
     ]
 
 
@@ -48,7 +48,7 @@ def retriever_registry_sensor(context: SensorEvaluationContext, settings: SaberS
         return SkipReason(f"no new retriever among {len(names)} registered")
     context.log.info(f"new retrievers: {new}")
     return SensorResult(
-        run_requests=run_requests(new, "registry-sensor"),
+        run_requests=run_requests(new, domain_names(settings.load().ontology), "registry-sensor"),
         dynamic_partitions_requests=[retriever_partitions.build_add_request(new)],
     )
 
@@ -73,7 +73,7 @@ def retriever_runs_backstop(context, settings: SaberSettings):
             tags={"saber/trigger": "daily-backstop"},
         )
         for n in names
-        for d in DOMAINS
+        for d in domain_names(settings.load().ontology)
         if str(MultiPartitionKey({"retriever": n, "domain": d})) not in done
     ]
     return todo or SkipReason("every registered retriever has runs for every domain")

@@ -1,12 +1,14 @@
 """Partition sets shared by stages."""
 
 import hashlib
+from collections.abc import Sequence
 
 from dagster import StaticPartitionsDefinition
 
-from ..ontology.tree import DOMAINS
 
-domain_partitions = StaticPartitionsDefinition(DOMAINS)
+def domain_partitions(domains: Sequence[str]) -> StaticPartitionsDefinition:
+    """One partition per configured domain (``ontology.domains``), built when definitions load."""
+    return StaticPartitionsDefinition(list(domains))
 
 
 def chunk_keys(n: int) -> list[str]:

@@ -2,20 +2,29 @@
 
 import numpy as np
 import polars as pl
-from dagster import AssetCheckResult, Output, asset, asset_check
+from dagster import AssetCheckResult, Output, StaticPartitionsDefinition, asset, asset_check
 
 from ..ops.metadata import markdown_table
-from ..ops.partitions import domain_partitions
 from ..resources import SaberSettings
 from .bradley_terry import fit_many, rescale
 
 
-@asset(
-    group_name="ratings",
-    partitions_def=domain_partitions,
-    io_manager_key="parquet_io",
-    kinds={"polars", "parquet"},
-)
+def build_rating_assets(domain_partitions: StaticPartitionsDefinition) -> list:
+    """relevance_ratings and its check, over the configured domain partitions."""
+    ratings = asset(
+        group_name="ratings",
+        partitions_def=domain_partitions,
+        io_manager_key="parquet_io",
+        kinds={"polars", "parquet"},
+    )(relevance_ratings)
+    check = asset_check(
+        asset=ratings,
+        partitions_def=domain_partitions,
+        description="3K ratings per query, min 0, max 5, no NaN.",
+    )(ratings_well_formed)
+    return [ratings, check]
+
+
 def relevance_ratings(
     settings: SaberSettings, query_candidates: pl.DataFrame, tournament_judgments: pl.DataFrame
 ) -> Output[pl.DataFrame]:
@@ -73,11 +82,6 @@ def relevance_ratings(
     )
 
 
-@asset_check(
-    asset=relevance_ratings,
-    partitions_def=domain_partitions,
-    description="3K ratings per query, min 0, max 5, no NaN.",
-)
 def ratings_well_formed(
     settings: SaberSettings, relevance_ratings: pl.DataFrame
 ) -> AssetCheckResult:

@@ -19,7 +19,8 @@ from dagster import (
     asset,
 )
 
-from ..ontology.tree import DOMAINS, TopicTree
+from ..ontology.domains import domain_names
+from ..ontology.tree import TopicTree
 from ..ops.metadata import markdown_table
 from ..resources import SaberSettings
 from .compute import compute_segment
@@ -311,7 +312,13 @@ def relevance_thresholds(
         source, per_domain = "config", {}
     else:
         choice = derive_thresholds(
-            hist, domains, DOMAINS, cand.queries_per_domain, cand.candidates_per_group, ft, fs
+            hist,
+            domains,
+            domain_names(full.ontology),
+            cand.queries_per_domain,
+            cand.candidates_per_group,
+            ft,
+            fs,
         )
         tq, sq, source, per_domain = choice.topic_q, choice.summary_q, "derived", choice.per_domain
     if tq + 1 < ft or sq + 1 < fs:  # relevance needs q > threshold: those pairs must all be stored
@@ -324,7 +331,7 @@ def relevance_thresholds(
     k = cand.candidates_per_group
     viable = (topic_only >= k) & (summary_only >= k) & (both >= k)
     rows = []
-    for dname in DOMAINS:
+    for dname in domain_names(full.ontology):
         mask = np.array([dname in ds for ds in domains], dtype=bool)
         pd_ = per_domain.get(dname)
         rows.append(

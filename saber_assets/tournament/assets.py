@@ -4,13 +4,12 @@ import math
 import time
 
 import polars as pl
-from dagster import AssetExecutionContext, Output, asset
+from dagster import AssetExecutionContext, Output, StaticPartitionsDefinition, asset
 
 from saber_resources.llm import LLMResource
 from saber_resources.warehouse import Warehouse
 
 from ..ops.metadata import markdown_table
-from ..ops.partitions import domain_partitions
 from ..ops.tasks import tasks_for
 from ..resources import SaberSettings
 from .engine import TournamentQuery, run_key, run_tournament
@@ -27,13 +26,19 @@ def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-@asset(
-    group_name="tournament",
-    partitions_def=domain_partitions,
-    io_manager_key="parquet_io",
-    kinds={"polars", "duckdb"},
-    tags={"gpu": "llm"},
-)
+def build_tournament_assets(domain_partitions: StaticPartitionsDefinition) -> list:
+    """tournament_judgments over the configured domain partitions."""
+    return [
+        asset(
+            group_name="tournament",
+            partitions_def=domain_partitions,
+            io_manager_key="parquet_io",
+            kinds={"polars", "duckdb"},
+            tags={"gpu": "llm"},
+        )(tournament_judgments)
+    ]
+
+
 def tournament_judgments(
     context: AssetExecutionContext,
     settings: SaberSettings,
