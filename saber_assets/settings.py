@@ -188,6 +188,11 @@ class TournamentConfig(_Strict):
     alpha: float = Field(default=0.1, gt=0)  # Bradley–Terry prior strength (choix's alpha)
     judge_chunk: int = Field(default=256, ge=1)  # judgments persisted after every chunk
     max_parse_retries: int = Field(default=2, ge=0)
+    # LLM backends: `paper` reasons (technique profiles, comparison, tie-breakers) and ends with
+    # \boxed{1|2}; `direct` answers the digit at once (cheap). The CPU backend has its own judge.
+    judge_prompt: Literal["paper", "direct"] = "paper"
+    # Reasoning budget of the paper judge; a cut-off answer is retried once with twice as much.
+    judge_max_tokens: int = Field(default=4096, ge=16)
 
 
 class LeaderboardConfig(_Strict):

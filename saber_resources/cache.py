@@ -47,6 +47,7 @@ class CachedAnswer:
     top_logprobs: dict[str, float] | None
     parsed_ok: bool | None
     parse_error: str | None
+    finish_reason: str | None = None
 
 
 class LLMCache:
@@ -61,9 +62,11 @@ class LLMCache:
                 f"""CREATE TABLE IF NOT EXISTS {self.TABLE} (
                     backend VARCHAR, model VARCHAR, prompt_version VARCHAR, request_hash VARCHAR,
                     request JSON, answer VARCHAR, top_logprobs JSON, parsed_ok BOOLEAN, parse_error VARCHAR,
-                    created_at TIMESTAMP DEFAULT current_timestamp,
+                    created_at TIMESTAMP DEFAULT current_timestamp, finish_reason VARCHAR,
                     PRIMARY KEY (backend, model, prompt_version, request_hash))"""
             )
+            # caches written before finish_reason was kept (its absence reads as "stop")
+            conn.execute(f"ALTER TABLE {self.TABLE} ADD COLUMN IF NOT EXISTS finish_reason VARCHAR")
 
     def get_many(
         self, backend: str, model: str, version: str, hashes: Iterable[str]
@@ -74,14 +77,15 @@ class LLMCache:
         with self._connect() as conn:
             with registered(conn, "_want", pl.DataFrame({"request_hash": hashes})):
                 rows = conn.execute(
-                    f"""SELECT c.request_hash, answer, top_logprobs, parsed_ok, parse_error FROM {self.TABLE} c
+                    f"""SELECT c.request_hash, answer, top_logprobs, parsed_ok, parse_error, finish_reason
+                        FROM {self.TABLE} c
                         JOIN _want USING (request_hash)
                         WHERE backend = ? AND model = ? AND prompt_version = ?""",
                     [backend, model, version],
                 ).fetchall()
         return {
-            h: CachedAnswer(a, json.loads(lp) if lp else None, ok, err)
-            for h, a, lp, ok, err in rows
+            h: CachedAnswer(a, json.loads(lp) if lp else None, ok, err, fin)
+            for h, a, lp, ok, err, fin in rows
         }
 
     def put_many(
@@ -89,9 +93,10 @@ class LLMCache:
         backend: str,
         model: str,
         version: str,
-        rows: list[tuple[str, dict, str, dict | None, bool, str | None]],
+        rows: list[tuple[str, dict, str, dict | None, bool, str | None, str | None]],
     ) -> None:
-        """rows: (request hash, request, answer text, top logprobs, parsed ok, parse error)."""
+        """rows: (request hash, request, answer text, top logprobs, parsed ok, parse error,
+        finish reason)."""
         if not rows:
             return
         df = pl.DataFrame(
@@ -105,16 +110,22 @@ class LLMCache:
                 "top_logprobs": [json.dumps(r[3]) if r[3] is not None else None for r in rows],
                 "parsed_ok": [r[4] for r in rows],
                 "parse_error": [r[5] for r in rows],
+                "finish_reason": [r[6] for r in rows],
             },
-            schema_overrides={"parse_error": pl.String, "top_logprobs": pl.String},
+            schema_overrides={
+                "parse_error": pl.String,
+                "top_logprobs": pl.String,
+                "finish_reason": pl.String,
+            },
         )
         with self._connect() as conn:
             with registered(conn, "_new", df):
                 conn.execute(
                     f"""INSERT OR REPLACE INTO {self.TABLE}
-                        (backend, model, prompt_version, request_hash, request, answer, top_logprobs, parsed_ok, parse_error)
+                        (backend, model, prompt_version, request_hash, request, answer, top_logprobs, parsed_ok,
+                         parse_error, finish_reason)
                         SELECT backend, model, prompt_version, request_hash, request::JSON, answer, top_logprobs::JSON,
-                               parsed_ok, parse_error FROM _new"""
+                               parsed_ok, parse_error, finish_reason FROM _new"""
                 )
 
     def failures(self) -> pl.DataFrame:

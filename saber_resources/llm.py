@@ -51,6 +51,7 @@ class LLMRequest:
 class LLMResponse:
     text: str
     top_logprobs: dict[str, float] | None = None  # first generated token: token -> logprob
+    finish_reason: str | None = None  # "length": cut off at max_tokens
 
 
 class LLMBackend(Protocol):
@@ -123,7 +124,7 @@ class VLLMBackend:
             top = None
             if req.top_logprobs and comp.logprobs:
                 top = {lp.decoded_token: lp.logprob for lp in comp.logprobs[0].values()}
-            responses.append(LLMResponse(comp.text, top))
+            responses.append(LLMResponse(comp.text, top, getattr(comp, "finish_reason", None)))
         return responses
 
 
@@ -223,7 +224,7 @@ class OpenAIBackend:
             first = lp["content"][0]
             top = {alt["token"]: alt["logprob"] for alt in first.get("top_logprobs", [])}
             top.setdefault(first["token"], first["logprob"])
-        return LLMResponse(text, top)
+        return LLMResponse(text, top, choice.get("finish_reason"))
 
     async def _one(
         self, client: httpx.AsyncClient, sem: asyncio.Semaphore, req: LLMRequest

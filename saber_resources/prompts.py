@@ -15,7 +15,9 @@ from .llm import LLMRequest, p_yes
 
 TOPIC_VERSION = "topic-scores/v1"
 SUMMARY_VERSION = "core-idea/v1"
-JUDGE_VERSION = "pair-judge/v1"
+JUDGE_PAPER_VERSION = "pair-judge/paper-v1"  # reasoning, then \boxed{1|2} (the paper's structure)
+JUDGE_DIRECT_VERSION = "pair-judge/direct-v1"  # "1" or "2" at once (cheap)
+JUDGE_VERSIONS = {"paper": JUDGE_PAPER_VERSION, "direct": JUDGE_DIRECT_VERSION}
 POINTWISE_VERSION = "pointwise-yes/v1"
 TRANSLATE_VERSION = "translate/v1"
 
@@ -24,6 +26,10 @@ MAX_SUMMARY_WORDS = 30
 
 class ParseError(ValueError):
     """The answer does not follow the required format; the message says how."""
+
+
+class Truncated(ParseError):
+    """The answer was cut off by the token limit (finish_reason "length")."""
 
 
 def _problem_block(problem: str, solution: str | None) -> str:
@@ -175,6 +181,7 @@ JUDGE_SYSTEM = (
 
 
 def judge_request(query: str, first: str, second: str) -> LLMRequest:
+    """The ``direct`` judge: the answer is the digit alone (two tokens, constrained to 1 or 2)."""
     user = (
         f"Query problem with its solution:\n{query}\n\n"
         f"Candidate 1:\n{first}\n\n"
@@ -188,14 +195,75 @@ def judge_request(query: str, first: str, second: str) -> LLMRequest:
     )
 
 
-_JUDGE_ANSWER = re.compile(r"^\s*(?:candidate\s*)?([12])\s*\.?\s*$", re.IGNORECASE)
+PAPER_JUDGE_SYSTEM = (
+    "You are an expert mathematician and teacher. You compare problems by the mathematics their "
+    "solutions need, not by how they are worded."
+)
+
+PAPER_JUDGE_INSTRUCTIONS = """\
+A student has just worked through the target problem and its solution. Decide which of the two \
+samples would better help them recognise and practise the same way of solving, that is, which \
+sample is more mathematically relevant to the target.
+
+Work in three steps.
+
+Step 1, technique profiles. For the target and for each sample write a short profile:
+- Topic tags: 2 to 6 short tags for the mathematical areas involved.
+- Tools: the theorems, identities, lemmas and standard tools the solution relies on.
+- Key moves: the 3 to 8 main steps of the solution in order, each an action (for example \
+"reduce modulo 4", "build a bijection", "compare areas").
+- Structural signature: 1 to 3 sentences on the shape of the argument, free of the story and \
+the numbers.
+
+Step 2, comparison. Compare each sample with the target.
+- Technique overlap comes first: how many of the target's essential tools and moves the \
+sample's solution also needs.
+- Structural alignment comes second and only separates samples whose overlap is similar: do \
+the two arguments have the same shape?
+- Difficulty is not a criterion: a much easier or much harder problem can be just as relevant.
+- Surface similarity counts against a sample, never for it: shared names, setting, story, \
+wording or incidental algebra that the solutions do not depend on.
+
+Step 3, decision. Choose the more relevant sample. When the comparison is close, decide by \
+the first of these that separates them:
+1. the sample whose main technique is the target's main technique;
+2. the sample whose sequence of key moves is closer to the target's;
+3. the sample that represents the problem the same way (algebraically, geometrically, by \
+counting, ...).
+
+Finish with a last line that contains only \\boxed{1} or \\boxed{2}."""
+
+
+def paper_judge_request(query: str, first: str, second: str, max_tokens: int) -> LLMRequest:
+    """The ``paper`` judge: reasoning in three steps (profiles, comparison, ordered tie-breakers),
+    the answer in a final \\boxed{1} or \\boxed{2}. Every item shows problem and solution."""
+    user = (
+        f"Target problem with its solution:\n{query}\n\n"
+        f"Sample 1 with its solution:\n{first}\n\n"
+        f"Sample 2 with its solution:\n{second}\n\n"
+        f"{PAPER_JUDGE_INSTRUCTIONS}"
+    )
+    return LLMRequest(
+        messages=(("system", PAPER_JUDGE_SYSTEM), ("user", user)), max_tokens=max_tokens
+    )
+
+
+_JUDGE_ANSWER = re.compile(r"^\s*(?:candidate\s*|sample\s*)?([12])\s*\.?\s*$", re.IGNORECASE)
+_BOXED = re.compile(r"\\boxed\s*\{\s*(?:\\text\s*\{\s*)?([^{}]*?)\s*\}")
 
 
 def parse_judgment(text: str) -> int:
+    """1 or 2: a bare answer ("1", "Candidate 2"), or the last \\boxed{...} of a reasoned answer."""
     m = _JUDGE_ANSWER.match(text)
-    if not m:
-        raise ParseError(f"expected 1 or 2, got {text[:60]!r}")
-    return int(m.group(1))
+    if m:
+        return int(m.group(1))
+    boxed = _BOXED.findall(text)
+    if not boxed:
+        raise ParseError(f"no \\boxed{{1}} or \\boxed{{2}} in the answer (ends {text[-80:]!r})")
+    last = re.sub(r"^(?:sample|candidate)\s*", "", boxed[-1].strip(), flags=re.IGNORECASE)
+    if last not in ("1", "2"):
+        raise ParseError(f"the last boxed answer is {boxed[-1]!r}, not 1 or 2")
+    return int(last)
 
 
 # -------------------------------------------------------------------------- pointwise judge

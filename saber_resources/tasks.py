@@ -15,13 +15,15 @@ from typing import Generic, Protocol, TypeVar
 from .cache import LLMCache
 from .llm import LLMBackend, LLMRequest, LLMResponse
 from .prompts import (
-    JUDGE_VERSION,
+    JUDGE_VERSIONS,
     POINTWISE_VERSION,
     SUMMARY_VERSION,
     TOPIC_VERSION,
     TRANSLATE_VERSION,
     ParseError,
+    Truncated,
     judge_request,
+    paper_judge_request,
     parse_judgment,
     parse_p_yes,
     parse_summary,
@@ -67,9 +69,11 @@ class TaskFailed(RuntimeError):
 class TaskRunner:
     """Cache lookup -> batched generate for the misses -> strict parse -> retry the failures.
 
-    Retries change the seed and sample at ``retry_temperature`` (a deterministic server would
-    otherwise repeat the same bad answer); each attempt is its own cache entry. Answers are cached
-    after every sub-batch of ``batch_size``, so a crash loses at most one sub-batch.
+    Retries of unparseable answers change the seed and sample at ``retry_temperature`` (a
+    deterministic server would otherwise repeat the same bad answer). An answer cut off by the
+    token limit (finish_reason "length") is retried once with twice the budget, same seed and
+    temperature, and is a failure if it is cut off again. Each attempt is its own cache entry.
+    Answers are cached after every sub-batch of ``batch_size``, so a crash loses at most one.
     """
 
     backend: LLMBackend
@@ -87,11 +91,13 @@ class TaskRunner:
     def model(self) -> str:
         return self.backend.model
 
-    def _variant(self, req: LLMRequest, attempt: int) -> LLMRequest:
-        if attempt == 0:
+    def _variant(self, req: LLMRequest, retries: int, doubled: bool) -> LLMRequest:
+        if doubled:
+            req = dataclasses.replace(req, max_tokens=2 * req.max_tokens)
+        if retries == 0:
             return req
         return dataclasses.replace(
-            req, seed=req.seed + attempt, temperature=max(req.temperature, self.retry_temperature)
+            req, seed=req.seed + retries, temperature=max(req.temperature, self.retry_temperature)
         )
 
     def run(
@@ -99,26 +105,32 @@ class TaskRunner:
     ) -> list[Outcome[T]]:
         """``parse(i, response)`` parses the answer to ``requests[i]`` or raises ParseError."""
         outcomes: list[Outcome[T] | None] = [None] * len(requests)
+        retries = [0] * len(requests)  # parse retries used
+        doubled = [False] * len(requests)  # the token budget was doubled after a cut-off answer
+        attempts = [0] * len(requests)
         pending = list(range(len(requests)))
-        for attempt in range(self.max_retries + 1):
+        while pending:
             retry: list[int] = []
             for start in range(0, len(pending), self.batch_size):
                 chunk = pending[start : start + self.batch_size]
-                for i, ok, err, raw in self._attempt(
-                    version, [self._variant(requests[i], attempt) for i in chunk], parse, chunk
-                ):
+                reqs = [self._variant(requests[i], retries[i], doubled[i]) for i in chunk]
+                for i, ok, err, raw, cut in self._attempt(version, reqs, parse, chunk):
+                    attempts[i] += 1
                     if ok is not None:
-                        outcomes[i] = Outcome(ok[0], raw=raw, attempts=attempt + 1)
-                    elif attempt < self.max_retries:
+                        outcomes[i] = Outcome(ok[0], raw=raw, attempts=attempts[i])
+                        continue
+                    if cut and not doubled[i]:
+                        doubled[i] = True
+                        retry.append(i)
+                    elif not cut and retries[i] < self.max_retries:
+                        retries[i] += 1
                         retry.append(i)
                     else:
                         self.stats.failed += 1
                         outcomes[i] = Outcome(
-                            None, ok=False, error=err, raw=raw, attempts=attempt + 1
+                            None, ok=False, error=err, raw=raw, attempts=attempts[i]
                         )
             pending = retry
-            if not pending:
-                break
         return outcomes  # type: ignore[return-value]
 
     def _attempt(self, version, reqs: list[LLMRequest], parse, idx: list[int]):
@@ -133,7 +145,7 @@ class TaskRunner:
         fresh = self.backend.generate([reqs[k] for k in need]) if need else []
         self.stats.calls += len(need)
         answers = {
-            k: LLMResponse(cached[h].text, cached[h].top_logprobs)
+            k: LLMResponse(cached[h].text, cached[h].top_logprobs, cached[h].finish_reason)
             for k, h in enumerate(hashes)
             if h in cached
         }
@@ -143,11 +155,16 @@ class TaskRunner:
         for k, i in enumerate(idx):
             ans = answers[k]
             try:
+                if ans.finish_reason == "length":
+                    raise Truncated(
+                        f"answer cut off at the token limit ({reqs[k].max_tokens} tokens)"
+                    )
                 value, err = (parse(i, ans),), None
             except ParseError as exc:
                 value, err = None, str(exc)
                 self.stats.parse_failures += 1
-            results.append((i, value, err, ans.text))
+            cut = ans.finish_reason == "length"
+            results.append((i, value, err, ans.text, cut))
             if k in fresh_idx:
                 rows.append(
                     (
@@ -157,6 +174,7 @@ class TaskRunner:
                         ans.top_logprobs,
                         value is not None,
                         err,
+                        ans.finish_reason,
                     )
                 )
         if self.cache:
@@ -255,15 +273,32 @@ class LLMSummarizer(_LLMTask):
 
 
 class LLMPairJudge(_LLMTask):
-    version = JUDGE_VERSION
+    """``paper`` (default): reasons in three steps and ends with \\boxed{1|2}, within
+    ``max_tokens`` (a cut-off answer is retried once with twice the budget); ``direct``: answers
+    the digit at once (two tokens). Query and candidates are shown with their solutions."""
+
+    def __init__(self, runner: TaskRunner, prompt: str = "paper", max_tokens: int = 4096) -> None:
+        super().__init__(runner)
+        if prompt not in JUDGE_VERSIONS:
+            raise ValueError(
+                f"judge prompt must be one of {sorted(JUDGE_VERSIONS)}, not {prompt!r}"
+            )
+        self.prompt = prompt
+        self.version = JUDGE_VERSIONS[prompt]
+        self.max_tokens = max_tokens if prompt == "paper" else 2
 
     def text_for(self, problem: str, solution: str) -> str:
         return problem_text(problem, solution)
 
+    def request(self, query: str, first: str, second: str) -> LLMRequest:
+        if self.prompt == "paper":
+            return paper_judge_request(query, first, second, self.max_tokens)
+        return judge_request(query, first, second)
+
     def compare_batch(self, items):
         return self.runner.run(
             self.version,
-            [judge_request(q, a, b) for q, a, b in items],
+            [self.request(q, a, b) for q, a, b in items],
             lambda i, r: parse_judgment(r.text),
         )
 

@@ -48,8 +48,11 @@ def make_tasks(
     llm_cache: LLMCache | None,
     embedding_cache: EmbeddingCache | None,
     max_retries: int = 2,
+    judge_prompt: str = "paper",
+    judge_max_tokens: int = 4096,
 ) -> TaskSet:
-    """LLM tasks over ``backend`` (sharing one runner, so stats add up), or the CPU tasks if None."""
+    """LLM tasks over ``backend`` (sharing one runner, so stats add up), or the CPU tasks if None.
+    ``judge_prompt`` / ``judge_max_tokens`` choose the LLM pair judge (``paper`` or ``direct``)."""
     if backend is None:
         emb = CachedEmbedder(cpu_embedder(), embedding_cache)
         return TaskSet(
@@ -64,7 +67,7 @@ def make_tasks(
     return TaskSet(
         LLMTopicScorer(runner),
         LLMSummarizer(runner),
-        LLMPairJudge(runner),
+        LLMPairJudge(runner, judge_prompt, judge_max_tokens),
         LLMPointwiseJudge(runner),
         backend.name,
         LLMTranslator(runner),

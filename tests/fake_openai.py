@@ -10,11 +10,13 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-def chat_body(content: str, top_logprobs: dict[str, float] | None = None) -> dict:
+def chat_body(
+    content: str, top_logprobs: dict[str, float] | None = None, finish_reason: str = "stop"
+) -> dict:
     choice: dict = {
         "index": 0,
         "message": {"role": "assistant", "content": content},
-        "finish_reason": "stop",
+        "finish_reason": finish_reason,
     }
     if top_logprobs is not None:
         first = max(top_logprobs, key=top_logprobs.get)
@@ -28,6 +30,14 @@ def chat_body(content: str, top_logprobs: dict[str, float] | None = None) -> dic
             ]
         }
     return {"id": "x", "object": "chat.completion", "choices": [choice]}
+
+
+PAPER_REASONING = """Step 1. Target: tags number theory, modular arithmetic; tools: Fermat's little
+theorem; moves: reduce modulo 3, check residues, conclude. Sample 1: same tools and moves.
+Sample 2: tags algebra; tools: factoring; moves: expand, factor, compare. (\\boxed{2} would be
+wrong here.)
+Step 2. Sample 1 shares the main technique; sample 2 only shares surface words.
+Step 3. Sample 1."""
 
 
 def default_answer(body: dict) -> tuple[int, str | dict]:
@@ -44,6 +54,8 @@ def default_answer(body: dict) -> tuple[int, str | dict]:
         )
     if "Answer with 1 or 2" in user:
         return 200, chat_body("1")
+    if "\\boxed{1} or \\boxed{2}" in user:
+        return 200, chat_body(PAPER_REASONING + "\n\\boxed{1}")
     if "Answer Yes or No" in user:
         return 200, chat_body("Yes", {"Yes": -0.2, "No": -1.7, "Maybe": -5.0})
     return 400, {"error": "unknown task"}

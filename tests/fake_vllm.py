@@ -15,18 +15,20 @@ class Logprob:
 
 
 class _Completion:
-    def __init__(self, text, logprobs=None):
+    def __init__(self, text, logprobs=None, finish_reason="stop"):
         self.text = text
         self.logprobs = logprobs
+        self.finish_reason = finish_reason
 
 
 class _RequestOutput:
-    def __init__(self, text, logprobs=None):
-        self.outputs = [_Completion(text, logprobs)]
+    def __init__(self, text, logprobs=None, finish_reason="stop"):
+        self.outputs = [_Completion(text, logprobs, finish_reason)]
 
 
 def install(monkeypatch, answer) -> dict:
-    """Install the fake; ``answer(messages, params)`` returns (text, logprobs-list or None)."""
+    """Install the fake; ``answer(messages, params)`` returns (text, logprobs-list or None[,
+    finish reason])."""
     record: dict = {"init": None, "chats": []}
 
     class SamplingParams:

@@ -91,9 +91,13 @@ def test_judgment_and_p_yes_parsers():
         and parse_judgment(" 2.\n") == 2
         and parse_judgment("Candidate 2") == 2
     )
-    for bad in ["3", "1 or 2", "Both", ""]:
+    for bad in ["3", "1 or 2", "Both", "", "\\boxed{3}", "I pick \\boxed{1 or 2}"]:
         with pytest.raises(ParseError):
             parse_judgment(bad)
+    # a reasoned answer: the last \boxed{} decides, whatever came before
+    assert parse_judgment("Sample 2 looks close... \\boxed{2}\nOn reflection \\boxed{1}") == 1
+    assert parse_judgment("so the answer is\n\\boxed{ 2 }") == 2
+    assert parse_judgment("\\boxed{\\text{Sample 1}}") == 1
     # P(yes) renormalised over Yes/No, case and spaces ignored; the best-scoring variant counts.
     assert math.isclose(
         p_yes({" Yes": math.log(0.6), "No": math.log(0.2), "yes": math.log(0.1)}), 0.75
@@ -240,19 +244,19 @@ def test_parse_failures_are_retried_then_stored_with_raw_answer():
     cache = LLMCache(wh.connect)
     # The answer depends on the retry seed: seed 0 garbles, seed 1 answers properly.
     flaky = CountingBackend(lambda r: "1" if r.seed == 1 else "I think the first")
-    out = LLMPairJudge(TaskRunner(flaky, cache, max_retries=2)).compare_batch([("q", "a", "b")])
+    out = LLMPairJudge(TaskRunner(flaky, cache, max_retries=2), "direct").compare_batch(
+        [("q", "a", "b")]
+    )
     assert out[0].ok and out[0].value == 1 and out[0].attempts == 2
     hopeless = CountingBackend(lambda r: "banana")
-    judge = LLMPairJudge(TaskRunner(hopeless, cache, max_retries=2))
+    judge = LLMPairJudge(TaskRunner(hopeless, cache, max_retries=2), "direct")
     [bad] = judge.compare_batch([("q2", "a", "b")])
-    assert (
-        not bad.ok and bad.raw == "banana" and "expected 1 or 2" in bad.error and bad.attempts == 3
-    )
+    assert not bad.ok and bad.raw == "banana" and "no \\boxed{1}" in bad.error and bad.attempts == 3
     assert hopeless.calls == 3 and judge.stats.failed == 1
     failures = cache.failures()
     assert failures.height == 4 and set(failures["answer"]) == {"banana", "I think the first"}
     # A rerun replays the stored failures instead of asking again.
-    again = LLMPairJudge(TaskRunner(hopeless, cache, max_retries=2)).compare_batch(
+    again = LLMPairJudge(TaskRunner(hopeless, cache, max_retries=2), "direct").compare_batch(
         [("q2", "a", "b")]
     )
     assert hopeless.calls == 3 and not again[0].ok
@@ -276,3 +280,80 @@ def test_default_answer_helper_is_consistent():
         {"messages": [{"role": "user", "content": "Answer with 1 or 2 only."}]}
     )
     assert status == 200 and body == chat_body("1")
+
+
+# ------------------------------------------------------------------------- the paper judge
+
+
+def _paper_judge(srv, cache=None, max_tokens=64, **kw) -> LLMPairJudge:
+    return LLMPairJudge(TaskRunner(_openai(srv), cache, **kw), "paper", max_tokens)
+
+
+def test_paper_judge_long_reasoning_ends_in_a_boxed_answer():
+    with FakeOpenAI() as srv:
+        judge = _paper_judge(srv, max_tokens=4096)
+        assert judge.compare("Problem: q\n\nSolution: s", "Problem: a", "Problem: b") == 1
+    body = srv.requests[0]["body"]
+    user = body["messages"][-1]["content"]
+    # reasoning is allowed: the whole budget, no 1-or-2 constraint, no JSON schema
+    assert body["max_tokens"] == 4096 and "structured_outputs" not in body
+    assert "response_format" not in body
+    for part in (
+        "Technique overlap",
+        "Difficulty is not a criterion",
+        "Surface similarity",
+        "main technique",
+        "Structural signature",
+        "Solution: s",
+    ):
+        assert part in user
+    assert judge.version == "pair-judge/paper-v1"
+
+
+def test_paper_judge_two_boxed_answers_the_last_wins_and_none_fails():
+    answers = iter(
+        [
+            "Maybe \\boxed{1}? No: sample 2 shares the moves.\n\\boxed{2}",
+            "I cannot decide between the two samples.",
+            "Still undecided.",
+        ]
+    )
+    with FakeOpenAI(answer=lambda body: (200, chat_body(next(answers)))) as srv:
+        judge = _paper_judge(srv, max_retries=1)
+        [two] = judge.compare_batch([("q", "a", "b")])
+        [none] = judge.compare_batch([("q2", "a", "b")])
+    assert two.ok and two.value == 2
+    assert not none.ok and none.raw == "Still undecided." and "no \\boxed" in none.error
+    assert none.attempts == 2  # one parse retry, then a stored failure
+
+
+def test_paper_judge_truncated_answer_gets_twice_the_budget_once():
+    def answer(body):
+        if body["max_tokens"] < 128:  # the first budget is too small: cut off mid-reasoning
+            return 200, chat_body("Step 1. Target: tags ...", finish_reason="length")
+        return 200, chat_body("Step 1 ... Step 3.\n\\boxed{2}")
+
+    wh = Warehouse(path=":memory:")
+    with FakeOpenAI(answer=answer) as srv:
+        [ok] = _paper_judge(srv, LLMCache(wh.connect), max_tokens=64).compare_batch(
+            [("q", "a", "b")]
+        )
+    assert ok.ok and ok.value == 2 and ok.attempts == 2
+    assert [r["body"]["max_tokens"] for r in srv.requests] == [64, 128]
+
+    def always_cut(body):
+        return 200, chat_body("Step 1. " + "x" * body["max_tokens"], finish_reason="length")
+
+    cache = LLMCache(wh.connect)
+    with FakeOpenAI(answer=always_cut) as srv:
+        judge = _paper_judge(srv, cache, max_tokens=32, max_retries=3)
+        [bad] = judge.compare_batch([("q3", "a", "b")])
+    assert not bad.ok and "cut off at the token limit (64 tokens)" in bad.error
+    assert bad.raw.startswith("Step 1. ") and bad.attempts == 2  # retried once, not max_retries
+    assert [r["body"]["max_tokens"] for r in srv.requests] == [32, 64]
+    # the cut-off answers are cached with their finish reason: a rerun asks nothing
+    with FakeOpenAI(answer=always_cut) as srv:
+        [again] = _paper_judge(srv, cache, max_tokens=32, max_retries=3).compare_batch(
+            [("q3", "a", "b")]
+        )
+    assert not again.ok and srv.requests == []

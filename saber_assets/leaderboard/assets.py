@@ -45,6 +45,20 @@ def registry_path(settings: SaberSettings) -> Path:
     return p if p.is_absolute() else REPO_ROOT / p
 
 
+def judges_used(judgments: pl.DataFrame) -> list[dict]:
+    """Which judge configurations produced the judgments: judge, prompt version, token budget."""
+    if judgments.height == 0:
+        return []
+    if "max_tokens" not in judgments.columns:
+        judgments = judgments.with_columns(pl.lit(None, dtype=pl.Int32).alias("max_tokens"))
+    return (
+        judgments.group_by("judge", "prompt_version", "max_tokens")
+        .agg(pl.len().alias("judgments"), pl.col("winner").is_null().sum().alias("failures"))
+        .sort("judge", "prompt_version")
+        .to_dicts()
+    )
+
+
 @asset(group_name="leaderboard", kinds={"parquet"})
 def benchmark_export(
     settings: SaberSettings,
@@ -52,6 +66,7 @@ def benchmark_export(
     problem_annotations: pl.DataFrame,
     relevance_ratings: dict[str, pl.DataFrame],
     relevance_thresholds: pl.DataFrame,
+    tournament_judgments: dict[str, pl.DataFrame],
 ) -> MaterializeResult:
     """The built benchmark in the exchange format (queries, documents, manifest)."""
     cfg = settings.load()
@@ -91,6 +106,7 @@ def benchmark_export(
         "corpus_version": corpus_version(corpus),
         "judge_backend": cfg.llm.backend,
         "judge_model": cfg.llm.model,
+        "judges": judges_used(concat_partitions(tournament_judgments)),
         "seed": cfg.seed,
         "domains": domain_order,
         "thresholds": {

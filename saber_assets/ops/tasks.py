@@ -6,10 +6,18 @@ from saber_resources.taskset import TaskSet, make_tasks
 from saber_resources.warehouse import Warehouse
 
 
-def tasks_for(llm: LLMResource, warehouse: Warehouse, max_retries: int = 2) -> TaskSet:
+def tasks_for(
+    llm: LLMResource,
+    warehouse: Warehouse,
+    max_retries: int = 2,
+    judge_prompt: str = "paper",
+    judge_max_tokens: int = 4096,
+) -> TaskSet:
     return make_tasks(
         llm.make_backend(),
         LLMCache(warehouse.connect),
         EmbeddingCache(warehouse.connect),
         max_retries,
+        judge_prompt,
+        judge_max_tokens,
     )

@@ -50,7 +50,9 @@ def tournament_judgments(
     """Every judgment of the domain's tournament (query, pair, shown first, winner, judge, round)."""
     cfg = settings.load()
     tcfg = cfg.tournament
-    judge = tasks_for(llm, warehouse, tcfg.max_parse_retries).pair_judge
+    judge = tasks_for(
+        llm, warehouse, tcfg.max_parse_retries, tcfg.judge_prompt, tcfg.judge_max_tokens
+    ).pair_judge
     text = {
         r["id"]: judge.text_for(r["problem"], r["solution"])
         for r in corpus.select("id", "problem", "solution").iter_rows(named=True)
@@ -98,6 +100,7 @@ def tournament_judgments(
             "judge": f"{judge.backend}:{judge.model}",
             "backend": judge.backend,
             "prompt_version": judge.version,
+            "judge_max_tokens": getattr(judge, "max_tokens", None),
             "policy": tcfg.policy,
             "rounds": tcfg.rounds,
             "seed": cfg.seed,

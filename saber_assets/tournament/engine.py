@@ -37,6 +37,7 @@ class Judgment:
     raw_hash: str | None
     error: str | None = None
     raw: str | None = None  # kept for failures only
+    max_tokens: int | None = None  # the judge's token budget (LLM judges)
 
 
 class JudgmentStore(Protocol):
@@ -79,8 +80,11 @@ class Standing:
 
 
 def run_key(judge: PairJudge, seed: int, policy: str, rounds: int, extra: str = "") -> str:
-    """Judgments of one configuration; another judge, seed or policy starts a separate tournament."""
-    text = f"{judge.backend}|{judge.model}|{judge.version}|{seed}|{policy}|{rounds}|{extra}"
+    """Judgments of one configuration; another judge (prompt, token budget), seed or policy starts
+    a separate tournament."""
+    budget = getattr(judge, "max_tokens", None)
+    version = judge.version if budget is None else f"{judge.version}@{budget}"
+    text = f"{judge.backend}|{judge.model}|{version}|{seed}|{policy}|{rounds}|{extra}"
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
@@ -181,6 +185,7 @@ def run_tournament(
                         raw_hash,
                         out.error,
                         None if out.ok else out.raw,
+                        getattr(judge, "max_tokens", None),
                     )
                 )
             store.add(key, new)  # persisted before the standings move on

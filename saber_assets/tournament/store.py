@@ -26,6 +26,8 @@ class DuckDBJudgmentStore:
                     created_at TIMESTAMP DEFAULT current_timestamp,
                     PRIMARY KEY (run_key, query, round, a, b))"""
             )
+            # stores written before the token budget was recorded
+            conn.execute(f"ALTER TABLE {self.TABLE} ADD COLUMN IF NOT EXISTS max_tokens INTEGER")
 
     def load(self, run_key: str) -> list[Judgment]:
         with self._connect() as conn:
@@ -39,7 +41,7 @@ class DuckDBJudgmentStore:
             return
         df = pl.DataFrame(
             [asdict(j) for j in judgments],
-            schema={c: (pl.Int32 if c == "round" else pl.String) for c in COLUMNS},
+            schema={c: (pl.Int32 if c in ("round", "max_tokens") else pl.String) for c in COLUMNS},
         )
         df = df.with_columns(pl.lit(run_key).alias("run_key"))
         with self._connect() as conn:
