@@ -1,8 +1,8 @@
 """CPU implementations of the four tasks: deterministic, no LLM, labelled ``backend=cpu``.
 
 They make the embedded default run end to end on a laptop. They are honest stand-ins, not judges:
-- topics: cosine between the problem statement and the topic titles (MiniLM), min-max scaled over
-  the candidates so the best is 1 and the worst 0, as the LLM prompt asks;
+- topics: cosine between the problem statement and the topic titles (MiniLM); the traversal
+  normalises them like any backend's scores (min-max per request);
 - summary: an extractive key-technique sentence (named techniques found in the solution, else the
   solution's first idea-bearing sentence without formulas), or None;
 - pair judge: the candidate whose full text is closer to the query's (cosine), ties broken by a
@@ -43,7 +43,7 @@ class _CPUTask:
 
 
 class CPUTopicScorer(_CPUTask):
-    version = "cpu-topic-cosine/v1"
+    version = "cpu-topic-cosine/v2"
 
     def text_for(self, problem: str, solution: str) -> str:
         # The statement only: embedding whole solutions costs ~10x more on CPU for little gain here.
@@ -65,10 +65,9 @@ class CPUTopicScorer(_CPUTask):
         )
         out = []
         for vec, (_, labels) in zip(texts, items, strict=True):
-            sims = np.array([float(label_vecs[x] @ vec) for x in labels])
-            lo, hi = sims.min(), sims.max()
-            scaled = np.ones_like(sims) if hi - lo < 1e-9 else (sims - lo) / (hi - lo)
-            out.append(Outcome(dict(zip(labels, scaled.round(6).tolist(), strict=True))))
+            # cosines in [-1, 1] mapped to [0, 1]; the traversal normalises per request
+            sims = np.array([(1.0 + float(label_vecs[x] @ vec)) / 2 for x in labels])
+            out.append(Outcome(dict(zip(labels, sims.round(6).tolist(), strict=True))))
         return out
 
     def score(self, text: str, labels: list[str]) -> dict[str, float]:

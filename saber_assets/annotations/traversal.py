@@ -4,6 +4,13 @@ Start at the root; the scorer scores a node's children, plus the node itself as 
 except at the root, in [0, 1] (most relevant 1, least 0); children scoring >= tau are kept and
 recursed into; at the end only the most specific kept nodes remain (ancestors are dropped). The
 requests of one tree level across all problems go to the scorer as one batch.
+
+Scores are normalised here, for every backend alike, before tau is applied: min–max over the
+scores of one request (the parent competitor included), so the best candidate has 1 and the
+worst 0 — exactly what the prompt asks for, whatever the model actually returned (an LLM whose
+best child gets 0.7 still descends; the CPU scorer's raw cosines get the same treatment). A
+request whose scores are all equal carries no preference: all 1 when that value is positive (all
+equally relevant), all 0 when it is 0 (none is).
 """
 
 from __future__ import annotations
@@ -12,7 +19,20 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from saber_resources.tasks import TopicScorer
+
+
+def normalise_scores(scores: dict[str, float]) -> dict[str, float]:
+    """Min–max over one request's scores (see the module docstring for ties)."""
+    values = np.array(list(scores.values()), dtype=np.float64)
+    lo, hi = values.min(), values.max()
+    if hi - lo < 1e-9:
+        scaled = np.full_like(values, 1.0 if hi > 0 else 0.0)
+    else:
+        scaled = (values - lo) / (hi - lo)
+    return dict(zip(scores, scaled.tolist(), strict=True))
 
 
 @dataclass
@@ -73,10 +93,10 @@ def traverse(
             if not out.ok:
                 res.failed, res.error, res.raw = True, out.error, out.raw
                 continue
-            for k, lab in zip(
-                kids, req_labels, strict=False
-            ):  # the parent competitor is last: never kept
-                if out.value[lab] >= tau:
+            scores = normalise_scores(out.value)
+            # the parent competitor is last: it competes but is never kept
+            for k, lab in zip(kids, req_labels, strict=False):
+                if scores[lab] >= tau:
                     res.kept.add(k)
                     nxt.append((p, k))
         levels.append(
