@@ -158,9 +158,11 @@ class SignalConfig(_Strict):
     # Static partition count; the last shard also takes every row past shards * rows_per_shard.
     shards: int = Field(default=4, ge=1, le=4096)
     # Pairs with topic >= floor_topic or summary >= floor_summary are stored (keep them below
-    # the thresholds you may want: thresholds are derivable only above the floors).
+    # the thresholds you may want: thresholds are derivable from one quantum below the floors
+    # up, i.e. >= 0.498 / 0.196 with these defaults, so the paper's 0.858 / 0.211 are reachable).
     floor_topic: float = Field(default=0.5, ge=0, le=1)
     floor_summary: float = Field(default=0.2, ge=0, le=1)
+    # Bins of the per-shard 2-D histograms (the index's plot); thresholds use the exact pairs.
     hist_bins: int = Field(default=16, ge=2, le=64)
     # Kernel threads per shard run (the kernel releases the GIL): 2 uses both cores of this box.
     threads: int = Field(default=2, ge=1, le=256)
@@ -175,7 +177,7 @@ class CandidateConfig(_Strict):
     candidates_per_group: int = Field(default=50, ge=1)
     # Queries drawn per domain (paper: 1000 in all, 200 per domain).
     quota_per_domain: int = Field(default=200, ge=1)
-    # Given thresholds (0..1); null derives them from the stored histograms.
+    # Given thresholds (0..1); null derives them exactly (1/255) from the stored pairs.
     topic_threshold: float | None = Field(default=None, ge=0, le=1)
     summary_threshold: float | None = Field(default=None, ge=0, le=1)
 

@@ -12,7 +12,12 @@ from saber_assets.signals.prepare import (
     summary_tokens,
 )
 from saber_assets.signals.shards import LOWER, UPPER, ShardError, read_shard, write_shard
-from saber_assets.signals.thresholds import derive_thresholds, group_counts
+from saber_assets.signals.thresholds import (
+    derive_thresholds,
+    row_pairs,
+    viable_counts,
+    viable_per_domain,
+)
 
 
 def ref_bma(a, b, lin):
@@ -178,30 +183,77 @@ def test_shard_round_trip_and_refusals(tmp_path):
         read_shard(tmp_path / "foreign.sig")
 
 
-def test_threshold_derivation_known_answer():
-    # 4 bins; 6 rows in two domains. Grid thresholds (quanta): bins start at 0, 64, 128, 192.
-    bins = 4
-    hist = np.zeros((6, bins, bins), dtype=np.uint32)
-    for r in range(3):  # domain A: plenty of pairs in the top bins
-        hist[r, 3, 0] = 5  # topic-only at any topic threshold
-        hist[r, 0, 3] = 5  # summary-only
-        hist[r, 3, 3] = 5  # both
-    for r in range(3, 6):  # domain B: its relevant pairs sit one bin lower
-        hist[r, 2, 0] = 5
-        hist[r, 0, 2] = 5
-        hist[r, 2, 2] = 5
-    doms = [["A"]] * 3 + [["B"]] * 3
+def _planted(rows_spec):
+    """Stored pairs for query rows 0..len-1 (partners are extra rows): per row, (count, q_t, q_s)
+    groups."""
+    i, j, tq, sq = [], [], [], []
+    nxt = len(rows_spec)
+    for r, groups in enumerate(rows_spec):
+        for count, t, s_ in groups:
+            for _ in range(count):
+                i.append(r), j.append(nxt), tq.append(t), sq.append(s_)
+                nxt += 1
+    arrays = (np.array(i), np.array(j), np.array(tq, np.uint8), np.array(sq, np.uint8))
+    return nxt, arrays
+
+
+def test_exact_thresholds_known_answer_reach_the_papers_values():
+    """Built so that domain A's strictest point is (219, 54) quanta = (0.8588, 0.2118) — the
+    paper's 0.858 / 0.211 at the default floors — and B's is stricter in topic, looser in summary."""
+    a_rows = [[(2, 220, 10), (2, 220, 55), (2, 100, 55)]] * 2  # topic-only, both, summary-only
+    b_rows = [[(2, 231, 10), (2, 231, 61), (2, 100, 61)]] * 2
+    n, pairs = _planted(a_rows + b_rows)
+    doms = [["A"]] * 2 + [["B"]] * 2 + [[] for _ in range(n - 4)]
+    ft, fs = int(quantize(0.5)), int(quantize(0.2))  # the default storage floors
     choice = derive_thresholds(
-        hist, doms, ["A", "B"], q_min=3, k=5, floor_topic_q=60, floor_summary_q=60
+        n, pairs, doms, ["A", "B"], q_min=2, k=2, floor_topic_q=ft, floor_summary_q=fs
     )
-    # A's strictest feasible grid point is bin 3 in both signals (threshold 191); B's is bin 2 (127)
-    assert choice.per_domain == {"A": (191, 191, 3), "B": (127, 127, 3)}
-    assert (choice.topic_q, choice.summary_q) == (127, 127)
-    assert [x.tolist() for x in group_counts(hist, 2, 2)] == [[5, 5, 5, 5, 5, 5]] * 3
-    with pytest.raises(ValueError, match="no domain has 4 queries"):
+    assert choice.per_domain == {"A": (219, 54, 2), "B": (230, 60, 2)}
+    assert (choice.topic_q, choice.summary_q) == (219, 54)
+    assert round(choice.topic, 3) == 0.859 and round(choice.summary, 3) == 0.212
+    assert choice.viable_at_final == {"A": 2, "B": 2}
+    assert viable_per_domain(n, pairs, doms, ["A", "B"], 2, 219, 54) == {"A": 2, "B": 2}
+    # one more notch of either threshold loses A's queries
+    assert viable_per_domain(n, pairs, doms, ["A"], 2, 220, 54) == {"A": 0}
+    assert viable_per_domain(n, pairs, doms, ["A"], 2, 219, 55) == {"A": 0}
+    with pytest.raises(ValueError, match="no domain has 3 queries"):
         derive_thresholds(
-            hist, doms, ["A", "B"], q_min=4, k=5, floor_topic_q=60, floor_summary_q=60
+            n, pairs, doms, ["A", "B"], q_min=3, k=2, floor_topic_q=ft, floor_summary_q=fs
         )
+
+
+def test_exact_viability_counts_equal_direct_counting():
+    rng = np.random.default_rng(5)
+    n, m = 60, 5000
+    i = rng.integers(0, n, m)
+    j = (i + rng.integers(1, n, m)) % n
+    tq = rng.integers(0, 256, m).astype(np.uint8)
+    sq = np.minimum(255, rng.gamma(2.0, 30.0, m)).astype(np.uint8)
+    ft, fs = 60, 20
+    keep = (tq >= ft) | (sq >= fs)  # only pairs above a floor are stored
+    i, j, tq, sq = i[keep], j[keep], tq[keep], sq[keep]
+    doms = [["X"] if r % 3 else ["X", "Y"] for r in range(n)]
+    indptr, t_sorted, s_sorted = row_pairs(n, i, j, tq, sq)
+    k = 4
+    counts = viable_counts(
+        indptr,
+        t_sorted,
+        s_sorted,
+        [[0] if r % 3 else [0, 1] for r in range(n)],
+        2,
+        k,
+        ft - 1,
+        fs - 1,
+    )
+    points = [(ft - 1, fs - 1), (254, 254), (ft - 1, 254), (254, fs - 1)]
+    points += [
+        (int(a), int(b))
+        for a, b in zip(rng.integers(ft - 1, 255, 300), rng.integers(fs - 1, 255, 300), strict=True)
+    ]
+    for t, s_ in points:
+        direct = viable_per_domain(n, (i, j, tq, sq), doms, ["X", "Y"], k, t, s_)
+        assert (counts[0, t, s_], counts[1, t, s_]) == (direct["X"], direct["Y"]), (t, s_)
+    assert counts[0].max() > 0  # the data has viable queries somewhere
 
 
 def test_prepare_inputs_errors_and_tokens():

@@ -16,10 +16,7 @@ from dagster import (
 from ..ontology.domains import domain_names
 from ..ops.metadata import markdown_table
 from ..resources import SaberSettings
-from ..signals.assets import signals_dir
-from ..signals.compute import load_pairs
-from ..signals.prepare import SignalInputs
-from ..signals.shards import read_header
+from ..signals.assets import load_stored_pairs
 from .select import GROUPS, select_candidates
 
 
@@ -49,16 +46,7 @@ def query_candidates(
     """The domain's queries and their 3K candidates (group label and both signals kept)."""
     cfg = settings.load()
     cand = cfg.candidates
-    d = signals_dir(settings)
-    inputs = SignalInputs.load(d / "inputs.npz")
-    if inputs.ids != problem_annotations["id"].to_list():
-        raise ValueError(
-            "signal shards were computed for another corpus: rematerialise pair_signal_inputs and the shards"
-        )
-    paths = sorted(d.glob("*.sig"))
-    pairs = load_pairs(
-        paths, {n: inputs.prefix_version(n) for n in {read_header(p)["n"] for p in paths}}
-    )
+    inputs, pairs = load_stored_pairs(settings, problem_annotations["id"].to_list())
     t_thr, s_thr = (
         int(relevance_thresholds["topic_threshold_q"][0]),
         int(relevance_thresholds["summary_threshold_q"][0]),

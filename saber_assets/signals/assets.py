@@ -23,11 +23,11 @@ from ..ontology.domains import domain_names
 from ..ontology.tree import TopicTree
 from ..ops.metadata import markdown_table
 from ..resources import SaberSettings
-from .compute import compute_segment
+from .compute import compute_segment, load_pairs
 from .kernels import quantize
 from .prepare import SignalInputs, ic_hash, prepare_inputs
 from .shards import BYTES_PER_PAIR, LOWER, UPPER, read_header, read_shard, write_shard
-from .thresholds import derive_thresholds, first_bin_above, group_counts, row_histograms
+from .thresholds import derive_thresholds, viable_per_domain
 
 matplotlib.use("Agg")
 
@@ -235,7 +235,8 @@ def _hist_plot(hist_all: np.ndarray, bins: int) -> MetadataValue:
 def pair_signal_index(
     context: AssetExecutionContext, settings: SaberSettings
 ) -> Output[pl.DataFrame]:
-    """Summary of every shard segment (rows, pairs, bytes); per-row histograms of stored pairs."""
+    """Summary of every shard segment (rows, pairs, bytes), checked to cover every pair once;
+    the 2-D histogram of all pairs."""
     cfg = settings.load().signals
     d = signals_dir(settings)
     inputs = SignalInputs.load(d / "inputs.npz")
@@ -243,7 +244,7 @@ def pair_signal_index(
     rows = []
     hist_all = np.zeros((cfg.hist_bins, cfg.hist_bins), dtype=np.int64)
     versions = _segment_versions(inputs, paths)
-    pairs = []
+    n_stored = 0
     for p in paths:  # each file is read once: header, checksum, pairs and histograms together
         shard = read_shard(p, expect_corpus_version=versions[read_header(p)["n"]])
         rows.append(
@@ -258,20 +259,13 @@ def pair_signal_index(
             }
         )
         hist_all += shard.hist.sum(axis=0).astype(np.int64)
-        pairs.append((*shard.pairs(), shard.topic, shard.summary))
+        n_stored += shard.n_pairs
     covered = int(hist_all.sum())
     total = inputs.n * (inputs.n - 1) // 2
     if covered != total:
         raise ValueError(
             f"shards cover {covered:,} pairs, the corpus has {total:,}: materialise every shard partition"
         )
-    i, j, tq, sq = (
-        (np.concatenate([x[k] for x in pairs]) for k in range(4))
-        if pairs
-        else (np.zeros(0, np.int64),) * 4
-    )
-    hist = row_histograms(inputs.n, i, j, tq, sq, cfg.hist_bins)
-    np.save(d / "row_histograms.npy", hist)
     df = pl.DataFrame(rows)
     stored_bytes = int(df["bytes"].sum()) if df.height else 0
     return Output(
@@ -280,8 +274,8 @@ def pair_signal_index(
             "dagster/row_count": df.height,
             "problems": inputs.n,
             "pairs": total,
-            "pairs_stored": len(i),
-            "stored_fraction": round(len(i) / max(total, 1), 6),
+            "pairs_stored": n_stored,
+            "stored_fraction": round(n_stored / max(total, 1), 6),
             "bytes_on_disk": stored_bytes,
             "bytes_per_corpus_pair": round(stored_bytes / max(total, 1), 5),
             "pair_bytes_per_stored_pair": BYTES_PER_PAIR,
@@ -300,47 +294,41 @@ def pair_signal_index(
 def relevance_thresholds(
     context: AssetExecutionContext, settings: SaberSettings, problem_annotations: pl.DataFrame
 ) -> Output[pl.DataFrame]:
-    """Topic / summary relevance thresholds: given in config, or derived from the row histograms."""
+    """Topic / summary relevance thresholds: given in config, or derived exactly (at 1/255) from
+    the stored pairs — per domain the strictest with >= Q viable queries, then the minimum."""
     full = settings.load()
     cfg, cand = full.signals, full.candidates
-    d = signals_dir(settings)
-    hist = np.load(d / "row_histograms.npy")
+    domain_order = domain_names(full.ontology)
+    inputs, pairs = load_stored_pairs(settings, problem_annotations["id"].to_list())
     domains = problem_annotations["domains"].to_list()
     ft, fs = int(quantize(cfg.floor_topic)), int(quantize(cfg.floor_summary))
+    k = cand.candidates_per_group
+    t0 = time.perf_counter()
     if cand.topic_threshold is not None and cand.summary_threshold is not None:
         tq, sq = int(quantize(cand.topic_threshold)), int(quantize(cand.summary_threshold))
         source, per_domain = "config", {}
+        viable = viable_per_domain(inputs.n, pairs, domains, domain_order, k, tq, sq)
     else:
         choice = derive_thresholds(
-            hist,
-            domains,
-            domain_names(full.ontology),
-            cand.queries_per_domain,
-            cand.candidates_per_group,
-            ft,
-            fs,
+            inputs.n, pairs, domains, domain_order, cand.queries_per_domain, k, ft, fs
         )
-        tq, sq, source, per_domain = choice.topic_q, choice.summary_q, "derived", choice.per_domain
+        tq, sq, source = choice.topic_q, choice.summary_q, "derived"
+        per_domain, viable = choice.per_domain, choice.viable_at_final
     if tq + 1 < ft or sq + 1 < fs:  # relevance needs q > threshold: those pairs must all be stored
         raise ValueError(
             f"thresholds ({tq}, {sq} quanta) lie below the storage floors ({ft}, {fs}): lower the floors and recompute the shards"
         )
-    # viability at the final thresholds, per domain, on the histogram grid
-    kt, ks = first_bin_above(tq + 1, cfg.hist_bins), first_bin_above(sq + 1, cfg.hist_bins)
-    topic_only, summary_only, both = group_counts(hist, kt, ks)
-    k = cand.candidates_per_group
-    viable = (topic_only >= k) & (summary_only >= k) & (both >= k)
     rows = []
-    for dname in domain_names(full.ontology):
-        mask = np.array([dname in ds for ds in domains], dtype=bool)
+    for dname in domain_order:
         pd_ = per_domain.get(dname)
         rows.append(
             {
                 "domain": dname,
-                "queries_in_domain": int(mask.sum()),
-                "viable_queries": int((viable & mask).sum()),
+                "queries_in_domain": sum(dname in ds for ds in domains),
+                "viable_queries": viable[dname],
                 "domain_topic_threshold": None if pd_ is None else round(pd_[0] / 255, 4),
                 "domain_summary_threshold": None if pd_ is None else round(pd_[1] / 255, 4),
+                "domain_viable_queries": None if pd_ is None else pd_[2],
             }
         )
     df = pl.DataFrame(rows).with_columns(
@@ -355,17 +343,35 @@ def relevance_thresholds(
         metadata={
             "topic_threshold": round(tq / 255, 4),
             "summary_threshold": round(sq / 255, 4),
+            "topic_threshold_quanta": tq,
+            "summary_threshold_quanta": sq,
             "source": source,
+            "rule": "per domain the strictest (largest τt+τs in quanta, then τt) with >= Q viable "
+            "queries; final = minimum over domains",
             "queries_per_domain_Q": cand.queries_per_domain,
             "candidates_per_group_K": k,
+            "seconds": round(time.perf_counter() - t0, 2),
             "per_domain": markdown_table(
-                df.select(
-                    "domain",
-                    "queries_in_domain",
-                    "viable_queries",
-                    "domain_topic_threshold",
-                    "domain_summary_threshold",
+                df.drop(
+                    "topic_threshold",
+                    "summary_threshold",
+                    "topic_threshold_q",
+                    "summary_threshold_q",
+                    "source",
                 )
             ),
         },
     )
+
+
+def load_stored_pairs(settings: SaberSettings, ids: list[str]) -> tuple[SignalInputs, tuple]:
+    """The kernel inputs and every stored pair (i < j, topic q, summary q), each shard checked
+    against the corpus prefix it was computed for."""
+    d = signals_dir(settings)
+    inputs = SignalInputs.load(d / "inputs.npz")
+    if inputs.ids != ids:
+        raise ValueError(
+            "signal shards were computed for another corpus: rematerialise pair_signal_inputs and the shards"
+        )
+    paths = sorted(d.glob("*.sig"))
+    return inputs, load_pairs(paths, _segment_versions(inputs, paths))

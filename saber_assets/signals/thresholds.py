@@ -1,17 +1,30 @@
-"""Relevance thresholds from per-row 2-D histograms of the stored pairs (both directions).
+"""Relevance thresholds, exactly, at the storage resolution (1/255), from the stored pairs.
 
 A pair is topic-relevant if its quantised topic value q_t > τ_t, summary-relevant if q_s > τ_s
 (thresholds in quanta, value = q / 255). For query i:
     topic-only   = #{j : q_t > τ_t, q_s <= τ_s}
     summary-only = #{j : q_s > τ_s, q_t <= τ_t}
     both         = #{j : q_t > τ_t, q_s > τ_s}
-A query is viable when each group has >= K members. Histogram bin b holds q with
-b = q·B // 256, so the threshold grid is τ = (first quantum of bin b) − 1, i.e. "q in bin >= b".
+A query is viable when each group has >= K members.
 
-Derivation (paper appendix, as read here): per domain, among the grid thresholds at which at least Q
-of the domain's queries are viable, take the strictest (largest τ_t + τ_s, then τ_t); the final
-thresholds are the minimum over domains, so every domain keeps at least as many viable queries.
-Only grid points above the storage floors are considered: below them not every pair is stored.
+Counts are exact for every τ_t >= floor_t − 1 and τ_s >= floor_s − 1 (quanta): a pair that is not
+stored has q_t < floor_t and q_s < floor_s, so it is in no group there. Below that they are not
+derivable, and are not considered.
+
+Rule (the paper's appendix, as read here): per domain, among the (τ_t, τ_s) at which at least Q of
+the domain's queries are viable, take the strictest; the final thresholds are the minimum over
+domains of each coordinate. "Strictest" in two dimensions: the largest τ_t + τ_s in quanta (one
+quantum of either signal is the same step of 1/255), and among equal sums the larger τ_t (the
+topic signal, the ontology's structural evidence, is the one the paper leads with). Viability is
+not monotone in either threshold (raising τ_s moves pairs from "both" to "topic-only"), so the
+minimum over domains does not promise Q viable queries everywhere: the exact count of viable
+queries per domain at the final thresholds is reported next to them.
+
+How: for one row and one τ_t the viable τ_s form an interval [lo, hi] — topic-only needs
+τ_s >= (K-th smallest q_s among q_t > τ_t), both needs τ_s < (K-th largest q_s among q_t > τ_t),
+summary-only needs τ_s < (K-th largest q_s among q_t <= τ_t). Sweeping τ_t downwards moves pairs
+from the second set to the first, and the three order statistics move monotonically, so a row
+costs O(pairs + 256) and every interval lands in a difference array per domain (Numba).
 """
 
 from __future__ import annotations
@@ -19,77 +32,161 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numba as nb
 import numpy as np
 
-
-def bin_edges(bins: int) -> np.ndarray:
-    """First quantum of each bin (q // (256 / bins))."""
-    return np.array([-(-b * 256 // bins) for b in range(bins)], dtype=np.int64)
+QMAX = 255  # quanta 0..255; thresholds 0..254 (q > 255 is impossible)
 
 
-def row_histograms(
-    n: int, i: np.ndarray, j: np.ndarray, tq: np.ndarray, sq: np.ndarray, bins: int
+def row_pairs(
+    n: int, i: np.ndarray, j: np.ndarray, tq: np.ndarray, sq: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Both directions of every stored pair, grouped by row and sorted by q_t descending:
+    (indptr, q_t, q_s)."""
+    rows = np.concatenate([i, j]).astype(np.int64)
+    t = np.concatenate([tq, tq]).astype(np.int64)
+    s = np.concatenate([sq, sq]).astype(np.int64)
+    order = np.lexsort((-t, rows))
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+    return indptr, t[order].astype(np.uint8), s[order].astype(np.uint8)
+
+
+@nb.njit(cache=True, nogil=True)
+def _viable_diff(indptr, tq, sq, dom_ptr, dom_idx, n_domains, k, t_min, s_min):  # pragma: no cover
+    diff = np.zeros((n_domains, QMAX, QMAX + 1), dtype=np.int32)
+    cnt_hi = np.zeros(QMAX + 1, dtype=np.int64)
+    cnt_lo = np.zeros(QMAX + 1, dtype=np.int64)
+    n = len(indptr) - 1
+    for r in range(n):
+        d0, d1 = dom_ptr[r], dom_ptr[r + 1]
+        a, b = indptr[r], indptr[r + 1]
+        if d0 == d1 or b - a < 3 * k:
+            continue
+        cnt_hi[:] = 0
+        cnt_lo[:] = 0
+        for p in range(a, b):
+            cnt_lo[sq[p]] += 1
+        n_hi = 0
+        n_lo = b - a
+        # K-th largest q_s among the lo set (q_t <= τ_t): a3, with c3 = #lo >= a3
+        a3 = 0
+        c3 = n_lo
+        while c3 - cnt_lo[a3] >= k:
+            c3 -= cnt_lo[a3]
+            a3 += 1
+        a1 = QMAX  # K-th smallest q_s among the hi set, c1 = #hi <= a1
+        c1 = 0
+        a2 = 0  # K-th largest q_s among the hi set, c2 = #hi >= a2
+        c2 = 0
+        started = False
+        p = a
+        for tt in range(QMAX - 1, t_min - 1, -1):
+            while p < b and tq[p] > tt:  # pairs with q_t = tt + 1 join the hi set
+                v = sq[p]
+                p += 1
+                cnt_hi[v] += 1
+                n_hi += 1
+                cnt_lo[v] -= 1
+                n_lo -= 1
+                if v >= a3:
+                    c3 -= 1
+                while c3 < k and a3 > 0:
+                    a3 -= 1
+                    c3 += cnt_lo[a3]
+                if started:
+                    if v <= a1:
+                        c1 += 1
+                    if v >= a2:
+                        c2 += 1
+                elif n_hi >= k:
+                    started = True
+                    a1, c1, a2, c2 = QMAX, n_hi, 0, n_hi
+                if started:
+                    while c1 - cnt_hi[a1] >= k:
+                        c1 -= cnt_hi[a1]
+                        a1 -= 1
+                    while c2 - cnt_hi[a2] >= k:
+                        c2 -= cnt_hi[a2]
+                        a2 += 1
+            if c3 < k:
+                break  # the lo set only shrinks: summary-only stays short for smaller τ_t
+            if n_hi < 2 * k:
+                continue
+            lo = max(a1, s_min)
+            hi = min(a2 - 1, a3 - 1, QMAX - 1)
+            if lo <= hi:
+                for q in range(d0, d1):
+                    diff[dom_idx[q], tt, lo] += 1
+                    diff[dom_idx[q], tt, hi + 1] -= 1
+    return diff
+
+
+def viable_counts(
+    indptr: np.ndarray,
+    tq: np.ndarray,
+    sq: np.ndarray,
+    row_domains: Sequence[Sequence[int]],
+    n_domains: int,
+    k: int,
+    t_min: int,
+    s_min: int,
 ) -> np.ndarray:
-    """hist[row, topic bin, summary bin] over the stored pairs, counted for both endpoints."""
-    hist = np.zeros((n, bins, bins), dtype=np.uint32)
-    bt = np.minimum(tq.astype(np.int64) * bins // 256, bins - 1)
-    bs = np.minimum(sq.astype(np.int64) * bins // 256, bins - 1)
-    np.add.at(hist, (i, bt, bs), 1)
-    np.add.at(hist, (j, bt, bs), 1)
-    return hist
+    """counts[d, τ_t, τ_s] = queries of domain d viable at (τ_t, τ_s); exact for τ_t >= t_min,
+    τ_s >= s_min (entries outside are 0)."""
+    dom_ptr = np.zeros(len(row_domains) + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in row_domains], out=dom_ptr[1:])
+    dom_idx = np.array([d for x in row_domains for d in x], dtype=np.int64)
+    diff = _viable_diff(indptr, tq, sq, dom_ptr, dom_idx, n_domains, k, t_min, s_min)
+    return np.cumsum(diff, axis=2)[:, :, :QMAX]
 
 
-def group_counts(hist: np.ndarray, kt: int, ks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(topic-only, summary-only, both) per row for thresholds at bins kt, ks."""
-    both = hist[:, kt:, ks:].sum(axis=(1, 2))
-    topic_only = hist[:, kt:, :ks].sum(axis=(1, 2))
-    summary_only = hist[:, :kt, ks:].sum(axis=(1, 2))
-    return topic_only, summary_only, both
-
-
-def viable_counts(hist: np.ndarray, k: int, min_bin_t: int, min_bin_s: int) -> np.ndarray:
-    """viable[kt, ks] = number of rows with >= k in each group (grid bins below the floors: -1)."""
-    bins = hist.shape[1]
-    # suffix sums make every (kt, ks) an O(1) lookup per row
-    suf = hist[:, ::-1, ::-1].cumsum(1).cumsum(2)[:, ::-1, ::-1].astype(np.int64)
-    suf = np.concatenate([suf, np.zeros((suf.shape[0], 1, bins), np.int64)], axis=1)
-    suf = np.concatenate([suf, np.zeros((suf.shape[0], bins + 1, 1), np.int64)], axis=2)
-    out = np.full((bins, bins), -1, dtype=np.int64)
-    for kt in range(min_bin_t, bins):
-        for ks in range(min_bin_s, bins):
-            both = suf[:, kt, ks]
-            topic_only = suf[:, kt, 0] - both
-            summary_only = suf[:, 0, ks] - both
-            out[kt, ks] = int(np.sum((topic_only >= k) & (summary_only >= k) & (both >= k)))
-    return out
+def group_sizes(
+    indptr: np.ndarray, tq: np.ndarray, sq: np.ndarray, t_thr: int, s_thr: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(topic-only, summary-only, both) per row at thresholds (τ_t, τ_s) in quanta."""
+    rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+    t_rel, s_rel = tq > t_thr, sq > s_thr
+    n = len(indptr) - 1
+    return (
+        np.bincount(rows[t_rel & ~s_rel], minlength=n),
+        np.bincount(rows[s_rel & ~t_rel], minlength=n),
+        np.bincount(rows[t_rel & s_rel], minlength=n),
+    )
 
 
 @dataclass
 class ThresholdChoice:
     topic_q: int  # threshold in quanta: relevant iff q > topic_q
     summary_q: int
-    per_domain: dict[
-        str, tuple[int, int, int] | None
-    ]  # domain -> (topic_q, summary_q, viable queries) or None
+    # domain -> (topic_q, summary_q, viable queries there) or None (no feasible point)
+    per_domain: dict[str, tuple[int, int, int] | None]
+    # domain -> viable queries at the final thresholds (exact)
+    viable_at_final: dict[str, int]
 
     @property
     def topic(self) -> float:
-        return self.topic_q / 255
+        return self.topic_q / QMAX
 
     @property
     def summary(self) -> float:
-        return self.summary_q / 255
+        return self.summary_q / QMAX
 
 
-def first_bin_above(floor_q: int, bins: int) -> int:
-    """Smallest bin whose every quantum is >= floor_q (so all its pairs are stored)."""
-    edges = bin_edges(bins)
-    ok = np.nonzero(edges >= floor_q)[0]
-    return int(ok[0]) if len(ok) else bins
+def strictest(viable: np.ndarray, q_min: int) -> tuple[int, int] | None:
+    """The strictest (τ_t, τ_s) with viable >= q_min: largest τ_t + τ_s, then larger τ_t."""
+    feasible = np.argwhere(viable >= q_min)
+    if len(feasible) == 0:
+        return None
+    sums = feasible.sum(axis=1)
+    best = feasible[sums == sums.max()]
+    t, s = best[np.argmax(best[:, 0])]
+    return int(t), int(s)
 
 
 def derive_thresholds(
-    hist: np.ndarray,
+    n: int,
+    pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     row_domains: Sequence[Sequence[str]],
     domains: Sequence[str],
     q_min: int,
@@ -97,26 +194,37 @@ def derive_thresholds(
     floor_topic_q: int,
     floor_summary_q: int,
 ) -> ThresholdChoice:
-    bins = hist.shape[1]
-    edges = bin_edges(bins)
-    min_t, min_s = first_bin_above(floor_topic_q, bins), first_bin_above(floor_summary_q, bins)
+    """Per domain the strictest thresholds with >= q_min viable queries; final = minimum."""
+    indptr, tq, sq = row_pairs(n, *pairs)
+    index = {d: x for x, d in enumerate(domains)}
+    rows = [[index[d] for d in ds if d in index] for ds in row_domains]
+    t_min, s_min = max(floor_topic_q - 1, 0), max(floor_summary_q - 1, 0)
+    counts = viable_counts(indptr, tq, sq, rows, len(domains), k, t_min, s_min)
     per_domain: dict[str, tuple[int, int, int] | None] = {}
-    for d in domains:
-        rows = np.array([i for i, ds in enumerate(row_domains) if d in ds], dtype=np.int64)
-        if len(rows) == 0:
-            per_domain[d] = None
-            continue
-        viable = viable_counts(hist[rows], k, min_t, min_s)
-        feasible = np.argwhere(viable >= q_min)
-        if len(feasible) == 0:
-            per_domain[d] = None
-            continue
-        kt, ks = max(feasible.tolist(), key=lambda x: (x[0] + x[1], x[0]))
-        per_domain[d] = (int(edges[kt] - 1), int(edges[ks] - 1), int(viable[kt, ks]))
+    for d, x in index.items():
+        point = strictest(counts[x], q_min)
+        per_domain[d] = None if point is None else (*point, int(counts[x][point]))
     chosen = [v for v in per_domain.values() if v is not None]
     if not chosen:
         raise ValueError(
             f"no domain has {q_min} queries with {k} candidates in each group at any threshold above the floors: "
             "lower candidates.queries_per_domain / candidates_per_group, or lower the storage floors"
         )
-    return ThresholdChoice(min(c[0] for c in chosen), min(c[1] for c in chosen), per_domain)
+    t, s = min(c[0] for c in chosen), min(c[1] for c in chosen)
+    return ThresholdChoice(t, s, per_domain, {d: int(counts[x][t, s]) for d, x in index.items()})
+
+
+def viable_per_domain(
+    n: int,
+    pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    row_domains: Sequence[Sequence[str]],
+    domains: Sequence[str],
+    k: int,
+    t_thr: int,
+    s_thr: int,
+) -> dict[str, int]:
+    """Viable queries per domain at given thresholds (quanta), counted directly."""
+    indptr, tq, sq = row_pairs(n, *pairs)
+    t_only, s_only, both = group_sizes(indptr, tq, sq, t_thr, s_thr)
+    viable = (t_only >= k) & (s_only >= k) & (both >= k)
+    return {d: int(sum(viable[r] for r, ds in enumerate(row_domains) if d in ds)) for d in domains}
