@@ -36,15 +36,51 @@ def test_ndcg_hand_computed_with_fractional_grades_and_ties():
     dcg = gain[0] / math.log2(2) + gain[1] / math.log2(3) + gain[2] / math.log2(4)
     ideal = sorted(gain, reverse=True)
     idcg = ideal[0] / math.log2(2) + ideal[1] / math.log2(3) + ideal[2] / math.log2(4)
-    assert ndcg_at_k(scores, rel, k) == pytest.approx(dcg / idcg)
+    assert ndcg_at_k(scores, rel, k, ties="stable") == pytest.approx(dcg / idcg)
     lin = (0.5 + 3.2 / math.log2(3) + 0) / (4.7 + 3.2 / math.log2(3) + 0.5 / 2)
-    assert ndcg_at_k(scores, rel, k, gain="linear") == pytest.approx(lin)
+    assert ndcg_at_k(scores, rel, k, gain="linear", ties="stable") == pytest.approx(lin)
+    # default: the tied pair shares its mean gain over the two ranks it occupies
+    avg = (gain[0] + gain[1]) / 2 * (1 + 1 / math.log2(3)) + gain[2] / math.log2(4)
+    assert ndcg_at_k(scores, rel, k) == pytest.approx(avg / idcg)
+    with pytest.raises(ValueError, match="ties must be"):
+        ndcg_at_k(scores, rel, ties="random")
     # only the order matters, not the score values
     assert ndcg_at_k([1, 2, 3, 4], rel, 10) == ndcg_at_k([-9, 0, 1, 7], rel, 10)
     assert ndcg_at_k([0, 0, 0, 0], [0, 0, 0, 0]) == 0.0  # no relevant candidate: 0 by definition
     assert ndcg_at_k([4, 3, 2, 1], [5, 4, 3, 2]) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="gain must be"):
         ndcg_at_k([1], [1], gain="cubic")
+
+
+def test_tied_scores_give_the_expected_ndcg_whatever_the_candidate_order():
+    rng = np.random.default_rng(3)
+    rel = rng.uniform(0, 5, 30)
+    k = 10
+    gains = 2.0**rel - 1
+    ideal = np.sort(gains)[::-1][:k] / np.log2(np.arange(2, k + 2))
+    closed_form = gains.mean() * np.sum(1 / np.log2(np.arange(2, k + 2))) / ideal.sum()
+    flat = np.zeros(30)
+    values = {ndcg_at_k(flat, rel[p], k) for p in (rng.permutation(30) for _ in range(20))}
+    assert len({round(v, 12) for v in values}) == 1
+    assert values.pop() == pytest.approx(closed_form)
+    # stable ties depend on the listed order (and must not reorder ties longer than 16)
+    stable = [
+        ndcg_at_k(flat, rel[p], k, ties="stable") for p in (rng.permutation(30) for _ in range(5))
+    ]
+    assert len({round(v, 9) for v in stable}) > 1
+    first_k = 2.0 ** rel[:k] - 1
+    assert ndcg_at_k(flat, rel, k, ties="stable") == pytest.approx(
+        np.sum(first_k / np.log2(np.arange(2, k + 2))) / ideal.sum()
+    )
+    # partial ties: two groups, k cutting through the second
+    scores = np.r_[np.full(4, 2.0), np.full(26, 1.0)]
+    top, rest = gains[:4].mean(), gains[4:].mean()
+    disc = 1 / np.log2(np.arange(2, k + 2))
+    assert ndcg_at_k(scores, rel, k) == pytest.approx(
+        (top * disc[:4].sum() + rest * disc[4:].sum()) / ideal.sum()
+    )
+    # k larger than the list
+    assert ndcg_at_k([3, 2, 1], [1.0, 2.0, 0.0], k=50) == ndcg_at_k([3, 2, 1], [1.0, 2.0, 0.0], k=3)
 
 
 def test_per_domain_means_with_multi_domain_queries():

@@ -4,6 +4,7 @@ import base64
 import io
 import json
 import time
+import zlib
 from pathlib import Path
 
 import matplotlib
@@ -43,6 +44,11 @@ retriever_partitions = DynamicPartitionsDefinition(name="retriever")
 def registry_path(settings: SaberSettings) -> Path:
     p = Path(settings.load().leaderboard.registry)
     return p if p.is_absolute() else REPO_ROOT / p
+
+
+def shuffled_order(n: int, seed: int, query_id: str) -> np.ndarray:
+    """The exported order of a query's candidates (seeded by the pipeline seed and the query)."""
+    return np.random.default_rng([seed, zlib.crc32(query_id.encode()), 1]).permutation(n)
 
 
 def judges_used(judgments: pl.DataFrame) -> list[dict]:
@@ -89,6 +95,8 @@ def benchmark_export(
             domains = list(
                 dict.fromkeys([*frame["domain"].unique().to_list(), *(dom.get(qid) or [])])
             )
+            # candidates are selected group by group; a seeded shuffle hides that order
+            frame = frame[shuffled_order(frame.height, cfg.seed, qid)]
             q_rows.append(
                 {
                     "id": qid,
@@ -109,6 +117,7 @@ def benchmark_export(
         "judges": judges_used(concat_partitions(tournament_judgments)),
         "seed": cfg.seed,
         "domains": domain_order,
+        "candidate_order": f"shuffled per query: numpy default_rng([{cfg.seed}, crc32(query id), 1])",
         "thresholds": {
             "topic": float(relevance_thresholds["topic_threshold"][0]),
             "summary": float(relevance_thresholds["summary_threshold"][0]),

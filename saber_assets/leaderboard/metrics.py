@@ -1,9 +1,15 @@
 """nDCG@k on continuous graded relevance (DESIGN.md §2), per domain and overall, with bootstrap CIs.
 
 Gain 2^rel − 1 ("exponential", the paper's) or rel ("linear"); discount 1/log2(rank + 1); the
-ideal DCG is over the same query's candidates. Ties in the retriever's scores are broken by the
-candidates' listed order: the candidate listed earlier ranks higher (a stable sort), so a
-retriever that scores everything equally gets the listed order, deterministically.
+ideal DCG is over the same query's candidates.
+
+Ties in the retriever's scores (``ties``):
+- ``"average"`` (default): the expected DCG over all orders of each group of tied scores
+  (McSherry & Najork, ECIR 2008): every member of a tie group gets the group's mean gain at each of
+  the ranks the group occupies. The result does not depend on the order candidates are listed in,
+  so no candidate group (topic-only, summary-only, both) is favoured by its position.
+- ``"stable"``: the candidate listed earlier ranks higher (a stable sort), deterministic but
+  order-dependent.
 ranx truncates fractional grades to integers, so this metric does not go through ranx.
 """
 
@@ -22,7 +28,9 @@ def _gains(relevance: np.ndarray, gain: str) -> np.ndarray:
     raise ValueError(f"gain must be 'exponential' or 'linear', not {gain!r}")
 
 
-def ndcg_at_k(scores, relevance, k: int = 10, gain: str = "exponential") -> float:
+def ndcg_at_k(
+    scores, relevance, k: int = 10, gain: str = "exponential", ties: str = "average"
+) -> float:
     """nDCG@k of one query: ``scores`` and ``relevance`` are aligned over its candidates."""
     scores = np.asarray(scores, dtype=np.float64)
     relevance = np.asarray(relevance, dtype=np.float64)
@@ -30,10 +38,22 @@ def ndcg_at_k(scores, relevance, k: int = 10, gain: str = "exponential") -> floa
         raise ValueError(f"{scores.shape[0]} scores for {relevance.shape[0]} relevance values")
     if np.isnan(scores).any():
         raise ValueError("scores contain NaN")
+    if ties not in ("average", "stable"):
+        raise ValueError(f"ties must be 'average' or 'stable', not {ties!r}")
     g = _gains(relevance, gain)
     discounts = 1.0 / np.log2(np.arange(2, k + 2))
-    order = np.argsort(-scores, kind="stable")[:k]
-    dcg = float(np.sum(g[order] * discounts[: len(order)]))
+    order = np.argsort(-scores, kind="stable")
+    if ties == "stable":
+        top = order[:k]
+        dcg = float(np.sum(g[top] * discounts[: len(top)]))
+    else:
+        disc = np.zeros(len(order))
+        disc[: min(k, len(order))] = discounts[: len(order)]
+        s = scores[order]
+        starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]]) if len(s) else np.zeros(0, int)
+        sizes = np.diff(np.r_[starts, len(s)])
+        mean_gain = np.add.reduceat(g[order], starts) / sizes if len(s) else np.zeros(0)
+        dcg = float(np.sum(mean_gain * np.add.reduceat(disc, starts))) if len(s) else 0.0
     ideal = np.sort(g)[::-1][:k]
     idcg = float(np.sum(ideal * discounts[: len(ideal)]))
     return dcg / idcg if idcg > 0 else 0.0
