@@ -156,7 +156,9 @@ class CharEstimate:
         return out
 
 
-def split_windows(texts: list[str], offsets: list[Offsets], limit: int) -> tuple[list[str], np.ndarray]:
+def split_windows(
+    texts: list[str], offsets: list[Offsets], limit: int
+) -> tuple[list[str], np.ndarray]:
     """Each text whole when it has at most ``limit`` tokens, else cut at token boundaries into
     non-overlapping windows of ``limit`` tokens; returns the pieces and the text each belongs to."""
     pieces, owners = [], []

@@ -225,9 +225,8 @@ def test_ssemb_fusion_math_and_no_formula_fallback():
     q = np.array([1.0, 0.0])
     docs = [np.array([0.6, 0.8]), None]
     out = fuse_struct_text(0.25, np.array([0.5, 0.4]), q, docs)
-    assert (
-        out[0] == pytest.approx(0.25 * 0.6 + 0.75 * 0.5) and out[1] == 0.4
-    )  # no formula: text only
+    # one scale: the document without formulas gets structural cosine 0, not the text alone
+    assert out[0] == pytest.approx(0.25 * 0.6 + 0.75 * 0.5) and out[1] == pytest.approx(0.75 * 0.4)
     assert np.allclose(
         fuse_struct_text(0.5, np.array([0.3]), None, [q]), [0.3]
     )  # query without formulas
@@ -252,6 +251,25 @@ def test_two_stage_reranks_bm25_top_k_by_p_yes():
     s = r.score("boxes", docs)
     assert int(np.argmax(s)) == 0 and s[0] == pytest.approx(1.9)
     assert s[3] < 1 <= min(s[:3])  # outside the top k: below every re-ranked document
+    assert r.last_failed == 0 and TwoStageRetriever("d", judge=ToyJudge()).k == 100
+
+    class Flaky:  # fails on one document
+        backend, model, version = "toy", "toy", "v"
+
+        def p_yes_batch(self, items):
+            return [
+                Outcome(None, ok=False, error="bad")
+                if d == "boxes and balls"
+                else Outcome(0.2 if "pigeon" in d else 0.1)
+                for _, d in items
+            ]
+
+    r = TwoStageRetriever("rr", k=3, judge=Flaky(), tokenizer="plain")
+    s = r.score("boxes", docs)
+    bm25 = r.first.score("boxes", docs)
+    assert r.last_failed == 1 and np.all(np.isfinite(s))
+    # the failed document stays in BM25 order: below the re-ranked ones, above the rest
+    assert min(s[0], s[1]) > s[2] > s[3] and bm25[2] > bm25[3]
     with pytest.raises(TranslationError):
         check_latex_preserved("Find $x^2$", "Trouver $x^3$")
     assert check_latex_preserved("Find $x^2$", "Trouver $x^2$") == "Trouver $x^2$"

@@ -23,6 +23,7 @@ RUN_SCHEMA = {
     "failed": pl.Boolean,
     "error": pl.String,
     "latency_ms": pl.Float64,
+    "doc_failures": pl.Int64,
     "full_ndcg_prime": pl.Float64,
     "full_recall_top5_at100": pl.Float64,
     "scores": pl.List(pl.Float64),
@@ -57,6 +58,7 @@ def evaluate(
             "setting": setting,
             "failed": False,
             "error": None,
+            "doc_failures": 0,
         }
         t0 = time.perf_counter()
         try:
@@ -75,6 +77,8 @@ def evaluate(
             rows.append(row)
             continue
         row["latency_ms"] = 1000 * (time.perf_counter() - t0)
+        # documents a re-ranker could not judge (kept in first-stage order, counted)
+        row["doc_failures"] = int(getattr(retriever, "last_failed", 0))
         row["ndcg"] = ndcg_at_k(scores, rel, k, "exponential")
         row["ndcg_linear"] = ndcg_at_k(scores, rel, k, "linear")
         row["scores"] = scores.tolist()
@@ -110,6 +114,8 @@ def report(
             frame["ndcg"].to_list(), frame["domains"].to_list(), domains, resamples, seed
         )
         row = {"setting": setting, "queries": frame.height, "failed": int(frame["failed"].sum())}
+        if "doc_failures" in frame.columns:
+            row["doc_failures"] = int(frame["doc_failures"].fill_null(0).sum())
         row |= {
             "ndcg@10": summ["overall"]["mean"],
             "ci_low": summ["overall"]["ci_low"],

@@ -81,8 +81,9 @@ def hash_token(token: str) -> int:
 
 class SSEmbRetriever:
     """SSEmb-style fusion: α·cos_struct + (1 − α)·cos_text (α = 0.5 by default). Structure from the
-    formulas' operator trees, semantics from the text embedding. When the query or a document has no
-    formula, that pair falls back to the text cosine alone (documented)."""
+    formulas' operator trees, semantics from the text embedding. All documents of a query are on
+    one scale: a document without formulas has structural cosine 0 inside the fused score; a query
+    without formulas has no structure to compare, so every document is scored by text alone."""
 
     def __init__(
         self,
@@ -118,10 +119,10 @@ class SSEmbRetriever:
 
 
 def fuse_struct_text(alpha: float, cos_text: np.ndarray, q_struct, d_structs) -> np.ndarray:
-    out = np.asarray(cos_text, dtype=np.float64).copy()
+    """α·cos_struct + (1 − α)·cos_text for every document (cos_struct = 0 without formulas); a
+    query without formulas: cos_text for every document."""
+    text = np.asarray(cos_text, dtype=np.float64)
     if q_struct is None:
-        return out
-    for i, d in enumerate(d_structs):
-        if d is not None:
-            out[i] = alpha * float(q_struct @ d) + (1 - alpha) * out[i]
-    return out
+        return text.copy()
+    struct = np.array([0.0 if d is None else float(q_struct @ d) for d in d_structs])
+    return alpha * struct + (1 - alpha) * text

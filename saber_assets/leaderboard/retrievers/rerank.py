@@ -1,8 +1,11 @@
-"""CLMIR-style two-stage retrieval: BM25 top-k, then zero-shot pointwise re-ranking by P("Yes").
+"""CLMIR-style two-stage retrieval: BM25 top-k (k = 100, as published), then zero-shot pointwise
+re-ranking by P("Yes").
 
 The re-ranked top k score 1 + P(yes) (so they stay above the rest), the others keep their BM25
-order below, scaled into [0, 1). The judge is the ``PointwiseJudge`` task: the CPU default
-(MiniLM cosine) and vLLM / OpenAI-compatible backends (logprobs of Yes/No) are interchangeable.
+order below, scaled into [0, 1). A document the judge fails on keeps its BM25 order below every
+re-ranked one (it is counted in ``last_failed``); the query is never zeroed for it. The judge is
+the ``PointwiseJudge`` task: the CPU default and vLLM / OpenAI-compatible backends (logprobs of
+Yes/No) are interchangeable.
 An optional query translation (for cross-lingual corpora) goes through the LLM first and must keep
 every LaTeX span byte for byte.
 """
@@ -34,7 +37,7 @@ class TwoStageRetriever:
     def __init__(
         self,
         name: str,
-        k: int = 10,
+        k: int = 100,
         judge: PointwiseJudge | None = None,
         tokenizer: str = "math",
         translate_to: str | None = None,
@@ -48,6 +51,7 @@ class TwoStageRetriever:
         self.first = BM25Retriever(name + ":bm25", tokenizer=tokenizer)
         self.translate_to, self.translator = translate_to, translator
         self._translated: dict[str, str] = {}
+        self.last_failed = 0  # documents of the last query the judge failed on
 
     def translate(self, query: str) -> str:
         """The query in the documents' language (cached per query); formulas checked unchanged."""
@@ -65,15 +69,16 @@ class TwoStageRetriever:
         order = np.argsort(-bm25, kind="stable")
         top = order[: self.k]
         outcomes = self.judge.p_yes_batch([(query, docs[i]) for i in top])
-        failed = [o for o in outcomes if not o.ok]
-        if failed:
-            raise RetrieverFailed(
-                f"pointwise judge failed on {len(failed)} of {len(top)} documents: {failed[0].error}"
-            )
         ranks = np.empty(len(docs))
         ranks[order] = np.arange(len(docs))
         scores = 1.0 - (ranks + 1) / (len(docs) + 1)  # BM25 order in (0, 1)
-        scores[top] = 1.0 + np.array([o.value for o in outcomes])
+        ok = np.array([o.ok for o in outcomes], dtype=bool)
+        scores[top[ok]] = 1.0 + np.array([o.value for o in outcomes if o.ok])
+        self.last_failed = int((~ok).sum())
+        if self.last_failed == len(top) and len(top):
+            raise RetrieverFailed(
+                f"pointwise judge failed on all {len(top)} documents: {outcomes[0].error}"
+            )
         return scores
 
     def corpus_scores(self, query: str, all_docs: list[str]) -> np.ndarray:
