@@ -63,3 +63,30 @@ def test_daily_backstop_requests_missing_runs(tmp_path):
             requests = schedule(ctx)
         assert len(requests) == len(DOMAINS)
         assert instance.get_dynamic_partitions("retriever") == ["bm25"]
+
+
+def test_backstop_requests_only_the_runs_still_missing(tmp_path):
+    with dg.instance_for_test() as instance:
+        defs = _defs(tmp_path, ["bm25", "tfidf"])
+        instance.add_dynamic_partitions("retriever", ["bm25", "tfidf"])
+        done = [("bm25", d) for d in DOMAINS] + [("tfidf", "Geometry")]
+        for name, domain in done:
+            instance.report_runless_asset_event(
+                dg.AssetMaterialization(
+                    asset_key="retriever_runs",
+                    partition=str(dg.MultiPartitionKey({"retriever": name, "domain": domain})),
+                )
+            )
+        schedule = defs.resolve_schedule_def("retriever_runs_backstop")
+        with dg.build_schedule_context(
+            instance=instance, resources={"settings": defs.resources["settings"]}
+        ) as ctx:
+            requests = schedule(ctx)
+        wanted = sorted(
+            (
+                r.partition_key.keys_by_dimension["retriever"],
+                r.partition_key.keys_by_dimension["domain"],
+            )
+            for r in requests
+        )
+        assert wanted == sorted(("tfidf", d) for d in DOMAINS if d != "Geometry")

@@ -190,3 +190,31 @@ def test_every_shipped_config_loads():
     for path in sorted(CONFIG_DIR.glob("*.yaml")):
         cfg = load_config(path)
         assert cfg.corpus.sources and cfg.name == path.stem
+
+
+def test_size_caps_are_inclusive_boundaries(tmp_path):
+    rows = [
+        _row(1, problem="p" * 100, solution="s" * 200),  # exactly at both caps: kept
+        _row(2, problem="p" * 101, solution="s"),  # one over the problem cap
+        _row(3, problem="p", solution="s" * 201),  # one over the solution cap
+    ]
+    path = write_jsonl(tmp_path / "caps.jsonl", rows)
+    kept, bad = validate_rows(read_source("c", path, MAP).rows, MAP, 100, 200)
+    assert [r.id for r in kept] == ["c:1"]
+    assert [b.reason for b in bad] == [
+        "problem has 101 characters (cap 100)",
+        "solution has 201 characters (cap 200)",
+    ]
+
+
+def test_near_duplicates_that_differ_only_in_numbers_are_kept_apart():
+    """'2+3' and '5+7' are different problems: numbers are never folded before hashing."""
+    template = (
+        "Evaluate {a} plus {b} times {c} minus {d} then add {e} and divide the total by {f} "
+        "and report {g} more than {h} times the quotient rounded to {i} places"
+    )
+    nums = [dict(zip("abcdefghi", map(str, range(k, k + 9)), strict=True)) for k in (11, 40)]
+    items = [DedupItem(f"s:{k}", template.format(**n), 0, k) for k, n in enumerate(nums)]
+    assert find_duplicates(items, minhash_config(5, 14, 8, 1)) == []
+    same = [DedupItem("s:0", items[0].text, 0, 0), DedupItem("s:1", items[0].text + " ", 0, 1)]
+    assert len(find_duplicates(same, minhash_config(5, 14, 8, 1))) == 1  # identical text: found

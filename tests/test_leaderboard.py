@@ -101,6 +101,25 @@ def test_bootstrap_is_seeded():
     assert lo < v.mean() < hi
 
 
+def test_bootstrap_interval_is_the_95_percent_quantile_of_resampled_means():
+    v = np.random.default_rng(1).random(37)
+    rng = np.random.default_rng(9)
+    means = v[rng.integers(0, len(v), size=(800, len(v)))].mean(axis=1)
+    want = np.quantile(means, [0.025, 0.975])
+    assert bootstrap_ci(v, 800, 9) == pytest.approx(tuple(want), rel=1e-12)
+    assert bootstrap_ci(v, 800, 9, level=0.9) == pytest.approx(
+        tuple(np.quantile(means, [0.05, 0.95])), rel=1e-12
+    )
+
+
+def test_recall_counts_exactly_depth_documents():
+    cands, rel = [7, 8], [5.0, 4.0]
+    ranked = list(range(100, 199)) + [7, 8]  # 99 others, then the two best at ranks 100 and 101
+    assert recall_of_top(ranked, cands, rel, top=2, depth=100) == 0.5
+    assert recall_of_top(ranked, cands, rel, top=2, depth=101) == 1.0
+    assert recall_of_top(ranked, cands, rel, top=2, depth=99) == 0.0
+
+
 def test_full_corpus_metrics():
     cands, rel = [10, 11, 12], [1.0, 5.0, 0.0]
     # unrated documents (1, 2) are removed before scoring: same as ranking 11 > 10 > 12

@@ -216,3 +216,28 @@ def test_domains_from_a_foreign_ontology(tmp_path):
         resolve_domains(dag, {"Topology": "T"})
     with pytest.raises(DomainError, match="cannot be a partition key"):
         resolve_domains(dag, {"11": "Numbers|Primes"})
+
+
+def test_nodes_sharing_a_url_merge_into_one_topic(tmp_path):
+    (tmp_path / "n.csv").write_text(
+        "id,title,url\n1,Root,r\n2,Algebra,a\n3,Geometry,g\n"
+        "4,Quadratics,https://x/quad\n5,Quadratics,https://x/quad\n6,Vieta,v\n"
+    )
+    # 4 and 5 are the same topic listed under two parents; 5 has a child of its own
+    (tmp_path / "e.csv").write_text("parent,child\n1,2\n1,3\n2,4\n3,5\n5,6\n")
+    dag = dag_from_nodes_edges(tmp_path / "n.csv", tmp_path / "e.csv")
+    assert dag.n_topics == 5
+    assert dag.graph.nodes["https://x/quad"]["ids"] == ["4", "5"]
+    assert sorted(dag.graph.predecessors("https://x/quad")) == ["a", "g"]
+    tree = expand_to_tree(dag)
+    # one DAG topic, copied under both parents, each copy with the merged children
+    assert tree.paths == [
+        "Root",
+        "Root › Algebra",
+        "Root › Algebra › Quadratics",
+        "Root › Algebra › Quadratics › Vieta",
+        "Root › Geometry",
+        "Root › Geometry › Quadratics",
+        "Root › Geometry › Quadratics › Vieta",
+    ]
+    assert tree.topic[2] == tree.topic[5]

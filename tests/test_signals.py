@@ -408,3 +408,32 @@ def test_threads_split_gives_identical_results():
     ranges = split_rows(10, 390, 400, 3)
     assert len(ranges) == 3 and ranges[0][0] == 10 and ranges[-1][1] == 390
     assert all((b - 10) % 64 == 0 for _, b in ranges[:-1])  # tile-aligned cuts
+
+
+def test_prefix_version_sees_an_early_problems_topics_and_summary(tmp_path):
+    """A shard computed before an early problem's annotation changed must be refused."""
+    ic = np.array([0.0, 1.0, 2.0, 2.5, 3.0])
+    parent, depth = np.array([-1, 0, 0, 1, 1]), np.array([0, 1, 1, 2, 2])
+    ids = [f"p{i}" for i in range(6)]
+    topics = [[3], [4], [2], [3, 4], [1], [2]]
+    summaries = ["use induction", "apply vieta", None, "count pairs", "use induction", None]
+    base = prepare_inputs(ids, topics, summaries, ic, parent, depth)
+    other_topic = prepare_inputs(ids, [[4], *topics[1:]], summaries, ic, parent, depth)
+    other_summary = prepare_inputs(ids, topics, ["use symmetry", *summaries[1:]], ic, parent, depth)
+    later = prepare_inputs(ids, [*topics[:5], [1]], summaries, ic, parent, depth)
+    for changed in (other_topic, other_summary):
+        assert changed.prefix_version(1) != base.prefix_version(1)
+        assert changed.prefix_version(6) != base.prefix_version(6)
+    # a change after the prefix leaves the prefix's version alone
+    assert later.prefix_version(5) == base.prefix_version(5) != later.prefix_version(6)
+    shard = compute_segment(base, UPPER, 0, 6, 100, 60, 8)
+    write_shard(tmp_path / "a.sig", shard)
+    with pytest.raises(ShardError, match="expected"):
+        load_pairs([tmp_path / "a.sig"], {6: other_topic.prefix_version(6)})
+    assert len(load_pairs([tmp_path / "a.sig"], {6: base.prefix_version(6)})[0]) == shard.n_pairs
+    # another format version is refused, whatever the corpus
+    data = bytearray((tmp_path / "a.sig").read_bytes())
+    data[8:10] = (99).to_bytes(2, "little")
+    (tmp_path / "v99.sig").write_bytes(bytes(data))
+    with pytest.raises(ShardError, match="version"):
+        read_shard(tmp_path / "v99.sig")

@@ -10,6 +10,7 @@ from scipy.stats import kendalltau
 
 from saber_assets.candidates.select import select_candidates
 from saber_assets.ratings.bradley_terry import fit, fit_many, rescale
+from saber_assets.ratings.rate import rate
 from saber_assets.tournament.adaptive import pair_round_adaptive
 from saber_assets.tournament.engine import MemoryStore, TournamentQuery, run_tournament
 from saber_assets.tournament.store import DuckDBJudgmentStore
@@ -199,6 +200,41 @@ def test_resume_after_crash_requests_nothing_twice_and_matches_uninterrupted():
 def store_keys(store):
     with store._connect() as conn:
         return [r[0] for r in conn.execute("SELECT DISTINCT run_key FROM judgments").fetchall()]
+
+
+def test_direction_end_to_end_the_judges_choice_wins_and_ratings_follow_it():
+    """A judge that always prefers the truly stronger candidate, whichever is shown first: every
+    stored winner is its choice, and the final ratings rank candidates in the true order."""
+    qs, strength = _queries(nq=4, n=20, seed=11)
+    store = DuckDBJudgmentStore(Warehouse(path=":memory:").connect)
+    judge = SimJudge(strength)
+    _, stats = run_tournament(qs, judge, store, rounds=12, seed=5)
+    [key] = store_keys(store)
+    judged = store.frame(key)
+    assert judged.height == stats["requested"] > 0
+    stronger = [
+        a if strength[a] >= strength[b] else b for a, b in judged.select("a", "b").iter_rows()
+    ]
+    assert judged["winner"].to_list() == stronger
+    shown_first_won = (judged["winner"] == judged["shown_first"]).to_list()
+    assert any(shown_first_won) and not all(shown_first_won)  # both display orders occur
+    cands = pl.DataFrame(
+        [
+            {"query_id": q.query_id, "candidate_id": c, "position": k}
+            for q in qs
+            for k, c in enumerate(q.candidates)
+        ]
+    )
+    rated = rate(cands, judged, alpha=0.1)
+    assert rated["rating"].min() == 0 and rated["rating"].max() == 5
+    for q in qs:
+        r = rated.filter(pl.col("query_id") == q.query_id)
+        truth = [strength[c] for c in r["candidate_id"]]
+        assert kendalltau(r["rating"].to_numpy(), truth).statistic > 0.75
+        best = r["candidate_id"][int(np.argmax(r["rating"].to_numpy()))]
+        assert strength[best] == max(truth)  # the strongest candidate gets the top rating
+    with pytest.raises(ValueError, match="neither of the two"):
+        rate(cands, judged.with_columns(pl.lit("q0-c99").alias("winner")), alpha=0.1)
 
 
 def test_failures_are_recorded_not_dropped():

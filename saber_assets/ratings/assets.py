@@ -1,12 +1,11 @@
 """ratings stage: Bradley–Terry per query, min–max rescaled to [0, 5] (graded relevance)."""
 
-import numpy as np
 import polars as pl
 from dagster import AssetCheckResult, Output, StaticPartitionsDefinition, asset, asset_check
 
 from ..ops.metadata import markdown_table
 from ..resources import SaberSettings
-from .bradley_terry import fit_many, rescale
+from .rate import rate
 
 
 def build_rating_assets(domain_partitions: StaticPartitionsDefinition) -> list:
@@ -30,40 +29,12 @@ def relevance_ratings(
 ) -> Output[pl.DataFrame]:
     """One rating per (query, candidate) in [0, 5]; a candidate that never played gets the prior."""
     alpha = settings.load().tournament.alpha
-    cands = query_candidates.sort("query_id", "position")
-    decided = tournament_judgments.filter(pl.col("winner").is_not_null())
-    problems, keys = [], []
-    by_query = (
-        {k[0]: f for k, f in decided.partition_by("query", as_dict=True).items()}
-        if decided.height
-        else {}
-    )
-    for (qid,), frame in cands.group_by("query_id", maintain_order=True):
-        idx = {c: k for k, c in enumerate(frame["candidate_id"].to_list())}
-        comps = []
-        j = by_query.get(qid)
-        if j is not None:
-            for a, b, w in j.select("a", "b", "winner").iter_rows():
-                loser = b if w == a else a
-                comps.append((idx[w], idx[loser]))
-        problems.append((frame.height, comps))
-        keys.append(qid)
-    fits = fit_many(problems, alpha) if problems else []
-    strengths = np.concatenate(fits) if fits else np.zeros(0)
-    ratings = np.concatenate([rescale(f) for f in fits]) if fits else np.zeros(0)
-    games = []
-    for n, comps in problems:
-        g = np.zeros(n, dtype=np.int64)
-        for w, lo in comps:
-            g[w] += 1
-            g[lo] += 1
-        games.append(g)
-    df = cands.select(
-        "domain", "query_id", "candidate_id", "group", "topic", "summary", "position"
-    ).with_columns(
-        pl.Series("strength", strengths),
-        pl.Series("rating", ratings),
-        pl.Series("games", np.concatenate(games) if games else np.zeros(0, np.int64)),
+    df = rate(
+        query_candidates.select(
+            "domain", "query_id", "candidate_id", "group", "topic", "summary", "position"
+        ),
+        tournament_judgments,
+        alpha,
     )
     by_group = (
         df.group_by("group")
@@ -74,7 +45,7 @@ def relevance_ratings(
         df,
         metadata={
             "dagster/row_count": df.height,
-            "queries": len(keys),
+            "queries": df["query_id"].n_unique(),
             "alpha": alpha,
             "mean_rating_by_group": markdown_table(by_group),
             "never_played": int((df["games"] == 0).sum()),
