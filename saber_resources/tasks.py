@@ -48,6 +48,7 @@ class Outcome(Generic[T]):
     error: str | None = None
     raw: str | None = None
     attempts: int = 1
+    p_first: float | None = None  # pair judges: P(the candidate shown first is better), if known
 
 
 @dataclass

@@ -237,23 +237,7 @@ def test_math_tokens_share_paths_under_renaming():
     assert plain_tokens("Find $x^2$!") == ["find", "x", "2"]
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "bm25",
-        "bm25-no-tok",
-        "bm25-corpus-idf",
-        "tfidf",
-        "tfidf-no-tok",
-        "jaccard",
-        "jaccard-no-tok",
-        "approach0",
-        "dense-minilm",
-        "ssemb",
-        "bm25-rerank",
-        "rrf-bm25-dense",
-    ],
-)
+@pytest.mark.parametrize("name", [e.name for e in load_registry()])
 def test_each_baseline_ranks_the_planted_document_first(name):
     from saber_assets.leaderboard.retrievers.registry import RetrieverResources
 

@@ -204,7 +204,9 @@ def retriever_runs(
     )
     resources = RetrieverResources(
         embedding_cache=EmbeddingCache(warehouse.connect),
-        pointwise_judge=tasks.pointwise_judge if tasks else None,
+        # an LLM backend re-ranks with its pointwise judge; the CPU backend's judge is never a
+        # contestant, so two-stage retrievers get a retriever-side re-ranker (registry)
+        pointwise_judge=tasks.pointwise_judge if tasks and tasks.backend != "cpu" else None,
         translator=tasks.translator if tasks else None,
         entries=entries,
     )
@@ -252,10 +254,13 @@ def retriever_runs(
 
 
 CPU_JUDGE_CAVEAT = (
-    "**Caveat: CPU judge.** These ratings come from the CPU stand-in judge, which prefers the "
-    "candidate whose problem statement is closer to the query's in MiniLM embedding space. Retrievers "
-    "built on the same model (dense-minilm, and fusions using it) are therefore scored against "
-    "themselves; compare retrievers only on a benchmark judged by an LLM.\n\n"
+    "**Caveat: CPU judge.** These ratings come from the CPU stand-in judge, not an LLM: it "
+    "prefers the candidate with the higher s = 0.45·e + 0.25·k + 0.20·t + 0.10·u, where e is the "
+    "MiniLM (all-MiniLM-L6-v2) cosine of problem + solution, k the overlap of named techniques "
+    "in the solutions, t the topic signal (BMA of Lin) and u the summary signal (formula "
+    "cpu-evidence-judge/v1). No retriever registered by default uses MiniLM, but t and u also "
+    "chose the candidates, and a stand-in is not a mathematician: compare retrievers for real "
+    "only on a benchmark judged by an LLM.\n\n"
 )
 
 

@@ -57,6 +57,11 @@ def tournament_judgments(
         r["id"]: judge.text_for(r["problem"], r["solution"])
         for r in corpus.select("id", "problem", "solution").iter_rows(named=True)
     }
+    if hasattr(judge, "evidence"):  # the CPU judge weighs the pipeline's own signals in
+        for qid, cid, t, u in query_candidates.select(
+            "query_id", "candidate_id", "topic", "summary"
+        ).iter_rows():
+            judge.evidence[(text[qid], text[cid])] = (t, u)
     queries = []
     for (qid,), frame in query_candidates.sort("query_id", "position").group_by(
         "query_id", maintain_order=True
@@ -101,6 +106,7 @@ def tournament_judgments(
             "backend": judge.backend,
             "prompt_version": judge.version,
             "judge_max_tokens": getattr(judge, "max_tokens", None),
+            "judge_formula": getattr(judge, "formula", None),
             "policy": tcfg.policy,
             "rounds": tcfg.rounds,
             "seed": cfg.seed,

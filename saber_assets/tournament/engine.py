@@ -38,6 +38,7 @@ class Judgment:
     error: str | None = None
     raw: str | None = None  # kept for failures only
     max_tokens: int | None = None  # the judge's token budget (LLM judges)
+    p_first: float | None = None  # P(shown first is better) where the judge exposes it
 
 
 class JudgmentStore(Protocol):
@@ -186,6 +187,7 @@ def run_tournament(
                         out.error,
                         None if out.ok else out.raw,
                         getattr(judge, "max_tokens", None),
+                        out.p_first if out.ok else None,
                     )
                 )
             store.add(key, new)  # persisted before the standings move on

@@ -11,6 +11,7 @@ from saber_resources.cache import Connect, registered
 from .engine import Judgment
 
 COLUMNS = [f.name for f in fields(Judgment)]
+TYPES = {"round": pl.Int32, "max_tokens": pl.Int32, "p_first": pl.Float64}
 
 
 class DuckDBJudgmentStore:
@@ -28,6 +29,7 @@ class DuckDBJudgmentStore:
             )
             # stores written before the token budget was recorded
             conn.execute(f"ALTER TABLE {self.TABLE} ADD COLUMN IF NOT EXISTS max_tokens INTEGER")
+            conn.execute(f"ALTER TABLE {self.TABLE} ADD COLUMN IF NOT EXISTS p_first DOUBLE")
 
     def load(self, run_key: str) -> list[Judgment]:
         with self._connect() as conn:
@@ -41,7 +43,7 @@ class DuckDBJudgmentStore:
             return
         df = pl.DataFrame(
             [asdict(j) for j in judgments],
-            schema={c: (pl.Int32 if c in ("round", "max_tokens") else pl.String) for c in COLUMNS},
+            schema={c: TYPES.get(c, pl.String) for c in COLUMNS},
         )
         df = df.with_columns(pl.lit(run_key).alias("run_key"))
         with self._connect() as conn:

