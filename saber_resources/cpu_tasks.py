@@ -195,7 +195,8 @@ class EvidenceScorer:
     """The CPU stand-in judge's relevance of a candidate to a query (formula ``cpu-evidence/v1``):
 
         s = 0.45·e + 0.25·k + 0.20·t + 0.10·u
-        e = cosine of MiniLM embeddings of problem + solution (first ``max_chars`` characters)
+        e = cosine of MiniLM embeddings of problem + solution (the first ``max_chars`` = 600
+            characters: one MiniLM window)
         k = Jaccard of the named techniques (``TECHNIQUES``) the two solutions mention (0 if none)
         t = the pipeline's topic signal (BMA of Lin over the two problems' topics), 0 if unknown
         u = the pipeline's summary signal (Jaccard of the core-idea summaries), 0 if unknown
@@ -210,7 +211,7 @@ class EvidenceScorer:
     WEIGHTS = (0.45, 0.25, 0.20, 0.10)
     TEMPERATURE = 0.05
 
-    def __init__(self, embedder: Embedder, max_chars: int = 1200) -> None:
+    def __init__(self, embedder: Embedder, max_chars: int = 600) -> None:
         self.embedder = embedder
         self.max_chars = max_chars
         self.evidence: dict[tuple[str, str], tuple[float, float]] = {}

@@ -219,7 +219,7 @@ def retriever_runs(
     t0 = time.perf_counter()
     doc_ids = bench.documents["id"].to_list()
     for setting in [x for x in cfg.settings if entry.settings is None or x in entry.settings]:
-        df = evaluate(retriever, bench, setting, cfg.k, rows, cfg.full_corpus)
+        df = evaluate(retriever, bench, setting, cfg.k, rows, cfg.full_corpus and entry.full_corpus)
         frames.append(df)
         run = {}
         for qid, cands, scores in zip(

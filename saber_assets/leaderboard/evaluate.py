@@ -30,6 +30,39 @@ RUN_SCHEMA = {
 }
 
 
+QUERY_CHUNK = 64  # queries scored against the whole corpus at once (bounds memory: 64 x N floats)
+
+
+def corpus_score_matrix(
+    retriever, queries: list[str], doc_texts: list[str]
+) -> tuple[np.ndarray, dict[int, str]]:
+    """Scores of every query against every document, shape (queries, documents), and the queries
+    that failed (row -> reason; their rows are NaN): the retriever's bulk
+    ``corpus_scores_batch`` where it has one (a list of score arrays or exceptions), else one
+    ``corpus_scores`` call per query."""
+    out = np.full((len(queries), len(doc_texts)), np.nan)
+    errors: dict[int, str] = {}
+    if hasattr(retriever, "corpus_scores_batch"):
+        results = list(retriever.corpus_scores_batch(queries, doc_texts))
+    else:
+        results = []
+        for q in queries:
+            try:
+                results.append(retriever.corpus_scores(q, doc_texts))
+            except (RetrieverFailed, AttributeError) as exc:
+                results.append(exc)
+    for n, r in enumerate(results):
+        if isinstance(r, Exception):
+            errors[n] = str(r)
+            continue
+        r = np.asarray(r, dtype=np.float64)
+        if r.shape != (len(doc_texts),):
+            errors[n] = f"{r.shape} corpus scores for {len(doc_texts)} documents"
+            continue
+        out[n] = r
+    return out, errors
+
+
 def evaluate(
     retriever,
     bench: Benchmark,
@@ -38,6 +71,12 @@ def evaluate(
     query_filter: Sequence[int] | None = None,
     full_corpus: bool = True,
 ) -> pl.DataFrame:
+    """Per query: nDCG on its candidates and, with ``full_corpus``, the full-corpus track.
+
+    The full-corpus track scores a chunk of queries against all documents at once. A retriever
+    with ``candidates_from_corpus = True`` (its candidate scores are, by construction, its corpus
+    scores restricted to the candidates) is searched once per query for both tracks; its latency
+    is then the chunk's time per query."""
     docs = bench.documents
     doc_texts = [
         setting_texts(setting, p, s, as_query=False)
@@ -45,58 +84,66 @@ def evaluate(
     ]
     if hasattr(retriever, "fit_corpus"):
         retriever.fit_corpus(doc_texts)
-    doc_ids = docs["id"].to_list()
-    rows = []
+    doc_row = {d: i for i, d in enumerate(docs["id"].to_list())}
     q = bench.queries if query_filter is None else bench.queries[list(query_filter)]
-    for qid, prob, sol, cands, rel, domains in q.select(
-        "id", "problem", "solution", "candidates", "relevance_scores", "domains"
-    ).iter_rows():
-        query = setting_texts(setting, prob, sol, as_query=True)
-        row = {
-            "query_id": qid,
-            "domains": domains,
-            "setting": setting,
-            "failed": False,
-            "error": None,
-            "doc_failures": 0,
-        }
-        t0 = time.perf_counter()
-        try:
-            scores = np.asarray(
-                retriever.score(query, [doc_texts[c] for c in cands]), dtype=np.float64
-            )
-            if scores.shape != (len(cands),) or not np.all(np.isfinite(scores)):
-                raise RetrieverFailed(
-                    f"returned {scores.shape} scores (finite: {bool(np.all(np.isfinite(scores)))}) for {len(cands)} candidates"
-                )
-        except RetrieverFailed as exc:
-            row.update(
-                failed=True, error=str(exc), ndcg=0.0, ndcg_linear=0.0, latency_ms=None, scores=None
-            )
-            row.update(full_ndcg_prime=None, full_recall_top5_at100=None)
-            rows.append(row)
-            continue
-        row["latency_ms"] = 1000 * (time.perf_counter() - t0)
-        # documents a re-ranker could not judge (kept in first-stage order, counted)
-        row["doc_failures"] = int(getattr(retriever, "last_failed", 0))
-        row["ndcg"] = ndcg_at_k(scores, rel, k, "exponential")
-        row["ndcg_linear"] = ndcg_at_k(scores, rel, k, "linear")
-        row["scores"] = scores.tolist()
-        row["full_ndcg_prime"] = row["full_recall_top5_at100"] = None
+    items = list(
+        q.select(
+            "id", "problem", "solution", "candidates", "relevance_scores", "domains"
+        ).iter_rows()
+    )
+    shared = full_corpus and getattr(retriever, "candidates_from_corpus", False)
+    rows = []
+    for start in range(0, len(items), QUERY_CHUNK):
+        chunk = items[start : start + QUERY_CHUNK]
+        texts = [setting_texts(setting, prob, sol, as_query=True) for _, prob, sol, *_ in chunk]
+        matrix, errors, per_query_ms = None, {}, None
         if full_corpus:
+            t0 = time.perf_counter()
+            matrix, errors = corpus_score_matrix(retriever, texts, doc_texts)
+            per_query_ms = 1000 * (time.perf_counter() - t0) / max(len(chunk), 1)
+        for n, ((qid, _, _, cands, rel, domains), query) in enumerate(
+            zip(chunk, texts, strict=True)
+        ):
+            row = {"query_id": qid, "domains": domains, "setting": setting, "failed": False}
+            row |= {"error": None, "doc_failures": 0}
+            t0 = time.perf_counter()
             try:
-                all_scores = np.asarray(retriever.corpus_scores(query, doc_texts), dtype=np.float64)
-                all_scores[
-                    [i for i, d in enumerate(doc_ids) if d == qid]
-                ] = -np.inf  # never retrieve the query itself
+                if shared:
+                    if n in errors:
+                        raise RetrieverFailed(errors[n])
+                    scores = matrix[n, list(cands)]
+                else:
+                    scores = np.asarray(
+                        retriever.score(query, [doc_texts[c] for c in cands]), dtype=np.float64
+                    )
+                if scores.shape != (len(cands),) or not np.all(np.isfinite(scores)):
+                    raise RetrieverFailed(
+                        f"returned {scores.shape} scores (finite: {bool(np.all(np.isfinite(scores)))}) for {len(cands)} candidates"
+                    )
+            except RetrieverFailed as exc:
+                row.update(failed=True, error=str(exc), ndcg=0.0, ndcg_linear=0.0, latency_ms=None)
+                row.update(scores=None, full_ndcg_prime=None, full_recall_top5_at100=None)
+                rows.append(row)
+                continue
+            row["latency_ms"] = per_query_ms if shared else 1000 * (time.perf_counter() - t0)
+            # documents a re-ranker could not judge (kept in first-stage order, counted)
+            row["doc_failures"] = int(getattr(retriever, "last_failed", 0))
+            row["ndcg"] = ndcg_at_k(scores, rel, k, "exponential")
+            row["ndcg_linear"] = ndcg_at_k(scores, rel, k, "linear")
+            row["scores"] = scores.tolist()
+            row["full_ndcg_prime"] = row["full_recall_top5_at100"] = None
+            if full_corpus and n in errors:
+                row["error"] = f"full-corpus track: {errors[n]}"
+            elif full_corpus:
+                all_scores = matrix[n].copy()
+                if qid in doc_row:
+                    all_scores[doc_row[qid]] = -np.inf  # never retrieve the query itself
                 ranked = np.argsort(-all_scores, kind="stable")
                 row["full_ndcg_prime"] = condensed_ndcg(ranked.tolist(), list(cands), list(rel), k)
                 row["full_recall_top5_at100"] = recall_of_top(
                     ranked.tolist(), list(cands), list(rel), 5, 100
                 )
-            except (RetrieverFailed, AttributeError) as exc:
-                row["error"] = f"full-corpus track: {exc}"
-        rows.append(row)
+            rows.append(row)
     return pl.DataFrame(rows, schema=RUN_SCHEMA)
 
 

@@ -1,7 +1,16 @@
-"""Approach Zero through pya0: a per-query index over the candidates (on tmpfs), then one search.
+"""Approach Zero through pya0.
+
+One index over all documents of a setting (built on tmpfs once per process and document set),
+searched once per query: that one search gives the full-corpus track and, with
+``candidates: corpus`` (the default), the candidates' scores too — their scores in the corpus
+index. The difference from an index over the query's candidates alone (``candidates: own-index``,
+the earlier behaviour, one index per query): the engine's text-term weights use the statistics
+of the whole document set rather than of the candidates, so candidate scores, and occasionally
+their order, differ; formula matching is per document pair either way. Queries are searched by
+``workers`` processes at once (the engine is single-threaded C).
 
 pya0's own returned ids are unreliable (off by one or two), so each document carries our id in
-the ``url`` field. Formulas go to the engine as [imath] spans; a candidate the engine does not
+the ``url`` field. Formulas go to the engine as [imath] spans; a document the engine does not
 return scores 0. An engine failure raises ``RetrieverFailed``: the query is counted as failed.
 """
 
@@ -34,10 +43,21 @@ def to_engine_text(text: str) -> str:
 
 
 class Approach0Retriever:
-    def __init__(self, name: str = "approach0", max_terms: int = 12, max_formulas: int = 6) -> None:
+    def __init__(
+        self,
+        name: str = "approach0",
+        max_terms: int = 12,
+        max_formulas: int = 6,
+        candidates: str = "corpus",
+        workers: int = 2,
+    ) -> None:
+        if candidates not in ("corpus", "own-index"):
+            raise ValueError("candidates must be 'corpus' or 'own-index'")
         self.name = name
         self.max_terms = max_terms
         self.max_formulas = max_formulas
+        self.candidates_from_corpus = candidates == "corpus"
+        self.workers = workers
 
     def query_keywords(self, query: str) -> list[dict]:
         prose, formulas = split_math(query)
@@ -50,13 +70,58 @@ class Approach0Retriever:
         return self._search(query, docs, keep=False)
 
     def corpus_scores(self, query: str, all_docs: list[str]) -> np.ndarray:
-        """Full-corpus track: the index over all documents is built once per process and kept;
-        the engine returns its top 1000 (the rest score 0)."""
+        """Scores of every document (the index over all documents is built once per process and
+        kept; the engine ranks every document it matches, the rest score 0)."""
         return self._search(query, all_docs, keep=True)
+
+    def corpus_scores_batch(self, queries: list[str], all_docs: list[str]) -> list:
+        """``corpus_scores`` of many queries, searched by ``workers`` processes at once; a query
+        the engine fails on gives its ``RetrieverFailed`` in place of its scores."""
+        if not queries:
+            return []
+        self._index(all_docs, keep=True)  # built before the workers fork: they share it
+        if self.workers <= 1 or len(queries) < 2:
+            return [_search_one(q, self, all_docs) for q in queries]
+        import multiprocessing as mp
+
+        global _BATCH
+        _BATCH = (self, all_docs)
+        try:
+            with mp.get_context("fork").Pool(self.workers) as pool:
+                results = pool.map(
+                    _search_one, queries, chunksize=max(1, len(queries) // (4 * self.workers))
+                )
+        finally:
+            _BATCH = None
+        return results
 
     def _search(self, query: str, docs: list[str], keep: bool) -> np.ndarray:
         with quiet_c_output():
             return self._search_loud(query, docs, keep)
+
+    def _index(self, docs: list[str], keep: bool) -> str:
+        """Path of an index over ``docs``: the kept one for this document set, or a new one."""
+        import pya0
+
+        key = (len(docs), hash(tuple(docs)))
+        if keep and key in _CORPUS_INDEXES:
+            return _CORPUS_INDEXES[key]
+        tmp = tempfile.mkdtemp(prefix="a0-", dir=_tmp_root())
+        ix_path = os.path.join(tmp, "ix")
+        with quiet_c_output():
+            ix = pya0.index_open(ix_path, option="w")
+            if ix is None:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise RetrieverFailed("cannot open an Approach Zero index")
+            writer = pya0.index_writer(ix)
+            for i, d in enumerate(docs):
+                pya0.writer_add_doc(writer, content=to_engine_text(d), url=str(i))
+            pya0.writer_flush(writer)
+            pya0.writer_close(writer)
+            pya0.index_close(ix)
+        if keep:
+            _CORPUS_INDEXES[key] = ix_path
+        return ix_path
 
     def _search_loud(self, query: str, docs: list[str], keep: bool) -> np.ndarray:
         import pya0
@@ -64,28 +129,12 @@ class Approach0Retriever:
         kws = self.query_keywords(query)
         if not kws:
             raise RetrieverFailed("query has neither formulas nor terms")
-        key = (len(docs), hash(tuple(docs)))
         ix_path = None
         try:
-            if keep and key in _CORPUS_INDEXES:
-                ix_path = _CORPUS_INDEXES[key]
-            else:
-                tmp = tempfile.mkdtemp(prefix="a0-", dir=_tmp_root())
-                ix_path = os.path.join(tmp, "ix")
-                ix = pya0.index_open(ix_path, option="w")
-                if ix is None:
-                    raise RetrieverFailed("cannot open an Approach Zero index")
-                writer = pya0.index_writer(ix)
-                for i, d in enumerate(docs):
-                    pya0.writer_add_doc(writer, content=to_engine_text(d), url=str(i))
-                pya0.writer_flush(writer)
-                pya0.writer_close(writer)
-                pya0.index_close(ix)
-                if keep:
-                    _CORPUS_INDEXES[key] = ix_path
+            ix_path = self._index(docs, keep)
             ix = pya0.index_open(ix_path, option="r")
             try:
-                res = json.loads(pya0.search(ix, kws, verbose=False, topk=min(len(docs), 1000)))
+                res = json.loads(pya0.search(ix, kws, verbose=False, topk=len(docs)))
             finally:
                 pya0.index_close(ix)
         except RetrieverFailed:
@@ -103,3 +152,15 @@ class Approach0Retriever:
             if url.isdigit() and int(url) < len(docs):
                 scores[int(url)] = max(scores[int(url)], float(hit["score"]))
         return scores
+
+
+_BATCH: tuple | None = None  # (retriever, documents) inherited by forked search workers
+
+
+def _search_one(query: str, retriever=None, docs=None):
+    if retriever is None:
+        retriever, docs = _BATCH
+    try:
+        return retriever.corpus_scores(query, docs)
+    except RetrieverFailed as exc:
+        return exc

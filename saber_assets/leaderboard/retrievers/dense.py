@@ -53,12 +53,22 @@ class DenseRetriever:
         self.queries = CachedEmbedder(q_inner, embedding_cache, prefix=query_prompt)
         self.docs = CachedEmbedder(d_inner, embedding_cache, prefix=doc_prompt)
 
+    candidates_from_corpus = True  # a cosine does not depend on the other documents
+
     def score(self, query: str, docs: list[str]) -> np.ndarray:
-        q = self.queries.encode([query])[0]
-        return self.docs.encode(docs) @ q
+        # float64 products: one query or many, the same cosines to the last bits that matter
+        q = self.queries.encode([query])[0].astype(np.float64)
+        return self.docs.encode(docs).astype(np.float64) @ q
 
     def corpus_scores(self, query: str, all_docs: list[str]) -> np.ndarray:
         return self.score(query, all_docs)
+
+    def corpus_scores_batch(self, queries: list[str], all_docs: list[str]) -> np.ndarray:
+        """One matrix product for many queries (the documents are embedded once)."""
+        key = (len(all_docs), hash(tuple(all_docs)))
+        if getattr(self, "_doc_matrix", (None,))[0] != key:
+            self._doc_matrix = (key, self.docs.encode(all_docs).astype(np.float64))
+        return self.queries.encode(queries).astype(np.float64) @ self._doc_matrix[1].T
 
 
 class StructureEncoder:
@@ -119,6 +129,8 @@ class SSEmbRetriever:
             self._cache[text] = self.struct.encode(text)
         return self._cache[text]
 
+    candidates_from_corpus = True  # both cosines are per document pair
+
     def score(self, query: str, docs: list[str]) -> np.ndarray:
         return fuse_struct_text(
             self.alpha, self.text.score(query, docs), self._s(query), [self._s(d) for d in docs]
@@ -126,6 +138,16 @@ class SSEmbRetriever:
 
     def corpus_scores(self, query: str, all_docs: list[str]) -> np.ndarray:
         return self.score(query, all_docs)
+
+    def corpus_scores_batch(self, queries: list[str], all_docs: list[str]) -> np.ndarray:
+        text = self.text.corpus_scores_batch(queries, all_docs)
+        structs = [self._s(d) for d in all_docs]
+        return np.stack(
+            [
+                fuse_struct_text(self.alpha, t, self._s(q), structs)
+                for q, t in zip(queries, text, strict=True)
+            ]
+        )
 
 
 def fuse_struct_text(alpha: float, cos_text: np.ndarray, q_struct, d_structs) -> np.ndarray:

@@ -46,6 +46,8 @@ class BM25Retriever(_Lexical):
             raise ValueError("idf must be 'candidates' or 'corpus'")
         self.k1, self.b, self.method, self.idf = k1, b, method, idf
         self._corpus = None  # (bm25 index, text -> row) when idf is over the corpus
+        # IDF over the corpus: a candidate's score is its corpus score, one search serves both
+        self.candidates_from_corpus = idf == "corpus"
 
     def _index(self, docs_tokens):
         import bm25s
@@ -101,6 +103,12 @@ class TfidfRetriever(_Lexical):
 
 
 class JaccardRetriever(_Lexical):
+    """|q ∩ d| / |q ∪ d| over token sets. A document's score does not depend on the other
+    documents, so candidates take their corpus scores, and many queries are scored at once with
+    one sparse product over token-id sets (the same integers, the same division)."""
+
+    candidates_from_corpus = True
+
     def score(self, query: str, docs: list[str]) -> np.ndarray:
         q = set(self.tok(query))
         out = np.zeros(len(docs))
@@ -109,3 +117,41 @@ class JaccardRetriever(_Lexical):
             u = len(q | t)
             out[i] = len(q & t) / u if u else 0.0
         return out
+
+    def _sets(self, texts: list[str], vocab: dict[str, int], grow: bool):
+        """Binary CSR of the texts' token sets over ``vocab`` (grown for documents; a query's
+        unseen tokens count in its set size only), and the set sizes."""
+        from scipy.sparse import csr_matrix
+
+        indptr, indices, sizes = [0], [], []
+        for t in texts:
+            toks = set(self.tok(t))
+            sizes.append(len(toks))
+            ids = []
+            for tok in toks:
+                k = vocab.get(tok)
+                if k is None and grow:
+                    k = vocab[tok] = len(vocab)
+                if k is not None:
+                    ids.append(k)
+            indices.extend(sorted(ids))
+            indptr.append(len(indices))
+        m = csr_matrix(
+            (np.ones(len(indices), dtype=np.int64), np.array(indices, dtype=np.int64), indptr),
+            shape=(len(texts), max(len(vocab), 1)),
+        )
+        return m, np.array(sizes, dtype=np.int64)
+
+    def corpus_scores_batch(self, queries: list[str], all_docs: list[str]) -> np.ndarray:
+        key = (len(all_docs), hash(tuple(all_docs)))
+        if getattr(self, "_docs", (None,))[0] != key:
+            vocab: dict[str, int] = {}
+            d, d_sizes = self._sets(all_docs, vocab, grow=True)
+            self._docs = (key, vocab, d.T.tocsr(), d_sizes)
+        _, vocab, d_t, d_sizes = self._docs
+        q, q_sizes = self._sets(queries, vocab, grow=False)
+        q.resize((len(queries), d_t.shape[0]))
+        inter = np.asarray((q @ d_t).toarray(), dtype=np.float64)
+        union = q_sizes[:, None] + d_sizes[None, :] - inter
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(union > 0, inter / union, 0.0)

@@ -40,6 +40,8 @@ class RetrieverEntry(BaseModel):
     description: str = ""
     # Restrict to some settings (e.g. a CPU embedder on statements only); default: all.
     settings: list[str] | None = None
+    # false: skip the full-corpus track for this entry (e.g. a CPU embedder over every document)
+    full_corpus: bool = True
 
 
 class RegistryError(ValueError):

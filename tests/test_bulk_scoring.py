@@ -1,0 +1,149 @@
+"""Bulk scoring is a speed change, not a metric change: the same scores as one query at a time."""
+
+import numpy as np
+import polars as pl
+import pytest
+
+from saber_assets.leaderboard.evaluate import corpus_score_matrix, evaluate
+from saber_assets.leaderboard.exchange import QUERY_SCHEMA, Benchmark
+from saber_assets.leaderboard.retrievers.approach0 import Approach0Retriever
+from saber_assets.leaderboard.retrievers.base import RetrieverFailed
+from saber_assets.leaderboard.retrievers.dense import DenseRetriever, SSEmbRetriever
+from saber_assets.leaderboard.retrievers.lexical import BM25Retriever, JaccardRetriever
+
+from .test_leaderboard import toy_benchmark
+
+
+class OneAtATime:
+    """The retriever as it was: no bulk method, candidates scored on their own."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        if hasattr(inner, "fit_corpus"):
+            self.fit_corpus = inner.fit_corpus
+
+    def score(self, query, docs):
+        return self.inner.score(query, docs)
+
+    def corpus_scores(self, query, docs):
+        return self.inner.corpus_scores(query, docs)
+
+
+class HashEmbedder:
+    """A deterministic stand-in model: bag of character trigrams, hashed, normalised."""
+
+    model_id, revision, dim = "hash", "1", 64
+
+    def encode(self, texts):
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for k in range(len(t) - 2):
+                out[i, hash(t[k : k + 3]) % self.dim] += 1
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms == 0, 1, norms)
+
+
+def _bench(n_docs=300, n_queries=40, seed=0) -> Benchmark:
+    rng = np.random.default_rng(seed)
+    words = "prime sum triangle circle root modulo digit square graph vertex limit series".split()
+    formulas = ["$x^2+y^2=z^2$", "$a+b=c$", "$\\frac{1}{n}$", "$n!$", "$\\sqrt{2}$", ""]
+    docs = pl.DataFrame(
+        {
+            "id": [f"d{i}" for i in range(n_docs)],
+            "problem": [
+                " ".join(rng.choice(words, 8)) + " " + rng.choice(formulas) for _ in range(n_docs)
+            ],
+            "solution": [" ".join(rng.choice(words, 12)) for _ in range(n_docs)],
+        }
+    )
+    q_rows = []
+    for q in range(n_queries):
+        cands = rng.choice(np.arange(1, n_docs), 12, replace=False).tolist()
+        q_rows.append(
+            {
+                "id": f"d{q}",  # queries are documents too: the full track skips them
+                "problem": docs["problem"][q],
+                "solution": docs["solution"][q],
+                "candidates": cands,
+                "relevance_scores": rng.uniform(0, 5, 12).tolist(),
+                "domains": ["A"],
+            }
+        )
+    return Benchmark(pl.DataFrame(q_rows, schema=QUERY_SCHEMA), docs, {"domains": ["A"]})
+
+
+def _same_runs(a: pl.DataFrame, b: pl.DataFrame) -> None:
+    assert a["query_id"].to_list() == b["query_id"].to_list()
+    for sa, sb in zip(a["scores"].to_list(), b["scores"].to_list(), strict=True):
+        assert (
+            np.argsort(-np.array(sa), kind="stable").tolist()
+            == np.argsort(-np.array(sb), kind="stable").tolist()
+        )
+        assert np.allclose(sa, sb, rtol=0, atol=1e-12)
+    for col in ("ndcg", "full_ndcg_prime", "full_recall_top5_at100"):
+        assert np.allclose(a[col].to_numpy(), b[col].to_numpy(), rtol=0, atol=1e-9), col
+
+
+@pytest.mark.parametrize("setting", ["statement-statement", "full-full"])
+def test_bulk_equals_one_query_at_a_time(setting):
+    bench = _bench()
+    makers = {
+        "jaccard": lambda: JaccardRetriever("j"),
+        "jaccard-plain": lambda: JaccardRetriever("j", tokenizer="plain"),
+        "bm25-corpus-idf": lambda: BM25Retriever("b", idf="corpus"),
+        "dense": lambda: _dense(),
+        "ssemb": lambda: _ssemb(),
+    }
+    for name, make in makers.items():
+        bulk = evaluate(make(), bench, setting, 10)
+        alone = evaluate(OneAtATime(make()), bench, setting, 10)
+        _same_runs(bulk, alone)
+        assert not bulk["failed"].any(), name
+
+
+def _dense():
+    r = DenseRetriever("d", backend="cpu")
+    from saber_resources.embeddings import CachedEmbedder
+
+    r.queries = CachedEmbedder(HashEmbedder(), None, prefix="q: ")
+    r.docs = CachedEmbedder(HashEmbedder(), None)
+    return r
+
+
+def _ssemb():
+    r = SSEmbRetriever("s", alpha=0.4)
+    r.text = _dense()
+    return r
+
+
+def test_jaccard_batch_matches_the_set_formula_exactly():
+    r = JaccardRetriever("j")
+    docs = ["a b c", "b c d e", "", "x y", "a a a"]
+    got = r.corpus_scores_batch(["a b z", "", "q"], docs)
+    want = np.stack([r.score(q, docs) for q in ["a b z", "", "q"]])
+    assert np.array_equal(got, want) and got[0, 0] == 2 / 4
+
+
+def test_a_failing_query_fails_alone_in_a_batch():
+    class Picky:
+        candidates_from_corpus = True
+
+        def corpus_scores_batch(self, queries, docs):
+            return [RetrieverFailed("no terms") if q == "" else np.ones(len(docs)) for q in queries]
+
+    matrix, errors = corpus_score_matrix(Picky(), ["a", "", "b"], ["x", "y"])
+    assert errors == {1: "no terms"} and np.isnan(matrix[1]).all() and (matrix[[0, 2]] == 1).all()
+
+
+def test_approach0_searches_once_per_query_in_parallel():
+    bench = toy_benchmark()
+    docs = (bench.documents["problem"]).to_list()
+    queries = [bench.queries["problem"][0], "Evaluate $\\int_0^1 x^2\\,dx$.", "!!"]
+    one = Approach0Retriever(workers=1).corpus_scores_batch(queries, docs)
+    two = Approach0Retriever(workers=2).corpus_scores_batch(queries, docs)
+    assert isinstance(one[2], RetrieverFailed) and isinstance(two[2], RetrieverFailed)
+    assert np.array_equal(one[0], two[0]) and np.array_equal(one[1], two[1])
+    cands = bench.queries["candidates"][0].to_list()
+    assert cands[int(np.argmax(one[0][cands]))] == 4  # the renamed twin, as with its own index
+    run = evaluate(Approach0Retriever(), bench, "statement-statement")
+    assert run["scores"][0].to_list() == one[0][bench.queries["candidates"][0].to_list()].tolist()
