@@ -4,12 +4,17 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import duckdb
+import numpy as np
 import polars as pl
+import pytest
 
 from saber_assets.cli import main
+from saber_assets.leaderboard.exchange import Benchmark
 from saber_assets.settings import REPO_ROOT
+from saber_resources.cpu_tasks import techniques_of
 
 
 def test_saber_build_runs_every_stage(tiny_config, tmp_path, capsys):
@@ -40,6 +45,38 @@ def test_saber_build_runs_every_stage(tiny_config, tmp_path, capsys):
         assert conn.execute("SELECT count(*) FROM judgments").fetchone()[0] > 0
     # Run history is kept in the project-local Dagster home.
     assert (tmp_path / "home" / "dagster_home" / "dagster.yaml").exists()
+    _ratings_follow_shared_technique(home)
+    _evaluate_reproduces_the_leaderboard(tiny_config(), home, board, capsys)
+
+
+def _ratings_follow_shared_technique(home):
+    """Content, not counts: in the built benchmark, candidates whose solution names a technique
+    the query's solution names are rated above those sharing none (an upside-down tournament,
+    a swapped export or a broken rescale would reverse or flatten this)."""
+    bench = Benchmark.read(home / "benchmark")
+    tech = [techniques_of(s) for s in bench.documents["solution"].to_list()]
+    row_of = {d: i for i, d in enumerate(bench.documents["id"].to_list())}
+    wins = comparable = 0
+    for qid, cands, rel in bench.queries.select("id", "candidates", "relevance_scores").iter_rows():
+        q = tech[row_of[qid]]
+        shared = [r for c, r in zip(cands, rel, strict=True) if q and tech[c] & q]
+        other = [r for c, r in zip(cands, rel, strict=True) if not (tech[c] & q)]
+        if shared and other:
+            comparable += 1
+            wins += np.mean(shared) > np.mean(other)
+    assert comparable >= 3 and wins / comparable >= 0.7, (wins, comparable)
+
+
+def _evaluate_reproduces_the_leaderboard(cfg, home, board, capsys):
+    """The exported benchmark round-trips through `saber evaluate` to the leaderboard's numbers."""
+    capsys.readouterr()
+    assert main(["evaluate", "bm25", "--config", str(cfg), "--json", "--resamples", "100"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert Path(report["benchmark"]) == home / "evaluation_benchmark"
+    for r in report["settings"]:
+        row = board.filter((pl.col("retriever") == "bm25") & (pl.col("setting") == r["setting"]))
+        assert row["ndcg@10"][0] == pytest.approx(r["ndcg@10"], abs=1e-12), r["setting"]
+        assert row["ci_low"][0] == pytest.approx(r["ci_low"], abs=1e-12)
 
 
 def test_saber_build_reports_a_bad_ontology(tiny_config, tmp_path, capsys):

@@ -16,15 +16,15 @@ return scores 0. An engine failure raises ``RetrieverFailed``: the query is coun
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
 
 import numpy as np
 
+from .a0_search import quiet_c_output, search, search_task
 from .base import RetrieverFailed
-from .tokenize import LATEX_SPAN, plain_tokens, quiet_c_output, split_math
+from .tokenize import LATEX_SPAN, plain_tokens, split_math
 
 
 def _tmp_root() -> str | None:
@@ -76,28 +76,23 @@ class Approach0Retriever:
 
     def corpus_scores_batch(self, queries: list[str], all_docs: list[str]) -> list:
         """``corpus_scores`` of many queries, searched by ``workers`` processes at once; a query
-        the engine fails on gives its ``RetrieverFailed`` in place of its scores."""
+        the engine fails on gives its ``RetrieverFailed`` in place of its scores. The workers are
+        spawned (not forked: a Dagster step has threads) once per process and reused."""
         if not queries:
             return []
-        self._index(all_docs, keep=True)  # built before the workers fork: they share it
-        if self.workers <= 1 or len(queries) < 2:
-            return [_search_one(q, self, all_docs) for q in queries]
-        import multiprocessing as mp
-
-        global _BATCH
-        _BATCH = (self, all_docs)
-        try:
-            with mp.get_context("fork").Pool(self.workers) as pool:
-                results = pool.map(
-                    _search_one, queries, chunksize=max(1, len(queries) // (4 * self.workers))
-                )
-        finally:
-            _BATCH = None
-        return results
-
-    def _search(self, query: str, docs: list[str], keep: bool) -> np.ndarray:
-        with quiet_c_output():
-            return self._search_loud(query, docs, keep)
+        ix_path = self._index(all_docs, keep=True)
+        tasks, out = [], []
+        for q in queries:
+            kws = self.query_keywords(q)
+            out.append(None if kws else RetrieverFailed("query has neither formulas nor terms"))
+            if kws:
+                tasks.append((ix_path, kws, len(all_docs)))
+        results = iter(_map_searches(tasks, self.workers))
+        for n, r in enumerate(out):
+            if r is None:
+                got = next(results)
+                out[n] = RetrieverFailed(got) if isinstance(got, str) else got
+        return out
 
     def _index(self, docs: list[str], keep: bool) -> str:
         """Path of an index over ``docs``: the kept one for this document set, or a new one."""
@@ -123,44 +118,47 @@ class Approach0Retriever:
             _CORPUS_INDEXES[key] = ix_path
         return ix_path
 
-    def _search_loud(self, query: str, docs: list[str], keep: bool) -> np.ndarray:
-        import pya0
-
+    def _search(self, query: str, docs: list[str], keep: bool) -> np.ndarray:
         kws = self.query_keywords(query)
         if not kws:
             raise RetrieverFailed("query has neither formulas nor terms")
         ix_path = None
         try:
             ix_path = self._index(docs, keep)
-            ix = pya0.index_open(ix_path, option="r")
-            try:
-                res = json.loads(pya0.search(ix, kws, verbose=False, topk=len(docs)))
-            finally:
-                pya0.index_close(ix)
-        except RetrieverFailed:
-            raise
-        except Exception as exc:
-            raise RetrieverFailed(f"Approach Zero failed: {exc}") from None
+            scores = search(ix_path, kws, len(docs))
         finally:
             if not keep and ix_path:
                 shutil.rmtree(os.path.dirname(ix_path), ignore_errors=True)
-        if res.get("ret_code") != 0:
-            raise RetrieverFailed(f"Approach Zero: {res.get('ret_str')}")
-        scores = np.zeros(len(docs))
-        for hit in res.get("hits", []):
-            url = hit.get("field_url", "")
-            if url.isdigit() and int(url) < len(docs):
-                scores[int(url)] = max(scores[int(url)], float(hit["score"]))
+        if isinstance(scores, str):
+            raise RetrieverFailed(scores)
         return scores
 
 
-_BATCH: tuple | None = None  # (retriever, documents) inherited by forked search workers
+_POOLS: dict[int, object] = {}
 
 
-def _search_one(query: str, retriever=None, docs=None):
-    if retriever is None:
-        retriever, docs = _BATCH
+def _map_searches(tasks: list, workers: int) -> list:
+    """The searches, in ``workers`` processes when it pays; a broken pool (a worker killed)
+    falls back to searching here."""
+    if workers <= 1 or len(tasks) < 2:
+        return [search_task(t) for t in tasks]
+    from concurrent.futures.process import BrokenProcessPool
+
     try:
-        return retriever.corpus_scores(query, docs)
-    except RetrieverFailed as exc:
-        return exc
+        return list(_pool(workers).map(search_task, tasks, chunksize=4))
+    except BrokenProcessPool:
+        _POOLS.pop(workers, None)
+        return [search_task(t) for t in tasks]
+
+
+def _pool(workers: int):
+    """One spawned worker pool per size for the whole process (shut down at exit)."""
+    if workers not in _POOLS:
+        import atexit
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
+        atexit.register(pool.shutdown, cancel_futures=True)
+        _POOLS[workers] = pool
+    return _POOLS[workers]

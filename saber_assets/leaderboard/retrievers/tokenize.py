@@ -7,34 +7,15 @@ words. plain (the paper's "-no-tok" variants): lowercase words of the whole text
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import sys
 from functools import lru_cache
 
 from saber_resources.prompts import LATEX_SPAN
 
+from .a0_search import quiet_c_output  # noqa: F401 - re-exported for the retrievers
+
 _WORD = re.compile(r"[a-z0-9]+")
 MAX_PATH = 4  # operators above the leaf kept in a path token
-
-
-@contextlib.contextmanager
-def quiet_c_output():
-    """pya0's C parser prints every syntax error to the process's stdout/stderr: silence them."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = [os.dup(1), os.dup(2)]
-    null = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, 1)
-        os.dup2(null, 2)
-        yield
-    finally:
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for fd in (*saved, null):
-            os.close(fd)
 
 
 def plain_tokens(text: str) -> list[str]:
