@@ -195,8 +195,8 @@ class EvidenceScorer:
     """The CPU stand-in judge's relevance of a candidate to a query (formula ``cpu-evidence/v1``):
 
         s = 0.45·e + 0.25·k + 0.20·t + 0.10·u
-        e = cosine of MiniLM embeddings of problem + solution (the first ``max_chars`` = 600
-            characters: one MiniLM window)
+        e = cosine of MiniLM embeddings of problem + solution (the first ``max_chars`` = 400
+            characters: the statement and the solution's opening, within one short window)
         k = Jaccard of the named techniques (``TECHNIQUES``) the two solutions mention (0 if none)
         t = the pipeline's topic signal (BMA of Lin over the two problems' topics), 0 if unknown
         u = the pipeline's summary signal (Jaccard of the core-idea summaries), 0 if unknown
@@ -211,10 +211,11 @@ class EvidenceScorer:
     WEIGHTS = (0.45, 0.25, 0.20, 0.10)
     TEMPERATURE = 0.05
 
-    def __init__(self, embedder: Embedder, max_chars: int = 600) -> None:
+    def __init__(self, embedder: Embedder, max_chars: int = 400) -> None:
         self.embedder = embedder
         self.max_chars = max_chars
         self.evidence: dict[tuple[str, str], tuple[float, float]] = {}
+        self._techniques: dict[str, frozenset[str]] = {}  # a text is judged in many pairs
 
     def scores(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """s for each (query text, candidate text)."""
@@ -224,7 +225,10 @@ class EvidenceScorer:
         vecs = dict(
             zip(texts, self.embedder.encode([t[: self.max_chars] for t in texts]), strict=True)
         )
-        tech = {t: techniques_of(split_problem_text(t)[1]) for t in texts}
+        for t in texts:
+            if t not in self._techniques:
+                self._techniques[t] = techniques_of(split_problem_text(t)[1])
+        tech = self._techniques
         we, wk, wt, wu = self.WEIGHTS
         out = np.empty(len(pairs))
         for n, (q, c) in enumerate(pairs):

@@ -1,0 +1,145 @@
+"""Retriever runs: bulk scoring vs one query at a time, at corpus scale.
+
+uv run python benchmarks/retrievers.py                 # the bundled corpora (~14K documents)
+uv run python benchmarks/retrievers.py --n 283000      # synthetic documents up to 283K
+uv run python benchmarks/retrievers.py --retrievers jaccard,bm25-corpus-idf --queries 500
+
+For each retriever: queries/s of the whole run (candidate re-ranking + the full-corpus track) with
+the bulk path (``evaluate`` as the leaderboard runs it) and with the earlier one-query-at-a-time
+path (measured on a subset of the queries, in the same run), their ratio, and the largest score
+difference between the two (0 or ~1e-16 where the candidates' scores come from the corpus
+scores). Approach Zero's index build is timed apart. Texts: statement→statement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import time
+
+import numpy as np
+import polars as pl
+
+from saber_assets.leaderboard.evaluate import evaluate
+from saber_assets.leaderboard.exchange import QUERY_SCHEMA, Benchmark
+from saber_assets.leaderboard.retrievers.registry import build_retriever, load_registry
+from saber_assets.settings import BUNDLED_SOURCES, DATA_DIR
+
+
+class OneAtATime:
+    """The earlier path: no bulk method, candidates scored on their own, corpus per query."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        if hasattr(inner, "fit_corpus"):
+            self.fit_corpus = inner.fit_corpus
+
+    def score(self, query, docs):
+        return self.inner.score(query, docs)
+
+    def corpus_scores(self, query, docs):
+        return self.inner.corpus_scores(query, docs)
+
+
+def bundled_documents() -> pl.DataFrame:
+    rows = []
+    for name, (path, fields) in BUNDLED_SOURCES.items():
+        with gzip.open(DATA_DIR / path, "rt", encoding="utf-8") as f:
+            for line in f:
+                r = json.loads(line)
+                sol = r[fields["solution"]]
+                sol = sol[0] if isinstance(sol, list) else sol
+                rows.append((f"{name}:{r[fields['id']]}", r[fields["problem"]], sol))
+    return pl.DataFrame(rows, schema=["id", "problem", "solution"], orient="row")
+
+
+def synthetic(docs: pl.DataFrame, n: int, seed: int = 0) -> pl.DataFrame:
+    """Up to n documents: the bundled ones, then recombinations of their sentences."""
+    if n <= docs.height:
+        return docs.head(n)
+    rng = np.random.default_rng(seed)
+    sentences = [s for p in docs["problem"].to_list() for s in p.split(". ") if s]
+    extra = n - docs.height
+    picks = rng.integers(0, len(sentences), size=(extra, 3))
+    nums = rng.integers(2, 500, size=extra)
+    problems = [
+        ". ".join(sentences[k] for k in row) + f" Find ${m}x+{m + 1}$."
+        for row, m in zip(picks, nums, strict=True)
+    ]
+    more = pl.DataFrame(
+        {
+            "id": [f"syn:{i}" for i in range(extra)],
+            "problem": problems,
+            "solution": ["By direct computation."] * extra,
+        }
+    )
+    return pl.concat([docs, more])
+
+
+def make_benchmark(docs: pl.DataFrame, n_queries: int, k: int = 150, seed: int = 1) -> Benchmark:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for q in rng.choice(docs.height, n_queries, replace=False).tolist():
+        cands = rng.choice(docs.height, k + 1, replace=False)
+        cands = [int(c) for c in cands if c != q][:k]
+        rows.append(
+            {
+                "id": docs["id"][q],
+                "problem": docs["problem"][q],
+                "solution": docs["solution"][q],
+                "candidates": cands,
+                "relevance_scores": rng.uniform(0, 5, len(cands)).tolist(),
+                "domains": ["all"],
+            }
+        )
+    return Benchmark(pl.DataFrame(rows, schema=QUERY_SCHEMA), docs, {"domains": ["all"]})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=0, help="documents (default: all bundled, ~14K)")
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--baseline-queries", type=int, default=20, help="queries on the old path")
+    ap.add_argument(
+        "--retrievers", default="bm25,bm25-corpus-idf,tfidf,jaccard,jaccard-no-tok,approach0"
+    )
+    args = ap.parse_args()
+    docs = bundled_documents()
+    docs = synthetic(docs, args.n) if args.n else docs
+    bench = make_benchmark(docs, args.queries)
+    small = Benchmark(bench.queries.head(args.baseline_queries), docs, bench.manifest)
+    entries = {e.name: e for e in load_registry()}
+    print(
+        f"{docs.height:,} documents, {args.queries} queries x 150 candidates, statement-statement"
+    )
+    print(
+        f"{'retriever':<18}{'bulk q/s':>10}{'old q/s':>10}{'ratio':>8}{'max |diff|':>12}{'setup s':>9}"
+    )
+    for name in args.retrievers.split(","):
+        retriever = build_retriever(entries[name])
+        setup = 0.0
+        if name.startswith("approach0"):
+            t = time.perf_counter()
+            retriever._index(
+                [p for p in docs["problem"].to_list()], keep=True
+            )  # the index, once per document set
+            setup = time.perf_counter() - t
+        t = time.perf_counter()
+        new = evaluate(retriever, bench, "statement-statement")
+        bulk_qps = bench.queries.height / (time.perf_counter() - t)
+        t = time.perf_counter()
+        old = evaluate(OneAtATime(build_retriever(entries[name])), small, "statement-statement")
+        old_qps = small.queries.height / (time.perf_counter() - t)
+        diff = max(
+            float(np.max(np.abs(np.array(a) - np.array(b))))
+            for a, b in zip(new["scores"].head(small.queries.height), old["scores"], strict=True)
+        )
+        print(
+            f"{name:<18}{bulk_qps:>10.1f}{old_qps:>10.1f}{bulk_qps / old_qps:>8.1f}{diff:>12.2g}{setup:>9.1f}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
