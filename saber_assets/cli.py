@@ -138,14 +138,14 @@ def evaluate_cmd(args) -> int:
     reg_path = registry if Path(registry).is_absolute() else REPO_ROOT / registry
     entries = load_registry(reg_path)
     entry = find(args.retriever, reg_path)
-    # embeddings cached beside the config's warehouse when there is one
+    # embeddings cached in the config's stores
     from saber_resources.cache import EmbeddingCache
 
     from .definitions import make_definitions
 
-    wh = make_definitions(args.config).resources["warehouse"]
+    stores = make_definitions(args.config).resources["stores"]
     retriever = build_retriever(
-        entry, RetrieverResources(embedding_cache=EmbeddingCache(wh.connect), entries=entries)
+        entry, RetrieverResources(embedding_cache=EmbeddingCache(stores.db()), entries=entries)
     )
     settings = args.setting or [
         s for s in SETTINGS if entry.settings is None or s in entry.settings

@@ -16,6 +16,7 @@ from dagster import (
 )
 
 from saber_resources.llm import LLMResource
+from saber_resources.stores import StoresResource
 from saber_resources.warehouse import Warehouse
 
 from .annotations import assets as annotation_assets
@@ -64,6 +65,16 @@ def llm_resource(cfg: LLMConfig) -> LLMResource:
     fields = cfg.model_dump(exclude={"api_key_env"})
     api_key = EnvVar(cfg.api_key_env) if cfg.api_key_env else None
     return LLMResource(**fields, api_key=api_key)
+
+
+def stores_resource(cfg, home: Path) -> StoresResource:
+    if cfg.stores.kind == "postgres":
+        return StoresResource(kind="postgres", dsn=EnvVar(cfg.stores.dsn_env))
+    return StoresResource(
+        kind="duckdb",
+        path=str(home / cfg.name / "stores.duckdb"),
+        legacy_path=str(home / cfg.name / "warehouse.duckdb"),
+    )
 
 
 def make_definitions(
@@ -159,6 +170,7 @@ def make_definitions(
         resources={
             "settings": SaberSettings(config_file=config_file),
             "warehouse": warehouse,
+            "stores": stores_resource(cfg, home),
             "llm": llm_resource(cfg.llm),
             "parquet_io": WarehouseParquetIOManager(base_dir=str(parquet_dir), warehouse=warehouse),
         },

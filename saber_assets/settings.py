@@ -212,6 +212,13 @@ class LeaderboardConfig(_Strict):
     full_corpus: bool = True  # also retrieve from all documents (beyond the paper)
 
 
+class StoresConfig(_Strict):
+    """Where the LLM cache, the embedding cache and the judgments live (several writers)."""
+
+    kind: Literal["duckdb", "postgres"] = "duckdb"  # duckdb: <outputs>/stores.duckdb
+    dsn_env: str = "SABER_PG_DSN"  # postgres: the variable holding the DSN (read via EnvVar)
+
+
 class PipelineConfig(_Strict):
     name: str = "sample"
     seed: int = 20261129
@@ -224,6 +231,7 @@ class PipelineConfig(_Strict):
     candidates: CandidateConfig = CandidateConfig()
     tournament: TournamentConfig = TournamentConfig()
     leaderboard: LeaderboardConfig = LeaderboardConfig()
+    stores: StoresConfig = StoresConfig()
 
 
 def load_config(path: str | os.PathLike | None = None) -> PipelineConfig:

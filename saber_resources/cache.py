@@ -1,34 +1,23 @@
-"""Content-addressed caches in DuckDB: LLM answers and embeddings.
+"""Content-addressed caches of the paid answers: LLM answers and embeddings.
 
 A re-materialisation, a retry or a resumed run looks here first and never repeats finished work.
 Parse failures are stored with the raw answer, so a failure is never silently forgotten either.
-The caches take a ``connect`` context-manager factory (e.g. ``Warehouse.connect``) so they work on
-a DuckDB file or on one shared in-memory connection.
+Both live in a store (``saber_resources.stores``: a DuckDB file or PostgreSQL); writes are
+idempotent (``ON CONFLICT DO NOTHING`` on the content key). A DuckDB ``connect`` factory (e.g.
+``Warehouse.connect``) is accepted where a store is expected.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-import duckdb
 import numpy as np
 import polars as pl
 
-Connect = Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]
-
-
-@contextmanager
-def registered(conn: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame) -> Iterator[None]:
-    """Expose a polars frame to SQL as ``name`` for the duration of the block."""
-    conn.register(name, frame.to_arrow())
-    try:
-        yield
-    finally:
-        conn.unregister(name)
+from .stores import Connect, StoreDB, as_store, ensure_table, read_json, registered  # noqa: F401
 
 
 def content_hash(obj) -> str:
@@ -55,36 +44,22 @@ class LLMCache:
 
     TABLE = "llm_cache"
 
-    def __init__(self, connect: Connect) -> None:
-        self._connect = connect
-        with self._connect() as conn:
-            conn.execute(
-                f"""CREATE TABLE IF NOT EXISTS {self.TABLE} (
-                    backend VARCHAR, model VARCHAR, prompt_version VARCHAR, request_hash VARCHAR,
-                    request JSON, answer VARCHAR, top_logprobs JSON, parsed_ok BOOLEAN, parse_error VARCHAR,
-                    created_at TIMESTAMP DEFAULT current_timestamp, finish_reason VARCHAR,
-                    PRIMARY KEY (backend, model, prompt_version, request_hash))"""
-            )
-            # caches written before finish_reason was kept (its absence reads as "stop")
-            conn.execute(f"ALTER TABLE {self.TABLE} ADD COLUMN IF NOT EXISTS finish_reason VARCHAR")
+    def __init__(self, store: StoreDB | Connect) -> None:
+        self.db = as_store(store)
+        ensure_table(self.db, self.TABLE)
 
     def get_many(
         self, backend: str, model: str, version: str, hashes: Iterable[str]
     ) -> dict[str, CachedAnswer]:
-        hashes = list(dict.fromkeys(hashes))
-        if not hashes:
-            return {}
-        with self._connect() as conn:
-            with registered(conn, "_want", pl.DataFrame({"request_hash": hashes})):
-                rows = conn.execute(
-                    f"""SELECT c.request_hash, answer, top_logprobs, parsed_ok, parse_error, finish_reason
-                        FROM {self.TABLE} c
-                        JOIN _want USING (request_hash)
-                        WHERE backend = ? AND model = ? AND prompt_version = ?""",
-                    [backend, model, version],
-                ).fetchall()
+        rows = self.db.lookup(
+            self.TABLE,
+            ["request_hash", "answer", "top_logprobs", "parsed_ok", "parse_error", "finish_reason"],
+            {"backend": backend, "model": model, "prompt_version": version},
+            "request_hash",
+            list(hashes),
+        )
         return {
-            h: CachedAnswer(a, json.loads(lp) if lp else None, ok, err, fin)
+            h: CachedAnswer(a, read_json(lp) if lp else None, ok, err, fin)
             for h, a, lp, ok, err, fin in rows
         }
 
@@ -118,19 +93,10 @@ class LLMCache:
                 "finish_reason": pl.String,
             },
         )
-        with self._connect() as conn:
-            with registered(conn, "_new", df):
-                conn.execute(
-                    f"""INSERT OR REPLACE INTO {self.TABLE}
-                        (backend, model, prompt_version, request_hash, request, answer, top_logprobs, parsed_ok,
-                         parse_error, finish_reason)
-                        SELECT backend, model, prompt_version, request_hash, request::JSON, answer, top_logprobs::JSON,
-                               parsed_ok, parse_error, finish_reason FROM _new"""
-                )
+        self.db.insert_ignore(self.TABLE, df, json_columns=("request", "top_logprobs"))
 
     def failures(self) -> pl.DataFrame:
-        with self._connect() as conn:
-            return conn.sql(f"SELECT * FROM {self.TABLE} WHERE parsed_ok = false").pl()
+        return self.db.frame(f"SELECT * FROM {self.TABLE} WHERE parsed_ok = false")
 
 
 class EmbeddingCache:
@@ -138,26 +104,19 @@ class EmbeddingCache:
 
     TABLE = "embedding_cache"
 
-    def __init__(self, connect: Connect) -> None:
-        self._connect = connect
-        with self._connect() as conn:
-            conn.execute(
-                f"""CREATE TABLE IF NOT EXISTS {self.TABLE} (
-                    model VARCHAR, revision VARCHAR, text_hash VARCHAR, dim INTEGER, vector BLOB,
-                    PRIMARY KEY (model, revision, text_hash))"""
-            )
+    def __init__(self, store: StoreDB | Connect) -> None:
+        self.db = as_store(store)
+        ensure_table(self.db, self.TABLE)
 
     def get_many(self, model: str, revision: str, hashes: list[str]) -> dict[str, np.ndarray]:
-        if not hashes:
-            return {}
-        want = pl.DataFrame({"text_hash": list(dict.fromkeys(hashes))})
-        with self._connect() as conn, registered(conn, "_want", want):
-            rows = conn.execute(
-                f"""SELECT c.text_hash, vector FROM {self.TABLE} c JOIN _want USING (text_hash)
-                    WHERE model = ? AND revision = ?""",
-                [model, revision],
-            ).fetchall()
-        return {h: np.frombuffer(v, dtype=np.float32) for h, v in rows}
+        rows = self.db.lookup(
+            self.TABLE,
+            ["text_hash", "vector"],
+            {"model": model, "revision": revision},
+            "text_hash",
+            hashes,
+        )
+        return {h: np.frombuffer(bytes(v), dtype=np.float32) for h, v in rows}
 
     def put_many(self, model: str, revision: str, hashes: list[str], vectors: np.ndarray) -> None:
         if not hashes:
@@ -172,6 +131,4 @@ class EmbeddingCache:
                 "vector": [row.tobytes() for row in vectors],
             }
         )
-        with self._connect() as conn:
-            with registered(conn, "_new", df):
-                conn.execute(f"INSERT OR REPLACE INTO {self.TABLE} SELECT * FROM _new")
+        self.db.insert_ignore(self.TABLE, df)

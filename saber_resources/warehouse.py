@@ -1,5 +1,7 @@
-"""DuckDB warehouse: tables the assets write (quarantine, caches, judgments) and views over the
-Parquet assets, defined by the SQL files in ``sql/``.
+"""DuckDB warehouse: views over the Parquet outputs, defined by the SQL files in ``sql/``.
+
+It is derived and rebuildable (``saber warehouse``): nothing a later stage needs lives only here
+(the caches and judgments are in the stores, ``saber_resources.stores``).
 
 ``path=":memory:"`` (tests) keeps one connection for the resource's lifetime, since every new
 in-memory connection would be a different, empty database.
@@ -17,7 +19,7 @@ import polars as pl
 from dagster import ConfigurableResource
 from pydantic import PrivateAttr
 
-from .cache import registered
+from .stores import registered
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -40,6 +42,14 @@ def open_with_retry(path: str, wait_s: float) -> duckdb.DuckDBPyConnection:
                 raise
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+
+def _exists(path: str) -> bool:
+    """A Parquet input exists: a file, or a glob that matches at least one."""
+    p = Path(path)
+    if "*" in p.name:
+        return any(p.parent.glob(p.name)) if p.parent.exists() else False
+    return p.exists()
 
 
 class Warehouse(ConfigurableResource):
@@ -94,8 +104,8 @@ class Warehouse(ConfigurableResource):
         with self.connect() as conn:
             for file in sorted(Path(self.sql_dir).glob("*.sql")):
                 text = file.read_text(encoding="utf-8").replace("{parquet}", self.parquet_dir)
-                inputs = re.findall(r"read_parquet\('([^']+)'\)", text)
-                if not all(Path(p).exists() for p in inputs):
+                inputs = re.findall(r"read_parquet\('([^']+)'", text)
+                if not all(_exists(p) for p in inputs):
                     continue
                 try:
                     conn.execute(text)

@@ -87,3 +87,65 @@ def tiny_config(tmp_path, make_config, monkeypatch):
         return make_config(name="tiny", corpus=corpus, **small, **extra)
 
     return _make
+
+
+def _pg_bin(name: str) -> str | None:
+    import glob
+    import shutil
+
+    found = shutil.which(name)
+    if found:
+        return found
+    hits = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    return hits[-1] if hits else None
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn():
+    """A throw-away PostgreSQL server on 127.0.0.1 (own data dir, a free port), stopped at the end.
+    As root the server runs as ``nobody`` (postgres refuses root)."""
+    import shutil
+    import socket
+    import subprocess
+    import tempfile
+
+    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
+    if not (initdb and pg_ctl):
+        pytest.skip("PostgreSQL is not installed (.ci/run installs Debian's postgresql)")
+    base = Path(tempfile.mkdtemp(prefix="saber-pg-"))
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        shutil.chown(base, "nobody")
+        as_user = ["runuser", "-u", "nobody", "--"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data = base / "data"
+    subprocess.run(
+        [*as_user, initdb, "-D", str(data), "-U", "saber", "--auth=trust", "-E", "UTF8"],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            *as_user,
+            pg_ctl,
+            "-D",
+            str(data),
+            "-o",
+            f"-p {port} -k {base} -h 127.0.0.1 -c max_connections=200",
+            "-l",
+            str(base / "log"),
+            "-w",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        yield f"postgresql://saber@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(
+            [*as_user, pg_ctl, "-D", str(data), "-m", "fast", "stop"], capture_output=True
+        )
+        shutil.rmtree(base, ignore_errors=True)

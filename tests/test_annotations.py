@@ -20,6 +20,7 @@ from saber_assets.resources import SaberSettings
 from saber_resources.cpu_tasks import CPUPairJudge, CPUSummarizer, CPUTopicScorer, humanize_title
 from saber_resources.embeddings import CachedEmbedder, average_windows, token_windows
 from saber_resources.llm import LLMResource
+from saber_resources.stores import StoresResource
 from saber_resources.tasks import Outcome
 from saber_resources.taskset import cpu_embedder
 from saber_resources.warehouse import Warehouse
@@ -186,6 +187,7 @@ def _resources(tmp_path, llm):
     return {
         "settings": SaberSettings(config_file=str(cfg)),
         "warehouse": wh,
+        "stores": StoresResource(path=str(tmp_path / "stores.duckdb")),
         "llm": llm,
         "parquet_io": WarehouseParquetIOManager(base_dir=str(tmp_path / "pq"), warehouse=wh),
     }

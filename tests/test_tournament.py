@@ -198,8 +198,7 @@ def test_resume_after_crash_requests_nothing_twice_and_matches_uninterrupted():
 
 
 def store_keys(store):
-    with store._connect() as conn:
-        return [r[0] for r in conn.execute("SELECT DISTINCT run_key FROM judgments").fetchall()]
+    return [r[0] for r in store.db.fetch("SELECT DISTINCT run_key FROM judgments")]
 
 
 def test_direction_end_to_end_the_judges_choice_wins_and_ratings_follow_it():

@@ -15,7 +15,7 @@ from dagster import (
 
 from saber_resources.cpu_tasks import humanize_title
 from saber_resources.llm import LLMResource
-from saber_resources.warehouse import Warehouse
+from saber_resources.stores import StoresResource
 
 from ..ontology.domains import domain_names
 from ..ontology.similarity import information_content, subtree_counts
@@ -81,7 +81,7 @@ def build_annotation_assets(partitions: StaticPartitionsDefinition) -> list:
         partitions_def=partitions,
         io_manager_key="parquet_io",
         kinds={"polars", "parquet"},
-        tags={"gpu": "llm"},
+        pool="llm",
         ins={"corpus": AssetIn(), "ontology_tree": AssetIn()},
     )
     def topic_annotations(
@@ -90,13 +90,13 @@ def build_annotation_assets(partitions: StaticPartitionsDefinition) -> list:
         ontology_tree: pl.DataFrame,
         settings: SaberSettings,
         llm: LLMResource,
-        warehouse: Warehouse,
+        stores: StoresResource,
     ) -> Output[pl.DataFrame]:
         """Ontology topics per problem by top-down traversal (τ from config), most specific kept."""
         cfg = settings.load().annotations
         rows = _chunk_rows(corpus, context.partition_key, n_chunks)
         tree = TopicTree.from_frame(ontology_tree)
-        tasks = tasks_for(llm, warehouse, cfg.max_parse_retries)
+        tasks = tasks_for(llm, stores, cfg.max_parse_retries)
         scorer = tasks.topic_scorer
         labels = [humanize_title(t) for t in tree.titles]
         texts = [
@@ -151,19 +151,19 @@ def build_annotation_assets(partitions: StaticPartitionsDefinition) -> list:
         partitions_def=partitions,
         io_manager_key="parquet_io",
         kinds={"polars", "parquet"},
-        tags={"gpu": "llm"},
+        pool="llm",
     )
     def solution_summaries(
         context: AssetExecutionContext,
         corpus: pl.DataFrame,
         settings: SaberSettings,
         llm: LLMResource,
-        warehouse: Warehouse,
+        stores: StoresResource,
     ) -> Output[pl.DataFrame]:
         """One imperative ≤30-word sentence naming the solution's core idea, or null when there is none."""
         cfg = settings.load().annotations
         rows = _chunk_rows(corpus, context.partition_key, n_chunks)
-        summarizer = tasks_for(llm, warehouse, cfg.max_parse_retries).summarizer
+        summarizer = tasks_for(llm, stores, cfg.max_parse_retries).summarizer
         t0 = time.perf_counter()
         outcomes = summarizer.summarize_batch(
             list(zip(rows["problem"], rows["solution"], strict=True))

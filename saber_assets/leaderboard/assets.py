@@ -23,11 +23,12 @@ from dagster import (
 
 from saber_resources.cache import EmbeddingCache
 from saber_resources.llm import LLMResource
+from saber_resources.stores import StoresResource
 from saber_resources.warehouse import Warehouse
 
 from ..corpus.build import corpus_version
 from ..ontology.domains import domain_names
-from ..ops.io import concat_partitions
+from ..ops.io import concat_partitions, refresh_warehouse
 from ..ops.metadata import markdown_table
 from ..ops.tasks import tasks_for
 from ..resources import SaberSettings
@@ -178,12 +179,16 @@ def build_run_assets(domain_partitions: StaticPartitionsDefinition) -> list:
             ),
             kinds={"ranx", "parquet"},
             deps=[evaluation_benchmark],
+            pool="llm",  # embedding models and the re-ranker's LLM share the GPU / judge server
         )(retriever_runs)
     ]
 
 
 def retriever_runs(
-    context: AssetExecutionContext, settings: SaberSettings, warehouse: Warehouse, llm: LLMResource
+    context: AssetExecutionContext,
+    settings: SaberSettings,
+    stores: StoresResource,
+    llm: LLMResource,
 ) -> MaterializeResult:
     """One retriever on one domain's queries, every setting: per-query nDCG and TREC run files."""
     from ranx import Run
@@ -198,12 +203,12 @@ def retriever_runs(
             f"retriever {name!r} is no longer in the registry: its earlier runs are kept, nothing to run"
         )
     tasks = (
-        tasks_for(llm, warehouse)
+        tasks_for(llm, stores)
         if entry.kind == "two-stage" or _needs_judge(entry, entries)
         else None
     )
     resources = RetrieverResources(
-        embedding_cache=EmbeddingCache(warehouse.connect),
+        embedding_cache=EmbeddingCache(stores.db()),
         # an LLM backend re-ranks with its pointwise judge; the CPU backend's judge is never a
         # contestant, so two-stage retrievers get a retriever-side re-ranker (registry)
         pointwise_judge=tasks.pointwise_judge if tasks and tasks.backend != "cpu" else None,
@@ -341,10 +346,11 @@ def leaderboard(
         .select("retriever", "kind", "setting", pl.all().exclude("retriever", "kind", "setting"))
         .sort("setting", "ndcg@10", descending=[False, True])
     )
-    warehouse.replace_table("leaderboard_table", board)
     out = settings.output_dir() / "leaderboard"
     out.mkdir(parents=True, exist_ok=True)
     board.write_csv(out / "leaderboard.csv")
+    board.write_parquet(out / "leaderboard.parquet")  # the warehouse's `leaderboard` view
+    refresh_warehouse(warehouse, context)
     md = markdown_table(
         board.select(
             "retriever",

@@ -15,14 +15,17 @@ class WarehouseParquetIOManager(PolarsParquetIOManager):
 
     def handle_output(self, context: OutputContext, obj) -> None:
         super().handle_output(context, obj)
-        try:
-            self.warehouse.refresh_views()
-        except (
-            duckdb.IOException
-        ) as exc:  # another process holds the file lock: views lag, data does not
-            context.log.warning(
-                f"DuckDB views not refreshed ({exc}); `saber build` refreshes them at the end"
-            )
+        refresh_warehouse(self.warehouse, context)
+
+
+def refresh_warehouse(warehouse: Warehouse, context) -> None:
+    """Refresh the views; another process holding the file lock only delays them."""
+    try:
+        warehouse.refresh_views()
+    except duckdb.IOException as exc:
+        context.log.warning(
+            f"DuckDB views not refreshed ({exc}); `saber build` / `saber warehouse` refresh them"
+        )
 
 
 def concat_partitions(parts: dict[str, pl.DataFrame] | pl.DataFrame) -> pl.DataFrame:

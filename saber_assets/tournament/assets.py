@@ -7,13 +7,13 @@ import polars as pl
 from dagster import AssetExecutionContext, Output, StaticPartitionsDefinition, asset
 
 from saber_resources.llm import LLMResource
-from saber_resources.warehouse import Warehouse
+from saber_resources.stores import StoresResource
 
 from ..ops.metadata import markdown_table
 from ..ops.tasks import tasks_for
 from ..resources import SaberSettings
 from .engine import TournamentQuery, run_key, run_tournament
-from .store import DuckDBJudgmentStore
+from .store import SQLJudgmentStore
 
 
 def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -34,7 +34,7 @@ def build_tournament_assets(domain_partitions: StaticPartitionsDefinition) -> li
             partitions_def=domain_partitions,
             io_manager_key="parquet_io",
             kinds={"polars", "duckdb"},
-            tags={"gpu": "llm"},
+            pool="llm",
         )(tournament_judgments)
     ]
 
@@ -43,7 +43,7 @@ def tournament_judgments(
     context: AssetExecutionContext,
     settings: SaberSettings,
     llm: LLMResource,
-    warehouse: Warehouse,
+    stores: StoresResource,
     query_candidates: pl.DataFrame,
     corpus: pl.DataFrame,
 ) -> Output[pl.DataFrame]:
@@ -51,7 +51,7 @@ def tournament_judgments(
     cfg = settings.load()
     tcfg = cfg.tournament
     judge = tasks_for(
-        llm, warehouse, tcfg.max_parse_retries, tcfg.judge_prompt, tcfg.judge_max_tokens
+        llm, stores, tcfg.max_parse_retries, tcfg.judge_prompt, tcfg.judge_max_tokens
     ).pair_judge
     text = {
         r["id"]: judge.text_for(r["problem"], r["solution"])
@@ -68,7 +68,7 @@ def tournament_judgments(
     ):
         cands = frame["candidate_id"].to_list()
         queries.append(TournamentQuery(qid, text[qid], cands, [text[c] for c in cands]))
-    store = DuckDBJudgmentStore(warehouse.connect)
+    store = SQLJudgmentStore(stores.db())
     key = run_key(judge, cfg.seed, tcfg.policy, tcfg.rounds, extra=context.partition_key)
     t0 = time.perf_counter()
     standings, stats = run_tournament(

@@ -1,4 +1,5 @@
-"""Judgments in the DuckDB warehouse (table ``judgments``), written as they arrive."""
+"""Judgments in a store (table ``judgments``: a DuckDB file or PostgreSQL), written as they
+arrive; the primary key (run, query, round, pair) makes a duplicated write a no-op."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from dataclasses import asdict, fields
 
 import polars as pl
 
-from saber_resources.cache import Connect, registered
+from saber_resources.stores import Connect, StoreDB, as_store, ensure_table
 
 from .engine import Judgment
 
@@ -14,46 +15,31 @@ COLUMNS = [f.name for f in fields(Judgment)]
 TYPES = {"round": pl.Int32, "max_tokens": pl.Int32, "p_first": pl.Float64}
 
 
-class DuckDBJudgmentStore:
+class SQLJudgmentStore:
     TABLE = "judgments"
 
-    def __init__(self, connect: Connect) -> None:
-        self._connect = connect
-        with self._connect() as conn:
-            conn.execute(
-                f"""CREATE TABLE IF NOT EXISTS {self.TABLE} (
-                    run_key VARCHAR, query VARCHAR, round INTEGER, a VARCHAR, b VARCHAR, shown_first VARCHAR,
-                    winner VARCHAR, judge VARCHAR, prompt_version VARCHAR, raw_hash VARCHAR, error VARCHAR, raw VARCHAR,
-                    created_at TIMESTAMP DEFAULT current_timestamp,
-                    PRIMARY KEY (run_key, query, round, a, b))"""
-            )
-            # stores written before the token budget was recorded
-            conn.execute(f"ALTER TABLE {self.TABLE} ADD COLUMN IF NOT EXISTS max_tokens INTEGER")
-            conn.execute(f"ALTER TABLE {self.TABLE} ADD COLUMN IF NOT EXISTS p_first DOUBLE")
+    def __init__(self, store: StoreDB | Connect) -> None:
+        self.db = as_store(store)
+        ensure_table(self.db, self.TABLE)
 
     def load(self, run_key: str) -> list[Judgment]:
-        with self._connect() as conn:
-            rows = conn.execute(
-                f"SELECT {', '.join(COLUMNS)} FROM {self.TABLE} WHERE run_key = ?", [run_key]
-            ).fetchall()
+        rows = self.db.fetch(
+            f"SELECT {', '.join(COLUMNS)} FROM {self.TABLE} WHERE run_key = ?", [run_key]
+        )
         return [Judgment(*r) for r in rows]
 
     def add(self, run_key: str, judgments: list[Judgment]) -> None:
         if not judgments:
             return
         df = pl.DataFrame(
-            [asdict(j) for j in judgments],
-            schema={c: TYPES.get(c, pl.String) for c in COLUMNS},
+            [asdict(j) for j in judgments], schema={c: TYPES.get(c, pl.String) for c in COLUMNS}
         )
-        df = df.with_columns(pl.lit(run_key).alias("run_key"))
-        with self._connect() as conn:
-            with registered(conn, "_new", df):
-                conn.execute(
-                    f"INSERT OR REPLACE INTO {self.TABLE} (run_key, {', '.join(COLUMNS)}) SELECT run_key, {', '.join(COLUMNS)} FROM _new"
-                )
+        self.db.insert_ignore(self.TABLE, df.with_columns(pl.lit(run_key).alias("run_key")))
 
     def frame(self, run_key: str) -> pl.DataFrame:
-        with self._connect() as conn:
-            return conn.sql(
-                f"SELECT * FROM {self.TABLE} WHERE run_key = '{run_key}' ORDER BY query, round, a, b"
-            ).pl()
+        return self.db.frame(
+            f"SELECT * FROM {self.TABLE} WHERE run_key = ? ORDER BY query, round, a, b", [run_key]
+        )
+
+
+DuckDBJudgmentStore = SQLJudgmentStore  # the DuckDB file was the only kind before

@@ -1,0 +1,317 @@
+"""Stores for the paid answers — the LLM cache, the embedding cache, the judgments — behind one
+small SQL interface with two real backends:
+
+- ``duckdb``: a local file (the embedded default). DuckDB lets one process write at a time;
+  connections are short-lived and wait for the lock, so concurrent runs take turns.
+- ``postgres``: a PostgreSQL server through psycopg 3, for many writers (UI backfills, a cluster).
+
+Every write is idempotent: primary keys on the content hash / judgment key and
+``ON CONFLICT DO NOTHING``, so a retried or duplicated run never doubles a row. Tables are created
+(and migrated: ``ADD COLUMN IF NOT EXISTS``) on first use. SQL is written once, with ``?``
+placeholders and ``{json}``/``{blob}``/``{double}`` types; each backend translates.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+import duckdb
+import polars as pl
+
+Connect = Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]
+
+
+@contextmanager
+def registered(conn: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame) -> Iterator[None]:
+    """Expose a polars frame to DuckDB SQL as ``name`` for the duration of the block."""
+    conn.register(name, frame.to_arrow())
+    try:
+        yield
+    finally:
+        conn.unregister(name)
+
+
+class StoreDB:
+    """What the caches and the judgment store need from a database."""
+
+    kind = ""
+    types: dict[str, str] = {}
+
+    def ddl(self, sql: str) -> str:
+        return sql.format(**self.types)
+
+    def execute(self, sql: str, params: Sequence = ()) -> None:
+        raise NotImplementedError
+
+    def fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
+        raise NotImplementedError
+
+    def frame(self, sql: str, params: Sequence = ()) -> pl.DataFrame:
+        raise NotImplementedError
+
+    def insert_ignore(self, table: str, df: pl.DataFrame, json_columns: Sequence[str] = ()) -> int:
+        """Insert the frame's rows; rows whose primary key exists are left alone."""
+        raise NotImplementedError
+
+    def lookup(
+        self, table: str, columns: Sequence[str], where: dict[str, Any], key: str, keys: list
+    ) -> list[tuple]:
+        """``SELECT columns FROM table WHERE key IN keys AND col = value ...``"""
+        raise NotImplementedError
+
+
+def read_json(value):
+    """A JSON column as Python: DuckDB returns text, PostgreSQL parsed values."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+class DuckDBStore(StoreDB):
+    kind = "duckdb"
+    types = {"json": "JSON", "blob": "BLOB", "double": "DOUBLE"}
+
+    def __init__(self, connect: Connect) -> None:
+        self.connect = connect
+
+    def execute(self, sql: str, params: Sequence = ()) -> None:
+        with self.connect() as conn:
+            conn.execute(sql, list(params))
+
+    def fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
+        with self.connect() as conn:
+            return conn.execute(sql, list(params)).fetchall()
+
+    def frame(self, sql: str, params: Sequence = ()) -> pl.DataFrame:
+        with self.connect() as conn:
+            return conn.sql(sql, params=list(params)).pl()
+
+    def insert_ignore(self, table: str, df: pl.DataFrame, json_columns: Sequence[str] = ()) -> int:
+        if df.height == 0:
+            return 0
+        cols = ", ".join(df.columns)
+        select = ", ".join(f"{c}::JSON" if c in json_columns else c for c in df.columns)
+        sql = f"INSERT INTO {table} ({cols}) SELECT {select} FROM _new ON CONFLICT DO NOTHING"
+        for attempt in range(20):
+            try:
+                with self.connect() as conn, registered(conn, "_new", df):
+                    conn.execute(sql)
+                return df.height
+            except (duckdb.ConstraintException, duckdb.TransactionException):
+                # two transactions inserted the same key at once: DuckDB refuses the second at
+                # commit instead of skipping it; once the first is committed the retry skips it
+                if attempt == 19:
+                    raise
+                time.sleep(0.01 * (attempt + 1))
+        return df.height
+
+    def lookup(self, table, columns, where, key, keys) -> list[tuple]:
+        keys = list(dict.fromkeys(keys))
+        if not keys:
+            return []
+        conds = "".join(f" AND t.{c} = ?" for c in where)
+        cols = ", ".join(f"t.{c}" for c in columns)
+        want = pl.DataFrame({key: keys})
+        with self.connect() as conn, registered(conn, "_want", want):
+            return conn.execute(
+                f"SELECT {cols} FROM {table} t JOIN _want USING ({key}) WHERE true{conds}",
+                list(where.values()),
+            ).fetchall()
+
+
+class PostgresStore(StoreDB):
+    """PostgreSQL through psycopg 3; one connection per thread, opened on first use."""
+
+    kind = "postgres"
+    types = {"json": "JSONB", "blob": "BYTEA", "double": "DOUBLE PRECISION"}
+
+    def __init__(self, dsn: str, connect_timeout_s: float = 30.0) -> None:
+        self._dsn = dsn  # never logged: it may hold a password
+        self._timeout = connect_timeout_s
+        self._local = threading.local()
+
+    def __repr__(self) -> str:
+        return "PostgresStore(<dsn from the environment>)"
+
+    def _conn(self):
+        import psycopg
+
+        conn = getattr(self._local, "conn", None)
+        if conn is None or conn.closed:
+            deadline = time.monotonic() + self._timeout
+            while True:
+                try:
+                    conn = psycopg.connect(self._dsn, autocommit=True)
+                    break
+                except psycopg.OperationalError as exc:
+                    if time.monotonic() > deadline:
+                        raise ConnectionError(
+                            f"cannot reach the PostgreSQL store: {str(exc).splitlines()[0]}"
+                        ) from None
+                    time.sleep(0.5)
+            self._local.conn = conn
+        return conn
+
+    @staticmethod
+    def _sql(sql: str) -> str:
+        return re.sub(r"\?", "%s", sql)
+
+    def execute(self, sql: str, params: Sequence = ()) -> None:
+        self._conn().execute(self._sql(sql), list(params))
+
+    def fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
+        return self._conn().execute(self._sql(sql), list(params)).fetchall()
+
+    def frame(self, sql: str, params: Sequence = ()) -> pl.DataFrame:
+        cur = self._conn().execute(self._sql(sql), list(params))
+        names = [d.name for d in cur.description]
+        rows = cur.fetchall()
+        return pl.DataFrame(rows, schema=names, orient="row", infer_schema_length=None)
+
+    def insert_ignore(self, table: str, df: pl.DataFrame, json_columns: Sequence[str] = ()) -> int:
+        if df.height == 0:
+            return 0
+        cols = ", ".join(df.columns)
+        marks = ", ".join("%s::jsonb" if c in json_columns else "%s" for c in df.columns)
+        sql = f"INSERT INTO {table} ({cols}) VALUES ({marks}) ON CONFLICT DO NOTHING"
+        conn = self._conn()
+        with conn.transaction(), conn.cursor() as cur:
+            cur.executemany(sql, df.rows())
+        return df.height
+
+    def lookup(self, table, columns, where, key, keys) -> list[tuple]:
+        keys = list(dict.fromkeys(keys))
+        if not keys:
+            return []
+        conds = "".join(f" AND {c} = %s" for c in where)
+        sql = f"SELECT {', '.join(columns)} FROM {table} WHERE {key} = ANY(%s){conds}"
+        return self._conn().execute(sql, [keys, *where.values()]).fetchall()
+
+
+# The store tables, in one place: created on first use, migrated forward by the ALTERs.
+TABLES: dict[str, str] = {
+    "llm_cache": """CREATE TABLE IF NOT EXISTS llm_cache (
+        backend VARCHAR, model VARCHAR, prompt_version VARCHAR, request_hash VARCHAR,
+        request {json}, answer VARCHAR, top_logprobs {json}, parsed_ok BOOLEAN,
+        parse_error VARCHAR, created_at TIMESTAMP DEFAULT current_timestamp,
+        finish_reason VARCHAR,
+        PRIMARY KEY (backend, model, prompt_version, request_hash))""",
+    "embedding_cache": """CREATE TABLE IF NOT EXISTS embedding_cache (
+        model VARCHAR, revision VARCHAR, text_hash VARCHAR, dim INTEGER, vector {blob},
+        PRIMARY KEY (model, revision, text_hash))""",
+    "judgments": """CREATE TABLE IF NOT EXISTS judgments (
+        run_key VARCHAR, query VARCHAR, round INTEGER, a VARCHAR, b VARCHAR,
+        shown_first VARCHAR, winner VARCHAR, judge VARCHAR, prompt_version VARCHAR,
+        raw_hash VARCHAR, error VARCHAR, raw VARCHAR,
+        created_at TIMESTAMP DEFAULT current_timestamp, max_tokens INTEGER, p_first {double},
+        PRIMARY KEY (run_key, query, round, a, b))""",
+}
+MIGRATIONS: dict[str, list[str]] = {
+    # columns added after a table was first shipped (their absence reads as NULL)
+    "llm_cache": ["ALTER TABLE llm_cache ADD COLUMN IF NOT EXISTS finish_reason VARCHAR"],
+    "judgments": [
+        "ALTER TABLE judgments ADD COLUMN IF NOT EXISTS max_tokens INTEGER",
+        "ALTER TABLE judgments ADD COLUMN IF NOT EXISTS p_first {double}",
+    ],
+}
+
+
+def ensure_table(db: StoreDB, name: str) -> None:
+    db.execute(db.ddl(TABLES[name]))
+    for sql in MIGRATIONS.get(name, []):
+        db.execute(db.ddl(sql))
+
+
+def as_store(x: StoreDB | Connect) -> StoreDB:
+    """A store, or a DuckDB ``connect`` factory (e.g. ``Warehouse.connect``) made into one."""
+    return x if isinstance(x, StoreDB) else DuckDBStore(x)
+
+
+# ------------------------------------------------------------------------ Dagster resource
+
+from dagster import ConfigurableResource  # noqa: E402
+from pydantic import Field, PrivateAttr  # noqa: E402
+
+
+class StoresResource(ConfigurableResource):
+    """Where the caches and judgments live: ``duckdb`` (``path``) or ``postgres`` (``dsn``, set
+    with ``dagster.EnvVar``: never logged, never stored in metadata)."""
+
+    kind: str = "duckdb"
+    path: str = ""
+    dsn: str | None = Field(default=None, description="Set with dagster.EnvVar; never logged")
+    # an older layout kept the stores inside the warehouse file: copied over on first use
+    legacy_path: str = ""
+
+    _db: StoreDB | None = PrivateAttr(default=None)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    def db(self) -> StoreDB:
+        with self._lock:
+            if self._db is None:
+                self._db = self._open()
+        return self._db
+
+    def describe(self) -> dict:
+        """Safe to log or store: no secrets."""
+        return {"kind": self.kind, **({"path": self.path} if self.kind == "duckdb" else {})}
+
+    def _open(self) -> StoreDB:
+        if self.kind == "postgres":
+            if not self.dsn:
+                raise ValueError(
+                    "stores.kind is postgres but its DSN environment variable is empty"
+                )
+            return PostgresStore(self.dsn)
+        if self.kind != "duckdb":
+            raise ValueError(f"unknown store kind {self.kind!r} (duckdb, postgres)")
+        from pathlib import Path
+
+        from .warehouse import Warehouse
+
+        fresh = self.path != ":memory:" and not Path(self.path).exists()
+        store = DuckDBStore(Warehouse(path=self.path).connect)
+        if fresh and self.legacy_path and Path(self.legacy_path).exists():
+            migrate_duckdb(self.legacy_path, store)
+        return store
+
+
+def migrate_duckdb(old_path: str, store: DuckDBStore) -> list[str]:
+    """Copy the store tables an older warehouse file holds into a new DuckDB store (once)."""
+    for name in TABLES:
+        ensure_table(store, name)
+    copied = []
+    with store.connect() as conn:
+        conn.execute(f"ATTACH '{old_path}' AS old (READ_ONLY)")
+        try:
+            have = {
+                r[0]
+                for r in conn.execute(
+                    "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'old'"
+                ).fetchall()
+            }
+            for table in TABLES:
+                if table not in have:
+                    continue
+                old_cols = {
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT column_name FROM information_schema.columns "
+                        "WHERE table_catalog = 'old' AND table_name = ?",
+                        [table],
+                    ).fetchall()
+                }
+                new_cols = [r[0] for r in conn.execute(f"DESCRIBE {table}").fetchall()]
+                cols = ", ".join(c for c in new_cols if c in old_cols)
+                conn.execute(
+                    f"INSERT INTO {table} ({cols}) SELECT {cols} FROM old.{table} "
+                    "ON CONFLICT DO NOTHING"
+                )
+                copied.append(table)
+        finally:
+            conn.execute("DETACH old")
+    return copied

@@ -1,0 +1,90 @@
+"""The stores on both backends: same answers, idempotent writes, many writers at once."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from saber_assets.tournament.engine import Judgment
+from saber_assets.tournament.store import SQLJudgmentStore
+from saber_resources.cache import EmbeddingCache, LLMCache
+from saber_resources.stores import DuckDBStore, PostgresStore
+from saber_resources.warehouse import Warehouse
+
+
+@pytest.fixture(params=["duckdb", "postgres"])
+def store(request, tmp_path):
+    if request.param == "duckdb":
+        return DuckDBStore(Warehouse(path=str(tmp_path / "stores.duckdb")).connect)
+    dsn = request.getfixturevalue("postgres_dsn")
+    db = PostgresStore(dsn)
+    name = f"t_{abs(hash(request.node.name)) % 10**8}"
+    db.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+    db.execute(f"CREATE SCHEMA {name}")
+    return PostgresStore(f"{dsn}?options=-csearch_path%3D{name}")
+
+
+def _judgment(q, r, a, b, winner="x", p=None):
+    return Judgment(q, r, a, b, a, winner, "judge", "v1", "h", None, None, 4096, p)
+
+
+def test_caches_and_judgments_round_trip_and_ignore_duplicates(store):
+    llm = LLMCache(store)
+    rows = [
+        ("h1", {"messages": [["user", "hi"]]}, "1", {"1": -0.1}, True, None, "stop"),
+        ("h2", {"messages": [["user", "yo"]]}, "zzz", None, False, "no box", "length"),
+    ]
+    llm.put_many("b", "m", "v", rows)
+    llm.put_many("b", "m", "v", [("h1", {}, "changed?", None, True, None, "stop")])  # no-op
+    got = llm.get_many("b", "m", "v", ["h1", "h2", "h3"])
+    assert (
+        set(got) == {"h1", "h2"} and got["h1"].text == "1" and got["h1"].top_logprobs == {"1": -0.1}
+    )
+    assert got["h2"].finish_reason == "length" and not got["h2"].parsed_ok
+    assert llm.failures()["answer"].to_list() == ["zzz"]
+    assert (
+        LLMCache(store).get_many("b", "m", "other", ["h1"]) == {}
+    )  # a second open migrates nothing
+    emb = EmbeddingCache(store)
+    vecs = np.arange(6, dtype=np.float32).reshape(2, 3)
+    emb.put_many("model", "r", ["a", "b"], vecs)
+    emb.put_many("model", "r", ["a"], vecs[1:] * 9)
+    back = emb.get_many("model", "r", ["a", "b", "c"])
+    assert np.array_equal(back["a"], vecs[0]) and np.array_equal(back["b"], vecs[1])
+    js = SQLJudgmentStore(store)
+    js.add("run", [_judgment("q", 1, "a", "b", p=0.75), _judgment("q", 1, "c", "d", None)])
+    js.add("run", [_judgment("q", 1, "a", "b", "OTHER")])
+    loaded = sorted(js.load("run"), key=lambda j: j.a)
+    assert [j.winner for j in loaded] == ["x", None] and loaded[0].p_first == 0.75
+    assert loaded[0].max_tokens == 4096
+    frame = js.frame("run")
+    assert frame.height == 2 and frame["p_first"].to_list()[0] == 0.75
+
+
+def test_many_writers_lose_nothing_and_double_nothing(store):
+    """8 threads write overlapping judgments at once: every key once, none lost."""
+    js = SQLJudgmentStore(store)
+    keys = [(f"q{k % 10}", k // 10 + 1, f"a{k}", f"b{k}") for k in range(400)]
+
+    errors = []
+
+    def writer(offset):
+        try:
+            for start in range(0, len(keys), 25):
+                part = keys[(start + offset * 50) % 400 :][:25]
+                js.add("many", [_judgment(*k) for k in part])
+        except Exception as exc:  # a writer that dies must fail the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    loaded = js.load("many")
+    assert len(loaded) == len({(j.query, j.round, j.a, j.b) for j in loaded}) == 400
+
+
+def test_postgres_dsn_is_not_in_the_repr(postgres_dsn):
+    assert "127.0.0.1" not in repr(PostgresStore(postgres_dsn))
