@@ -236,6 +236,38 @@ def test_direction_end_to_end_the_judges_choice_wins_and_ratings_follow_it():
         rate(cands, judged.with_columns(pl.lit("q0-c99").alias("winner")), alpha=0.1)
 
 
+def test_rate_counts_games_skips_failures_and_keeps_rows_by_key():
+    cands = pl.DataFrame(
+        {
+            "query_id": ["q2", "q1", "q1", "q1", "q2"],
+            "candidate_id": ["y", "a", "b", "c", "x"],
+            "position": [1, 0, 1, 2, 0],
+        }
+    )
+    judged = pl.DataFrame(
+        {
+            "query": ["q1", "q1", "q1", "q2"],
+            "a": ["a", "a", "b", "x"],
+            "b": ["c", "b", "c", "y"],
+            "winner": [None, "a", "b", "y"],  # a failure first: the rest still count
+        }
+    )
+    out = rate(cands, judged, alpha=0.1)
+    rows = {(r["query_id"], r["candidate_id"]): r for r in out.iter_rows(named=True)}
+    assert out.height == 5 and out["query_id"].to_list() == ["q1", "q1", "q1", "q2", "q2"]
+    assert {k: r["games"] for k, r in rows.items()} == {
+        ("q1", "a"): 1,
+        ("q1", "b"): 2,
+        ("q1", "c"): 1,
+        ("q2", "x"): 1,
+        ("q2", "y"): 1,
+    }
+    assert rows[("q1", "a")]["rating"] == 5 and rows[("q1", "c")]["rating"] == 0
+    assert rows[("q2", "y")]["rating"] == 5 and rows[("q2", "x")]["rating"] == 0
+    empty = rate(cands.head(0), judged.head(0), alpha=0.1)
+    assert empty.height == 0 and {"strength", "rating", "games"} <= set(empty.columns)
+
+
 def test_failures_are_recorded_not_dropped():
     qs, strength = _queries(nq=1, n=8)
     store = MemoryStore()

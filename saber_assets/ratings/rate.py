@@ -31,21 +31,41 @@ def rate(candidates: pl.DataFrame, judgments: pl.DataFrame, alpha: float) -> pl.
         if judgments.height
         else {}
     )
-    problems = []
-    for (qid,), frame in cands.group_by("query_id", maintain_order=True):
+    queries = []
+    for qid in cands["query_id"].unique(maintain_order=True).to_list():
+        ids = cands.filter(pl.col("query_id") == qid)["candidate_id"].to_list()
         j = by_query.get(qid)
-        comps = comparisons(j, frame["candidate_id"].to_list()) if j is not None else []
-        problems.append((frame.height, comps))
-    fits = fit_many(problems, alpha) if problems else []
-    games = []
-    for n, comps in problems:
-        g = np.zeros(n, dtype=np.int64)
+        queries.append((qid, ids, comparisons(j, ids) if j is not None else []))
+    fits = fit_many([(len(ids), comps) for _, ids, comps in queries], alpha) if queries else []
+    parts = []
+    for (qid, ids, comps), strength in zip(queries, fits, strict=True):
+        games = np.zeros(len(ids), dtype=np.int64)
         for w, lo in comps:
-            g[w] += 1
-            g[lo] += 1
-        games.append(g)
-    return cands.with_columns(
-        pl.Series("strength", np.concatenate(fits) if fits else np.zeros(0)),
-        pl.Series("rating", np.concatenate([rescale(f) for f in fits]) if fits else np.zeros(0)),
-        pl.Series("games", np.concatenate(games) if games else np.zeros(0, np.int64)),
-    )
+            games[w] += 1
+            games[lo] += 1
+        parts.append(
+            pl.DataFrame(
+                {
+                    "query_id": [qid] * len(ids),
+                    "candidate_id": ids,
+                    "strength": strength,
+                    "rating": rescale(strength),
+                    "games": games,
+                },
+                schema={
+                    "query_id": pl.String,
+                    "candidate_id": pl.String,
+                    "strength": pl.Float64,
+                    "rating": pl.Float64,
+                    "games": pl.Int64,
+                },
+            )
+        )
+    if not parts:
+        return cands.with_columns(
+            pl.lit(None, pl.Float64).alias("strength"),
+            pl.lit(None, pl.Float64).alias("rating"),
+            pl.lit(None, pl.Int64).alias("games"),
+        )
+    # joined by key, not by position: the result never depends on a grouping order
+    return cands.join(pl.concat(parts), on=["query_id", "candidate_id"], how="left")
