@@ -56,13 +56,94 @@ def sync_retriever_partitions(instance, cfg) -> list[str]:
     return new
 
 
-def build(config: str | None, log_level: str) -> int:
+STAGE_ALIASES = {
+    "sources": "build_sources",
+    "annotations": "build_annotations",
+    "summaries": "build_annotation_summaries",
+    "shards": "build_signal_shards",
+    "signals": "build_signal_index",
+    "domains": "build_domains",
+    "benchmark": "build_benchmark",
+    "runs": "build_runs",
+    "leaderboard": "build_leaderboard",
+}
+
+
+def build_steps(defs, instance, cfg):
+    """The fingerprinted steps of a build (``ops.plan``) for this config and instance."""
+    from .leaderboard.retrievers.registry import load_registry
+    from .ops.plan import STAGES, plan
+
+    path = Path(cfg.leaderboard.registry)
+    entries = load_registry(path if path.is_absolute() else REPO_ROOT / path)
+    registered = {e.name for e in entries}
+    partitions = {}
+    for name in STAGES:
+        job = defs.resolve_job_def(name)
+        keys = (
+            job.partitions_def.get_partition_keys(dynamic_partitions_store=instance)
+            if job.partitions_def
+            else [None]
+        )
+        if name == "build_runs":  # a removed retriever keeps its partition, not its runs
+            keys = [k for k in keys if str(k).split("|")[-1] in registered]
+        partitions[name] = keys
+    files = [s.file() for s in cfg.corpus.sources]
+    files += [p for p in _ontology_files(cfg.ontology) if p is not None and p.exists()]
+    return plan(cfg, partitions, files, {e.name: e.model_dump() for e in entries})
+
+
+def _ontology_files(ocfg) -> list:
+    from .ontology.tree import _path
+    from .settings import BUNDLED_ONTOLOGIES, DATA_DIR
+
+    if ocfg.bundled:
+        return [DATA_DIR / BUNDLED_ONTOLOGIES[ocfg.bundled]]
+    return [_path(p) if p else None for p in (ocfg.path, ocfg.nodes, ocfg.edges)]
+
+
+def selected(step, select: list[str]) -> bool:
+    """``--select``: stage names or aliases, and ``domain=NAME`` for one domain's steps (a
+    domain alone selects that domain's tournament steps and runs)."""
+    if not select:
+        return True
+    jobs = {STAGE_ALIASES.get(x, x) for x in select if not x.startswith("domain=")}
+    domains = {x.split("=", 1)[1] for x in select if x.startswith("domain=")}
+    if jobs and step.job not in jobs:
+        return False
+    if domains:
+        if step.job in ("build_domains", "build_runs"):
+            return str(step.partition).split("|")[0] in domains
+        return bool(jobs)
+    return True
+
+
+def up_to_date(instance, step) -> bool:
+    from dagster import DagsterRunStatus, RunsFilter
+
+    runs = instance.get_runs(
+        filters=RunsFilter(
+            job_name=step.job,
+            statuses=[DagsterRunStatus.SUCCESS],
+            tags={FINGERPRINT_TAG: step.fingerprint},
+        ),
+        limit=1,
+    )
+    return bool(runs)
+
+
+FINGERPRINT_TAG = "saber/fingerprint"
+
+
+def build(
+    config: str | None, log_level: str, force: bool = False, select: list[str] | None = None
+) -> int:
     cfg = load_config(config)  # fail fast, before Dagster starts, on a bad config file
     home = data_home()
     prepare_dagster_home(home)
     from dagster import DagsterInstance
 
-    from .definitions import BUILD_PLAN, make_definitions
+    from .definitions import make_definitions
 
     defs = make_definitions(config, home)
     instance = DagsterInstance.get()
@@ -72,41 +153,49 @@ def build(config: str | None, log_level: str) -> int:
         flush=True,
     )
     run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
-    failed = []
     sync_retriever_partitions(instance, cfg)
-    for name in BUILD_PLAN:
-        job = defs.resolve_job_def(name)
-        keys = (
-            job.partitions_def.get_partition_keys(dynamic_partitions_store=instance)
-            if job.partitions_def
-            else [None]
-        )
-        for key in keys:
-            t1 = time.perf_counter()
-            result = job.execute_in_process(
-                instance=instance, raise_on_error=False, run_config=run_config, partition_key=key
-            )
-            _report(result, time.perf_counter() - t1)
-            if not result.success:
-                failed.append(result)
-        if failed:
+    steps = build_steps(defs, instance, cfg)
+    result, failed, ran, skipped = None, [], 0, 0
+    current = None
+    for step in steps:
+        if not selected(step, select or []):
+            continue
+        if failed and step.job != current:
             break  # later stages need this one complete
+        current = step.job
+        if not force and up_to_date(instance, step):
+            skipped += 1
+            continue
+        t1 = time.perf_counter()
+        result = defs.resolve_job_def(step.job).execute_in_process(
+            instance=instance,
+            raise_on_error=False,
+            run_config=run_config,
+            partition_key=step.partition,
+            tags={FINGERPRINT_TAG: step.fingerprint},
+        )
+        ran += 1
+        _report(result, time.perf_counter() - t1)
+        if not result.success:
+            failed.append(result)
     elapsed = time.perf_counter() - t0
     from saber_resources.warehouse import Warehouse
 
     wh = defs.resources["warehouse"]
     assert isinstance(wh, Warehouse)
     views = wh.refresh_views()
+    print(f"steps:     {ran} run, {skipped} up to date (`--force` rebuilds them)")
     print(f"parquet:   {wh.parquet_dir}")
     print(f"warehouse: {wh.path} (views: {', '.join(views) or 'none'})")
     print(f"dagster:   {os.environ['DAGSTER_HOME']} (open the UI with `uv run saber ui`)")
-    if not result.success:
-        for ev in result.all_events:
-            if ev.is_step_failure:
-                print(
-                    f"FAILED step {ev.step_key}: {ev.step_failure_data.error.message.strip()}",
-                    file=sys.stderr,
-                )
+    if failed:
+        for res in failed:
+            for ev in res.all_events:
+                if ev.is_step_failure:
+                    print(
+                        f"FAILED step {ev.step_key}: {ev.step_failure_data.error.message.strip()}",
+                        file=sys.stderr,
+                    )
         print(f"saber build FAILED after {elapsed:.1f}s", file=sys.stderr)
         return 1
     print(f"saber build finished in {elapsed:.1f}s")
@@ -216,6 +305,15 @@ def main(argv: list[str] | None = None) -> int:
     p_build.add_argument(
         "--log-level", default="WARNING", help="Dagster console log level (default WARNING)"
     )
+    p_build.add_argument(
+        "--force", action="store_true", help="rebuild every step, up to date or not"
+    )
+    p_build.add_argument(
+        "--select",
+        action="append",
+        help="only these stages (sources, annotations, summaries, shards, signals, domains, "
+        "benchmark, runs, leaderboard) and/or domain=NAME; repeatable",
+    )
     p_eval = sub.add_parser(
         "evaluate", help="score one registered retriever on a benchmark (exchange format)"
     )
@@ -240,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
-            return build(args.config, args.log_level)
+            return build(args.config, args.log_level, args.force, args.select)
         if args.command == "evaluate":
             return evaluate_cmd(args)
         return ui(args.port)

@@ -46,20 +46,6 @@ STATIC_MODULES = [
     leaderboard_assets,
 ]
 
-# `saber build` runs these jobs in order; a partitioned job runs once per partition key.
-# (A Dagster job holds assets of one partitioning only, hence one job per stretch of the graph.)
-BUILD_PLAN = [
-    "build_sources",
-    "build_annotations",
-    "build_annotation_summaries",
-    "build_signal_shards",
-    "build_signal_index",
-    "build_domains",
-    "build_benchmark",
-    "build_runs",
-    "build_leaderboard",
-]
-
 
 def llm_resource(cfg: LLMConfig) -> LLMResource:
     fields = cfg.model_dump(exclude={"api_key_env"})

@@ -138,3 +138,37 @@ def test_build_on_a_foreign_ontology_uses_its_domains(tiny_config, tmp_path, cap
     manifest = json.loads((home / "benchmark" / "manifest.json").read_text())
     assert manifest["domains"] == domains
     assert set(domains) <= set(board.columns) and "Algebra" not in board.columns
+
+
+def _steps(out: str) -> tuple[int, int]:
+    m = re.search(r"steps:\s+(\d+) run, (\d+) up to date", out)
+    return int(m.group(1)), int(m.group(2))
+
+
+def test_incremental_build_runs_only_what_changed(tiny_config, tmp_path, capsys):
+    cfg = tiny_config()
+    assert main(["build", "--config", str(cfg)]) == 0
+    first = capsys.readouterr().out
+    ran, skipped = _steps(first)
+    assert skipped == 0 and ran > 10
+    # nothing changed: nothing runs
+    assert main(["build", "--config", str(cfg)]) == 0
+    assert _steps(capsys.readouterr().out) == (0, ran)
+    # a new retriever: its runs (one per domain) and the leaderboard, nothing else
+    registry = tmp_path / "retrievers.yaml"
+    registry.write_text(registry.read_text() + "  - {name: tfidf, kind: tfidf}\n")
+    assert main(["build", "--config", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    n_domains = len(re.findall(r"query_candidates \[", first))
+    assert re.findall(r"retriever_runs \[[^|\]]+\|(\S+)\]", out) == ["tfidf"] * n_domains
+    assert _steps(out)[0] == n_domains + 1 and "leaderboard " in out
+    # more tournament rounds: tournaments, ratings, export, runs and leaderboard; not annotations
+    text = cfg.read_text().replace("rounds: 4", "rounds: 5")
+    cfg.write_text(text)
+    assert main(["build", "--config", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "tournament_judgments [" in out and "benchmark_export" in out
+    assert "topic_annotations" not in out and "pair_signal_shards" not in out
+    # --force runs everything again; --select limits it
+    assert main(["build", "--config", str(cfg), "--select", "leaderboard", "--force"]) == 0
+    assert _steps(capsys.readouterr().out)[0] == 1
