@@ -135,17 +135,36 @@ def up_to_date(instance, step) -> bool:
 FINGERPRINT_TAG = "saber/fingerprint"
 
 
+def build_remote(url: str, defs, cfg, force: bool, select: list[str]) -> int:
+    """The build plan on a running deployment (``saber_assets.remote``)."""
+    from dagster import DagsterInstance
+
+    from .remote import build_on
+
+    with DagsterInstance.ephemeral() as scratch:  # the plan's partitions, not run history
+        names = sync_retriever_partitions(scratch, cfg)
+        steps = [s for s in build_steps(defs, scratch, cfg) if selected(s, select)]
+    print(f"saber build --on {url}: {len(steps)} steps in the plan", flush=True)
+    return build_on(url, steps, names, force)
+
+
 def build(
-    config: str | None, log_level: str, force: bool = False, select: list[str] | None = None
+    config: str | None,
+    log_level: str,
+    force: bool = False,
+    select: list[str] | None = None,
+    on: str | None = None,
 ) -> int:
     cfg = load_config(config)  # fail fast, before Dagster starts, on a bad config file
     home = data_home()
-    prepare_dagster_home(home)
     from dagster import DagsterInstance
 
     from .definitions import make_definitions
 
     defs = make_definitions(config, home)
+    if on:
+        return build_remote(on, defs, cfg, force, select or [])
+    prepare_dagster_home(home)
     instance = DagsterInstance.get()
     t0 = time.perf_counter()
     print(
@@ -285,6 +304,19 @@ def evaluate_cmd(args) -> int:
     return 0
 
 
+def warehouse_cmd(config: str | None, rebuild: bool) -> int:
+    """Refresh (or rebuild from scratch) the DuckDB warehouse: views over the Parquet outputs."""
+    load_config(config)
+    from .definitions import make_definitions
+
+    wh = make_definitions(config).resources["warehouse"]
+    if rebuild and Path(wh.path).exists():
+        Path(wh.path).unlink()
+    views = wh.refresh_views()
+    print(f"warehouse: {wh.path}\nviews: {', '.join(views) or 'none (build first)'}")
+    return 0
+
+
 def ui(port: int) -> int:
     prepare_dagster_home(data_home())
     os.chdir(REPO_ROOT)
@@ -307,6 +339,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p_build.add_argument(
         "--force", action="store_true", help="rebuild every step, up to date or not"
+    )
+    p_build.add_argument(
+        "--on", metavar="URL", help="launch the build on a running Dagster webserver (GraphQL)"
     )
     p_build.add_argument(
         "--select",
@@ -333,14 +368,21 @@ def main(argv: list[str] | None = None) -> int:
     p_eval.add_argument("--registry", help="retriever registry YAML (default: the config's)")
     p_eval.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
     p_eval.add_argument("--no-full-corpus", action="store_true", help="skip the full-corpus track")
+    p_wh = sub.add_parser(
+        "warehouse", help="refresh the DuckDB warehouse (views over the Parquet outputs)"
+    )
+    p_wh.add_argument("--config", help="pipeline config YAML")
+    p_wh.add_argument("--rebuild", action="store_true", help="delete the file and recreate it")
     p_ui = sub.add_parser("ui", help="open the Dagster UI on the project-local instance")
     p_ui.add_argument("--port", type=int, default=3000)
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
-            return build(args.config, args.log_level, args.force, args.select)
+            return build(args.config, args.log_level, args.force, args.select, args.on)
         if args.command == "evaluate":
             return evaluate_cmd(args)
+        if args.command == "warehouse":
+            return warehouse_cmd(args.config, args.rebuild)
         return ui(args.port)
     except (FileNotFoundError, ValueError) as exc:  # config, registry and benchmark errors
         print(f"saber: {exc}", file=sys.stderr)

@@ -1,0 +1,135 @@
+"""`saber build --on URL`: the same build plan, launched on a running Dagster webserver.
+
+The plan (``ops.plan``) is computed here from the same config and code; each step that the
+deployment has not already run with the same fingerprint is submitted through GraphQL as a run
+of its job and partition (tagged ``saber/fingerprint``). The partitions of one stage are
+submitted together — the deployment's queued run coordinator and the ``llm`` pool decide how many
+run at once — and the next stage starts when all of them have finished. A failed run stops the
+build; the command exits non-zero naming it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from urllib.parse import urlparse
+
+TERMINAL = {"SUCCESS", "FAILURE", "CANCELED"}
+RUNS_QUERY = """
+query SaberRuns($filter: RunsFilter, $limit: Int) {
+  runsOrError(filter: $filter, limit: $limit) {
+    __typename
+    ... on Runs { results { runId status } }
+    ... on PythonError { message }
+  }
+}
+"""
+ADD_PARTITION = """
+mutation SaberAddPartition($selector: RepositorySelector!, $name: String!, $key: String!) {
+  addDynamicPartition(repositorySelector: $selector, partitionsDefName: $name, partitionKey: $key) {
+    __typename
+    ... on PythonError { message }
+    ... on UnauthorizedError { message }
+  }
+}
+"""
+
+
+class RemoteBuildError(RuntimeError):
+    pass
+
+
+class Deployment:
+    """A Dagster webserver reached through GraphQL."""
+
+    def __init__(self, url: str, location: str = "saber", repository: str = "__repository__"):
+        from dagster_graphql import DagsterGraphQLClient
+
+        u = urlparse(url if "://" in url else f"http://{url}")
+        self.url = url
+        self.client = DagsterGraphQLClient(
+            u.hostname or "127.0.0.1", port_number=u.port, use_https=u.scheme == "https"
+        )
+        self.location, self.repository = location, repository
+
+    def _query(self, query: str, variables: dict) -> dict:
+        return self.client._execute(query, variables)  # the client's own transport
+
+    def has_run(self, job: str, fingerprint: str) -> bool:
+        data = self._query(
+            RUNS_QUERY,
+            {
+                "filter": {
+                    "pipelineName": job,
+                    "statuses": ["SUCCESS"],
+                    "tags": [{"key": "saber/fingerprint", "value": fingerprint}],
+                },
+                "limit": 1,
+            },
+        )["runsOrError"]
+        if data["__typename"] != "Runs":
+            raise RemoteBuildError(f"{self.url}: cannot list runs: {data.get('message')}")
+        return bool(data["results"])
+
+    def add_partitions(self, name: str, keys: list[str]) -> None:
+        selector = {"repositoryLocationName": self.location, "repositoryName": self.repository}
+        for key in keys:
+            out = self._query(ADD_PARTITION, {"selector": selector, "name": name, "key": key})
+            kind = out["addDynamicPartition"]["__typename"]
+            if kind not in ("AddDynamicPartitionSuccess", "DuplicateDynamicPartitionError"):
+                raise RemoteBuildError(
+                    f"cannot add partition {key!r} of {name!r}: {out['addDynamicPartition']}"
+                )
+
+    def submit(self, job: str, partition: str | None, tags: dict[str, str]) -> str:
+        tags = dict(tags)
+        if partition is not None:
+            tags["dagster/partition"] = partition
+        return self.client.submit_job_execution(
+            job, repository_location_name=self.location, repository_name=self.repository, tags=tags
+        )
+
+    def status(self, run_id: str) -> str:
+        return self.client.get_run_status(run_id).value
+
+
+def build_on(url: str, steps: list, retrievers: list[str], force: bool, poll_s: float = 2.0) -> int:
+    """Run the build plan on the deployment at ``url``; 0 on success, 1 naming a failed run."""
+    dep = Deployment(url)
+    dep.add_partitions("retriever", retrievers)
+    t0 = time.perf_counter()
+    launched = skipped = 0
+    peak = 0
+    by_job: dict[str, list] = {}
+    for step in steps:
+        by_job.setdefault(step.job, []).append(step)
+    for job_steps in by_job.values():
+        pending = {}
+        for step in job_steps:
+            if not force and dep.has_run(step.job, step.fingerprint):
+                skipped += 1
+                continue
+            run_id = dep.submit(step.job, step.partition, {"saber/fingerprint": step.fingerprint})
+            pending[run_id] = step
+            launched += 1
+            print(f"  launched {step.label:<45} run {run_id}", flush=True)
+        while pending:
+            time.sleep(poll_s)
+            statuses = {rid: dep.status(rid) for rid in pending}
+            peak = max(peak, sum(s == "STARTED" for s in statuses.values()))
+            for rid, status in statuses.items():
+                if status in TERMINAL:
+                    step = pending.pop(rid)
+                    print(f"  {status.lower():<8} {step.label:<45} run {rid}", flush=True)
+                    if status != "SUCCESS":
+                        print(
+                            f"saber build --on {url}: run {rid} ({step.label}) ended {status}; "
+                            "see it in the Dagster UI",
+                            file=sys.stderr,
+                        )
+                        return 1
+    print(
+        f"saber build --on {url}: {launched} runs launched (peak {peak} at once), "
+        f"{skipped} up to date, {time.perf_counter() - t0:.1f}s"
+    )
+    return 0

@@ -1,0 +1,178 @@
+"""A local rehearsal of the cluster shape: Dagster on PostgreSQL (run and event storage), saber's
+stores on PostgreSQL, `dagster dev` on 127.0.0.1 with 3 concurrent runs, driven by
+`saber build --on`. Slow (minutes): it is the proof that several workers share one truth."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import polars as pl
+import psycopg
+import pytest
+import yaml
+
+from saber_assets.settings import REPO_ROOT
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _create_db(dsn: str, name: str) -> str:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}")
+    return dsn.rsplit("/", 1)[0] + f"/{name}"
+
+
+@pytest.fixture
+def deployment(postgres_dsn, tiny_config, tmp_path):
+    """`dagster dev` on Postgres storage with the tiny config, stopped by process group."""
+    host_port = postgres_dsn.split("@", 1)[1].split("/", 1)[0]
+    pg_port = int(host_port.split(":")[1])
+    _create_db(postgres_dsn, "dagster_rehearsal")
+    stores_dsn = _create_db(postgres_dsn, "saber_rehearsal")
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "storage": {
+                    "postgres": {
+                        "postgres_db": {
+                            "username": "saber",
+                            "password": "",
+                            "hostname": "127.0.0.1",
+                            "db_name": "dagster_rehearsal",
+                            "port": pg_port,
+                        }
+                    }
+                },
+                "run_coordinator": {
+                    "module": "dagster.core.run_coordinator",
+                    "class": "QueuedRunCoordinator",
+                },
+                "concurrency": {"runs": {"max_concurrent_runs": 3}, "pools": {"default_limit": 3}},
+                "telemetry": {"enabled": False},
+            }
+        )
+    )
+    cfg = tiny_config(stores={"kind": "postgres", "dsn_env": "SABER_PG_DSN"})
+    port = _free_port()
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "SABER_CONFIG": str(cfg),
+        "SABER_PG_DSN": stores_dsn,
+    }
+    log = open(tmp_path / "dagster_dev.log", "w")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dagster",
+            "dev",
+            "-w",
+            "workspace.yaml",
+            "-p",
+            str(port),
+            "-h",
+            "127.0.0.1",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            try:
+                urllib.request.urlopen(url + "/server_info", timeout=2).read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError((tmp_path / "dagster_dev.log").read_text()[-3000:]) from None
+                time.sleep(1)
+        yield {"url": url, "config": cfg, "env": env, "stores_dsn": stores_dsn}
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+def _saber(args, env, timeout=1800):
+    return subprocess.run(
+        [sys.executable, "-m", "saber_assets.cli", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _no_duplicates(dsn: str) -> dict[str, int]:
+    keys = {
+        "llm_cache": "backend, model, prompt_version, request_hash",
+        "embedding_cache": "model, revision, text_hash",
+        "judgments": "run_key, query, round, a, b",
+    }
+    counts = {}
+    with psycopg.connect(dsn) as conn:
+        for table, key in keys.items():
+            n, distinct = conn.execute(
+                f"SELECT count(*), count(DISTINCT ({key})) FROM {table}"
+            ).fetchone()
+            assert n == distinct, f"{table}: {n - distinct} duplicated rows"
+            counts[table] = n
+    return counts
+
+
+def test_build_on_a_deployment_with_postgres_stores(deployment, tmp_path):
+    env = deployment["env"]
+    out = _saber(["build", "--config", str(deployment["config"]), "--on", deployment["url"]], env)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    print(out.stdout.splitlines()[-1])
+    launched = int(out.stdout.splitlines()[-1].split(": ")[1].split(" runs")[0])
+    assert launched > 10 and "peak" in out.stdout
+    counts = _no_duplicates(deployment["stores_dsn"])
+    assert counts["judgments"] > 0 and counts["embedding_cache"] > 0
+    # a second build launches nothing
+    again = _saber(["build", "--config", str(deployment["config"]), "--on", deployment["url"]], env)
+    assert again.returncode == 0 and "0 runs launched" in again.stdout, again.stdout[-2000:]
+    # the same benchmark and leaderboard as a serial in-process build (DuckDB stores)
+    serial_env = {**env, "SABER_HOME": str(tmp_path / "serial")}
+    serial_env.pop("DAGSTER_HOME")
+    cfg = yaml.safe_load(Path(deployment["config"]).read_text())
+    cfg.pop("stores")
+    serial_cfg = tmp_path / "tiny.yaml"  # same name: same outputs layout
+    serial_cfg.write_text(yaml.safe_dump(cfg))
+    serial = _saber(["build", "--config", str(serial_cfg)], serial_env)
+    assert serial.returncode == 0, serial.stderr[-3000:]
+    a = Path(env["SABER_HOME"]) / "tiny"
+    b = tmp_path / "serial" / "tiny"
+    qa = pl.read_parquet(a / "benchmark" / "queries.parquet").sort("id")
+    qb = pl.read_parquet(b / "benchmark" / "queries.parquet").sort("id")
+    assert qa.select("id", "candidates").equals(qb.select("id", "candidates"))
+    assert qa["relevance_scores"].to_list() == qb["relevance_scores"].to_list()
+    la = pl.read_csv(a / "leaderboard" / "leaderboard.csv").sort("retriever", "setting")
+    lb = pl.read_csv(b / "leaderboard" / "leaderboard.csv").sort("retriever", "setting")
+    assert la.select("retriever", "setting", "ndcg@10").equals(
+        lb.select("retriever", "setting", "ndcg@10")
+    )
+    print(json.dumps(counts))
