@@ -184,7 +184,9 @@ class CandidateConfig(_Strict):
 
 class TournamentConfig(_Strict):
     rounds: int = Field(default=20, ge=1)
-    policy: Literal["swiss", "adaptive"] = "swiss"
+    # swiss (the paper's), adaptive (BT-closest pairs), efficient (soft judgments: P(first better)
+    # as a Gaussian measurement, most-uncertain pairs next; README "Tournament policies")
+    policy: Literal["swiss", "adaptive", "efficient"] = "swiss"
     # adaptive only: judge at most this many most-uncertain pairs per query and round
     adaptive_budget: int | None = Field(default=None, ge=1)
     alpha: float = Field(default=0.1, gt=0)  # Bradley–Terry prior strength (choix's alpha)

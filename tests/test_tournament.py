@@ -337,3 +337,126 @@ def test_ratings_of_random_tournaments_are_in_range(n, seed):
     comps = [tuple(rng.choice(n, 2, replace=False)) for _ in range(int(rng.integers(0, 4 * n)))]
     r = rescale(fit(n, comps))
     assert np.all((r >= 0) & (r <= 5)) and (r.max() == 5.0 or np.all(r == 2.5))
+
+
+# ------------------------------------------------------------------ the efficient policy
+
+
+def test_soft_estimation_recovers_strengths_and_bias():
+    from saber_assets.tournament.efficient import fit_soft
+
+    rng = np.random.default_rng(0)
+    s = rng.normal(0, 1.5, 30)
+    s -= s.mean()
+    first = rng.integers(0, 30, 400)
+    second = (first + rng.integers(1, 30, 400)) % 30
+    d = s[first] - s[second] + 0.7  # noise-free measurements with a position bias
+    est, bias, cov = fit_soft(30, first, second, d, prior=1e-6, bias_prior=1e-6)
+    assert np.allclose(est, s, atol=1e-4) and abs(bias - 0.7) < 1e-4
+    assert cov.shape == (30, 30) and np.all(np.diag(cov) > 0)
+
+
+def _soft_judge(s, sigma, bias, seed):
+    r = np.random.default_rng(seed)
+
+    def judge(first, second):
+        return 1 / (1 + np.exp(-(s[first] - s[second] + bias + r.normal(0, sigma, len(first)))))
+
+    return judge
+
+
+def test_efficient_beats_swiss_20_with_half_the_calls_in_simulation():
+    from saber_assets.tournament.simulate import estimate
+
+    s = np.random.default_rng(3).normal(0, 1.5, 150)
+
+    def binary():
+        judge = _soft_judge(s, 1.0, 0.5, 1)
+        return lambda f, g: (judge(f, g) > 0.5).astype(float)
+
+    swiss = estimate("swiss", 150, binary(), 1500, 0)
+    eff = estimate("efficient", 150, _soft_judge(s, 1.0, 0.5, 1), 750, 0)
+    assert kendalltau(eff, s).statistic >= kendalltau(swiss, s).statistic
+    # binary judgments only: efficient pairs like Swiss, so it is never worse
+    assert np.allclose(
+        estimate("efficient", 150, binary(), 600, 0), estimate("swiss", 150, binary(), 600, 0)
+    )
+
+
+def test_simulation_driver_and_engine_pair_alike():
+    from saber_assets.tournament.simulate import SIM_QUERY, estimate
+
+    s = np.random.default_rng(4).normal(0, 1.5, 20)
+    cands = [f"c{k}" for k in range(20)]
+    strength = dict(zip(cands, s, strict=True))
+
+    class SoftJudge:
+        backend, model, version = "sim", "sim", "sim/v1"
+
+        def compare_batch(self, items):
+            out = []
+            for _, a, b in items:
+                p = float(1 / (1 + np.exp(-(strength[a] - strength[b]))))
+                out.append(Outcome(1 if p >= 0.5 else 2, raw="1", p_first=p))
+            return out
+
+    store = MemoryStore()
+    run_tournament(
+        [TournamentQuery(SIM_QUERY, "q", cands, cands)], SoftJudge(), store, 4, 9, "efficient"
+    )
+    engine_pairs = [
+        (j.round, int(j.shown_first[1:]), int((j.b if j.shown_first == j.a else j.a)[1:]))
+        for j in next(iter(store.rows.values()))
+    ]
+    trace = []
+    estimate(
+        "efficient",
+        20,
+        lambda f, g: 1 / (1 + np.exp(-(s[f] - s[g]))),
+        len(engine_pairs),
+        9,
+        trace=trace,
+    )
+    assert sorted(engine_pairs) == sorted((r, f, g) for r, f, g, _ in trace)
+
+
+def test_efficient_tournament_resumes_without_new_calls_and_rates_softly():
+    qs, strength = _queries(nq=2, n=12, seed=2)
+
+    class Soft(SimJudge):
+        def compare_batch(self, items):
+            if self.crash_after is not None and self.calls >= self.crash_after:
+                raise RuntimeError("killed")
+            out = []
+            for q, a, b in items:
+                self.calls += 1
+                self.seen.append((q, a, b))
+                p = float(1 / (1 + np.exp(-(self.strength[a] - self.strength[b]))))
+                out.append(Outcome(1 if p >= 0.5 else 2, raw="x", p_first=p))
+            return out
+
+    store = DuckDBJudgmentStore(Warehouse(path=":memory:").connect)
+    crashing = Soft(strength, crash_after=20)
+    with pytest.raises(RuntimeError, match="killed"):
+        run_tournament(qs, crashing, store, 6, 3, "efficient", chunk=5)
+    resumed = Soft(strength)
+    _, stats = run_tournament(qs, resumed, store, 6, 3, "efficient", chunk=5)
+    asked = [(q, frozenset((a, b))) for q, a, b in crashing.seen + resumed.seen]
+    assert len(asked) == len(set(asked)) and stats["replayed"] >= 20
+    again = Soft(strength)
+    run_tournament(qs, again, store, 6, 3, "efficient", chunk=5)
+    assert again.calls == 0
+    judged = store.frame(store_keys(store)[0])
+    assert judged["p_first"].is_not_null().all()
+    cands = pl.DataFrame(
+        [
+            {"query_id": q.query_id, "candidate_id": c, "position": k}
+            for q in qs
+            for k, c in enumerate(q.candidates)
+        ]
+    )
+    rated = rate(cands, judged, alpha=0.1, soft=True)
+    for q in qs:
+        r = rated.filter(pl.col("query_id") == q.query_id)
+        truth = [strength[c] for c in r["candidate_id"]]
+        assert kendalltau(r["rating"].to_numpy(), truth).statistic > 0.8

@@ -28,13 +28,15 @@ def relevance_ratings(
     settings: SaberSettings, query_candidates: pl.DataFrame, tournament_judgments: pl.DataFrame
 ) -> Output[pl.DataFrame]:
     """One rating per (query, candidate) in [0, 5]; a candidate that never played gets the prior."""
-    alpha = settings.load().tournament.alpha
+    tcfg = settings.load().tournament
+    alpha = tcfg.alpha
     df = rate(
         query_candidates.select(
             "domain", "query_id", "candidate_id", "group", "topic", "summary", "position"
         ),
         tournament_judgments,
         alpha,
+        soft=tcfg.policy == "efficient",
     )
     by_group = (
         df.group_by("group")

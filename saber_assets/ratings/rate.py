@@ -22,9 +22,28 @@ def comparisons(judgments: pl.DataFrame, candidates: list[str]) -> list[tuple[in
     return out
 
 
-def rate(candidates: pl.DataFrame, judgments: pl.DataFrame, alpha: float) -> pl.DataFrame:
+def soft_measurements(
+    judgments: pl.DataFrame, candidates: list[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(first index, second index, P(first better)) of the judgments that carry a probability."""
+    idx = {c: k for k, c in enumerate(candidates)}
+    if "p_first" not in judgments.columns:
+        return np.zeros(0, int), np.zeros(0, int), np.zeros(0)
+    rows = judgments.filter(pl.col("p_first").is_not_null() & pl.col("winner").is_not_null())
+    first = [idx[f] for f in rows["shown_first"].to_list()]
+    second = [
+        idx[b if f == a else a] for f, a, b in rows.select("shown_first", "a", "b").iter_rows()
+    ]
+    return np.array(first, dtype=int), np.array(second, dtype=int), rows["p_first"].to_numpy()
+
+
+def rate(
+    candidates: pl.DataFrame, judgments: pl.DataFrame, alpha: float, soft: bool = False
+) -> pl.DataFrame:
     """One row per (query, candidate) of ``candidates`` (query_id, candidate_id, position, …) with
-    strength, rating in [0, 5] and games played; a candidate that never played gets the prior."""
+    strength, rating in [0, 5] and games played; a candidate that never played gets the prior.
+    ``soft`` (the efficient policy): strengths from the judges' probabilities where they carry
+    some (``tournament.efficient.fit_soft``), else Bradley–Terry on the decisions."""
     cands = candidates.sort("query_id", "position")
     by_query = (
         {k[0]: f for k, f in judgments.partition_by("query", as_dict=True).items()}
@@ -37,6 +56,13 @@ def rate(candidates: pl.DataFrame, judgments: pl.DataFrame, alpha: float) -> pl.
         j = by_query.get(qid)
         queries.append((qid, ids, comparisons(j, ids) if j is not None else []))
     fits = fit_many([(len(ids), comps) for _, ids, comps in queries], alpha) if queries else []
+    if soft:
+        from ..tournament.efficient import estimate_strengths
+
+        for k, (qid, ids, comps) in enumerate(queries):
+            j = by_query.get(qid)
+            if j is not None:
+                fits[k] = estimate_strengths(len(ids), *soft_measurements(j, ids), comps, alpha)
     parts = []
     for (qid, ids, comps), strength in zip(queries, fits, strict=True):
         games = np.zeros(len(ids), dtype=np.int64)

@@ -21,7 +21,8 @@ from saber_resources.tasks import PairJudge
 
 from ..ratings.bradley_terry import DEFAULT_ALPHA, fit_many
 from .adaptive import pair_round_adaptive
-from .swiss import pair_round
+from .efficient import pair_round_efficient
+from .swiss import pair_round, pair_round_random
 
 
 @dataclass(frozen=True)
@@ -75,9 +76,53 @@ class Standing:
     failures: int = 0
     first_wins: int = 0
     decided: int = 0
+    soft: list = field(default_factory=list)  # (first idx, second idx, P(first better))
 
     def __post_init__(self) -> None:
         self.wins = np.zeros(self.n, dtype=np.int64)
+
+    def record(self, first: int, second: int, winner: int | None, p_first: float | None) -> None:
+        """One judgment of (first, second) shown in that order; winner None: a failure."""
+        self.played.add(frozenset((first, second)))
+        if winner is None:
+            self.failures += 1
+            return
+        loser = second if winner == first else first
+        self.wins[winner] += 1
+        self.comparisons.append((winner, loser))
+        self.decided += 1
+        self.first_wins += int(winner == first)
+        if p_first is not None:
+            self.soft.append((first, second, p_first))
+
+
+def round_pairs(
+    policy: str,
+    st: Standing,
+    rng: np.random.Generator,
+    strengths: np.ndarray | None = None,
+    budget: int | None = None,
+) -> list[tuple[int, int]]:
+    """The pairs of one query's next round under ``policy`` (the engine and the simulation
+    driver both pair through here)."""
+    if policy == "swiss":
+        return pair_round(st.wins, st.played, rng)
+    if policy == "adaptive":
+        return pair_round_adaptive(strengths, st.played, rng, budget)
+    if policy == "random":
+        return pair_round_random(st.n, st.played, rng)
+    if policy == "efficient":
+        soft = np.array(st.soft, dtype=np.float64).reshape(-1, 3)
+        return pair_round_efficient(
+            st.n,
+            soft[:, 0].astype(np.int64),
+            soft[:, 1].astype(np.int64),
+            soft[:, 2],
+            st.wins,
+            st.played,
+            rng,
+        )
+    raise ValueError(f"unknown tournament policy {policy!r} (swiss, adaptive, efficient)")
 
 
 def run_key(judge: PairJudge, seed: int, policy: str, rounds: int, extra: str = "") -> str:
@@ -99,7 +144,7 @@ def run_tournament(
     store: JudgmentStore,
     rounds: int,
     seed: int,
-    policy: Literal["swiss", "adaptive"] = "swiss",
+    policy: Literal["swiss", "adaptive", "efficient"] = "swiss",
     alpha: float = DEFAULT_ALPHA,
     adaptive_budget: int | None = None,
     chunk: int = 256,
@@ -123,18 +168,11 @@ def run_tournament(
     }
 
     def apply(q: TournamentQuery, j: Judgment) -> None:
-        st = standings[q.query_id]
-        ia, ib = index[q.query_id][j.a], index[q.query_id][j.b]
-        st.played.add(frozenset((ia, ib)))
-        if j.winner is None:
-            st.failures += 1
-            return
-        w = index[q.query_id][j.winner]
-        loser = ib if w == ia else ia
-        st.wins[w] += 1
-        st.comparisons.append((w, loser))
-        st.decided += 1
-        st.first_wins += int(j.winner == j.shown_first)
+        idx = index[q.query_id]
+        first = idx[j.shown_first]
+        second = idx[j.b] if j.shown_first == j.a else idx[j.a]
+        winner = None if j.winner is None else idx[j.winner]
+        standings[q.query_id].record(first, second, winner, j.p_first)
 
     for rnd in range(1, rounds + 1):
         strengths = None
@@ -145,10 +183,9 @@ def run_tournament(
         for q in queries:
             st = standings[q.query_id]
             rng = _rng(seed, q.query_id, rnd)
-            if policy == "swiss":
-                pairs = pair_round(st.wins, st.played, rng)
-            else:
-                pairs = pair_round_adaptive(strengths[q.query_id], st.played, rng, adaptive_budget)
+            pairs = round_pairs(
+                policy, st, rng, strengths[q.query_id] if strengths else None, adaptive_budget
+            )
             for x, y in pairs:
                 first, second = (x, y) if rng.random() < 0.5 else (y, x)
                 cx, cy = q.candidates[x], q.candidates[y]

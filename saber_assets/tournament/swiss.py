@@ -46,3 +46,9 @@ def greedy_closest(
             free[best] = False
             pairs.append((a, int(order[best])))
     return pairs
+
+
+def pair_round_random(n: int, played: set[frozenset[int]], rng: np.random.Generator):
+    """A random matching of candidates that have not met (the baseline policy)."""
+    order = rng.permutation(n)
+    return greedy_closest(order, np.zeros(n), played)

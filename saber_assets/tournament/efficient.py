@@ -1,0 +1,118 @@
+"""The `efficient` tournament policy (beyond the paper; Swiss stays the default).
+
+Soft judgments: a judge that exposes P(first shown is better) = p gives, with d = logit(p), a
+noisy measurement of the strength difference, d ≈ s_first − s_second + b + ε (b: a learned
+position bias, ε Gaussian). The estimate is the Gaussian product of experts of Liusie et al.
+(2024): with a weak Gaussian prior on the strengths, a least-squares problem with a closed-form
+solution and a closed-form posterior covariance Σ. The next comparisons are the ones that tell
+the most about the ranking: greedily, the unplayed pairs whose difference is most uncertain,
+Var(s_i − s_j) = Σii + Σjj − 2Σij, as a matching (each candidate at most once per round).
+
+Assumes the judge's log-odds are roughly linear in the strength difference with Gaussian noise
+(they are, for a calibrated judge). A judge without probabilities (binary outcomes only) gives no
+such measurement: then this policy pairs exactly like Swiss, and estimates by Bradley–Terry.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .swiss import pair_round
+
+P_CLIP = 1e-4  # logit(1 - 1e-4) ≈ 9.2: a certain answer is a strong, finite measurement
+
+
+def logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(np.asarray(p, dtype=np.float64), P_CLIP, 1 - P_CLIP)
+    return np.log(p / (1 - p))
+
+
+def fit_soft(
+    n: int,
+    first: np.ndarray,
+    second: np.ndarray,
+    d: np.ndarray,
+    prior: float = 0.05,
+    bias_prior: float = 1.0,
+) -> tuple[np.ndarray, float, np.ndarray]:
+    """Posterior mean strengths (centred), position bias, and the strengths' covariance (in
+    units of the noise variance) from measurements d ≈ s[first] − s[second] + b."""
+    first, second = np.asarray(first, dtype=np.int64), np.asarray(second, dtype=np.int64)
+    d = np.asarray(d, dtype=np.float64)
+    m = n + 1  # strengths, then the bias
+    a = np.zeros((m, m))
+    rhs = np.zeros(m)
+    if len(d):
+        np.add.at(a, (first, first), 1.0)
+        np.add.at(a, (second, second), 1.0)
+        np.add.at(a, (first, second), -1.0)
+        np.add.at(a, (second, first), -1.0)
+        np.add.at(a, (first, n), 1.0)
+        np.add.at(a, (n, first), 1.0)
+        np.add.at(a, (second, n), -1.0)
+        np.add.at(a, (n, second), -1.0)
+        a[n, n] += len(d)
+        np.add.at(rhs, first, d)
+        np.add.at(rhs, second, -d)
+        rhs[n] = d.sum()
+    a[np.arange(n), np.arange(n)] += prior
+    a[n, n] += bias_prior
+    cov = np.linalg.inv(a)
+    x = cov @ rhs
+    s = x[:n] - x[:n].mean()
+    return s, float(x[n]), cov[:n, :n]
+
+
+def is_soft(p: np.ndarray) -> bool:
+    """Probabilities that carry more than the decision (not all 0 / 1)."""
+    p = np.asarray(p, dtype=np.float64)
+    return bool(len(p)) and bool(np.any((p > 1e-9) & (p < 1 - 1e-9)))
+
+
+def pair_round_efficient(
+    n: int,
+    first: np.ndarray,
+    second: np.ndarray,
+    p_first: np.ndarray,
+    wins: np.ndarray,
+    played: set[frozenset[int]],
+    rng: np.random.Generator,
+) -> list[tuple[int, int]]:
+    """One round: a matching of the unplayed pairs with the most uncertain differences (soft
+    judgments), or Swiss pairing when the judgments so far are binary (or there are none)."""
+    if not is_soft(p_first):
+        return pair_round(wins, played, rng)
+    _, _, cov = fit_soft(n, first, second, logit(p_first))
+    diag = np.diag(cov)
+    var = diag[:, None] + diag[None, :] - 2 * cov
+    var = var + rng.random((n, n)) * 1e-9  # seeded tie-breaking
+    var[np.arange(n), np.arange(n)] = -np.inf
+    for pair in played:
+        i, j = tuple(pair)
+        var[i, j] = var[j, i] = -np.inf
+    iu = np.triu_indices(n, 1)
+    order = np.argsort(-var[iu], kind="stable")
+    free = np.ones(n, dtype=bool)
+    pairs = []
+    for k in order:
+        i, j = int(iu[0][k]), int(iu[1][k])
+        if not np.isfinite(var[i, j]):
+            break
+        if free[i] and free[j]:
+            pairs.append((i, j))
+            free[i] = free[j] = False
+            if len(pairs) == n // 2:
+                break
+    return pairs
+
+
+def estimate_strengths(
+    n: int, first, second, p_first, winners_losers: list[tuple[int, int]], alpha: float
+) -> np.ndarray:
+    """Strengths from a query's judgments: the soft estimate where probabilities exist, else
+    Bradley–Terry on the decisions."""
+    if is_soft(p_first):
+        return fit_soft(n, first, second, logit(p_first))[0]
+    from ..ratings.bradley_terry import fit
+
+    return fit(n, winners_losers, alpha)
