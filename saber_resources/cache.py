@@ -37,6 +37,7 @@ class CachedAnswer:
     parsed_ok: bool | None
     parse_error: str | None
     finish_reason: str | None = None
+    token_logprobs: list | None = None
 
 
 class LLMCache:
@@ -53,14 +54,24 @@ class LLMCache:
     ) -> dict[str, CachedAnswer]:
         rows = self.db.lookup(
             self.TABLE,
-            ["request_hash", "answer", "top_logprobs", "parsed_ok", "parse_error", "finish_reason"],
+            [
+                "request_hash",
+                "answer",
+                "top_logprobs",
+                "parsed_ok",
+                "parse_error",
+                "finish_reason",
+                "token_logprobs",
+            ],
             {"backend": backend, "model": model, "prompt_version": version},
             "request_hash",
             list(hashes),
         )
         return {
-            h: CachedAnswer(a, read_json(lp) if lp else None, ok, err, fin)
-            for h, a, lp, ok, err, fin in rows
+            h: CachedAnswer(
+                a, read_json(lp) if lp else None, ok, err, fin, read_json(tl) if tl else None
+            )
+            for h, a, lp, ok, err, fin, tl in rows
         }
 
     def put_many(
@@ -68,10 +79,10 @@ class LLMCache:
         backend: str,
         model: str,
         version: str,
-        rows: list[tuple[str, dict, str, dict | None, bool, str | None, str | None]],
+        rows: list[tuple],
     ) -> None:
         """rows: (request hash, request, answer text, top logprobs, parsed ok, parse error,
-        finish reason)."""
+        finish reason[, token logprobs])."""
         if not rows:
             return
         df = pl.DataFrame(
@@ -86,14 +97,20 @@ class LLMCache:
                 "parsed_ok": [r[4] for r in rows],
                 "parse_error": [r[5] for r in rows],
                 "finish_reason": [r[6] for r in rows],
+                "token_logprobs": [
+                    json.dumps(r[7]) if len(r) > 7 and r[7] is not None else None for r in rows
+                ],
             },
             schema_overrides={
                 "parse_error": pl.String,
                 "top_logprobs": pl.String,
                 "finish_reason": pl.String,
+                "token_logprobs": pl.String,
             },
         )
-        self.db.insert_ignore(self.TABLE, df, json_columns=("request", "top_logprobs"))
+        self.db.insert_ignore(
+            self.TABLE, df, json_columns=("request", "top_logprobs", "token_logprobs")
+        )
 
     def failures(self) -> pl.DataFrame:
         return self.db.frame(f"SELECT * FROM {self.TABLE} WHERE parsed_ok = false")

@@ -36,6 +36,7 @@ class LLMRequest:
     json_schema: dict | None = None
     choices: tuple[str, ...] | None = None
     top_logprobs: int = 0  # >0: return the alternatives of the first generated token
+    all_logprobs: bool = False  # also every generated token's alternatives (top_logprobs of them)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -52,6 +53,8 @@ class LLMResponse:
     text: str
     top_logprobs: dict[str, float] | None = None  # first generated token: token -> logprob
     finish_reason: str | None = None  # "length": cut off at max_tokens
+    # every generated token with its alternatives, when the request asked for all_logprobs
+    token_logprobs: list | None = None
 
 
 class LLMBackend(Protocol):
@@ -105,7 +108,7 @@ class VLLMBackend:
             temperature=req.temperature,
             max_tokens=req.max_tokens,
             seed=req.seed,
-            logprobs=req.top_logprobs or None,
+            logprobs=(max(req.top_logprobs, 5) if req.all_logprobs else req.top_logprobs) or None,
             structured_outputs=structured,
         )
 
@@ -121,10 +124,21 @@ class VLLMBackend:
         responses = []
         for req, out in zip(requests, outputs, strict=True):
             comp = out.outputs[0]
-            top = None
-            if req.top_logprobs and comp.logprobs:
-                top = {lp.decoded_token: lp.logprob for lp in comp.logprobs[0].values()}
-            responses.append(LLMResponse(comp.text, top, getattr(comp, "finish_reason", None)))
+            top, tokens = None, None
+            if (req.top_logprobs or req.all_logprobs) and comp.logprobs:
+                per_position = [
+                    {lp.decoded_token: lp.logprob for lp in pos.values()} for pos in comp.logprobs
+                ]
+                top = per_position[0] if req.top_logprobs else None
+                if req.all_logprobs:
+                    ids = getattr(comp, "token_ids", None) or []
+                    tokens = [
+                        [pos[tid].decoded_token if tid in pos else "", alts]
+                        for tid, pos, alts in zip(ids, comp.logprobs, per_position, strict=False)
+                    ] or [[max(a, key=a.get), a] for a in per_position]
+            responses.append(
+                LLMResponse(comp.text, top, getattr(comp, "finish_reason", None), tokens)
+            )
         return responses
 
 
@@ -207,9 +221,9 @@ class OpenAIBackend:
             body["structured_outputs"] = {"json": req.json_schema}
         if req.choices and self.json_mode == "structured_outputs":
             body["structured_outputs"] = {"choice": list(req.choices)}
-        if req.top_logprobs:
+        if req.top_logprobs or req.all_logprobs:
             body["logprobs"] = True
-            body["top_logprobs"] = req.top_logprobs
+            body["top_logprobs"] = max(req.top_logprobs, 5 if req.all_logprobs else 0)
         return body
 
     @staticmethod
@@ -218,13 +232,16 @@ class OpenAIBackend:
         text = choice["message"]["content"]
         if not isinstance(text, str):
             raise ValueError("message.content is not a string")
-        top = None
+        top, tokens = None, None
         lp = choice.get("logprobs")
         if lp and lp.get("content"):
-            first = lp["content"][0]
-            top = {alt["token"]: alt["logprob"] for alt in first.get("top_logprobs", [])}
-            top.setdefault(first["token"], first["logprob"])
-        return LLMResponse(text, top, choice.get("finish_reason"))
+            tokens = []
+            for pos in lp["content"]:
+                alts = {alt["token"]: alt["logprob"] for alt in pos.get("top_logprobs", [])}
+                alts.setdefault(pos["token"], pos["logprob"])
+                tokens.append([pos["token"], alts])
+            top = tokens[0][1]
+        return LLMResponse(text, top, choice.get("finish_reason"), tokens)
 
     async def _one(
         self, client: httpx.AsyncClient, sem: asyncio.Semaphore, req: LLMRequest

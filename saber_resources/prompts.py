@@ -9,6 +9,7 @@ A parser returns the value or raises ``ParseError`` with a precise reason; nothi
 from __future__ import annotations
 
 import json
+import math
 import re
 
 from .llm import LLMRequest, p_yes
@@ -191,7 +192,10 @@ def judge_request(query: str, first: str, second: str) -> LLMRequest:
         "wording, topic labels or surface similarity of the statements. Answer with 1 or 2 only."
     )
     return LLMRequest(
-        messages=(("system", JUDGE_SYSTEM), ("user", user)), max_tokens=2, choices=("1", "2")
+        messages=(("system", JUDGE_SYSTEM), ("user", user)),
+        max_tokens=2,
+        choices=("1", "2"),
+        top_logprobs=5,  # P("1") vs P("2") of the answer token: the judge's P(first better)
     )
 
 
@@ -244,12 +248,48 @@ def paper_judge_request(query: str, first: str, second: str, max_tokens: int) ->
         f"{PAPER_JUDGE_INSTRUCTIONS}"
     )
     return LLMRequest(
-        messages=(("system", PAPER_JUDGE_SYSTEM), ("user", user)), max_tokens=max_tokens
+        messages=(("system", PAPER_JUDGE_SYSTEM), ("user", user)),
+        max_tokens=max_tokens,
+        all_logprobs=True,  # the boxed digit's alternatives give P(first better)
     )
 
 
 _JUDGE_ANSWER = re.compile(r"^\s*(?:candidate\s*|sample\s*)?([12])\s*\.?\s*$", re.IGNORECASE)
 _BOXED = re.compile(r"\\boxed\s*\{\s*(?:\\text\s*\{\s*)?([^{}]*?)\s*\}")
+
+
+def _p_one(alternatives: dict[str, float] | None) -> float | None:
+    """P("1") / (P("1") + P("2")) among a token's alternatives (None if neither is there)."""
+    if not alternatives:
+        return None
+    best = {"1": -math.inf, "2": -math.inf}
+    for tok, lp in alternatives.items():
+        t = tok.strip()
+        if t in best:
+            best[t] = max(best[t], lp)
+    if best["1"] == -math.inf and best["2"] == -math.inf:
+        return None
+    m = max(best.values())
+    e1, e2 = math.exp(best["1"] - m), math.exp(best["2"] - m)
+    return e1 / (e1 + e2)
+
+
+def judgment_p_first(
+    text: str, top_logprobs: dict[str, float] | None, token_logprobs: list | None
+) -> float | None:
+    """P(first shown is better) from logprobs: the answer token of a bare answer, or the digit of
+    the last \\boxed{} of a reasoned one; None where the backend gave no logprobs."""
+    if token_logprobs:
+        pos, boxed_at = 0, text.rfind("\\boxed")
+        digit = text.find("1", boxed_at), text.find("2", boxed_at)
+        target = min(d for d in digit if d >= 0) if boxed_at >= 0 and max(digit) >= 0 else -1
+        for tok, alternatives in token_logprobs:
+            if target >= 0 and pos <= target < pos + len(tok):
+                return _p_one(alternatives)
+            pos += len(tok)
+        if target >= 0:
+            return None
+    return _p_one(top_logprobs) if _JUDGE_ANSWER.match(text) else None
 
 
 def parse_judgment(text: str) -> int:

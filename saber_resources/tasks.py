@@ -23,6 +23,7 @@ from .prompts import (
     ParseError,
     Truncated,
     judge_request,
+    judgment_p_first,
     paper_judge_request,
     parse_judgment,
     parse_p_yes,
@@ -146,7 +147,12 @@ class TaskRunner:
         fresh = self.backend.generate([reqs[k] for k in need]) if need else []
         self.stats.calls += len(need)
         answers = {
-            k: LLMResponse(cached[h].text, cached[h].top_logprobs, cached[h].finish_reason)
+            k: LLMResponse(
+                cached[h].text,
+                cached[h].top_logprobs,
+                cached[h].finish_reason,
+                cached[h].token_logprobs,
+            )
             for k, h in enumerate(hashes)
             if h in cached
         }
@@ -176,6 +182,7 @@ class TaskRunner:
                         value is not None,
                         err,
                         ans.finish_reason,
+                        ans.token_logprobs,
                     )
                 )
         if self.cache:
@@ -297,11 +304,18 @@ class LLMPairJudge(_LLMTask):
         return judge_request(query, first, second)
 
     def compare_batch(self, items):
-        return self.runner.run(
+        outcomes = self.runner.run(
             self.version,
             [self.request(q, a, b) for q, a, b in items],
-            lambda i, r: parse_judgment(r.text),
+            lambda i, r: (
+                parse_judgment(r.text),
+                judgment_p_first(r.text, r.top_logprobs, r.token_logprobs),
+            ),
         )
+        for o in outcomes:  # (choice, P(first)) -> the choice, with P(first) beside it
+            if o.ok:
+                o.value, o.p_first = o.value
+        return outcomes
 
     def compare(self, query: str, a: str, b: str) -> int:
         return _single(self.compare_batch([(query, a, b)])[0])

@@ -11,14 +11,28 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 def chat_body(
-    content: str, top_logprobs: dict[str, float] | None = None, finish_reason: str = "stop"
+    content: str,
+    top_logprobs: dict[str, float] | None = None,
+    finish_reason: str = "stop",
+    tokens: list[tuple[str, dict[str, float]]] | None = None,
 ) -> dict:
     choice: dict = {
         "index": 0,
         "message": {"role": "assistant", "content": content},
         "finish_reason": finish_reason,
     }
-    if top_logprobs is not None:
+    if tokens is not None:  # every generated token with its alternatives
+        choice["logprobs"] = {
+            "content": [
+                {
+                    "token": tok,
+                    "logprob": alts.get(tok, -0.01),
+                    "top_logprobs": [{"token": t, "logprob": lp} for t, lp in alts.items()],
+                }
+                for tok, alts in tokens
+            ]
+        }
+    elif top_logprobs is not None:
         first = max(top_logprobs, key=top_logprobs.get)
         choice["logprobs"] = {
             "content": [

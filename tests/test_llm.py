@@ -357,3 +357,28 @@ def test_paper_judge_truncated_answer_gets_twice_the_budget_once():
             [("q3", "a", "b")]
         )
     assert not again.ok and srv.requests == []
+
+
+def test_judges_give_p_first_from_logprobs():
+    direct_answer = chat_body("2", {"1": math.log(0.3), "2": math.log(0.6), "x": -9.0})
+    reasoning = ["Step 3. Sample 1 shares the moves.\n", "\\boxed{", "1", "}"]
+    alts = [{t: -0.01} for t in reasoning]
+    alts[2] = {"1": math.log(0.8), "2": math.log(0.2)}
+    paper_answer = chat_body("".join(reasoning), tokens=list(zip(reasoning, alts, strict=True)))
+
+    def answer(body):
+        if body["max_tokens"] == 2:
+            assert body["logprobs"] is True and body["top_logprobs"] == 5
+            return 200, direct_answer
+        assert body["logprobs"] is True  # the paper judge asks for every token's alternatives
+        return 200, paper_answer
+
+    with FakeOpenAI(answer=answer) as srv:
+        [d] = LLMPairJudge(TaskRunner(_openai(srv)), "direct").compare_batch([("q", "a", "b")])
+        [p] = LLMPairJudge(TaskRunner(_openai(srv)), "paper", 256).compare_batch([("q", "a", "b")])
+    assert d.value == 2 and d.p_first == pytest.approx(1 / 3)
+    assert p.value == 1 and p.p_first == pytest.approx(0.8)
+    # no logprobs from the backend: no probability, the decision stands
+    with FakeOpenAI() as srv:
+        [x] = LLMPairJudge(TaskRunner(_openai(srv)), "direct").compare_batch([("q", "a", "b")])
+    assert x.value == 1 and x.p_first is None
