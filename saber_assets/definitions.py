@@ -71,6 +71,13 @@ def make_definitions(
     cfg = load_config(config_file)
     home = Path(home or data_home())
     parquet_dir = home / cfg.name / "parquet"
+    # the Parquet assets at storage.base_uri (object stores through UPath); the warehouse's
+    # views read the local layout
+    parquet_uri = (
+        f"{cfg.storage.base_uri.rstrip('/')}/{cfg.name}/parquet"
+        if cfg.storage.base_uri
+        else str(parquet_dir)
+    )
     warehouse = Warehouse(
         path=str(home / cfg.name / "warehouse.duckdb"),
         parquet_dir=str(parquet_dir),
@@ -158,7 +165,7 @@ def make_definitions(
             "warehouse": warehouse,
             "stores": stores_resource(cfg, home),
             "llm": llm_resource(cfg.llm),
-            "parquet_io": WarehouseParquetIOManager(base_dir=str(parquet_dir), warehouse=warehouse),
+            "parquet_io": WarehouseParquetIOManager(base_dir=parquet_uri, warehouse=warehouse),
         },
         executor=executor,
     )

@@ -221,6 +221,14 @@ class StoresConfig(_Strict):
     dsn_env: str = "SABER_PG_DSN"  # postgres: the variable holding the DSN (read via EnvVar)
 
 
+class StorageConfig(_Strict):
+    """Where the Parquet assets go: a local folder (default: $SABER_HOME or .saber/) or an
+    object-store URI (s3://bucket/prefix, gs://…; fsspec + universal-pathlib, with the
+    filesystem's package installed, e.g. s3fs) so that runs on several machines share them."""
+
+    base_uri: str | None = None
+
+
 class PipelineConfig(_Strict):
     name: str = "sample"
     seed: int = 20261129
@@ -234,6 +242,7 @@ class PipelineConfig(_Strict):
     tournament: TournamentConfig = TournamentConfig()
     leaderboard: LeaderboardConfig = LeaderboardConfig()
     stores: StoresConfig = StoresConfig()
+    storage: StorageConfig = StorageConfig()
 
 
 def load_config(path: str | os.PathLike | None = None) -> PipelineConfig:

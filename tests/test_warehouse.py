@@ -48,3 +48,35 @@ def test_a_locked_file_is_waited_for(tmp_path):
     assert wh.replace_table("t", pl.DataFrame({"a": [1]})) == 1
     assert time.monotonic() - t0 > 0.3  # it had to wait for the holder to exit
     holder.wait()
+
+
+def test_parquet_assets_at_a_base_uri(tmp_path):
+    """storage.base_uri: the IO manager writes and reads through fsspec/UPath (file:// here;
+    s3:// and gs:// go the same way with their filesystem packages)."""
+    from dagster import asset, materialize
+
+    from saber_assets.definitions import make_definitions
+    from saber_assets.ops.io import WarehouseParquetIOManager
+
+    @asset(io_manager_key="parquet_io")
+    def first() -> pl.DataFrame:
+        return pl.DataFrame({"x": [1, 2]})
+
+    @asset(io_manager_key="parquet_io")
+    def second(first: pl.DataFrame) -> pl.DataFrame:
+        return first.with_columns(y=pl.col("x") * 2)
+
+    uri = f"file://{tmp_path}/bucket/saber"
+    io = WarehouseParquetIOManager(base_dir=uri, warehouse=Warehouse(path=":memory:"))
+    assert materialize([first, second], resources={"parquet_io": io}).success
+    assert pl.read_parquet(tmp_path / "bucket" / "saber" / "second.parquet")["y"].to_list() == [
+        2,
+        4,
+    ]
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "name: u\ncorpus: {sources: [{name: math, bundled: math}]}\n"
+        f"storage: {{base_uri: '{uri}'}}\n"
+    )
+    io_def = make_definitions(cfg, tmp_path / "home").resources["parquet_io"]
+    assert io_def.base_dir == f"{uri}/u/parquet"
