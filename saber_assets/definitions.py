@@ -161,7 +161,7 @@ def make_definitions(
         sensors=[retriever_registry_sensor],
         schedules=[retriever_runs_backstop],
         resources={
-            "settings": SaberSettings(config_file=config_file),
+            "settings": SaberSettings(config_file=config_file, home=str(home)),
             "warehouse": warehouse,
             "stores": stores_resource(cfg, home),
             "llm": llm_resource(cfg.llm),

@@ -11,10 +11,11 @@ class SaberSettings(ConfigurableResource):
     """Which pipeline config file the assets read (``configs/sample.yaml`` by default)."""
 
     config_file: str = str(DEFAULT_CONFIG)
+    home: str = ""  # the outputs' root; empty: $SABER_HOME or .saber/
 
     def load(self) -> PipelineConfig:
         return load_config(self.config_file)
 
     def output_dir(self) -> Path:
-        """Where this config's outputs live: $SABER_HOME (or .saber/) / <config name>."""
-        return data_home() / self.load().name
+        """Where this config's outputs live: <home> / <config name>."""
+        return (Path(self.home) if self.home else data_home()) / self.load().name

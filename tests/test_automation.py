@@ -14,6 +14,9 @@ def _defs(tmp_path, names):
     cfg.write_text(
         f"name: t\ncorpus: {{sources: [{{name: math, bundled: math}}]}}\nleaderboard: {{registry: {reg}}}\n"
     )
+    bench = tmp_path / "home" / "t" / "evaluation_benchmark"
+    bench.mkdir(parents=True, exist_ok=True)
+    (bench / "queries.parquet").write_bytes(b"")  # the sensor only asks whether it exists
     return make_definitions(cfg, tmp_path / "home")
 
 
@@ -90,3 +93,13 @@ def test_backstop_requests_only_the_runs_still_missing(tmp_path):
             for r in requests
         )
         assert wanted == sorted(("tfidf", d) for d in DOMAINS if d != "Geometry")
+
+
+def test_sensor_adds_partitions_but_requests_nothing_before_a_benchmark_exists(tmp_path):
+    with dg.instance_for_test() as instance:
+        defs = _defs(tmp_path, ["bm25"])
+        (tmp_path / "home" / "t" / "evaluation_benchmark" / "queries.parquet").unlink()
+        result = _evaluate(defs.resolve_sensor_def("retriever_registry_sensor"), instance, defs)
+        assert not result.run_requests
+        [add] = result.dynamic_partitions_requests
+        assert add.partition_keys == ["bm25"]

@@ -45,15 +45,11 @@ def deployment(postgres_dsn, tiny_config, tmp_path):
     (home / "dagster.yaml").write_text(
         yaml.safe_dump(
             {
+                # SQLAlchemy 2.1 maps postgresql:// to psycopg 3, whose SQL dagster-postgres 0.29
+                # does not speak: name its driver, psycopg2
                 "storage": {
                     "postgres": {
-                        "postgres_db": {
-                            "username": "saber",
-                            "password": "",
-                            "hostname": "127.0.0.1",
-                            "db_name": "dagster_rehearsal",
-                            "port": pg_port,
-                        }
+                        "postgres_url": f"postgresql+psycopg2://saber@127.0.0.1:{pg_port}/dagster_rehearsal"
                     }
                 },
                 "run_coordinator": {

@@ -24,6 +24,10 @@ from ..ontology.domains import domain_names
 from ..resources import SaberSettings
 
 
+def benchmark_built(settings: SaberSettings) -> bool:
+    return (settings.output_dir() / "evaluation_benchmark" / "queries.parquet").exists()
+
+
 def run_requests(names: list[str], domains: list[str], tag: str) -> list[RunRequest]:
     return [
         RunRequest(
@@ -47,6 +51,11 @@ def retriever_registry_sensor(context: SensorEvaluationContext, settings: SaberS
     if not new:
         return SkipReason(f"no new retriever among {len(names)} registered")
     context.log.info(f"new retrievers: {new}")
+    if not benchmark_built(settings):  # its runs would fail: the build runs them later
+        return SensorResult(
+            dynamic_partitions_requests=[retriever_partitions.build_add_request(new)],
+            skip_reason="no benchmark to score yet: partitions added, runs left to the build",
+        )
     return SensorResult(
         run_requests=run_requests(new, domain_names(settings.load().ontology), "registry-sensor"),
         dynamic_partitions_requests=[retriever_partitions.build_add_request(new)],
@@ -58,6 +67,8 @@ def retriever_registry_sensor(context: SensorEvaluationContext, settings: SaberS
 )
 def retriever_runs_backstop(context, settings: SaberSettings):
     """Daily: any registered retriever × domain without a materialised run gets one."""
+    if not benchmark_built(settings):
+        return SkipReason("no benchmark to score yet")
     names = [e.name for e in load_registry(registry_path(settings))]
     have = set(context.instance.get_dynamic_partitions(retriever_partitions.name))
     missing_partitions = [n for n in names if n not in have]
