@@ -160,6 +160,7 @@ def build(
     from dagster import DagsterInstance
 
     from .definitions import make_definitions
+    from .ops.runs import process_tags, reap_dead_runs
 
     defs = make_definitions(config, home)
     if on:
@@ -172,6 +173,8 @@ def build(
         flush=True,
     )
     run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
+    for run_id in reap_dead_runs(instance):
+        print(f"  run {run_id} of a killed build marked failed, its pool slots freed", flush=True)
     sync_retriever_partitions(instance, cfg)
     steps = build_steps(defs, instance, cfg)
     result, failed, ran, skipped = None, [], 0, 0
@@ -191,7 +194,7 @@ def build(
             raise_on_error=False,
             run_config=run_config,
             partition_key=step.partition,
-            tags={FINGERPRINT_TAG: step.fingerprint},
+            tags={FINGERPRINT_TAG: step.fingerprint, **process_tags()},
         )
         ran += 1
         _report(result, time.perf_counter() - t1)

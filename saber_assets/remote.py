@@ -85,6 +85,10 @@ class Deployment:
         tags = dict(tags)
         if partition is not None:
             tags["dagster/partition"] = partition
+            if "|" in partition:  # a retriever × domain run: the dimension tags as the UI sets
+                domain, retriever = partition.split("|")
+                tags["dagster/partition/domain"] = domain
+                tags["dagster/partition/retriever"] = retriever
         return self.client.submit_job_execution(
             job, repository_location_name=self.location, repository_name=self.repository, tags=tags
         )

@@ -194,7 +194,11 @@ def retriever_runs(
     from ranx import Run
 
     cfg = settings.load().leaderboard
-    key = context.partition_key.keys_by_dimension
+    # a run launched by tag (GraphQL, UI) may carry the key as its string "domain|retriever"
+    key = context.partition_key
+    if not hasattr(key, "keys_by_dimension"):
+        key = context.assets_def.partitions_def.get_partition_key_from_str(str(key))
+    key = key.keys_by_dimension
     name, domain = key["retriever"], key["domain"]
     entries = load_registry(registry_path(settings))
     entry = next((e for e in entries if e.name == name), None)

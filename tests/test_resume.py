@@ -1,0 +1,89 @@
+"""A build killed with SIGKILL in the middle of a tournament, then relaunched: it finishes and
+asks the judge nothing that was already stored."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import duckdb
+import yaml
+
+from saber_assets.settings import REPO_ROOT
+
+from .fake_openai import FakeOpenAI, default_answer
+
+
+def _saber(args: list[str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "saber_assets.cli", *args],
+        cwd=REPO_ROOT,
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _judgments(store) -> list[tuple]:
+    with duckdb.connect(str(store), read_only=True) as con:
+        return con.execute(
+            "SELECT query, round, a, b FROM judgments WHERE error IS NULL"
+        ).fetchall()
+
+
+def _last_tournament_metadata(dagster_home) -> dict:
+    from dagster import AssetKey, DagsterInstance
+
+    with DagsterInstance.from_config(str(dagster_home)) as instance:
+        records = instance.fetch_materializations(AssetKey("tournament_judgments"), limit=1)
+        meta = records.records[0].asset_materialization.metadata
+    return {k: getattr(v, "value", v) for k, v in meta.items()}
+
+
+def test_tournament_killed_mid_run_resumes_without_asking_again(tiny_config, tmp_path):
+    cfg = tiny_config(ontology={"domains": {"Algebra": "Algebra"}})
+    upstream = ["sources", "annotations", "summaries", "shards", "signals"]
+    built = _saber(["build", "--config", str(cfg), *sum((["--select", s] for s in upstream), [])])
+    out, _ = built.communicate(timeout=900)
+    assert built.returncode == 0, out[-3000:]
+
+    def slow(body):  # a judge slow enough to be killed halfway
+        time.sleep(0.15)
+        return default_answer(body)
+
+    with FakeOpenAI(answer=slow) as srv:
+        doc = yaml.safe_load(cfg.read_text())
+        doc["llm"] = {"backend": "openai", "model": "fake", "base_url": srv.url, "max_retries": 0}
+        doc["tournament"].update(judge_prompt="direct", judge_chunk=2)
+        cfg.write_text(yaml.safe_dump(doc))
+        args = ["build", "--config", str(cfg), "--select", "domains", "--select", "domain=Algebra"]
+        first = _saber(args)
+        deadline = time.monotonic() + 600
+        while len(srv.requests) < 12 and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert first.poll() is None, "the tournament ended before it could be killed"
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+        asked_first = len(srv.requests)
+        store = tmp_path / "home" / "tiny" / "stores.duckdb"
+        stored = _judgments(store)
+        assert 0 < len(stored), "nothing was stored before the kill"
+
+        second = _saber(args)
+        out, _ = second.communicate(timeout=900)
+        assert second.returncode == 0, out[-3000:]
+        assert "of a killed build marked failed" in out  # its pool slot freed, or it would hang
+        asked_second = len(srv.requests) - asked_first
+
+    meta = _last_tournament_metadata(tmp_path / "home" / "dagster_home")
+    assert meta["judgments_replayed"] == len(stored)  # the store, not only the LLM cache
+    assert meta["judgments_requested"] + len(stored) == meta["dagster/row_count"]
+    final = _judgments(store)
+    assert len(final) == len(set(final)), "a judgment was stored twice"
+    assert set(stored) <= set(final)
+    assert len(final) > len(stored), "the relaunch judged nothing new"
+    # every stored judgment was replayed, not asked again
+    assert asked_second <= len(final) - len(stored), (asked_second, len(final), len(stored))
