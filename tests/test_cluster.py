@@ -145,8 +145,10 @@ def _no_duplicates(dsn: str) -> dict[str, int]:
 
 def test_build_on_a_deployment_with_postgres_stores(deployment, tmp_path):
     env = deployment["env"]
+    t0 = time.monotonic()
     out = _saber(["build", "--config", str(deployment["config"]), "--on", deployment["url"]], env)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    concurrent_s = time.monotonic() - t0
     print(out.stdout.splitlines()[-1])
     launched = int(out.stdout.splitlines()[-1].split(": ")[1].split(" runs")[0])
     assert launched > 10 and "peak" in out.stdout
@@ -162,7 +164,9 @@ def test_build_on_a_deployment_with_postgres_stores(deployment, tmp_path):
     cfg.pop("stores")
     serial_cfg = tmp_path / "tiny.yaml"  # same name: same outputs layout
     serial_cfg.write_text(yaml.safe_dump(cfg))
+    t0 = time.monotonic()
     serial = _saber(["build", "--config", str(serial_cfg)], serial_env)
+    serial_s = time.monotonic() - t0
     assert serial.returncode == 0, serial.stderr[-3000:]
     a = Path(env["SABER_HOME"]) / "tiny"
     b = tmp_path / "serial" / "tiny"
@@ -175,4 +179,4 @@ def test_build_on_a_deployment_with_postgres_stores(deployment, tmp_path):
     assert la.select("retriever", "setting", "ndcg@10").equals(
         lb.select("retriever", "setting", "ndcg@10")
     )
-    print(json.dumps(counts))
+    print(json.dumps({**counts, "concurrent_s": concurrent_s, "serial_s": serial_s}))

@@ -15,7 +15,10 @@ such measurement: then this policy pairs exactly like Swiss, and estimates by Br
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
+from numba import njit
 
 from .swiss import pair_round
 
@@ -57,10 +60,24 @@ def fit_soft(
         rhs[n] = d.sum()
     a[np.arange(n), np.arange(n)] += prior
     a[n, n] += bias_prior
-    cov = np.linalg.inv(a)
+    with _one_blas_thread():
+        cov = np.linalg.inv(a)
     x = cov @ rhs
     s = x[:n] - x[:n].mean()
     return s, float(x[n]), cov[:n, :n]
+
+
+@functools.cache
+def _controller():
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def _one_blas_thread():
+    """A (151×151) inverse is 3× faster on one BLAS thread than on several fighting for 2 cores,
+    and the engine inverts one per query and round."""
+    return _controller().limit(limits=1, user_api="blas")
 
 
 def is_soft(p: np.ndarray) -> bool:
@@ -83,27 +100,43 @@ def pair_round_efficient(
     if not is_soft(p_first):
         return pair_round(wins, played, rng)
     _, _, cov = fit_soft(n, first, second, logit(p_first))
-    diag = np.diag(cov)
-    var = diag[:, None] + diag[None, :] - 2 * cov
-    var = var + rng.random((n, n)) * 1e-9  # seeded tie-breaking
-    var[np.arange(n), np.arange(n)] = -np.inf
-    for pair in played:
-        i, j = tuple(pair)
-        var[i, j] = var[j, i] = -np.inf
-    iu = np.triu_indices(n, 1)
-    order = np.argsort(-var[iu], kind="stable")
-    free = np.ones(n, dtype=bool)
-    pairs = []
-    for k in order:
-        i, j = int(iu[0][k]), int(iu[1][k])
-        if not np.isfinite(var[i, j]):
+    mask = np.zeros((n, n), dtype=np.bool_)
+    if played:
+        idx = np.array([tuple(p) for p in played], dtype=np.int64)
+        mask[idx[:, 0], idx[:, 1]] = mask[idx[:, 1], idx[:, 0]] = True
+    noise = rng.random((n, n))  # seeded tie-breaking
+    return [(int(i), int(j)) for i, j in _most_uncertain_matching(cov, mask, noise)]
+
+
+@njit(cache=True)
+def _most_uncertain_matching(cov, played, noise):  # pragma: no cover - compiled
+    """Greedy matching over the unplayed pairs by decreasing Var(s_i − s_j) = Σii + Σjj − 2Σij
+    (each candidate at most once)."""
+    n = cov.shape[0]
+    m = n * (n - 1) // 2
+    key = np.empty(m)
+    left = np.empty(m, dtype=np.int64)
+    right = np.empty(m, dtype=np.int64)
+    k = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            if not played[i, j]:
+                key[k] = -(cov[i, i] + cov[j, j] - 2 * cov[i, j] + noise[i, j] * 1e-9)
+                left[k], right[k] = i, j
+                k += 1
+    order = np.argsort(key[:k])  # ties are broken by the noise
+    free = np.ones(n, dtype=np.bool_)
+    out = np.empty((n // 2, 2), dtype=np.int64)
+    c = 0
+    for t in order:
+        if c == n // 2:
             break
+        i, j = left[t], right[t]
         if free[i] and free[j]:
-            pairs.append((i, j))
+            out[c, 0], out[c, 1] = i, j
             free[i] = free[j] = False
-            if len(pairs) == n // 2:
-                break
-    return pairs
+            c += 1
+    return out[:c]
 
 
 def estimate_strengths(
