@@ -64,6 +64,7 @@ STAGE_ALIASES = {
     "signals": "build_signal_index",
     "domains": "build_domains",
     "benchmark": "build_benchmark",
+    "analyses": "build_analyses",
     "runs": "build_runs",
     "leaderboard": "build_leaderboard",
 }

@@ -19,6 +19,7 @@ from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
 from saber_resources.warehouse import Warehouse
 
+from .analyses import assets as analysis_assets
 from .annotations import assets as annotation_assets
 from .candidates import assets as candidate_assets
 from .corpus import assets as corpus_assets
@@ -44,6 +45,7 @@ STATIC_MODULES = [
     tournament_assets,
     rating_assets,
     leaderboard_assets,
+    analysis_assets,
 ]
 
 
@@ -152,6 +154,11 @@ def make_definitions(
             "build_leaderboard",
             AssetSelection.assets("leaderboard"),
             "The leaderboard over every registered retriever.",
+        ),
+        job(
+            "build_analyses",
+            AssetSelection.groups("analyses"),
+            "The paper's analyses of the built benchmark.",
         ),
     ]
     return Definitions(

@@ -214,6 +214,16 @@ class LeaderboardConfig(_Strict):
     full_corpus: bool = True  # also retrieve from all documents (beyond the paper)
 
 
+class AnalysesConfig(_Strict):
+    # MTEB retrieval scores to correlate with the leaderboard: CSV/Parquet with columns
+    # `model` and `score`; a retriever is matched by `model_names[retriever]` or its own name
+    mteb_scores: str | None = None
+    model_names: dict[str, str] = Field(default_factory=dict)
+    recent_models: list[str] = Field(default_factory=list)  # correlated again on their own
+    # human pairwise annotations (query, a, b, choice in {a, b, tie}, annotator), CSV/Parquet
+    human_annotations: str | None = None
+
+
 class StoresConfig(_Strict):
     """Where the LLM cache, the embedding cache and the judgments live (several writers)."""
 
@@ -241,6 +251,7 @@ class PipelineConfig(_Strict):
     candidates: CandidateConfig = CandidateConfig()
     tournament: TournamentConfig = TournamentConfig()
     leaderboard: LeaderboardConfig = LeaderboardConfig()
+    analyses: AnalysesConfig = AnalysesConfig()
     stores: StoresConfig = StoresConfig()
     storage: StorageConfig = StorageConfig()
 

@@ -154,14 +154,14 @@ def test_incremental_build_runs_only_what_changed(tiny_config, tmp_path, capsys)
     # nothing changed: nothing runs
     assert main(["build", "--config", str(cfg)]) == 0
     assert _steps(capsys.readouterr().out) == (0, ran)
-    # a new retriever: its runs (one per domain) and the leaderboard, nothing else
+    # a new retriever: its runs (one per domain), the leaderboard and the analyses, nothing else
     registry = tmp_path / "retrievers.yaml"
     registry.write_text(registry.read_text() + "  - {name: tfidf, kind: tfidf}\n")
     assert main(["build", "--config", str(cfg)]) == 0
     out = capsys.readouterr().out
     n_domains = len(re.findall(r"query_candidates \[", first))
     assert re.findall(r"retriever_runs \[[^|\]]+\|(\S+)\]", out) == ["tfidf"] * n_domains
-    assert _steps(out)[0] == n_domains + 1 and "leaderboard " in out
+    assert _steps(out)[0] == n_domains + 2 and "leaderboard " in out
     # more tournament rounds: tournaments, ratings, export, runs and leaderboard; not annotations
     text = cfg.read_text().replace("rounds: 4", "rounds: 5")
     cfg.write_text(text)

@@ -1,7 +1,5 @@
 """leaderboard stage: exchange-format export/import, per-retriever runs, the leaderboard."""
 
-import base64
-import io
 import json
 import time
 import zlib
@@ -29,7 +27,7 @@ from saber_resources.warehouse import Warehouse
 from ..corpus.build import corpus_version
 from ..ontology.domains import domain_names
 from ..ops.io import concat_partitions, refresh_warehouse
-from ..ops.metadata import markdown_table
+from ..ops.metadata import figure_markdown, markdown_table
 from ..ops.tasks import tasks_for
 from ..resources import SaberSettings
 from ..settings import REPO_ROOT
@@ -299,12 +297,7 @@ def _bar_chart(table: pl.DataFrame) -> MetadataValue:
     ax.set_yticks(y, labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("nDCG@10 (exponential gain), 95% bootstrap CI")
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
-    plt.close(fig)
-    return MetadataValue.md(
-        f"![leaderboard](data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()})"
-    )
+    return figure_markdown(fig, "leaderboard")
 
 
 @asset(group_name="leaderboard", kinds={"duckdb", "polars"}, deps=[AssetKey("retriever_runs")])

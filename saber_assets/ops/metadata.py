@@ -19,3 +19,18 @@ def markdown_table(df: pl.DataFrame, max_rows: int = 20, max_chars: int = 80) ->
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.iter_rows()]
     return MetadataValue.md("\n".join(lines))
+
+
+def figure_markdown(fig, alt: str) -> MetadataValue:
+    """A matplotlib figure as an inline PNG in markdown metadata (closes the figure)."""
+    import base64
+    import io
+
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
+    plt.close(fig)
+    return MetadataValue.md(
+        f"![{alt}](data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()})"
+    )

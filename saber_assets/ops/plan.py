@@ -38,6 +38,7 @@ STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("leaderboard", "saber_resources"),
     ),
     "build_leaderboard": (("seed", "leaderboard"), ("leaderboard",)),
+    "build_analyses": (("seed", "analyses"), ("analyses",)),
 }
 # upstream job of each job: a step depends on every step of its upstream job
 UPSTREAM = {
@@ -49,6 +50,7 @@ UPSTREAM = {
     "build_benchmark": "build_domains",
     "build_runs": "build_benchmark",
     "build_leaderboard": "build_runs",
+    "build_analyses": "build_leaderboard",
 }
 SECRETS = {"api_key", "api_key_env", "dsn_env"}  # names only, but never part of a fingerprint
 

@@ -1,7 +1,5 @@
 """signals stage: all-pairs topic (BMA of Lin) and summary (Jaccard) signals in byte-packed shards."""
 
-import base64
-import io
 import json
 import time
 from pathlib import Path
@@ -21,7 +19,7 @@ from dagster import (
 
 from ..ontology.domains import domain_names
 from ..ontology.tree import TopicTree
-from ..ops.metadata import markdown_table
+from ..ops.metadata import figure_markdown, markdown_table
 from ..resources import SaberSettings
 from .compute import compute_segment, load_pairs
 from .kernels import quantize
@@ -218,12 +216,7 @@ def _hist_plot(hist_all: np.ndarray, bins: int) -> MetadataValue:
     ax.set_ylabel("summary signal (Jaccard)")
     ax.set_title("all pairs, log10(1 + count)")
     fig.colorbar(im)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
-    plt.close(fig)
-    return MetadataValue.md(
-        f"![histogram](data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()})"
-    )
+    return figure_markdown(fig, "histogram")
 
 
 @asset(

@@ -1,0 +1,77 @@
+"""What the benchmark is made of: queries and documents by domain and sub-domain (first and
+second tree levels), by source, and the candidate groups' sizes."""
+
+from __future__ import annotations
+
+import polars as pl
+
+SEP = " › "
+
+
+def source_of(ids: pl.Expr) -> pl.Expr:
+    """Problem ids are ``source:native_id``."""
+    return ids.str.split(":").list.first()
+
+
+def subdomains(tree: pl.DataFrame) -> pl.DataFrame:
+    """Tree node -> its first-level (domain) and second-level (sub-domain) titles, from the
+    node's root path."""
+    parts = pl.col("path").str.split(SEP)
+    return tree.select(
+        "node",
+        parts.list.get(1, null_on_oob=True).alias("level1"),
+        parts.list.get(2, null_on_oob=True).alias("level2"),
+    )
+
+
+def shares(frame: pl.DataFrame, by: list[str], total: int, what: str) -> pl.DataFrame:
+    return (
+        frame.group_by(by)
+        .agg(pl.col("id").n_unique().alias("count"))
+        .with_columns((pl.col("count") / max(total, 1)).round(4).alias("share"))
+        .with_columns(pl.lit(what).alias("of"))
+        .sort(["count", *by], descending=[True, *[False] * len(by)])
+    )
+
+
+def composition(
+    queries: pl.DataFrame,
+    documents: pl.DataFrame,
+    annotations: pl.DataFrame,
+    tree: pl.DataFrame,
+    ratings: pl.DataFrame,
+) -> dict[str, pl.DataFrame]:
+    """Tables: ``domains`` (of, level1, level2, count, share: a problem counts once in each
+    sub-domain it is annotated with, so shares may sum past 1), ``sources`` (of, source, count,
+    share) and ``groups`` (group, candidates, per_query)."""
+    topics = (
+        annotations.select("id", "topics")
+        .explode("topics")
+        .drop_nulls("topics")
+        .join(subdomains(tree), left_on="topics", right_on="node", how="inner")
+        .unique(["id", "level1", "level2"])
+    )
+    parts_d, parts_s = [], []
+    for what, frame in (("queries", queries), ("documents", documents)):
+        ids = frame.select("id")
+        parts_d.append(
+            shares(ids.join(topics, on="id"), ["level1", "level2"], ids.height, what).select(
+                "of", "level1", "level2", "count", "share"
+            )
+        )
+        parts_s.append(
+            shares(
+                ids.with_columns(source_of(pl.col("id")).alias("source")),
+                ["source"],
+                ids.height,
+                what,
+            ).select("of", "source", "count", "share")
+        )
+    n_queries = max(ratings.select(pl.struct("domain", "query_id").n_unique()).item(), 1)
+    groups = (
+        ratings.group_by("group")
+        .agg(pl.len().alias("candidates"))
+        .with_columns((pl.col("candidates") / n_queries).round(2).alias("per_query"))
+        .sort("group")
+    )
+    return {"domains": pl.concat(parts_d), "sources": pl.concat(parts_s), "groups": groups}

@@ -1,0 +1,201 @@
+"""Analyses on synthetic inputs with answers known in closed form."""
+
+import numpy as np
+import polars as pl
+import pytest
+
+from saber_assets.analyses.composition import composition
+from saber_assets.analyses.signal_groups import area_under, group_curves
+
+
+def _ratings(order: dict[str, int], queries: int, domain="Algebra", seed=0) -> pl.DataFrame:
+    """`order[group]` candidates per group; ratings put the groups in the given dict order."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for q in range(queries):
+        base = 5.0
+        for group, n in order.items():
+            for k in range(n):
+                rows.append((domain, f"{domain}-q{q}", f"{group}-{q}-{k}", group, base - k * 0.01))
+            base -= 1.0
+        rng.shuffle(rows)  # input order must not matter
+    return pl.DataFrame(
+        rows, schema=["domain", "query_id", "candidate_id", "group", "rating"], orient="row"
+    )
+
+
+def test_ratings_in_group_order_give_the_closed_form_curves():
+    sizes = {"both": 4, "topic_only": 3, "summary_only": 5}
+    curves = group_curves(_ratings(sizes, queries=3))
+    get = {(g, r): f for s, g, r, f in curves.filter(pl.col("scope") == "all").iter_rows()}
+    # both fills the top 4: r/4 up to 4; topic-only ranks 5-7; summary-only 8-12
+    for r in range(1, 13):
+        assert get[("both", r)] == pytest.approx(min(r, 4) / 4)
+        assert get[("topic_only", r)] == pytest.approx(min(max(r - 4, 0), 3) / 3)
+        assert get[("summary_only", r)] == pytest.approx(min(max(r - 7, 0), 5) / 5)
+    assert curves["r"].max() == 12
+    area = area_under(curves).row(0, named=True)
+    assert area["both"] > area["topic_only"] > area["summary_only"]
+
+
+def test_curves_per_domain_and_overall():
+    a = _ratings({"both": 2, "topic_only": 2}, queries=2, domain="Algebra")
+    g = _ratings({"topic_only": 2, "both": 2}, queries=2, domain="Geometry")
+    curves = group_curves(pl.concat([a, g]))
+    at = {(s, g_, r): f for s, g_, r, f in curves.iter_rows()}
+    assert at[("Algebra", "both", 2)] == 1.0 and at[("Geometry", "both", 2)] == 0.0
+    assert at[("all", "both", 2)] == 0.5 and at[("all", "both", 4)] == 1.0
+    assert set(curves["scope"]) == {"all", "Algebra", "Geometry"}
+    assert group_curves(a.head(0)).height == 0
+
+
+def test_composition_counts_domains_subdomains_sources_and_groups():
+    tree = pl.DataFrame(
+        {
+            "node": [0, 1, 2, 3, 4],
+            "path": [
+                "Math",
+                "Math › Algebra",
+                "Math › Algebra › Polynomials",
+                "Math › Geometry",
+                "Math › Geometry › Triangles",
+            ],
+        }
+    )
+    annotations = pl.DataFrame(
+        {
+            "id": ["m:1", "m:2", "o:3", "o:4"],
+            "topics": [[2], [2, 4], [4], [3]],
+        },
+        schema={"id": pl.String, "topics": pl.List(pl.Int32)},
+    )
+    queries = pl.DataFrame({"id": ["m:1", "o:3"]})
+    documents = pl.DataFrame({"id": ["m:1", "m:2", "o:3", "o:4"]})
+    ratings = _ratings({"both": 2, "topic_only": 1}, queries=2)
+    t = composition(queries, documents, annotations, tree, ratings)
+    d = {(o, l1, l2): (c, s) for o, l1, l2, c, s in t["domains"].iter_rows()}
+    assert d[("queries", "Algebra", "Polynomials")] == (1, 0.5)
+    assert d[("queries", "Geometry", "Triangles")] == (1, 0.5)
+    assert d[("documents", "Geometry", "Triangles")] == (2, 0.5)
+    assert d[("documents", "Geometry", None)] == (1, 0.25)  # annotated at the first level
+    s = {(o, src): c for o, src, c, _ in t["sources"].iter_rows()}
+    assert s == {
+        ("queries", "m"): 1,
+        ("queries", "o"): 1,
+        ("documents", "m"): 2,
+        ("documents", "o"): 2,
+    }
+    g = dict(zip(t["groups"]["group"], t["groups"]["per_query"], strict=True))
+    assert g == {"both": 2.0, "topic_only": 1.0}
+
+
+def _board(scores: dict[str, float], setting="stmt-stmt") -> pl.DataFrame:
+    return pl.DataFrame(
+        {"retriever": list(scores), "setting": setting, "ndcg@10": list(scores.values())}
+    )
+
+
+def test_mteb_correlation_known_answers(tmp_path):
+    from saber_assets.analyses.mteb import MtebError, mteb_correlation, read_scores
+
+    models = [f"m{k}" for k in range(8)]
+    mteb = pl.DataFrame({"model": models, "score": [float(k) for k in range(8)]})
+    # nDCG linear in the MTEB score: r = rho = 1; reversed: -1
+    up = _board({f"r{k}": 0.1 + 0.05 * k for k in range(8)})
+    names = {f"r{k}": f"m{k}" for k in range(8)}
+    matched, table = mteb_correlation(up, mteb, names, recent=["m5", "m6", "m7", "m4"])
+    row = table.filter(pl.col("subset") == "all").row(0, named=True)
+    assert matched.height == 8 and row["n"] == 8
+    assert row["pearson"] == pytest.approx(1) and row["spearman"] == pytest.approx(1)
+    assert row["pearson_low"] > 0.9
+    recent = table.filter(pl.col("subset") == "recent").row(0, named=True)
+    assert recent["n"] == 4
+    down = _board({f"r{k}": 1 - 0.05 * k for k in range(8)})
+    row = mteb_correlation(down, mteb, names)[1].row(0, named=True)
+    assert row["spearman"] == pytest.approx(-1) and row["pearson_high"] < -0.9
+    # monotone but not linear: Spearman 1, Pearson below it; CIs contain the estimate
+    curved = _board({f"r{k}": float(np.exp(k)) for k in range(8)})
+    row = mteb_correlation(curved, mteb, names)[1].row(0, named=True)
+    assert row["spearman"] == pytest.approx(1) and row["pearson"] < 0.95
+    assert row["pearson_low"] < row["pearson"] < row["pearson_high"]
+    # names default to the retriever's own; unmatched ones are left out
+    same = _board({"m1": 0.2, "m2": 0.3, "zzz": 0.9, "m3": 0.5})
+    assert set(mteb_correlation(same, mteb)[0]["model"]) == {"m1", "m2", "m3"}
+    # a bad file says what is wrong
+    bad = tmp_path / "mteb.csv"
+    bad.write_text("name,score\na,1\n")
+    with pytest.raises(MtebError, match="missing column"):
+        read_scores(bad)
+    bad.write_text("model,score\na,1\na,2\n")
+    with pytest.raises(MtebError, match="twice"):
+        read_scores(bad)
+
+
+def test_human_agreement_perfect_partial_and_inter_annotator(tmp_path):
+    from saber_assets.analyses.human_agreement import (
+        AnnotationError,
+        human_agreement,
+        read_annotations,
+    )
+
+    # 60 candidates in one query; truth: lower index is better; ratings follow it
+    cands = [f"c{k:02d}" for k in range(60)]
+    ratings = pl.DataFrame(
+        {"query_id": "q", "candidate_id": cands, "rating": [5 - k / 12 for k in range(60)]}
+    )
+    pairs = [("q", cands[i], cands[j]) for i, j in [(0, 1), (3, 40), (59, 2), (10, 36), (5, 58)]]
+    truth = {p: ("a" if p[1] < p[2] else "b") for p in pairs}
+    rows = [(q, a, b, truth[(q, a, b)], "ann1") for q, a, b in pairs]
+    rows += [
+        (q, a, b, "tie" if k == 0 else truth[(q, a, b)], "ann2")
+        for k, (q, a, b) in enumerate(pairs)
+    ]
+    path = tmp_path / "humans.csv"
+    pl.DataFrame(rows, schema=["query", "a", "b", "choice", "annotator"], orient="row").write_csv(
+        path
+    )
+    humans = read_annotations(path)
+    perfect = dict(truth)
+    contrary = {p: ("b" if c == "a" else "a") for p, c in truth.items()}
+    scored, summary = human_agreement(humans, {"perfect": perfect, "contrary": contrary}, ratings)
+    at = {(p, d): (n, a) for p, d, n, a in summary.iter_rows()}
+    # ann2 said tie once where truth is decided: 9 full agreements + one half = 9.5 / 10
+    assert at[("perfect", 0)] == (10, pytest.approx(0.95))
+    assert at[("bt_ranking", 0)] == (10, pytest.approx(0.95))
+    assert at[("contrary", 0)] == (10, pytest.approx(0.05))
+    # by rank distance: pairs with Δr >= 25 are (3,40), (59,2), (10,36), (5,58); >= 50: two
+    assert at[("perfect", 25)][0] == 8 and at[("perfect", 50)][0] == 4
+    assert at[("perfect", 50)][1] == 1.0
+    # annotators agree on 4 of 5 pairs and half on the tie
+    assert at[("inter_annotator", 0)] == (5, pytest.approx(0.9))
+    assert scored.height == 10
+    # a pair the judge did not answer is left out of its count, not scored 0
+    partial = {p: c for p, c in truth.items() if p != pairs[0]}
+    _, summary = human_agreement(humans, {"judge": partial}, ratings)
+    assert summary.filter(pl.col("predictor") == "judge")["annotations"][0] == 8
+    # malformed files name the problem
+    path.write_text("query,a,b,choice,annotator\nq,c00,c01,maybe,x\n")
+    with pytest.raises(AnnotationError, match="line 2: choice 'maybe'"):
+        read_annotations(path)
+    path.write_text("query,a,b,choice\nq,c00,c01,a\n")
+    with pytest.raises(AnnotationError, match="annotator"):
+        read_annotations(path)
+
+
+def test_judge_choices_asks_both_orders():
+    from saber_assets.analyses.assets import judge_choices
+    from saber_resources.tasks import Outcome
+
+    class Judge:  # prefers the shorter text; says "first" on equal lengths (position bias)
+        def compare_batch(self, items):
+            out = []
+            for _, x, y in items:
+                v = 1 if len(x) <= len(y) else 2
+                out.append(Outcome(v))
+            return out
+
+    text = {"a": "xx", "b": "xxxx", "c": "yy"}
+    got = judge_choices(
+        Judge(), text, {"q": "query"}, [("q", "a", "b"), ("q", "b", "a"), ("q", "a", "c")]
+    )
+    assert got == {("q", "a", "b"): "a", ("q", "b", "a"): "b", ("q", "a", "c"): "tie"}
