@@ -222,6 +222,9 @@ class AnalysesConfig(_Strict):
     recent_models: list[str] = Field(default_factory=list)  # correlated again on their own
     # human pairwise annotations (query, a, b, choice in {a, b, tie}, annotator), CSV/Parquet
     human_annotations: str | None = None
+    # exhaustive round-robin on a few queries (n(n-1)/2 judge calls each): opt-in
+    convergence: bool = False
+    convergence_queries: int = Field(default=5, ge=1)
 
 
 class StoresConfig(_Strict):

@@ -199,3 +199,33 @@ def test_judge_choices_asks_both_orders():
         Judge(), text, {"q": "query"}, [("q", "a", "b"), ("q", "b", "a"), ("q", "a", "c")]
     )
     assert got == {("q", "a", "b"): "a", ("q", "b", "a"): "b", ("q", "a", "c"): "tie"}
+
+
+def test_convergence_known_answers():
+    from saber_assets.analyses.convergence import (
+        convergence,
+        exhaustive_strengths,
+        inversions,
+        lookup_judge,
+        round_robin,
+    )
+
+    truth = np.random.default_rng(3).normal(0, 1.5, 20)
+    assert inversions(truth, truth) == 0
+    assert inversions(-truth, truth) == 20 * 19 / 2
+    assert inversions(np.zeros(20), truth) == 20 * 19 / 4  # all tied: half of every pair
+    first, second = round_robin(20, seed=1)
+    assert len(first) == 190 and len({frozenset(p) for p in zip(first, second, strict=True)}) == 190
+    # a noise-free judge: the exhaustive ranking is the truth, and the lookup answers both ways
+    p = (truth[first] > truth[second]).astype(float)
+    assert inversions(exhaustive_strengths(20, first, second, p), truth) == 0
+    judge = lookup_judge(20, first, second, p)
+    assert judge(second[:5], first[:5]).tolist() == (1 - p[:5]).tolist()
+    curves = convergence(20, first, second, p, rounds=12, seed=0)
+    assert set(curves["policy"]) == {"swiss", "random", "adaptive", "efficient"}
+    swiss = curves.filter(pl.col("policy") == "swiss").sort("round")
+    assert swiss["calls"].to_list()[:3] == [10, 20, 30]
+    assert swiss["inversions"][-1] < swiss["inversions"][0]
+    # with every pair asked, any policy's ranking is the exhaustive one
+    full = convergence(20, first, second, p, rounds=19, seed=0, policies=("random",))
+    assert full.sort("round")["inversions"][-1] == 0

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import time
+import zlib
+
 import matplotlib
+import numpy as np
 import polars as pl
 from dagster import AssetKey, MetadataValue, Output, asset
 
@@ -12,9 +16,10 @@ from saber_resources.stores import StoresResource
 from ..leaderboard.exchange import Benchmark
 from ..ops.io import concat_partitions
 from ..ops.metadata import figure_markdown, markdown_table
-from ..ops.tasks import tasks_for
 from ..resources import SaberSettings
+from ..tournament.assets import prepared_judge
 from .composition import composition
+from .convergence import POLICIES, convergence, round_robin
 from .human_agreement import COLUMNS as HUMAN_COLUMNS
 from .human_agreement import human_agreement, read_annotations
 from .mteb import mteb_correlation as mteb_correlation_table
@@ -23,6 +28,13 @@ from .signal_groups import GROUPS, area_under, group_curves
 
 matplotlib.use("Agg")
 SCORE_SCHEMA = {"model": pl.String, "score": pl.Float64}
+CONVERGENCE_SCHEMA = {
+    "policy": pl.String, "round": pl.Int64, "calls": pl.Int64, "inversions": pl.Float64,
+    "share": pl.Float64, "query_id": pl.String, "n": pl.Int64,
+}  # fmt: skip
+CANDIDATE_SIGNALS = {
+    "query_id": pl.String, "candidate_id": pl.String, "topic": pl.Float64, "summary": pl.Float64,
+}  # fmt: skip
 
 
 def _curves_plot(curves: pl.DataFrame):
@@ -202,14 +214,9 @@ def judge_human_agreement(
         note = "no analyses.human_annotations file configured: nothing to compare with"
         return Output(empty.head(0), metadata={"dagster/row_count": 0, "note": note})
     humans = read_annotations(cfg.analyses.human_annotations)
-    tcfg = cfg.tournament
-    judge = tasks_for(
-        llm, stores, tcfg.max_parse_retries, tcfg.judge_prompt, tcfg.judge_max_tokens
-    ).pair_judge
-    text = {
-        r[0]: judge.text_for(r[1], r[2])
-        for r in corpus.select("id", "problem", "solution").iter_rows()
-    }
+    judge, text = prepared_judge(
+        settings, llm, stores, corpus, pl.DataFrame(schema=CANDIDATE_SIGNALS)
+    )
     pairs = sorted(set(humans.select("query", "a", "b").iter_rows()))
     choices = judge_choices(judge, text, text, pairs)
     scored, summary = human_agreement(humans, {"pairwise_judge": choices}, ratings)
@@ -224,3 +231,90 @@ def judge_human_agreement(
             "judge": f"{judge.backend}:{judge.model} ({judge.version})",
         },
     )
+
+
+def _convergence_plot(mean: pl.DataFrame):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for policy in POLICIES:
+        line = mean.filter(pl.col("policy") == policy).sort("calls")
+        ax.plot(line["calls"], line["share"], marker="o", ms=3, label=policy)
+    ax.set_xlabel("judge calls per query")
+    ax.set_ylabel("inversions vs the exhaustive ranking (share of pairs)")
+    ax.legend()
+    return figure_markdown(fig, "tournament convergence")
+
+
+@asset(group_name="analyses", io_manager_key="parquet_io", kinds={"polars", "parquet"}, pool="llm")
+def tournament_convergence(
+    settings: SaberSettings,
+    llm: LLMResource,
+    stores: StoresResource,
+    corpus: pl.DataFrame,
+    query_candidates: dict[str, pl.DataFrame],
+) -> Output[pl.DataFrame]:
+    """On `analyses.convergence_queries` seeded queries, an exhaustive round-robin with the
+    configured judge (cached answers reused), and the inversions of Swiss, random, adaptive and
+    efficient rankings against it after each round's worth of calls. Opt-in
+    (`analyses.convergence: true`): it costs n(n−1)/2 judge calls per query."""
+    cfg = settings.load()
+    if not cfg.analyses.convergence:
+        note = "analyses.convergence is off (it costs n(n-1)/2 judge calls per query)"
+        empty = pl.DataFrame(schema=CONVERGENCE_SCHEMA)
+        return Output(empty, metadata={"dagster/row_count": 0, "note": note})
+    cands = concat_partitions(query_candidates).sort("query_id", "position")
+    judge, text = prepared_judge(settings, llm, stores, corpus, cands)
+    ids = sorted(cands["query_id"].unique().to_list())
+    k = min(cfg.analyses.convergence_queries, len(ids))
+    chosen = sorted(np.random.default_rng([cfg.seed, 7]).choice(ids, k, replace=False).tolist())
+    parts, calls, failures = [], 0, 0
+    t0 = time.perf_counter()
+    for qid in chosen:
+        members = cands.filter(pl.col("query_id") == qid).unique("candidate_id", keep="first")
+        members = members.sort("position")["candidate_id"].to_list()
+        n = len(members)
+        first, second = round_robin(n, seed=cfg.seed + zlib.crc32(qid.encode()))
+        out = judge.compare_batch(
+            [
+                (text[qid], text[members[f]], text[members[s]])
+                for f, s in zip(first, second, strict=True)
+            ]
+        )
+        p = np.array([outcome_p(o) for o in out])
+        failures += int(np.sum(np.isnan(p)))
+        p = np.where(np.isnan(p), 0.5, p)  # a failed judgment says nothing
+        calls += len(out)
+        rounds = min(n - 1, 2 * cfg.tournament.rounds)
+        curve = convergence(n, first, second, p, rounds, cfg.seed, alpha=cfg.tournament.alpha)
+        parts.append(curve.with_columns(pl.lit(qid).alias("query_id"), pl.lit(n).alias("n")))
+    curves = pl.concat(parts) if parts else pl.DataFrame(schema=CONVERGENCE_SCHEMA)
+    mean = (
+        curves.group_by("policy", "round")
+        .agg(pl.col("calls").mean(), pl.col("inversions").mean(), pl.col("share").mean())
+        .sort("policy", "round")
+    )
+    at_rounds = mean.filter(pl.col("round") == min(cfg.tournament.rounds, mean["round"].max()))
+    return Output(
+        curves,
+        metadata={
+            "dagster/row_count": curves.height,
+            "queries": MetadataValue.json(chosen),
+            "judge": f"{judge.backend}:{judge.model} ({judge.version})",
+            "exhaustive_judgments": calls,
+            "failed_judgments": failures,
+            f"at_{cfg.tournament.rounds}_rounds": markdown_table(at_rounds),
+            "plot": _convergence_plot(mean) if mean.height else "no queries",
+            "seconds": round(time.perf_counter() - t0, 2),
+        },
+    )
+
+
+def outcome_p(outcome) -> float:
+    """P(first better) of one judgment: the judge's probability, else its decision; NaN when
+    it failed."""
+    if not outcome.ok or outcome.value is None:
+        return float("nan")
+    if outcome.p_first is not None:
+        return float(outcome.p_first)
+    return 1.0 if outcome.value == 1 else 0.0

@@ -26,6 +26,31 @@ def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
+def prepared_judge(
+    settings: SaberSettings,
+    llm: LLMResource,
+    stores: StoresResource,
+    corpus: pl.DataFrame,
+    query_candidates: pl.DataFrame,
+):
+    """The configured pair judge and the text it reads per problem id (the CPU judge also gets
+    the pipeline's topic and summary signals of each query–candidate pair)."""
+    tcfg = settings.load().tournament
+    judge = tasks_for(
+        llm, stores, tcfg.max_parse_retries, tcfg.judge_prompt, tcfg.judge_max_tokens
+    ).pair_judge
+    text = {
+        r[0]: judge.text_for(r[1], r[2])
+        for r in corpus.select("id", "problem", "solution").iter_rows()
+    }
+    if hasattr(judge, "evidence"):  # the CPU judge weighs the pipeline's own signals in
+        for qid, cid, t, u in query_candidates.select(
+            "query_id", "candidate_id", "topic", "summary"
+        ).iter_rows():
+            judge.evidence[(text[qid], text[cid])] = (t, u)
+    return judge, text
+
+
 def build_tournament_assets(domain_partitions: StaticPartitionsDefinition) -> list:
     """tournament_judgments over the configured domain partitions."""
     return [
@@ -50,18 +75,7 @@ def tournament_judgments(
     """Every judgment of the domain's tournament (query, pair, shown first, winner, judge, round)."""
     cfg = settings.load()
     tcfg = cfg.tournament
-    judge = tasks_for(
-        llm, stores, tcfg.max_parse_retries, tcfg.judge_prompt, tcfg.judge_max_tokens
-    ).pair_judge
-    text = {
-        r["id"]: judge.text_for(r["problem"], r["solution"])
-        for r in corpus.select("id", "problem", "solution").iter_rows(named=True)
-    }
-    if hasattr(judge, "evidence"):  # the CPU judge weighs the pipeline's own signals in
-        for qid, cid, t, u in query_candidates.select(
-            "query_id", "candidate_id", "topic", "summary"
-        ).iter_rows():
-            judge.evidence[(text[qid], text[cid])] = (t, u)
+    judge, text = prepared_judge(settings, llm, stores, corpus, query_candidates)
     queries = []
     for (qid,), frame in query_candidates.sort("query_id", "position").group_by(
         "query_id", maintain_order=True

@@ -1,0 +1,87 @@
+"""How fast does a tournament converge? Against the ranking of an exhaustive round-robin (every
+pair judged once), the inversions of each policy's ranking after each Swiss-round's worth of
+calls. The exhaustive judgments are the oracle: every policy (Swiss, random, adaptive,
+efficient) runs through the engine's own pairing and estimation (`tournament.simulate`) and its
+judge looks the answer up, so all policies see the same judge at equal budgets."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from ..ratings.bradley_terry import fit
+from ..tournament.simulate import estimate
+
+POLICIES = ("swiss", "random", "adaptive", "efficient")
+
+
+def round_robin(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair once, each shown in a seeded random order: (first, second) index arrays."""
+    i, j = np.triu_indices(n, 1)
+    flip = np.random.default_rng(seed).random(len(i)) < 0.5
+    return np.where(flip, j, i), np.where(flip, i, j)
+
+
+def lookup_judge(n: int, first: np.ndarray, second: np.ndarray, p_first: np.ndarray):
+    """A judge answering from the exhaustive judgments, whichever order a pair is shown in."""
+    table = np.full((n, n), np.nan)
+    table[first, second] = p_first
+    table[second, first] = 1 - np.asarray(p_first)
+
+    def judge(f: np.ndarray, s: np.ndarray) -> np.ndarray:
+        return table[f, s]
+
+    return judge
+
+
+def inversions(estimate_: np.ndarray, reference: np.ndarray) -> float:
+    """Pairs ordered one way by the reference and the other by the estimate; a tie in the
+    estimate counts half (pairs tied in the reference are not counted)."""
+    d_est = np.sign(estimate_[:, None] - estimate_[None, :])
+    d_ref = np.sign(reference[:, None] - reference[None, :])
+    iu = np.triu_indices(len(reference), 1)
+    e, r = d_est[iu], d_ref[iu]
+    keep = r != 0
+    return float(np.sum(e[keep] == -r[keep]) + 0.5 * np.sum(e[keep] == 0))
+
+
+def exhaustive_strengths(
+    n: int, first: np.ndarray, second: np.ndarray, p_first: np.ndarray, alpha: float = 0.1
+) -> np.ndarray:
+    """Bradley–Terry on the round-robin's decisions (an exact 0.5 is skipped)."""
+    comps = [
+        (int(f), int(s)) if p > 0.5 else (int(s), int(f))
+        for f, s, p in zip(first, second, p_first, strict=True)
+        if p != 0.5
+    ]
+    return fit(n, comps, alpha)
+
+
+def convergence(
+    n: int,
+    first: np.ndarray,
+    second: np.ndarray,
+    p_first: np.ndarray,
+    rounds: int,
+    seed: int,
+    policies: tuple[str, ...] = POLICIES,
+    alpha: float = 0.1,
+) -> pl.DataFrame:
+    """Rows (policy, round, calls, inversions, share): after r rounds' worth of calls
+    (r · ⌊n/2⌋), inversions against the exhaustive ranking and their share of all pairs.
+    Binary policies see the decisions, `efficient` the probabilities."""
+    reference = exhaustive_strengths(n, first, second, p_first, alpha)
+    soft = lookup_judge(n, first, second, p_first)
+    hard = lookup_judge(n, first, second, (np.asarray(p_first) > 0.5).astype(float))
+    total = n * (n - 1) / 2
+    rows = []
+    for policy in policies:
+        judge = soft if policy == "efficient" else hard
+        for r in range(1, rounds + 1):
+            calls = min(r * (n // 2), int(total))
+            est = estimate(policy, n, judge, calls, seed=seed, alpha=alpha)
+            inv = inversions(est, reference)
+            rows.append((policy, r, calls, inv, inv / total))
+    return pl.DataFrame(
+        rows, schema=["policy", "round", "calls", "inversions", "share"], orient="row"
+    )
