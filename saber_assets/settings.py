@@ -225,6 +225,12 @@ class AnalysesConfig(_Strict):
     # exhaustive round-robin on a few queries (n(n-1)/2 judge calls each): opt-in
     convergence: bool = False
     convergence_queries: int = Field(default=5, ge=1)
+    # math_vs_words: the registry's retrievers by name (default: all but LLM re-rankers) and the
+    # settings they are tried in (the query statement by default: the paper's question)
+    math_vs_words_retrievers: list[str] | None = None
+    math_vs_words_settings: list[Literal["statement-statement", "statement-full", "full-full"]] = (
+        Field(default_factory=lambda: ["statement-statement"])
+    )
 
 
 class StoresConfig(_Strict):

@@ -229,3 +229,71 @@ def test_convergence_known_answers():
     # with every pair asked, any policy's ranking is the exhaustive one
     full = convergence(20, first, second, p, rounds=19, seed=0, policies=("random",))
     assert full.sort("round")["inversions"][-1] == 0
+
+
+class _SeesOnly:
+    """Scores by shared tokens of one side only: the formulas or the prose."""
+
+    def __init__(self, side: str):
+        self.name, self.side = side, side
+
+    def score(self, query, docs):
+        from saber_assets.leaderboard.retrievers.tokenize import plain_tokens, split_math
+
+        def toks(t):
+            prose, formulas = split_math(t)
+            return set(plain_tokens(" ".join(formulas) if self.side == "math" else prose))
+
+        q = toks(query)
+        return np.array([len(q & toks(d)) for d in docs], dtype=float)
+
+
+class _SeesOnlyBulk(_SeesOnly):
+    """The same, through the corpus path (every text against every pooled document)."""
+
+    def corpus_scores(self, query, all_docs):
+        return self.score(query, all_docs)
+
+
+def test_math_vs_words_a_math_only_retriever_makes_math_win():
+    from saber_assets.analyses.math_vs_words import math_token_ratio, math_vs_words, variants
+
+    assert variants("Solve $x^2 = 4$ for real x.") == ("$x^2 = 4$", "Solve for real x.")
+    assert variants("No formulas here.") == ("", "No formulas here.")
+    assert math_token_ratio("Find $a b c$ now") == pytest.approx(3 / 5)
+    docs = pl.DataFrame(
+        {
+            "id": [f"d{k}" for k in range(7)],
+            "problem": [
+                f"Prove that $y^{k} + z = w$ holds whenever the sum is even" for k in range(7)
+            ],
+            "solution": ["Induction on the even sum."] * 7,
+        }
+    )
+    queries = pl.DataFrame(
+        {
+            "id": ["q1", "q2", "q3"],
+            "problem": [
+                "Show $y^2 + z = w$ when the sum is even",
+                "Compute $y^3 + z$ when the sum is even",
+                "A query with words only about even sums",
+            ],
+            "solution": ["", "", ""],
+            "candidates": [[0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 6], [0, 1]],
+            "relevance_scores": [[5.0, 4, 3, 2, 1, 0], [0.0, 1, 2, 3, 4, 5], [1.0, 0]],
+            "domains": [["Algebra"], ["Algebra", "Geometry"], ["Algebra"]],
+        }
+    )
+    retrievers = {
+        "math-only": _SeesOnly("math"),
+        "words-only": _SeesOnly("words"),
+        "math-bulk": _SeesOnlyBulk("math"),
+    }
+    per_query, summary = math_vs_words(queries, docs, retrievers, ("statement-statement",))
+    at = {(r, d): row for r, _, d, *row in summary.iter_rows()}
+    # (queries, dropped, failed, math_wins_pct, math_token_ratio)
+    assert at[("math-only", "Algebra")][:4] == [2, 1, 0, 100.0]
+    assert at[("words-only", "Algebra")][:4] == [2, 1, 0, 0.0]
+    assert at[("math-only", "Geometry")][:4] == [1, 0, 0, 100.0]
+    assert at[("math-bulk", "Algebra")] == at[("math-only", "Algebra")]
+    assert per_query.filter(pl.col("query_id") == "q3")["dropped"].all()

@@ -10,10 +10,13 @@ import numpy as np
 import polars as pl
 from dagster import AssetKey, MetadataValue, Output, asset
 
+from saber_resources.cache import EmbeddingCache
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
 
+from ..leaderboard.assets import registry_path
 from ..leaderboard.exchange import Benchmark
+from ..leaderboard.retrievers.registry import RetrieverResources, build_retriever, load_registry
 from ..ops.io import concat_partitions
 from ..ops.metadata import figure_markdown, markdown_table
 from ..resources import SaberSettings
@@ -22,6 +25,7 @@ from .composition import composition
 from .convergence import POLICIES, convergence, round_robin
 from .human_agreement import COLUMNS as HUMAN_COLUMNS
 from .human_agreement import human_agreement, read_annotations
+from .math_vs_words import math_vs_words as math_vs_words_table
 from .mteb import mteb_correlation as mteb_correlation_table
 from .mteb import read_scores
 from .signal_groups import GROUPS, area_under, group_curves
@@ -318,3 +322,73 @@ def outcome_p(outcome) -> float:
     if outcome.p_first is not None:
         return float(outcome.p_first)
     return 1.0 if outcome.value == 1 else 0.0
+
+
+def _wins_plot(summary: pl.DataFrame):
+    import matplotlib.pyplot as plt
+
+    part = summary.filter(pl.col("setting") == summary["setting"].min())
+    names = sorted(part["retriever"].unique().to_list())
+    domains = sorted(part["domain"].unique().to_list())
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(domains) + 2), 4))
+    width = 0.8 / max(len(names), 1)
+    for k, name in enumerate(names):
+        got = dict(
+            part.filter(pl.col("retriever") == name).select("domain", "math_wins_pct").iter_rows()
+        )
+        ax.bar(
+            np.arange(len(domains)) + k * width,
+            [got.get(d) or 0 for d in domains],
+            width,
+            label=name,
+        )
+    ax.set_xticks(np.arange(len(domains)) + 0.4 - width / 2, domains, fontsize=7)
+    ax.axhline(50, color="grey", lw=0.8, ls=":")
+    ax.set_ylabel("% of queries where math-only wins")
+    ax.set_title(part["setting"][0] if part.height else "")
+    ax.legend(fontsize=6, ncol=2)
+    return figure_markdown(fig, "math vs words")
+
+
+@asset(
+    group_name="analyses",
+    io_manager_key="parquet_io",
+    kinds={"polars", "parquet"},
+    deps=[AssetKey("evaluation_benchmark")],
+    pool="llm",
+)
+def math_vs_words(settings: SaberSettings, stores: StoresResource) -> Output[pl.DataFrame]:
+    """Per retriever, setting and domain: the share of queries whose math-only variant (LaTeX
+    spans) is closer to the query's 5 best-rated candidates than its words-only variant, with
+    the math-token ratio; queries with either side empty are dropped and counted."""
+    cfg = settings.load()
+    acfg = cfg.analyses
+    entries = load_registry(registry_path(settings))
+    wanted = acfg.math_vs_words_retrievers
+    unknown = sorted(set(wanted or []) - {e.name for e in entries})
+    if unknown:
+        raise ValueError(f"analyses.math_vs_words_retrievers: {unknown} are not in the registry")
+    chosen = [
+        e for e in entries if (e.name in wanted if wanted is not None else e.kind != "two-stage")
+    ]
+    resources = RetrieverResources(embedding_cache=EmbeddingCache(stores.db()), entries=entries)
+    retrievers = {e.name: build_retriever(e, resources) for e in chosen}
+    bench = Benchmark.read(settings.output_dir() / "evaluation_benchmark")
+    t0 = time.perf_counter()
+    per_query, summary = math_vs_words_table(
+        bench.queries, bench.documents, retrievers, tuple(acfg.math_vs_words_settings)
+    )
+    return Output(
+        summary,
+        metadata={
+            "dagster/row_count": summary.height,
+            "math_wins": markdown_table(summary, max_rows=60),
+            "retrievers": ", ".join(retrievers),
+            "dropped_queries": int(
+                per_query.filter(pl.col("dropped")).select(pl.col("query_id").n_unique()).item()
+            ),
+            "failed": int(per_query["error"].is_not_null().sum()),
+            "plot": _wins_plot(summary) if summary.height else "no queries",
+            "seconds": round(time.perf_counter() - t0, 2),
+        },
+    )

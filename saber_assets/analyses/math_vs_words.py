@@ -1,0 +1,129 @@
+"""Math or words: does a retriever find a query's best candidates through its formulas or its
+prose? Each query statement is split deterministically into a math-only variant (its LaTeX
+spans, kept as `$…$` so math-aware retrievers still parse them) and a words-only variant (the
+rest), with the tokenisers' own formula regex. For each retriever and setting, each variant is
+scored against the query's 5 highest-rated candidates; math wins a query when its mean score is
+higher. Queries where either side is empty are dropped and counted."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import polars as pl
+
+from ..leaderboard.evaluate import corpus_score_matrix
+from ..leaderboard.retrievers.base import RetrieverFailed, setting_texts
+from ..leaderboard.retrievers.tokenize import plain_tokens, split_math
+
+TOP = 5
+_SPACES = re.compile(r"\s+")
+
+
+def variants(text: str) -> tuple[str, str]:
+    """(math-only, words-only) of a text; either may be empty."""
+    prose, formulas = split_math(text)
+    words = _SPACES.sub(" ", prose).strip()
+    if not plain_tokens(words):
+        words = ""
+    return " ".join(f"${f}$" for f in formulas), words
+
+
+def math_token_ratio(text: str) -> float | None:
+    """Share of a text's plain tokens that lie inside formulas."""
+    prose, formulas = split_math(text)
+    m = sum(len(plain_tokens(f)) for f in formulas)
+    total = m + len(plain_tokens(prose))
+    return m / total if total else None
+
+
+def _variant_scores(retriever, texts: list[str], docs: list[str], tops: list[list[int]]):
+    """Mean score of each text against its own top documents (indices into ``docs``), and the
+    texts that failed. Retrievers with a corpus path score every text against ``docs`` at once
+    (the evaluation's bulk path, ``docs`` as the corpus); others one text at a time."""
+    if hasattr(retriever, "corpus_scores") or hasattr(retriever, "corpus_scores_batch"):
+        if hasattr(retriever, "fit_corpus"):
+            retriever.fit_corpus(docs)
+        matrix, errors = corpus_score_matrix(retriever, texts, docs)
+        return [float(np.mean(matrix[n, top])) for n, top in enumerate(tops)], errors
+    means, errors = [], {}
+    for n, (text, top) in enumerate(zip(texts, tops, strict=True)):
+        try:
+            means.append(float(np.mean(retriever.score(text, [docs[k] for k in top]))))
+        except RetrieverFailed as exc:
+            means.append(float("nan"))
+            errors[n] = str(exc)
+    return means, errors
+
+
+def math_vs_words(
+    queries: pl.DataFrame,
+    documents: pl.DataFrame,
+    retrievers: dict,
+    settings: tuple[str, ...],
+    top: int = TOP,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(per query, retriever and setting: math score, words score, math_wins or a failure;
+    summary per retriever, setting and domain: queries, dropped, failed, math-win %, math-token
+    ratio). The documents scored are the union of the queries' top candidates."""
+    items = list(
+        queries.select(
+            "id", "problem", "solution", "candidates", "relevance_scores", "domains"
+        ).iter_rows()
+    )
+    best = [
+        [c[k] for k in np.argsort(-np.asarray(r), kind="stable")[:top]]
+        for _, _, _, c, r, _ in items
+    ]
+    pool = sorted({d for b in best for d in b})
+    at = {d: k for k, d in enumerate(pool)}
+    tops = [[at[d] for d in b] for b in best]
+    rows = []
+    for setting in settings:
+        docs = [
+            setting_texts(
+                setting, documents["problem"][d], documents["solution"][d], as_query=False
+            )
+            for d in pool
+        ]
+        texts = [setting_texts(setting, p, s, as_query=True) for _, p, s, *_ in items]
+        split = [variants(t) for t in texts]
+        keep = [n for n, (m, w) in enumerate(split) if m and w]
+        for name, retriever in retrievers.items():
+            both = [split[n][0] for n in keep] + [split[n][1] for n in keep]
+            means, errors = _variant_scores(retriever, both, docs, [tops[n] for n in keep] * 2)
+            result = {}
+            for j, n in enumerate(keep):
+                err = errors.get(j) or errors.get(j + len(keep))
+                sm, sw = means[j], means[j + len(keep)]
+                result[n] = (None, None, None, err) if err else (sm, sw, sm > sw, None)
+            for n, (qid, *_, domains) in enumerate(items):
+                sm, sw, wins, err = result.get(n, (None, None, None, None))
+                rows.append(
+                    {
+                        "retriever": name, "setting": setting, "query_id": qid,
+                        "domains": domains, "ratio": math_token_ratio(texts[n]), "math": sm,
+                        "words": sw, "math_wins": wins, "dropped": n not in result,
+                        "error": err,
+                    }
+                )  # fmt: skip
+    schema = {
+        "retriever": pl.String, "setting": pl.String, "query_id": pl.String,
+        "domains": pl.List(pl.String), "ratio": pl.Float64, "math": pl.Float64,
+        "words": pl.Float64, "math_wins": pl.Boolean, "dropped": pl.Boolean, "error": pl.String,
+    }  # fmt: skip
+    per_query = pl.DataFrame(rows, schema=schema)
+    summary = (
+        per_query.explode("domains")
+        .rename({"domains": "domain"})
+        .group_by("retriever", "setting", "domain")
+        .agg(
+            pl.col("math_wins").is_not_null().sum().alias("queries"),
+            pl.col("dropped").sum().alias("dropped"),
+            pl.col("error").is_not_null().sum().alias("failed"),
+            (100 * pl.col("math_wins").cast(pl.Float64).mean()).round(1).alias("math_wins_pct"),
+            pl.col("ratio").mean().round(3).alias("math_token_ratio"),
+        )
+        .sort("retriever", "setting", "domain")
+    )
+    return per_query, summary
