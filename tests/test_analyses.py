@@ -194,10 +194,8 @@ def test_judge_choices_asks_both_orders():
                 out.append(Outcome(v))
             return out
 
-    text = {"a": "xx", "b": "xxxx", "c": "yy"}
-    got = judge_choices(
-        Judge(), text, {"q": "query"}, [("q", "a", "b"), ("q", "b", "a"), ("q", "a", "c")]
-    )
+    text = {"a": "xx", "b": "xxxx", "c": "yy", "q": "query"}
+    got = judge_choices(Judge(), text, [("q", "a", "b"), ("q", "b", "a"), ("q", "a", "c")])
     assert got == {("q", "a", "b"): "a", ("q", "b", "a"): "b", ("q", "a", "c"): "tie"}
 
 

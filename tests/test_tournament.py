@@ -156,8 +156,11 @@ class SimJudge:
             if a in self.garble or b in self.garble:
                 out.append(Outcome(None, ok=False, error="expected 1 or 2", raw="maybe"))
             else:
-                out.append(Outcome(1 if self.strength[a] >= self.strength[b] else 2, raw="1"))
+                out.append(self.answer(a, b))
         return out
+
+    def answer(self, a, b) -> Outcome:
+        return Outcome(1 if self.strength[a] >= self.strength[b] else 2, raw="1")
 
 
 def _queries(nq=3, n=16, seed=0):
@@ -424,16 +427,9 @@ def test_efficient_tournament_resumes_without_new_calls_and_rates_softly():
     qs, strength = _queries(nq=2, n=12, seed=2)
 
     class Soft(SimJudge):
-        def compare_batch(self, items):
-            if self.crash_after is not None and self.calls >= self.crash_after:
-                raise RuntimeError("killed")
-            out = []
-            for q, a, b in items:
-                self.calls += 1
-                self.seen.append((q, a, b))
-                p = float(1 / (1 + np.exp(-(self.strength[a] - self.strength[b]))))
-                out.append(Outcome(1 if p >= 0.5 else 2, raw="x", p_first=p))
-            return out
+        def answer(self, a, b) -> Outcome:
+            p = float(1 / (1 + np.exp(-(self.strength[a] - self.strength[b]))))
+            return Outcome(1 if p >= 0.5 else 2, raw="x", p_first=p)
 
     store = DuckDBJudgmentStore(Warehouse(path=":memory:").connect)
     crashing = Soft(strength, crash_after=20)

@@ -23,21 +23,25 @@ from ..resources import SaberSettings
 from ..tournament.assets import prepared_judge
 from .composition import composition
 from .convergence import POLICIES, convergence, round_robin
-from .human_agreement import COLUMNS as HUMAN_COLUMNS
-from .human_agreement import human_agreement, read_annotations
+from .human_agreement import SUMMARY_SCHEMA, human_agreement, read_annotations
 from .math_vs_words import math_vs_words as math_vs_words_table
+from .mteb import STATS_SCHEMA, read_scores
 from .mteb import mteb_correlation as mteb_correlation_table
-from .mteb import read_scores
 from .signal_groups import GROUPS, area_under, group_curves
 
 matplotlib.use("Agg")
-SCORE_SCHEMA = {"model": pl.String, "score": pl.Float64}
+
+
+def analysis(**extra):
+    """The decorator of every analysis: group `analyses`, a Parquet output."""
+    return asset(
+        group_name="analyses", io_manager_key="parquet_io", kinds={"polars", "parquet"}, **extra
+    )
+
+
 CONVERGENCE_SCHEMA = {
     "policy": pl.String, "round": pl.Int64, "calls": pl.Int64, "inversions": pl.Float64,
     "share": pl.Float64, "query_id": pl.String, "n": pl.Int64,
-}  # fmt: skip
-CANDIDATE_SIGNALS = {
-    "query_id": pl.String, "candidate_id": pl.String, "topic": pl.Float64, "summary": pl.Float64,
 }  # fmt: skip
 
 
@@ -55,7 +59,7 @@ def _curves_plot(curves: pl.DataFrame):
     return figure_markdown(fig, "signal group curves")
 
 
-@asset(group_name="analyses", io_manager_key="parquet_io", kinds={"polars", "parquet"})
+@analysis()
 def signal_group_curves(relevance_ratings: dict[str, pl.DataFrame]) -> Output[pl.DataFrame]:
     """Cumulative fraction of each candidate group (topic-only, summary-only, both) within the
     top r of the final ratings, over all queries and per domain."""
@@ -94,10 +98,7 @@ def _shares_plot(tables: dict[str, pl.DataFrame]):
     return figure_markdown(fig, "benchmark composition")
 
 
-@asset(
-    group_name="analyses",
-    io_manager_key="parquet_io",
-    kinds={"polars", "parquet"},
+@analysis(
     deps=[AssetKey("benchmark_export")],
 )
 def benchmark_composition(
@@ -149,10 +150,7 @@ def _scatter(matched: pl.DataFrame):
     return figure_markdown(fig, "MTEB vs benchmark")
 
 
-@asset(
-    group_name="analyses",
-    io_manager_key="parquet_io",
-    kinds={"polars", "parquet"},
+@analysis(
     deps=[AssetKey("leaderboard")],
 )
 def mteb_correlation(settings: SaberSettings) -> Output[pl.DataFrame]:
@@ -162,7 +160,7 @@ def mteb_correlation(settings: SaberSettings) -> Output[pl.DataFrame]:
     acfg = settings.load().analyses
     board = pl.read_csv(settings.output_dir() / "leaderboard" / "leaderboard.csv")
     if acfg.mteb_scores is None:
-        _, empty = mteb_correlation_table(board.head(0), pl.DataFrame(schema=SCORE_SCHEMA))
+        empty = pl.DataFrame(schema=STATS_SCHEMA)
         note = "no analyses.mteb_scores file configured: nothing to correlate"
         return Output(empty, metadata={"dagster/row_count": 0, "note": note})
     matched, table = mteb_correlation_table(
@@ -180,12 +178,12 @@ def mteb_correlation(settings: SaberSettings) -> Output[pl.DataFrame]:
     return Output(table, metadata=meta)
 
 
-def judge_choices(judge, text: dict[str, str], queries: dict[str, str], pairs) -> dict:
+def judge_choices(judge, text: dict[str, str], pairs) -> dict:
     """The pairwise judge on each (query, a, b), asked in both orders: the same answer both
     times is its choice, different answers a tie, a failure no answer."""
-    pairs = [p for p in pairs if p[0] in queries and p[1] in text and p[2] in text]
-    items = [(queries[q], text[a], text[b]) for q, a, b in pairs]
-    items += [(queries[q], text[b], text[a]) for q, a, b in pairs]
+    pairs = [p for p in pairs if all(x in text for x in p)]
+    items = [(text[q], text[a], text[b]) for q, a, b in pairs]
+    items += [(text[q], text[b], text[a]) for q, a, b in pairs]
     out = judge.compare_batch(items)
     choices = {}
     for k, pair in enumerate(pairs):
@@ -198,7 +196,7 @@ def judge_choices(judge, text: dict[str, str], queries: dict[str, str], pairs) -
     return choices
 
 
-@asset(group_name="analyses", io_manager_key="parquet_io", kinds={"polars", "parquet"}, pool="llm")
+@analysis(pool="llm")
 def judge_human_agreement(
     settings: SaberSettings,
     llm: LLMResource,
@@ -210,20 +208,17 @@ def judge_human_agreement(
     annotations (`analyses.human_annotations`), overall and by rank distance, and between
     annotators. Without an annotation file: empty, with a note saying so."""
     cfg = settings.load()
-    ratings = concat_partitions(relevance_ratings)
     if cfg.analyses.human_annotations is None:
-        empty = human_agreement(
-            pl.DataFrame(schema=dict.fromkeys(HUMAN_COLUMNS, pl.String)), {}, ratings
-        )[1]
         note = "no analyses.human_annotations file configured: nothing to compare with"
-        return Output(empty.head(0), metadata={"dagster/row_count": 0, "note": note})
+        empty = pl.DataFrame(schema=SUMMARY_SCHEMA)
+        return Output(empty, metadata={"dagster/row_count": 0, "note": note})
     humans = read_annotations(cfg.analyses.human_annotations)
-    judge, text = prepared_judge(
-        settings, llm, stores, corpus, pl.DataFrame(schema=CANDIDATE_SIGNALS)
-    )
+    judge, text = prepared_judge(settings, llm, stores, corpus)
     pairs = sorted(set(humans.select("query", "a", "b").iter_rows()))
-    choices = judge_choices(judge, text, text, pairs)
-    scored, summary = human_agreement(humans, {"pairwise_judge": choices}, ratings)
+    choices = judge_choices(judge, text, pairs)
+    scored, summary = human_agreement(
+        humans, {"pairwise_judge": choices}, concat_partitions(relevance_ratings)
+    )
     return Output(
         summary,
         metadata={
@@ -250,7 +245,7 @@ def _convergence_plot(mean: pl.DataFrame):
     return figure_markdown(fig, "tournament convergence")
 
 
-@asset(group_name="analyses", io_manager_key="parquet_io", kinds={"polars", "parquet"}, pool="llm")
+@analysis(pool="llm")
 def tournament_convergence(
     settings: SaberSettings,
     llm: LLMResource,
@@ -350,10 +345,7 @@ def _wins_plot(summary: pl.DataFrame):
     return figure_markdown(fig, "math vs words")
 
 
-@asset(
-    group_name="analyses",
-    io_manager_key="parquet_io",
-    kinds={"polars", "parquet"},
+@analysis(
     deps=[AssetKey("evaluation_benchmark")],
     pool="llm",
 )

@@ -16,6 +16,12 @@ BUCKETS = (0, 25, 50)
 COLUMNS = ("query", "a", "b", "choice", "annotator")
 
 
+SUMMARY_SCHEMA = {
+    "predictor": pl.String, "delta_r_at_least": pl.Int64, "annotations": pl.Int64,
+    "agreement": pl.Float64,
+}  # fmt: skip
+
+
 class AnnotationError(ValueError):
     pass
 
@@ -111,11 +117,7 @@ def human_agreement(
                 }
             )
     summary += inter_annotator(humans)
-    return scored, pl.DataFrame(
-        summary,
-        schema={"predictor": pl.String, "delta_r_at_least": pl.Int64,
-                "annotations": pl.Int64, "agreement": pl.Float64},
-    )  # fmt: skip
+    return scored, pl.DataFrame(summary, schema=SUMMARY_SCHEMA)
 
 
 def inter_annotator(humans: pl.DataFrame) -> list[dict]:

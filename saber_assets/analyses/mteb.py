@@ -11,6 +11,12 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
+STATS_SCHEMA = {
+    "setting": pl.String, "subset": pl.String, "n": pl.Int64, "pearson": pl.Float64,
+    "pearson_low": pl.Float64, "pearson_high": pl.Float64, "spearman": pl.Float64,
+    "spearman_low": pl.Float64, "spearman_high": pl.Float64,
+}  # fmt: skip
+
 
 class MtebError(ValueError):
     pass
@@ -98,9 +104,4 @@ def mteb_correlation(
                     "spearman_high": c["spearman_ci"][1],
                 }
             )
-    schema = {
-        "setting": pl.String, "subset": pl.String, "n": pl.Int64, "pearson": pl.Float64,
-        "pearson_low": pl.Float64, "pearson_high": pl.Float64, "spearman": pl.Float64,
-        "spearman_low": pl.Float64, "spearman_high": pl.Float64,
-    }  # fmt: skip
-    return matched, pl.DataFrame(rows, schema=schema)
+    return matched, pl.DataFrame(rows, schema=STATS_SCHEMA)

@@ -31,10 +31,10 @@ def prepared_judge(
     llm: LLMResource,
     stores: StoresResource,
     corpus: pl.DataFrame,
-    query_candidates: pl.DataFrame,
+    query_candidates: pl.DataFrame | None = None,
 ):
     """The configured pair judge and the text it reads per problem id (the CPU judge also gets
-    the pipeline's topic and summary signals of each query–candidate pair)."""
+    the pipeline's topic and summary signals of each query–candidate pair, where given)."""
     tcfg = settings.load().tournament
     judge = tasks_for(
         llm, stores, tcfg.max_parse_retries, tcfg.judge_prompt, tcfg.judge_max_tokens
@@ -43,7 +43,8 @@ def prepared_judge(
         r[0]: judge.text_for(r[1], r[2])
         for r in corpus.select("id", "problem", "solution").iter_rows()
     }
-    if hasattr(judge, "evidence"):  # the CPU judge weighs the pipeline's own signals in
+    if query_candidates is not None and hasattr(judge, "evidence"):
+        # the CPU judge weighs the pipeline's own signals in
         for qid, cid, t, u in query_candidates.select(
             "query_id", "candidate_id", "topic", "summary"
         ).iter_rows():
