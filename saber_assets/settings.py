@@ -231,6 +231,13 @@ class AnalysesConfig(_Strict):
     math_vs_words_settings: list[Literal["statement-statement", "statement-full", "full-full"]] = (
         Field(default_factory=lambda: ["statement-statement"])
     )
+    # judging_regimes: seeded candidate pairs judged by an ordinal (0-5) judge and a majority
+    # vote of `regime_votes` pairwise draws at `regime_temperature` (a tie when the margin is
+    # <= `regime_tie_margin`); 0 pairs turns the analysis off
+    regime_pairs: int = Field(default=200, ge=0)
+    regime_votes: int = Field(default=5, ge=1)
+    regime_tie_margin: int = Field(default=1, ge=0)
+    regime_temperature: float = Field(default=0.7, ge=0.0)
 
 
 class StoresConfig(_Strict):

@@ -258,7 +258,10 @@ class CPUPairJudge(_CPUTask):
     def text_for(self, problem: str, solution: str) -> str:
         return problem_text(problem, solution)
 
-    def compare_batch(self, items: Sequence[tuple[str, str, str]]) -> list[Outcome[int]]:
+    def compare_batch(
+        self, items: Sequence[tuple[str, str, str]], sample: int = 0, temperature: float = 0.7
+    ) -> list[Outcome[int]]:
+        """Deterministic: every ``sample`` gets the same answer (no sampling to vary)."""
         if not items:
             return []
         s = self.scorer.scores([(q, x) for q, a, b in items for x in (a, b)]).reshape(-1, 2)
@@ -289,6 +292,25 @@ class CPUPointwiseJudge(_CPUTask):
 
     def p_yes(self, query: str, doc: str) -> float:
         return self.p_yes_batch([(query, doc)])[0].value  # type: ignore[return-value]
+
+
+class CPUOrdinalJudge(_CPUTask):
+    """The 0–5 ordinal scale as round(5 · ``EvidenceScorer`` relevance), clipped: coarse on
+    purpose, like an absolute-scale judge (many pairs share a grade). ``scorer`` may be the pair
+    judge's, so the evidence the tournament fills in is shared."""
+
+    version = "cpu-evidence-ordinal/v1"
+
+    def __init__(self, embedder: Embedder, scorer: EvidenceScorer | None = None) -> None:
+        super().__init__(embedder)
+        self.scorer = scorer or EvidenceScorer(embedder)
+
+    def text_for(self, problem: str, solution: str) -> str:
+        return problem_text(problem, solution)
+
+    def score_batch(self, items: Sequence[tuple[str, str]]) -> list[Outcome[int]]:
+        s = self.scorer.scores(list(items))
+        return [Outcome(int(np.clip(np.rint(5 * v), 0, 5))) for v in s]
 
 
 class CPUCosineReranker(_CPUTask):

@@ -20,6 +20,7 @@ JUDGE_PAPER_VERSION = "pair-judge/paper-v1"  # reasoning, then \boxed{1|2} (the 
 JUDGE_DIRECT_VERSION = "pair-judge/direct-v1"  # "1" or "2" at once (cheap)
 JUDGE_VERSIONS = {"paper": JUDGE_PAPER_VERSION, "direct": JUDGE_DIRECT_VERSION}
 POINTWISE_VERSION = "pointwise-yes/v1"
+ORDINAL_VERSION = "ordinal-score/v1"  # one query–candidate pair on an absolute 0–5 scale
 TRANSLATE_VERSION = "translate/v1"
 
 MAX_SUMMARY_WORDS = 30
@@ -332,6 +333,53 @@ def parse_p_yes(top_logprobs: dict[str, float] | None) -> float:
         return p_yes(top_logprobs)
     except ValueError as exc:
         raise ParseError(str(exc)) from None
+
+
+# ---------------------------------------------------------------------------- ordinal judge
+
+ORDINAL_SCALE = (0, 1, 2, 3, 4, 5)
+ORDINAL_INSTRUCTIONS = """\
+Rate how mathematically relevant the candidate is to the target, on this scale:
+5 - the same main technique and the same shape of argument;
+4 - the same main technique, a different shape of argument;
+3 - shares an essential tool or key move, but not the main technique;
+2 - the same area, with only incidental tools in common;
+1 - only surface similarity (setting, story, wording);
+0 - unrelated mathematics.
+Difficulty is not a criterion. Judge the solutions, not the wording of the statements.
+Answer only with JSON of the form {"score": <0-5>}."""
+
+
+def ordinal_request(query: str, candidate: str) -> LLMRequest:
+    """The ordinal judge of the paper's alternative regimes: one pair on an absolute scale."""
+    user = (
+        f"Target problem with its solution:\n{query}\n\n"
+        f"Candidate problem with its solution:\n{candidate}\n\n"
+        f"{ORDINAL_INSTRUCTIONS}"
+    )
+    schema = {
+        "type": "object",
+        "properties": {"score": {"type": "integer", "enum": list(ORDINAL_SCALE)}},
+        "required": ["score"],
+        "additionalProperties": False,
+    }
+    return LLMRequest(
+        messages=(("system", PAPER_JUDGE_SYSTEM), ("user", user)),
+        max_tokens=16,
+        json_schema=schema,
+    )
+
+
+def parse_ordinal(text: str) -> int:
+    data = _strict_json(text)
+    if not isinstance(data, dict) or "score" not in data:
+        raise ParseError('expected an object {"score": <0-5>}')
+    v = data["score"]
+    if isinstance(v, bool) or not isinstance(v, int | float) or v != int(v):
+        raise ParseError(f"score is not an integer: {v!r}")
+    if int(v) not in ORDINAL_SCALE:
+        raise ParseError(f"score {v} is outside the scale 0-5")
+    return int(v)
 
 
 # ------------------------------------------------------------------------------ translation

@@ -16,6 +16,7 @@ from .cache import LLMCache
 from .llm import LLMBackend, LLMRequest, LLMResponse
 from .prompts import (
     JUDGE_VERSIONS,
+    ORDINAL_VERSION,
     POINTWISE_VERSION,
     SUMMARY_VERSION,
     TOPIC_VERSION,
@@ -24,8 +25,10 @@ from .prompts import (
     Truncated,
     judge_request,
     judgment_p_first,
+    ordinal_request,
     paper_judge_request,
     parse_judgment,
+    parse_ordinal,
     parse_p_yes,
     parse_summary,
     parse_topic_scores,
@@ -220,7 +223,19 @@ class PairJudge(Protocol):
 
     def text_for(self, problem: str, solution: str) -> str: ...
 
-    def compare_batch(self, items: Sequence[tuple[str, str, str]]) -> list[Outcome[int]]: ...
+    def compare_batch(
+        self, items: Sequence[tuple[str, str, str]], sample: int = 0, temperature: float = 0.7
+    ) -> list[Outcome[int]]: ...
+
+
+class OrdinalJudge(Protocol):
+    backend: str
+    model: str
+    version: str
+
+    def text_for(self, problem: str, solution: str) -> str: ...
+
+    def score_batch(self, items: Sequence[tuple[str, str]]) -> list[Outcome[int]]: ...
 
 
 class PointwiseJudge(Protocol):
@@ -303,10 +318,17 @@ class LLMPairJudge(_LLMTask):
             return paper_judge_request(query, first, second, self.max_tokens)
         return judge_request(query, first, second)
 
-    def compare_batch(self, items):
+    def compare_batch(self, items, sample: int = 0, temperature: float = 0.7):
+        """``sample`` > 0: an independent draw at ``temperature`` with its own seed (the
+        majority-vote regime); sample 0 is the tournament's own deterministic request."""
+        reqs = [self.request(q, a, b) for q, a, b in items]
+        if sample:
+            reqs = [
+                dataclasses.replace(r, seed=1000 * sample, temperature=temperature) for r in reqs
+            ]
         outcomes = self.runner.run(
             self.version,
-            [self.request(q, a, b) for q, a, b in items],
+            reqs,
             lambda i, r: (
                 parse_judgment(r.text),
                 judgment_p_first(r.text, r.top_logprobs, r.token_logprobs),
@@ -333,6 +355,22 @@ class LLMPointwiseJudge(_LLMTask):
 
     def p_yes(self, query: str, doc: str) -> float:
         return _single(self.p_yes_batch([(query, doc)])[0])
+
+
+class LLMOrdinalJudge(_LLMTask):
+    """One query–candidate pair on the absolute 0–5 scale of ``ordinal_request``."""
+
+    version = ORDINAL_VERSION
+
+    def text_for(self, problem: str, solution: str) -> str:
+        return problem_text(problem, solution)
+
+    def score_batch(self, items: Sequence[tuple[str, str]]) -> list[Outcome[int]]:
+        return self.runner.run(
+            self.version,
+            [ordinal_request(q, c) for q, c in items],
+            lambda i, r: parse_ordinal(r.text),
+        )
 
 
 class LLMTranslator(_LLMTask):

@@ -5,15 +5,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .cache import EmbeddingCache, LLMCache
-from .cpu_tasks import CPUPairJudge, CPUPointwiseJudge, CPUSummarizer, CPUTopicScorer, CPUTranslator
+from .cpu_tasks import (
+    CPUOrdinalJudge,
+    CPUPairJudge,
+    CPUPointwiseJudge,
+    CPUSummarizer,
+    CPUTopicScorer,
+    CPUTranslator,
+)
 from .embeddings import CachedEmbedder, MiniLMOnnxEmbedder
 from .llm import LLMBackend
 from .tasks import (
+    LLMOrdinalJudge,
     LLMPairJudge,
     LLMPointwiseJudge,
     LLMSummarizer,
     LLMTopicScorer,
     LLMTranslator,
+    OrdinalJudge,
     PairJudge,
     PointwiseJudge,
     Summarizer,
@@ -30,6 +39,7 @@ class TaskSet:
     pointwise_judge: PointwiseJudge
     backend: str
     translator: object = None
+    ordinal_judge: OrdinalJudge | None = None
 
 
 _CPU_EMBEDDER: MiniLMOnnxEmbedder | None = None
@@ -55,13 +65,15 @@ def make_tasks(
     ``judge_prompt`` / ``judge_max_tokens`` choose the LLM pair judge (``paper`` or ``direct``)."""
     if backend is None:
         emb = CachedEmbedder(cpu_embedder(), embedding_cache)
+        pair = CPUPairJudge(emb)
         return TaskSet(
             CPUTopicScorer(emb),
             CPUSummarizer(),
-            CPUPairJudge(emb),
+            pair,
             CPUPointwiseJudge(emb),
             "cpu",
             CPUTranslator(),
+            CPUOrdinalJudge(emb, pair.scorer),
         )
     runner = TaskRunner(backend, llm_cache, max_retries=max_retries)
     return TaskSet(
@@ -71,4 +83,5 @@ def make_tasks(
         LLMPointwiseJudge(runner),
         backend.name,
         LLMTranslator(runner),
+        LLMOrdinalJudge(runner),
     )

@@ -70,6 +70,8 @@ def default_answer(body: dict) -> tuple[int, str | dict]:
         return 200, chat_body("1")
     if "\\boxed{1} or \\boxed{2}" in user:
         return 200, chat_body(PAPER_REASONING + "\n\\boxed{1}")
+    if 'Answer only with JSON of the form {"score"' in user:
+        return 200, chat_body(json.dumps({"score": 3}))
     if "Answer Yes or No" in user:
         return 200, chat_body("Yes", {"Yes": -0.2, "No": -1.7, "Maybe": -5.0})
     return 400, {"error": "unknown task"}

@@ -295,3 +295,109 @@ def test_math_vs_words_a_math_only_retriever_makes_math_win():
     assert at[("math-only", "Geometry")][:4] == [1, 0, 0, 100.0]
     assert at[("math-bulk", "Algebra")] == at[("math-only", "Algebra")]
     assert per_query.filter(pl.col("query_id") == "q3")["dropped"].all()
+
+
+class _TruthJudge:
+    """Knows the truth (lower index better); ``bias`` makes it say "first" whatever it sees,
+    ``fail_draw`` fails every answer of that draw."""
+
+    def __init__(self, bias=False, fail_draw=None):
+        self.bias, self.fail_draw, self.draws = bias, fail_draw, []
+
+    def compare_batch(self, items, sample=0, temperature=0.7):
+        from saber_resources.tasks import Outcome
+
+        self.draws.append((sample, temperature))
+        if sample == self.fail_draw:
+            return [Outcome(None, ok=False, error="garbled") for _ in items]
+        return [Outcome(1 if self.bias or int(x[1:]) < int(y[1:]) else 2) for _, x, y in items]
+
+
+class _BandJudge:
+    """Ordinal 0-5 from the truth in bands of 10 candidates (neighbours share a grade)."""
+
+    def score_batch(self, items):
+        from saber_resources.tasks import Outcome
+
+        return [Outcome(5 - int(c[1:]) // 10) for _, c in items]
+
+
+def test_judging_regimes_known_answers():
+    from saber_assets.analyses.judging_regimes import (
+        majority,
+        regime_agreement,
+        regime_choices,
+        sample_pairs,
+    )
+
+    cands = [f"c{k:02d}" for k in range(60)]
+    ratings = pl.DataFrame(
+        {
+            "query_id": ["q"] * 60 + ["r"] * 60,
+            "candidate_id": cands * 2,
+            "rating": [5 - k / 12 for k in range(60)] * 2,
+        }
+    )
+    text = {c: c for c in cands} | {"q": "q", "r": "r"}
+    pairs = sample_pairs(ratings, 300, seed=7)
+    assert len(pairs) == 300 and len({(q, frozenset((a, b))) for q, a, b in pairs}) == 300
+    assert pairs == sample_pairs(ratings, 300, seed=7) != sample_pairs(ratings, 300, seed=8)
+    assert len(sample_pairs(ratings, 10**6, seed=7)) == 2 * 60 * 59 // 2  # capped at every pair
+    # both display orders are sampled, so position bias cannot line up with the ranking
+    assert 0.3 < np.mean([int(a[1:]) < int(b[1:]) for _, a, b in pairs]) < 0.7
+
+    assert (majority(3, 2, 1), majority(4, 1, 1), majority(2, 0, 1), majority(0, 0, 1)) == (
+        "tie", "a", "a", None,
+    )  # fmt: skip
+
+    # a perfect judge: every regime agrees with a ranking that follows the truth
+    judge = _TruthJudge()
+    choices, failed = regime_choices(pairs, text, judge, _BandJudge(), votes=5, tie_margin=1)
+    assert [s for s, _ in judge.draws] == [0, 1, 2, 3, 4]
+    _, summary = regime_agreement(pairs, choices, ratings, failed)
+    at = {(r, d): (n, a, t) for r, d, n, a, t, _ in summary.iter_rows()}
+    assert at[("pairwise_single", 0)] == (300, 1.0, 0.0)
+    assert at[("majority_vote_5", 0)] == (300, 1.0, 0.0)
+    # the ordinal judge ties within a band of 10: half credit there, full credit from Δr >= 10
+    same_band = [p for p in pairs if int(p[1][1:]) // 10 == int(p[2][1:]) // 10]
+    n, agree, ties = at[("ordinal", 0)]
+    assert ties == pytest.approx(len(same_band) / 300)
+    assert agree == pytest.approx(1 - 0.5 * len(same_band) / 300)
+    assert at[("ordinal", 25)][1:] == (1.0, 0.0)
+
+    # a judge that always says "first": one draw is a coin flip against the ranking, five
+    # draws in alternating orders split 3-2, which the margin rule calls a tie (half credit)
+    choices, failed = regime_choices(pairs, text, _TruthJudge(bias=True), _BandJudge())
+    _, summary = regime_agreement(pairs, choices, ratings, failed)
+    at = {(r, d): (n, a, t) for r, d, n, a, t, _ in summary.iter_rows()}
+    assert at[("majority_vote_5", 0)] == (300, 0.5, 1.0)
+    assert 0.3 < at[("pairwise_single", 0)][1] < 0.7
+
+    # a failed draw is no vote: 4 remain, 4-0 still decides; draw 0 failing leaves no single
+    choices, failed = regime_choices(pairs, text, _TruthJudge(fail_draw=0), _BandJudge())
+    assert failed == {"pairwise_single": 300, "majority_vote_5": 300, "ordinal": 0}
+    assert choices["pairwise_single"] == {}
+    _, summary = regime_agreement(pairs, choices, ratings, failed)
+    row = summary.filter(
+        (pl.col("regime") == "pairwise_single") & (pl.col("delta_r_at_least") == 0)
+    )
+    assert row["pairs"][0] == 0 and row["agreement"][0] is None and row["failed"][0] == 300
+    row = summary.filter(
+        (pl.col("regime") == "majority_vote_5") & (pl.col("delta_r_at_least") == 0)
+    )
+    assert row["agreement"][0] == 1.0
+
+
+def test_cpu_ordinal_judge_grades_on_the_scale():
+    from saber_resources.cpu_tasks import CPUOrdinalJudge
+    from saber_resources.taskset import cpu_embedder
+
+    judge = CPUOrdinalJudge(cpu_embedder())
+    q = "Problem:\nFind all primes p with p^2+2 prime.\n\nSolution:\nReduce modulo 3."
+    same = "Problem:\nShow 3 divides n^3-n.\n\nSolution:\nReduce modulo 3; check residues."
+    far = "Problem:\nArea of a triangle with sides 3,4,5.\n\nSolution:\nHeron's formula."
+    judge.scorer.evidence[(q, same)] = (1.0, 1.0)
+    out = judge.score_batch([(q, q), (q, same), (q, far)])
+    grades = [o.value for o in out]
+    assert all(o.ok and 0 <= o.value <= 5 for o in out)
+    assert grades[0] >= grades[1] > grades[2]

@@ -382,3 +382,37 @@ def test_judges_give_p_first_from_logprobs():
     with FakeOpenAI() as srv:
         [x] = LLMPairJudge(TaskRunner(_openai(srv)), "direct").compare_batch([("q", "a", "b")])
     assert x.value == 1 and x.p_first is None
+
+
+def test_ordinal_judge_parser_and_openai_round_trip():
+    from saber_resources.prompts import parse_ordinal
+    from saber_resources.tasks import LLMOrdinalJudge
+
+    assert parse_ordinal('{"score": 4}') == 4 and parse_ordinal('{"score": 0.0}') == 0
+    for bad, why in [
+        ('{"score": 6}', "outside the scale"),
+        ('{"score": 2.5}', "not an integer"),
+        ('{"score": true}', "not an integer"),
+        ('{"grade": 2}', "expected an object"),
+        ("3", "expected an object"),
+    ]:
+        with pytest.raises(ParseError, match=why):
+            parse_ordinal(bad)
+    with FakeOpenAI() as srv:
+        [out] = LLMOrdinalJudge(TaskRunner(_openai(srv))).score_batch([("q", "c")])
+    assert out.ok and out.value == 3
+    schema = srv.requests[0]["body"]["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["score"]["enum"] == [0, 1, 2, 3, 4, 5]
+
+
+def test_pair_judge_vote_draws_are_sampled_and_cached_apart():
+    wh = Warehouse(path=":memory:")
+    seen = []
+    backend = CountingBackend(lambda r: seen.append((r.seed, r.temperature)) or "1")
+    judge = LLMPairJudge(TaskRunner(backend, LLMCache(wh.connect)), prompt="direct")
+    for k in range(3):
+        judge.compare_batch([("q", "a", "b")], k, 0.9)
+    # draw 0 is the tournament's own request; later draws get their own seed and temperature
+    assert seen == [(0, 0.0), (1000, 0.9), (2000, 0.9)]
+    judge.compare_batch([("q", "a", "b")], 2, 0.9)
+    assert backend.calls == 3  # a repeated draw is served from the cache

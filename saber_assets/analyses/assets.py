@@ -20,10 +20,12 @@ from ..leaderboard.retrievers.registry import RetrieverResources, build_retrieve
 from ..ops.io import concat_partitions
 from ..ops.metadata import figure_markdown, markdown_table
 from ..resources import SaberSettings
-from ..tournament.assets import prepared_judge
+from ..tournament.assets import prepared_judge, prepared_tasks
 from .composition import composition
 from .convergence import POLICIES, convergence, round_robin
 from .human_agreement import SUMMARY_SCHEMA, human_agreement, read_annotations
+from .judging_regimes import SUMMARY_SCHEMA as REGIMES_SCHEMA
+from .judging_regimes import regime_agreement, regime_choices, sample_pairs
 from .math_vs_words import math_vs_words as math_vs_words_table
 from .mteb import STATS_SCHEMA, read_scores
 from .mteb import mteb_correlation as mteb_correlation_table
@@ -212,13 +214,19 @@ def judge_human_agreement(
         note = "no analyses.human_annotations file configured: nothing to compare with"
         empty = pl.DataFrame(schema=SUMMARY_SCHEMA)
         return Output(empty, metadata={"dagster/row_count": 0, "note": note})
-    humans = read_annotations(cfg.analyses.human_annotations)
-    judge, text = prepared_judge(settings, llm, stores, corpus)
+    acfg = cfg.analyses
+    humans = read_annotations(acfg.human_annotations)
+    ratings = concat_partitions(relevance_ratings)
+    tasks, text = prepared_tasks(settings, llm, stores, corpus, ratings)
     pairs = sorted(set(humans.select("query", "a", "b").iter_rows()))
-    choices = judge_choices(judge, text, pairs)
-    scored, summary = human_agreement(
-        humans, {"pairwise_judge": choices}, concat_partitions(relevance_ratings)
-    )
+    choices = judge_choices(tasks.pair_judge, text, pairs)
+    regimes, _ = regime_choices(
+        pairs, text, tasks.pair_judge, tasks.ordinal_judge, acfg.regime_votes,
+        acfg.regime_tie_margin, acfg.regime_temperature,
+    )  # fmt: skip
+    regimes.pop("pairwise_single")  # the both-orders pairwise judge stands for it here
+    scored, summary = human_agreement(humans, {"pairwise_judge": choices, **regimes}, ratings)
+    judge = tasks.pair_judge
     return Output(
         summary,
         metadata={
@@ -228,6 +236,81 @@ def judge_human_agreement(
             "annotators": humans["annotator"].n_unique(),
             "pairs_judged": len(choices),
             "judge": f"{judge.backend}:{judge.model} ({judge.version})",
+        },
+    )
+
+
+def _regimes_plot(summary: pl.DataFrame):
+    import matplotlib.pyplot as plt
+
+    regimes = list(dict.fromkeys(summary["regime"]))
+    buckets = sorted(set(summary["delta_r_at_least"]))
+    fig, ax = plt.subplots(figsize=(6, 4))
+    width = 0.8 / max(len(regimes), 1)
+    for k, regime in enumerate(regimes):
+        got = dict(
+            summary.filter(pl.col("regime") == regime)
+            .select("delta_r_at_least", "agreement")
+            .iter_rows()
+        )
+        ax.bar(
+            np.arange(len(buckets)) + k * width,
+            [got.get(b) or 0 for b in buckets],
+            width,
+            label=regime.replace("_", " "),
+        )
+    ax.set_xticks(np.arange(len(buckets)) + 0.4 - width / 2, [f"Δr ≥ {b}" for b in buckets])
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("agreement with the BT ranking")
+    ax.legend(fontsize=7)
+    return figure_markdown(fig, "judging regimes")
+
+
+@analysis(pool="llm")
+def judging_regimes(
+    settings: SaberSettings,
+    llm: LLMResource,
+    stores: StoresResource,
+    corpus: pl.DataFrame,
+    relevance_ratings: dict[str, pl.DataFrame],
+) -> Output[pl.DataFrame]:
+    """The paper's alternative judges on `analyses.regime_pairs` seeded candidate pairs: an
+    ordinal 0–5 judge and a majority vote of `analyses.regime_votes` pairwise draws, with the
+    single pairwise answer beside them; agreement with the tournament's BT ranking, overall and
+    by rank distance Δr ≥ 0, 25, 50."""
+    cfg = settings.load()
+    acfg = cfg.analyses
+    if acfg.regime_pairs == 0:
+        note = "analyses.regime_pairs is 0: no pairs judged"
+        return Output(
+            pl.DataFrame(schema=REGIMES_SCHEMA), metadata={"dagster/row_count": 0, "note": note}
+        )
+    ratings = concat_partitions(relevance_ratings)
+    tasks, text = prepared_tasks(settings, llm, stores, corpus, ratings)
+    pairs = sample_pairs(ratings, acfg.regime_pairs, cfg.seed)
+    t0 = time.perf_counter()
+    choices, failed = regime_choices(
+        pairs, text, tasks.pair_judge, tasks.ordinal_judge, acfg.regime_votes,
+        acfg.regime_tie_margin, acfg.regime_temperature,
+    )  # fmt: skip
+    per_pair, summary = regime_agreement(pairs, choices, ratings, failed)
+    judge = tasks.pair_judge
+    return Output(
+        summary,
+        metadata={
+            "dagster/row_count": summary.height,
+            "agreement": markdown_table(summary),
+            "pairs": len(pairs),
+            "seed": cfg.seed,
+            "pair_judge": f"{judge.backend}:{judge.model} ({judge.version})",
+            "ordinal_judge": f"{tasks.ordinal_judge.backend}:{tasks.ordinal_judge.model} "
+            f"({tasks.ordinal_judge.version})",
+            "votes": acfg.regime_votes,
+            "tie_margin": acfg.regime_tie_margin,
+            "vote_temperature": acfg.regime_temperature,
+            "failed_judgments": MetadataValue.json(failed),
+            "plot": _regimes_plot(summary),
+            "seconds": round(time.perf_counter() - t0, 2),
         },
     )
 

@@ -70,14 +70,11 @@ def rank_gap(ranks: dict[tuple[str, str], int], query: str, a: str, b: str) -> i
     return None if ra is None or rb is None else abs(ra - rb)
 
 
-def human_agreement(
-    humans: pl.DataFrame,
-    predictions: dict[str, dict[tuple[str, str, str], str]],
+def rating_ranks(
     ratings: pl.DataFrame,
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(per-annotation rows with each predictor's score and Δr; summary: predictor, bucket,
-    annotations, agreement). ``predictions``: name -> {(query, a, b): choice}. The BT ranking
-    is added as predictor "bt_ranking" from ``ratings`` (query_id, candidate_id, rating)."""
+) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], int]]:
+    """(query, candidate) -> final rating, and -> rank within its query (0 = best; equal
+    ratings ordered by candidate id)."""
     rating = {
         (q, c): r for q, c, r in ratings.select("query_id", "candidate_id", "rating").iter_rows()
     }
@@ -88,6 +85,18 @@ def human_agreement(
         .select("query_id", "candidate_id", "k")
         .iter_rows()
     }
+    return rating, ranks
+
+
+def human_agreement(
+    humans: pl.DataFrame,
+    predictions: dict[str, dict[tuple[str, str, str], str]],
+    ratings: pl.DataFrame,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(per-annotation rows with each predictor's score and Δr; summary: predictor, bucket,
+    annotations, agreement). ``predictions``: name -> {(query, a, b): choice}. The BT ranking
+    is added as predictor "bt_ranking" from ``ratings`` (query_id, candidate_id, rating)."""
+    rating, ranks = rating_ranks(ratings)
     names = [*predictions, "bt_ranking"]
     rows = []
     for q, a, b, choice, annotator in humans.select(COLUMNS).iter_rows():

@@ -35,10 +35,21 @@ def prepared_judge(
 ):
     """The configured pair judge and the text it reads per problem id (the CPU judge also gets
     the pipeline's topic and summary signals of each query–candidate pair, where given)."""
+    tasks, text = prepared_tasks(settings, llm, stores, corpus, query_candidates)
+    return tasks.pair_judge, text
+
+
+def prepared_tasks(
+    settings: SaberSettings,
+    llm: LLMResource,
+    stores: StoresResource,
+    corpus: pl.DataFrame,
+    query_candidates: pl.DataFrame | None = None,
+):
+    """``prepared_judge`` for every judge of the task set (pair, ordinal): (tasks, text)."""
     tcfg = settings.load().tournament
-    judge = tasks_for(
-        llm, stores, tcfg.max_parse_retries, tcfg.judge_prompt, tcfg.judge_max_tokens
-    ).pair_judge
+    tasks = tasks_for(llm, stores, tcfg.max_parse_retries, tcfg.judge_prompt, tcfg.judge_max_tokens)
+    judge = tasks.pair_judge
     text = {
         r[0]: judge.text_for(r[1], r[2])
         for r in corpus.select("id", "problem", "solution").iter_rows()
@@ -49,7 +60,7 @@ def prepared_judge(
             "query_id", "candidate_id", "topic", "summary"
         ).iter_rows():
             judge.evidence[(text[qid], text[cid])] = (t, u)
-    return judge, text
+    return tasks, text
 
 
 def build_tournament_assets(domain_partitions: StaticPartitionsDefinition) -> list:
