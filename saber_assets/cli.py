@@ -211,6 +211,9 @@ def build(
     print(f"parquet:   {wh.parquet_dir}")
     print(f"warehouse: {wh.path} (views: {', '.join(views) or 'none'})")
     print(f"dagster:   {os.environ['DAGSTER_HOME']} (open the UI with `uv run saber ui`)")
+    report = home / cfg.name / "report" / "index.html"
+    if report.exists():
+        print(f"report:    {report}")
     if failed:
         for res in failed:
             for ev in res.all_events:
@@ -321,6 +324,24 @@ def warehouse_cmd(config: str | None, rebuild: bool) -> int:
     return 0
 
 
+def report_cmd(config: str | None) -> int:
+    """Print the path of the benchmark report (the `benchmark_report` asset writes it)."""
+    from .analyses.report_assets import report_path
+    from .resources import SaberSettings
+
+    load_config(config)  # a bad config is reported like everywhere else
+    path = report_path(SaberSettings(config_file=str(config or DEFAULT_CONFIG)))
+    if not path.exists():
+        print(
+            f"saber: no report at {path} yet: run `saber build` (or materialise "
+            "benchmark_report in the UI)",
+            file=sys.stderr,
+        )
+        return 1
+    print(path)
+    return 0
+
+
 def ui(port: int) -> int:
     prepare_dagster_home(data_home())
     os.chdir(REPO_ROOT)
@@ -377,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     p_wh.add_argument("--config", help="pipeline config YAML")
     p_wh.add_argument("--rebuild", action="store_true", help="delete the file and recreate it")
+    p_rep = sub.add_parser("report", help="print the path of the HTML benchmark report")
+    p_rep.add_argument("--config", help="pipeline config YAML")
     p_ui = sub.add_parser("ui", help="open the Dagster UI on the project-local instance")
     p_ui.add_argument("--port", type=int, default=3000)
     args = parser.parse_args(argv)
@@ -387,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
             return evaluate_cmd(args)
         if args.command == "warehouse":
             return warehouse_cmd(args.config, args.rebuild)
+        if args.command == "report":
+            return report_cmd(args.config)
         return ui(args.port)
     except (FileNotFoundError, ValueError) as exc:  # config, registry and benchmark errors
         print(f"saber: {exc}", file=sys.stderr)

@@ -20,6 +20,7 @@ from saber_resources.stores import StoresResource
 from saber_resources.warehouse import Warehouse
 
 from .analyses import assets as analysis_assets
+from .analyses import report_assets
 from .annotations import assets as annotation_assets
 from .candidates import assets as candidate_assets
 from .corpus import assets as corpus_assets
@@ -46,6 +47,7 @@ STATIC_MODULES = [
     rating_assets,
     leaderboard_assets,
     analysis_assets,
+    report_assets,
 ]
 
 

@@ -401,3 +401,66 @@ def test_cpu_ordinal_judge_grades_on_the_scale():
     grades = [o.value for o in out]
     assert all(o.ok and 0 <= o.value <= 5 for o in out)
     assert grades[0] >= grades[1] > grades[2]
+
+
+def test_report_readings_follow_the_numbers():
+    from saber_assets.analyses import report as rp
+
+    # 1000 decided judgments, the first shown wins 500 / 600: the reading must say which
+    def judgments(first_wins: int) -> pl.DataFrame:
+        rows = [("D", "q", "a" if k < first_wins else "b", "a") for k in range(1000)]
+        rows += [("D", "q", None, "a")] * 10  # 10 failures
+        return pl.DataFrame(rows, schema=["domain", "query", "winner", "shown_first"], orient="row")
+
+    stats = rp.tournament_stats(judgments(500))
+    row = stats.filter(pl.col("domain") == "all").row(0, named=True)
+    assert (row["judgments"], row["failures"], row["first_shown_wins"]) == (1010, 10, 0.5)
+    assert "no detectable position bias" in rp.read_tournament(stats)
+    assert "towards the first" in rp.read_tournament(rp.tournament_stats(judgments(600)))
+    assert "towards the second" in rp.read_tournament(rp.tournament_stats(judgments(400)))
+
+    board = pl.DataFrame(
+        {
+            "retriever": ["x", "y", "x", "y"],
+            "setting": ["s1", "s1", "s2", "s2"],
+            "ndcg@10": [0.8, 0.5, 0.6, 0.58],
+            "ci_low": [0.75, 0.45, 0.55, 0.53],
+            "ci_high": [0.85, 0.55, 0.65, 0.63],
+        }
+    )
+    text = rp.read_leaderboard(board)
+    assert "In s1, x leads" in text and "outside its interval" in text
+    assert "In s2, x leads" in text and "intervals overlap" in text
+
+    areas = pl.DataFrame(
+        {"scope": ["all"], "both": [0.7], "topic_only": [0.5], "summary_only": [0.2]}
+    )
+    assert "both 0.700, topic-only 0.500, summary-only 0.200. The both" in rp.read_signal_groups(
+        areas
+    )
+    assert "off" in rp.read_convergence(pl.DataFrame(schema={"policy": pl.String}), 20)
+
+
+def test_report_html_is_self_contained_and_escaped():
+    import matplotlib.pyplot as plt
+
+    from saber_assets.analyses.report import Section, render_html
+    from saber_assets.ops.figures import png_base64
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    page = render_html(
+        "T <1>",
+        "sub",
+        [
+            Section(
+                "A & B",
+                "x < y",
+                [("t", pl.DataFrame({"name": ["<script>"], "v": [0.12345]}))],
+                [("fig", png_base64(fig))],
+            )
+        ],
+    )
+    assert "<script>" not in page and "&lt;script&gt;" in page and "0.123" in page
+    assert "T &lt;1&gt;" in page and 'id="a---b"' in page and 'href="#a---b"' in page
+    assert page.count("data:image/png;base64,iVBOR") == 1  # a real PNG, inline

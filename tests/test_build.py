@@ -46,7 +46,26 @@ def test_saber_build_runs_every_stage(tiny_config, tmp_path, capsys):
     # Run history is kept in the project-local Dagster home.
     assert (tmp_path / "home" / "dagster_home" / "dagster.yaml").exists()
     _ratings_follow_shared_technique(home)
+    _report_is_self_contained(tiny_config(), home, out, capsys)
     _evaluate_reproduces_the_leaderboard(tiny_config(), home, board, capsys)
+
+
+def _report_is_self_contained(cfg, home, build_out, capsys):
+    """The benchmark report: written by the build, found by `saber report`, nothing fetched."""
+    path = home / "report" / "index.html"
+    assert f"report:    {path}" in build_out
+    capsys.readouterr()
+    assert main(["report", "--config", str(cfg)]) == 0
+    assert capsys.readouterr().out.strip() == str(path)
+    page = path.read_text()
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)
+    assert "<script" not in page
+    assert page.count('src="data:image/png;base64,') >= 4
+    for title in ("Tournament", "Leaderboard", "Judging regimes", "Math vs words"):
+        assert f">{title}</h2>" in page
+    assert "bm25" in page and "jaccard-no-tok" in page  # the leaderboard's retrievers
+    readings = pl.read_parquet(home / "parquet" / "benchmark_report.parquet")
+    assert readings.height == 10 and readings["reading"].str.len_chars().min() > 20
 
 
 def _ratings_follow_shared_technique(home):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 import zlib
 
-import matplotlib
 import numpy as np
 import polars as pl
 from dagster import AssetKey, MetadataValue, Output, asset
@@ -21,17 +20,16 @@ from ..ops.io import concat_partitions
 from ..ops.metadata import figure_markdown, markdown_table
 from ..resources import SaberSettings
 from ..tournament.assets import prepared_judge, prepared_tasks
+from . import plots
 from .composition import composition
-from .convergence import POLICIES, convergence, round_robin
+from .convergence import convergence, round_robin
 from .human_agreement import SUMMARY_SCHEMA, human_agreement, read_annotations
 from .judging_regimes import SUMMARY_SCHEMA as REGIMES_SCHEMA
 from .judging_regimes import regime_agreement, regime_choices, sample_pairs
 from .math_vs_words import math_vs_words as math_vs_words_table
 from .mteb import STATS_SCHEMA, read_scores
 from .mteb import mteb_correlation as mteb_correlation_table
-from .signal_groups import GROUPS, area_under, group_curves
-
-matplotlib.use("Agg")
+from .signal_groups import area_under, group_curves
 
 
 def analysis(**extra):
@@ -47,20 +45,6 @@ CONVERGENCE_SCHEMA = {
 }  # fmt: skip
 
 
-def _curves_plot(curves: pl.DataFrame):
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for group in GROUPS:
-        line = curves.filter((pl.col("scope") == "all") & (pl.col("group") == group))
-        ax.plot(line["r"], line["fraction"], label=group.replace("_", " "))
-    ax.set_xlabel("rank r of the final ratings")
-    ax.set_ylabel("fraction of the group within the top r")
-    ax.set_title("signal groups, all queries")
-    ax.legend()
-    return figure_markdown(fig, "signal group curves")
-
-
 @analysis()
 def signal_group_curves(relevance_ratings: dict[str, pl.DataFrame]) -> Output[pl.DataFrame]:
     """Cumulative fraction of each candidate group (topic-only, summary-only, both) within the
@@ -71,33 +55,9 @@ def signal_group_curves(relevance_ratings: dict[str, pl.DataFrame]) -> Output[pl
         metadata={
             "dagster/row_count": curves.height,
             "area_under_curve": markdown_table(area_under(curves)),
-            "plot": _curves_plot(curves),
+            "plot": figure_markdown(plots.curves_figure(curves), "signal group curves"),
         },
     )
-
-
-def _shares_plot(tables: dict[str, pl.DataFrame]):
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
-    for ax, what in zip(axes[:2], ("queries", "documents"), strict=True):
-        frame = (
-            tables["domains"]
-            .filter(pl.col("of") == what)
-            .group_by("level1")
-            .agg(pl.col("count").sum())
-            .sort("count", descending=True)
-        )
-        ax.pie(frame["count"], labels=frame["level1"], autopct="%1.0f%%", textprops={"size": 7})
-        ax.set_title(f"{what} by domain (topic assignments)")
-    src = tables["sources"]
-    for k, what in enumerate(("queries", "documents")):
-        part = src.filter(pl.col("of") == what)
-        axes[2].bar([f"{s}\n{what}" for s in part["source"]], part["share"], color=f"C{k}")
-    axes[2].set_ylabel("share")
-    axes[2].set_title("sources")
-    axes[2].tick_params(axis="x", labelsize=7)
-    return figure_markdown(fig, "benchmark composition")
 
 
 @analysis(
@@ -128,7 +88,7 @@ def benchmark_composition(
             "documents_by_subdomain": markdown_table(domains.filter(pl.col("of") == "documents")),
             "sources": markdown_table(tables["sources"]),
             "candidate_groups": markdown_table(tables["groups"]),
-            "plot": _shares_plot(tables),
+            "plot": figure_markdown(plots.shares_figure(tables), "benchmark composition"),
             "queries": bench.queries.height,
             "documents": bench.documents.height,
             "note": MetadataValue.text(
@@ -136,20 +96,6 @@ def benchmark_composition(
             ),
         },
     )
-
-
-def _scatter(matched: pl.DataFrame):
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for k, ((setting,), part) in enumerate(matched.group_by("setting", maintain_order=True)):
-        ax.scatter(part["mteb"], part["ndcg@10"], label=setting, color=f"C{k}")
-        for m, x, y in part.select("model", "mteb", "ndcg@10").iter_rows():
-            ax.annotate(m, (x, y), fontsize=6)
-    ax.set_xlabel("MTEB retrieval score")
-    ax.set_ylabel("nDCG@10 on this benchmark")
-    ax.legend(fontsize=7)
-    return figure_markdown(fig, "MTEB vs benchmark")
 
 
 @analysis(
@@ -176,7 +122,7 @@ def mteb_correlation(settings: SaberSettings) -> Output[pl.DataFrame]:
         "unmatched_retrievers": ", ".join(unmatched) or "none",
     }
     if matched.height:
-        meta["plot"] = _scatter(matched)
+        meta["plot"] = figure_markdown(plots.mteb_figure(matched), "MTEB vs benchmark")
     return Output(table, metadata=meta)
 
 
@@ -240,32 +186,6 @@ def judge_human_agreement(
     )
 
 
-def _regimes_plot(summary: pl.DataFrame):
-    import matplotlib.pyplot as plt
-
-    regimes = list(dict.fromkeys(summary["regime"]))
-    buckets = sorted(set(summary["delta_r_at_least"]))
-    fig, ax = plt.subplots(figsize=(6, 4))
-    width = 0.8 / max(len(regimes), 1)
-    for k, regime in enumerate(regimes):
-        got = dict(
-            summary.filter(pl.col("regime") == regime)
-            .select("delta_r_at_least", "agreement")
-            .iter_rows()
-        )
-        ax.bar(
-            np.arange(len(buckets)) + k * width,
-            [got.get(b) or 0 for b in buckets],
-            width,
-            label=regime.replace("_", " "),
-        )
-    ax.set_xticks(np.arange(len(buckets)) + 0.4 - width / 2, [f"Δr ≥ {b}" for b in buckets])
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("agreement with the BT ranking")
-    ax.legend(fontsize=7)
-    return figure_markdown(fig, "judging regimes")
-
-
 @analysis(pool="llm")
 def judging_regimes(
     settings: SaberSettings,
@@ -309,23 +229,10 @@ def judging_regimes(
             "tie_margin": acfg.regime_tie_margin,
             "vote_temperature": acfg.regime_temperature,
             "failed_judgments": MetadataValue.json(failed),
-            "plot": _regimes_plot(summary),
+            "plot": figure_markdown(plots.regimes_figure(summary), "judging regimes"),
             "seconds": round(time.perf_counter() - t0, 2),
         },
     )
-
-
-def _convergence_plot(mean: pl.DataFrame):
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for policy in POLICIES:
-        line = mean.filter(pl.col("policy") == policy).sort("calls")
-        ax.plot(line["calls"], line["share"], marker="o", ms=3, label=policy)
-    ax.set_xlabel("judge calls per query")
-    ax.set_ylabel("inversions vs the exhaustive ranking (share of pairs)")
-    ax.legend()
-    return figure_markdown(fig, "tournament convergence")
 
 
 @analysis(pool="llm")
@@ -386,7 +293,9 @@ def tournament_convergence(
             "exhaustive_judgments": calls,
             "failed_judgments": failures,
             f"at_{cfg.tournament.rounds}_rounds": markdown_table(at_rounds),
-            "plot": _convergence_plot(mean) if mean.height else "no queries",
+            "plot": figure_markdown(plots.convergence_figure(mean), "tournament convergence")
+            if mean.height
+            else "no queries",
             "seconds": round(time.perf_counter() - t0, 2),
         },
     )
@@ -400,32 +309,6 @@ def outcome_p(outcome) -> float:
     if outcome.p_first is not None:
         return float(outcome.p_first)
     return 1.0 if outcome.value == 1 else 0.0
-
-
-def _wins_plot(summary: pl.DataFrame):
-    import matplotlib.pyplot as plt
-
-    part = summary.filter(pl.col("setting") == summary["setting"].min())
-    names = sorted(part["retriever"].unique().to_list())
-    domains = sorted(part["domain"].unique().to_list())
-    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(domains) + 2), 4))
-    width = 0.8 / max(len(names), 1)
-    for k, name in enumerate(names):
-        got = dict(
-            part.filter(pl.col("retriever") == name).select("domain", "math_wins_pct").iter_rows()
-        )
-        ax.bar(
-            np.arange(len(domains)) + k * width,
-            [got.get(d) or 0 for d in domains],
-            width,
-            label=name,
-        )
-    ax.set_xticks(np.arange(len(domains)) + 0.4 - width / 2, domains, fontsize=7)
-    ax.axhline(50, color="grey", lw=0.8, ls=":")
-    ax.set_ylabel("% of queries where math-only wins")
-    ax.set_title(part["setting"][0] if part.height else "")
-    ax.legend(fontsize=6, ncol=2)
-    return figure_markdown(fig, "math vs words")
 
 
 @analysis(
@@ -463,7 +346,9 @@ def math_vs_words(settings: SaberSettings, stores: StoresResource) -> Output[pl.
                 per_query.filter(pl.col("dropped")).select(pl.col("query_id").n_unique()).item()
             ),
             "failed": int(per_query["error"].is_not_null().sum()),
-            "plot": _wins_plot(summary) if summary.height else "no queries",
+            "plot": figure_markdown(plots.wins_figure(summary), "math vs words")
+            if summary.height
+            else "no queries",
             "seconds": round(time.perf_counter() - t0, 2),
         },
     )

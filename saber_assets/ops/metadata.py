@@ -5,6 +5,8 @@ from __future__ import annotations
 import polars as pl
 from dagster import MetadataValue
 
+from .figures import png_base64
+
 
 def markdown_table(df: pl.DataFrame, max_rows: int = 20, max_chars: int = 80) -> MetadataValue:
     """A markdown table; long cells are cut so the UI stays readable."""
@@ -23,14 +25,4 @@ def markdown_table(df: pl.DataFrame, max_rows: int = 20, max_chars: int = 80) ->
 
 def figure_markdown(fig, alt: str) -> MetadataValue:
     """A matplotlib figure as an inline PNG in markdown metadata (closes the figure)."""
-    import base64
-    import io
-
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
-    plt.close(fig)
-    return MetadataValue.md(
-        f"![{alt}](data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()})"
-    )
+    return MetadataValue.md(f"![{alt}](data:image/png;base64,{png_base64(fig)})")

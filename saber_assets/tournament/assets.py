@@ -1,6 +1,5 @@
 """tournament stage: Swiss (or adaptive) rounds per domain with the pair judge; resumable."""
 
-import math
 import time
 
 import polars as pl
@@ -12,18 +11,8 @@ from saber_resources.stores import StoresResource
 from ..ops.metadata import markdown_table
 from ..ops.tasks import tasks_for
 from ..resources import SaberSettings
-from .engine import TournamentQuery, run_key, run_tournament
+from .engine import TournamentQuery, run_key, run_tournament, wilson_interval
 from .store import SQLJudgmentStore
-
-
-def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval of a binomial proportion."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def prepared_judge(

@@ -10,6 +10,7 @@ Judgments are persisted after every judge sub-batch, failures included (winner N
 from __future__ import annotations
 
 import hashlib
+import math
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -235,3 +236,13 @@ def run_tournament(
         if on_round:
             on_round(rnd, len(pending), stats["replayed"])
     return standings, stats
+
+
+def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a binomial proportion."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))

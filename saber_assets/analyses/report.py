@@ -1,0 +1,284 @@
+"""The benchmark report: one self-contained HTML file (inline PNG, inline CSS, no script, no
+network) with the composition, thresholds, candidates, tournament statistics, the leaderboard with
+CIs and every analysis, each with a paragraph read off its own numbers.
+
+Pure: the asset gathers the tables and figures; the readings here are tested on known inputs.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from ..tournament.engine import wilson_interval
+
+
+@dataclass
+class Section:
+    title: str
+    reading: str
+    tables: list[tuple[str, pl.DataFrame]] = field(default_factory=list)
+    figures: list[tuple[str, str]] = field(default_factory=list)  # (caption, base64 PNG)
+
+
+def _pct(x: float | None, digits: int = 0) -> str:
+    return "n/a" if x is None else f"{100 * x:.{digits}f}%"
+
+
+def _num(x) -> str:
+    if x is None:
+        return ""
+    if isinstance(x, float):
+        return f"{x:.3f}" if abs(x) < 1000 else f"{x:,.0f}"
+    return str(x)
+
+
+# ------------------------------------------------------------------------------ statistics
+
+
+def tournament_stats(judgments: pl.DataFrame) -> pl.DataFrame:
+    """Per domain and over all: judgments, failures, and the share of decided judgments won by
+    the candidate shown first with its 95% Wilson interval (position bias)."""
+    frame = judgments.with_columns(
+        pl.col("winner").is_null().alias("failed"),
+        (pl.col("winner") == pl.col("shown_first")).fill_null(False).alias("first_won"),
+    )
+    rows = []
+    groups = [("all", frame)] + [
+        (d, part) for (d,), part in frame.sort("domain").group_by("domain", maintain_order=True)
+    ]
+    for domain, part in groups:
+        decided = int((~part["failed"]).sum())
+        first = int(part["first_won"].sum())
+        lo, hi = wilson_interval(first, decided)
+        rows.append(
+            {
+                "domain": domain,
+                "queries": part["query"].n_unique(),
+                "judgments": part.height,
+                "failures": int(part["failed"].sum()),
+                "first_shown_wins": first / decided if decided else None,
+                "ci_low": lo,
+                "ci_high": hi,
+            }
+        )
+    return pl.DataFrame(rows)
+
+
+# -------------------------------------------------------------------------------- readings
+
+
+def read_composition(corpus: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> str:
+    src = corpus.group_by("source").len().sort("len", descending=True)
+    top = src.row(0) if src.height else ("none", 0)
+    q = tables["domains"].filter(pl.col("of") == "queries").group_by("level1")
+    shares = q.agg(pl.col("count").sum()).sort("count", descending=True)
+    total = shares["count"].sum() or 1
+    text = (
+        f"The corpus holds {corpus.height:,} problems from {src.height} source(s); the largest, "
+        f"{top[0]}, gives {_pct(top[1] / max(corpus.height, 1))}."
+    )
+    if shares.height:
+        big, small = shares.row(0), shares.row(-1)
+        text += (
+            f" Among the queries' topic assignments {big[0]} is the largest domain "
+            f"({_pct(big[1] / total)}) and {small[0]} the smallest ({_pct(small[1] / total)}); "
+            "a problem counts once in every domain it is annotated with."
+        )
+    return text
+
+
+def read_candidates(thresholds: pl.DataFrame, groups: pl.DataFrame) -> str:
+    text = ""
+    if thresholds.height and "domain_topic_threshold" in thresholds.columns:
+        t = thresholds["domain_topic_threshold"]
+        text += (
+            f"Topic thresholds run from {t.min():.3f} to {t.max():.3f} across "
+            f"{thresholds.height} domains"
+        )
+        if "summary_threshold" in thresholds.columns:
+            text += f", the summary threshold is {thresholds['summary_threshold'].max():.3f}"
+        if "viable_queries" in thresholds.columns:
+            text += f"; {int(thresholds['viable_queries'].sum()):,} queries were viable"
+        text += ". "
+    if groups.height:
+        parts = ", ".join(
+            f"{per_query:g} {group.replace('_', '-')}"
+            for group, per_query in groups.select("group", "per_query").iter_rows()
+        )
+        text += f"Candidates per query and group: {parts}."
+    return text.strip()
+
+
+def read_tournament(stats: pl.DataFrame) -> str:
+    row = stats.filter(pl.col("domain") == "all").row(0, named=True)
+    share, lo, hi = row["first_shown_wins"], row["ci_low"], row["ci_high"]
+    bias = (
+        "no detectable position bias (the interval contains 50%)"
+        if lo <= 0.5 <= hi
+        else f"a position bias towards the {'first' if lo > 0.5 else 'second'} candidate shown"
+    )
+    return (
+        f"{row['judgments']:,} judgments on {row['queries']:,} queries, {row['failures']:,} "
+        f"failed ({_pct(row['failures'] / max(row['judgments'], 1), 1)}). The candidate shown "
+        f"first won {_pct(share, 1)} of the decided ones (95% CI {_pct(lo, 1)}–{_pct(hi, 1)}): "
+        f"{bias}."
+    )
+
+
+def read_leaderboard(board: pl.DataFrame) -> str:
+    out = []
+    for (setting,), part in board.group_by("setting", maintain_order=True):
+        part = part.sort("ndcg@10", descending=True)
+        best = part.row(0, named=True)
+        text = (
+            f"In {setting}, {best['retriever']} leads with nDCG@10 {best['ndcg@10']:.3f} "
+            f"[{best['ci_low']:.3f}, {best['ci_high']:.3f}]"
+        )
+        if part.height > 1:
+            second = part.row(1, named=True)
+            apart = second["ci_high"] < best["ci_low"]
+            text += f"; the runner-up {second['retriever']} ({second['ndcg@10']:.3f}) is " + (
+                "outside its interval" if apart else "within reach (the intervals overlap)"
+            )
+        out.append(text + ".")
+    return " ".join(out)
+
+
+def read_signal_groups(areas: pl.DataFrame) -> str:
+    """``areas``: ``area_under``'s table (scope, then one column per group)."""
+    part = areas.filter(pl.col("scope") == "all")
+    if not part.height:
+        return "No ratings to read."
+    got = sorted(
+        ((g, part[g][0]) for g in part.columns if g != "scope" and part[g][0] is not None),
+        key=lambda x: -x[1],
+    )
+    ranked = ", ".join(f"{g.replace('_', '-')} {a:.3f}" for g, a in got)
+    return (
+        f"Mean of each group's curve (1 = the group fills the top ranks first): {ranked}. The "
+        f"{got[0][0].replace('_', '-')} candidates rise highest in the final ratings; a group "
+        "with a low value was mostly judged less relevant than the others."
+    )
+
+
+def read_convergence(curves: pl.DataFrame, rounds: int) -> str:
+    if not curves.height:
+        return "Not computed (analyses.convergence is off: it costs n(n−1)/2 judge calls a query)."
+    mean = curves.group_by("policy", "round").agg(pl.col("calls", "share").mean())
+    at = mean.filter(pl.col("round") == min(rounds, mean["round"].max())).sort("share")
+    ranked = ", ".join(f"{p} {_pct(s, 1)}" for p, _, _, s in at.iter_rows())
+    return (
+        f"On {curves['query_id'].n_unique()} queries judged exhaustively, the share of pairs each "
+        f"policy still orders differently from the exhaustive ranking after {at['round'][0]} "
+        f"rounds (~{at['calls'].mean():.0f} calls a query): {ranked}. Lower is closer."
+    )
+
+
+def read_regimes(summary: pl.DataFrame) -> str:
+    if not summary.height:
+        return "Not computed (analyses.regime_pairs is 0)."
+    base = summary.filter(pl.col("delta_r_at_least") == 0)
+    parts = [
+        f"{r['regime'].replace('_', ' ')} {_num(r['agreement'])} ({_pct(r['tie_share'])} ties)"
+        for r in base.iter_rows(named=True)
+    ]
+    return (
+        f"Agreement with the tournament's BT order on {base['pairs'].max()} sampled pairs "
+        f"(1 = same order, ½ for a tie): {'; '.join(parts)}. Absolute grades tie often on "
+        "near candidates; agreement is read by rank distance in the table."
+    )
+
+
+def read_human(summary: pl.DataFrame) -> str:
+    if not summary.height:
+        return "No human annotations configured (analyses.human_annotations)."
+    base = summary.filter(pl.col("delta_r_at_least") == 0)
+    parts = [f"{p.replace('_', ' ')} {_num(a)}" for p, _, _, a in base.iter_rows()]
+    return f"Agreement with the human annotators (1 / ½ / 0 rule): {'; '.join(parts)}."
+
+
+def read_mteb(table: pl.DataFrame) -> str:
+    if not table.height:
+        return "No MTEB scores configured (analyses.mteb_scores)."
+    parts = [
+        f"{r['setting']} ({r['subset']} models, n={r['n']}): Pearson {_num(r['pearson'])}, "
+        f"Spearman {_num(r['spearman'])}"
+        for r in table.iter_rows(named=True)
+    ]
+    return f"Correlation of nDCG@10 with MTEB retrieval scores: {'; '.join(parts)}."
+
+
+def read_math_vs_words(summary: pl.DataFrame) -> str:
+    if not summary.height:
+        return "No queries with both formulas and words."
+    overall = (
+        summary.group_by("retriever")
+        .agg((pl.col("math_wins_pct") * pl.col("queries")).sum() / pl.col("queries").sum())
+        .sort("math_wins_pct", descending=True)
+    )
+    top, low = overall.row(0), overall.row(-1)
+    return (
+        f"Share of queries where the formulas alone are closer to the best-rated candidates "
+        f"than the words alone: from {top[1]:.0f}% ({top[0]}) down to {low[1]:.0f}% ({low[0]}). "
+        "Above 50% a retriever leans on the mathematics, below it on the prose."
+    )
+
+
+# ---------------------------------------------------------------------------------- render
+
+_CSS = """
+body{font:15px/1.5 system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+h1{margin-bottom:0}.sub{color:#666;margin-top:.2em}
+h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
+p.reading{background:#f6f8fa;border-left:4px solid #4a7;padding:.6em 1em}
+table{border-collapse:collapse;font-size:13px;margin:.6em 0 1.2em}
+th,td{border:1px solid #ddd;padding:.25em .6em;text-align:right}
+th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}
+caption{text-align:left;font-weight:600;padding:.3em 0}
+figure{margin:1em 0}figcaption{color:#666;font-size:13px}img{max-width:100%}
+nav a{margin-right:1em}
+"""
+
+
+def _table(caption: str, df: pl.DataFrame, max_rows: int = 60) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(_num(v))}</td>" for v in row) + "</tr>"
+        for row in df.head(max_rows).iter_rows()
+    )
+    more = (
+        f"<tr><td colspan={len(df.columns)}>… {df.height - max_rows} more rows</td></tr>"
+        if df.height > max_rows
+        else ""
+    )
+    return (
+        f"<table><caption>{html.escape(caption)}</caption><thead><tr>{head}</tr></thead>"
+        f"<tbody>{rows}{more}</tbody></table>"
+    )
+
+
+def _anchor(title: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in title.lower()).strip("-")
+
+
+def render_html(title: str, subtitle: str, sections: list[Section]) -> str:
+    nav = "".join(f'<a href="#{_anchor(s.title)}">{html.escape(s.title)}</a>' for s in sections)
+    body = []
+    for s in sections:
+        body.append(f'<h2 id="{_anchor(s.title)}">{html.escape(s.title)}</h2>')
+        body.append(f'<p class="reading">{html.escape(s.reading)}</p>')
+        for caption, png in s.figures:
+            body.append(
+                f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{png}">'
+                f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+            )
+        body += [_table(caption, df) for caption, df in s.tables]
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
+        f'<h1>{html.escape(title)}</h1><p class="sub">{html.escape(subtitle)}</p>'
+        f"<nav>{nav}</nav>{''.join(body)}</body></html>"
+    )
