@@ -231,6 +231,9 @@ class AnalysesConfig(_Strict):
     math_vs_words_settings: list[Literal["statement-statement", "statement-full", "full-full"]] = (
         Field(default_factory=lambda: ["statement-statement"])
     )
+    # statements without LaTeX: `llm` splits their math from their prose with the LLM (the
+    # paper's segmentation; prompt math-words-split/v1, cached); `latex` drops them
+    math_segmentation: Literal["latex", "llm"] = "latex"
     # judging_regimes: seeded candidate pairs judged by an ordinal (0-5) judge and a majority
     # vote of `regime_votes` pairwise draws at `regime_temperature` (a tie when the margin is
     # <= `regime_tie_margin`); 0 pairs turns the analysis off

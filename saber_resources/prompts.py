@@ -21,6 +21,7 @@ JUDGE_DIRECT_VERSION = "pair-judge/direct-v1"  # "1" or "2" at once (cheap)
 JUDGE_VERSIONS = {"paper": JUDGE_PAPER_VERSION, "direct": JUDGE_DIRECT_VERSION}
 POINTWISE_VERSION = "pointwise-yes/v1"
 ORDINAL_VERSION = "ordinal-score/v1"  # one query–candidate pair on an absolute 0–5 scale
+SEGMENT_VERSION = "math-words-split/v1"  # a statement's formulas vs its prose (non-LaTeX math)
 TRANSLATE_VERSION = "translate/v1"
 
 MAX_SUMMARY_WORDS = 30
@@ -380,6 +381,54 @@ def parse_ordinal(text: str) -> int:
     if int(v) not in ORDINAL_SCALE:
         raise ParseError(f"score {v} is outside the scale 0-5")
     return int(v)
+
+
+# ------------------------------------------------------------------------ math/words split
+
+SEGMENT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "math": {"type": "array", "items": {"type": "string"}},
+        "words": {"type": "string"},
+    },
+    "required": ["math", "words"],
+    "additionalProperties": False,
+}
+
+
+def segment_request(text: str) -> LLMRequest:
+    """Split a statement whose mathematics is not in LaTeX into its mathematical expressions
+    (copied verbatim) and the prose without them."""
+    user = (
+        f"Statement:\n{text}\n\n"
+        "List every mathematical expression of the statement (formulas, equations, numbers with "
+        "operators, variables and their relations), each copied exactly as it appears, in order. "
+        "Then give the statement's words with those expressions removed.\n"
+        'Answer only with JSON of the form {"math": ["<expression>", ...], "words": "<text>"}.'
+    )
+    return LLMRequest(
+        messages=(("system", "You separate mathematical notation from prose."), ("user", user)),
+        max_tokens=1024,
+        json_schema=SEGMENT_SCHEMA,
+    )
+
+
+def parse_segment(text: str, source: str) -> tuple[list[str], str]:
+    """(expressions, words); every expression must occur verbatim in ``source``."""
+    data = _strict_json(text)
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("math"), list)
+        or not isinstance(data.get("words"), str)
+    ):
+        raise ParseError('expected an object {"math": [...], "words": "..."}')
+    exprs = [e.strip() for e in data["math"] if isinstance(e, str) and e.strip()]
+    if len(exprs) != len(data["math"]):
+        raise ParseError("every math item must be a non-empty string")
+    invented = [e for e in exprs if e not in source]
+    if invented:
+        raise ParseError(f"expressions not in the statement: {invented[:3]}")
+    return exprs, data["words"].strip()
 
 
 # ------------------------------------------------------------------------------ translation

@@ -18,6 +18,7 @@ from .prompts import (
     JUDGE_VERSIONS,
     ORDINAL_VERSION,
     POINTWISE_VERSION,
+    SEGMENT_VERSION,
     SUMMARY_VERSION,
     TOPIC_VERSION,
     TRANSLATE_VERSION,
@@ -30,11 +31,13 @@ from .prompts import (
     parse_judgment,
     parse_ordinal,
     parse_p_yes,
+    parse_segment,
     parse_summary,
     parse_topic_scores,
     parse_translation,
     pointwise_request,
     problem_text,
+    segment_request,
     summary_request,
     topic_request,
     translate_request,
@@ -370,6 +373,20 @@ class LLMOrdinalJudge(_LLMTask):
             self.version,
             [ordinal_request(q, c) for q, c in items],
             lambda i, r: parse_ordinal(r.text),
+        )
+
+
+class LLMSegmenter(_LLMTask):
+    """A statement's mathematical expressions (verbatim) and its prose, for math whose notation
+    is not LaTeX (the paper's segmentation for math_vs_words)."""
+
+    version = SEGMENT_VERSION
+
+    def segment_batch(self, texts: Sequence[str]) -> list[Outcome[tuple[list[str], str]]]:
+        return self.runner.run(
+            self.version,
+            [segment_request(t) for t in texts],
+            lambda i, r: parse_segment(r.text, texts[i]),
         )
 
 

@@ -19,6 +19,7 @@ from .tasks import (
     LLMOrdinalJudge,
     LLMPairJudge,
     LLMPointwiseJudge,
+    LLMSegmenter,
     LLMSummarizer,
     LLMTopicScorer,
     LLMTranslator,
@@ -40,6 +41,7 @@ class TaskSet:
     backend: str
     translator: object = None
     ordinal_judge: OrdinalJudge | None = None
+    segmenter: LLMSegmenter | None = None  # LLM backends only: no CPU stand-in splits prose
 
 
 _CPU_EMBEDDER: MiniLMOnnxEmbedder | None = None
@@ -84,4 +86,5 @@ def make_tasks(
         backend.name,
         LLMTranslator(runner),
         LLMOrdinalJudge(runner),
+        LLMSegmenter(runner),
     )

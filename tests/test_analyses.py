@@ -296,6 +296,85 @@ def test_math_vs_words_a_math_only_retriever_makes_math_win():
     assert at[("math-bulk", "Algebra")] == at[("math-only", "Algebra")]
     assert per_query.filter(pl.col("query_id") == "q3")["dropped"].all()
 
+    # math not in LaTeX: dropped by the regex split, recovered by a (fake) LLM segmentation;
+    # a failed segmentation is dropped with its reason
+    plain = queries.with_columns(
+        pl.Series("problem", [*queries["problem"][:2], "Show y^2 + z = w when the sum is even"])
+    )
+
+    def segment(texts):
+        asked.extend(texts)
+        return [
+            ("$y^2 + z = w$", "Show when the sum is even") if "y^2" in t else "no math"
+            for t in texts
+        ]
+
+    asked: list[str] = []
+    per_query, summary = math_vs_words(plain, docs, retrievers, ("statement-statement",))
+    assert per_query.filter(pl.col("query_id") == "q3")["dropped"].all()
+    per_query, summary = math_vs_words(
+        plain,
+        docs,
+        {"math-only": retrievers["math-only"]},
+        ("statement-statement",),
+        segment=segment,
+    )
+    assert asked == ["Show y^2 + z = w when the sum is even"]  # only statements without LaTeX
+    q3 = per_query.filter(pl.col("query_id") == "q3").row(0, named=True)
+    assert q3["split"] == "llm" and q3["math_wins"] and not q3["dropped"]
+    assert q3["ratio"] == pytest.approx(4 / 10)  # y 2 z w | show when the sum is even
+    row = summary.filter(pl.col("domain") == "Algebra").row(0, named=True)
+    assert (row["queries"], row["dropped"], row["llm_split"], row["math_wins_pct"]) == (
+        3,
+        0,
+        1,
+        100.0,
+    )
+    asked.clear()
+    per_query, _ = math_vs_words(
+        queries,
+        docs,
+        {"math-only": retrievers["math-only"]},
+        ("statement-statement",),
+        segment=segment,
+    )
+    q3 = per_query.filter(pl.col("query_id") == "q3").row(0, named=True)
+    assert q3["dropped"] and q3["error"] == "segmentation failed: no math"
+
+
+def test_llm_segmenter_keeps_only_verbatim_expressions():
+    import json
+
+    from saber_resources.prompts import ParseError, parse_segment
+    from saber_resources.tasks import LLMSegmenter, TaskRunner
+
+    src = "Show that x + y = 10 when x = 4."
+    assert parse_segment('{"math": ["x + y = 10", "x = 4"], "words": "Show that when"}', src) == (
+        ["x + y = 10", "x = 4"],
+        "Show that when",
+    )
+    with pytest.raises(ParseError, match="not in the statement"):
+        parse_segment('{"math": ["x + y = 11"], "words": "Show"}', src)
+    with pytest.raises(ParseError, match="non-empty string"):
+        parse_segment('{"math": ["", 3], "words": "Show"}', src)
+
+    class Backend:
+        name, model = "fake", "m"
+
+        def generate(self, requests):
+            from saber_resources.llm import LLMResponse
+
+            out = []
+            for r in requests:
+                text = r.messages[-1][1].split("Statement:\n")[1].split("\n\n")[0]
+                # the first answer invents an expression; the retry answers properly
+                expr = "x + y = 11" if r.seed == 0 else "x + y = 10"
+                out.append(LLMResponse(json.dumps({"math": [expr], "words": text[:4]})))
+            return out
+
+    [o] = LLMSegmenter(TaskRunner(Backend())).segment_batch([src])
+    assert o.ok and o.value == (["x + y = 10"], "Show") and o.attempts == 2
+
 
 class _TruthJudge:
     """Knows the truth (lower index better); ``bias`` makes it say "first" whatever it sees,
@@ -439,6 +518,32 @@ def test_report_readings_follow_the_numbers():
         areas
     )
     assert "off" in rp.read_convergence(pl.DataFrame(schema={"policy": pl.String}), 20)
+    # a domain without viable queries has no threshold; a failed retriever has no score
+    thresholds = pl.DataFrame(
+        {
+            "domain": ["A", "B"],
+            "domain_topic_threshold": [0.5, None],
+            "summary_threshold": [0.25, 0.25],
+            "viable_queries": [7, None],
+        }
+    )
+    groups = pl.DataFrame({"group": ["both"], "per_query": [10.0]})
+    text = rp.read_candidates(thresholds, groups)
+    assert "from 0.500 to 0.500 across 1 domains; 1 domain(s) have no threshold" in text
+    assert "7 queries were viable" in text and "10 both" in text
+    failed = board.vstack(
+        pl.DataFrame(
+            {
+                "retriever": ["z"],
+                "setting": ["s1"],
+                "ndcg@10": [None],
+                "ci_low": [None],
+                "ci_high": [None],
+            },
+            schema=board.schema,
+        )
+    )
+    assert rp.read_leaderboard(failed) == rp.read_leaderboard(board)
 
 
 def test_report_html_is_self_contained_and_escaped():

@@ -18,6 +18,7 @@ from ..leaderboard.exchange import Benchmark
 from ..leaderboard.retrievers.registry import RetrieverResources, build_retriever, load_registry
 from ..ops.io import concat_partitions
 from ..ops.metadata import figure_markdown, markdown_table
+from ..ops.tasks import tasks_for
 from ..resources import SaberSettings
 from ..tournament.assets import prepared_judge, prepared_tasks
 from . import plots
@@ -311,11 +312,25 @@ def outcome_p(outcome) -> float:
     return 1.0 if outcome.value == 1 else 0.0
 
 
+def llm_segment(segmenter):
+    """The segmenter's answers as math_vs_words wants them: (math variant, words) or the error."""
+
+    def segment(texts):
+        return [
+            (" ".join(f"${e}$" for e in o.value[0]), o.value[1]) if o.ok else o.error
+            for o in segmenter.segment_batch(list(texts))
+        ]
+
+    return segment
+
+
 @analysis(
     deps=[AssetKey("evaluation_benchmark")],
     pool="llm",
 )
-def math_vs_words(settings: SaberSettings, stores: StoresResource) -> Output[pl.DataFrame]:
+def math_vs_words(
+    settings: SaberSettings, llm: LLMResource, stores: StoresResource
+) -> Output[pl.DataFrame]:
     """Per retriever, setting and domain: the share of queries whose math-only variant (LaTeX
     spans) is closer to the query's 5 best-rated candidates than its words-only variant, with
     the math-token ratio; queries with either side empty are dropped and counted."""
@@ -332,10 +347,19 @@ def math_vs_words(settings: SaberSettings, stores: StoresResource) -> Output[pl.
     resources = RetrieverResources(embedding_cache=EmbeddingCache(stores.db()), entries=entries)
     retrievers = {e.name: build_retriever(e, resources) for e in chosen}
     bench = Benchmark.read(settings.output_dir() / "evaluation_benchmark")
+    segmenter = None
+    if acfg.math_segmentation == "llm":
+        segmenter = tasks_for(llm, stores, cfg.tournament.max_parse_retries).segmenter
+        if segmenter is None:
+            raise ValueError(
+                "analyses.math_segmentation: llm needs an LLM backend (llm.backend is cpu); "
+                "use latex or configure vllm/openai"
+            )
     t0 = time.perf_counter()
     per_query, summary = math_vs_words_table(
-        bench.queries, bench.documents, retrievers, tuple(acfg.math_vs_words_settings)
-    )
+        bench.queries, bench.documents, retrievers, tuple(acfg.math_vs_words_settings),
+        segment=segmenter and llm_segment(segmenter),
+    )  # fmt: skip
     return Output(
         summary,
         metadata={
@@ -346,6 +370,7 @@ def math_vs_words(settings: SaberSettings, stores: StoresResource) -> Output[pl.
                 per_query.filter(pl.col("dropped")).select(pl.col("query_id").n_unique()).item()
             ),
             "failed": int(per_query["error"].is_not_null().sum()),
+            "segmentation": acfg.math_segmentation,
             "plot": figure_markdown(plots.wins_figure(summary), "math vs words")
             if summary.height
             else "no queries",

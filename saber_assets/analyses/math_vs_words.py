@@ -3,11 +3,16 @@ prose? Each query statement is split deterministically into a math-only variant 
 spans, kept as `$…$` so math-aware retrievers still parse them) and a words-only variant (the
 rest), with the tokenisers' own formula regex. For each retriever and setting, each variant is
 scored against the query's 5 highest-rated candidates; math wins a query when its mean score is
-higher. Queries where either side is empty are dropped and counted."""
+higher. Queries where either side is empty are dropped and counted.
+
+Statements whose mathematics is not in LaTeX have no formula span: with ``segment`` (the LLM
+segmentation of the paper, ``analyses.math_segmentation: llm``) those are split by the model
+instead, each expression checked to occur verbatim; a failed split is dropped with its reason."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import polars as pl
@@ -27,6 +32,14 @@ def variants(text: str) -> tuple[str, str]:
     if not plain_tokens(words):
         words = ""
     return " ".join(f"${f}$" for f in formulas), words
+
+
+Segment = Callable[[Sequence[str]], list[tuple[str, str] | str]]  # (math, words) or an error
+
+
+def split_ratio(math: str, words: str) -> float | None:
+    m, w = len(plain_tokens(math)), len(plain_tokens(words))
+    return m / (m + w) if m + w else None
 
 
 def math_token_ratio(text: str) -> float | None:
@@ -62,6 +75,7 @@ def math_vs_words(
     retrievers: dict,
     settings: tuple[str, ...],
     top: int = TOP,
+    segment: Segment | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(per query, retriever and setting: math score, words score, math_wins or a failure;
     summary per retriever, setting and domain: queries, dropped, failed, math-win %, math-token
@@ -88,6 +102,16 @@ def math_vs_words(
         ]
         texts = [setting_texts(setting, p, s, as_query=True) for _, p, s, *_ in items]
         split = [variants(t) for t in texts]
+        how = ["latex" if m else None for m, _ in split]
+        ratios = [math_token_ratio(t) for t in texts]
+        seg_errors: dict[int, str] = {}
+        if segment is not None:
+            bare = [n for n, (m, _) in enumerate(split) if not m]
+            for n, got in zip(bare, segment([texts[n] for n in bare]), strict=True):
+                if isinstance(got, str):
+                    seg_errors[n] = f"segmentation failed: {got}"
+                    continue
+                split[n], how[n], ratios[n] = got, "llm", split_ratio(*got)
         keep = [n for n, (m, w) in enumerate(split) if m and w]
         for name, retriever in retrievers.items():
             both = [split[n][0] for n in keep] + [split[n][1] for n in keep]
@@ -98,18 +122,19 @@ def math_vs_words(
                 sm, sw = means[j], means[j + len(keep)]
                 result[n] = (None, None, None, err) if err else (sm, sw, sm > sw, None)
             for n, (qid, *_, domains) in enumerate(items):
-                sm, sw, wins, err = result.get(n, (None, None, None, None))
+                sm, sw, wins, err = result.get(n, (None, None, None, seg_errors.get(n)))
                 rows.append(
                     {
                         "retriever": name, "setting": setting, "query_id": qid,
-                        "domains": domains, "ratio": math_token_ratio(texts[n]), "math": sm,
+                        "domains": domains, "ratio": ratios[n], "split": how[n], "math": sm,
                         "words": sw, "math_wins": wins, "dropped": n not in result,
                         "error": err,
                     }
                 )  # fmt: skip
     schema = {
         "retriever": pl.String, "setting": pl.String, "query_id": pl.String,
-        "domains": pl.List(pl.String), "ratio": pl.Float64, "math": pl.Float64,
+        "domains": pl.List(pl.String), "ratio": pl.Float64, "split": pl.String,
+        "math": pl.Float64,
         "words": pl.Float64, "math_wins": pl.Boolean, "dropped": pl.Boolean, "error": pl.String,
     }  # fmt: skip
     per_query = pl.DataFrame(rows, schema=schema)
@@ -123,6 +148,7 @@ def math_vs_words(
             pl.col("error").is_not_null().sum().alias("failed"),
             (100 * pl.col("math_wins").cast(pl.Float64).mean()).round(1).alias("math_wins_pct"),
             pl.col("ratio").mean().round(3).alias("math_token_ratio"),
+            (pl.col("split") == "llm").sum().alias("llm_split"),
         )
         .sort("retriever", "setting", "domain")
     )

@@ -92,24 +92,34 @@ def read_composition(corpus: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> s
 
 def read_candidates(thresholds: pl.DataFrame, groups: pl.DataFrame) -> str:
     text = ""
-    if thresholds.height and "domain_topic_threshold" in thresholds.columns:
-        t = thresholds["domain_topic_threshold"]
-        text += (
-            f"Topic thresholds run from {t.min():.3f} to {t.max():.3f} across "
-            f"{thresholds.height} domains"
+    if "domain_topic_threshold" in thresholds.columns:
+        t = thresholds["domain_topic_threshold"].drop_nulls()
+        unset = thresholds.height - t.len()
+        if t.len():
+            text += (
+                f"Topic thresholds run from {t.min():.3f} to {t.max():.3f} across {t.len()} domains"
+            )
+        if unset:
+            text += f"{'; ' if text else ''}{unset} domain(s) have no threshold (no viable query)"
+        s = (
+            thresholds["summary_threshold"].drop_nulls()
+            if "summary_threshold" in thresholds.columns
+            else []
         )
-        if "summary_threshold" in thresholds.columns:
-            text += f", the summary threshold is {thresholds['summary_threshold'].max():.3f}"
+        if len(s):
+            text += f", the summary threshold is {s.max():.3f}"
         if "viable_queries" in thresholds.columns:
-            text += f"; {int(thresholds['viable_queries'].sum()):,} queries were viable"
-        text += ". "
+            text += (
+                f"; {int(thresholds['viable_queries'].fill_null(0).sum()):,} queries were viable"
+            )
+        text += ". " if text else ""
     if groups.height:
         parts = ", ".join(
             f"{per_query:g} {group.replace('_', '-')}"
             for group, per_query in groups.select("group", "per_query").iter_rows()
         )
         text += f"Candidates per query and group: {parts}."
-    return text.strip()
+    return text.strip() or "No thresholds or candidates."
 
 
 def read_tournament(stats: pl.DataFrame) -> str:
@@ -130,7 +140,8 @@ def read_tournament(stats: pl.DataFrame) -> str:
 
 def read_leaderboard(board: pl.DataFrame) -> str:
     out = []
-    for (setting,), part in board.group_by("setting", maintain_order=True):
+    scored = board.filter(pl.col("ndcg@10").is_not_nan() & pl.col("ndcg@10").is_not_null())
+    for (setting,), part in scored.group_by("setting", maintain_order=True):
         part = part.sort("ndcg@10", descending=True)
         best = part.row(0, named=True)
         text = (
@@ -144,7 +155,7 @@ def read_leaderboard(board: pl.DataFrame) -> str:
                 "outside its interval" if apart else "within reach (the intervals overlap)"
             )
         out.append(text + ".")
-    return " ".join(out)
+    return " ".join(out) or "No retriever has a score."
 
 
 def read_signal_groups(areas: pl.DataFrame) -> str:
@@ -217,8 +228,12 @@ def read_math_vs_words(summary: pl.DataFrame) -> str:
     overall = (
         summary.group_by("retriever")
         .agg((pl.col("math_wins_pct") * pl.col("queries")).sum() / pl.col("queries").sum())
+        .drop_nans()
+        .drop_nulls()
         .sort("math_wins_pct", descending=True)
     )
+    if not overall.height:
+        return "Every retriever failed or every query was dropped: nothing to compare."
     top, low = overall.row(0), overall.row(-1)
     return (
         f"Share of queries where the formulas alone are closer to the best-rated candidates "
