@@ -24,6 +24,7 @@ from saber_assets.ontology.tree import expand_to_tree
 from saber_assets.settings import OntologyConfig
 from saber_assets.signals.kernels import pairwise_block_naive, signal_block, to_csr
 from saber_assets.signals.shards import BYTES_PER_PAIR
+from saber_assets.signals.sizing import shard_memory_bytes
 
 PAPER_ORDERED_PAIRS_PER_S = 0.87e6
 
@@ -123,13 +124,7 @@ def main() -> None:
     n_big = 283_000
     big_pairs = n_big * (n_big - 1) / 2
     t_big, shard_rows = 17_000, 10_000
-    est = (
-        t_big**2 * 4
-        + t_big * 384 * 4
-        + shard_rows * 16 * 16 * 4
-        + frac * shard_rows * n_big * 14
-        + n_big * 30 * 8
-    )
+    est = shard_memory_bytes(n_big, shard_rows, t_big, frac)
     paper = PAPER_ORDERED_PAIRS_PER_S / 2
     lines = [
         f"block of {args.rows} rows x {args.n:,} columns = {pairs:,} unordered pairs, one core",

@@ -30,6 +30,7 @@ from .ontology.domains import domain_names
 from .ops.automation import retriever_registry_sensor, retriever_runs_backstop
 from .ops.io import WarehouseParquetIOManager
 from .ops.partitions import annotation_partitions, domain_partitions
+from .ops.pods import k8s_tags
 from .ratings import assets as rating_assets
 from .resources import SaberSettings
 from .settings import DEFAULT_CONFIG, SQL_DIR, LLMConfig, data_home, load_config
@@ -106,7 +107,11 @@ def make_definitions(
 
     def job(name: str, selection: AssetSelection, description: str):
         return define_asset_job(
-            name, selection=selection, executor_def=executor, description=description
+            name,
+            selection=selection,
+            executor_def=executor,
+            description=description,
+            tags=k8s_tags(name, cfg),
         )
 
     jobs = [

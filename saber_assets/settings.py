@@ -6,6 +6,7 @@ Plain module (no Dagster): the Dagster resource in ``saber_assets.resources`` wr
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -258,6 +259,23 @@ class StorageConfig(_Strict):
     base_uri: str | None = None
 
 
+class PodSize(_Strict):
+    cpu: str = "1"
+    memory: str = "4Gi"
+
+
+class PodsConfig(_Strict):
+    """Kubernetes pod requests per job (the `dagster-k8s/config` run tag; ignored by local
+    launchers). Signal-shard pods are sized from `expected_problems` and `signals.*`; stages that
+    only call the served model get `llm`; `jobs` overrides any job by name."""
+
+    expected_problems: int = Field(default=283_000, ge=1)
+    default: PodSize = PodSize(cpu="1", memory="4Gi")
+    llm: PodSize = PodSize(cpu="500m", memory="2Gi")
+    runs: PodSize = PodSize(cpu="2", memory="8Gi")  # retriever runs: indexes, embeddings
+    jobs: dict[str, PodSize] = Field(default_factory=dict)
+
+
 class PipelineConfig(_Strict):
     name: str = "sample"
     seed: int = 20261129
@@ -273,6 +291,36 @@ class PipelineConfig(_Strict):
     analyses: AnalysesConfig = AnalysesConfig()
     stores: StoresConfig = StoresConfig()
     storage: StorageConfig = StorageConfig()
+    pods: PodsConfig = PodsConfig()
+
+
+_ENV_REF = re.compile(r"\$\{([^}:]*)(?::-([^}]*))?\}")
+
+
+def expand_env(value, where: str):
+    """``${SABER_NAME}`` / ``${SABER_NAME:-default}`` in string values, from the environment.
+    Only ``SABER_*`` variables: a config lands in run metadata, so secrets must stay behind
+    ``*_env`` keys (read through EnvVar), never be pasted in by expansion."""
+    if isinstance(value, dict):
+        return {k: expand_env(v, where) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_env(v, where) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def sub(m: re.Match) -> str:
+        name, default = m.group(1), m.group(2)
+        if not re.fullmatch(r"SABER_[A-Z0-9_]+", name):
+            raise ValueError(
+                f"invalid config {where}: ${{{name}}}: only SABER_* variables may be expanded "
+                "(secrets go through the *_env keys)"
+            )
+        got = os.environ.get(name)
+        if got is None and default is None:
+            raise ValueError(f"invalid config {where}: ${{{name}}} is not set and has no default")
+        return got if got is not None else default
+
+    return _ENV_REF.sub(sub, value)
 
 
 def load_config(path: str | os.PathLike | None = None) -> PipelineConfig:
@@ -282,6 +330,7 @@ def load_config(path: str | os.PathLike | None = None) -> PipelineConfig:
         raise FileNotFoundError(f"config file not found: {path}")
     with open(path, encoding="utf-8") as f:
         raw = yaml.safe_load(f) or {}
+    raw = expand_env(raw, str(path))
     try:
         return PipelineConfig.model_validate(raw)
     except Exception as exc:  # pydantic's message lists every bad key

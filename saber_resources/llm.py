@@ -83,7 +83,7 @@ class VLLMBackend:
                 import vllm
             except ImportError as exc:  # pragma: no cover - depends on the GPU image
                 raise ImportError(
-                    "the vllm backend needs vLLM: install the GPU extra (uv pip install -r deploy/requirements-gpu.txt)"
+                    "the vllm backend needs vLLM: install it (uv pip install -r deploy/gpu/requirements-vllm.txt, README 'GPU extra')"
                 ) from exc
             self._llm = vllm.LLM(
                 model=self.model,

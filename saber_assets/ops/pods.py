@@ -1,0 +1,44 @@
+"""Pod sizing per job on Kubernetes: the `dagster-k8s/config` tag the K8sRunLauncher reads."""
+
+from __future__ import annotations
+
+import json
+
+from ..settings import PipelineConfig, PodSize
+from ..signals.sizing import shard_pod_memory_gib
+
+K8S_TAG = "dagster-k8s/config"
+# jobs whose heavy work is calls to the served model (annotation chunks, tournaments)
+LLM_JOBS = ("build_annotations", "build_domains")
+
+
+def largest_shard_rows(cfg: PipelineConfig) -> int:
+    """The last shard also takes every row past shards × rows_per_shard: size for it."""
+    sig = cfg.signals
+    return max(
+        sig.rows_per_shard, cfg.pods.expected_problems - (sig.shards - 1) * sig.rows_per_shard
+    )
+
+
+def pod_size(job: str, cfg: PipelineConfig) -> PodSize:
+    pods = cfg.pods
+    if job in pods.jobs:
+        return pods.jobs[job]
+    if job == "build_signal_shards":
+        gib = shard_pod_memory_gib(pods.expected_problems, largest_shard_rows(cfg))
+        return PodSize(cpu=str(cfg.signals.threads), memory=f"{gib}Gi")
+    if job in LLM_JOBS and cfg.llm.backend != "cpu":
+        return pods.llm
+    if job == "build_runs":
+        return pods.runs
+    return pods.default
+
+
+def k8s_tags(job: str, cfg: PipelineConfig) -> dict[str, str]:
+    """Requests = limits for memory (an OOM kill names the job), requests only for CPU."""
+    size = pod_size(job, cfg)
+    resources = {
+        "requests": {"cpu": size.cpu, "memory": size.memory},
+        "limits": {"memory": size.memory},
+    }
+    return {K8S_TAG: json.dumps({"container_config": {"resources": resources}})}

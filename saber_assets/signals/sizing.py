@@ -1,0 +1,38 @@
+"""How much memory one signal-shard run needs: the sizing of its pod on a cluster.
+
+One shard holds the Lin table of the topics in use (float32, squared), the gathered topic
+vectors, per-row buffers and histograms, the stored pairs of its rows (``stored_fraction`` of
+``rows × n`` at ``BYTES_PER_PAIR``, bytes) and the annotation inputs of every problem. The
+benchmark (`benchmarks/signals.py`) prints it next to the peak RSS it measures.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .shards import BYTES_PER_PAIR
+
+# stored share of pairs at the default floors, measured by benchmarks/signals.py on the bundled
+# corpus; the estimate is dominated by the Lin table at realistic sizes
+DEFAULT_STORED_FRACTION = 0.05
+
+
+def shard_memory_bytes(
+    n_problems: int,
+    rows_per_shard: int,
+    used_topics: int = 17_000,
+    stored_fraction: float = DEFAULT_STORED_FRACTION,
+) -> float:
+    return (
+        used_topics**2 * 4  # Lin table, float32
+        + used_topics * 384 * 4  # gathered topic rows
+        + rows_per_shard * 16 * 16 * 4  # per-row histograms and buffers
+        + stored_fraction * rows_per_shard * n_problems * (BYTES_PER_PAIR + 8)  # pairs + ids
+        + n_problems * 30 * 8  # every problem's topic and summary-token ids
+    )
+
+
+def shard_pod_memory_gib(n_problems: int, rows_per_shard: int, headroom: float = 1.5) -> int:
+    """Whole GiB for the pod's request: the estimate × headroom, plus 1 GiB for Python and
+    Dagster."""
+    return math.ceil(shard_memory_bytes(n_problems, rows_per_shard) * headroom / 2**30) + 1

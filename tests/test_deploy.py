@@ -1,0 +1,295 @@
+"""deploy/ read against the code and the Kubernetes schemas, without a cluster or a Docker engine:
+rename a pool, an env var, a secret key, a port or a job in one place and a test here fails."""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+import yaml
+
+from saber_assets.settings import REPO_ROOT, load_config
+
+DEPLOY = REPO_ROOT / "deploy"
+K8S_VERSION = "1.33.0"
+
+
+def _docs(path: Path) -> list[dict]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def _values() -> dict:
+    return yaml.safe_load((DEPLOY / "helm" / "values.yaml").read_text())
+
+
+def _user_code() -> dict:
+    [dep] = _values()["dagster-user-deployments"]["deployments"]
+    return dep
+
+
+def _env(dep: dict) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in dep["env"]}
+
+
+def _merge(base, patch):
+    """Strategic merge as kustomize does it for these patches: maps merge, containers merge by
+    name, other lists are replaced."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        out = dict(base)
+        for k, v in patch.items():
+            out[k] = _merge(base[k], v) if k in base else v
+        return out
+    if (
+        isinstance(base, list)
+        and isinstance(patch, list)
+        and all("name" in x for x in base + patch)
+    ):
+        by_name = {x["name"]: x for x in base}
+        return [_merge(by_name[p["name"]], p) if p["name"] in by_name else p for p in patch] + [
+            x for x in base if x["name"] not in {p["name"] for p in patch}
+        ]
+    return patch
+
+
+def _vllm_objects() -> list[dict]:
+    """deploy/vllm as `kubectl apply -k` renders it."""
+    kustom = yaml.safe_load((DEPLOY / "vllm" / "kustomization.yaml").read_text())
+    objects = [d for r in kustom["resources"] for d in _docs(DEPLOY / "vllm" / r)]
+    for p in kustom["patches"]:
+        patch = yaml.safe_load((DEPLOY / "vllm" / p["path"]).read_text())
+        [target] = [
+            o
+            for o in objects
+            if (o["kind"], o["metadata"]["name"]) == (patch["kind"], patch["metadata"]["name"])
+        ]
+        objects[objects.index(target)] = _merge(target, patch)
+    return objects
+
+
+def _by_kind(objects: list[dict], kind: str) -> dict:
+    [obj] = [o for o in objects if o["kind"] == kind]
+    return obj
+
+
+def test_manifests_validate_against_the_kubernetes_schema():
+    import kubernetes_validate
+
+    objects = [*_vllm_objects(), *_docs(DEPLOY / "k8s" / "storage.yaml")]
+    assert {o["kind"] for o in objects} == {"Deployment", "Service", "PersistentVolumeClaim"}
+    for obj in objects:
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+    # the run pods' default container config and each job's tag, inside a Pod
+    run = _values()["runLauncher"]["config"]["k8sRunLauncher"]["runK8sConfig"]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "run"},
+        "spec": {
+            **run["podSpecConfig"],
+            "containers": [{"name": "run", "image": "saber", **run["containerConfig"]}],
+        },
+    }
+    kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
+    broken = copy.deepcopy(pod)
+    broken["spec"]["containers"][0]["resources"]["requets"] = {"cpu": "1"}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, K8S_VERSION, strict=True)
+
+
+def test_vllm_serves_what_the_cluster_config_calls(monkeypatch):
+    objects = _vllm_objects()
+    deploy = _by_kind(objects, "Deployment")
+    [c] = deploy["spec"]["template"]["spec"]["containers"]
+    service = _by_kind(objects, "Service")
+    env = _env(_user_code())
+    for name in ("SABER_LLM_BASE_URL", "SABER_LLM_MODEL", "SABER_STORAGE_URI", "SABER_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    cfg = load_config(REPO_ROOT / "configs" / "cluster.yaml")
+    # the config's defaults and the values' env point at the same service, port and model
+    for base_url in (cfg.llm.base_url, env["SABER_LLM_BASE_URL"]):
+        url = urlparse(base_url)
+        assert url.hostname == service["metadata"]["name"] and url.path == "/v1"
+        assert url.port == service["spec"]["ports"][0]["port"] == c["ports"][0]["containerPort"]
+    assert c["args"][0] == cfg.llm.model == env["SABER_LLM_MODEL"]
+    assert cfg.llm.backend == "openai" and cfg.llm.json_mode == "structured_outputs"
+    # the env overrides reach the config
+    monkeypatch.setenv("SABER_LLM_MODEL", "Org/Other-7B")
+    monkeypatch.setenv("SABER_LLM_BASE_URL", "http://judge:9000/v1")
+    moved = load_config(REPO_ROOT / "configs" / "cluster.yaml")
+    assert (moved.llm.model, moved.llm.base_url) == ("Org/Other-7B", "http://judge:9000/v1")
+    # the API key: one Secret key, read by vllm serve and by the openai backend via EnvVar
+    keys = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in c["env"] if "valueFrom" in e}
+    assert keys[cfg.llm.api_key_env] == {"name": "saber-llm", "key": cfg.llm.api_key_env}
+    assert {"name": "saber-llm", "optional": True} in _user_code()["envSecrets"]
+    # probes on /health, a model cache volume, memory-backed /dev/shm, a GPU
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert c[probe]["httpGet"]["path"] == "/health"
+    volumes = {v["name"]: v for v in deploy["spec"]["template"]["spec"]["volumes"]}
+    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+    claim = volumes[mounts["/models"]]["persistentVolumeClaim"]["claimName"]
+    assert claim == _by_kind(objects, "PersistentVolumeClaim")["metadata"]["name"]
+    assert "--download-dir=/models" in c["args"]
+    assert volumes[mounts["/dev/shm"]]["emptyDir"]["medium"] == "Memory"
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == "1"
+
+
+def test_helm_values_name_what_the_code_reads(monkeypatch):
+    from saber_assets import definitions
+
+    dep = _user_code()
+    env = _env(dep)
+    # the code location the image serves, the config it loads, where outputs go
+    assert dep["dagsterApiGrpcArgs"] == ["-m", "saber_assets.definitions"]
+    config = Path(env["SABER_CONFIG"])
+    assert config.parent == Path("/opt/saber/configs")
+    assert (REPO_ROOT / "configs" / config.name).exists()
+    src = (REPO_ROOT / "saber_assets" / "definitions.py").read_text()
+    assert 'os.environ.get("SABER_CONFIG")' in src
+    assert 'os.environ.get("SABER_HOME"' in (REPO_ROOT / "saber_assets" / "settings.py").read_text()
+    # every SABER_* variable the cluster config expands is set by the values
+    used = set(re.findall(r"\$\{(SABER_[A-Z_]+)", (REPO_ROOT / "configs/cluster.yaml").read_text()))
+    assert used and used <= set(env)
+    # the stores' DSN variable comes from a Secret the guide tells you to create
+    cfg = load_config(REPO_ROOT / "configs" / "cluster.yaml")
+    guide = (DEPLOY / "README.md").read_text()
+    assert cfg.stores.kind == "postgres"
+    assert {"name": "saber-stores"} in dep["envSecrets"]
+    assert f"--from-literal={cfg.stores.dsn_env}=" in guide
+    assert "--from-literal=VLLM_API_KEY=" in guide and "postgresql-password" in guide
+    assert _values()["global"]["postgresqlSecretName"] in guide
+    # volumes: the claim the pods mount exists
+    claims = {d["metadata"]["name"] for d in _docs(DEPLOY / "k8s" / "storage.yaml")}
+    for vols in (dep["volumes"], _values()["dagsterWebserver"]["volumes"]):
+        assert {v["persistentVolumeClaim"]["claimName"] for v in vols} <= claims
+    # pools: the only pool the assets use is the one the values limit (and the guide names)
+    defs = definitions.make_definitions(REPO_ROOT / "configs" / "cluster.yaml")
+    pools = {a.op.pool for a in defs.get_repository_def().assets_defs_by_key.values() if a.op.pool}
+    assert pools == {"llm"}
+    assert _values()["concurrency"]["enabled"] and "pool `llm`" in guide
+    # the image: user, port, module, config path
+    docker = (DEPLOY / "Dockerfile").read_text()
+    uid = int(re.search(r"ARG UID=(\d+)", docker).group(1))
+    assert dep["podSecurityContext"]["runAsUser"] == uid
+    run_pod = _values()["runLauncher"]["config"]["k8sRunLauncher"]["runK8sConfig"]
+    assert run_pod["podSpecConfig"]["securityContext"]["runAsUser"] == uid
+    assert f"EXPOSE {dep['port']}" in docker
+    assert '"-m", "saber_assets.definitions"' in docker
+    assert f"SABER_CONFIG={env['SABER_CONFIG']}" in docker
+
+
+def test_every_job_sizes_its_pods_through_the_launchers_tag():
+    from dagster_k8s.job import get_user_defined_k8s_config
+
+    from saber_assets import definitions
+    from saber_assets.ops.pods import K8S_TAG, pod_size
+    from saber_assets.signals.sizing import shard_pod_memory_gib
+
+    path = REPO_ROOT / "configs" / "cluster.yaml"
+    cfg = load_config(path)
+    defs = definitions.make_definitions(path)
+    jobs = {j.name: j for j in defs.get_repository_def().get_all_jobs()}
+    built = {n for n in jobs if n.startswith("build_")}
+    assert {"build_signal_shards", "build_annotations", "build_domains", "build_runs"} <= built
+    sizes = {}
+    for name in built:
+        parsed = get_user_defined_k8s_config(jobs[name].tags)  # the launcher's own parser
+        res = parsed.container_config["resources"]
+        assert res["limits"]["memory"] == res["requests"]["memory"]
+        sizes[name] = res["requests"]
+        assert K8S_TAG in jobs[name].tags
+    # the shards cover the expected corpus: no last shard swallowing the rest
+    assert cfg.signals.shards * cfg.signals.rows_per_shard >= cfg.pods.expected_problems
+    gib = shard_pod_memory_gib(cfg.pods.expected_problems, cfg.signals.rows_per_shard)
+    assert sizes["build_signal_shards"] == {"cpu": str(cfg.signals.threads), "memory": f"{gib}Gi"}
+    # too few shards: the last one takes the rest of the corpus, and its pod is sized for it
+    few = cfg.model_copy(update={"signals": cfg.signals.model_copy(update={"shards": 16})})
+    rows = cfg.pods.expected_problems - 15 * cfg.signals.rows_per_shard
+    assert pod_size("build_signal_shards", few).memory == (
+        f"{shard_pod_memory_gib(cfg.pods.expected_problems, rows)}Gi"
+    )
+    assert sizes["build_annotations"] == sizes["build_domains"] == cfg.pods.llm.model_dump()
+    # the jobs the guide tells an operator to launch exist
+    guide = (DEPLOY / "README.md").read_text()
+    named = set(re.findall(r"\bbuild_[a-z_]+\b", guide))
+    assert named and named <= built, named - built
+
+
+def test_shard_pod_memory_grows_with_the_corpus_and_the_shard():
+    from saber_assets.signals.sizing import shard_memory_bytes, shard_pod_memory_gib
+
+    small, big = shard_memory_bytes(10_000, 2048), shard_memory_bytes(283_000, 2048)
+    assert big > small and shard_memory_bytes(283_000, 8192) > big
+    assert shard_pod_memory_gib(283_000, 2048) >= big * 1.5 / 2**30
+
+
+def test_dockerfiles_cache_dependencies_run_unprivileged_and_pin_vllm():
+    code = (DEPLOY / "Dockerfile").read_text()
+    lines = [ln.strip() for ln in code.splitlines() if ln.strip() and not ln.startswith("#")]
+    deps = next(i for i, ln in enumerate(lines) if "--no-install-project" in ln)
+    first_src = next(
+        i for i, ln in enumerate(lines) if ln.startswith("COPY") and "saber_assets" in ln
+    )
+    assert deps < first_src  # the dependency layer does not depend on the sources
+    assert re.search(r"COPY .*pyproject\.toml uv\.lock", lines[deps - 1])
+    syncs = [ln for ln in lines if "uv sync" in ln]
+    assert len(syncs) == 2 and all("--locked" in s and "--no-dev" in s for s in syncs)
+    assert all("--extra k8s" in s for s in syncs)
+    user = [i for i, ln in enumerate(lines) if ln.startswith("USER ")]
+    assert user and lines[user[-1]] not in ("USER root", "USER 0")
+    assert user[-1] < next(i for i, ln in enumerate(lines) if ln.startswith("CMD"))
+    assert (
+        "NUMBA_CACHE_DIR=/opt/saber/.cache/numba" in code
+        and "chown -R saber:saber /opt/saber/.cache" in code
+    )
+    # the K8sRunLauncher passes `dagster api execute_run …` as container args: no ENTRYPOINT
+    assert not any(ln.startswith("ENTRYPOINT") for ln in lines)
+    assert "ARG SABER_REGISTRY" in code and "ARG BASE_IMAGE" in code
+    # the k8s extra (run pods) and the Postgres instance storage are in the lock
+    lock = (REPO_ROOT / "uv.lock").read_text()
+    for pkg in ("dagster-k8s", "dagster-postgres"):
+        assert f'name = "{pkg}"\nversion = "0.29.27"' in lock
+
+    gpu = (DEPLOY / "Dockerfile.gpu").read_text()
+    assert "build-essential" in gpu and "--require-hashes" in gpu
+    assert "uv venv /opt/vllm/.venv" in gpu  # vLLM in its own environment
+    gpu_users = re.findall(r"^USER (\S+)$", gpu.split("\nCMD")[0], re.MULTILINE)
+    assert gpu_users[-1] == "saber"  # root only for the apt layer
+    reqs = (DEPLOY / "gpu" / "requirements-vllm.txt").read_text()
+    pins = re.findall(r"^([A-Za-z0-9_.\-]+)==(\S+) \\$", reqs, re.MULTILINE)
+    assert ("vllm", "0.33.0") in pins and len(pins) > 50
+    blocks = re.split(r"\n(?=[A-Za-z0-9_.\-]+==)", reqs.split("\n", 2)[2])
+    assert all("--hash=sha256:" in b for b in blocks if b.strip())
+
+
+def _vllm_numba() -> str:
+    reqs = (DEPLOY / "gpu" / "requirements-vllm.txt").read_text()
+    return re.search(r"^numba==(\S+) \\$", reqs, re.MULTILINE).group(1)
+
+
+@pytest.mark.skipif(shutil.which("uv") is None, reason="needs uv to layer vLLM's numba")
+def test_kernels_on_the_numba_vllm_ships(tmp_path):
+    """The in-process `vllm` backend installs vLLM into the project environment, which replaces
+    the locked numba with vLLM's pin: the signal and tournament kernels must pass on it."""
+    version = _vllm_numba()
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    probe = subprocess.run(
+        ["uv", "run", "--with", f"numba=={version}", "python", "-c",
+         "import numba; print(numba.__version__)"],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if probe.returncode != 0:
+        pytest.skip(f"numba {version} could not be installed here: {probe.stderr[-300:]}")
+    assert probe.stdout.strip() == version
+    run = subprocess.run(
+        ["uv", "run", "--with", f"numba=={version}", "pytest", "-q",
+         "-p", "no:logging", "-x", "tests/test_signals.py", "tests/test_tournament.py"],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert " passed" in run.stdout
