@@ -4,12 +4,9 @@ stores on PostgreSQL, `dagster dev` on 127.0.0.1 with 3 concurrent runs, driven 
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import polars as pl
@@ -19,11 +16,7 @@ import yaml
 
 from saber_assets.settings import REPO_ROOT
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from .dagster_dev import dagster_dev
 
 
 def _create_db(dsn: str, name: str) -> str:
@@ -66,53 +59,14 @@ def deployment(postgres_dsn, tiny_config, tmp_path):
         stores={"kind": "postgres", "dsn_env": "SABER_PG_DSN"},
         ontology={"domains": {"Algebra": "Algebra", "Geometry": "Geometry"}},
     )
-    port = _free_port()
     env = {
         **os.environ,
         "DAGSTER_HOME": str(home),
         "SABER_CONFIG": str(cfg),
         "SABER_PG_DSN": stores_dsn,
     }
-    log = open(tmp_path / "dagster_dev.log", "w")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dagster",
-            "dev",
-            "-w",
-            "workspace.yaml",
-            "-p",
-            str(port),
-            "-h",
-            "127.0.0.1",
-        ],
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 240
-        while True:
-            try:
-                urllib.request.urlopen(url + "/server_info", timeout=2).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError((tmp_path / "dagster_dev.log").read_text()[-3000:]) from None
-                time.sleep(1)
+    with dagster_dev(env, tmp_path / "dagster_dev.log") as url:
         yield {"url": url, "config": cfg, "env": env, "stores_dsn": stores_dsn}
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
 
 
 def _saber(args, env, timeout=1800):

@@ -293,3 +293,22 @@ def test_kernels_on_the_numba_vllm_ships(tmp_path):
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert " passed" in run.stdout
+
+
+def test_config_expands_only_saber_variables(tmp_path, monkeypatch):
+    base = (REPO_ROOT / "configs" / "sample.yaml").read_text()
+    path = tmp_path / "c.yaml"
+    monkeypatch.delenv("SABER_X_MODEL", raising=False)
+    path.write_text(base + "\nllm: {backend: openai, model: '${SABER_X_MODEL:-m1}'}\n")
+    assert load_config(path).llm.model == "m1"
+    monkeypatch.setenv("SABER_X_MODEL", "m2")
+    assert load_config(path).llm.model == "m2"
+    path.write_text(base + "\nllm: {backend: openai, model: '${SABER_UNSET_THING}'}\n")
+    with pytest.raises(ValueError, match="SABER_UNSET_THING.*not set and has no default"):
+        load_config(path)
+    # a secret pasted in by expansion would land in run metadata: refused
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    path.write_text(base + "\nllm: {backend: openai, model: '${OPENAI_API_KEY}'}\n")
+    with pytest.raises(ValueError, match="only SABER_\\* variables") as err:
+        load_config(path)
+    assert "sk-secret" not in str(err.value)
