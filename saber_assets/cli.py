@@ -228,6 +228,74 @@ def build(
     return 0
 
 
+def _benchmark_dir(given: str | None, cfg) -> Path:
+    """The given exchange-format directory, else the built (evaluation) benchmark."""
+    if given:
+        return Path(given)
+    built = data_home() / cfg.name / "evaluation_benchmark"
+    return built if built.exists() else data_home() / cfg.name / "benchmark"
+
+
+def _print_report(label: str, bench_dir: Path, bench, rep, k: int) -> None:
+    print(
+        f"{label} on {bench_dir}: {bench.queries.height} queries, {bench.documents.height} documents"
+    )
+    for r in rep.iter_rows(named=True):
+        print(
+            f"\n[{r['setting']}]  nDCG@{k} = {r['ndcg@10']:.4f}  95% CI [{r['ci_low']:.4f}, {r['ci_high']:.4f}]"
+            f"  ({r['queries']} queries, {r['failed']} failed, median {r['median_latency_ms'] or 0:.1f} ms/query)"
+        )
+        for d in bench.domain_list():
+            if r[d] is not None and r[d] == r[d]:
+                print(f"  {d:<22} {r[d]:.4f}  {r[d + ' ci']}")
+        full = r["full_ndcg'@10"]
+        if full is not None:
+            print(
+                f"  full corpus: nDCG'@{k} {full:.4f}, recall@100 of the top-5 rated {r['full_recall_top5@100']:.4f}"
+            )
+
+
+def _evaluate_run_file(args, cfg, bench, bench_dir: Path) -> int:
+    """An outside system's TREC run, scored with the leaderboard's metric and CIs; a file with
+    several tags is several runs (the tag names the setting: `NAME-statement-full`)."""
+    import json
+
+    import polars as pl
+
+    from .leaderboard.evaluate import report
+    from .leaderboard.interchange import evaluate_run, read_run, setting_of
+
+    runs = read_run(Path(args.run))
+    wanted = args.setting[0] if args.setting and len(args.setting) == 1 else None
+    frames = []
+    for tag, run in runs.items():
+        setting = setting_of(tag, wanted or "statement-full")
+        if args.setting and setting not in args.setting:
+            continue
+        frames.append(evaluate_run(run, bench, setting, args.k, not args.no_full_corpus))
+    if not frames:
+        raise ValueError(f"{args.run}: no run for the settings {args.setting}")
+    rep = report(pl.concat(frames), bench.domain_list(), args.resamples, cfg.seed)
+    if args.json:
+        out = {"run": str(args.run), "benchmark": str(bench_dir), "k": args.k}
+        print(json.dumps({**out, "settings": rep.to_dicts()}, indent=2, default=float))
+        return 0
+    _print_report(f"run {args.run}", bench_dir, bench, rep, args.k)
+    return 0
+
+
+def export_cmd(args) -> int:
+    """The built benchmark (or --benchmark DIR) as BEIR, TREC qrels or an MTEB reranking task."""
+    from .leaderboard.exchange import Benchmark
+    from .leaderboard.interchange import export
+
+    cfg = load_config(args.config)
+    bench_dir = Path(args.benchmark) if args.benchmark else data_home() / cfg.name / "benchmark"
+    files = export(Benchmark.read(bench_dir), args.format, Path(args.dir), args.setting)
+    print(f"{args.format} ({args.setting}) from {bench_dir}: {len(files)} files under {args.dir}")
+    return 0
+
+
 def evaluate_cmd(args) -> int:
     """The command-line twin of the leaderboard asset, for one retriever."""
     import json
@@ -243,12 +311,12 @@ def evaluate_cmd(args) -> int:
     )
 
     cfg = load_config(args.config)
-    bench_dir = (
-        Path(args.benchmark) if args.benchmark else data_home() / cfg.name / "evaluation_benchmark"
-    )
-    if not bench_dir.exists() and not args.benchmark:
-        bench_dir = data_home() / cfg.name / "benchmark"
+    bench_dir = _benchmark_dir(args.benchmark, cfg)
     bench = Benchmark.read(bench_dir)
+    if args.run:
+        return _evaluate_run_file(args, cfg, bench, bench_dir)
+    if not args.retriever:
+        raise ValueError("give a retriever name from the registry, or --run FILE")
     registry = args.registry or cfg.leaderboard.registry
     reg_path = registry if Path(registry).is_absolute() else REPO_ROOT / registry
     entries = load_registry(reg_path)
@@ -292,22 +360,7 @@ def evaluate_cmd(args) -> int:
             )
         )
         return 0
-    print(
-        f"{entry.name} ({entry.kind}) on {bench_dir}: {bench.queries.height} queries, {bench.documents.height} documents"
-    )
-    for r in rep.iter_rows(named=True):
-        print(
-            f"\n[{r['setting']}]  nDCG@{args.k} = {r['ndcg@10']:.4f}  95% CI [{r['ci_low']:.4f}, {r['ci_high']:.4f}]"
-            f"  ({r['queries']} queries, {r['failed']} failed, median {r['median_latency_ms'] or 0:.1f} ms/query)"
-        )
-        for d in domains:
-            if r[d] is not None and r[d] == r[d]:
-                print(f"  {d:<22} {r[d]:.4f}  {r[d + ' ci']}")
-        full = r["full_ndcg'@10"]
-        if full is not None:
-            print(
-                f"  full corpus: nDCG'@{args.k} {full:.4f}, recall@100 of the top-5 rated {r['full_recall_top5@100']:.4f}"
-            )
+    _print_report(f"{entry.name} ({entry.kind})", bench_dir, bench, rep, args.k)
     return 0
 
 
@@ -377,7 +430,15 @@ def main(argv: list[str] | None = None) -> int:
     p_eval = sub.add_parser(
         "evaluate", help="score one registered retriever on a benchmark (exchange format)"
     )
-    p_eval.add_argument("retriever", help="a name from the retriever registry (retrievers.yaml)")
+    p_eval.add_argument(
+        "retriever", nargs="?", help="a name from the retriever registry (retrievers.yaml)"
+    )
+    p_eval.add_argument(
+        "--run",
+        metavar="FILE",
+        help="score an outside system's TREC run file instead (qid Q0 docid rank score tag; "
+        "a tag ending in a setting name says which setting it ranks)",
+    )
     p_eval.add_argument(
         "--benchmark", help="exchange-format directory (default: the built benchmark)"
     )
@@ -398,6 +459,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     p_wh.add_argument("--config", help="pipeline config YAML")
     p_wh.add_argument("--rebuild", action="store_true", help="delete the file and recreate it")
+    p_exp = sub.add_parser("export", help="write the benchmark as BEIR, TREC qrels or MTEB")
+    p_exp.add_argument("--format", required=True, choices=["beir", "trec", "mteb"])
+    p_exp.add_argument("dir", help="output directory")
+    p_exp.add_argument(
+        "--setting",
+        default="statement-full",
+        choices=["statement-statement", "statement-full", "full-full"],
+        help="which texts queries and documents carry (default statement-full)",
+    )
+    p_exp.add_argument("--benchmark", help="exchange-format directory (default: the built one)")
+    p_exp.add_argument("--config", help="pipeline config YAML")
     p_rep = sub.add_parser("report", help="print the path of the HTML benchmark report")
     p_rep.add_argument("--config", help="pipeline config YAML")
     p_ui = sub.add_parser("ui", help="open the Dagster UI on the project-local instance")
@@ -410,6 +482,8 @@ def main(argv: list[str] | None = None) -> int:
             return evaluate_cmd(args)
         if args.command == "warehouse":
             return warehouse_cmd(args.config, args.rebuild)
+        if args.command == "export":
+            return export_cmd(args)
         if args.command == "report":
             return report_cmd(args.config)
         return ui(args.port)
