@@ -284,6 +284,49 @@ def _evaluate_run_file(args, cfg, bench, bench_dir: Path) -> int:
     return 0
 
 
+def cost_cmd(args) -> int:
+    """LLM calls, tokens and GPU-hours of a build, per stage, for the config's throughput."""
+    import numpy as np
+    import polars as pl
+
+    from .ontology.domains import domain_names
+    from .ops.cost import PAPER, build_cost, cost_table
+
+    cfg = load_config(args.config)
+    out = data_home() / cfg.name / "parquet"
+    if (out / "corpus.parquet").exists():
+        corpus = pl.read_parquet(out / "corpus.parquet", columns=["problem", "solution"])
+        origin = f"the built corpus ({corpus.height:,} problems)"
+    else:
+        from .corpus.build import build_corpus
+
+        corpus = build_corpus(cfg.corpus, cfg.seed).corpus.select("problem", "solution")
+        origin = f"the configured sources ({corpus.height:,} problems, not built yet)"
+    rng = np.random.default_rng(cfg.seed)
+    rows = corpus.rows()
+    sample = [rows[i] for i in rng.choice(len(rows), min(200, len(rows)), replace=False)]
+    calls = None
+    if (out / "topic_annotations").exists():
+        calls = pl.read_parquet(out / "topic_annotations", columns=["calls"])["calls"].mean()
+    n = args.problems or corpus.height
+    stages = build_cost(cfg, n, sample, len(domain_names(cfg.ontology)), calls)
+    table = cost_table(stages, cfg)
+    c = cfg.cost
+    print(f"saber cost: config {args.config or DEFAULT_CONFIG} ({cfg.name}), {n:,} problems")
+    print(f"  prompts measured on {len(sample)} problems of {origin}")
+    topic = f"{calls:.2f} measured" if calls else f"{c.topic_calls_per_problem} assumed"
+    print(f"  topic-scoring requests per problem: {topic}")
+    print(
+        f"  throughput per GPU (cost.*, assumptions): prefill {c.prefill_tokens_per_s:,.0f} "
+        f"tok/s, decode {c.decode_tokens_per_s:,.0f} tok/s; {c.chars_per_token} chars/token"
+    )
+    with pl.Config(tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True,
+                   tbl_rows=20, tbl_width_chars=120):  # fmt: skip
+        print(table)
+    print(f"the paper: {PAPER}")
+    return 0
+
+
 def export_cmd(args) -> int:
     """The built benchmark (or --benchmark DIR) as BEIR, TREC qrels or an MTEB reranking task."""
     from .leaderboard.exchange import Benchmark
@@ -459,6 +502,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p_wh.add_argument("--config", help="pipeline config YAML")
     p_wh.add_argument("--rebuild", action="store_true", help="delete the file and recreate it")
+    p_cost = sub.add_parser("cost", help="LLM calls, tokens and GPU-hours of a build")
+    p_cost.add_argument("--config", help="pipeline config YAML")
+    p_cost.add_argument(
+        "--problems", type=int, help="corpus size to cost (default: the corpus's own)"
+    )
     p_exp = sub.add_parser("export", help="write the benchmark as BEIR, TREC qrels or MTEB")
     p_exp.add_argument("--format", required=True, choices=["beir", "trec", "mteb"])
     p_exp.add_argument("dir", help="output directory")
@@ -482,6 +530,8 @@ def main(argv: list[str] | None = None) -> int:
             return evaluate_cmd(args)
         if args.command == "warehouse":
             return warehouse_cmd(args.config, args.rebuild)
+        if args.command == "cost":
+            return cost_cmd(args)
         if args.command == "export":
             return export_cmd(args)
         if args.command == "report":

@@ -259,6 +259,19 @@ class StorageConfig(_Strict):
     base_uri: str | None = None
 
 
+class CostConfig(_Strict):
+    """`saber cost`: the throughput of one GPU serving the model, and expected answer lengths.
+    Defaults are assumptions for an 8B model on one H200 under vLLM with large batches; replace
+    them with your server's measured figures (vLLM /metrics)."""
+
+    prefill_tokens_per_s: float = Field(default=25_000, gt=0)
+    decode_tokens_per_s: float = Field(default=3_000, gt=0)
+    chars_per_token: float = Field(default=3.6, gt=0)  # English + LaTeX, Qwen-style tokenizers
+    judge_reasoning_tokens: int = Field(default=900, ge=1)  # the paper prompt's reasoning
+    summary_answer_tokens: int = Field(default=40, ge=1)
+    topic_calls_per_problem: float = Field(default=6.0, gt=0)  # when no annotations are built
+
+
 class PodSize(_Strict):
     cpu: str = "1"
     memory: str = "4Gi"
@@ -292,6 +305,7 @@ class PipelineConfig(_Strict):
     stores: StoresConfig = StoresConfig()
     storage: StorageConfig = StorageConfig()
     pods: PodsConfig = PodsConfig()
+    cost: CostConfig = CostConfig()
 
 
 _ENV_REF = re.compile(r"\$\{([^}:]*)(?::-([^}]*))?\}")

@@ -150,8 +150,10 @@ def test_an_outside_run_scores_exactly_like_the_retriever_that_made_it(tmp_path)
         assert a["ndcg"].to_list() == b["ndcg"].to_list()
     domains = bench.domain_list()
     cols = ["setting", "queries", "failed", "ndcg@10", "ci_low", "ci_high", *domains]
-    assert report(pl.concat(ours), domains).select(cols).equals(
-        report(pl.concat(theirs), domains).select(cols)
+    assert (
+        report(pl.concat(ours), domains)
+        .select(cols)
+        .equals(report(pl.concat(theirs), domains).select(cols))
     )  # the same metric and the same seeded CIs (only the latency differs)
     # the CLI: the same numbers, both settings from one file
     bench.write(tmp_path / "bench")

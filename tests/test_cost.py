@@ -1,0 +1,48 @@
+"""`saber cost`: the call counts have known answers; tokens follow the real prompts."""
+
+import pytest
+
+from saber_assets.cli import main
+from saber_assets.ops.cost import build_cost, cost_table, tournament_calls
+from saber_assets.settings import REPO_ROOT, load_config
+
+
+def _cfg(**tournament):
+    cfg = load_config(REPO_ROOT / "configs" / "sample.yaml")
+    cand = cfg.candidates.model_copy(update={"quota_per_domain": 200, "candidates_per_group": 50})
+    tour = cfg.tournament.model_copy(update={"rounds": 20, **tournament})
+    return cfg.model_copy(update={"candidates": cand, "tournament": tour})
+
+
+def test_the_papers_tournament_is_one_and_a_half_million_calls():
+    # 1000 queries (200 per domain), 150 candidates, 20 Swiss rounds of 75 pairs
+    assert tournament_calls(_cfg(), n_domains=5) == 1_500_000
+
+
+def test_costs_follow_the_prompts_and_scale_with_the_corpus():
+    short = [("Solve $x+1=2$.", "Subtract 1.")] * 3
+    long = [("Solve $x+1=2$. " * 40, "Subtract 1. " * 40)] * 3
+    cfg = _cfg()
+    a = {s.stage: s for s in build_cost(cfg, 1000, short, 5, 6.0)}
+    b = {s.stage: s for s in build_cost(cfg, 2000, short, 5, 6.0)}
+    c = {s.stage: s for s in build_cost(cfg, 1000, long, 5, 6.0)}
+    topics = "annotations: topics"
+    assert a[topics].calls == 6000 and b[topics].calls == 12000
+    assert b[topics].prompt_tokens == pytest.approx(2 * a[topics].prompt_tokens)
+    assert c[topics].prompt_tokens > 2 * a[topics].prompt_tokens  # longer problems, longer prompts
+    judge = "tournament (paper judge)"
+    assert a[judge].calls == b[judge].calls == 1_500_000  # the tournament does not grow with N
+    direct = {s.stage: s for s in build_cost(_cfg(judge_prompt="direct"), 1000, short, 5, 6.0)}
+    direct_judge = direct["tournament (direct judge)"]
+    assert direct_judge.answer_tokens == 2 * 1_500_000
+    assert direct_judge.prompt_tokens < a[judge].prompt_tokens  # no reasoning instructions
+    table = cost_table(list(a.values()), cfg)
+    assert table["stage"][-1] == "total" and table["calls"][-1] == 6000 + 1000 + 1_500_000
+    with pytest.raises(ValueError, match="at least one sample"):
+        build_cost(cfg, 10, [], 5)
+
+
+def test_saber_cost_cli(capsys):
+    assert main(["cost", "--problems", "283000"]) == 0
+    out = capsys.readouterr().out
+    assert "283,000 problems" in out and "gpu_hours" in out and "the paper: ≈1.5 M" in out
