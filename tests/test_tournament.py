@@ -456,3 +456,42 @@ def test_efficient_tournament_resumes_without_new_calls_and_rates_softly():
         r = rated.filter(pl.col("query_id") == q.query_id)
         truth = [strength[c] for c in r["candidate_id"]]
         assert kendalltau(r["rating"].to_numpy(), truth).statistic > 0.8
+
+
+def test_rate_counts_every_decided_judgment_and_maps_losers_both_ways():
+    from saber_assets.ratings.rate import comparisons, soft_measurements
+
+    cands = ["c3", "c1", "c2", "c0"]  # ids deliberately not in sorted order
+    j = pl.DataFrame(
+        {
+            "query": ["q"] * 5,
+            "a": ["c3", "c1", "c2", "c0", "c1"],
+            "b": ["c1", "c2", "c0", "c3", "c0"],
+            "winner": [None, "c2", "c2", "c3", "c1"],  # a failure first, then winners as a and b
+            "shown_first": ["c1", "c2", "c2", "c0", "c0"],
+            "p_first": [None, 0.9, 0.8, 0.3, None],
+        }
+    )
+    # the failed judgment is skipped, not the ones after it; the loser is the other candidate
+    assert comparisons(j, cands) == [(2, 1), (2, 3), (0, 3), (1, 3)]
+    with pytest.raises(ValueError, match="names winner 'c9'"):
+        comparisons(j.with_columns(pl.lit("c9").alias("winner")), cands)
+    first, second, p = soft_measurements(j, cands)
+    # rows with a probability and a decision; "second" is the one not shown first
+    assert first.tolist() == [2, 2, 3] and second.tolist() == [1, 3, 0]
+    assert p.tolist() == [0.9, 0.8, 0.3] and first.dtype.kind == "i"
+    empty = soft_measurements(j.drop("p_first"), cands)
+    assert [len(x) for x in empty] == [0, 0, 0] and empty[0].dtype.kind == "i"
+
+    rows = pl.DataFrame({"query_id": ["q"] * 4 + ["r"] * 2, "candidate_id": cands + ["x", "y"],
+                         "position": [0, 1, 2, 3, 0, 1]})  # fmt: skip
+    out = rate(rows, j, alpha=0.1)
+    games = dict(zip(out["candidate_id"], out["games"], strict=True))
+    assert games == {"c3": 1, "c1": 2, "c2": 2, "c0": 3, "x": 0, "y": 0}
+    by = {c: r for c, r in zip(out["candidate_id"], out["rating"], strict=True)}
+    assert by["c2"] == 5.0 and by["c0"] == 0.0  # won twice / lost three times
+    assert by["x"] == by["y"] == 2.5  # a query with no judgment: no information, the middle
+    soft = rate(rows, j, alpha=0.1, soft=True)
+    assert soft["rating"].is_between(0, 5).all() and soft.height == rows.height
+    none = rate(rows, j.clear(), alpha=0.1)
+    assert none["rating"].to_list() == [2.5] * 6 and none["games"].to_list() == [0] * 6
