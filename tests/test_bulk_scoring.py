@@ -9,7 +9,11 @@ from saber_assets.leaderboard.exchange import QUERY_SCHEMA, Benchmark
 from saber_assets.leaderboard.retrievers.approach0 import Approach0Retriever
 from saber_assets.leaderboard.retrievers.base import RetrieverFailed
 from saber_assets.leaderboard.retrievers.dense import DenseRetriever, SSEmbRetriever
-from saber_assets.leaderboard.retrievers.lexical import BM25Retriever, JaccardRetriever
+from saber_assets.leaderboard.retrievers.lexical import (
+    BM25Retriever,
+    JaccardRetriever,
+    TfidfRetriever,
+)
 
 from .test_leaderboard import toy_benchmark
 
@@ -91,6 +95,7 @@ def test_bulk_equals_one_query_at_a_time(setting):
         "jaccard": lambda: JaccardRetriever("j"),
         "jaccard-plain": lambda: JaccardRetriever("j", tokenizer="plain"),
         "bm25-corpus-idf": lambda: BM25Retriever("b", idf="corpus"),
+        "tfidf": lambda: TfidfRetriever("t"),
         "dense": lambda: _dense(),
         "ssemb": lambda: _ssemb(),
     }
@@ -114,6 +119,17 @@ def _ssemb():
     r = SSEmbRetriever("s", alpha=0.4)
     r.text = _dense()
     return r
+
+
+def test_tfidf_batch_is_the_single_query_product_exactly():
+    bench = _bench()
+    docs = [p + " " + s for p, s in bench.documents.select("problem", "solution").iter_rows()]
+    queries = bench.queries["problem"].to_list()
+    r = TfidfRetriever("t")
+    batch = r.corpus_scores_batch(queries, docs)
+    assert batch.shape == (len(queries), len(docs))
+    for n, q in enumerate(queries):
+        assert np.array_equal(batch[n], TfidfRetriever("t").corpus_scores(q, docs))
 
 
 def test_jaccard_batch_matches_the_set_formula_exactly():

@@ -80,15 +80,26 @@ class BM25Retriever(_Lexical):
 
 
 class TfidfRetriever(_Lexical):
-    def corpus_scores(self, query: str, all_docs: list[str]) -> np.ndarray:
+    """TF-IDF cosine (scikit-learn, sublinear tf). The full-corpus track fits the vectorizer on
+    every document once and scores a batch of queries with one sparse product (each entry is the
+    same sum as one query's product, so the scores are identical)."""
+
+    def _fit(self, all_docs: list[str]):
         from sklearn.feature_extraction.text import TfidfVectorizer
 
-        key = (len(all_docs), hash(tuple(all_docs[:50])))
+        key = (len(all_docs), hash(tuple(all_docs)))
         if getattr(self, "_fitted", (None,))[0] != key:
             vec = TfidfVectorizer(analyzer=self.tok, sublinear_tf=True)
             self._fitted = (key, vec, vec.fit_transform(all_docs))
-        _, vec, matrix = self._fitted
+        return self._fitted[1], self._fitted[2]
+
+    def corpus_scores(self, query: str, all_docs: list[str]) -> np.ndarray:
+        vec, matrix = self._fit(all_docs)
         return np.asarray((matrix @ vec.transform([query]).T).toarray()).ravel()
+
+    def corpus_scores_batch(self, queries: list[str], all_docs: list[str]) -> np.ndarray:
+        vec, matrix = self._fit(all_docs)
+        return np.asarray((matrix @ vec.transform(queries).T).toarray()).T
 
     def score(self, query: str, docs: list[str]) -> np.ndarray:
         from sklearn.feature_extraction.text import TfidfVectorizer
