@@ -31,11 +31,23 @@ MODULES: dict[str, tuple[str, str]] = {
     "kernels": ("saber_assets/signals/kernels.py", "tests/test_signals.py -k 'not dagster'"),
     "prepare": ("saber_assets/signals/prepare.py", "tests/test_signals.py -k 'not dagster'"),
     "shards": ("saber_assets/signals/shards.py", "tests/test_signals.py -k 'not dagster'"),
-    "thresholds": ("saber_assets/signals/thresholds.py", "tests/test_signals.py -k threshold"),
-    "swiss": ("saber_assets/tournament/swiss.py", "tests/test_tournament.py"),
-    "engine": ("saber_assets/tournament/engine.py", "tests/test_tournament.py"),
-    "bradley_terry": ("saber_assets/ratings/bradley_terry.py", "tests/test_tournament.py"),
-    "rate": ("saber_assets/ratings/rate.py", "tests/test_tournament.py"),
+    "thresholds": (
+        "saber_assets/signals/thresholds.py",
+        "tests/test_signals.py -k 'threshold or viability'",
+    ),
+    "swiss": (
+        "saber_assets/tournament/swiss.py",
+        "tests/test_tournament.py -k 'round_one or swiss or sit_outs or pairing or adaptive'",
+    ),
+    "engine": (
+        "saber_assets/tournament/engine.py",
+        "tests/test_tournament.py -k 'resume or direction or failures or simulation'",
+    ),
+    "bradley_terry": (
+        "saber_assets/ratings/bradley_terry.py",
+        "tests/test_tournament.py -k 'bt_ or rescale or ratings_of_random or rate_'",
+    ),
+    "rate": ("saber_assets/ratings/rate.py", "tests/test_tournament.py -k 'rate_ or direction'"),
     "select": ("saber_assets/candidates/select.py", "tests/test_tournament.py -k candidate"),
     "metrics": (
         "saber_assets/leaderboard/metrics.py",

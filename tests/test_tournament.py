@@ -458,7 +458,7 @@ def test_efficient_tournament_resumes_without_new_calls_and_rates_softly():
         assert kendalltau(r["rating"].to_numpy(), truth).statistic > 0.8
 
 
-def test_rate_counts_every_decided_judgment_and_maps_losers_both_ways():
+def test_rate_soft_measurements_loser_mapping_and_queries_without_judgments():
     from saber_assets.ratings.rate import comparisons, soft_measurements
 
     cands = ["c3", "c1", "c2", "c0"]  # ids deliberately not in sorted order
