@@ -287,12 +287,14 @@ def test_kernels_on_the_numba_vllm_ships(tmp_path):
         pytest.skip(f"numba {version} could not be installed here: {probe.stderr[-300:]}")
     assert probe.stdout.strip() == version
     run = subprocess.run(
-        ["uv", "run", "--with", f"numba=={version}", "pytest", "-q",
-         "-p", "no:logging", "-x", "tests/test_signals.py", "tests/test_tournament.py"],
+        ["uv", "run", "--with", f"numba=={version}", "pytest", "-o", "addopts=", "-q",
+         "-p", "no:cacheprovider", "-p", "no:logging", "-x",
+         "tests/test_signals.py", "tests/test_tournament.py"],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1200,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
-    assert " passed" in run.stdout
+    passed = re.search(r"(\d+) passed", run.stdout)
+    assert passed and int(passed.group(1)) >= 20, run.stdout[-500:]
 
 
 def test_config_expands_only_saber_variables(tmp_path, monkeypatch):
