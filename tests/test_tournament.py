@@ -464,16 +464,17 @@ def test_rate_soft_measurements_loser_mapping_and_queries_without_judgments():
     cands = ["c3", "c1", "c2", "c0"]  # ids deliberately not in sorted order
     j = pl.DataFrame(
         {
-            "query": ["q"] * 5,
-            "a": ["c3", "c1", "c2", "c0", "c1"],
-            "b": ["c1", "c2", "c0", "c3", "c0"],
-            "winner": [None, "c2", "c2", "c3", "c1"],  # a failure first, then winners as a and b
-            "shown_first": ["c1", "c2", "c2", "c0", "c0"],
-            "p_first": [None, 0.9, 0.8, 0.3, None],
+            "query": ["q"] * 6,
+            "a": ["c3", "c1", "c2", "c0", "c1", "c3"],
+            "b": ["c1", "c2", "c0", "c3", "c0", "c0"],
+            # a failure first, then winners as a and as b (b sorting before and after a)
+            "winner": [None, "c2", "c2", "c3", "c1", "c0"],
+            "shown_first": ["c1", "c2", "c2", "c0", "c0", "c3"],
+            "p_first": [None, 0.9, 0.8, 0.3, None, None],
         }
     )
     # the failed judgment is skipped, not the ones after it; the loser is the other candidate
-    assert comparisons(j, cands) == [(2, 1), (2, 3), (0, 3), (1, 3)]
+    assert comparisons(j, cands) == [(2, 1), (2, 3), (0, 3), (1, 3), (3, 0)]
     with pytest.raises(ValueError, match="names winner 'c9'"):
         comparisons(j.with_columns(pl.lit("c9").alias("winner")), cands)
     first, second, p = soft_measurements(j, cands)
@@ -487,9 +488,9 @@ def test_rate_soft_measurements_loser_mapping_and_queries_without_judgments():
                          "position": [0, 1, 2, 3, 0, 1]})  # fmt: skip
     out = rate(rows, j, alpha=0.1)
     games = dict(zip(out["candidate_id"], out["games"], strict=True))
-    assert games == {"c3": 1, "c1": 2, "c2": 2, "c0": 3, "x": 0, "y": 0}
+    assert games == {"c3": 2, "c1": 2, "c2": 2, "c0": 4, "x": 0, "y": 0}
     by = {c: r for c, r in zip(out["candidate_id"], out["rating"], strict=True)}
-    assert by["c2"] == 5.0 and by["c0"] == 0.0  # won twice / lost three times
+    assert by["c2"] == 5.0 and by["c0"] == 0.0  # won both / won one of four
     assert by["x"] == by["y"] == 2.5  # a query with no judgment: no information, the middle
     soft = rate(rows, j, alpha=0.1, soft=True)
     assert soft["rating"].is_between(0, 5).all() and soft.height == rows.height
