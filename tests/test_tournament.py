@@ -469,8 +469,8 @@ def test_rate_soft_measurements_loser_mapping_and_queries_without_judgments():
             "b": ["c1", "c2", "c0", "c3", "c0", "c0"],
             # a failure first, then winners as a and as b (b sorting before and after a)
             "winner": [None, "c2", "c2", "c3", "c1", "c0"],
-            "shown_first": ["c1", "c2", "c2", "c0", "c0", "c3"],
-            "p_first": [None, 0.9, 0.8, 0.3, None, None],
+            "shown_first": ["c1", "c2", "c2", "c0", "c0", "c0"],
+            "p_first": [None, 0.9, 0.8, 0.3, None, 0.6],
         }
     )
     # the failed judgment is skipped, not the ones after it; the loser is the other candidate
@@ -479,8 +479,8 @@ def test_rate_soft_measurements_loser_mapping_and_queries_without_judgments():
         comparisons(j.with_columns(pl.lit("c9").alias("winner")), cands)
     first, second, p = soft_measurements(j, cands)
     # rows with a probability and a decision; "second" is the one not shown first
-    assert first.tolist() == [2, 2, 3] and second.tolist() == [1, 3, 0]
-    assert p.tolist() == [0.9, 0.8, 0.3] and first.dtype.kind == "i"
+    assert first.tolist() == [2, 2, 3, 3] and second.tolist() == [1, 3, 0, 0]
+    assert p.tolist() == [0.9, 0.8, 0.3, 0.6] and first.dtype.kind == "i"
     empty = soft_measurements(j.drop("p_first"), cands)
     assert [len(x) for x in empty] == [0, 0, 0] and empty[0].dtype.kind == "i"
 
@@ -494,5 +494,15 @@ def test_rate_soft_measurements_loser_mapping_and_queries_without_judgments():
     assert by["x"] == by["y"] == 2.5  # a query with no judgment: no information, the middle
     soft = rate(rows, j, alpha=0.1, soft=True)
     assert soft["rating"].is_between(0, 5).all() and soft.height == rows.height
+    # the probabilities move the soft strengths away from the decisions-only fit
+    assert not np.allclose(soft["strength"][:4].to_numpy(), out["strength"][:4].to_numpy())
+    # a query's ratings never depend on the other queries rated with it
+    both = j.vstack(pl.DataFrame({"query": ["r"], "a": ["x"], "b": ["y"], "winner": ["y"],
+                                  "shown_first": ["x"], "p_first": [None]}, schema=j.schema))  # fmt: skip
+    together = rate(rows, both, alpha=0.1)
+    for qid in ("q", "r"):
+        alone = rate(rows.filter(pl.col("query_id") == qid), both, alpha=0.1)
+        part = together.filter(pl.col("query_id") == qid)
+        assert part["strength"].to_list() == alone["strength"].to_list(), qid
     none = rate(rows, j.clear(), alpha=0.1)
     assert none["rating"].to_list() == [2.5] * 6 and none["games"].to_list() == [0] * 6
