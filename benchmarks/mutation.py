@@ -37,7 +37,7 @@ MODULES: dict[str, tuple[str, str]] = {
     ),
     "swiss": (
         "saber_assets/tournament/swiss.py",
-        "tests/test_tournament.py -k 'round_one or swiss or sit_outs or pairing or adaptive'",
+        "tests/test_tournament.py -k 'round_one or swiss or sit_outs or pairing or adaptive or greedy'",
     ),
     "engine": (
         "saber_assets/tournament/engine.py",

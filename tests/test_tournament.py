@@ -506,3 +506,21 @@ def test_rate_soft_measurements_loser_mapping_and_queries_without_judgments():
         assert part["strength"].to_list() == alone["strength"].to_list(), qid
     none = rate(rows, j.clear(), alpha=0.1)
     assert none["rating"].to_list() == [2.5] * 6 and none["games"].to_list() == [0] * 6
+
+
+def test_greedy_closest_known_answers():
+    from saber_assets.tournament.swiss import greedy_closest
+
+    order = np.array([0, 1, 2, 3])
+    # the adjacent candidate when it is the closest
+    assert greedy_closest(order, np.array([0.0, 0, 1, 1]), set()) == [(0, 1), (2, 3)]
+    # equal gaps: the earlier in the order wins the tie (the docstring's rule)
+    assert greedy_closest(np.array([0, 1, 2]), np.array([0.0, 1, 1]), set()) == [(0, 1)]
+    # a met opponent is skipped for the next closest; nobody left: sit out
+    played = {frozenset((0, 1))}
+    assert greedy_closest(order, np.array([0.0, 0, 1, 1]), played) == [(0, 2), (1, 3)]
+    assert greedy_closest(np.array([0, 1]), np.zeros(2), played) == []
+    # the order, not the ids, decides who picks first
+    assert greedy_closest(np.array([3, 2, 1, 0]), np.array([0.0, 0, 5, 5]), set()) == [
+        (3, 2), (1, 0),
+    ]  # fmt: skip
