@@ -123,6 +123,24 @@ def run_module(name: str, timeout: float) -> dict:
     }
 
 
+def write_report(results: dict) -> None:
+    """benchmarks/out/mutation.md from every module run so far (kept after each module: a long
+    run stopped halfway still leaves its report)."""
+    lines = [
+        "| module | killed | survived | timeout | kill rate | seconds |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in results.values():
+        lines.append(
+            f"| {r['module']} | {r['killed']} | {r['survived']} | {r['timeout']} | "
+            f"{r['kill_rate']} | {r['seconds']} |"
+        )
+    lines.append("\nSurvivors (file:line operator):\n")
+    for r in results.values():
+        lines += [f"- {s}" for s in r["survivors"]]
+    (OUT / "mutation.md").write_text("\n".join(lines) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("modules", nargs="*", help=f"default: all of {', '.join(MODULES)}")
@@ -140,24 +158,12 @@ def main() -> None:
         r = run_module(name, args.timeout)
         results[name] = r
         results_file.write_text(json.dumps(results, indent=1))
+        write_report(results)
         print(
             f"{name:<14} killed {r['killed']:>4}  survived {r['survived']:>4}  timeout "
             f"{r['timeout']:>3}  kill rate {r['kill_rate']}  ({r['seconds']} s)",
             flush=True,
         )
-    lines = [
-        "| module | killed | survived | timeout | kill rate | seconds |",
-        "|---|---|---|---|---|---|",
-    ]
-    for r in results.values():
-        lines.append(
-            f"| {r['module']} | {r['killed']} | {r['survived']} | {r['timeout']} | "
-            f"{r['kill_rate']} | {r['seconds']} |"
-        )
-    lines.append("\nSurvivors (file:line operator):\n")
-    for r in results.values():
-        lines += [f"- {s}" for s in r["survivors"]]
-    (OUT / "mutation.md").write_text("\n".join(lines) + "\n")
     print(f"report: {OUT / 'mutation.md'}")
 
 
