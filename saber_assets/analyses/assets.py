@@ -145,6 +145,14 @@ def judge_choices(judge, text: dict[str, str], pairs) -> dict:
     return choices
 
 
+def configured_regimes(pairs, text: dict[str, str], tasks, acfg):
+    """``regime_choices`` with the task set's judges and the `analyses.regime_*` settings."""
+    return regime_choices(
+        pairs, text, tasks.pair_judge, tasks.ordinal_judge, acfg.regime_votes,
+        acfg.regime_tie_margin, acfg.regime_temperature,
+    )  # fmt: skip
+
+
 @analysis(pool="llm")
 def judge_human_agreement(
     settings: SaberSettings,
@@ -167,10 +175,7 @@ def judge_human_agreement(
     tasks, text = prepared_tasks(settings, llm, stores, corpus, ratings)
     pairs = sorted(set(humans.select("query", "a", "b").iter_rows()))
     choices = judge_choices(tasks.pair_judge, text, pairs)
-    regimes, _ = regime_choices(
-        pairs, text, tasks.pair_judge, tasks.ordinal_judge, acfg.regime_votes,
-        acfg.regime_tie_margin, acfg.regime_temperature,
-    )  # fmt: skip
+    regimes, _ = configured_regimes(pairs, text, tasks, acfg)
     regimes.pop("pairwise_single")  # the both-orders pairwise judge stands for it here
     scored, summary = human_agreement(humans, {"pairwise_judge": choices, **regimes}, ratings)
     judge = tasks.pair_judge
@@ -210,10 +215,7 @@ def judging_regimes(
     tasks, text = prepared_tasks(settings, llm, stores, corpus, ratings)
     pairs = sample_pairs(ratings, acfg.regime_pairs, cfg.seed)
     t0 = time.perf_counter()
-    choices, failed = regime_choices(
-        pairs, text, tasks.pair_judge, tasks.ordinal_judge, acfg.regime_votes,
-        acfg.regime_tie_margin, acfg.regime_temperature,
-    )  # fmt: skip
+    choices, failed = configured_regimes(pairs, text, tasks, acfg)
     per_pair, summary = regime_agreement(pairs, choices, ratings, failed)
     judge = tasks.pair_judge
     return Output(

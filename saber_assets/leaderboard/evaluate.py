@@ -63,6 +63,31 @@ def corpus_score_matrix(
     return out, errors
 
 
+def failed(error: str) -> dict:
+    """A query's row fields when it could not be scored: nDCG 0, named, counted."""
+    return {"failed": True, "error": error, "ndcg": 0.0, "ndcg_linear": 0.0, "latency_ms": None,
+            "scores": None, "full_ndcg_prime": None, "full_recall_top5_at100": None}  # fmt: skip
+
+
+def candidate_metrics(scores: np.ndarray, rel, k: int) -> dict:
+    """The re-ranking track of one query (its candidates' scores); no full-corpus figures yet."""
+    return {
+        "ndcg": ndcg_at_k(scores, rel, k, "exponential"),
+        "ndcg_linear": ndcg_at_k(scores, rel, k, "linear"),
+        "scores": scores.tolist(),
+        "full_ndcg_prime": None,
+        "full_recall_top5_at100": None,
+    }
+
+
+def full_corpus_metrics(ranked_rows: list[int], cands, rel, k: int) -> dict:
+    """The full-corpus track of one query from its ranking of document rows."""
+    return {
+        "full_ndcg_prime": condensed_ndcg(ranked_rows, list(cands), list(rel), k),
+        "full_recall_top5_at100": recall_of_top(ranked_rows, list(cands), list(rel), 5, 100),
+    }
+
+
 def evaluate(
     retriever,
     bench: Benchmark,
@@ -121,17 +146,12 @@ def evaluate(
                         f"returned {scores.shape} scores (finite: {bool(np.all(np.isfinite(scores)))}) for {len(cands)} candidates"
                     )
             except RetrieverFailed as exc:
-                row.update(failed=True, error=str(exc), ndcg=0.0, ndcg_linear=0.0, latency_ms=None)
-                row.update(scores=None, full_ndcg_prime=None, full_recall_top5_at100=None)
-                rows.append(row)
+                rows.append(row | failed(str(exc)))
                 continue
             row["latency_ms"] = per_query_ms if shared else 1000 * (time.perf_counter() - t0)
             # documents a re-ranker could not judge (kept in first-stage order, counted)
             row["doc_failures"] = int(getattr(retriever, "last_failed", 0))
-            row["ndcg"] = ndcg_at_k(scores, rel, k, "exponential")
-            row["ndcg_linear"] = ndcg_at_k(scores, rel, k, "linear")
-            row["scores"] = scores.tolist()
-            row["full_ndcg_prime"] = row["full_recall_top5_at100"] = None
+            row |= candidate_metrics(scores, rel, k)
             if full_corpus and n in errors:
                 row["error"] = f"full-corpus track: {errors[n]}"
             elif full_corpus:
@@ -139,10 +159,7 @@ def evaluate(
                 if qid in doc_row:
                     all_scores[doc_row[qid]] = -np.inf  # never retrieve the query itself
                 ranked = np.argsort(-all_scores, kind="stable")
-                row["full_ndcg_prime"] = condensed_ndcg(ranked.tolist(), list(cands), list(rel), k)
-                row["full_recall_top5_at100"] = recall_of_top(
-                    ranked.tolist(), list(cands), list(rel), 5, 100
-                )
+                row |= full_corpus_metrics(ranked.tolist(), cands, rel, k)
             rows.append(row)
     return pl.DataFrame(rows, schema=RUN_SCHEMA)
 

@@ -26,9 +26,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from .evaluate import RUN_SCHEMA
+from .evaluate import RUN_SCHEMA, candidate_metrics, failed, full_corpus_metrics
 from .exchange import QUERY_SCHEMA, Benchmark, BenchmarkFormatError
-from .metrics import condensed_ndcg, ndcg_at_k, recall_of_top
 from .retrievers.base import setting_texts
 
 FORMATS = ("beir", "trec", "mteb")
@@ -253,27 +252,17 @@ def evaluate_run(
                "error": None, "latency_ms": None, "doc_failures": 0}  # fmt: skip
         ranked = run.get(qid)
         if not ranked:
-            row.update(failed=True, error="the run has no ranking for this query", ndcg=0.0)
-            row.update(ndcg_linear=0.0, scores=None, full_ndcg_prime=None)
-            row["full_recall_top5_at100"] = None
-            rows.append(row)
+            rows.append(row | failed("the run has no ranking for this query"))
             continue
         listed = [ranked.get(doc_ids[c]) for c in cands]
         floor = min((s for s in listed if s is not None), default=0.0) - 1.0
         scores = np.array([floor if s is None else s for s in listed], dtype=np.float64)
         row["doc_failures"] = sum(s is None for s in listed)
-        row["ndcg"] = ndcg_at_k(scores, rel, k, "exponential")
-        row["ndcg_linear"] = ndcg_at_k(scores, rel, k, "linear")
-        row["scores"] = scores.tolist()
-        row["full_ndcg_prime"] = row["full_recall_top5_at100"] = None
+        row |= candidate_metrics(scores, rel, k)
         if full_corpus:
             order = sorted(
                 (d for d in ranked if d in doc_row and d != qid), key=lambda d: (-ranked[d], d)
             )
-            rows_ranked = [doc_row[d] for d in order]
-            row["full_ndcg_prime"] = condensed_ndcg(rows_ranked, list(cands), list(rel), k)
-            row["full_recall_top5_at100"] = recall_of_top(
-                rows_ranked, list(cands), list(rel), 5, 100
-            )
+            row |= full_corpus_metrics([doc_row[d] for d in order], cands, rel, k)
         rows.append(row)
     return pl.DataFrame(rows, schema=RUN_SCHEMA)
