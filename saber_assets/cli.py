@@ -65,6 +65,7 @@ STAGE_ALIASES = {
     "domains": "build_domains",
     "benchmark": "build_benchmark",
     "analyses": "build_analyses",
+    "indexes": "build_indexes",
     "runs": "build_runs",
     "leaderboard": "build_leaderboard",
 }
@@ -88,6 +89,8 @@ def build_steps(defs, instance, cfg):
         )
         if name == "build_runs":  # a removed retriever keeps its partition, not its runs
             keys = [k for k in keys if str(k).split("|")[-1] in registered]
+        if name == "build_indexes":
+            keys = [k for k in keys if str(k) in registered]
         partitions[name] = keys
     files = [s.file() for s in cfg.corpus.sources]
     files += [p for p in _ontology_files(cfg.ontology) if p is not None and p.exists()]

@@ -153,6 +153,11 @@ def make_definitions(
             "Exchange-format export and the benchmark to score.",
         ),
         job(
+            "build_indexes",
+            AssetSelection.assets("retriever_index"),
+            "One retriever's document-side index per run, every setting (read by all its domain runs).",
+        ),
+        job(
             "build_runs",
             AssetSelection.assets("retriever_runs"),
             "One retriever on one domain per run (retriever × domain partitions).",

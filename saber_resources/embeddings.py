@@ -393,3 +393,10 @@ class CachedEmbedder:
         if not hashes:
             return np.zeros((0, getattr(self.inner, "dim", 0)), dtype=np.float32)
         return np.stack([self._memo[h] for h in hashes]).astype(np.float32)
+
+    def preload(self, texts: list[str], vectors: np.ndarray) -> None:
+        """Remember the texts' vectors (an index written earlier from ``encode``): no lookup,
+        no model call for them afterwards."""
+        if len(texts) != len(vectors):
+            raise ValueError(f"{len(vectors)} vectors for {len(texts)} texts")
+        self._memo.update(zip((content_hash(self.prefix + t) for t in texts), vectors, strict=True))

@@ -10,11 +10,14 @@ import numpy as np
 import polars as pl
 from dagster import (
     AssetExecutionContext,
+    AssetIn,
     AssetKey,
     DynamicPartitionsDefinition,
     MaterializeResult,
     MetadataValue,
     MultiPartitionsDefinition,
+    MultiToSingleDimensionPartitionMapping,
+    Nothing,
     StaticPartitionsDefinition,
     asset,
 )
@@ -31,8 +34,9 @@ from ..ops.metadata import figure_markdown, markdown_table
 from ..ops.tasks import tasks_for
 from ..resources import SaberSettings
 from ..settings import REPO_ROOT
-from .evaluate import evaluate, report
+from .evaluate import document_texts, evaluate, report
 from .exchange import QUERY_SCHEMA, Benchmark
+from .indexes import IndexInfo, ensure_index, has_index, index_documents
 from .retrievers.registry import RetrieverResources, build_retriever, load_registry
 
 matplotlib.use("Agg")
@@ -167,8 +171,101 @@ def runs_dir(settings: SaberSettings) -> Path:
     return settings.output_dir() / "runs"
 
 
+def registered_entry(settings: SaberSettings, name: str):
+    """(the registry, the named entry); a name no longer registered is an error that says so."""
+    entries = load_registry(registry_path(settings))
+    entry = next((e for e in entries if e.name == name), None)
+    if entry is None:
+        raise ValueError(
+            f"retriever {name!r} is no longer in the registry: its earlier outputs are kept, nothing to run"
+        )
+    return entries, entry
+
+
+def entry_settings(settings: SaberSettings, entry) -> list[str]:
+    return [
+        x
+        for x in settings.load().leaderboard.settings
+        if entry.settings is None or x in entry.settings
+    ]
+
+
+def prepare_index(
+    settings: SaberSettings, retriever, entry, bench: Benchmark, setting: str
+) -> IndexInfo | None:
+    """Load (or build once and keep) the retriever's index for this setting; None for retrievers
+    without document-side work of their own (fusion, two-stage)."""
+    full = settings.load().leaderboard.full_corpus and entry.full_corpus
+    if not has_index(retriever, full):
+        return None
+    docs = index_documents(
+        document_texts(bench, setting), bench.queries["candidates"].to_list(), full
+    )
+    path = settings.output_dir() / "indexes" / entry.name / setting
+    return ensure_index(retriever, entry.model_dump(), setting, docs, path)
+
+
+@asset(
+    group_name="leaderboard",
+    partitions_def=retriever_partitions,
+    kinds={"parquet", "numpy"},
+    deps=[evaluation_benchmark],
+    pool="llm",  # document embeddings share the GPU with the judge and the re-ranker
+)
+def retriever_index(
+    context: AssetExecutionContext, settings: SaberSettings, stores: StoresResource
+) -> MaterializeResult:
+    """One retriever's document-side work per setting (tokens, term statistics and matrices, the
+    Approach Zero index, document embeddings), built once per document set and read by every
+    domain's run. An index that already matches the documents and the entry is kept as it is."""
+    entries, entry = registered_entry(settings, context.partition_key)
+    retriever = build_retriever(
+        entry, RetrieverResources(embedding_cache=EmbeddingCache(stores.db()), entries=entries)
+    )
+    bench = Benchmark.read(settings.output_dir() / "evaluation_benchmark")
+    infos = [
+        prepare_index(settings, retriever, entry, bench, s) for s in entry_settings(settings, entry)
+    ]
+    infos = [i for i in infos if i is not None]
+    for i in infos:
+        if i.rebuilt_because:
+            context.log.warning(f"{entry.name} / {i.setting}: index rebuilt ({i.rebuilt_because})")
+    table = pl.DataFrame(
+        [
+            {
+                "setting": i.setting,
+                "documents": i.documents,
+                "built": i.built,
+                "seconds": round(i.seconds, 2),
+                "MB": round(i.bytes / 2**20, 2),
+                "rebuilt_because": i.rebuilt_because or "",
+            }  # fmt: skip
+            for i in infos
+        ],
+        schema={
+            "setting": pl.String,
+            "documents": pl.Int64,
+            "built": pl.Boolean,
+            "seconds": pl.Float64,
+            "MB": pl.Float64,
+            "rebuilt_because": pl.String,
+        },  # fmt: skip
+    )
+    return MaterializeResult(
+        metadata={
+            "retriever": entry.name,
+            "kind": entry.kind,
+            "indexes": markdown_table(table) if infos else "none: no document-side work of its own",
+            "built": sum(i.built for i in infos),
+            "MB": round(sum(i.bytes for i in infos) / 2**20, 2),
+            "path": MetadataValue.path(str(settings.output_dir() / "indexes" / entry.name)),
+        }
+    )
+
+
 def build_run_assets(domain_partitions: StaticPartitionsDefinition) -> list:
-    """retriever_runs over retriever (dynamic) × the configured domains."""
+    """retriever_runs over retriever (dynamic) × the configured domains, each reading its
+    retriever's index."""
     return [
         asset(
             group_name="leaderboard",
@@ -176,6 +273,12 @@ def build_run_assets(domain_partitions: StaticPartitionsDefinition) -> list:
                 {"retriever": retriever_partitions, "domain": domain_partitions}
             ),
             kinds={"ranx", "parquet"},
+            ins={
+                "retriever_index": AssetIn(
+                    partition_mapping=MultiToSingleDimensionPartitionMapping("retriever"),
+                    dagster_type=Nothing,
+                )
+            },
             deps=[evaluation_benchmark],
             pool="llm",  # embedding models and the re-ranker's LLM share the GPU / judge server
         )(retriever_runs)
@@ -198,12 +301,7 @@ def retriever_runs(
         key = context.assets_def.partitions_def.get_partition_key_from_str(str(key))
     key = key.keys_by_dimension
     name, domain = key["retriever"], key["domain"]
-    entries = load_registry(registry_path(settings))
-    entry = next((e for e in entries if e.name == name), None)
-    if entry is None:
-        raise ValueError(
-            f"retriever {name!r} is no longer in the registry: its earlier runs are kept, nothing to run"
-        )
+    entries, entry = registered_entry(settings, name)
     tasks = (
         tasks_for(llm, stores)
         if entry.kind == "two-stage" or _needs_judge(entry, entries)
@@ -225,7 +323,13 @@ def retriever_runs(
     frames, meta = [], {}
     t0 = time.perf_counter()
     doc_ids = bench.documents["id"].to_list()
-    for setting in [x for x in cfg.settings if entry.settings is None or x in entry.settings]:
+    for setting in entry_settings(settings, entry):
+        index = prepare_index(settings, retriever, entry, bench, setting)
+        if index is not None:
+            meta[f"index {setting}"] = (
+                f"{'built' if index.built else 'read'} in {index.seconds:.2f}s"
+                + (f" (rebuilt: {index.rebuilt_because})" if index.rebuilt_because else "")
+            )
         df = evaluate(retriever, bench, setting, cfg.k, rows, cfg.full_corpus and entry.full_corpus)
         frames.append(df)
         run = {}

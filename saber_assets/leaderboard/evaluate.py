@@ -88,6 +88,15 @@ def full_corpus_metrics(ranked_rows: list[int], cands, rel, k: int) -> dict:
     }
 
 
+def document_texts(bench: Benchmark, setting: str) -> list[str]:
+    """Every document as the setting shows it to a retriever."""
+    docs = bench.documents
+    return [
+        setting_texts(setting, p, s, as_query=False)
+        for p, s in zip(docs["problem"], docs["solution"], strict=True)
+    ]
+
+
 def evaluate(
     retriever,
     bench: Benchmark,
@@ -103,10 +112,7 @@ def evaluate(
     scores restricted to the candidates) is searched once per query for both tracks; its latency
     is then the chunk's time per query."""
     docs = bench.documents
-    doc_texts = [
-        setting_texts(setting, p, s, as_query=False)
-        for p, s in zip(docs["problem"], docs["solution"], strict=True)
-    ]
+    doc_texts = document_texts(bench, setting)
     if hasattr(retriever, "fit_corpus"):
         retriever.fit_corpus(doc_texts)
     doc_row = {d: i for i, d in enumerate(docs["id"].to_list())}

@@ -33,6 +33,10 @@ STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("candidates", "tournament", "ratings", "saber_resources"),
     ),
     "build_benchmark": (("seed", "leaderboard.benchmark"), ("leaderboard/assets.py",)),
+    "build_indexes": (
+        ("leaderboard.settings", "leaderboard.full_corpus"),
+        ("leaderboard/indexes.py", "leaderboard/retrievers", "saber_resources"),
+    ),
     "build_runs": (
         ("leaderboard.settings", "leaderboard.k", "leaderboard.full_corpus", "llm"),
         ("leaderboard", "saber_resources"),
@@ -40,7 +44,8 @@ STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "build_leaderboard": (("seed", "leaderboard"), ("leaderboard",)),
     "build_analyses": (("seed", "analyses"), ("analyses",)),
 }
-# upstream job of each job: a step depends on every step of its upstream job
+# upstream job of each job: a step depends on every step of its upstream job, except a run,
+# which depends on its own retriever's index steps only (a new retriever reruns nothing else)
 UPSTREAM = {
     "build_annotations": "build_sources",
     "build_annotation_summaries": "build_annotations",
@@ -48,7 +53,8 @@ UPSTREAM = {
     "build_signal_index": "build_signal_shards",
     "build_domains": "build_signal_index",
     "build_benchmark": "build_domains",
-    "build_runs": "build_benchmark",
+    "build_indexes": "build_benchmark",
+    "build_runs": "build_indexes",
     "build_leaderboard": "build_runs",
     "build_analyses": "build_leaderboard",
 }
@@ -113,10 +119,10 @@ def plan(
     components'; the leaderboard's includes every entry)."""
     registry = registry or {}
     steps: list[Step] = []
-    done: dict[str, list[str]] = {}
+    done: dict[str, dict[str | None, str]] = {}
     inputs = [file_stamp(p) for p in input_files]
     for job, (sections, code) in STAGES.items():
-        upstream = done.get(UPSTREAM.get(job, ""), [])
+        upstream = list(done.get(UPSTREAM.get(job, ""), {}).values())
         base = {
             "job": job,
             "config": {s: config_part(cfg, s) for s in sections},
@@ -127,22 +133,28 @@ def plan(
             base["inputs"] = inputs
         if job == "build_leaderboard":
             base["registry"] = registry
-        fps = []
+        fps: dict[str | None, str] = {}
         for key in partitions.get(job, [None]):
-            extra = {}
+            extra, ups = {}, upstream
+            if job == "build_indexes" and key is not None:
+                extra["retriever"] = registry.get(key, {})
             if job == "build_runs" and key is not None:
-                extra["retriever"] = _entry_closure(key.split("|")[0], registry)
+                # the key is "domain|retriever" (Dagster orders the dimensions by name)
+                names = _closure_names(key.split("|")[-1], registry)
+                extra["retriever"] = [registry.get(n, {}) for n in names]
+                indexes = done.get("build_indexes", {})
+                ups = [indexes[n] for n in names if n in indexes]
+                extra["upstream"] = ups
             fp = _digest({**base, "partition": key, **extra})
-            steps.append(Step(job, key, fp, upstream))
-            fps.append(fp)
+            steps.append(Step(job, key, fp, ups))
+            fps[key] = fp
         done[job] = fps
     return steps
 
 
-def _entry_closure(name: str, registry: dict[str, dict]) -> list:
-    """A retriever's entry with the entries of the components it fuses."""
-    entry = registry.get(name, {})
-    out = [entry]
-    for comp in entry.get("params", {}).get("retrievers", []) or []:
-        out += _entry_closure(comp, registry)
+def _closure_names(name: str, registry: dict[str, dict]) -> list[str]:
+    """A retriever and the components it fuses (recursively)."""
+    out = [name]
+    for comp in registry.get(name, {}).get("params", {}).get("retrievers", []) or []:
+        out += _closure_names(comp, registry)
     return out

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import numpy as np
 
@@ -94,26 +95,33 @@ class Approach0Retriever:
                 out[n] = RetrieverFailed(got) if isinstance(got, str) else got
         return out
 
+    # the index serves the full-corpus track (and candidates: corpus) only: an index over a
+    # query's candidates is built per query
+    index_needs_corpus = True
+
+    def build_index(self, docs: list[str], path: Path) -> None:
+        """The engine's index over every document, written under ``path`` (kept on disk: every
+        domain's run, in any process, searches it)."""
+        path.mkdir(parents=True, exist_ok=True)
+        _write_index(str(path / "ix"), docs)
+
+    def load_index(self, docs: list[str], path: Path) -> None:
+        if not (path / "ix").is_dir():
+            raise ValueError(f"no Approach Zero index under {path}")
+        _CORPUS_INDEXES[(len(docs), hash(tuple(docs)))] = str(path / "ix")
+
     def _index(self, docs: list[str], keep: bool) -> str:
         """Path of an index over ``docs``: the kept one for this document set, or a new one."""
-        import pya0
-
         key = (len(docs), hash(tuple(docs)))
         if keep and key in _CORPUS_INDEXES:
             return _CORPUS_INDEXES[key]
         tmp = tempfile.mkdtemp(prefix="a0-", dir=_tmp_root())
         ix_path = os.path.join(tmp, "ix")
-        with quiet_c_output():
-            ix = pya0.index_open(ix_path, option="w")
-            if ix is None:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise RetrieverFailed("cannot open an Approach Zero index")
-            writer = pya0.index_writer(ix)
-            for i, d in enumerate(docs):
-                pya0.writer_add_doc(writer, content=to_engine_text(d), url=str(i))
-            pya0.writer_flush(writer)
-            pya0.writer_close(writer)
-            pya0.index_close(ix)
+        try:
+            _write_index(ix_path, docs)
+        except RetrieverFailed:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         if keep:
             _CORPUS_INDEXES[key] = ix_path
         return ix_path
@@ -132,6 +140,22 @@ class Approach0Retriever:
         if isinstance(scores, str):
             raise RetrieverFailed(scores)
         return scores
+
+
+def _write_index(ix_path: str, docs: list[str]) -> None:
+    """An engine index over ``docs`` at ``ix_path``; each document's url is its row."""
+    import pya0
+
+    with quiet_c_output():
+        ix = pya0.index_open(ix_path, option="w")
+        if ix is None:
+            raise RetrieverFailed("cannot open an Approach Zero index")
+        writer = pya0.index_writer(ix)
+        for i, d in enumerate(docs):
+            pya0.writer_add_doc(writer, content=to_engine_text(d), url=str(i))
+        pya0.writer_flush(writer)
+        pya0.writer_close(writer)
+        pya0.index_close(ix)
 
 
 _POOLS: dict[int, object] = {}

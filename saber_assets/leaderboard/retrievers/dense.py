@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from saber_resources.cache import EmbeddingCache
@@ -54,6 +56,14 @@ class DenseRetriever:
         self.docs = CachedEmbedder(d_inner, embedding_cache, prefix=doc_prompt)
 
     candidates_from_corpus = True  # a cosine does not depend on the other documents
+
+    def build_index(self, docs: list[str], path: Path) -> None:
+        """The documents' embeddings (through the cache), as one float32 matrix."""
+        path.mkdir(parents=True, exist_ok=True)
+        np.save(path / "embeddings.npy", self.docs.encode(docs))
+
+    def load_index(self, docs: list[str], path: Path) -> None:
+        self.docs.preload(docs, np.load(path / "embeddings.npy"))
 
     def score(self, query: str, docs: list[str]) -> np.ndarray:
         # float64 products: one query or many, the same cosines to the last bits that matter
@@ -130,6 +140,13 @@ class SSEmbRetriever:
         return self._cache[text]
 
     candidates_from_corpus = True  # both cosines are per document pair
+
+    def build_index(self, docs: list[str], path: Path) -> None:
+        """The text side's embeddings (the structure vectors are cheap: pya0 parses, hashed)."""
+        self.text.build_index(docs, path)
+
+    def load_index(self, docs: list[str], path: Path) -> None:
+        self.text.load_index(docs, path)
 
     def score(self, query: str, docs: list[str]) -> np.ndarray:
         return fuse_struct_text(

@@ -3,13 +3,26 @@
 BM25 is bm25s' "lucene" variant (k1 = 1.5, b = 0.75 by default). By default the IDF is computed
 over the query's candidates, as the paper does; ``idf: corpus`` fits it on the whole document set
 once (``fit_corpus``) and then scores the candidates.
+
+Each retriever's document-side work — tokens, and its corpus structure (the bm25s index, the
+TF-IDF vocabulary, IDF and matrix, the Jaccard token-id sets) — is written once by
+``build_index`` and read back by ``load_index`` (``leaderboard.indexes``); the loaded state is
+exactly what ``fit_corpus`` would compute, so the scores are identical.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import polars as pl
 
 from .tokenize import TOKENIZERS
+
+
+def docs_key(all_docs: list[str]) -> tuple[int, int]:
+    """In-memory identity of a document set (which fitted corpus state belongs to which docs)."""
+    return (len(all_docs), hash(tuple(all_docs)))
 
 
 class _Lexical:
@@ -30,6 +43,28 @@ class _Lexical:
         """Scores over the whole document set (full-corpus track)."""
         return self.score(query, all_docs)
 
+    def build_index(self, docs: list[str], path: Path) -> None:
+        """Write the documents' tokens and the corpus structure under ``path``."""
+        path.mkdir(parents=True, exist_ok=True)
+        tokens = [self.tok(d) for d in docs]
+        pl.DataFrame({"tokens": tokens}, schema={"tokens": pl.List(pl.String)}).write_parquet(
+            path / "tokens.parquet"
+        )
+        self._save_corpus(docs, path)
+
+    def load_index(self, docs: list[str], path: Path) -> None:
+        tokens = pl.read_parquet(path / "tokens.parquet")["tokens"].to_list()
+        if len(tokens) != len(docs):
+            raise ValueError(f"{len(tokens)} token lists for {len(docs)} documents")
+        self._cache.update(zip(docs, tokens, strict=True))
+        self._load_corpus(docs, path)
+
+    def _save_corpus(self, docs: list[str], path: Path) -> None:
+        pass
+
+    def _load_corpus(self, docs: list[str], path: Path) -> None:
+        pass
+
 
 class BM25Retriever(_Lexical):
     def __init__(
@@ -45,7 +80,7 @@ class BM25Retriever(_Lexical):
         if idf not in ("candidates", "corpus"):
             raise ValueError("idf must be 'candidates' or 'corpus'")
         self.k1, self.b, self.method, self.idf = k1, b, method, idf
-        self._corpus = None  # (bm25 index, text -> row) when idf is over the corpus
+        self._full = None  # (docs_key, bm25s index over every document, text -> row)
         # IDF over the corpus: a candidate's score is its corpus score, one search serves both
         self.candidates_from_corpus = idf == "corpus"
 
@@ -57,23 +92,35 @@ class BM25Retriever(_Lexical):
         index.index([t or ["\x00"] for t in docs_tokens], show_progress=False)
         return index
 
+    def _corpus_index(self, all_docs: list[str]):
+        """The bm25s index over every document (built once per document set, or loaded)."""
+        key = docs_key(all_docs)
+        if self._full is None or self._full[0] != key:
+            index = self._index([self.tok(d) for d in all_docs])
+            self._full = (key, index, {d: i for i, d in enumerate(all_docs)})
+        return self._full[1]
+
     def fit_corpus(self, all_docs: list[str]) -> None:
         if self.idf == "corpus":
-            self._corpus = (
-                self._index([self.tok(d) for d in all_docs]),
-                {d: i for i, d in enumerate(all_docs)},
-            )
+            self._corpus_index(all_docs)
+
+    def _save_corpus(self, docs: list[str], path: Path) -> None:
+        self._corpus_index(docs).save(str(path / "bm25"), show_progress=False)
+
+    def _load_corpus(self, docs: list[str], path: Path) -> None:
+        import bm25s
+
+        index = bm25s.BM25.load(str(path / "bm25"), show_progress=False)
+        self._full = (docs_key(docs), index, {d: i for i, d in enumerate(docs)})
 
     def corpus_scores(self, query: str, all_docs: list[str]) -> np.ndarray:
-        key = (len(all_docs), hash(tuple(all_docs)))
-        if getattr(self, "_full", (None,))[0] != key:
-            self._full = (key, self._index([self.tok(d) for d in all_docs]))
-        return np.asarray(self._full[1].get_scores(self.tok(query) or ["\x01"]), dtype=np.float64)
+        index = self._corpus_index(all_docs)
+        return np.asarray(index.get_scores(self.tok(query) or ["\x01"]), dtype=np.float64)
 
     def score(self, query: str, docs: list[str]) -> np.ndarray:
         q = self.tok(query) or ["\x01"]
-        if self._corpus is not None:
-            index, row = self._corpus
+        if self.idf == "corpus" and self._full is not None:
+            _, index, row = self._full
             scores = index.get_scores(q)
             return np.array([scores[row[d]] for d in docs], dtype=np.float64)
         return np.asarray(self._index([self.tok(d) for d in docs]).get_scores(q), dtype=np.float64)
@@ -87,11 +134,37 @@ class TfidfRetriever(_Lexical):
     def _fit(self, all_docs: list[str]):
         from sklearn.feature_extraction.text import TfidfVectorizer
 
-        key = (len(all_docs), hash(tuple(all_docs)))
+        key = docs_key(all_docs)
         if getattr(self, "_fitted", (None,))[0] != key:
             vec = TfidfVectorizer(analyzer=self.tok, sublinear_tf=True)
             self._fitted = (key, vec, vec.fit_transform(all_docs))
         return self._fitted[1], self._fitted[2]
+
+    def _save_corpus(self, docs: list[str], path: Path) -> None:
+        from scipy.sparse import save_npz
+
+        vec, matrix = self._fit(docs)
+        terms = sorted(vec.vocabulary_, key=vec.vocabulary_.__getitem__)
+        pl.DataFrame({"term": terms}, schema={"term": pl.String}).write_parquet(
+            path / "vocabulary.parquet"
+        )
+        np.save(path / "idf.npy", vec.idf_)
+        save_npz(path / "tfidf.npz", matrix.tocsr(), compressed=False)
+
+    def _load_corpus(self, docs: list[str], path: Path) -> None:
+        from scipy.sparse import load_npz
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        terms = pl.read_parquet(path / "vocabulary.parquet")["term"].to_list()
+        # a fixed vocabulary and the stored IDF: the fitted vectorizer, without refitting
+        vec = TfidfVectorizer(
+            analyzer=self.tok, sublinear_tf=True, vocabulary={t: i for i, t in enumerate(terms)}
+        )
+        vec.idf_ = np.load(path / "idf.npy")
+        matrix = load_npz(path / "tfidf.npz")
+        if matrix.shape != (len(docs), len(terms)):
+            raise ValueError(f"TF-IDF matrix {matrix.shape} for {len(docs)} documents")
+        self._fitted = (docs_key(docs), vec, matrix)
 
     def corpus_scores(self, query: str, all_docs: list[str]) -> np.ndarray:
         vec, matrix = self._fit(all_docs)
@@ -153,13 +226,35 @@ class JaccardRetriever(_Lexical):
         )
         return m, np.array(sizes, dtype=np.int64)
 
-    def corpus_scores_batch(self, queries: list[str], all_docs: list[str]) -> np.ndarray:
-        key = (len(all_docs), hash(tuple(all_docs)))
+    def _doc_sets(self, all_docs: list[str]):
+        key = docs_key(all_docs)
         if getattr(self, "_docs", (None,))[0] != key:
             vocab: dict[str, int] = {}
             d, d_sizes = self._sets(all_docs, vocab, grow=True)
             self._docs = (key, vocab, d.T.tocsr(), d_sizes)
-        _, vocab, d_t, d_sizes = self._docs
+        return self._docs[1:]
+
+    def _save_corpus(self, docs: list[str], path: Path) -> None:
+        from scipy.sparse import save_npz
+
+        vocab, d_t, d_sizes = self._doc_sets(docs)
+        pl.DataFrame({"term": list(vocab)}, schema={"term": pl.String}).write_parquet(
+            path / "vocabulary.parquet"
+        )
+        save_npz(path / "sets.npz", d_t, compressed=False)
+        np.save(path / "sizes.npy", d_sizes)
+
+    def _load_corpus(self, docs: list[str], path: Path) -> None:
+        from scipy.sparse import load_npz
+
+        terms = pl.read_parquet(path / "vocabulary.parquet")["term"].to_list()
+        d_t, sizes = load_npz(path / "sets.npz").tocsr(), np.load(path / "sizes.npy")
+        if d_t.shape[1] != len(docs) or sizes.shape != (len(docs),):
+            raise ValueError(f"token sets {d_t.shape} for {len(docs)} documents")
+        self._docs = (docs_key(docs), {t: i for i, t in enumerate(terms)}, d_t, sizes)
+
+    def corpus_scores_batch(self, queries: list[str], all_docs: list[str]) -> np.ndarray:
+        vocab, d_t, d_sizes = self._doc_sets(all_docs)
         q, q_sizes = self._sets(queries, vocab, grow=False)
         q.resize((len(queries), d_t.shape[0]))
         inter = np.asarray((q @ d_t).toarray(), dtype=np.float64)

@@ -1,0 +1,111 @@
+"""Retriever indexes: a retriever's document-side work for one setting — tokens, term statistics
+and sparse matrices, the Approach Zero index, document embeddings — written once per document
+set and read by every domain's run (in any process) instead of being redone per partition.
+
+A retriever takes part by having ``build_index(docs, path)`` and ``load_index(docs, path)``; the
+loaded state must be exactly what it would have computed itself (the runs' scores do not change).
+An index is keyed by the index format, the retriever's entry and the document texts: a changed
+corpus, setting or parameter is a different key and the index is rebuilt. A broken index (a
+file missing or unreadable) is rebuilt too, and the reason is returned, never hidden.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+INDEX_FORMAT = 1
+
+
+@dataclass
+class IndexInfo:
+    setting: str
+    documents: int
+    built: bool  # False: an index written earlier was read
+    seconds: float
+    bytes: int
+    rebuilt_because: str | None = None
+
+
+def index_key(entry: dict, setting: str, docs: list[str]) -> str:
+    """Content key of an index: format, the retriever's entry, the setting, every document text."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(json.dumps([INDEX_FORMAT, entry, setting], sort_keys=True, default=str).encode())
+    for d in docs:
+        b = d.encode()
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
+    return h.hexdigest()
+
+
+def index_documents(
+    doc_texts: list[str], candidate_rows: list[list[int]], full_corpus: bool
+) -> list[str] | None:
+    """The documents a retriever's index covers: all of them when it searches the whole corpus,
+    else the union of the queries' candidates (in document order)."""
+    if full_corpus:
+        return doc_texts
+    rows = sorted({r for cands in candidate_rows for r in cands})
+    return [doc_texts[r] for r in rows]
+
+
+def has_index(retriever, full_corpus: bool) -> bool:
+    if not (hasattr(retriever, "build_index") and hasattr(retriever, "load_index")):
+        return False
+    return full_corpus or not getattr(retriever, "index_needs_corpus", False)
+
+
+def _size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def ensure_index(retriever, entry: dict, setting: str, docs: list[str], path: Path) -> IndexInfo:
+    """Load the index at ``path`` into ``retriever`` if it matches these documents, else build it
+    (into a scratch folder, then moved into place: a run killed halfway leaves no half index)."""
+    key = index_key(entry, setting, docs)
+    manifest = path / "manifest.json"
+    reason = None
+    t0 = time.perf_counter()
+    if manifest.exists():
+        try:
+            stored = json.loads(manifest.read_text())
+            if stored.get("key") == key:
+                retriever.load_index(docs, path)
+                return IndexInfo(setting, len(docs), False, time.perf_counter() - t0, _size(path))
+            reason = "documents or parameters changed"
+        except Exception as exc:  # a broken index is rebuilt, and says why
+            reason = f"unreadable index: {type(exc).__name__}: {exc}"
+    scratch = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+    try:
+        retriever.build_index(docs, scratch)
+        seconds = time.perf_counter() - t0
+        (scratch / "manifest.json").write_text(
+            json.dumps(
+                {
+                    "key": key,
+                    "format": INDEX_FORMAT,
+                    "setting": setting,
+                    "documents": len(docs),
+                    "build_seconds": round(seconds, 3),
+                    "entry": entry,
+                },  # fmt: skip
+                indent=1,
+                default=str,
+            )
+        )
+        old = path.parent / f".{path.name}.old.{uuid.uuid4().hex[:8]}"
+        if path.exists():
+            path.rename(old)
+        scratch.rename(path)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    # read back what was written, so a run sees the same state whether it built or loaded
+    retriever.load_index(docs, path)
+    return IndexInfo(setting, len(docs), True, seconds, _size(path), reason)

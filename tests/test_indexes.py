@@ -1,0 +1,172 @@
+"""Retriever indexes: built once, read back into a fresh retriever with identical scores, and
+nothing of the document side redone; stale, broken or half-written indexes are rebuilt."""
+
+import json
+
+import pytest
+
+from saber_assets.leaderboard.evaluate import document_texts, evaluate
+from saber_assets.leaderboard.indexes import ensure_index, has_index, index_documents
+from saber_assets.leaderboard.retrievers import approach0 as a0
+from saber_assets.leaderboard.retrievers.approach0 import Approach0Retriever
+from saber_assets.leaderboard.retrievers.lexical import (
+    BM25Retriever,
+    JaccardRetriever,
+    TfidfRetriever,
+)
+from saber_assets.ops.plan import plan
+from saber_assets.settings import load_config
+
+from .test_bulk_scoring import _bench, _dense, _ssemb
+
+MAKERS = {
+    "bm25": lambda: BM25Retriever("b"),
+    "bm25-corpus-idf": lambda: BM25Retriever("b", idf="corpus"),
+    "bm25-plain": lambda: BM25Retriever("b", tokenizer="plain", idf="corpus"),
+    "tfidf": lambda: TfidfRetriever("t"),
+    "jaccard": lambda: JaccardRetriever("j"),
+    "dense": _dense,
+    "ssemb": _ssemb,
+}
+
+
+class Counting:
+    """Wraps a tokenizer or an embedder's encode and counts the texts it is given."""
+
+    def __init__(self, fn):
+        self.fn, self.texts = fn, []
+
+    def __call__(self, arg):
+        self.texts += arg if isinstance(arg, list) else [arg]
+        return self.fn(arg)
+
+
+def _spy(r):
+    """The retriever's document-side worker, counting (tokenizer, or the document embedder)."""
+    inner = r.text if hasattr(r, "text") else r
+    if hasattr(inner, "docs"):
+        spy = Counting(inner.docs.inner.encode)
+        inner.docs.inner = type("E", (), {"encode": spy, "model_id": "hash", "revision": "1"})()
+        return spy
+    spy = Counting(r._tokenize)
+    r._tokenize = spy
+    return spy
+
+
+@pytest.mark.parametrize("name", list(MAKERS))
+@pytest.mark.parametrize("setting", ["statement-statement", "statement-full"])
+def test_a_loaded_index_scores_exactly_like_fitting_and_redoes_no_document_work(
+    name, setting, tmp_path
+):
+    bench = _bench()
+    docs = document_texts(bench, setting)
+    entry = {"name": name, "kind": name}
+    built = ensure_index(MAKERS[name](), entry, setting, docs, tmp_path / "ix")
+    assert built.built and built.bytes > 0 and built.documents == len(docs)
+
+    fresh = MAKERS[name]()
+    spy = _spy(fresh)
+    info = ensure_index(fresh, entry, setting, docs, tmp_path / "ix")
+    assert not info.built and info.rebuilt_because is None
+    with_index = evaluate(fresh, bench, setting, 10)
+    without = evaluate(MAKERS[name](), bench, setting, 10)
+    # the same floats, not close ones: a speed change, not a metric change
+    assert with_index["scores"].to_list() == without["scores"].to_list()
+    for col in ("ndcg", "full_ndcg_prime", "full_recall_top5_at100"):
+        assert with_index[col].to_list() == without[col].to_list(), col
+    # only query texts that are not documents were tokenised / embedded after the load
+    assert not set(spy.texts) & set(docs), name
+
+
+def test_approach0_reads_its_prebuilt_index_and_scores_the_same(tmp_path, monkeypatch):
+    bench = _bench(n_docs=120, n_queries=8)
+    setting = "statement-statement"
+    docs = document_texts(bench, setting)
+    a0._CORPUS_INDEXES.clear()
+    ensure_index(
+        Approach0Retriever(workers=1), {"kind": "approach0"}, setting, docs, tmp_path / "a"
+    )
+    a0._CORPUS_INDEXES.clear()  # a new process: nothing kept in memory
+
+    def no_writes(*_):
+        raise AssertionError("the index was rebuilt")
+
+    fresh = Approach0Retriever(workers=1)
+    ensure_index(fresh, {"kind": "approach0"}, setting, docs, tmp_path / "a")
+    with monkeypatch.context() as m:
+        m.setattr(a0, "_write_index", no_writes)
+        with_index = evaluate(fresh, bench, setting, 10)
+    a0._CORPUS_INDEXES.clear()
+    without = evaluate(Approach0Retriever(workers=1), bench, setting, 10)
+    assert with_index["scores"].to_list() == without["scores"].to_list()
+    assert with_index["full_ndcg_prime"].to_list() == without["full_ndcg_prime"].to_list()
+    # an own-index-per-query Approach Zero without the corpus track has no index of its own
+    assert not has_index(Approach0Retriever(), full_corpus=False)
+    assert has_index(Approach0Retriever(), full_corpus=True)
+
+
+def test_changed_broken_and_half_written_indexes_are_rebuilt(tmp_path):
+    bench = _bench(n_docs=60, n_queries=5)
+    docs = document_texts(bench, "statement-statement")
+    path, entry = tmp_path / "ix", {"kind": "tfidf"}
+    ensure_index(TfidfRetriever("t"), entry, "s", docs, path)
+    # one document changed: a different key, rebuilt, and the reason given
+    info = ensure_index(TfidfRetriever("t"), entry, "s", [*docs[:-1], "changed"], path)
+    assert info.built and info.rebuilt_because == "documents or parameters changed"
+    # a parameter changed: rebuilt too
+    info = ensure_index(TfidfRetriever("t"), {"kind": "tfidf", "p": 1}, "s", docs, path)
+    assert info.built and "changed" in info.rebuilt_because
+    # a broken file: rebuilt, with what was wrong
+    (path / "tfidf.npz").write_bytes(b"not a matrix")
+    info = ensure_index(TfidfRetriever("t"), {"kind": "tfidf", "p": 1}, "s", docs, path)
+    assert info.built and info.rebuilt_because.startswith("unreadable index")
+    # a build killed halfway leaves the previous index in place and no scratch folder
+    before = json.loads((path / "manifest.json").read_text())["key"]
+
+    class Dies(TfidfRetriever):
+        def _save_corpus(self, docs, path):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        ensure_index(Dies("t"), {"kind": "tfidf", "p": 2}, "s", docs, path)
+    assert json.loads((path / "manifest.json").read_text())["key"] == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ix"]
+    info = ensure_index(TfidfRetriever("t"), {"kind": "tfidf", "p": 1}, "s", docs, path)
+    assert not info.built
+
+
+def test_without_the_full_corpus_an_index_covers_the_candidates_only():
+    docs = ["a", "b", "c", "d", "e"]
+    assert index_documents(docs, [[3, 1], [1, 4]], full_corpus=False) == ["b", "d", "e"]
+    assert index_documents(docs, [[3, 1]], full_corpus=True) == docs
+
+
+def test_runs_depend_on_their_own_retrievers_index_only():
+    cfg = load_config(None)
+    registry = {
+        "bm25": {"name": "bm25", "kind": "bm25", "params": {}},
+        "dense": {"name": "dense", "kind": "dense", "params": {}},
+        "rrf": {"name": "rrf", "kind": "fusion", "params": {"retrievers": ["bm25", "dense"]}},
+    }
+    parts = {
+        "build_indexes": list(registry),
+        "build_runs": [f"{d}|{n}" for d in ("Algebra", "Geometry") for n in registry],
+    }
+
+    def fps(reg):
+        return {(s.job, s.partition): s.fingerprint for s in plan(cfg, parts, [], reg)}
+
+    base = fps(registry)
+    # a parameter of bm25 changes bm25's index and runs and the fusion's runs, nothing else
+    changed = dict(registry, bm25={**registry["bm25"], "params": {"k1": 1.2}})
+    moved = {k for k, v in fps(changed).items() if base[k] != v}
+    assert moved == {
+        ("build_indexes", "bm25"),
+        ("build_runs", "Algebra|bm25"), ("build_runs", "Geometry|bm25"),
+        ("build_runs", "Algebra|rrf"), ("build_runs", "Geometry|rrf"),
+        ("build_leaderboard", None), ("build_analyses", None),
+    }  # fmt: skip
+    steps = {(s.job, s.partition): s for s in plan(cfg, parts, [], registry)}
+    assert steps[("build_runs", "Algebra|rrf")].upstream == [
+        base[("build_indexes", n)] for n in ("rrf", "bm25", "dense")
+    ]
