@@ -180,7 +180,16 @@ def test_incremental_build_runs_only_what_changed(tiny_config, tmp_path, capsys)
     out = capsys.readouterr().out
     n_domains = len(re.findall(r"query_candidates \[", first))
     assert re.findall(r"retriever_runs \[[^|\]]+\|(\S+)\]", out) == ["tfidf"] * n_domains
-    assert _steps(out)[0] == n_domains + 2 and "leaderboard " in out
+    assert re.findall(r"retriever_index \[(\S+)\]", out) == ["tfidf"]
+    assert _steps(out)[0] == n_domains + 3 and "leaderboard " in out
+    # a changed entry: its index and runs again (its own entry is part of their fingerprints)
+    registry.write_text(
+        registry.read_text().replace("kind: tfidf}", "kind: tfidf, params: {tokenizer: plain}}")
+    )
+    assert main(["build", "--config", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert re.findall(r"retriever_runs \[[^|\]]+\|(\S+)\]", out) == ["tfidf"] * n_domains
+    assert re.findall(r"retriever_index \[(\S+)\]", out) == ["tfidf"]
     # more tournament rounds: tournaments, ratings, export, runs and leaderboard; not annotations
     text = cfg.read_text().replace("rounds: 4", "rounds: 5")
     cfg.write_text(text)

@@ -3,6 +3,7 @@ nothing of the document side redone; stale, broken or half-written indexes are r
 
 import json
 
+import numpy as np
 import pytest
 
 from saber_assets.leaderboard.evaluate import document_texts, evaluate
@@ -170,3 +171,14 @@ def test_runs_depend_on_their_own_retrievers_index_only():
     assert steps[("build_runs", "Algebra|rrf")].upstream == [
         base[("build_indexes", n)] for n in ("rrf", "bm25", "dense")
     ]
+
+
+def test_approach0_depth_asks_the_engine_for_its_top_documents_only(monkeypatch):
+    """depth > 0 is the engine's own top-k (an opt-in system, not the exhaustive ranking cut):
+    at most `depth` documents score, and the default ranks every document."""
+    bench = _bench(n_docs=200, n_queries=4)
+    a0._CORPUS_INDEXES.clear()
+    shallow = evaluate(Approach0Retriever(workers=1, depth=7), bench, "statement-statement", 10)
+    full = evaluate(Approach0Retriever(workers=1), bench, "statement-statement", 10)
+    assert max(int(np.count_nonzero(s)) for s in shallow["scores"]) <= 7
+    assert max(int(np.count_nonzero(s)) for s in full["scores"]) > 7

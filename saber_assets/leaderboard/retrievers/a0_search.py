@@ -32,9 +32,10 @@ def quiet_c_output():
             os.close(fd)
 
 
-def search(ix_path: str, keywords: list[dict], n_docs: int) -> np.ndarray | str:
+def search(ix_path: str, keywords: list[dict], n_docs: int, depth: int = 0) -> np.ndarray | str:
     """Scores of the ``n_docs`` documents of the index at ``ix_path`` (a document the engine does
-    not return scores 0; ids travel in the ``url`` field), or the engine's error as a string."""
+    not return scores 0; ids travel in the ``url`` field), or the engine's error as a string.
+    ``depth`` > 0: the engine's own top ``depth`` only (see ``Approach0Retriever``)."""
     import pya0
 
     with quiet_c_output():
@@ -43,7 +44,14 @@ def search(ix_path: str, keywords: list[dict], n_docs: int) -> np.ndarray | str:
             if ix is None:
                 return f"cannot open the Approach Zero index {ix_path}"
             try:
-                res = json.loads(pya0.search(ix, keywords, verbose=False, topk=n_docs))
+                res = json.loads(
+                    pya0.search(
+                        ix,
+                        keywords,
+                        verbose=False,
+                        topk=min(depth, n_docs) if depth > 0 else n_docs,
+                    )
+                )
             finally:
                 pya0.index_close(ix)
         except Exception as exc:

@@ -9,6 +9,13 @@ of the whole document set rather than of the candidates, so candidate scores, an
 their order, differ; formula matching is per document pair either way. Queries are searched by
 ``workers`` processes at once (the engine is single-threaded C).
 
+The engine's cost grows with the list it returns (14K documents: ~2.6 s per query for all of
+them, ~0.1 s for its top 1,000). ``depth: 1000`` asks for the engine's own top 1,000 (as an
+ARQMath run would; the rest score 0) — but it is not the exhaustive ranking cut short: the
+engine's pruning changes the scores of the documents it returns too (measured: a document at
+7.5 exhaustively scores 21.1 in a top-250 list), so it is a different system, opt-in. The
+default, ``depth: 0``, ranks every document.
+
 pya0's own returned ids are unreliable (off by one or two), so each document carries our id in
 the ``url`` field. Formulas go to the engine as [imath] spans; a document the engine does not
 return scores 0. An engine failure raises ``RetrieverFailed``: the query is counted as failed.
@@ -51,6 +58,7 @@ class Approach0Retriever:
         max_formulas: int = 6,
         candidates: str = "corpus",
         workers: int = 2,
+        depth: int = 0,
     ) -> None:
         if candidates not in ("corpus", "own-index"):
             raise ValueError("candidates must be 'corpus' or 'own-index'")
@@ -59,6 +67,7 @@ class Approach0Retriever:
         self.max_formulas = max_formulas
         self.candidates_from_corpus = candidates == "corpus"
         self.workers = workers
+        self.depth = depth
 
     def query_keywords(self, query: str) -> list[dict]:
         prose, formulas = split_math(query)
@@ -87,7 +96,7 @@ class Approach0Retriever:
             kws = self.query_keywords(q)
             out.append(None if kws else RetrieverFailed("query has neither formulas nor terms"))
             if kws:
-                tasks.append((ix_path, kws, len(all_docs)))
+                tasks.append((ix_path, kws, len(all_docs), self.depth))
         results = iter(_map_searches(tasks, self.workers))
         for n, r in enumerate(out):
             if r is None:
@@ -133,7 +142,7 @@ class Approach0Retriever:
         ix_path = None
         try:
             ix_path = self._index(docs, keep)
-            scores = search(ix_path, kws, len(docs))
+            scores = search(ix_path, kws, len(docs), self.depth)
         finally:
             if not keep and ix_path:
                 shutil.rmtree(os.path.dirname(ix_path), ignore_errors=True)
