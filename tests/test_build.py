@@ -43,6 +43,9 @@ def test_saber_build_runs_every_stage(tiny_config, tmp_path, capsys):
         assert conn.execute("SELECT count(*) FROM ontology_tree").fetchone()[0] == 17022
         assert conn.execute("SELECT count(*) FROM leaderboard WHERE rank = 1").fetchone()[0] >= 3
         assert conn.execute("SELECT count(*) FROM judgments").fetchone()[0] > 0
+    # each retriever's index built once, by its own step, and read by its runs
+    assert re.findall(r"retriever_index \[(\S+)\]", out) == ["bm25", "jaccard-no-tok"]
+    assert len(list((home / "indexes").glob("*/*/manifest.json"))) == 6
     # Run history is kept in the project-local Dagster home.
     assert (tmp_path / "home" / "dagster_home" / "dagster.yaml").exists()
     _ratings_follow_shared_technique(home)
