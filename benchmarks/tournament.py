@@ -1,6 +1,7 @@
 """Tournament policies against the latent truth: how many judge calls does a good ranking need?
 
     uv run python benchmarks/tournament.py [--repeats 3] [--out benchmarks/out]
+    (--repeats 40: the spread between latent draws, as a standard error per cell)
 
 Simulated queries of n = 150 candidates with latent strengths s ~ N(0, 1.5²) and a judge whose
 log-odds for "the first shown is better" are ℓ = s_first − s_second + b + ε, ε ~ N(0, σ²) drawn
@@ -100,18 +101,31 @@ def main() -> None:
             mean = {
                 p: [(c, *np.mean(v, axis=0)) for c, v in sorted(d.items())] for p, d in res.items()
             }
+            # the spread between latent draws: each draw's own calls-to-Swiss-20 for efficient
+            per_draw = np.array(
+                [
+                    calls_to_reach(
+                        [(c, v[r][0]) for c, v in sorted(res["efficient"].items())],
+                        res["swiss"][SWISS20][r][0],
+                    )
+                    / SWISS20
+                    for r in range(args.repeats)
+                ]
+            )
+            se = float(np.nanstd(per_draw, ddof=1) / np.sqrt(np.sum(~np.isnan(per_draw))))
             target = dict((c, t) for c, t, _ in mean["swiss"])[SWISS20]
             need = {
                 p: calls_to_reach([(c, t) for c, t, _ in pts], target) for p, pts in mean.items()
             }
             curves[(sigma, bias)] = mean
-            rows.append((sigma, bias, target, need, mean))
+            rows.append((sigma, bias, target, need, mean, se))
             print(
                 f"{sigma:>5} {bias:>4}  {target:>12.3f}  "
                 + "  ".join(
                     f"{need[p]:>8.0f} ({need[p] / SWISS20:>5.0%})"
                     for p in ("random", "adaptive", "efficient", "efficient-binary")
                 )
+                + f"  efficient per draw: ±{se:.1%} (standard error)"
             )
 
     # pairing + estimation for many queries (an instant soft judge; judge time excluded), on
@@ -132,15 +146,17 @@ def main() -> None:
     )
 
     lines = [
-        "| sigma | bias | Swiss-20 tau | calls to reach it: random | adaptive | efficient (soft) | efficient (binary) |",
-        "|---|---|---|---|---|---|---|",
+        "| sigma | bias | Swiss-20 tau | calls to reach it: random | adaptive | efficient (soft) | efficient (binary) | efficient: s.e. between draws |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for sigma, bias, target, need, _ in rows:
+    for sigma, bias, target, need, _, se in rows:
         cells = [
             f"{need[p]:.0f} ({need[p] / SWISS20:.0%})"
             for p in ("random", "adaptive", "efficient", "efficient-binary")
         ]
-        lines.append(f"| {sigma} | {bias} | {target:.3f} | " + " | ".join(cells) + " |")
+        lines.append(
+            f"| {sigma} | {bias} | {target:.3f} | " + " | ".join(cells) + f" | ±{se:.1%} |"
+        )
     lines.append(
         f"\nPairing + estimation: {q} queries x {SWISS20} calls in {dt:.1f}s on 2 cores "
         f"({one:.1f}s on one)."
