@@ -376,6 +376,7 @@ class CachedEmbedder:
         self.model_id = inner.model_id
         self.revision = inner.revision
         self._memo: dict[str, np.ndarray] = {}
+        self.chunk = 512  # texts encoded, then cached, at a time
 
     def encode(self, texts: list[str]) -> np.ndarray:
         full = [self.prefix + t for t in texts]
@@ -384,12 +385,14 @@ class CachedEmbedder:
         if missing and self.cache is not None:
             self._memo.update(self.cache.get_many(self.model_id, self.revision, missing))
             missing = [h for h in missing if h not in self._memo]
-        if missing:
-            text_of = dict(zip(hashes, full, strict=True))
-            vecs = self.inner.encode([text_of[h] for h in missing])
+        text_of = dict(zip(hashes, full, strict=True))
+        # stored chunk by chunk: a run killed after an hour of embedding keeps that hour
+        for start in range(0, len(missing), self.chunk):
+            part = missing[start : start + self.chunk]
+            vecs = self.inner.encode([text_of[h] for h in part])
             if self.cache is not None:
-                self.cache.put_many(self.model_id, self.revision, missing, vecs)
-            self._memo.update(zip(missing, vecs, strict=True))
+                self.cache.put_many(self.model_id, self.revision, part, vecs)
+            self._memo.update(zip(part, vecs, strict=True))
         if not hashes:
             return np.zeros((0, getattr(self.inner, "dim", 0)), dtype=np.float32)
         return np.stack([self._memo[h] for h in hashes]).astype(np.float32)

@@ -182,3 +182,34 @@ def test_approach0_depth_asks_the_engine_for_its_top_documents_only(monkeypatch)
     full = evaluate(Approach0Retriever(workers=1), bench, "statement-statement", 10)
     assert max(int(np.count_nonzero(s)) for s in shallow["scores"]) <= 7
     assert max(int(np.count_nonzero(s)) for s in full["scores"]) > 7
+
+
+def test_embeddings_are_cached_chunk_by_chunk_so_a_killed_run_keeps_them():
+    from saber_resources.cache import EmbeddingCache
+    from saber_resources.embeddings import CachedEmbedder
+    from saber_resources.warehouse import Warehouse
+
+    from .test_bulk_scoring import HashEmbedder
+
+    class DiesAfter(HashEmbedder):
+        def __init__(self, calls):
+            self.left, self.seen = calls, []
+
+        def encode(self, texts):
+            if self.left == 0:
+                raise KeyboardInterrupt
+            self.left -= 1
+            self.seen += texts
+            return super().encode(texts)
+
+    wh = Warehouse(path=":memory:")
+    texts = [f"document number {i}" for i in range(10)]
+    first = CachedEmbedder(DiesAfter(2), EmbeddingCache(wh.connect))
+    first.chunk = 4
+    with pytest.raises(KeyboardInterrupt):
+        first.encode(texts)
+    again = CachedEmbedder(DiesAfter(5), EmbeddingCache(wh.connect))
+    again.chunk = 4
+    vecs = again.encode(texts)
+    assert again.inner.seen == texts[8:]  # the two finished chunks came from the cache
+    assert np.array_equal(vecs, HashEmbedder().encode(texts))
