@@ -239,7 +239,7 @@ def retriever_index(
                 "seconds": round(i.seconds, 2),
                 "MB": round(i.bytes / 2**20, 2),
                 "rebuilt_because": i.rebuilt_because or "",
-            }  # fmt: skip
+            }
             for i in infos
         ],
         schema={
@@ -249,7 +249,7 @@ def retriever_index(
             "seconds": pl.Float64,
             "MB": pl.Float64,
             "rebuilt_because": pl.String,
-        },  # fmt: skip
+        },
     )
     return MaterializeResult(
         metadata={

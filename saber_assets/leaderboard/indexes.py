@@ -46,7 +46,7 @@ def index_key(entry: dict, setting: str, docs: list[str]) -> str:
 
 def index_documents(
     doc_texts: list[str], candidate_rows: list[list[int]], full_corpus: bool
-) -> list[str] | None:
+) -> list[str]:
     """The documents a retriever's index covers: all of them when it searches the whole corpus,
     else the union of the queries' candidates (in document order)."""
     if full_corpus:

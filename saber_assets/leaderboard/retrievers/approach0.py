@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from .a0_search import quiet_c_output, search, search_task
-from .base import RetrieverFailed
+from .base import RetrieverFailed, docs_key
 from .tokenize import LATEX_SPAN, plain_tokens, split_math
 
 
@@ -113,21 +113,20 @@ class Approach0Retriever:
         domain's run, in any process, searches it)."""
         path.mkdir(parents=True, exist_ok=True)
         # the engine writes many small files: on tmpfs, then copied (sample: 212 s on disk)
-        tmp = tempfile.mkdtemp(prefix="a0-", dir=_tmp_root())
+        ix_path = self._index(docs, keep=False)
         try:
-            _write_index(os.path.join(tmp, "ix"), docs)
-            shutil.copytree(os.path.join(tmp, "ix"), path / "ix")
+            shutil.copytree(ix_path, path / "ix")
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.rmtree(os.path.dirname(ix_path), ignore_errors=True)
 
     def load_index(self, docs: list[str], path: Path) -> None:
         if not (path / "ix").is_dir():
             raise ValueError(f"no Approach Zero index under {path}")
-        _CORPUS_INDEXES[(len(docs), hash(tuple(docs)))] = str(path / "ix")
+        _CORPUS_INDEXES[docs_key(docs)] = str(path / "ix")
 
     def _index(self, docs: list[str], keep: bool) -> str:
         """Path of an index over ``docs``: the kept one for this document set, or a new one."""
-        key = (len(docs), hash(tuple(docs)))
+        key = docs_key(docs)
         if keep and key in _CORPUS_INDEXES:
             return _CORPUS_INDEXES[key]
         tmp = tempfile.mkdtemp(prefix="a0-", dir=_tmp_root())

@@ -22,6 +22,12 @@ def setting_texts(setting: str, problem: str, solution: str, as_query: bool) -> 
     return full_text(problem, solution) if use_full else problem
 
 
+def docs_key(docs: list[str]) -> tuple[int, int]:
+    """In-memory identity of a document set (which fitted or loaded corpus state, or which
+    index, belongs to which documents)."""
+    return (len(docs), hash(tuple(docs)))
+
+
 class Retriever(Protocol):
     name: str
 

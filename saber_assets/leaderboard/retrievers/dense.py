@@ -10,6 +10,7 @@ from saber_resources.cache import EmbeddingCache
 from saber_resources.cpu_tasks import CPUCosineReranker
 from saber_resources.embeddings import CachedEmbedder, Embedder, make_embedder
 
+from .base import docs_key
 from .tokenize import formula_tokens, quiet_c_output, split_math
 
 _EMBEDDERS: dict[tuple, Embedder] = {}  # one model per process, shared by every retriever using it
@@ -75,7 +76,7 @@ class DenseRetriever:
 
     def corpus_scores_batch(self, queries: list[str], all_docs: list[str]) -> np.ndarray:
         """One matrix product for many queries (the documents are embedded once)."""
-        key = (len(all_docs), hash(tuple(all_docs)))
+        key = docs_key(all_docs)
         if getattr(self, "_doc_matrix", (None,))[0] != key:
             self._doc_matrix = (key, self.docs.encode(all_docs).astype(np.float64))
         return self.queries.encode(queries).astype(np.float64) @ self._doc_matrix[1].T

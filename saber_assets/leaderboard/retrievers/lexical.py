@@ -17,12 +17,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from .base import docs_key
 from .tokenize import TOKENIZERS
-
-
-def docs_key(all_docs: list[str]) -> tuple[int, int]:
-    """In-memory identity of a document set (which fitted corpus state belongs to which docs)."""
-    return (len(all_docs), hash(tuple(all_docs)))
 
 
 class _Lexical:
