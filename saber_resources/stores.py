@@ -71,6 +71,29 @@ def read_json(value):
     return json.loads(value) if isinstance(value, str) else value
 
 
+def _is_race(exc: Exception) -> bool:
+    """DuckDB errors that two threads of one process can cause and a retry resolves.
+
+    Two transactions inserting the same key at once: DuckDB refuses the second at commit instead
+    of skipping it; once the first is committed the retry skips it. A connection that reaches a
+    database instance before its Python scan functions are registered (``open_with_retry``
+    serialises opening, this is the second line of defence): a retry sees them.
+    """
+    if isinstance(exc, (duckdb.ConstraintException, duckdb.TransactionException)):
+        return True
+    return isinstance(exc, duckdb.CatalogException) and "python_arrow_scan" in str(exc)
+
+
+def _retry_races(action: Callable[[], Any], attempts: int = 20) -> Any:
+    for attempt in range(attempts):
+        try:
+            return action()
+        except duckdb.Error as exc:
+            if attempt == attempts - 1 or not _is_race(exc):
+                raise
+            time.sleep(0.01 * (attempt + 1))
+
+
 class DuckDBStore(StoreDB):
     kind = "duckdb"
     types = {"json": "JSON", "blob": "BLOB", "double": "DOUBLE"}
@@ -96,18 +119,13 @@ class DuckDBStore(StoreDB):
         cols = ", ".join(df.columns)
         select = ", ".join(f"{c}::JSON" if c in json_columns else c for c in df.columns)
         sql = f"INSERT INTO {table} ({cols}) SELECT {select} FROM _new ON CONFLICT DO NOTHING"
-        for attempt in range(20):
-            try:
-                with self.connect() as conn, registered(conn, "_new", df):
-                    conn.execute(sql)
-                return df.height
-            except (duckdb.ConstraintException, duckdb.TransactionException):
-                # two transactions inserted the same key at once: DuckDB refuses the second at
-                # commit instead of skipping it; once the first is committed the retry skips it
-                if attempt == 19:
-                    raise
-                time.sleep(0.01 * (attempt + 1))
-        return df.height
+
+        def insert() -> int:
+            with self.connect() as conn, registered(conn, "_new", df):
+                conn.execute(sql)
+            return df.height
+
+        return _retry_races(insert)
 
     def lookup(self, table, columns, where, key, keys) -> list[tuple]:
         keys = list(dict.fromkeys(keys))
@@ -116,11 +134,15 @@ class DuckDBStore(StoreDB):
         conds = "".join(f" AND t.{c} = ?" for c in where)
         cols = ", ".join(f"t.{c}" for c in columns)
         want = pl.DataFrame({key: keys})
-        with self.connect() as conn, registered(conn, "_want", want):
-            return conn.execute(
-                f"SELECT {cols} FROM {table} t JOIN _want USING ({key}) WHERE true{conds}",
-                list(where.values()),
-            ).fetchall()
+
+        def select() -> list[tuple]:
+            with self.connect() as conn, registered(conn, "_want", want):
+                return conn.execute(
+                    f"SELECT {cols} FROM {table} t JOIN _want USING ({key}) WHERE true{conds}",
+                    list(where.values()),
+                ).fetchall()
+
+        return _retry_races(select)
 
 
 class PostgresStore(StoreDB):

@@ -30,13 +30,21 @@ def _checked_name(name: str) -> str:
     return name
 
 
+# Connections to one file in one process share a database instance, and the instance's Python
+# functions (``python_arrow_scan``, behind ``register``) are added just after it is created: a
+# second thread could get the instance in between and fail to read a registered frame (seen in CI
+# with eight writer threads). Opening one connection at a time closes that window.
+_OPEN = threading.Lock()
+
+
 def open_with_retry(path: str, wait_s: float) -> duckdb.DuckDBPyConnection:
     """Open a DuckDB file, retrying while another process holds its lock."""
     deadline = time.monotonic() + wait_s
     delay = 0.05
     while True:
         try:
-            return duckdb.connect(path)
+            with _OPEN:
+                return duckdb.connect(path)
         except duckdb.IOException as exc:
             if "lock" not in str(exc).lower() or time.monotonic() > deadline:
                 raise

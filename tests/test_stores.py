@@ -88,3 +88,32 @@ def test_many_writers_lose_nothing_and_double_nothing(store):
 
 def test_postgres_dsn_is_not_in_the_repr(postgres_dsn):
     assert "127.0.0.1" not in repr(PostgresStore(postgres_dsn))
+
+
+def test_duckdb_races_are_retried_and_real_errors_are_not():
+    """A connection that met its instance before the scan functions existed (seen in CI with
+    eight writers) is retried; any other catalog error surfaces at once."""
+    import duckdb
+
+    from saber_resources.stores import _retry_races
+
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise duckdb.CatalogException(
+                "Table Function with name python_arrow_scan does not exist!"
+            )
+        return "ok"
+
+    assert _retry_races(flaky) == "ok" and len(calls) == 3
+
+    def broken():
+        calls.append(1)
+        raise duckdb.CatalogException("Table with name judgments does not exist!")
+
+    calls.clear()
+    with pytest.raises(duckdb.CatalogException, match="judgments"):
+        _retry_races(broken)
+    assert len(calls) == 1
