@@ -4,7 +4,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_assets.leaderboard.evaluate import corpus_score_matrix, evaluate
+from saber_assets.leaderboard.evaluate import (
+    corpus_score_matrix,
+    evaluate,
+    full_corpus_metrics,
+    full_corpus_metrics_from_scores,
+)
 from saber_assets.leaderboard.exchange import QUERY_SCHEMA, Benchmark
 from saber_assets.leaderboard.retrievers.approach0 import Approach0Retriever
 from saber_assets.leaderboard.retrievers.base import RetrieverFailed
@@ -149,6 +154,39 @@ def test_a_failing_query_fails_alone_in_a_batch():
 
     matrix, errors = corpus_score_matrix(Picky(), ["a", "", "b"], ["x", "y"])
     assert errors == {1: "no terms"} and np.isnan(matrix[1]).all() and (matrix[[0, 2]] == 1).all()
+
+
+def test_a_nan_corpus_score_fails_its_query_with_the_documents_named():
+    class Sloppy:
+        def corpus_scores_batch(self, queries, docs):
+            return [np.array([1.0, np.nan]) if q == "b" else np.ones(len(docs)) for q in queries]
+
+    matrix, errors = corpus_score_matrix(Sloppy(), ["a", "b"], ["x", "y"])
+    assert errors == {1: "1 corpus scores are NaN (documents [1])"} and (matrix[0] == 1).all()
+
+
+@pytest.mark.parametrize("n_docs", [40, 99, 100, 101, 250, 3000])
+@pytest.mark.parametrize("levels", [3, 20, 10**6])
+def test_full_corpus_metrics_without_sorting_the_corpus_equal_the_full_ranking(n_docs, levels):
+    """Against a stable argsort of every document, on scores with many ties (3 distinct values),
+    some (20) and almost none, at corpus sizes around the recall depth of 100; candidates on the
+    depth-th score's tie group, the query's own row at -inf and signed zeros included."""
+    rng = np.random.default_rng(n_docs * 7 + levels)
+    for trial in range(30):
+        scores = rng.integers(0, levels, n_docs).astype(np.float64) / levels
+        scores[rng.random(n_docs) < 0.05] = -0.0
+        scores[rng.integers(n_docs)] = -np.inf
+        n_cands = min(n_docs, int(rng.integers(1, 60)))
+        cands = rng.choice(n_docs, n_cands, replace=False)
+        if n_docs > 100 and trial % 2:  # plant candidates on the boundary tie group
+            t = np.sort(scores)[::-1][99]
+            on_t = np.flatnonzero(scores == t)
+            cands = np.unique(np.r_[cands, rng.choice(on_t, min(5, on_t.size), replace=False)])
+        rel = rng.integers(0, 6, len(cands)) * rng.random(len(cands))
+        ranked = np.argsort(-scores, kind="stable").tolist()
+        want = full_corpus_metrics(ranked, cands.tolist(), rel.tolist(), 10)
+        got = full_corpus_metrics_from_scores(scores, cands.tolist(), rel.tolist(), 10)
+        assert got == want, (trial, got, want)
 
 
 def test_approach0_searches_once_per_query_in_parallel():
