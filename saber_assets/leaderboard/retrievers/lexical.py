@@ -12,6 +12,7 @@ exactly what ``fit_corpus`` would compute, so the scores are identical.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -99,6 +100,58 @@ class BM25Retriever(_Lexical):
     def fit_corpus(self, all_docs: list[str]) -> None:
         if self.idf == "corpus":
             self._corpus_index(all_docs)
+        else:
+            self._term_counts(all_docs)
+
+    def _term_counts(self, all_docs: list[str]):
+        """Every document's term counts (CSR, documents x terms) and lengths, for candidate IDF:
+        a query's candidates are rows of it, so no per-query bm25s index is built."""
+        from scipy.sparse import csr_matrix
+
+        key = docs_key(all_docs)
+        if getattr(self, "_counts", (None,))[0] != key:
+            tokens = pl.Series(
+                [self.tok(d) or ["\x00"] for d in all_docs], dtype=pl.List(pl.String)
+            )
+            flat = tokens.explode()
+            # polars, not np.unique: a numpy string array is as wide as the longest token
+            terms = flat.unique().sort().to_list()
+            ids = (flat.rank("dense") - 1).to_numpy().astype(np.int64)
+            lengths = tokens.list.len().to_numpy().astype(np.int64)
+            rows = np.repeat(np.arange(len(all_docs)), lengths)
+            counts = csr_matrix(
+                (np.ones(len(ids), dtype=np.float32), (rows, ids)),
+                shape=(len(all_docs), len(terms)),
+            )
+            counts.sum_duplicates()
+            vocab = {t: i for i, t in enumerate(terms)}
+            row_of = {d: i for i, d in enumerate(all_docs)}
+            self._counts = (key, counts, lengths, vocab, row_of)
+        return self._counts[1:]
+
+    def _candidate_idf_scores(self, q: list[str], rows: np.ndarray) -> np.ndarray:
+        """bm25s' scores over the candidates ``rows`` as if they were indexed on their own, to the
+        bit: its float32 IDF (``math.log``, as bm25s), its float64 term weights stored as float32,
+        and the query's terms summed in float32 in query order, repeats included; terms absent
+        from every candidate add nothing (bm25s leaves them out of its vocabulary)."""
+        counts, lengths, vocab, _ = self._counts[1:]
+        ids = [vocab[t] for t in q if t in vocab]
+        out = np.zeros(len(rows), dtype=np.float32)
+        if not ids:
+            return out.astype(np.float64)
+        terms, order = np.unique(ids, return_inverse=True)
+        tf = counts[rows][:, terms].toarray()  # float32 counts
+        df = np.count_nonzero(tf, axis=0)
+        n = len(rows)
+        idf = np.array([math.log(1 + (n - f + 0.5) / (f + 0.5)) for f in df.tolist()])
+        idf = idf.astype(np.float32)
+        l_d = lengths[rows]
+        l_avg = l_d.mean()
+        norm = self.k1 * ((1 - self.b) + self.b * l_d.astype(np.float64) / l_avg)
+        weights = (idf * (tf / (norm[:, None] + tf))).astype(np.float32)
+        for j in order.tolist():
+            out += weights[:, j]
+        return out.astype(np.float64)
 
     def _save_corpus(self, docs: list[str], path: Path) -> None:
         self._corpus_index(docs).save(str(path / "bm25"), show_progress=False)
@@ -119,6 +172,15 @@ class BM25Retriever(_Lexical):
             _, index, row = self._full
             scores = index.get_scores(q)
             return np.array([scores[row[d]] for d in docs], dtype=np.float64)
+        if self.idf == "candidates" and getattr(self, "_counts", None) is not None:
+            row_of = self._counts[4]
+            if all(d in row_of for d in docs):
+                return self._candidate_idf_scores(q, np.array([row_of[d] for d in docs]))
+        return self.bm25s_scores(query, docs)
+
+    def bm25s_scores(self, query: str, docs: list[str]) -> np.ndarray:
+        """The reference: bm25s indexing the candidates for this one query."""
+        q = self.tok(query) or ["\x01"]
         return np.asarray(self._index([self.tok(d) for d in docs]).get_scores(q), dtype=np.float64)
 
 
