@@ -126,22 +126,29 @@ def _ssemb():
     return r
 
 
-class PerQueryBM25:
-    """BM25 with candidate IDF as it was: bm25s indexes each query's candidates."""
+class PerQuery:
+    """A candidate-IDF retriever as it was: bm25s or scikit-learn fitted on each query's
+    candidates."""
 
     def __init__(self, inner):
         self.inner = inner
 
     def score(self, query, docs):
-        return self.inner.bm25s_scores(query, docs)
+        if isinstance(self.inner, BM25Retriever):
+            return self.inner.bm25s_scores(query, docs)
+        return self.inner.sklearn_scores(query, docs)
 
 
+@pytest.mark.parametrize("kind", [BM25Retriever, TfidfRetriever])
 @pytest.mark.parametrize("tokenizer", ["math", "plain"])
 @pytest.mark.parametrize("setting", ["statement-statement", "statement-full", "full-full"])
-def test_candidate_idf_bm25_from_corpus_counts_equals_bm25s_to_the_bit(setting, tokenizer):
-    """Candidate IDF from the corpus term counts gives bm25s' per-query scores exactly (==), so
-    the rankings, ties included, and the metrics are the same. The benchmark has an empty
-    document, queries with repeated terms, an empty query and terms no candidate holds."""
+def test_candidate_idf_from_corpus_counts_equals_the_per_query_fit_to_the_bit(
+    setting, tokenizer, kind
+):
+    """BM25 and TF-IDF with statistics over the candidates, from the corpus term counts, give
+    the per-query fit's scores exactly (==), so the rankings, ties included, and the metrics are
+    the same. The benchmark has an empty document, queries with repeated terms, an empty query
+    and terms no candidate holds."""
     bench = _bench(seed=3)
     docs = bench.documents.with_columns(
         pl.when(pl.col("id") == "d7").then(pl.lit("")).otherwise(pl.col("problem")).alias("problem")
@@ -164,10 +171,10 @@ def test_candidate_idf_bm25_from_corpus_counts_equals_bm25s_to_the_bit(setting, 
         .otherwise(pl.col("relevance_scores"))
     )
     bench = Benchmark(queries, docs, bench.manifest)
-    fast = BM25Retriever("b", tokenizer=tokenizer)
+    fast = kind("r", tokenizer=tokenizer)
     bulk = evaluate(fast, bench, setting, 10)
-    assert fast._counts is not None  # the corpus counts were used, not bm25s per query
-    ref = evaluate(PerQueryBM25(BM25Retriever("b", tokenizer=tokenizer)), bench, setting, 10)
+    assert fast._counts is not None  # the corpus counts were used, not a fit per query
+    ref = evaluate(PerQuery(kind("r", tokenizer=tokenizer)), bench, setting, 10)
     assert bulk["scores"].to_list() == ref["scores"].to_list()
     for col in ("ndcg", "ndcg_linear"):
         assert bulk[col].to_list() == ref[col].to_list()

@@ -56,6 +56,50 @@ class _Lexical:
         self._cache.update(zip(docs, tokens, strict=True))
         self._load_corpus(docs, path)
 
+    def _term_counts(self, all_docs: list[str]):
+        """Every document's term counts (CSR, documents x terms in sorted order; within a row the
+        terms in the order they first occur in the document) and token counts, for the
+        retrievers whose statistics are over a query's candidates: the candidates are rows of it,
+        so nothing is refitted per query."""
+        from scipy.sparse import csr_matrix
+
+        key = docs_key(all_docs)
+        if getattr(self, "_counts", (None,))[0] != key:
+            tokens = pl.Series([self.tok(d) for d in all_docs], dtype=pl.List(pl.String))
+            lengths = tokens.list.len().to_numpy().astype(np.int64)
+            flat = tokens.explode().drop_nulls()
+            # polars, not np.unique: a numpy string array is as wide as the longest token
+            terms = flat.unique().sort().to_list()
+            entries = (
+                pl.DataFrame(
+                    {
+                        "row": np.repeat(np.arange(len(all_docs)), lengths),
+                        "id": (flat.rank("dense") - 1).cast(pl.Int64),
+                    }
+                )
+                .group_by("row", "id", maintain_order=True)  # first occurrence order
+                .len()
+            )
+            indptr = np.zeros(len(all_docs) + 1, dtype=np.int64)
+            np.cumsum(
+                np.bincount(entries["row"].to_numpy(), minlength=len(all_docs)), out=indptr[1:]
+            )
+            counts = csr_matrix(
+                (entries["len"].to_numpy().astype(np.float64), entries["id"].to_numpy(), indptr),
+                shape=(len(all_docs), len(terms)),
+            )
+            vocab = {t: i for i, t in enumerate(terms)}
+            self._counts = (key, counts, lengths, vocab, {d: i for i, d in enumerate(all_docs)})
+        return self._counts[1:]
+
+    def _rows(self, docs: list[str]) -> np.ndarray | None:
+        """The documents' rows in the term counts, or None when they are not all there."""
+        if getattr(self, "_counts", None) is None:
+            return None
+        row_of = self._counts[4]
+        rows = [row_of.get(d) for d in docs]
+        return None if None in rows else np.array(rows, dtype=np.int64)
+
     def _save_corpus(self, docs: list[str], path: Path) -> None:
         pass
 
@@ -103,32 +147,6 @@ class BM25Retriever(_Lexical):
         else:
             self._term_counts(all_docs)
 
-    def _term_counts(self, all_docs: list[str]):
-        """Every document's term counts (CSR, documents x terms) and lengths, for candidate IDF:
-        a query's candidates are rows of it, so no per-query bm25s index is built."""
-        from scipy.sparse import csr_matrix
-
-        key = docs_key(all_docs)
-        if getattr(self, "_counts", (None,))[0] != key:
-            tokens = pl.Series(
-                [self.tok(d) or ["\x00"] for d in all_docs], dtype=pl.List(pl.String)
-            )
-            flat = tokens.explode()
-            # polars, not np.unique: a numpy string array is as wide as the longest token
-            terms = flat.unique().sort().to_list()
-            ids = (flat.rank("dense") - 1).to_numpy().astype(np.int64)
-            lengths = tokens.list.len().to_numpy().astype(np.int64)
-            rows = np.repeat(np.arange(len(all_docs)), lengths)
-            counts = csr_matrix(
-                (np.ones(len(ids), dtype=np.float32), (rows, ids)),
-                shape=(len(all_docs), len(terms)),
-            )
-            counts.sum_duplicates()
-            vocab = {t: i for i, t in enumerate(terms)}
-            row_of = {d: i for i, d in enumerate(all_docs)}
-            self._counts = (key, counts, lengths, vocab, row_of)
-        return self._counts[1:]
-
     def _candidate_idf_scores(self, q: list[str], rows: np.ndarray) -> np.ndarray:
         """bm25s' scores over the candidates ``rows`` as if they were indexed on their own, to the
         bit: its float32 IDF (``math.log``, as bm25s), its float64 term weights stored as float32,
@@ -140,12 +158,12 @@ class BM25Retriever(_Lexical):
         if not ids:
             return out.astype(np.float64)
         terms, order = np.unique(ids, return_inverse=True)
-        tf = counts[rows][:, terms].toarray()  # float32 counts
+        tf = counts[rows][:, terms].toarray()
         df = np.count_nonzero(tf, axis=0)
         n = len(rows)
         idf = np.array([math.log(1 + (n - f + 0.5) / (f + 0.5)) for f in df.tolist()])
         idf = idf.astype(np.float32)
-        l_d = lengths[rows]
+        l_d = np.maximum(lengths[rows], 1)  # bm25s indexes an empty document as one placeholder
         l_avg = l_d.mean()
         norm = self.k1 * ((1 - self.b) + self.b * l_d.astype(np.float64) / l_avg)
         weights = (idf * (tf / (norm[:, None] + tf))).astype(np.float32)
@@ -172,10 +190,9 @@ class BM25Retriever(_Lexical):
             _, index, row = self._full
             scores = index.get_scores(q)
             return np.array([scores[row[d]] for d in docs], dtype=np.float64)
-        if self.idf == "candidates" and getattr(self, "_counts", None) is not None:
-            row_of = self._counts[4]
-            if all(d in row_of for d in docs):
-                return self._candidate_idf_scores(q, np.array([row_of[d] for d in docs]))
+        rows = self._rows(docs) if self.idf == "candidates" and self.method == "lucene" else None
+        if rows is not None:
+            return self._candidate_idf_scores(q, rows)
         return self.bm25s_scores(query, docs)
 
     def bm25s_scores(self, query: str, docs: list[str]) -> np.ndarray:
@@ -232,7 +249,63 @@ class TfidfRetriever(_Lexical):
         vec, matrix = self._fit(all_docs)
         return np.asarray((matrix @ vec.transform(queries).T).toarray()).T
 
+    def fit_corpus(self, all_docs: list[str]) -> None:
+        self._term_counts(all_docs)
+
     def score(self, query: str, docs: list[str]) -> np.ndarray:
+        rows = self._rows(docs)
+        if rows is not None:
+            return self._candidate_scores(query, rows)
+        return self.sklearn_scores(query, docs)
+
+    def _candidate_scores(self, query: str, rows: np.ndarray) -> np.ndarray:
+        """``sklearn_scores`` to the bit, from the corpus counts. The vectorizer's arithmetic is
+        replayed in its order: its vocabulary is the candidates' terms sorted; a document row
+        stores its terms in the order they first occur across the candidates (its insertion ids),
+        and the row norms and the sparse product sum in that stored order (a running sum:
+        ``cumsum``, never numpy's pairwise ``sum``); the query's row is in sorted order."""
+        counts, _, vocab, _ = self._counts[1:]
+        sub = counts[rows]
+        n = len(rows)
+        if sub.nnz == 0:  # every candidate empty: the vectorizer has no vocabulary
+            return np.zeros(n)
+        present, first = np.unique(sub.indices, return_index=True)
+        insertion = np.empty(present.size, dtype=np.int64)
+        insertion[np.argsort(first)] = np.arange(present.size)
+        col = np.searchsorted(present, sub.indices)
+        row = np.repeat(np.arange(n), np.diff(sub.indptr))
+        order = np.lexsort((insertion[col], row))
+        col, tf, row = col[order], sub.data[order], row[order]
+        df = np.bincount(col, minlength=present.size).astype(np.float64) + 1.0
+        idf = np.full_like(df, n + 1)
+        idf /= df
+        np.log(idf, out=idf)
+        idf += 1.0
+        w = np.log(tf)
+        w += 1.0
+        w *= idf[col]
+        slot = np.arange(len(col)) - sub.indptr[:-1][row]  # place within its row
+        grid = np.zeros((n, int(np.diff(sub.indptr).max())))
+        grid[row, slot] = w * w
+        norm = np.sqrt(np.cumsum(grid, axis=1)[:, -1])
+        d = w / norm[row]
+        q_ids = np.array([vocab[t] for t in self.tok(query) if t in vocab], dtype=np.int64)
+        q_ids = q_ids[np.isin(q_ids, present)]  # terms no candidate holds are not in its vocabulary
+        q_cols, q_tf = np.unique(np.searchsorted(present, q_ids), return_counts=True)
+        q_tf = q_tf.astype(np.float64)
+        if q_cols.size == 0:
+            return np.zeros(n)
+        qw = np.log(q_tf)
+        qw += 1.0
+        qw *= idf[q_cols]
+        qv = np.zeros(present.size)
+        qv[q_cols] = qw / np.sqrt(np.cumsum(qw * qw)[-1])
+        grid[:] = 0.0
+        grid[row, slot] = d * qv[col]
+        return np.cumsum(grid, axis=1)[:, -1]
+
+    def sklearn_scores(self, query: str, docs: list[str]) -> np.ndarray:
+        """The reference: a vectorizer fitted on this one query's candidates."""
         from sklearn.feature_extraction.text import TfidfVectorizer
 
         vec = TfidfVectorizer(analyzer=self.tok, sublinear_tf=True)
