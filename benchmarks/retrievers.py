@@ -3,6 +3,9 @@
 uv run python benchmarks/retrievers.py                 # the bundled corpora (~14K documents)
 uv run python benchmarks/retrievers.py --n 283000      # synthetic documents up to 283K
 uv run python benchmarks/retrievers.py --retrievers jaccard,bm25-corpus-idf --queries 500
+# the full config's shape: its seven lexical retrievers, 492 queries x 90 candidates, 3 settings
+uv run python benchmarks/retrievers.py --queries 492 --candidates 90 --setting all \
+    --retrievers bm25,bm25-no-tok,bm25-corpus-idf,tfidf,tfidf-no-tok,jaccard,jaccard-no-tok
 
 For each retriever: queries/s of the whole run (candidate re-ranking + the full-corpus track) with
 the bulk path (``evaluate`` as the leaderboard runs it) and with the earlier one-query-at-a-time
@@ -11,7 +14,8 @@ difference between the two (0 or ~1e-16 where the candidates' scores come from t
 scores). Each retriever's index (``leaderboard.indexes``: what a domain run reads instead of
 redoing the document side) is timed twice: built, and read back into a fresh retriever; both
 paths then score with the index read back, as a leaderboard run does, so the ratio is the
-scoring's. Approach Zero without the full-corpus track builds its index apart (setup). Texts: statement→statement.
+scoring's. Approach Zero without the full-corpus track builds its index apart (setup). Texts:
+statement→statement unless ``--setting`` says otherwise; the last lines sum index build + run.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import polars as pl
 from saber_assets.leaderboard.evaluate import document_texts, evaluate
 from saber_assets.leaderboard.exchange import QUERY_SCHEMA, Benchmark
 from saber_assets.leaderboard.indexes import ensure_index, has_index
+from saber_assets.leaderboard.retrievers.base import SETTINGS
 from saber_assets.leaderboard.retrievers.registry import build_retriever, load_registry
 from saber_assets.settings import BUNDLED_SOURCES, DATA_DIR
 
@@ -54,11 +59,11 @@ class OneAtATime:
         return self.inner.corpus_scores(query, docs)
 
 
-def loaded(entry, texts: list[str], path: Path | None):
+def loaded(entry, setting: str, texts: list[str], path: Path | None):
     """A retriever as a leaderboard run gets it: its index read back from ``path``, if any."""
     r = build_retriever(entry)
     if path is not None:
-        ensure_index(r, entry.model_dump(), "statement-statement", texts, path)
+        ensure_index(r, entry.model_dump(), setting, texts, path)
     return r
 
 
@@ -120,6 +125,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=0, help="documents (default: all bundled, ~14K)")
     ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--candidates", type=int, default=150, help="candidates per query")
+    ap.add_argument("--setting", default="statement-statement", help="a setting, or 'all'")
     ap.add_argument("--baseline-queries", type=int, default=20, help="queries on the old path")
     ap.add_argument(
         "--retrievers", default="bm25,bm25-corpus-idf,tfidf,jaccard,jaccard-no-tok,approach0"
@@ -127,55 +134,66 @@ def main() -> None:
     args = ap.parse_args()
     docs = bundled_documents()
     docs = synthetic(docs, args.n) if args.n else docs
-    bench = make_benchmark(docs, args.queries)
+    bench = make_benchmark(docs, args.queries, args.candidates)
     small = Benchmark(bench.queries.head(args.baseline_queries), docs, bench.manifest)
     entries = {e.name: e for e in load_registry()}
+    settings = SETTINGS if args.setting == "all" else (args.setting,)
     print(
-        f"{docs.height:,} documents, {args.queries} queries x 150 candidates, statement-statement"
+        f"{docs.height:,} documents, {args.queries} queries x {args.candidates} candidates, "
+        f"{', '.join(settings)}"
     )
     print(
-        f"{'retriever':<18}{'bulk q/s':>10}{'old q/s':>10}{'ratio':>8}{'max |diff|':>12}{'setup s':>9}"
-        f"{'index s':>9}{'read s':>8}"
+        f"{'retriever':<18}{'setting':<21}{'bulk q/s':>9}{'run s':>8}{'old q/s':>9}{'ratio':>7}"
+        f"{'max |diff|':>11}{'setup s':>8}{'index s':>8}{'read s':>7}"
     )
-    texts = document_texts(bench, "statement-statement")
+    total = {}
     for name in args.retrievers.split(","):
-        entry = entries[name].model_dump()
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "ix"
-            built = read = float("nan")
-            indexed = has_index(build_retriever(entries[name]), True)
-
-            if indexed:
-                built = ensure_index(
-                    build_retriever(entries[name]), entry, "statement-statement", texts, path
-                ).seconds
-                read = ensure_index(
-                    build_retriever(entries[name]), entry, "statement-statement", texts, path
-                ).seconds
-            retriever, setup = loaded(entries[name], texts, path if indexed else None), 0.0
-            if name.startswith("approach0") and not indexed:
-                t = time.perf_counter()
-                retriever._index(docs["problem"].to_list(), keep=True)  # once per document set
-                setup = time.perf_counter() - t
-            t = time.perf_counter()
-            new = evaluate(retriever, bench, "statement-statement")
-            bulk_qps = bench.queries.height / (time.perf_counter() - t)
-            t = time.perf_counter()
-            old = evaluate(
-                OneAtATime(loaded(entries[name], texts, path if indexed else None)),
-                small,
-                "statement-statement",
+        for setting in settings:
+            texts = document_texts(bench, setting)
+            row = measure(entries[name], setting, texts, docs, bench, small)
+            total[name] = total.get(name, 0.0) + row["run"] + row["index"]
+            print(
+                f"{name:<18}{setting:<21}{row['qps']:>9.1f}{row['run']:>8.1f}{row['old']:>9.1f}"
+                f"{row['qps'] / row['old']:>7.1f}{row['diff']:>11.2g}{row['setup']:>8.1f}"
+                f"{row['index']:>8.1f}{row['read']:>7.2f}",
+                flush=True,
             )
-            old_qps = small.queries.height / (time.perf_counter() - t)
-        diff = max(
-            float(np.max(np.abs(np.array(a) - np.array(b))))
-            for a, b in zip(new["scores"].head(small.queries.height), old["scores"], strict=True)
+    print(
+        "index build + run, all settings: " + ", ".join(f"{k} {v:.1f} s" for k, v in total.items())
+    )
+    print(f"in all: {sum(total.values()):.1f} s")
+
+
+def measure(entry, setting, texts, docs, bench, small) -> dict:
+    """One retriever in one setting: index built and read, the run through ``evaluate`` (bulk),
+    and the old path on the small benchmark."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "ix"
+        built = read = float("nan")
+        indexed = has_index(build_retriever(entry), True)
+        if indexed:
+            built = ensure_index(build_retriever(entry), entry.model_dump(), setting, texts, path)
+            read = ensure_index(build_retriever(entry), entry.model_dump(), setting, texts, path)
+            built, read = built.seconds, read.seconds
+        retriever, setup = loaded(entry, setting, texts, path if indexed else None), 0.0
+        if entry.name.startswith("approach0") and not indexed:
+            t = time.perf_counter()
+            retriever._index(texts, keep=True)  # once per document set
+            setup = time.perf_counter() - t
+        t = time.perf_counter()
+        new = evaluate(retriever, bench, setting)
+        run = time.perf_counter() - t
+        t = time.perf_counter()
+        old = evaluate(
+            OneAtATime(loaded(entry, setting, texts, path if indexed else None)), small, setting
         )
-        print(
-            f"{name:<18}{bulk_qps:>10.1f}{old_qps:>10.1f}{bulk_qps / old_qps:>8.1f}{diff:>12.2g}{setup:>9.1f}"
-            f"{built:>9.1f}{read:>8.2f}",
-            flush=True,
-        )
+        old_qps = small.queries.height / (time.perf_counter() - t)
+    diff = max(
+        float(np.max(np.abs(np.array(a) - np.array(b))))
+        for a, b in zip(new["scores"].head(small.queries.height), old["scores"], strict=True)
+    )
+    return {"qps": bench.queries.height / run, "run": run, "old": old_qps, "diff": diff,
+            "setup": setup, "index": 0.0 if built != built else built, "read": read}  # fmt: skip
 
 
 if __name__ == "__main__":
