@@ -159,6 +159,9 @@ def evaluate(
         retriever.fit_corpus(doc_texts)
     doc_row = {d: i for i, d in enumerate(docs["id"].to_list())}
     q = bench.queries if query_filter is None else bench.queries[list(query_filter)]
+    if hasattr(retriever, "fit_candidates"):  # statistics over each query's candidates
+        union = sorted({c for cands in q["candidates"].to_list() for c in cands})
+        retriever.fit_candidates([doc_texts[c] for c in union])
     items = list(
         q.select(
             "id", "problem", "solution", "candidates", "relevance_scores", "domains"

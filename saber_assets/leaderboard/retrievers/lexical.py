@@ -57,10 +57,11 @@ class _Lexical:
         self._load_corpus(docs, path)
 
     def _term_counts(self, all_docs: list[str]):
-        """Every document's term counts (CSR, documents x terms in sorted order; within a row the
+        """The documents' term counts (CSR, documents x terms in sorted order; within a row the
         terms in the order they first occur in the document) and token counts, for the
-        retrievers whose statistics are over a query's candidates: the candidates are rows of it,
-        so nothing is refitted per query."""
+        retrievers whose statistics are over a query's candidates: given every candidate of a
+        run (``fit_candidates``), a query's candidates are rows of it, so nothing is refitted per
+        query; a document outside it sends its query to the per-query fit."""
         from scipy.sparse import csr_matrix
 
         key = docs_key(all_docs)
@@ -144,8 +145,10 @@ class BM25Retriever(_Lexical):
     def fit_corpus(self, all_docs: list[str]) -> None:
         if self.idf == "corpus":
             self._corpus_index(all_docs)
-        else:
-            self._term_counts(all_docs)
+
+    def fit_candidates(self, docs: list[str]) -> None:
+        if self.idf == "candidates":
+            self._term_counts(docs)
 
     def _candidate_idf_scores(self, q: list[str], rows: np.ndarray) -> np.ndarray:
         """bm25s' scores over the candidates ``rows`` as if they were indexed on their own, to the
@@ -249,8 +252,8 @@ class TfidfRetriever(_Lexical):
         vec, matrix = self._fit(all_docs)
         return np.asarray((matrix @ vec.transform(queries).T).toarray()).T
 
-    def fit_corpus(self, all_docs: list[str]) -> None:
-        self._term_counts(all_docs)
+    def fit_candidates(self, docs: list[str]) -> None:
+        self._term_counts(docs)
 
     def score(self, query: str, docs: list[str]) -> np.ndarray:
         rows = self._rows(docs)
