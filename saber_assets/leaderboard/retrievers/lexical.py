@@ -70,14 +70,13 @@ class _Lexical:
             lengths = tokens.list.len().to_numpy().astype(np.int64)
             flat = tokens.explode().drop_nulls()
             # polars, not np.unique: a numpy string array is as wide as the longest token
-            terms = flat.unique().sort().to_list()
+            terms = flat.unique().sort()
+            ids = flat.replace_strict(  # a hash lookup: ranking every token sorts them all
+                terms, pl.int_range(len(terms), eager=True), return_dtype=pl.Int64
+            )
+            terms = terms.to_list()
             entries = (
-                pl.DataFrame(
-                    {
-                        "row": np.repeat(np.arange(len(all_docs)), lengths),
-                        "id": (flat.rank("dense") - 1).cast(pl.Int64),
-                    }
-                )
+                pl.DataFrame({"row": np.repeat(np.arange(len(all_docs)), lengths), "id": ids})
                 .group_by("row", "id", maintain_order=True)  # first occurrence order
                 .len()
             )
