@@ -146,7 +146,8 @@ class BM25Retriever(_Lexical):
             self._corpus_index(all_docs)
 
     def fit_candidates(self, docs: list[str]) -> None:
-        if self.idf == "candidates":
+        # the replay is bm25s' lucene arithmetic; other variants keep the per-query fit
+        if self.idf == "candidates" and self.method == "lucene":
             self._term_counts(docs)
 
     def _candidate_idf_scores(self, q: list[str], rows: np.ndarray) -> np.ndarray:
@@ -192,7 +193,7 @@ class BM25Retriever(_Lexical):
             _, index, row = self._full
             scores = index.get_scores(q)
             return np.array([scores[row[d]] for d in docs], dtype=np.float64)
-        rows = self._rows(docs) if self.idf == "candidates" and self.method == "lucene" else None
+        rows = self._rows(docs)
         if rows is not None:
             return self._candidate_idf_scores(q, rows)
         return self.bm25s_scores(query, docs)
