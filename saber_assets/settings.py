@@ -130,7 +130,9 @@ class OntologyConfig(_Strict):
 class LLMConfig(_Strict):
     """Which LLM serves the tasks. `cpu` (default) needs none: deterministic CPU stand-ins."""
 
-    backend: Literal["cpu", "vllm", "openai"] = "cpu"
+    # synthetic: hash-drawn topics and summaries for scale rehearsals (benchmarks/scale.py), the
+    # CPU pair judge; never a benchmark to publish
+    backend: Literal["cpu", "vllm", "openai", "synthetic"] = "cpu"
     model: str = "cpu"
     base_url: str = "http://127.0.0.1:8000/v1"
     # Name of the environment variable holding the API key (read through dagster.EnvVar).
@@ -142,6 +144,11 @@ class LLMConfig(_Strict):
     tensor_parallel_size: int = Field(default=1, ge=1)
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
     max_model_len: int | None = 8192
+
+    @property
+    def judge_backend(self) -> str:
+        """Who judges the tournament: the synthetic backend annotates but judges on the CPU."""
+        return "cpu" if self.backend == "synthetic" else self.backend
 
 
 class AnnotationConfig(_Strict):

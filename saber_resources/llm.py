@@ -302,7 +302,7 @@ def p_yes(top_logprobs: dict[str, float] | None) -> float:
 class LLMResource(ConfigurableResource):
     """Selects the LLM backend by config alone. The API key comes from the environment (EnvVar)."""
 
-    backend: Literal["cpu", "vllm", "openai"] = "cpu"
+    backend: Literal["cpu", "vllm", "openai", "synthetic"] = "cpu"
     model: str = "cpu"
     base_url: str = "http://127.0.0.1:8000/v1"
     api_key: str | None = Field(default=None, description="Set with dagster.EnvVar; never logged")
@@ -316,8 +316,8 @@ class LLMResource(ConfigurableResource):
     seed: int = 0
 
     def make_backend(self) -> LLMBackend | None:
-        """The transport, or None for the CPU backend (the task layer then uses CPU tasks)."""
-        if self.backend == "cpu":
+        """The transport, or None for the CPU and synthetic backends (no model behind them)."""
+        if self.backend in ("cpu", "synthetic"):
             return None
         if self.backend == "vllm":
             return VLLMBackend(

@@ -15,6 +15,7 @@ from .cpu_tasks import (
 )
 from .embeddings import CachedEmbedder, MiniLMOnnxEmbedder
 from .llm import LLMBackend
+from .synthetic_tasks import SyntheticSummarizer, SyntheticTopicScorer
 from .tasks import (
     LLMOrdinalJudge,
     LLMPairJudge,
@@ -62,18 +63,20 @@ def make_tasks(
     max_retries: int = 2,
     judge_prompt: str = "paper",
     judge_max_tokens: int = 4096,
+    synthetic: bool = False,
 ) -> TaskSet:
-    """LLM tasks over ``backend`` (sharing one runner, so stats add up), or the CPU tasks if None.
+    """LLM tasks over ``backend`` (sharing one runner, so stats add up), or the CPU tasks if None
+    (``synthetic``: hash-drawn topics and summaries, the CPU judges).
     ``judge_prompt`` / ``judge_max_tokens`` choose the LLM pair judge (``paper`` or ``direct``)."""
     if backend is None:
         emb = CachedEmbedder(cpu_embedder(), embedding_cache)
         pair = CPUPairJudge(emb)
         return TaskSet(
-            CPUTopicScorer(emb),
-            CPUSummarizer(),
+            SyntheticTopicScorer() if synthetic else CPUTopicScorer(emb),
+            SyntheticSummarizer() if synthetic else CPUSummarizer(),
             pair,
             CPUPointwiseJudge(emb),
-            "cpu",
+            "synthetic" if synthetic else "cpu",
             CPUTranslator(),
             CPUOrdinalJudge(emb, pair.scorer),
         )

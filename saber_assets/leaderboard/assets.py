@@ -115,7 +115,7 @@ def benchmark_export(
     manifest = {
         "name": cfg.name,
         "corpus_version": corpus_version(corpus),
-        "judge_backend": cfg.llm.backend,
+        "judge_backend": cfg.llm.judge_backend,
         "judge_model": cfg.llm.model,
         "judges": judges_used(concat_partitions(tournament_judgments)),
         "seed": cfg.seed,
@@ -138,7 +138,7 @@ def benchmark_export(
             "queries": queries.height,
             "documents": documents.height,
             "path": MetadataValue.path(str(path)),
-            "judge_backend": cfg.llm.backend,
+            "judge_backend": cfg.llm.judge_backend,
             "manifest": MetadataValue.json(manifest),
         }
     )
@@ -311,7 +311,7 @@ def retriever_runs(
         embedding_cache=EmbeddingCache(stores.db()),
         # an LLM backend re-ranks with its pointwise judge; the CPU backend's judge is never a
         # contestant, so two-stage retrievers get a retriever-side re-ranker (registry)
-        pointwise_judge=tasks.pointwise_judge if tasks and tasks.backend != "cpu" else None,
+        pointwise_judge=tasks.pointwise_judge if tasks and tasks.pointwise_judge.backend != "cpu" else None,
         translator=tasks.translator if tasks else None,
         entries=entries,
     )

@@ -27,7 +27,7 @@ def pod_size(job: str, cfg: PipelineConfig) -> PodSize:
     if job == "build_signal_shards":
         gib = shard_pod_memory_gib(pods.expected_problems, largest_shard_rows(cfg))
         return PodSize(cpu=str(cfg.signals.threads), memory=f"{gib}Gi")
-    if job in LLM_JOBS and cfg.llm.backend != "cpu":
+    if job in LLM_JOBS and cfg.llm.judge_backend != "cpu":
         return pods.llm
     if job == "build_runs":
         return pods.runs

@@ -20,4 +20,5 @@ def tasks_for(
         max_retries,
         judge_prompt,
         judge_max_tokens,
+        synthetic=llm.backend == "synthetic",
     )
