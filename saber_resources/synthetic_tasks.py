@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -31,19 +32,12 @@ from .tasks import Outcome, TaskStats
 P_SECOND = 0.12
 P_STOP = 0.3
 SKEW = 2.0
+TECHNIQUE_SKEW = 0.5  # techniques are less concentrated than topics
 
 _TECHNIQUES = [name for _, name in TECHNIQUES]
 _VERBS = ["Use", "Apply", "Combine", "Reduce the problem with", "Set up", "Exploit"]
-_GOALS = [
-    "to find the unknown quantity",
-    "to bound the expression",
-    "to count the cases",
-    "to simplify the sum",
-    "to locate the extremum",
-    "to relate the lengths",
-    "to pin down the remainder",
-    "to solve for the parameter",
-]
+_WORD = re.compile(r"[a-z]{3,}")
+_FORMULA = re.compile(r"\$[^$]*\$")
 
 
 def _rng(*parts: str) -> np.random.Generator:
@@ -89,15 +83,19 @@ class SyntheticTopicScorer:
 
 
 def synthetic_summary(problem: str) -> str:
-    """One to three techniques (popular ones more often) in an imperative ≤ 30-word sentence."""
+    """One to three techniques (popular ones more often) applied to a few of the problem's own
+    words, as one imperative sentence of at most 30 words: summaries overlap through shared
+    techniques, as real ones do, and otherwise little."""
     rng = _rng("summary", problem)
-    w = np.array([label_weight(t) for t in _TECHNIQUES])
+    w = np.array([label_weight(t) for t in _TECHNIQUES]) ** TECHNIQUE_SKEW
     k = int(rng.integers(1, 4))
     names = [_TECHNIQUES[i] for i in rng.choice(len(w), size=k, replace=False, p=w / w.sum())]
     joined = names[0] if k == 1 else ", ".join(names[:-1]) + " and " + names[-1]
     verb = _VERBS[int(rng.integers(len(_VERBS)))]
-    goal = _GOALS[int(rng.integers(len(_GOALS)))]
-    return check_summary(f"{verb} {joined} {goal}.")
+    words = list(dict.fromkeys(_WORD.findall(_FORMULA.sub(" ", problem).lower())))
+    take = min(len(words), int(rng.integers(3, 6)))
+    goal = " ".join(words[i] for i in sorted(rng.choice(len(words), take, replace=False)))
+    return check_summary(f"{verb} {joined} on the {goal}." if goal else f"{verb} {joined}.")
 
 
 class SyntheticSummarizer:
