@@ -157,6 +157,8 @@ def test_scale_rehearsal_smoke_at_2000_problems(tmp_path):
     board = pl.read_parquet(home / "scale-2000" / "leaderboard" / "leaderboard.parquet")
     assert set(board["retriever"]) == {"bm25", "jaccard-no-tok"}
     assert np.isfinite(board["ndcg@10"].to_numpy()).all()
-    assert (home / "scale-2000" / "leaderboard" / "leaderboard.md").read_text().startswith(
-        "Judge backend: cpu"
+    assert (
+        (home / "scale-2000" / "leaderboard" / "leaderboard.md")
+        .read_text()
+        .startswith("Judge backend: cpu")
     )

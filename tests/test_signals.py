@@ -256,6 +256,27 @@ def test_exact_viability_counts_equal_direct_counting():
     assert counts[0].max() > 0  # the data has viable queries somewhere
 
 
+def test_row_pairs_is_a_stable_sort_by_row_then_topic_descending():
+    """The counting sorts equal numpy's stable lexsort of both directions, ties included, for
+    int32 and int64 indices (the loader's and a caller's)."""
+    rng = np.random.default_rng(11)
+    n, m = 300, 20_000
+    i = rng.integers(0, n - 1, m)
+    j = i + rng.integers(1, n - i)
+    tq = rng.integers(120, 136, m).astype(np.uint8)  # few levels: many ties within a row
+    sq = rng.integers(0, 256, m).astype(np.uint8)
+    rows = np.concatenate([i, j])
+    t, s = np.concatenate([tq, tq]), np.concatenate([sq, sq])
+    order = np.lexsort((-t.astype(np.int64), rows))
+    want_ptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))])
+    for dtype in (np.int32, np.int64):
+        indptr, t_sorted, s_sorted = row_pairs(n, i.astype(dtype), j.astype(dtype), tq, sq)
+        assert np.array_equal(indptr, want_ptr)
+        assert np.array_equal(t_sorted, t[order]) and np.array_equal(s_sorted, s[order])
+    empty = row_pairs(4, np.zeros(0, np.int32), np.zeros(0, np.int32), tq[:0], sq[:0])
+    assert np.array_equal(empty[0], np.zeros(5)) and len(empty[1]) == 0
+
+
 def test_prepare_inputs_errors_and_tokens():
     assert summary_tokens("Use the Pigeonhole principle; find x^2 and a_1 values.") == [
         "use",

@@ -22,7 +22,11 @@ GROUPS = ("topic_only", "summary_only", "both")
 def group_table(
     i: np.ndarray, j: np.ndarray, tq: np.ndarray, sq: np.ndarray, t_thr: int, s_thr: int
 ) -> pl.DataFrame:
-    """Every relevant (query row, candidate row) in both directions, with its group and signals."""
+    """Every relevant (query row, candidate row) in both directions, with its group and signals.
+    Pairs relevant in neither signal are dropped before the frame is built: at scale most stored
+    pairs lie between the storage floors and the thresholds."""
+    keep = (tq > t_thr) | (sq > s_thr)
+    i, j, tq, sq = i[keep], j[keep], tq[keep], sq[keep]
     df = pl.DataFrame(
         {
             "query_row": np.concatenate([i, j]).astype(np.int64),

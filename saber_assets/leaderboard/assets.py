@@ -311,7 +311,9 @@ def retriever_runs(
         embedding_cache=EmbeddingCache(stores.db()),
         # an LLM backend re-ranks with its pointwise judge; the CPU backend's judge is never a
         # contestant, so two-stage retrievers get a retriever-side re-ranker (registry)
-        pointwise_judge=tasks.pointwise_judge if tasks and tasks.pointwise_judge.backend != "cpu" else None,
+        pointwise_judge=tasks.pointwise_judge
+        if tasks and tasks.pointwise_judge.backend != "cpu"
+        else None,
         translator=tasks.translator if tasks else None,
         entries=entries,
     )

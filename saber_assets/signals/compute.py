@@ -15,7 +15,7 @@ import numpy as np
 
 from .kernels import SCALE, signal_block
 from .prepare import SignalInputs
-from .shards import LOWER, UPPER, Shard, ShardError, read_shard
+from .shards import LOWER, UPPER, Shard, ShardError, read_header, read_shard
 
 
 def csr_take(ptr: np.ndarray, idx: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -123,11 +123,17 @@ def compute_segment(
 def load_pairs(
     paths: Iterable[Path], versions: dict[int, str] | None = None
 ) -> tuple[np.ndarray, ...]:
-    """All stored unordered pairs of the given segment files: (i < j, topic q, summary q).
+    """All stored unordered pairs of the given segment files: (i < j as int32, topic q, summary q).
 
     ``versions`` maps a segment's N to the corpus-prefix version it must carry (refused otherwise).
+    Filled into arrays sized from the headers (10 bytes per pair, no concatenation copy): at scale
+    the stored pairs are the largest thing any stage holds.
     """
-    parts = []
+    paths = list(paths)
+    total = sum(read_header(p)["pairs"] for p in paths)
+    i, j = np.empty(total, np.int32), np.empty(total, np.int32)
+    tq, sq = np.empty(total, np.uint8), np.empty(total, np.uint8)
+    at = 0
     for path in paths:
         shard = read_shard(path, with_hist=False)
         if versions is not None:
@@ -136,9 +142,8 @@ def load_pairs(
                 raise ShardError(
                     f"{path}: shard of corpus version {shard.corpus_version!r}, expected {want!r}: recompute it"
                 )
-        i, j = shard.pairs()
-        parts.append((i, j, shard.topic, shard.summary))
-    if not parts:
-        z = np.zeros(0, np.int64)
-        return z, z, z.astype(np.uint8), z.astype(np.uint8)
-    return tuple(np.concatenate([p[k] for p in parts]) for k in range(4))
+        a, b = shard.pairs()
+        end = at + len(a)
+        i[at:end], j[at:end], tq[at:end], sq[at:end] = a, b, shard.topic, shard.summary
+        at = end
+    return i, j, tq, sq
