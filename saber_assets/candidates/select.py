@@ -47,17 +47,16 @@ def group_table(
     return df.with_columns(group.alias("group")).drop_nulls("group")
 
 
-def viable_rows(groups: pl.DataFrame, k: int) -> pl.DataFrame:
-    counts = (
-        groups.group_by("query_row", "group")
-        .len()
-        .pivot(on="group", index="query_row", values="len")
-        .fill_null(0)
-    )
-    for g in GROUPS:
-        if g not in counts.columns:
-            counts = counts.with_columns(pl.lit(0, dtype=pl.UInt32).alias(g))
-    return counts.filter(pl.all_horizontal(pl.col(g) >= k for g in GROUPS)).sort("query_row")
+def group_counts(
+    n: int, i: np.ndarray, j: np.ndarray, tq: np.ndarray, sq: np.ndarray, t_thr: int, s_thr: int
+) -> np.ndarray:
+    """(n, 3) counts per row of its topic-only, summary-only and both pairs (both directions),
+    by bincounts over boolean masks: no per-pair table."""
+    t_rel, s_rel = tq > t_thr, sq > s_thr
+    out = np.zeros((n, 3), dtype=np.int64)
+    for g, mask in enumerate((t_rel & ~s_rel, s_rel & ~t_rel, t_rel & s_rel)):
+        out[:, g] = np.bincount(i[mask], minlength=n) + np.bincount(j[mask], minlength=n)
+    return out
 
 
 def select_candidates(
@@ -71,8 +70,8 @@ def select_candidates(
     quota: int,
     seed: int,
 ) -> pl.DataFrame:
-    groups = group_table(*pairs, t_thr, s_thr)
-    viable = viable_rows(groups, k)["query_row"].to_list()
+    viable = np.flatnonzero(group_counts(len(ids), *pairs, t_thr, s_thr).min(axis=1) >= k)
+    viable = viable.tolist()
     taken: set[int] = set()
     chosen: list[tuple[str, int]] = []
     for d_idx, d in enumerate(domain_order):
@@ -86,6 +85,13 @@ def select_candidates(
         for p in pick:
             chosen.append((d, pool[p]))
             taken.add(pool[p])
+    # the frame of pairs is built for the chosen queries only: at scale the relevant pairs of
+    # every row would not fit in memory
+    is_chosen = np.zeros(len(ids), dtype=np.bool_)
+    is_chosen[[r for _, r in chosen]] = True
+    i, j, tq, sq = pairs
+    touch = is_chosen[i] | is_chosen[j]
+    groups = group_table(i[touch], j[touch], tq[touch], sq[touch], t_thr, s_thr)
     by_query = groups.filter(pl.col("query_row").is_in([r for _, r in chosen])).sort(
         "query_row", "group", "candidate_row"
     )
