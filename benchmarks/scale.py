@@ -184,7 +184,7 @@ def written(before: dict, after: dict) -> tuple[int, int]:
     return rows, size
 
 
-_STEP = re.compile(r"\((build_\w+) (?:ok|FAILED) in ([0-9.]+)s\)")
+_STEP = re.compile(r"\((build_\w+) (?:ok|FAILED) in ([0-9.]+)s[,)]")
 
 
 def step_seconds(log_text: str) -> dict[str, float]:

@@ -37,8 +37,12 @@ def _report(result, seconds: float) -> None:
     for check in result.get_asset_check_evaluations():
         if not check.passed:
             print(f"  CHECK FAILED: {check.asset_key.to_user_string()} / {check.check_name}")
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
     print(
-        f"  ({result.dagster_run.job_name} {'ok' if result.success else 'FAILED'} in {seconds:.1f}s)",
+        f"  ({result.dagster_run.job_name} {'ok' if result.success else 'FAILED'} in "
+        f"{seconds:.1f}s, process peak RSS {peak:.2f} GB)",
         flush=True,
     )
 
