@@ -3,7 +3,12 @@
 import numpy as np
 import pytest
 
-from saber_assets.signals.compute import compute_segment, load_pairs
+from saber_assets.signals.compute import (
+    PAIR_BYTES_IN_MEMORY,
+    compute_segment,
+    load_pairs,
+    memory_available,
+)
 from saber_assets.signals.kernels import bma_jaccard_dense, quantize, signal_block, to_csr
 from saber_assets.signals.prepare import (
     SignalInputError,
@@ -165,6 +170,12 @@ def test_shard_round_trip_and_refusals(tmp_path):
         assert np.array_equal(getattr(back, f), getattr(shard, f))
     i, j, t, s = load_pairs([path], {90: inputs.prefix_version(90)})
     assert len(i) == shard.n_pairs and np.all(i < j)
+    # too many pairs for the memory at hand: a clear error before anything is allocated
+    need = shard.n_pairs * PAIR_BYTES_IN_MEMORY
+    with pytest.raises(MemoryError, match=rf"store {shard.n_pairs:,} pairs.*floor_topic"):
+        load_pairs([path], available=int(need / 0.8) - 1)
+    assert len(load_pairs([path], available=int(need / 0.8) + 1)[0]) == shard.n_pairs
+    assert memory_available() > 2**28
     with pytest.raises(ShardError, match="expected 'other'"):
         read_shard(path, expect_corpus_version="other")
     data = bytearray(path.read_bytes())

@@ -8,6 +8,7 @@ new rows against all rows and leaves finished shards untouched.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -120,8 +121,40 @@ def compute_segment(
     )
 
 
+# bytes per stored pair while the thresholds work on them: the loaded arrays (int32 i and j,
+# uint8 q_t and q_s) and both directions' q values grouped by row (``row_pairs``)
+PAIR_BYTES_IN_MEMORY = 14
+
+
+def memory_available() -> int:
+    """Bytes this process may use: physical memory, or the cgroup's limit where lower (a pod)."""
+    limit = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    for f in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            value = Path(f).read_text().strip()
+        except OSError:
+            continue
+        if value.isdigit():
+            limit = min(limit, int(value))
+    return limit
+
+
+def check_pairs_fit(total_pairs: int, n_files: int, available: int) -> None:
+    """A clear error instead of an out-of-memory kill half an hour into a large build."""
+    need = total_pairs * PAIR_BYTES_IN_MEMORY
+    if need > 0.8 * available:
+        raise MemoryError(
+            f"the {n_files} signal shard files store {total_pairs:,} pairs; the thresholds and "
+            f"candidates hold them in memory ({need / 2**30:.1f} GiB at {PAIR_BYTES_IN_MEMORY} "
+            f"bytes each), more than 80% of the {available / 2**30:.1f} GiB this process may "
+            "use. Raise signals.floor_topic / signals.floor_summary (fewer pairs stored; keep "
+            "them below the thresholds you expect) and recompute the shards, or give this step "
+            "more memory (pods.jobs)"
+        )
+
+
 def load_pairs(
-    paths: Iterable[Path], versions: dict[int, str] | None = None
+    paths: Iterable[Path], versions: dict[int, str] | None = None, available: int | None = None
 ) -> tuple[np.ndarray, ...]:
     """All stored unordered pairs of the given segment files: (i < j as int32, topic q, summary q).
 
@@ -131,6 +164,7 @@ def load_pairs(
     """
     paths = list(paths)
     total = sum(read_header(p)["pairs"] for p in paths)
+    check_pairs_fit(total, len(paths), memory_available() if available is None else available)
     i, j = np.empty(total, np.int32), np.empty(total, np.int32)
     tq, sq = np.empty(total, np.uint8), np.empty(total, np.uint8)
     at = 0
