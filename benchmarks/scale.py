@@ -211,11 +211,15 @@ def run_build(stages: list[str], config: Path, home: Path, log: Path) -> dict:
         )  # fmt: skip
         _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"saber build --select {' '.join(stages)} failed; see {log}")
     with open(log) as fh:
         fh.seek(start)
-        jobs = step_seconds(fh.read())
+        text = fh.read()
+    if os.waitstatus_to_exitcode(status) != 0:
+        why = [line for line in text.splitlines() if line.startswith("FAILED step")]
+        raise SystemExit(
+            f"saber build --select {' '.join(stages)} failed (log {log})\n" + "\n".join(why)
+        )
+    jobs = step_seconds(text)
     return {"wall": wall, "peak_rss_gb": usage.ru_maxrss / 2**20, "jobs": jobs}  # KiB on Linux
 
 
