@@ -12,7 +12,8 @@ for a model's. The pair judge stays the CPU judge (the tournament is exercised f
 The topic scorer decides per request, from hash(text, labels): one label gets 1 and the rest 0;
 with probability ``P_SECOND`` a second label also gets 1 (a problem with two topics); with
 probability ``P_STOP`` the last label wins alone — below the root that label is the parent
-competitor, so the traversal stops there (a problem annotated at an inner node). The winner is
+competitor, so the traversal stops there (a problem annotated at an inner node); at the root
+the scorer cannot tell, and the last first-level topic gets that share. The winner is
 drawn with weight exp(z), z ~ N(0, 1) fixed per label title: the skew.
 """
 
