@@ -14,7 +14,7 @@ with probability ``P_SECOND`` a second label also gets 1 (a problem with two top
 probability ``P_STOP`` the last label wins alone — below the root that label is the parent
 competitor, so the traversal stops there (a problem annotated at an inner node); at the root
 the scorer cannot tell, and the last first-level topic gets that share. The winner is
-drawn with weight exp(z), z ~ N(0, 1) fixed per label title: the skew.
+drawn with weight exp(SKEW·z), z ~ N(0, 1) fixed per label title: the skew.
 """
 
 from __future__ import annotations
