@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .cpu_tasks import TECHNIQUES
+from .cpu_tasks import _MATH, TECHNIQUES
 from .prompts import check_summary
 from .tasks import Outcome, TaskStats
 
@@ -38,7 +38,6 @@ TECHNIQUE_SKEW = 0.5  # techniques are less concentrated than topics
 _TECHNIQUES = [name for _, name in TECHNIQUES]
 _VERBS = ["Use", "Apply", "Combine", "Reduce the problem with", "Set up", "Exploit"]
 _WORD = re.compile(r"[a-z]{3,}")
-_FORMULA = re.compile(r"\$[^$]*\$")
 
 
 def _rng(*parts: str) -> np.random.Generator:
@@ -93,7 +92,7 @@ def synthetic_summary(problem: str) -> str:
     names = [_TECHNIQUES[i] for i in rng.choice(len(w), size=k, replace=False, p=w / w.sum())]
     joined = names[0] if k == 1 else ", ".join(names[:-1]) + " and " + names[-1]
     verb = _VERBS[int(rng.integers(len(_VERBS)))]
-    words = list(dict.fromkeys(_WORD.findall(_FORMULA.sub(" ", problem).lower())))
+    words = list(dict.fromkeys(_WORD.findall(_MATH.sub(" ", problem).lower())))
     take = min(len(words), int(rng.integers(3, 6)))
     goal = " ".join(words[i] for i in sorted(rng.choice(len(words), take, replace=False)))
     return check_summary(f"{verb} {joined} on the {goal}." if goal else f"{verb} {joined}.")
