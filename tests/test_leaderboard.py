@@ -1,11 +1,14 @@
 """Metrics, the exchange format, the baselines, the registry and `saber evaluate`."""
 
+import itertools
 import json
 import math
 
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from saber_assets.cli import main
 from saber_assets.leaderboard.evaluate import evaluate, report
@@ -81,6 +84,32 @@ def test_tied_scores_give_the_expected_ndcg_whatever_the_candidate_order():
     )
     # k larger than the list
     assert ndcg_at_k([3, 2, 1], [1.0, 2.0, 0.0], k=50) == ndcg_at_k([3, 2, 1], [1.0, 2.0, 0.0], k=3)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.floats(0, 5, allow_nan=False)), min_size=1, max_size=6
+    ),
+    st.integers(1, 8),
+    st.sampled_from(["exponential", "linear"]),
+)
+def test_average_ties_equal_the_mean_over_every_order_of_the_ties(items, k, gain):
+    """The oracle: every listing order of the candidates, scored with stable ties, averaged.
+    Coarse integer scores make tie groups of every size; k runs past the list's length."""
+    scores = [float(s) for s, _ in items]
+    rel = [r for _, r in items]
+    orders = list(itertools.permutations(range(len(items))))
+    want = np.mean(
+        [
+            ndcg_at_k([scores[i] for i in p], [rel[i] for i in p], k, gain, ties="stable")
+            for p in orders
+        ]
+    )
+    got = ndcg_at_k(scores, rel, k, gain)
+    assert got == pytest.approx(want, abs=1e-12)
+    assert 0.0 <= got <= 1.0 + 1e-12
+    assert got == ndcg_at_k(scores, rel, min(k, len(items)), gain)  # k past the list: no change
 
 
 def test_per_domain_means_with_multi_domain_queries():
