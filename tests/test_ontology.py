@@ -6,7 +6,13 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from saber_assets.ontology.domains import DomainError, domain_names, domain_spec, resolve_domains
+from saber_assets.ontology.domains import (
+    DomainError,
+    check_domain_name,
+    domain_names,
+    domain_spec,
+    resolve_domains,
+)
 from saber_assets.ontology.similarity import (
     LCAIndex,
     information_content,
@@ -216,6 +222,38 @@ def test_domains_from_a_foreign_ontology(tmp_path):
         resolve_domains(dag, {"Topology": "T"})
     with pytest.raises(DomainError, match="cannot be a partition key"):
         resolve_domains(dag, {"11": "Numbers|Primes"})
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["", " Algebra", "Algebra ", "Num|bers", "a/b", "a\\b", "a,b", "a...b", "tab\there"],
+)
+def test_each_bad_domain_name_alone_is_refused(name):
+    with pytest.raises(DomainError, match="cannot be a partition key"):
+        check_domain_name(name, "test")
+
+
+def test_good_domain_names_pass_and_a_parsed_first_level_spec_works(tmp_path):
+    for name in ("Number Theory", "Calculus and Analysis", "A.B", "x-y_z (2)"):
+        assert check_domain_name(name, "test") == name
+    nodes, edges = _msc_like(tmp_path)
+    dag = dag_from_nodes_edges(nodes, edges)
+    # a spec read from a config file is an equal string, not the same object as the literal
+    parsed = json.loads('"first_level"')
+    assert resolve_domains(dag, parsed)[1] == resolve_domains(dag, "first_level")[1]
+
+
+def test_an_unknown_mapping_key_lists_the_first_twenty_titles(tmp_path):
+    titles = [f"Subject {i:02d}" for i in range(25)]
+    (tmp_path / "n.csv").write_text(
+        "id,title,url\nroot,Root,\n" + "".join(f"s{i},{t},\n" for i, t in enumerate(titles))
+    )
+    (tmp_path / "e.csv").write_text("parent,child\n" + "".join(f"root,s{i}\n" for i in range(25)))
+    dag = dag_from_nodes_edges(tmp_path / "n.csv", tmp_path / "e.csv")
+    with pytest.raises(DomainError) as err:
+        resolve_domains(dag, {"Topology": "T"})
+    listing = str(err.value).split("first-level titles: ")[1]
+    assert listing == ", ".join(repr(t) for t in titles[:20])
 
 
 def test_nodes_sharing_a_url_merge_into_one_topic(tmp_path):
