@@ -5,7 +5,7 @@ import pytest
 from saber_assets.corpus.build import build_corpus, sample_rows
 from saber_assets.corpus.dedup import DedupItem, find_duplicates, minhash_config
 from saber_assets.corpus.normalize import normalize_text, validate_rows
-from saber_assets.corpus.sources import CorpusSourceError, read_source
+from saber_assets.corpus.sources import CorpusSourceError, RawRow, read_source
 from saber_assets.settings import CorpusConfig, SourceConfig, load_config
 
 from .conftest import write_jsonl
@@ -88,6 +88,34 @@ def test_solution_list_keeps_first_and_counts(tmp_path):
     rows, bad = validate_rows(read_source("ob", path, mapping).rows, mapping, 100, 100)
     assert not bad
     assert rows[0].solution == "First proof." and rows[0].n_solutions == 2 and rows[0].id == "ob:7"
+
+
+def test_every_rejection_is_followed_by_the_next_row_and_kept_rows_are_whole():
+    """A rejected row never stops the rows after it; kept rows carry their count and category."""
+    mapping = {**MAP, "category": "topic"}
+    bad_rows = [
+        {"id": None, "problem": "p", "solution": "s"},  # missing id
+        {"id": "x1", "problem": 5, "solution": "s"},  # problem not text
+        {"id": "x2", "problem": "p", "solution": [1]},  # solution list with non-text
+        {"id": "x3", "problem": "  ", "solution": "s"},  # empty problem
+        {"id": "x4", "problem": "p", "solution": "\n"},  # empty solution
+        {"id": "x5", "problem": "p" * 11, "solution": "s"},  # problem over the cap
+        {"id": "x6", "problem": "p", "solution": "s" * 21},  # solution over the cap
+    ]
+    rows = []
+    for k, bad in enumerate(bad_rows):
+        rows.append(RawRow("src", 2 * k + 1, bad))
+        rows.append(RawRow("src", 2 * k + 2, {"id": f"ok{k}", "problem": "q", "solution": "a"}))
+    rows.append(RawRow("src", 99, {"id": "ok0", "problem": "q", "solution": "a"}))  # duplicate
+    rows.append(RawRow("src", 100, {"id": 7, "problem": "q", "solution": "a", "topic": 3}))
+    kept, rejected = validate_rows(rows, mapping, 10, 20)
+    assert [r.native_id for r in kept] == [f"ok{k}" for k in range(len(bad_rows))] + ["7"]
+    assert [r.line for r in rejected] == [2 * k + 1 for k in range(len(bad_rows))] + [99]
+    assert all(r.n_solutions == 1 for r in kept)  # a plain string is one solution
+    assert kept[0].category is None and kept[-1].category == "3"
+    long = RawRow("src", 1, {"id": "y", "problem": "p" * 500, "solution": "s"})
+    (excerpt,) = [r.excerpt for r in validate_rows([long], MAP, 10, 20)[1]]
+    assert excerpt == str(long.record)[:200] and len(excerpt) == 200
 
 
 def test_parquet_source(tmp_path):
