@@ -2,6 +2,7 @@
 
 uv run python benchmarks/mutation.py                    # every module below (hours on 2 cores)
 uv run python benchmarks/mutation.py bradley_terry swiss  # some of them
+uv run python benchmarks/mutation.py --workers 2 kernels  # two mutants at a time
 uv run python benchmarks/mutation.py --list
 
 Each module is mutated against its own test files, in a throw-away copy of the checkout (cosmic-ray
@@ -176,47 +177,82 @@ def copy_checkout(dest: Path) -> None:
         shutil.copy2(REPO / f, dest / f)
 
 
-def run_module(name: str, timeout: float) -> dict:
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_module(name: str, timeout: float, workers: int = 1) -> dict:
     source, tests = MODULES[name]
+    # the copy's package shadows the editable install: tests run against the mutated file
+    pytest_args = f"-x -q -p no:cacheprovider -p no:logging {tests}"
+    procs: list[subprocess.Popen] = []
     with tempfile.TemporaryDirectory(prefix=f"mut-{name}-") as tmp:
-        work = Path(tmp)
-        copy_checkout(work)
-        sock = str(work / "fork.sock")
-        # the copy's package shadows the editable install: tests run against the mutated file
-        pytest_args = f"-x -q -p no:cacheprovider -p no:logging {tests}"
-        server = subprocess.Popen(
-            [sys.executable, __file__, "--serve", sock, str(work), "--", *shlex.split(pytest_args)]
-        )
-        while not Path(sock).exists():
-            if server.poll() is not None:
-                raise RuntimeError("the mutation fork server did not start")
-            time.sleep(0.1)
-        cmd = f"{sys.executable} {__file__} --ask {sock} -- {pytest_args}"
-        excluded = ", ".join(json.dumps(e) for e in EXCLUDED_OPERATORS)
-        (work / "cr.toml").write_text(
-            "[cosmic-ray]\n"
-            f'module-path = "{source}"\n'
-            f"timeout = {timeout}\n"
-            "excluded-modules = []\n"
-            f"test-command = {json.dumps(cmd)}\n"
-            '[cosmic-ray.distributor]\nname = "local"\n'
-            f"[cosmic-ray.filters.operators-filter]\nexclude-operators = [{excluded}]\n"
-        )
-        env_cmd = [sys.executable, "-m", "cosmic_ray.cli"]
+        # one checkout copy, fork server and (with several workers) cosmic-ray HTTP worker each
+        copies = [Path(tmp) / f"w{k}" for k in range(workers)]
         try:
-            subprocess.run([*env_cmd, "init", "cr.toml", "s.sqlite"], cwd=work, check=True)
+            for work in copies:
+                copy_checkout(work)
+                procs.append(
+                    subprocess.Popen(
+                        [sys.executable, __file__, "--serve", "fork.sock", str(work), "--"]
+                        + shlex.split(pytest_args),
+                        cwd=work,
+                    )
+                )
+            for work, server in zip(copies, procs, strict=True):
+                while not (work / "fork.sock").exists():
+                    if server.poll() is not None:
+                        raise RuntimeError("the mutation fork server did not start")
+                    time.sleep(0.1)
+                # the unmutated module must pass, or every mutant would count as killed
+                if ask(str(work / "fork.sock"), shlex.split(pytest_args)) != 0:
+                    raise RuntimeError(f"{name}: the tests fail without any mutation: {tests}")
+            env_cmd = [sys.executable, "-m", "cosmic_ray.cli"]
+            if workers == 1:
+                distributor = '[cosmic-ray.distributor]\nname = "local"\n'
+            else:
+                ports = [_free_port() for _ in copies]
+                for work, port in zip(copies, ports, strict=True):
+                    procs.append(
+                        subprocess.Popen(
+                            [*env_cmd, "http-worker", "--port", str(port)],
+                            cwd=work,
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL,
+                        )
+                    )
+                urls = ", ".join(f'"http://127.0.0.1:{p}"' for p in ports)
+                distributor = (
+                    '[cosmic-ray.distributor]\nname = "http"\n'
+                    f"[cosmic-ray.distributor.http]\nworker-urls = [{urls}]\n"
+                )
+                time.sleep(3)  # the workers' HTTP servers come up
+            # relative paths: every worker runs the command in its own copy
+            cmd = f"{sys.executable} {__file__} --ask fork.sock -- {pytest_args}"
+            excluded = ", ".join(json.dumps(e) for e in EXCLUDED_OPERATORS)
+            main = copies[0]
+            (main / "cr.toml").write_text(
+                "[cosmic-ray]\n"
+                f'module-path = "{source}"\n'
+                f"timeout = {timeout}\n"
+                "excluded-modules = []\n"
+                f"test-command = {json.dumps(cmd)}\n"
+                + distributor
+                + f"[cosmic-ray.filters.operators-filter]\nexclude-operators = [{excluded}]\n"
+            )
+            subprocess.run([*env_cmd, "init", "cr.toml", "s.sqlite"], cwd=main, check=True)
             filt = Path(sys.executable).parent / "cr-filter-operators"
-            subprocess.run([str(filt), "s.sqlite", "cr.toml"], cwd=work, check=True)
-            # the unmutated module must pass, or every mutant would count as killed
-            if ask(sock, shlex.split(pytest_args)) != 0:
-                raise RuntimeError(f"{name}: the tests fail without any mutation: {tests}")
+            subprocess.run([str(filt), "s.sqlite", "cr.toml"], cwd=main, check=True)
             t0 = time.perf_counter()
-            subprocess.run([*env_cmd, "exec", "cr.toml", "s.sqlite"], cwd=work, check=True)
+            subprocess.run([*env_cmd, "exec", "cr.toml", "s.sqlite"], cwd=main, check=True)
             seconds = time.perf_counter() - t0
         finally:
-            server.kill()
+            for proc in procs:
+                proc.kill()
         dump = subprocess.run(
-            [*env_cmd, "dump", "s.sqlite"], cwd=work, capture_output=True, text=True, check=True
+            [*env_cmd, "dump", "s.sqlite"], cwd=main, capture_output=True, text=True, check=True
         ).stdout
     counts = {"killed": 0, "survived": 0, "timeout": 0, "incompetent": 0}
     survivors = []
@@ -224,19 +260,20 @@ def run_module(name: str, timeout: float) -> dict:
         item, result = json.loads(line)
         if result is None or result.get("worker_outcome") == "skipped":
             continue
-        if result.get("worker_outcome") == "timeout":
-            counts["timeout"] += 1
+        if result.get("worker_outcome") == "timeout" or result.get("output") == "timeout":
+            counts["timeout"] += 1  # cosmic-ray counts these as killed; reported apart
             continue
         outcome = result.get("test_outcome")
         counts[outcome] = counts.get(outcome, 0) + 1
         if outcome == "survived":
             m = item["mutations"][0]
             survivors.append(f"{m['module_path']}:{m['start_pos'][0]} {m['operator_name']}")
-    decided = counts["killed"] + counts["survived"]
+    caught = counts["killed"] + counts["timeout"]  # a mutant that hangs is caught too
+    decided = caught + counts["survived"]
     return {
         "module": name,
         **counts,
-        "kill_rate": round(counts["killed"] / decided, 3) if decided else None,
+        "kill_rate": round(caught / decided, 3) if decided else None,
         "seconds": round(seconds),
         "survivors": sorted(survivors),
     }
@@ -265,6 +302,9 @@ def main() -> None:
     ap.add_argument("modules", nargs="*", help=f"default: all of {', '.join(MODULES)}")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument(
+        "--workers", type=int, default=1, help="mutants tested at once (one checkout copy each)"
+    )
     for flag in ("--ask", "--serve"):  # internal: everything after "--" is pytest's
         if flag in sys.argv:
             i, rest = sys.argv.index(flag), sys.argv[sys.argv.index("--") + 1 :]
@@ -281,7 +321,7 @@ def main() -> None:
     results_file = OUT / "mutation.json"
     results = json.loads(results_file.read_text()) if results_file.exists() else {}
     for name in args.modules or list(MODULES):
-        r = run_module(name, args.timeout)
+        r = run_module(name, args.timeout, args.workers)
         results[name] = r
         results_file.write_text(json.dumps(results, indent=1))
         write_report(results)
