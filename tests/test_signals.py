@@ -13,6 +13,7 @@ from saber_assets.signals.kernels import bma_jaccard_dense, quantize, signal_blo
 from saber_assets.signals.prepare import (
     SignalInputError,
     SignalInputs,
+    ic_hash,
     prepare_inputs,
     summary_tokens,
 )
@@ -306,6 +307,43 @@ def test_prepare_inputs_errors_and_tokens():
         prepare_inputs(["a"], [[2]], ["x"], ic, parent, depth)
     ok = prepare_inputs(["a", "b"], [[1], []], ["Use induction", None], ic, parent, depth)
     assert ok.lin.shape == (1, 1) and ok.vocab == ["use", "induction"]
+
+
+def test_prepare_inputs_maps_topics_and_builds_lin_over_the_used_ones(tmp_path):
+    # root 0 (IC 0) > 1 (IC 1) > {3, 4}; root > 2
+    ic = np.array([0.0, 1.0, 2.0, 2.5, 3.0])
+    parent, depth = np.array([-1, 0, 0, 1, 1]), np.array([0, 1, 1, 2, 2])
+    topics = [[3], [4, 3], [2], [], [0]]
+    inputs = prepare_inputs(list("abcde"), topics, ["x"] * 5, ic, parent, depth)
+    # used topics, most frequent first, ties by node id
+    assert inputs.used_nodes.tolist() == [3, 0, 2, 4]
+    for i, want in enumerate(topics):
+        got = inputs.t_idx[inputs.t_ptr[i] : inputs.t_ptr[i + 1]]
+        assert sorted(inputs.used_nodes[got].tolist()) == sorted(want)
+    lin = {
+        (a, b): float(inputs.lin[x, y])
+        for x, a in enumerate(inputs.used_nodes)
+        for y, b in enumerate(inputs.used_nodes)
+    }
+    assert lin[3, 4] == pytest.approx(2 * 1.0 / (2.5 + 3.0)) == lin[4, 3]  # LCA 1
+    assert lin[3, 2] == 0.0 and lin[3, 3] == pytest.approx(1.0)  # LCA the root (IC 0)
+    # topic 0 (the root) is a node; -1 and n_nodes are not
+    for bad in (-1, 5):
+        with pytest.raises(SignalInputError, match=f"topic {bad} is not a node"):
+            prepare_inputs(["a"], [[bad]], ["x"], ic, parent, depth)
+    with pytest.raises(ValueError):
+        prepare_inputs(["a", "b"], [[1]], ["x", "y"], ic, parent, depth)
+    none = prepare_inputs([], [], [], ic, parent, depth)
+    assert none.used_nodes.tolist() == [] and none.t_ptr.tolist() == [0] and none.n == 0
+    # saved and loaded: every field, and so the prefix version, survives
+    inputs.save(tmp_path / "in.npz")
+    back = SignalInputs.load(tmp_path / "in.npz")
+    assert back.ids == inputs.ids and back.vocab == inputs.vocab and back.ic_hash == inputs.ic_hash
+    for f in ("t_ptr", "t_idx", "lin", "used_nodes", "s_ptr", "s_idx"):
+        assert np.array_equal(getattr(back, f), getattr(inputs, f))
+    assert back.prefix_version(5) == inputs.prefix_version(5)
+    # IC recomputed with float noise keeps the hash (9 digits); a real change does not
+    assert ic_hash(ic + 3e-10) == ic_hash(ic) != ic_hash(ic + 3e-9)
 
 
 def test_two_shards_through_dagster_and_growth(tmp_path, monkeypatch):
