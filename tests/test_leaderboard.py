@@ -12,7 +12,12 @@ from hypothesis import strategies as st
 
 from saber_assets.cli import main
 from saber_assets.leaderboard.evaluate import evaluate, report
-from saber_assets.leaderboard.exchange import QUERY_SCHEMA, Benchmark, BenchmarkFormatError
+from saber_assets.leaderboard.exchange import (
+    DOC_SCHEMA,
+    QUERY_SCHEMA,
+    Benchmark,
+    BenchmarkFormatError,
+)
 from saber_assets.leaderboard.metrics import (
     bootstrap_ci,
     condensed_ndcg,
@@ -251,6 +256,55 @@ def test_exchange_round_trip_and_validation(tmp_path):
     Benchmark(bench.queries.drop("domains"), bench.documents).write(nocol)
     with pytest.raises(BenchmarkFormatError, match=r"lacks columns \['domains'\]"):
         Benchmark.read(nocol)
+
+
+def _with(bench: Benchmark, docs: pl.DataFrame | None = None, **change) -> Benchmark:
+    cols = {k: pl.Series([v], dtype=QUERY_SCHEMA[k]) for k, v in change.items()}
+    return Benchmark(bench.queries.with_columns(**cols), bench.documents if docs is None else docs)
+
+
+def test_exchange_validation_names_the_first_fault_exactly(tmp_path):
+    bench = toy_benchmark()
+    big_docs = pl.DataFrame({k: [f"{k}{i}" for i in range(300)] for k in DOC_SCHEMA})
+    # accepted: index 0 and the last index, grades 0 and 5, 300 distinct candidates
+    _with(bench, candidates=[0, 5], relevance_scores=[0.0, 5.0]).validate()
+    many = list(range(300))
+    _with(bench, big_docs, candidates=many, relevance_scores=[2.5] * 300).validate()
+    refused = [
+        ({"candidates": None}, "field 'candidates' is null"),
+        ({"relevance_scores": None}, "field 'relevance_scores' is null"),
+        ({"candidates": [1, 2], "relevance_scores": [1.0]}, "2 candidates but 1 relevance"),
+        ({"candidates": [-1], "relevance_scores": [1.0]}, r"outside \[0, 6\): \[-1\]"),
+        ({"candidates": [6], "relevance_scores": [1.0]}, r"outside \[0, 6\): \[6\]"),
+        (
+            {"candidates": [0, 9, 1, 10, 11, 12, 13, 14], "relevance_scores": [1.0] * 8},
+            r"outside \[0, 6\): \[9, 10, 11, 12, 13\]$",  # the first five only
+        ),
+        ({"candidates": [0, 1, 2], "relevance_scores": [1.0, None, float("inf")]}, r"\[1\] = None"),
+        ({"candidates": [0, 1, 2], "relevance_scores": [1.0, -0.5, 7.0]}, r"\[1\] = -0.5 .*2 such"),
+        ({"candidates": [1, 2, 2, 3, 3], "relevance_scores": [1.0] * 5}, "document 2 more than"),
+    ]
+    for change, msg in refused:
+        with pytest.raises(BenchmarkFormatError, match=msg):
+            _with(bench, **change).validate()
+    # 300 candidates with 300 scores: lengths compared by value, not identity
+    with pytest.raises(BenchmarkFormatError, match="document 7 more than once"):
+        _with(bench, big_docs, candidates=[7] + many[:299], relevance_scores=[1.0] * 300).validate()
+    # the manifest's domain list wins; without it, the queries' domains in order of appearance
+    assert Benchmark(bench.queries, bench.documents, {"domains": ["A", "B"]}).domain_list() == [
+        "A",
+        "B",
+    ]
+    assert bench.domain_list() == ["Number Theory"]
+    assert Benchmark(bench.queries.clear(), bench.documents).domain_list() == []
+    # written into a directory that does not exist yet, and over an existing one
+    bench.write(tmp_path / "new" / "deep")
+    assert Benchmark.read(bench.write(tmp_path / "new" / "deep")).manifest == {"name": "toy"}
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "queries.parquet").write_bytes(b"not parquet")
+    (tmp_path / "broken" / "documents.parquet").write_bytes(b"not parquet")
+    with pytest.raises(BenchmarkFormatError, match="unreadable Parquet"):
+        Benchmark.read(tmp_path / "broken")
 
 
 # ------------------------------------------------------------------------------- baselines
