@@ -246,3 +246,10 @@ def test_near_duplicates_that_differ_only_in_numbers_are_kept_apart():
     assert find_duplicates(items, minhash_config(5, 14, 8, 1)) == []
     same = [DedupItem("s:0", items[0].text, 0, 0), DedupItem("s:1", items[0].text + " ", 0, 1)]
     assert len(find_duplicates(same, minhash_config(5, 14, 8, 1))) == 1  # identical text: found
+
+
+def test_near_duplicates_that_differ_only_in_operators_are_kept_apart():
+    """'a + b' and 'a - b' are different problems: symbols are never stripped before hashing."""
+    words = "let a {o} b and c {o} d so e {o} f but g {o} h then i {o} j when k {o} l find m {o} n"
+    items = [DedupItem(f"s:{k}", words.format(o=o), 0, k) for k, o in enumerate("+-")]
+    assert find_duplicates(items, minhash_config(5, 14, 8, 1)) == []
