@@ -59,7 +59,10 @@ MODULES: dict[str, tuple[str, str]] = {
         "tests/test_tournament.py -k 'bt_ or rescale or ratings_of_random or rate_'",
     ),
     "rate": ("saber_assets/ratings/rate.py", "tests/test_tournament.py -k 'rate_ or direction'"),
-    "select": ("saber_assets/candidates/select.py", "tests/test_tournament.py -k candidate"),
+    "select": (
+        "saber_assets/candidates/select.py",
+        "tests/test_tournament.py -k 'candidate or group_counts'",
+    ),
     "metrics": (
         "saber_assets/leaderboard/metrics.py",
         "tests/test_leaderboard.py tests/test_bulk_scoring.py "

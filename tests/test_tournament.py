@@ -334,6 +334,52 @@ def test_candidate_selection_seeded_and_well_formed():
     assert ((topic_only["topic"] > 127 / 255) & (topic_only["summary"] <= 127 / 255)).all()
 
 
+def test_candidate_selection_known_answer_at_the_thresholds():
+    """Signals exactly at a threshold are not relevant; one above are. Query 0 has exactly
+    k = 2 candidates per group (viable); query 8 lacks a second 'both' (not viable)."""
+    t_thr, s_thr = 100, 50
+    pairs = [  # (i, j, topic quanta, summary quanta)
+        (0, 1, 101, 50),  # topic-only: summary at its threshold
+        (0, 2, 255, 0),  # topic-only
+        (0, 3, 100, 51),  # summary-only: topic at its threshold
+        (0, 4, 0, 200),  # summary-only
+        (0, 5, 101, 51),  # both, one quantum above each
+        (6, 0, 200, 60),  # both, stored with query 0 second
+        (0, 7, 100, 50),  # neither
+        (8, 9, 101, 51),  # both
+        (8, 10, 200, 0),
+        (11, 8, 200, 0),
+        (1, 8, 0, 200),
+        (2, 8, 0, 90),
+    ]
+    i, j, tq, sq = (np.array(c) for c in zip(*pairs, strict=True))
+    tq, sq = tq.astype(np.uint8), sq.astype(np.uint8)
+    counts = group_counts(12, i, j, tq, sq, t_thr, s_thr)
+    assert counts[0].tolist() == [2, 2, 2] and counts[8].tolist() == [2, 2, 1]
+    assert counts[1].tolist() == [1, 1, 0] and counts[7].tolist() == [0, 0, 0]
+    ids = [f"p{r}" for r in range(12)]
+    doms = [["A"]] * 12
+    got = select_candidates(ids, doms, ["A"], (i, j, tq, sq), t_thr, s_thr, 2, 10, seed=0)
+    assert set(got["query_id"]) == {"p0"}
+    members = {
+        g: sorted(got.filter(pl.col("group") == g)["candidate_row"].to_list())
+        for g in ("topic_only", "summary_only", "both")
+    }
+    assert members == {"topic_only": [1, 2], "summary_only": [3, 4], "both": [5, 6]}
+    six = got.filter(pl.col("candidate_row") == 6).row(0, named=True)
+    assert six["topic"] == 200 / 255 and six["summary"] == 60 / 255
+    # a quota past the pool takes every viable query exactly once
+    rng = np.random.default_rng(0)
+    ii, jj = np.triu_indices(40, 1)
+    tq2, sq2 = (rng.integers(0, 256, len(ii)).astype(np.uint8) for _ in range(2))
+    ids2 = [f"q{r}" for r in range(40)]
+    viable = group_counts(40, ii, jj, tq2, sq2, 127, 127).min(axis=1) >= 3
+    assert viable.sum() >= 10
+    all_q = select_candidates(ids2, [["A"]] * 40, ["A"], (ii, jj, tq2, sq2), 127, 127, 3, 99, 1)
+    assert all_q.group_by("query_id").len()["len"].to_list() == [9] * int(viable.sum())
+    assert sorted(all_q["query_row"].unique().to_list()) == np.flatnonzero(viable).tolist()
+
+
 # ------------------------------------------------------------------ rescale properties
 
 
