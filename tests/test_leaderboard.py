@@ -99,7 +99,7 @@ def test_tied_scores_give_the_expected_ndcg_whatever_the_candidate_order():
     st.integers(1, 8),
     st.sampled_from(["exponential", "linear"]),
 )
-def test_average_ties_equal_the_mean_over_every_order_of_the_ties(items, k, gain):
+def test_ndcg_average_ties_equal_the_mean_over_every_order_of_the_ties(items, k, gain):
     """The oracle: every listing order of the candidates, scored with stable ties, averaged.
     Coarse integer scores make tie groups of every size; k runs past the list's length."""
     scores = [float(s) for s, _ in items]
@@ -115,6 +115,55 @@ def test_average_ties_equal_the_mean_over_every_order_of_the_ties(items, k, gain
     assert got == pytest.approx(want, abs=1e-12)
     assert 0.0 <= got <= 1.0 + 1e-12
     assert got == ndcg_at_k(scores, rel, min(k, len(items)), gain)  # k past the list: no change
+
+
+def test_ndcg_defaults_option_strings_from_a_config_and_shape_errors():
+    rng = np.random.default_rng(5)
+    scores, rel = rng.random(14), rng.uniform(0, 5, 14)
+    assert ndcg_at_k(scores, rel) == ndcg_at_k(scores, rel, 10, "exponential", "average")
+    assert ndcg_at_k(scores, rel, 10) != ndcg_at_k(scores, rel, 11)
+    assert ndcg_at_k(scores, rel, 10) != ndcg_at_k(scores, rel, 9)
+    # option strings read from a config file are equal to the literals, not the same objects
+    exp, lin, stable = json.loads('["exponential", "linear", "stable"]')
+    assert ndcg_at_k(scores, rel, 10, exp) == ndcg_at_k(scores, rel, 10, "exponential")
+    assert ndcg_at_k(scores, rel, 10, lin) == ndcg_at_k(scores, rel, 10, "linear")
+    tied = np.round(scores, 1)
+    assert ndcg_at_k(tied, rel, 10, ties=stable) == ndcg_at_k(tied, rel, 10, ties="stable")
+    for bad in ("log", "lin", "z"):  # sorting after or before "linear" is still not "linear"
+        with pytest.raises(ValueError, match="gain must be"):
+            ndcg_at_k(scores, rel, gain=bad)
+    with pytest.raises(ValueError, match="ties must be"):
+        ndcg_at_k(scores, rel, ties="zzz")
+    with pytest.raises(ValueError, match="^3 scores for 2 relevance values$"):
+        ndcg_at_k([1, 2, 3], [1, 2])
+    with pytest.raises(ValueError, match="^2 scores for 3 relevance values$"):
+        ndcg_at_k([1, 2], [1, 2, 3])
+    with pytest.raises(ValueError, match="NaN"):
+        ndcg_at_k([1, float("nan")], [1, 2])
+    assert ndcg_at_k([], []) == 0.0
+    assert ndcg_at_k([2, 1], [0.1, 0.05]) == 1.0  # small grades: an ideal DCG below 1 still counts
+
+
+def test_bootstrap_summary_and_recall_defaults_and_edges():
+    v = np.random.default_rng(2).random(25)
+    assert bootstrap_ci(v) == bootstrap_ci(v, 1000, 0, 0.95)
+    assert bootstrap_ci(v) not in (bootstrap_ci(v, 1001, 0), bootstrap_ci(v, 1000, 1))
+    assert bootstrap_ci([0.4]) == (0.4, 0.4)  # one query: every resample is that query
+    assert all(math.isnan(x) for x in bootstrap_ci([]))
+    doms = [["A"]] * 25
+    assert summarize(v, doms, ["A"]) == summarize(v, doms, ["A"], 1000, 0)
+    assert summarize(v, doms, ["A"])["A"]["ci_low"] == bootstrap_ci(v)[0]
+    cands, rel = list(range(20)), list(np.linspace(0, 5, 20))
+    ranked = cands[::-1]  # best first
+    assert condensed_ndcg(ranked, cands, rel) == condensed_ndcg(ranked, cands, rel, 10)
+    assert condensed_ndcg(cands, cands, rel) != condensed_ndcg(cands, cands, rel, 11)
+    with pytest.raises(ValueError):
+        condensed_ndcg(ranked, cands, rel[:-1])  # candidates and grades must align
+    # recall: the default top 5 within the first 100
+    far = list(range(100, 199)) + [19, 18, 17, 16, 15, 14]
+    assert recall_of_top(far, cands, rel) == recall_of_top(far, cands, rel, 5, 100) == 0.2
+    assert recall_of_top(ranked[:4] + [0], cands, rel) == 0.8
+    assert recall_of_top([1, 2], [], []) == 0.0
 
 
 def test_per_domain_means_with_multi_domain_queries():
