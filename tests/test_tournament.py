@@ -127,6 +127,36 @@ def test_bt_undefeated_and_never_played_stay_finite():
         fit(2, [(0, 1)], alpha=0)
 
 
+def test_bt_fit_many_batches_equal_single_fits_and_alpha_rules():
+    rng = np.random.default_rng(8)
+    # 300 queries of 3 candidates (more than one batch of 256) and 2 queries of 5 (a batch
+    # smaller than its candidate count)
+    problems = [(3, [tuple(rng.choice(3, 2, replace=False)) for _ in range(4)]) for _ in range(300)]
+    problems += [(5, [tuple(rng.choice(5, 2, replace=False)) for _ in range(9)]) for _ in range(2)]
+    many = fit_many(problems)
+    assert len(many) == 302 and all(m is not None for m in many)
+    for k in (0, 1, 255, 256, 299, 300, 301):
+        assert np.allclose(many[k], fit(*problems[k]), atol=1e-8)
+    comps = problems[300][1]
+    assert np.array_equal(fit(5, comps), fit(5, comps, alpha=0.1))  # the default prior
+    assert not np.allclose(fit(5, comps), fit(5, comps, alpha=0.2))
+    for bad in (0, -0.1):
+        with pytest.raises(ValueError, match="alpha must be > 0"):
+            fit(2, [(0, 1)], alpha=bad)
+
+
+def test_rescale_known_values_custom_range_and_edges():
+    assert rescale(np.array([0.0, 1.0, 3.0])) == pytest.approx([0.0, 5 / 3, 5.0], abs=1e-15)
+    assert rescale(np.array([2.0, 4.0, 3.0]), low=1.0, high=3.0).tolist() == [1.0, 3.0, 2.0]
+    assert rescale(np.array([-2.0, 6.0, 0.0]), low=-1.0, high=1.0) == pytest.approx(
+        [-1.0, 1.0, -0.5], abs=1e-15
+    )
+    assert rescale(np.array([])).shape == (0,)
+    assert rescale(np.array([3.7])).tolist() == [2.5]  # one candidate: no information
+    assert rescale(np.array([1.0, 1.0 + 5e-13])).tolist() == [2.5, 2.5]
+    assert rescale(np.array([0.0, 1e-12])).tolist() == [0.0, 5.0]  # the tolerance is strict
+
+
 # -------------------------------------------------------------------------- tournament
 
 
