@@ -52,7 +52,8 @@ MODULES: dict[str, tuple[str, str]] = {
     ),
     "engine": (
         "saber_assets/tournament/engine.py",
-        "tests/test_tournament.py -k 'resume or direction or failures or simulation'",
+        "tests/test_tournament.py -k 'resume or direction or failures or simulation or ledger "
+        "or standing_record'",
     ),
     "bradley_terry": (
         "saber_assets/ratings/bradley_terry.py",

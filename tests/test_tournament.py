@@ -1,5 +1,8 @@
 """Candidate selection, Swiss/adaptive pairing, Bradley–Terry, the resumable tournament."""
 
+import hashlib
+import json
+
 import choix
 import numpy as np
 import polars as pl
@@ -228,6 +231,133 @@ def test_resume_after_crash_requests_nothing_twice_and_matches_uninterrupted():
     again = SimJudge(strength)
     run_tournament(qs, again, store, rounds=6, seed=7, chunk=5)
     assert again.calls == 0
+
+
+class LedgerJudge(SimJudge):
+    """Answers by display order (1 = the first shown), with a probability and a raw text that
+    differ per pair; garbles pairs that hold a listed candidate (and still sends a probability,
+    which a failure must not keep)."""
+
+    max_tokens = 77
+
+    def __init__(self, strength, garble=()):
+        super().__init__(strength)
+        self.bad = set(garble)
+
+    def answer(self, a, b) -> Outcome:
+        if a in self.bad or b in self.bad:
+            return Outcome(None, ok=False, error="expected 1 or 2", raw="maybe", p_first=0.5)
+        first_better = self.strength[a] >= self.strength[b]
+        p = 0.9 if first_better else 0.2
+        return Outcome(1 if first_better else 2, raw=f"answer {a} {b}", p_first=p)
+
+
+def test_engine_ledger_every_field_of_every_judgment_and_the_statistics():
+    from saber_assets.tournament.engine import run_key
+
+    rng = np.random.default_rng(2)
+    qs = []
+    strength = {}
+    for q in range(2):
+        cands = [f"q{q}-c{k}" for k in range(6)]
+        texts = [f"text of {c}" for c in cands]  # texts differ from ids: the judge sees texts
+        strength.update({t: float(rng.normal()) for t in texts})
+        qs.append(TournamentQuery(f"q{q}", f"query {q}", cands, texts))
+    garbled = "text of q1-c2"
+    judge = LedgerJudge(strength, garble=[garbled])
+    store = MemoryStore()
+    calls = []
+    _, stats = run_tournament(
+        qs, judge, store, rounds=3, seed=4, chunk=4, on_round=lambda *a: calls.append(a)
+    )
+    key = run_key(judge, 4, "swiss", 3)
+    rows = store.load(key)
+    assert len(rows) == stats["requested"] == 18 == len(judge.seen)  # 3 pairs x 2 queries x 3
+    assert calls == [(1, 6, 0), (2, 6, 0), (3, 6, 0)]
+    assert sorted({(j.query, j.round) for j in rows}) == [
+        (q, r) for q in ("q0", "q1") for r in (1, 2, 3)
+    ]
+    text = {c: t for q in qs for c, t in zip(q.candidates, q.texts, strict=True)}
+    for j, (qtext, first_t, second_t) in zip(rows, judge.seen, strict=True):
+        assert j.a < j.b and {j.a, j.b} == {j.shown_first, j.b if j.shown_first == j.a else j.a}
+        assert qtext == f"query {j.query[1]}" and first_t == text[j.shown_first]
+        other = j.b if j.shown_first == j.a else j.a
+        assert second_t == text[other]
+        assert j.judge == "sim:sim" and j.prompt_version == "sim/v1" and j.max_tokens == 77
+        if garbled in (first_t, second_t):
+            assert j.winner is None and j.raw == "maybe" and j.error == "expected 1 or 2"
+            assert j.p_first is None
+        else:
+            want = j.shown_first if strength[first_t] >= strength[second_t] else other
+            assert j.winner == want and j.raw is None and j.error is None
+            assert j.p_first == (0.9 if want == j.shown_first else 0.2)
+            raw = f"answer {first_t} {second_t}"
+            assert j.raw_hash == hashlib.blake2b(raw.encode(), digest_size=8).hexdigest()
+    assert stats["failures"] == sum(j.winner is None for j in rows) > 0
+    assert (stats["replayed"], stats["seed"], stats["policy"], stats["run_key"]) == (
+        0,
+        4,
+        "swiss",
+        key,
+    )
+    # the rerun replays all 18, asks nothing, and reports the replays per round
+    again, calls2 = LedgerJudge(strength, garble=[garbled]), []
+    st2, stats2 = run_tournament(
+        qs, again, store, rounds=3, seed=4, chunk=4, on_round=lambda *a: calls2.append(a)
+    )
+    assert again.calls == 0 and stats2["requested"] == 0 and stats2["replayed"] == 18
+    assert calls2 == [(1, 0, 6), (2, 0, 12), (3, 0, 18)]
+    st0 = st2["q0"]
+    assert st0.decided == len(st0.comparisons) == 9 and st0.failures == 0
+    assert st2["q1"].failures == stats["failures"] and st2["q1"].decided == 9 - st2["q1"].failures
+
+
+def test_standing_record_run_key_round_pairs_and_wilson():
+    from scipy.stats import binomtest
+
+    from saber_assets.tournament.engine import Standing, round_pairs, run_key, wilson_interval
+
+    st = Standing(6)
+    st.record(2, 5, 5, 0.3)  # the second shown wins
+    st.record(1, 3, 1, None)  # the first shown wins, no probability
+    st.record(0, 4, None, 0.5)  # a failure: played, counted, never a comparison
+    st.record(4, 2, 4, None)  # the first shown wins again
+    assert st.comparisons == [(5, 2), (1, 3), (4, 2)] and st.wins.tolist() == [0, 1, 0, 0, 1, 1]
+    assert (st.decided, st.first_wins, st.failures) == (3, 2, 1)
+    assert st.soft == [(2, 5, 0.3)] and frozenset((0, 4)) in st.played
+    # pairing dispatch
+    rng = np.random.default_rng(0)
+    for policy in ("swiss", "random", "efficient"):
+        pairs = round_pairs(policy, Standing(6), np.random.default_rng(1))
+        assert sorted(x for p in pairs for x in p) == list(range(6)), policy
+    adaptive = round_pairs("adaptive", Standing(6), rng, np.arange(6.0), budget=2)
+    assert len(adaptive) == 2
+    with pytest.raises(ValueError, match="unknown tournament policy 'elo'"):
+        round_pairs("elo", Standing(6), rng)
+    # a policy read from a config is an equal string, not the literal's object
+    for policy in json.loads('["swiss", "random", "efficient"]'):
+        assert round_pairs(policy, Standing(4), np.random.default_rng(1))
+    assert round_pairs(json.loads('"adaptive"'), Standing(4), rng, np.arange(4.0), budget=1)
+    # a run key changes with everything that makes another tournament
+    judge = SimJudge({})
+    base = run_key(judge, 1, "swiss", 20)
+    # stored tournaments are found by this key: its text must never change between versions
+    pinned = hashlib.blake2b(b"sim|sim|sim/v1|1|swiss|20|", digest_size=8).hexdigest()
+    assert base == pinned
+    with_budget = hashlib.blake2b(b"sim|sim|sim/v1@77|1|swiss|20|", digest_size=8).hexdigest()
+    assert run_key(LedgerJudge({}), 1, "swiss", 20) == with_budget
+    assert base == run_key(judge, 1, "swiss", 20, "")
+    budget = LedgerJudge({})
+    assert run_key(budget, 1, "swiss", 20) != base  # same judge, a token budget
+    other = [run_key(judge, 2, "swiss", 20), run_key(judge, 1, "adaptive", 20)]
+    other += [run_key(judge, 1, "swiss", 21), run_key(judge, 1, "swiss", 20, "Algebra")]
+    assert len({base, *other}) == 5 and len(base) == 16
+    # the Wilson interval against scipy's (z = 1.96 against scipy's exact quantile)
+    for k, n in ((8, 10), (0, 7), (7, 7), (33, 120), (1, 2)):
+        want = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+        assert wilson_interval(k, n) == pytest.approx((want.low, want.high), abs=2e-5)
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    assert wilson_interval(0, 7)[0] == 0.0 and wilson_interval(7, 7)[1] == 1.0
 
 
 def store_keys(store):
