@@ -307,6 +307,10 @@ def test_engine_ledger_every_field_of_every_judgment_and_the_statistics():
     )
     assert again.calls == 0 and stats2["requested"] == 0 and stats2["replayed"] == 18
     assert calls2 == [(1, 0, 6), (2, 0, 12), (3, 0, 18)]
+    # the adaptive policy (named as a config file would) refits strengths every round
+    adaptive_judge = LedgerJudge(strength)
+    _, st_ad = run_tournament(qs, adaptive_judge, MemoryStore(), 3, 4, json.loads('"adaptive"'))
+    assert st_ad["requested"] == adaptive_judge.calls > 0 and st_ad["policy"] == "adaptive"
     st0 = st2["q0"]
     assert st0.decided == len(st0.comparisons) == 9 and st0.failures == 0
     assert st2["q1"].failures == stats["failures"] and st2["q1"].decided == 9 - st2["q1"].failures
@@ -322,9 +326,11 @@ def test_standing_record_run_key_round_pairs_and_wilson():
     st.record(1, 3, 1, None)  # the first shown wins, no probability
     st.record(0, 4, None, 0.5)  # a failure: played, counted, never a comparison
     st.record(4, 2, 4, None)  # the first shown wins again
-    assert st.comparisons == [(5, 2), (1, 3), (4, 2)] and st.wins.tolist() == [0, 1, 0, 0, 1, 1]
-    assert (st.decided, st.first_wins, st.failures) == (3, 2, 1)
-    assert st.soft == [(2, 5, 0.3)] and frozenset((0, 4)) in st.played
+    st.record(4, 1, 1, 0.4)  # the second shown wins, with a lower index than the first
+    assert st.comparisons == [(5, 2), (1, 3), (4, 2), (1, 4)]
+    assert st.wins.tolist() == [0, 2, 0, 0, 1, 1]
+    assert (st.decided, st.first_wins, st.failures) == (4, 2, 1)
+    assert st.soft == [(2, 5, 0.3), (4, 1, 0.4)] and frozenset((0, 4)) in st.played
     # pairing dispatch
     rng = np.random.default_rng(0)
     for policy in ("swiss", "random", "efficient"):
@@ -332,8 +338,25 @@ def test_standing_record_run_key_round_pairs_and_wilson():
         assert sorted(x for p in pairs for x in p) == list(range(6)), policy
     adaptive = round_pairs("adaptive", Standing(6), rng, np.arange(6.0), budget=2)
     assert len(adaptive) == 2
-    with pytest.raises(ValueError, match="unknown tournament policy 'elo'"):
-        round_pairs("elo", Standing(6), rng)
+    for unknown in ("elo", "aaa", "zzz", "tournament"):  # before, between and after the names
+        with pytest.raises(ValueError, match=f"unknown tournament policy '{unknown}'"):
+            round_pairs(unknown, Standing(6), rng)
+    # efficient pairing reads the soft judgments as (first, second, probability) columns
+    from saber_assets.tournament.efficient import pair_round_efficient
+
+    soft = Standing(6)
+    for f, sec, w, p in ((0, 1, 0, 0.8), (2, 3, 3, 0.3), (5, 4, 5, 0.6)):
+        soft.record(f, sec, w, p)
+    want = pair_round_efficient(
+        6,
+        np.array([0, 2, 5]),
+        np.array([1, 3, 4]),
+        np.array([0.8, 0.3, 0.6]),
+        soft.wins,
+        soft.played,
+        np.random.default_rng(3),
+    )
+    assert round_pairs("efficient", soft, np.random.default_rng(3)) == want
     # a policy read from a config is an equal string, not the literal's object
     for policy in json.loads('["swiss", "random", "efficient"]'):
         assert round_pairs(policy, Standing(4), np.random.default_rng(1))
