@@ -308,9 +308,10 @@ def test_engine_ledger_every_field_of_every_judgment_and_the_statistics():
     assert again.calls == 0 and stats2["requested"] == 0 and stats2["replayed"] == 18
     assert calls2 == [(1, 0, 6), (2, 0, 12), (3, 0, 18)]
     # the adaptive policy (named as a config file would) refits strengths every round
-    adaptive_judge = LedgerJudge(strength)
-    _, st_ad = run_tournament(qs, adaptive_judge, MemoryStore(), 3, 4, json.loads('"adaptive"'))
-    assert st_ad["requested"] == adaptive_judge.calls > 0 and st_ad["policy"] == "adaptive"
+    for adaptive in ("adaptive", json.loads('"adaptive"')):
+        adaptive_judge = LedgerJudge(strength)
+        _, st_ad = run_tournament(qs, adaptive_judge, MemoryStore(), 3, 4, adaptive)
+        assert st_ad["requested"] == adaptive_judge.calls > 0 and st_ad["policy"] == "adaptive"
     st0 = st2["q0"]
     assert st0.decided == len(st0.comparisons) == 9 and st0.failures == 0
     assert st2["q1"].failures == stats["failures"] and st2["q1"].decided == 9 - st2["q1"].failures
