@@ -328,9 +328,10 @@ def test_standing_record_run_key_round_pairs_and_wilson():
     st.record(0, 4, None, 0.5)  # a failure: played, counted, never a comparison
     st.record(4, 2, 4, None)  # the first shown wins again
     st.record(4, 1, 1, 0.4)  # the second shown wins, with a lower index than the first
-    assert st.comparisons == [(5, 2), (1, 3), (4, 2), (1, 4)]
-    assert st.wins.tolist() == [0, 2, 0, 0, 1, 1]
-    assert (st.decided, st.first_wins, st.failures) == (4, 2, 1)
+    st.record(3, 0, 3, None)  # first-shown wins outnumber second-shown wins: 3 to 2
+    assert st.comparisons == [(5, 2), (1, 3), (4, 2), (1, 4), (3, 0)]
+    assert st.wins.tolist() == [0, 2, 0, 1, 1, 1]
+    assert (st.decided, st.first_wins, st.failures) == (5, 3, 1)
     assert st.soft == [(2, 5, 0.3), (4, 1, 0.4)] and frozenset((0, 4)) in st.played
     # pairing dispatch
     rng = np.random.default_rng(0)
