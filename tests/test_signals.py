@@ -195,6 +195,94 @@ def test_shard_round_trip_and_refusals(tmp_path):
         read_shard(tmp_path / "foreign.sig")
 
 
+def _tiny_shard(indptr, version="v1", kind=UPPER, bins=4):
+    from saber_assets.signals.shards import Shard
+
+    pairs = int(indptr[-1]) if len(indptr) else 0
+    rows = len(indptr) - 1
+    return Shard(
+        kind,
+        10,
+        2,
+        2 + rows,
+        3,
+        4,
+        255,
+        version,
+        np.asarray(indptr, np.int64),
+        np.arange(5, 5 + max(pairs, 0), dtype=np.int32) % 10,
+        np.full(max(pairs, 0), 7, np.uint8),
+        np.full(max(pairs, 0), 9, np.uint8),
+        np.ones((rows, bins, bins), np.uint32),
+    )
+
+
+def test_shard_header_and_payload_refusals_both_ways(tmp_path):
+    """Every refusal is tested with a fault on each side of the good value (a `!=` weakened to
+    `<` or `>` must fail), and the format's stated sizes are the file's real sizes."""
+    from saber_assets.signals.shards import BYTES_PER_PAIR, HEADER, read_header
+
+    good = _tiny_shard([0, 2, 2, 5])  # an empty row in the middle is fine
+    size = write_shard(tmp_path / "new" / "deeper" / "g.sig", good)  # parents are created
+    back = read_shard(tmp_path / "new" / "deeper" / "g.sig", expect_corpus_version="v1")
+    assert back.indptr.tolist() == [0, 2, 2, 5] and back.n_pairs == 5
+    rows, bins = 3, 4
+    assert size == HEADER.size + 8 * (rows + 1) + BYTES_PER_PAIR * 5 + 4 * rows * bins * bins
+    no_hist = read_shard(tmp_path / "new" / "deeper" / "g.sig", with_hist=False)
+    assert no_hist.hist.shape == (0, bins, bins) and no_hist.n_pairs == 5
+    # a lower shard's pairs come out as (smaller, larger) too
+    write_shard(tmp_path / "l.sig", _tiny_shard([0, 1], kind=LOWER))
+    assert [x.tolist() for x in read_shard(tmp_path / "l.sig").pairs()] == [[5], [2]]
+    # corpus versions: short and exactly 16 characters are fine, 17 are not
+    for version in ("a", "x" * 16):
+        write_shard(tmp_path / "v.sig", _tiny_shard([0, 1], version))
+        assert read_header(tmp_path / "v.sig")["corpus_version"] == version
+    with pytest.raises(ValueError, match="at most 16"):
+        write_shard(tmp_path / "v.sig", _tiny_shard([0, 1], "x" * 17))
+    write_shard(tmp_path / "m.sig", _tiny_shard([0, 1], "m"))
+    for other in ("a", "z"):  # expected versions sorting before and after the file's
+        with pytest.raises(ShardError, match="expected"):
+            read_shard(tmp_path / "m.sig", expect_corpus_version=other)
+    raw = (tmp_path / "m.sig").read_bytes()
+    for magic in (b"AAAAAAAA", b"ZZZZZZZZ"):
+        (tmp_path / "x.sig").write_bytes(magic + raw[8:])
+        with pytest.raises(ShardError, match="not a saber signal shard"):
+            read_shard(tmp_path / "x.sig")
+    for version in (0, 2):
+        (tmp_path / "x.sig").write_bytes(raw[:8] + version.to_bytes(2, "little") + raw[10:])
+        with pytest.raises(ShardError, match=f"format version {version}"):
+            read_shard(tmp_path / "x.sig")
+    (tmp_path / "x.sig").write_bytes(raw + b"\0")
+    with pytest.raises(ShardError, match="padded"):
+        read_shard(tmp_path / "x.sig")
+    data = bytearray(raw)
+    data[HEADER.size + 3] ^= 0x5A  # a corrupted payload byte
+    # and stored checksums below and above any digest
+    for forged in (
+        bytes(data),
+        raw[: HEADER.size - 16] + b"\0" * 16 + raw[HEADER.size :],
+        raw[: HEADER.size - 16] + b"\xff" * 16 + raw[HEADER.size :],
+    ):
+        (tmp_path / "x.sig").write_bytes(forged)
+        with pytest.raises(ShardError, match="checksum mismatch"):
+            read_shard(tmp_path / "x.sig")
+    # a writer's inconsistent row index, on each side of the right values
+    for indptr, n_pairs in (
+        ([1, 2, 3], 3),
+        ([-1, 2, 3], 3),
+        ([0, 2, 2, 4], 5),
+        ([0, 2, 2, 6], 5),
+        ([0, 3, 2], 2),
+    ):
+        bad = _tiny_shard([0, n_pairs])
+        bad.indptr = np.array(indptr, np.int64)
+        bad.hist = np.ones((len(indptr) - 1, 4, 4), np.uint32)
+        bad.row_end = bad.row_start + len(indptr) - 1
+        write_shard(tmp_path / "i.sig", bad)
+        with pytest.raises(ShardError, match="inconsistent row index"):
+            read_shard(tmp_path / "i.sig")
+
+
 def _planted(rows_spec):
     """Stored pairs for query rows 0..len-1 (partners are extra rows): per row, (count, q_t, q_s)
     groups."""
