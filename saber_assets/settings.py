@@ -31,6 +31,8 @@ BUNDLED_SOURCES: dict[str, tuple[str, dict[str, str]]] = {
     ),
 }
 BUNDLED_ONTOLOGIES = {"mathworld": "ontology/mathworld_tree.json.gz"}
+# a nodes file with one of these endings is a JSON {nodes, edges} document, else a CSV
+JSON_NODES_SUFFIXES = (".json", ".json.gz")
 
 
 class _Strict(BaseModel):
@@ -118,8 +120,11 @@ class OntologyConfig(_Strict):
         given = [x for x in (self.path, self.nodes) if x]
         if given:
             self.bundled = None
-        if self.nodes and not self.edges and not self.nodes.endswith((".json", ".json.gz")):
+        json_nodes = bool(self.nodes) and self.nodes.endswith(JSON_NODES_SUFFIXES)
+        if self.nodes and not self.edges and not json_nodes:
             raise ValueError("ontology: a CSV 'nodes' file needs an 'edges' file")
+        if json_nodes and self.edges:
+            raise ValueError("ontology: a JSON 'nodes' file carries its own edges; drop 'edges'")
         if self.bundled and self.bundled not in BUNDLED_ONTOLOGIES:
             raise ValueError(f"ontology: unknown bundled ontology {self.bundled!r}")
         if not self.bundled and not given:

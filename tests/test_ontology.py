@@ -22,9 +22,12 @@ from saber_assets.ontology.similarity import (
 )
 from saber_assets.ontology.tree import (
     OntologyError,
+    TopicTree,
     dag_from_nested_tree,
     dag_from_nodes_edges,
     expand_to_tree,
+    first_level_nodes,
+    load_dag,
 )
 from saber_assets.settings import BUNDLED_ONTOLOGIES, DATA_DIR, OntologyConfig
 
@@ -279,3 +282,151 @@ def test_nodes_sharing_a_url_merge_into_one_topic(tmp_path):
         "Root › Geometry › Quadratics › Vieta",
     ]
     assert tree.topic[2] == tree.topic[5]
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
+def _nested(path, doc):
+    return _write(path, json.dumps(doc))
+
+
+def test_nested_tree_errors_name_the_place(tmp_path):
+    with pytest.raises(OntologyError, match=r"bad.json: not a valid JSON tree"):
+        dag_from_nested_tree(_write(tmp_path / "bad.json", "{not json"))
+    with pytest.raises(OntologyError, match=r"latin.json: not a valid JSON tree"):
+        (tmp_path / "latin.json").write_bytes(b'{"title": "\xe9"}')
+        dag_from_nested_tree(tmp_path / "latin.json")
+    with pytest.raises(OntologyError, match=r"node under the root has no 'title'"):
+        dag_from_nested_tree(_nested(tmp_path / "t.json", {"url": "r", "links": []}))
+    deep = {"title": "R", "links": [{"title": "A", "links": [{"url": "x"}]}]}
+    with pytest.raises(OntologyError, match=r"node under R › A has no 'title'"):
+        dag_from_nested_tree(_nested(tmp_path / "t.json", deep))
+    # a child that is not an object at all (a bare string) is named the same way
+    with pytest.raises(OntologyError, match=r"node under R has no 'title'"):
+        dag_from_nested_tree(_nested(tmp_path / "t.json", {"title": "R", "links": ["A"]}))
+    # one url with two titles is refused whichever title comes first
+    for first, second in (("Alpha", "Zeta"), ("Zeta", "Alpha")):
+        doc = {
+            "title": "R",
+            "links": [{"url": "u", "title": first}, {"url": "u", "title": second}],
+        }
+        with pytest.raises(
+            OntologyError, match=f"url 'u' has two titles: '{first}' and '{second}'"
+        ):
+            dag_from_nested_tree(_nested(tmp_path / "t.json", doc))
+
+
+def test_nested_tree_warns_only_for_a_repeated_sibling(tmp_path):
+    # siblings without urls are told apart by title: no warning
+    doc = {"title": "R", "links": [{"title": "A"}, {"title": "B"}]}
+    dag = dag_from_nested_tree(_nested(tmp_path / "t.json", doc))
+    assert dag.warnings == [] and sorted(dag.graph.successors("R")) == ["A", "B"]
+    doc = {"title": "R", "links": [{"title": "A"}, {"title": "B"}, {"title": "A"}]}
+    dag = dag_from_nested_tree(_nested(tmp_path / "t.json", doc))
+    assert dag.warnings == ["'A' is listed more than once under R (kept once)"]
+    assert dag.n_topics == 3
+
+
+def test_nodes_edges_errors_give_file_and_line(tmp_path):
+    nodes = _write(tmp_path / "n.csv", "id,title\n1,Root\n2,A\n3,\n")
+    edges = _write(tmp_path / "e.csv", "parent,child\n1,2\n")
+    # CSV: line numbers of the file, header = line 1
+    with pytest.raises(OntologyError, match=r"n.csv:4: node needs 'id' and 'title'"):
+        dag_from_nodes_edges(nodes, edges)
+    _write(nodes, "id,title\n1,Root\n,A\n")
+    with pytest.raises(OntologyError, match=r"n.csv:3: node needs 'id' and 'title'"):
+        dag_from_nodes_edges(nodes, edges)
+    _write(nodes, "id,title\n1,Root\n2,A\n")
+    _write(edges, "parent,child\n1,2\n2,9\n")
+    with pytest.raises(OntologyError, match=r"e.csv:3: edge 2 -> 9 names unknown node '9'"):
+        dag_from_nodes_edges(nodes, edges)
+    with pytest.raises(OntologyError, match=r"n.csv: CSV nodes need an edges file"):
+        dag_from_nodes_edges(nodes)
+    # JSON: 1-based item numbers in 'nodes' / 'edges'
+    doc = {"nodes": [{"id": "R", "title": "R"}, {"id": "A", "title": "A"}, {"id": "B"}]}
+    with pytest.raises(OntologyError, match=r"d.json:3: node needs 'id' and 'title'"):
+        dag_from_nodes_edges(_nested(tmp_path / "d.json", {**doc, "edges": []}))
+    doc["nodes"][2] = "B"
+    with pytest.raises(OntologyError, match=r"d.json:3: node needs 'id' and 'title'"):
+        dag_from_nodes_edges(_nested(tmp_path / "d.json", {**doc, "edges": []}))
+    doc["nodes"][2] = {"id": "B", "title": "B"}
+    for bad in (["R"], ["R", "A", "B"], 7):
+        doc["edges"] = [["R", "A"], bad]
+        with pytest.raises(OntologyError, match=r"d.json:2: an edge is a \[parent, child\] pair"):
+            dag_from_nodes_edges(_nested(tmp_path / "d.json", doc))
+    with pytest.raises(OntologyError, match=r"a JSON nodes file carries its own 'edges'"):
+        dag_from_nodes_edges(tmp_path / "d.json", edges)
+    with pytest.raises(OntologyError, match=r"d.json: not a valid JSON \{nodes, edges\} document"):
+        dag_from_nodes_edges(_write(tmp_path / "d.json", "[1, 2"))
+    with pytest.raises(OntologyError, match=r"d.json: expected a JSON object"):
+        dag_from_nodes_edges(_write(tmp_path / "d.json", "[1, 2]"))
+    with pytest.raises(ValueError, match="a JSON 'nodes' file carries its own edges"):
+        OntologyConfig(nodes="d.json", edges="e.csv")
+    with pytest.raises(ValueError, match="a CSV 'nodes' file needs an 'edges' file"):
+        OntologyConfig(nodes="n.csv")
+
+
+def _tree_fields(tree):
+    return (
+        tree.parent.tolist(),
+        tree.depth.tolist(),
+        tree.topic.tolist(),
+        tree.titles,
+        tree.urls,
+        tree.paths,
+        tree.domains,
+    )
+
+
+def test_tree_roots_children_and_frame_round_trip(tmp_path):
+    dag = dag_from_nodes_edges(_diamond(tmp_path))
+    assert first_level_nodes(dag) == ["A", "B"]
+    tree = expand_to_tree(dag, {"A": "Left", "B": "Right"})
+    keys = list(dag.graph.nodes)
+    assert tree.depth.tolist() == [0, 1, 2, 3, 1, 2, 3]
+    assert tree.topic.tolist() == [keys.index(k) for k in "RADEBDE"]
+    assert tree.urls == list("RADEBDE") and tree.titles == list("RADEBDE")
+    assert tree.domains == [None, "Left", "Left", "Left", "Right", "Right", "Right"]
+    assert tree.children() == [[1, 4], [2], [3], [], [5], [6], []]
+    frame = tree.to_frame()
+    assert frame["n_children"].to_list() == [2, 1, 1, 0, 1, 1, 0]
+    assert frame["node"].to_list() == list(range(7))
+    back = TopicTree.from_frame(frame.reverse())  # row order does not matter
+    assert _tree_fields(back) == _tree_fields(tree)
+    assert back.parent.dtype == np.int32 and back.depth.dtype == np.int16
+
+    # two roots: a synthetic root above them, with no DAG topic and no url
+    (tmp_path / "n.csv").write_text("id,title\n1,P\n2,Q\n3,C\n")
+    (tmp_path / "e.csv").write_text("parent,child\n1,3\n")
+    dag = dag_from_nodes_edges(tmp_path / "n.csv", tmp_path / "e.csv")
+    assert first_level_nodes(dag) == ["1", "2"]
+    tree = expand_to_tree(dag, {"2": "Second"}, root_title="Everything")
+    assert _tree_fields(tree) == (
+        [-1, 0, 1, 0],
+        [0, 1, 2, 1],
+        [-1, 0, 2, 1],
+        ["Everything", "P", "C", "Q"],
+        ["", "1", "3", "2"],
+        ["Everything", "Everything › P", "Everything › P › C", "Everything › Q"],
+        [None, None, None, "Second"],
+    )
+    assert tree.children() == [[1, 3], [2], [], []]
+
+
+def test_load_dag_resolves_bundled_relative_and_absolute_paths(tmp_path, monkeypatch):
+    assert load_dag(OntologyConfig()).n_topics == 10_586
+    _diamond(tmp_path)
+    absolute = load_dag(OntologyConfig(nodes=str(tmp_path / "dag.json")))
+    assert absolute.n_topics == 5
+    # a relative path is read from the repository root, wherever the process runs
+    monkeypatch.chdir(tmp_path)
+    relative = load_dag(
+        OntologyConfig(nodes="tests/data/msc_nodes.csv", edges="tests/data/msc_edges.csv")
+    )
+    assert relative.n_topics > 5
+    tree_path = tmp_path / "tree.json"
+    _nested(tree_path, {"title": "R", "links": [{"title": "A"}]})
+    assert load_dag(OntologyConfig(path=str(tree_path))).n_topics == 2

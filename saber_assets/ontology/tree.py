@@ -16,7 +16,13 @@ import networkx as nx
 import numpy as np
 import polars as pl
 
-from ..settings import BUNDLED_ONTOLOGIES, DATA_DIR, REPO_ROOT, OntologyConfig
+from ..settings import (
+    BUNDLED_ONTOLOGIES,
+    DATA_DIR,
+    JSON_NODES_SUFFIXES,
+    REPO_ROOT,
+    OntologyConfig,
+)
 
 PATH_SEP = " › "
 
@@ -45,13 +51,17 @@ def _open_text(path: Path):
     )
 
 
-def dag_from_nested_tree(path: Path) -> TopicDag:
-    """Read a nested {url, title, links:[...]} tree and merge its nodes by url into a DAG."""
+def _read_json(path: Path, what: str):
     try:
         with _open_text(path) as f:
-            root = json.load(f)
+            return json.load(f)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise OntologyError(f"{path}: not a valid JSON tree: {exc}") from None
+        raise OntologyError(f"{path}: not a valid JSON {what}: {exc}") from None
+
+
+def dag_from_nested_tree(path: Path) -> TopicDag:
+    """Read a nested {url, title, links:[...]} tree and merge its nodes by url into a DAG."""
+    root = _read_json(path, "tree")
     g = nx.DiGraph()
     warnings: list[str] = []
     stack = [(root, None, ())]
@@ -88,13 +98,23 @@ def dag_from_nested_tree(path: Path) -> TopicDag:
 def dag_from_nodes_edges(nodes_path: Path, edges_path: Path | None = None) -> TopicDag:
     """Read a DAG given as nodes + edges: two CSV files (id,title[,url] / parent,child) or one JSON
     file {"nodes": [{"id", "title", "url"?}], "edges": [[parent, child], ...]}. Nodes sharing a url merge."""
-    if edges_path is None or nodes_path.suffix in (".json", ".gz"):
-        with _open_text(nodes_path) as f:
-            doc = json.load(f)
+    if nodes_path.name.endswith(JSON_NODES_SUFFIXES):
+        if edges_path is not None:
+            raise OntologyError(
+                f"{nodes_path}: a JSON nodes file carries its own 'edges'; "
+                f"drop the separate edges file {edges_path}"
+            )
+        doc = _read_json(nodes_path, "{nodes, edges} document")
+        if not isinstance(doc, dict):
+            raise OntologyError(f"{nodes_path}: expected a JSON object with 'nodes' and 'edges'")
+        # JSON locations are 1-based item numbers in the 'nodes' / 'edges' lists
         nodes = [(i + 1, n) for i, n in enumerate(doc.get("nodes", []))]
         edges = [(i + 1, e) for i, e in enumerate(doc.get("edges", []))]
         edges_path = nodes_path
+    elif edges_path is None:
+        raise OntologyError(f"{nodes_path}: CSV nodes need an edges file (parent,child)")
     else:
+        # CSV locations are file line numbers (the header is line 1)
         with _open_text(nodes_path) as f:
             nodes = [(i + 2, n) for i, n in enumerate(csv.DictReader(f))]
         with _open_text(edges_path) as f:
@@ -104,14 +124,14 @@ def dag_from_nodes_edges(nodes_path: Path, edges_path: Path | None = None) -> To
     g = nx.DiGraph()
     key_of: dict[str, str] = {}
     for line, n in nodes:
-        if not n.get("id") or not n.get("title"):
+        if not isinstance(n, dict) or not n.get("id") or not n.get("title"):
             raise OntologyError(f"{nodes_path}:{line}: node needs 'id' and 'title' (got {n})")
         key = n.get("url") or str(n["id"])
         key_of[str(n["id"])] = key
         ids = [*g.nodes[key].get("ids", ()), str(n["id"])] if key in g else [str(n["id"])]
         g.add_node(key, title=n["title"], ids=ids)
     for line, e in edges:
-        if len(e) != 2:
+        if not isinstance(e, (list, tuple)) or len(e) != 2:
             raise OntologyError(f"{edges_path}:{line}: an edge is a [parent, child] pair (got {e})")
         p, c = (str(x) for x in e)
         for end in (p, c):
