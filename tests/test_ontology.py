@@ -430,3 +430,92 @@ def test_load_dag_resolves_bundled_relative_and_absolute_paths(tmp_path, monkeyp
     tree_path = tmp_path / "tree.json"
     _nested(tree_path, {"title": "R", "links": [{"title": "A"}]})
     assert load_dag(OntologyConfig(path=str(tree_path))).n_topics == 2
+
+
+def _preorder_trees(n):
+    """Every parent array of n nodes in preorder (parent[i] < i): (n-1)! trees."""
+    if n == 1:
+        yield [-1]
+        return
+    for smaller in _preorder_trees(n - 1):
+        for p in range(n - 1):
+            yield [*smaller, p]
+
+
+def _naive_lca(parent, u, v):
+    ancestors = set()
+    while u != -1:
+        ancestors.add(u)
+        u = parent[u]
+    while v not in ancestors:
+        v = parent[v]
+    return v
+
+
+def test_lca_on_every_small_tree_and_every_pair():
+    checked = 0
+    for n in range(1, 7):
+        for parent in _preorder_trees(n):
+            depth = [0] * n
+            for i in range(1, n):
+                depth[i] = depth[parent[i]] + 1
+            idx = LCAIndex(np.array(parent), np.array(depth))
+            u, v = np.divmod(np.arange(n * n), n)
+            want = [_naive_lca(parent, int(a), int(b)) for a, b in zip(u, v, strict=True)]
+            assert idx.lca(u, v).tolist() == want, parent
+            one = idx.lca(n - 1, 0)
+            assert type(one) is int and one == 0
+            checked += 1
+    assert checked == 1 + 1 + 2 + 6 + 24 + 120
+
+
+def test_lca_with_a_node_of_many_children():
+    # 300 children of the root, each with one child: small-int identity tricks do not hold above 256
+    parent = [-1] + [0] * 300 + list(range(1, 301))
+    depth = [0] + [1] * 300 + [2] * 300
+    idx = LCAIndex(np.array(parent), np.array(depth))
+    grandkids = np.arange(301, 601)
+    assert idx.lca(grandkids, grandkids - 300).tolist() == list(range(1, 301))
+    assert idx.lca(np.array([301, 600]), np.array([600, 302])).tolist() == [0, 0]
+
+
+@pytest.mark.parametrize(
+    ("parent", "node"),
+    [([-1, 0, -1], 2), ([-1, 2, 0], 1), ([-1, 1], 1), ([-1, 0, 5], 2)],
+)
+def test_lca_refuses_a_parent_array_that_is_not_one_preorder_tree(parent, node):
+    with pytest.raises(ValueError, match=f"not one tree in preorder: node {node} has parent"):
+        LCAIndex(np.array(parent), np.zeros(len(parent), dtype=np.int16))
+    with pytest.raises(ValueError, match="at least the root"):
+        LCAIndex(np.array([], dtype=np.int32), np.array([], dtype=np.int16))
+
+
+def test_information_content_edges():
+    parent = np.array([-1, 0, 0, 2])
+    with pytest.raises(ValueError, match="at least one annotation"):
+        information_content(parent, np.zeros(4))
+    # one annotation is enough; an unannotated branch has infinite IC and Lin 0 with anything
+    ic = information_content(parent, np.array([0, 0, 0, 1]))
+    assert ic.tolist() == [0.0, math.inf, 0.0, 0.0]
+    idx = LCAIndex(parent, np.array([0, 1, 1, 2]))
+    assert lin(ic, idx, 1, 3) == 0.0
+    ic = information_content(parent, np.array([0, 1, 0, 0]))
+    assert ic[1] == 0.0 and ic[2] == math.inf and ic[3] == math.inf
+
+
+def test_lin_table_is_the_same_whatever_the_block_size():
+    rng = np.random.default_rng(3)
+    n = 60
+    parent = np.array([-1] + [int(rng.integers(0, i)) for i in range(1, n)])
+    depth = np.zeros(n, dtype=np.int16)
+    for i in range(1, n):
+        depth[i] = depth[parent[i]] + 1
+    ic = information_content(parent, rng.integers(1, 5, n))
+    idx = LCAIndex(parent, depth)
+    nodes = rng.choice(n, 17, replace=False)
+    full = lin_table(ic, idx, nodes)
+    u, v = np.meshgrid(nodes, nodes, indexing="ij")
+    assert np.allclose(full, lin(ic, idx, u.ravel(), v.ravel()).reshape(17, 17), rtol=1e-6)
+    for chunk in (1, 4, 16, 17, 100):
+        assert np.array_equal(lin_table(ic, idx, nodes, chunk=chunk), full)
+    assert np.allclose(np.diag(full)[ic[nodes] > 0], 1.0)

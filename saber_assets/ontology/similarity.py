@@ -10,6 +10,16 @@ class LCAIndex:
 
     def __init__(self, parent: np.ndarray, depth: np.ndarray) -> None:
         n = len(parent)
+        if n == 0:
+            raise ValueError("LCAIndex needs at least the root")
+        above = np.asarray(parent[1:], dtype=np.int64)
+        bad = np.flatnonzero((above < 0) | (above >= np.arange(1, n)))
+        if len(bad):
+            i = int(bad[0]) + 1
+            # a second root, or a parent after its child: the tour below would miss nodes
+            raise ValueError(
+                f"parent array is not one tree in preorder: node {i} has parent {int(parent[i])}"
+            )
         children: list[list[int]] = [[] for _ in range(n)]
         for i in range(1, n):
             children[int(parent[i])].append(i)
@@ -28,7 +38,6 @@ class LCAIndex:
                 stack.append((children[node][k], 0))
             else:
                 stack.pop()
-        assert pos == 2 * n - 1, "parent array is not a single tree"
         self.first = first
         self.tour = tour
         tour_depth = np.asarray(depth, dtype=np.int32)[tour]
