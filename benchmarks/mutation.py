@@ -44,7 +44,7 @@ MODULES: dict[str, tuple[str, str]] = {
     "shards": ("saber_assets/signals/shards.py", "tests/test_signals.py -k 'not dagster'"),
     "thresholds": (
         "saber_assets/signals/thresholds.py",
-        "tests/test_signals.py -k 'threshold or viability'",
+        "tests/test_signals.py -k 'threshold or viability or row_pairs'",
     ),
     "swiss": (
         "saber_assets/tournament/swiss.py",
