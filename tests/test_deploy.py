@@ -314,3 +314,21 @@ def test_config_expands_only_saber_variables(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="only SABER_\\* variables") as err:
         load_config(path)
     assert "sk-secret" not in str(err.value)
+
+
+def test_shard_pods_fit_the_measured_peak_and_follow_the_configured_stored_share():
+    from saber_assets.ops.pods import pod_size
+    from saber_assets.signals.sizing import shard_pod_memory_gib
+
+    # measured by the scale rehearsal: 70K problems in 4 shards, 11% of pairs stored, the first
+    # shard's process peaked at 4.52 GB (the 5% default requested 4 GiB: an OOM kill)
+    assert shard_pod_memory_gib(70_000, 17_500) * 2**30 > 4.52e9 * 1.2
+    cfg = load_config(REPO_ROOT / "configs" / "cluster.yaml")
+    sizes = {}
+    for share in (0.05, 0.18, 0.4):
+        pods = cfg.pods.model_copy(update={"stored_fraction": share})
+        sizes[share] = int(
+            pod_size("build_signal_shards", cfg.model_copy(update={"pods": pods})).memory[:-2]
+        )
+    assert sizes[0.05] < sizes[0.18] < sizes[0.4]
+    assert sizes[0.18] == int(pod_size("build_signal_shards", cfg).memory[:-2])  # the default

@@ -25,7 +25,9 @@ def pod_size(job: str, cfg: PipelineConfig) -> PodSize:
     if job in pods.jobs:
         return pods.jobs[job]
     if job == "build_signal_shards":
-        gib = shard_pod_memory_gib(pods.expected_problems, largest_shard_rows(cfg))
+        gib = shard_pod_memory_gib(
+            pods.expected_problems, largest_shard_rows(cfg), stored_fraction=pods.stored_fraction
+        )
         return PodSize(cpu=str(cfg.signals.threads), memory=f"{gib}Gi")
     if job in LLM_JOBS and cfg.llm.judge_backend != "cpu":
         return pods.llm

@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import math
 
+from ..settings import DEFAULT_STORED_FRACTION
 from .shards import BYTES_PER_PAIR
-
-# stored share of pairs at the default floors, measured by benchmarks/signals.py on the bundled
-# corpus; the estimate is dominated by the Lin table at realistic sizes
-DEFAULT_STORED_FRACTION = 0.05
 
 
 def shard_memory_bytes(
@@ -32,7 +29,13 @@ def shard_memory_bytes(
     )
 
 
-def shard_pod_memory_gib(n_problems: int, rows_per_shard: int, headroom: float = 1.5) -> int:
+def shard_pod_memory_gib(
+    n_problems: int,
+    rows_per_shard: int,
+    headroom: float = 1.5,
+    stored_fraction: float = DEFAULT_STORED_FRACTION,
+) -> int:
     """Whole GiB for the pod's request: the estimate × headroom, plus 1 GiB for Python and
     Dagster."""
-    return math.ceil(shard_memory_bytes(n_problems, rows_per_shard) * headroom / 2**30) + 1
+    need = shard_memory_bytes(n_problems, rows_per_shard, stored_fraction=stored_fraction)
+    return math.ceil(need * headroom / 2**30) + 1
