@@ -481,7 +481,7 @@ def test_lca_with_a_node_of_many_children():
 
 @pytest.mark.parametrize(
     ("parent", "node"),
-    [([-1, 0, -1], 2), ([-1, 2, 0], 1), ([-1, 1], 1), ([-1, 0, 5], 2)],
+    [([-1, 0, -1], 2), ([-1, 2, 0], 1), ([-1, 1], 1), ([-1, 0, 5], 2), ([-1, 2, -1], 1)],
 )
 def test_lca_refuses_a_parent_array_that_is_not_one_preorder_tree(parent, node):
     with pytest.raises(ValueError, match=f"not one tree in preorder: node {node} has parent"):
