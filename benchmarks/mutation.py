@@ -39,7 +39,10 @@ OUT = REPO / "benchmarks" / "out"
 
 # module name -> (source file, pytest arguments that test it)
 MODULES: dict[str, tuple[str, str]] = {
-    "kernels": ("saber_assets/signals/kernels.py", "tests/test_signals.py -k 'not dagster'"),
+    "kernels": (
+        "saber_assets/signals/kernels.py",
+        "tests/test_signals.py -k 'not dagster and not viability and not threshold and not row_pairs'",
+    ),
     "prepare": ("saber_assets/signals/prepare.py", "tests/test_signals.py -k 'not dagster'"),
     "shards": ("saber_assets/signals/shards.py", "tests/test_signals.py -k 'not dagster'"),
     "thresholds": (
@@ -78,6 +81,14 @@ MODULES: dict[str, tuple[str, str]] = {
     "automation": ("saber_assets/ops/automation.py", "tests/test_automation.py"),
 }
 
+
+# Environment of a module's test runs. The signal kernels run with Numba's JIT off: every mutant
+# would otherwise recompile them (~20 s a mutant on 2 cores, ~1,000 mutants), while in Python the
+# kernels' tests take ~4 s. A mutant is then judged by the kernels' Python semantics; the same
+# tests prove in CI that the compiled kernels agree with them (and with plain Python).
+# `thresholds` cannot: its counting sort relies on Numba's integer widening (uint8 + 1 wraps in
+# NumPy), so its tests fail with the JIT off.
+MODULE_ENV: dict[str, dict[str, str]] = {"kernels": {"NUMBA_DISABLE_JIT": "1"}}
 
 # operators not generated (regexes on cosmic-ray's operator names)
 EXCLUDED_OPERATORS = [
@@ -203,6 +214,7 @@ def run_module(name: str, timeout: float, workers: int = 1) -> dict:
                         [sys.executable, __file__, "--serve", "fork.sock", str(work), "--"]
                         + shlex.split(pytest_args),
                         cwd=work,
+                        env={**os.environ, **MODULE_ENV.get(name, {})},
                     )
                 )
             for work, server in zip(copies, procs, strict=True):
