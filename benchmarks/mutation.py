@@ -87,8 +87,12 @@ MODULES: dict[str, tuple[str, str]] = {
 # kernels' tests take ~4 s. A mutant is then judged by the kernels' Python semantics; the same
 # tests prove in CI that the compiled kernels agree with them (and with plain Python).
 # `thresholds` cannot: its counting sort relies on Numba's integer widening (uint8 + 1 wraps in
-# NumPy), so its tests fail with the JIT off.
-MODULE_ENV: dict[str, dict[str, str]] = {"kernels": {"NUMBA_DISABLE_JIT": "1"}}
+# NumPy), so its tests fail with the JIT off; it is compiled with bounds checking instead, so a
+# mutant that indexes one slot past an array fails (as tests/test_kernel_bounds.py does in CI).
+MODULE_ENV: dict[str, dict[str, str]] = {
+    "kernels": {"NUMBA_DISABLE_JIT": "1"},
+    "thresholds": {"NUMBA_BOUNDSCHECK": "1"},
+}
 
 # operators not generated (regexes on cosmic-ray's operator names)
 EXCLUDED_OPERATORS = [

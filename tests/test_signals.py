@@ -19,8 +19,10 @@ from saber_assets.signals.prepare import (
 )
 from saber_assets.signals.shards import LOWER, UPPER, ShardError, read_shard, write_shard
 from saber_assets.signals.thresholds import (
+    QMAX,
     derive_thresholds,
     row_pairs,
+    strictest,
     viable_counts,
     viable_per_domain,
 )
@@ -354,6 +356,85 @@ def test_exact_viability_counts_equal_direct_counting():
         direct = viable_per_domain(n, (i, j, tq, sq), doms, ["X", "Y"], k, t, s_)
         assert (counts[0, t, s_], counts[1, t, s_]) == (direct["X"], direct["Y"]), (t, s_)
     assert counts[0].max() > 0  # the data has viable queries somewhere
+
+
+def _all_viability(n, i, j, tq, sq, k):
+    """viable[r, τ_t, τ_s] for every threshold pair, by counting: per τ_t, histograms of q_s
+    over each row's hi set (q_t > τ_t) and lo set, cumulated over τ_s."""
+    rows = np.concatenate([i, j])
+    t = np.concatenate([tq, tq]).astype(np.int64)
+    s_ = np.concatenate([sq, sq]).astype(np.int64)
+    out = np.zeros((n, QMAX, QMAX), dtype=bool)
+    for tt in range(QMAX):
+        hi = np.zeros((n, QMAX + 1), np.int64)
+        lo = np.zeros((n, QMAX + 1), np.int64)
+        np.add.at(hi, (rows[t > tt], s_[t > tt]), 1)
+        np.add.at(lo, (rows[t <= tt], s_[t <= tt]), 1)
+        hi_le = np.cumsum(hi, axis=1)[:, :QMAX]  # #hi with q_s <= τ_s: topic-only
+        both = hi.sum(axis=1, keepdims=True) - hi_le
+        summary_only = lo.sum(axis=1, keepdims=True) - np.cumsum(lo, axis=1)[:, :QMAX]
+        out[:, tt, :] = (hi_le >= k) & (both >= k) & (summary_only >= k)
+    return out
+
+
+def test_viable_counts_equal_counting_at_every_threshold_with_extreme_values():
+    """Every (τ_t, τ_s) from 0 to 254, with values piled at 0, 1, 254 and 255 (the ends of the
+    counting sorts and of the difference array), k = 1 and k = 3."""
+    rng = np.random.default_rng(23)
+    n, m = 24, 1800
+    i = rng.integers(0, n, m)
+    j = (i + rng.integers(1, n, m)) % n
+    ends = np.array([0, 1, 254, 255])
+    pick = rng.random((2, m)) < 0.5
+    tq = np.where(pick[0], rng.choice(ends, m), rng.integers(0, 256, m)).astype(np.uint8)
+    sq = np.where(pick[1], rng.choice(ends, m), rng.integers(0, 256, m)).astype(np.uint8)
+    indptr, t_sorted, s_sorted = row_pairs(n, i, j, tq, sq)
+    doms = [[0] if r % 2 else [0, 1] for r in range(n)]
+    for k in (1, 3):
+        want = _all_viability(n, i, j, tq, sq, k)
+        counts = viable_counts(indptr, t_sorted, s_sorted, doms, 2, k, 0, 0)
+        assert counts.shape == (2, QMAX, QMAX)
+        assert np.array_equal(counts[0], want.sum(axis=0))
+        assert np.array_equal(counts[1], want[0::2].sum(axis=0))
+        assert counts[0, 254].max() > 0 and counts[0, :, 254].max() > 0  # the edges are reached
+    # above the floors only: entries below (τ_t < t_min or τ_s < s_min) are 0, the rest exact
+    want = _all_viability(n, i, j, tq, sq, 1).sum(axis=0)
+    counts = viable_counts(indptr, t_sorted, s_sorted, [[0]] * n, 1, 1, 100, 40)[0]
+    assert not counts[:100].any() and not counts[:, :40].any()
+    assert np.array_equal(counts[100:, 40:], want[100:, 40:])
+
+
+def test_strictest_takes_the_largest_sum_then_the_larger_topic_threshold():
+    viable = np.zeros((QMAX, QMAX), np.int64)
+    viable[10, 50] = viable[50, 10] = viable[30, 30] = 5  # three points with sum 60
+    viable[40, 19] = 9  # sum 59
+    viable[200, 200] = 4  # strictest of all, but below q_min
+    assert strictest(viable, 5) == (50, 10)
+    assert strictest(viable, 4) == (200, 200)
+    assert strictest(viable, 6) == (40, 19)
+    assert strictest(viable, 10) is None
+    assert type(strictest(viable, 5)[0]) is int
+
+
+def test_thresholds_never_go_below_one_quantum_under_the_storage_floors():
+    """Counts are exact down to floor − 1: A's point (219, 54) is reachable with floors 220 / 55
+    and not with 221 / 56, where A is infeasible and B's (230, 60) is the answer."""
+    a_rows = [[(2, 220, 10), (2, 220, 55), (2, 100, 55)]] * 2
+    b_rows = [[(2, 231, 10), (2, 231, 61), (2, 100, 61)]] * 2
+    n, pairs = _planted(a_rows + b_rows)
+    doms = [["A"]] * 2 + [["B"]] * 2 + [[] for _ in range(n - 4)]
+
+    def choose(ft, fs):
+        return derive_thresholds(
+            n, pairs, doms, ["A", "B"], q_min=2, k=2, floor_topic_q=ft, floor_summary_q=fs
+        ).per_domain
+
+    assert choose(220, 55) == {"A": (219, 54, 2), "B": (230, 60, 2)}
+    assert choose(221, 55)["A"] is None and choose(220, 56)["A"] is None
+    assert choose(221, 56) == {"A": None, "B": (230, 60, 2)}
+    assert choose(231, 61) == {"A": None, "B": (230, 60, 2)}
+    with pytest.raises(ValueError, match="no domain has 2 queries"):
+        choose(232, 61)
 
 
 def test_row_pairs_is_a_stable_sort_by_row_then_topic_descending():

@@ -1,0 +1,30 @@
+"""Numba does not check indices: a kernel that reads or writes one slot past an array corrupts
+memory silently (a histogram one bin short, a difference array one column short). The signal
+and threshold tests are run once more with Numba's bounds checking on, so such a slip fails as an
+IndexError instead."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_signal_kernels_and_thresholds_stay_in_bounds(tmp_path):
+    # a cache of its own: Numba's cache key ignores the bounds-check flag, so a cached unchecked
+    # compile would be reused
+    env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    args = ["-p", "no:logging", "tests/test_signals.py"]
+    # the Dagster tests add nothing here; the thread-split test repeats the block kernel
+    args += ["-k", "not dagster and not threads"]
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert " passed" in run.stdout and "deselected" in run.stdout
