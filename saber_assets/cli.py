@@ -5,6 +5,7 @@ import os
 import shutil
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from .settings import DEFAULT_CONFIG, REPO_ROOT, data_home, load_config
@@ -453,7 +454,14 @@ def ui(port: int) -> int:
     return 0  # not reached
 
 
+def _quiet_dagster_notices() -> None:
+    """Dagster's notices that an API this project pins and tests is in beta or preview say nothing
+    a user of `saber` can act on; pytest and the UI's code server still show them."""
+    warnings.filterwarnings("ignore", message=r".* is currently in (beta|preview)")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _quiet_dagster_notices()
     parser = argparse.ArgumentParser(
         prog="saber", description="Build and evaluate SABER-Math-style benchmarks."
     )

@@ -76,6 +76,7 @@ def test_tournament_killed_mid_run_resumes_without_asking_again(tiny_config, tmp
         out, _ = second.communicate(timeout=900)
         assert second.returncode == 0, out[-3000:]
         assert "of a killed build marked failed" in out  # its pool slot freed, or it would hang
+        assert "currently in beta" not in out and "currently in preview" not in out
         asked_second = len(srv.requests) - asked_first
 
     meta = _last_tournament_metadata(tmp_path / "home" / "dagster_home")
