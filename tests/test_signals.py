@@ -458,6 +458,20 @@ def test_row_pairs_is_a_stable_sort_by_row_then_topic_descending():
     assert np.array_equal(empty[0], np.zeros(5)) and len(empty[1]) == 0
 
 
+def test_row_pairs_sorts_short_rows_and_rows_after_them():
+    """Rows of 0, 1, 2 and 3 pairs, each given in ascending q_t: every row with two or more is
+    reversed, whatever precedes it."""
+    # row 0: none; row 1: one (with row 4); row 2: two; row 3: three; row 4: the partner of 1
+    i = np.array([1, 2, 2, 3, 3, 3])
+    j = np.array([4, 5, 6, 5, 6, 7])
+    tq = np.array([7, 10, 20, 1, 2, 3], np.uint8)
+    sq = np.array([70, 100, 200, 11, 22, 33], np.uint8)
+    indptr, t_sorted, s_sorted = row_pairs(8, i, j, tq, sq)
+    assert indptr.tolist() == [0, 0, 1, 3, 6, 7, 9, 11, 12]
+    assert t_sorted.tolist() == [7, 20, 10, 3, 2, 1, 7, 10, 1, 20, 2, 3]
+    assert s_sorted.tolist() == [70, 200, 100, 33, 22, 11, 70, 100, 11, 200, 22, 33]
+
+
 def test_prepare_inputs_errors_and_tokens():
     assert summary_tokens("Use the Pigeonhole principle; find x^2 and a_1 values.") == [
         "use",

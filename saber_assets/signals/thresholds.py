@@ -109,10 +109,9 @@ def _viable_diff(indptr, tq, sq, dom_ptr, dom_idx, n_domains, k, t_min, s_min): 
         for p in range(a, b):
             cnt_lo[sq[p]] += 1
         n_hi = 0
-        n_lo = b - a
         # K-th largest q_s among the lo set (q_t <= τ_t): a3, with c3 = #lo >= a3
         a3 = 0
-        c3 = n_lo
+        c3 = b - a
         while c3 - cnt_lo[a3] >= k:
             c3 -= cnt_lo[a3]
             a3 += 1
@@ -129,7 +128,6 @@ def _viable_diff(indptr, tq, sq, dom_ptr, dom_idx, n_domains, k, t_min, s_min): 
                 cnt_hi[v] += 1
                 n_hi += 1
                 cnt_lo[v] -= 1
-                n_lo -= 1
                 if v >= a3:
                     c3 -= 1
                 while c3 < k and a3 > 0:
