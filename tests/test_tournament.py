@@ -764,6 +764,42 @@ def test_rate_soft_measurements_loser_mapping_and_queries_without_judgments():
     assert none["rating"].to_list() == [2.5] * 6 and none["games"].to_list() == [0] * 6
 
 
+def _closest_oracle(order, keys, played):
+    """The docstring's rule, literally: the lowest unpaired candidate meets the unpaired, unmet
+    one with the smallest key gap (ties: the earlier), or sits out."""
+    free = set(range(len(order)))
+    pairs = []
+    for p in range(len(order)):
+        if p not in free:
+            continue
+        free.discard(p)
+        options = [
+            (abs(keys[q] - keys[p]), q)
+            for q in sorted(free)
+            if frozenset((int(order[p]), int(order[q]))) not in played
+        ]
+        if options:
+            q = min(options)[1]
+            free.discard(q)
+            pairs.append((int(order[p]), int(order[q])))
+    return pairs
+
+
+def test_greedy_closest_equals_the_rule_with_negative_keys_and_met_pairs():
+    """Adaptive pairing passes strength estimates, negative ones included."""
+    from saber_assets.tournament.swiss import greedy_closest
+
+    rng = np.random.default_rng(17)
+    for _ in range(200):
+        n = int(rng.integers(2, 13))
+        order = rng.permutation(n)
+        keys = np.sort(rng.normal(-1.0, 2.0, n).round(1))
+        played = {
+            frozenset(map(int, rng.choice(n, 2, replace=False))) for _ in range(rng.integers(0, n))
+        }
+        assert greedy_closest(order, keys, played) == _closest_oracle(order, keys, played)
+
+
 def test_greedy_closest_known_answers():
     from saber_assets.tournament.swiss import greedy_closest
 
