@@ -80,7 +80,7 @@ def _row_pairs(n, i, j, tq, sq):  # pragma: no cover - compiled
             continue
         start[:] = 0
         for p in range(a, b):
-            start[QMAX - t_out[p] + 1] += 1
+            start[QMAX + 1 - int(t_out[p])] += 1  # int(): no uint8 wrap with the JIT off
         for v in range(QMAX + 1):
             start[v + 1] += start[v]
         for p in range(a, b):
