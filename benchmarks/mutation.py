@@ -339,9 +339,10 @@ def main() -> None:
         return
     OUT.mkdir(parents=True, exist_ok=True)
     results_file = OUT / "mutation.json"
-    results = json.loads(results_file.read_text()) if results_file.exists() else {}
     for name in args.modules or list(MODULES):
         r = run_module(name, args.timeout, args.workers)
+        # read again: another run (another module) may have written meanwhile
+        results = json.loads(results_file.read_text()) if results_file.exists() else {}
         results[name] = r
         results_file.write_text(json.dumps(results, indent=1))
         write_report(results)
