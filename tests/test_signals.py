@@ -9,7 +9,13 @@ from saber_assets.signals.compute import (
     load_pairs,
     memory_available,
 )
-from saber_assets.signals.kernels import bma_jaccard_dense, quantize, signal_block, to_csr
+from saber_assets.signals.kernels import (
+    bma_jaccard_dense,
+    pairwise_block_naive,
+    quantize,
+    signal_block,
+    to_csr,
+)
 from saber_assets.signals.prepare import (
     SignalInputError,
     SignalInputs,
@@ -107,6 +113,60 @@ def test_block_kernel_agrees_with_dense_up_to_quantisation():
     assert got ^ exp == border
     # every pair of the block lands in its row's histogram
     assert hist.sum() == sel.sum() and hist.shape == (130, 8, 8)
+
+
+def test_dense_refuses_topic_ids_outside_the_lin_table():
+    lin = np.eye(5, dtype=np.float32)
+    for bad in ([-1, 2], [2, 5]):
+        with pytest.raises(ValueError, match=r"topic ids must lie in \[0, 5\)"):
+            bma_jaccard_dense([[1], bad], lin, [[1], [2]])
+    # ids that never use topic 0 (or the last) are fine
+    top, _ = bma_jaccard_dense([[1, 2], [2, 3]], lin, [[1], [2]])
+    assert top[0, 1] == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="2 topic sets but 1 token sets"):
+        bma_jaccard_dense([[1], [2]], lin, [[1]])
+
+
+def test_naive_baseline_sums_the_dense_signals():
+    """The benchmark's baseline computes what the kernels compute (else its ratio means nothing)."""
+    topics, lin, tokens = random_case(n=60, seed=9)
+    top, summ = bma_jaccard_dense(topics, lin, tokens)
+    tp, ti = to_csr(topics)
+    sp, si = to_csr(tokens)
+    got = pairwise_block_naive(tp, ti, lin, sp, si, 10, 35)
+    want = float(np.triu(top, 1)[10:35].sum() + np.triu(summ, 1)[10:35].sum())
+    assert got == pytest.approx(want, rel=1e-5)
+
+
+def test_block_kernel_with_many_topics_and_several_per_problem():
+    """300 topics (more than a tile's 64 lanes) and up to 9 topics a problem: the tile's topic
+    union outgrows 64 and the gathered tables must hold it."""
+    rng = np.random.default_rng(13)
+    t, n = 300, 150
+    lin = rng.random((t, t)).astype(np.float32)
+    lin = (lin + lin.T) / 2
+    np.fill_diagonal(lin, 1.0)
+    topics = [list(rng.choice(t, rng.integers(1, 10), replace=False)) for _ in range(n)]
+    tokens = [list(rng.integers(0, 50, rng.integers(1, 12))) for _ in range(n)]
+    top, summ = bma_jaccard_dense(topics, lin, tokens)
+    tp, ti = to_csr(topics)
+    sp, si = to_csr(tokens)
+    indptr, cols, tq, sq, hist = signal_block(tp, ti, lin, sp, si, 0, n, 0, 0, n_bins=4)
+    rows = np.repeat(np.arange(n), np.diff(indptr))
+    assert len(cols) == n * (n - 1) // 2  # floors 0: every pair kept
+    assert np.abs(tq.astype(int) - quantize(top[rows, cols]).astype(int)).max() <= 1
+    assert np.array_equal(sq, quantize(summ[rows, cols]))
+
+
+def test_block_kernel_keeping_nothing_still_counts_every_pair():
+    """Floors of 255 keep only perfect matches, and rows 5-69 have none (rows 0-3 hold them)."""
+    topics, lin, tokens = random_case(n=90, seed=4)
+    tp, ti = to_csr(topics)
+    sp, si = to_csr(_dense_ids(tokens))
+    indptr, cols, tq, sq, hist = signal_block(tp, ti, lin, sp, si, 5, 70, 255, 255, n_bins=8)
+    assert len(cols) == len(tq) == len(sq) == 0 and indptr.tolist() == [0] * 66
+    assert hist.shape == (65, 8, 8)
+    assert hist.sum(axis=(1, 2)).tolist() == [89 - i for i in range(5, 70)]
 
 
 def test_upper_plus_lower_segments_equal_full_recomputation():
