@@ -125,6 +125,8 @@ def test_dense_refuses_topic_ids_outside_the_lin_table():
     assert top[0, 1] == pytest.approx(0.5)
     with pytest.raises(ValueError, match="2 topic sets but 1 token sets"):
         bma_jaccard_dense([[1], [2]], lin, [[1]])
+    with pytest.raises(ValueError, match="1 topic sets but 2 token sets"):
+        bma_jaccard_dense([[1]], lin, [[1], [2]])
 
 
 def test_naive_baseline_sums_the_dense_signals():
@@ -147,15 +149,44 @@ def test_block_kernel_with_many_topics_and_several_per_problem():
     lin = (lin + lin.T) / 2
     np.fill_diagonal(lin, 1.0)
     topics = [list(rng.choice(t, rng.integers(1, 10), replace=False)) for _ in range(n)]
-    tokens = [list(rng.integers(0, 50, rng.integers(1, 12))) for _ in range(n)]
+    # a vocabulary of 400: most pairs share nothing, so a token left set from an earlier row
+    # tile shows as a false intersection
+    tokens = [list(rng.integers(0, 400, rng.integers(1, 12))) for _ in range(n)]
     top, summ = bma_jaccard_dense(topics, lin, tokens)
     tp, ti = to_csr(topics)
     sp, si = to_csr(tokens)
-    indptr, cols, tq, sq, hist = signal_block(tp, ti, lin, sp, si, 0, n, 0, 0, n_bins=4)
+    indptr, cols, tq, sq, hist = signal_block(tp, ti, lin, sp, si, 0, n, 0, 0, n_bins=5)
     rows = np.repeat(np.arange(n), np.diff(indptr))
     assert len(cols) == n * (n - 1) // 2  # floors 0: every pair kept
     assert np.abs(tq.astype(int) - quantize(top[rows, cols]).astype(int)).max() <= 1
+    # rounding is to nearest: exact wherever the float sum is not within 1% of a half quantum
+    scaled = top[rows, cols].astype(np.float64) * 255
+    clear = np.abs(scaled - np.floor(scaled) - 0.5) > 0.01
+    assert clear.sum() > 0.9 * len(cols)
+    assert np.array_equal(tq[clear], quantize(top[rows, cols])[clear])
     assert np.array_equal(sq, quantize(summ[rows, cols]))
+    # each pair in its row's (topic bin, summary bin): bin = q * n_bins // 256
+    want = np.zeros_like(hist)
+    np.add.at(want, (rows, tq.astype(int) * 5 // 256, sq.astype(int) * 5 // 256), 1)
+    assert np.array_equal(hist, want) and hist[:, 4, :].sum() > 0 and hist[:, :, 0].sum() > 0
+
+
+def test_token_sets_of_255_are_the_cap_and_256_is_refused():
+    """The bit-sliced counter has 8 planes: 255 tokens is the largest set; identical and
+    disjoint sets of that size reach both ends of the (intersection, union) table."""
+    lin = np.eye(3, dtype=np.float32)
+    big = list(range(255))
+    tokens = [big, big, list(range(255, 510)), [0]]
+    tp, ti = to_csr([[0], [0], [1], [2]])
+    sp, si = to_csr(tokens)
+    indptr, cols, tq, sq, _ = signal_block(tp, ti, lin, sp, si, 0, 4, 0, 0)
+    rows = np.repeat(np.arange(4), np.diff(indptr)).tolist()
+    got = dict(zip(zip(rows, cols.tolist(), strict=True), sq.tolist(), strict=True))
+    assert got[(0, 1)] == 255 and got[(0, 2)] == 0 and got[(1, 2)] == 0
+    assert got[(0, 3)] == quantize(1 / 255)
+    sp, si = to_csr([*tokens[:3], list(range(600, 856))])
+    with pytest.raises(ValueError, match="more than 255 distinct tokens"):
+        signal_block(tp, ti, lin, sp, si, 0, 4, 0, 0)
 
 
 def test_block_kernel_keeping_nothing_still_counts_every_pair():
