@@ -468,31 +468,51 @@ def _all_viability(n, i, j, tq, sq, k):
     return out
 
 
-def test_viable_counts_equal_counting_at_every_threshold_with_extreme_values():
-    """Every (τ_t, τ_s) from 0 to 254, with values piled at 0, 1, 254 and 255 (the ends of the
-    counting sorts and of the difference array), k = 1 and k = 3."""
+@pytest.mark.parametrize("data", ["ends", "sparse"])
+def test_viable_counts_equal_counting_at_every_threshold(data):
+    """Every (τ_t, τ_s) from 0 to 254, k = 1 and k = 3, on two kinds of rows: ~150 pairs with
+    values piled at 0, 1, 254 and 255 (the ends of the counting sorts and of the difference
+    array), and ~8 pairs of spread, rarely tied values (order statistics that move one pair at a
+    time, groups of exactly k). Row 0 belongs to no domain and is skipped: later rows still count."""
     rng = np.random.default_rng(23)
-    n, m = 24, 1800
+    n, m = (24, 1800) if data == "ends" else (40, 160)
     i = rng.integers(0, n, m)
     j = (i + rng.integers(1, n, m)) % n
-    ends = np.array([0, 1, 254, 255])
-    pick = rng.random((2, m)) < 0.5
-    tq = np.where(pick[0], rng.choice(ends, m), rng.integers(0, 256, m)).astype(np.uint8)
-    sq = np.where(pick[1], rng.choice(ends, m), rng.integers(0, 256, m)).astype(np.uint8)
+    if data == "ends":
+        ends = np.array([0, 1, 254, 255])
+        pick = rng.random((2, m)) < 0.5
+        tq = np.where(pick[0], rng.choice(ends, m), rng.integers(0, 256, m)).astype(np.uint8)
+        sq = np.where(pick[1], rng.choice(ends, m), rng.integers(0, 256, m)).astype(np.uint8)
+    else:
+        tq, sq = rng.integers(0, 256, (2, m)).astype(np.uint8)
     indptr, t_sorted, s_sorted = row_pairs(n, i, j, tq, sq)
-    doms = [[0] if r % 2 else [0, 1] for r in range(n)]
+    doms = [[]] + [[0] if r % 2 else [0, 1] for r in range(1, n)]
     for k in (1, 3):
         want = _all_viability(n, i, j, tq, sq, k)
+        want[0] = False
         counts = viable_counts(indptr, t_sorted, s_sorted, doms, 2, k, 0, 0)
         assert counts.shape == (2, QMAX, QMAX)
         assert np.array_equal(counts[0], want.sum(axis=0))
         assert np.array_equal(counts[1], want[0::2].sum(axis=0))
-        assert counts[0, 254].max() > 0 and counts[0, :, 254].max() > 0  # the edges are reached
+        assert counts[0].max() > 0
+        if data == "ends":
+            assert counts[0, 254].max() > 0 and counts[0, :, 254].max() > 0  # edges reached
     # above the floors only: entries below (τ_t < t_min or τ_s < s_min) are 0, the rest exact
     want = _all_viability(n, i, j, tq, sq, 1).sum(axis=0)
     counts = viable_counts(indptr, t_sorted, s_sorted, [[0]] * n, 1, 1, 100, 40)[0]
     assert not counts[:100].any() and not counts[:, :40].any()
     assert np.array_equal(counts[100:, 40:], want[100:, 40:])
+
+
+def test_summary_only_bound_is_the_kth_largest_of_the_topic_weak_pairs():
+    """k = 1, one row: at τ_t = 100 topic-only needs τ_s >= 5, both τ_s < 200, summary-only
+    τ_s < 150 (the larger of the topic-weak pairs' 150 and 120): viable for τ_s in [5, 149]."""
+    n, (i, j, tq, sq) = _planted([[(1, 200, 5), (1, 200, 200), (1, 50, 150), (1, 40, 120)]])
+    indptr, t_sorted, s_sorted = row_pairs(n, i, j, tq, sq)
+    counts = viable_counts(indptr, t_sorted, s_sorted, [[0]] + [[]] * (n - 1), 1, 1, 0, 0)[0]
+    want = _all_viability(n, i, j, tq, sq, 1)[0]
+    assert np.array_equal(counts, want)
+    assert counts[100, 149] == 1 and counts[100, 150] == 0 and counts[100, 4] == 0
 
 
 def test_strictest_takes_the_largest_sum_then_the_larger_topic_threshold():
@@ -526,6 +546,12 @@ def test_thresholds_never_go_below_one_quantum_under_the_storage_floors():
     assert choose(231, 61) == {"A": None, "B": (230, 60, 2)}
     with pytest.raises(ValueError, match="no domain has 2 queries"):
         choose(232, 61)
+    # a summary threshold of 0 (q_s = 1 is relevant, q_s = 0 is not) is reachable at floor 0
+    n, pairs = _planted([[(2, 220, 0), (2, 220, 1), (2, 100, 1)]] * 2)
+    choice = derive_thresholds(
+        n, pairs, [["A"]] * 2 + [[]] * (n - 2), ["A"], 2, 2, floor_topic_q=0, floor_summary_q=0
+    )
+    assert choice.per_domain == {"A": (219, 0, 2)}
 
 
 def test_row_pairs_is_a_stable_sort_by_row_then_topic_descending():
