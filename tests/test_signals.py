@@ -27,6 +27,7 @@ from saber_assets.signals.shards import LOWER, UPPER, ShardError, read_shard, wr
 from saber_assets.signals.thresholds import (
     QMAX,
     derive_thresholds,
+    group_sizes,
     row_pairs,
     strictest,
     viable_counts,
@@ -552,6 +553,16 @@ def test_thresholds_never_go_below_one_quantum_under_the_storage_floors():
         n, pairs, [["A"]] * 2 + [[]] * (n - 2), ["A"], 2, 2, floor_topic_q=0, floor_summary_q=0
     )
     assert choice.per_domain == {"A": (219, 0, 2)}
+    # and a topic threshold of 0: topic-only and both need q_t = 1, summary-only q_t = 0
+    n, pairs = _planted([[(2, 1, 0), (2, 1, 200), (2, 0, 200)]] * 2)
+    choice = derive_thresholds(
+        n, pairs, [["A"]] * 2 + [[]] * (n - 2), ["A"], 2, 2, floor_topic_q=0, floor_summary_q=0
+    )
+    assert choice.per_domain == {"A": (0, 199, 2)}
+    indptr, t_sorted, s_sorted = row_pairs(n, *pairs)
+    sizes = group_sizes(indptr, t_sorted, s_sorted, 0, 199)
+    assert all(len(x) == n for x in sizes)  # one entry per row, partner rows included
+    assert [x[:2].tolist() for x in sizes] == [[2, 2], [2, 2], [2, 2]]
 
 
 def test_row_pairs_is_a_stable_sort_by_row_then_topic_descending():
