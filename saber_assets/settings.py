@@ -31,14 +31,18 @@ BUNDLED_SOURCES: dict[str, tuple[str, dict[str, str]]] = {
     ),
 }
 BUNDLED_ONTOLOGIES = {"mathworld": "ontology/mathworld_tree.json.gz"}
-# a nodes file with one of these endings is a JSON {nodes, edges} document, else a CSV
-JSON_NODES_SUFFIXES = (".json", ".json.gz")
+
+
+def is_json_nodes(name: str) -> bool:
+    """A nodes file named *.json or *.json.gz is one JSON {nodes, edges} document, else a CSV."""
+    return name.endswith((".json", ".json.gz"))
 
 
 # stored share of pairs at the default signal floors, for pod sizing: the signal index reports
-# it (`stored_fraction`); measured 0.176 on the bundled sample with CPU annotations and 0.11-0.13 on the scale rehearsal's
-# synthetic ones (benchmarks/scale.py), so the default takes the larger. At 5% a 70K corpus in 4
-# shards was sized at 4 GiB and its first shard peaked at 4.52 GB.
+# it (`stored_fraction`); measured 0.176 on the bundled sample with CPU annotations and
+# 0.11-0.13 on the scale rehearsal's synthetic ones (benchmarks/scale.py), so the default takes
+# the larger. At 5% a 70K corpus in 4 shards was sized at 4 GiB and its first shard peaked at
+# 4.52 GB.
 DEFAULT_STORED_FRACTION = 0.18
 
 
@@ -127,7 +131,7 @@ class OntologyConfig(_Strict):
         given = [x for x in (self.path, self.nodes) if x]
         if given:
             self.bundled = None
-        json_nodes = bool(self.nodes) and self.nodes.endswith(JSON_NODES_SUFFIXES)
+        json_nodes = bool(self.nodes) and is_json_nodes(self.nodes)
         if self.nodes and not self.edges and not json_nodes:
             raise ValueError("ontology: a CSV 'nodes' file needs an 'edges' file")
         if json_nodes and self.edges:

@@ -391,13 +391,18 @@ def _planted(rows_spec):
     return nxt, arrays
 
 
-def test_exact_thresholds_known_answer_reach_the_papers_values():
-    """Built so that domain A's strictest point is (219, 54) quanta = (0.8588, 0.2118) — the
-    paper's 0.858 / 0.211 at the default floors — and B's is stricter in topic, looser in summary."""
+def _two_domains():
+    """Two query rows per domain: A's strictest point is (219, 54), B's (230, 60)."""
     a_rows = [[(2, 220, 10), (2, 220, 55), (2, 100, 55)]] * 2  # topic-only, both, summary-only
     b_rows = [[(2, 231, 10), (2, 231, 61), (2, 100, 61)]] * 2
     n, pairs = _planted(a_rows + b_rows)
-    doms = [["A"]] * 2 + [["B"]] * 2 + [[] for _ in range(n - 4)]
+    return n, pairs, [["A"]] * 2 + [["B"]] * 2 + [[] for _ in range(n - 4)]
+
+
+def test_exact_thresholds_known_answer_reach_the_papers_values():
+    """Built so that domain A's strictest point is (219, 54) quanta = (0.8588, 0.2118) — the
+    paper's 0.858 / 0.211 at the default floors — and B's is stricter in topic, looser in summary."""
+    n, pairs, doms = _two_domains()
     ft, fs = int(quantize(0.5)), int(quantize(0.2))  # the default storage floors
     choice = derive_thresholds(
         n, pairs, doms, ["A", "B"], q_min=2, k=2, floor_topic_q=ft, floor_summary_q=fs
@@ -531,10 +536,7 @@ def test_strictest_takes_the_largest_sum_then_the_larger_topic_threshold():
 def test_thresholds_never_go_below_one_quantum_under_the_storage_floors():
     """Counts are exact down to floor − 1: A's point (219, 54) is reachable with floors 220 / 55
     and not with 221 / 56, where A is infeasible and B's (230, 60) is the answer."""
-    a_rows = [[(2, 220, 10), (2, 220, 55), (2, 100, 55)]] * 2
-    b_rows = [[(2, 231, 10), (2, 231, 61), (2, 100, 61)]] * 2
-    n, pairs = _planted(a_rows + b_rows)
-    doms = [["A"]] * 2 + [["B"]] * 2 + [[] for _ in range(n - 4)]
+    n, pairs, doms = _two_domains()
 
     def choose(ft, fs):
         return derive_thresholds(

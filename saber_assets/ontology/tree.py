@@ -19,9 +19,9 @@ import polars as pl
 from ..settings import (
     BUNDLED_ONTOLOGIES,
     DATA_DIR,
-    JSON_NODES_SUFFIXES,
     REPO_ROOT,
     OntologyConfig,
+    is_json_nodes,
 )
 
 PATH_SEP = " › "
@@ -98,7 +98,7 @@ def dag_from_nested_tree(path: Path) -> TopicDag:
 def dag_from_nodes_edges(nodes_path: Path, edges_path: Path | None = None) -> TopicDag:
     """Read a DAG given as nodes + edges: two CSV files (id,title[,url] / parent,child) or one JSON
     file {"nodes": [{"id", "title", "url"?}], "edges": [[parent, child], ...]}. Nodes sharing a url merge."""
-    if nodes_path.name.endswith(JSON_NODES_SUFFIXES):
+    if is_json_nodes(nodes_path.name):
         if edges_path is not None:
             raise OntologyError(
                 f"{nodes_path}: a JSON nodes file carries its own 'edges'; "
