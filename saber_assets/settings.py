@@ -192,6 +192,10 @@ class SignalConfig(_Strict):
     threads: int = Field(default=2, ge=1, le=256)
     # Lin uses the IC of the first computation, so appended problems never invalidate shards.
     freeze_ic: bool = True
+    # Memory for the threshold sweep's gathered pairs (both directions of a group of rows at a
+    # time, one pass over the shard files per group). None: a quarter of what this process may
+    # use, at most 4 GiB.
+    gather_memory_gib: float | None = Field(default=None, gt=0)
 
 
 class CandidateConfig(_Strict):

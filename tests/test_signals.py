@@ -3,12 +3,7 @@
 import numpy as np
 import pytest
 
-from saber_assets.signals.compute import (
-    PAIR_BYTES_IN_MEMORY,
-    compute_segment,
-    load_pairs,
-    memory_available,
-)
+from saber_assets.signals.compute import compute_segment, memory_available
 from saber_assets.signals.kernels import (
     bma_jaccard_dense,
     pairwise_block_naive,
@@ -16,6 +11,7 @@ from saber_assets.signals.kernels import (
     signal_block,
     to_csr,
 )
+from saber_assets.signals.pairs import StoredPairs
 from saber_assets.signals.prepare import (
     SignalInputError,
     SignalInputs,
@@ -28,11 +24,17 @@ from saber_assets.signals.thresholds import (
     QMAX,
     derive_thresholds,
     group_sizes,
+    in_memory_blocks,
     row_pairs,
     strictest,
     viable_counts,
     viable_per_domain,
 )
+
+
+def load_pairs(paths, versions=None, n=None):
+    chunks = list(StoredPairs(list(paths), n or 0, versions).chunks())
+    return tuple(np.concatenate(c) for c in zip(*chunks, strict=True))
 
 
 def ref_bma(a, b, lin):
@@ -265,11 +267,6 @@ def test_shard_round_trip_and_refusals(tmp_path):
         assert np.array_equal(getattr(back, f), getattr(shard, f))
     i, j, t, s = load_pairs([path], {90: inputs.prefix_version(90)})
     assert len(i) == shard.n_pairs and np.all(i < j)
-    # too many pairs for the memory at hand: a clear error before anything is allocated
-    need = shard.n_pairs * PAIR_BYTES_IN_MEMORY
-    with pytest.raises(MemoryError, match=rf"store {shard.n_pairs:,} pairs.*floor_topic"):
-        load_pairs([path], available=int(need / 0.8) - 1)
-    assert len(load_pairs([path], available=int(need / 0.8) + 1)[0]) == shard.n_pairs
     assert memory_available() > 2**28
     with pytest.raises(ShardError, match="expected 'other'"):
         read_shard(path, expect_corpus_version="other")
@@ -405,19 +402,34 @@ def test_exact_thresholds_known_answer_reach_the_papers_values():
     n, pairs, doms = _two_domains()
     ft, fs = int(quantize(0.5)), int(quantize(0.2))  # the default storage floors
     choice = derive_thresholds(
-        n, pairs, doms, ["A", "B"], q_min=2, k=2, floor_topic_q=ft, floor_summary_q=fs
+        in_memory_blocks(n, pairs),
+        doms,
+        ["A", "B"],
+        q_min=2,
+        k=2,
+        floor_topic_q=ft,
+        floor_summary_q=fs,
     )
     assert choice.per_domain == {"A": (219, 54, 2), "B": (230, 60, 2)}
     assert (choice.topic_q, choice.summary_q) == (219, 54)
     assert round(choice.topic, 3) == 0.859 and round(choice.summary, 3) == 0.212
     assert choice.viable_at_final == {"A": 2, "B": 2}
-    assert viable_per_domain(n, pairs, doms, ["A", "B"], 2, 219, 54) == {"A": 2, "B": 2}
+    assert viable_per_domain(in_memory_blocks(n, pairs), doms, ["A", "B"], 2, 219, 54) == {
+        "A": 2,
+        "B": 2,
+    }
     # one more notch of either threshold loses A's queries
-    assert viable_per_domain(n, pairs, doms, ["A"], 2, 220, 54) == {"A": 0}
-    assert viable_per_domain(n, pairs, doms, ["A"], 2, 219, 55) == {"A": 0}
+    assert viable_per_domain(in_memory_blocks(n, pairs), doms, ["A"], 2, 220, 54) == {"A": 0}
+    assert viable_per_domain(in_memory_blocks(n, pairs), doms, ["A"], 2, 219, 55) == {"A": 0}
     with pytest.raises(ValueError, match="no domain has 3 queries"):
         derive_thresholds(
-            n, pairs, doms, ["A", "B"], q_min=3, k=2, floor_topic_q=ft, floor_summary_q=fs
+            in_memory_blocks(n, pairs),
+            doms,
+            ["A", "B"],
+            q_min=3,
+            k=2,
+            floor_topic_q=ft,
+            floor_summary_q=fs,
         )
 
 
@@ -450,7 +462,7 @@ def test_exact_viability_counts_equal_direct_counting():
         for a, b in zip(rng.integers(ft - 1, 255, 100), rng.integers(fs - 1, 255, 100), strict=True)
     ]
     for t, s_ in points:
-        direct = viable_per_domain(n, (i, j, tq, sq), doms, ["X", "Y"], k, t, s_)
+        direct = viable_per_domain(in_memory_blocks(n, (i, j, tq, sq)), doms, ["X", "Y"], k, t, s_)
         assert (counts[0, t, s_], counts[1, t, s_]) == (direct["X"], direct["Y"]), (t, s_)
     assert counts[0].max() > 0  # the data has viable queries somewhere
 
@@ -540,7 +552,13 @@ def test_thresholds_never_go_below_one_quantum_under_the_storage_floors():
 
     def choose(ft, fs):
         return derive_thresholds(
-            n, pairs, doms, ["A", "B"], q_min=2, k=2, floor_topic_q=ft, floor_summary_q=fs
+            in_memory_blocks(n, pairs),
+            doms,
+            ["A", "B"],
+            q_min=2,
+            k=2,
+            floor_topic_q=ft,
+            floor_summary_q=fs,
         ).per_domain
 
     assert choose(220, 55) == {"A": (219, 54, 2), "B": (230, 60, 2)}
@@ -552,13 +570,25 @@ def test_thresholds_never_go_below_one_quantum_under_the_storage_floors():
     # a summary threshold of 0 (q_s = 1 is relevant, q_s = 0 is not) is reachable at floor 0
     n, pairs = _planted([[(2, 220, 0), (2, 220, 1), (2, 100, 1)]] * 2)
     choice = derive_thresholds(
-        n, pairs, [["A"]] * 2 + [[]] * (n - 2), ["A"], 2, 2, floor_topic_q=0, floor_summary_q=0
+        in_memory_blocks(n, pairs),
+        [["A"]] * 2 + [[]] * (n - 2),
+        ["A"],
+        2,
+        2,
+        floor_topic_q=0,
+        floor_summary_q=0,
     )
     assert choice.per_domain == {"A": (219, 0, 2)}
     # and a topic threshold of 0: topic-only and both need q_t = 1, summary-only q_t = 0
     n, pairs = _planted([[(2, 1, 0), (2, 1, 200), (2, 0, 200)]] * 2)
     choice = derive_thresholds(
-        n, pairs, [["A"]] * 2 + [[]] * (n - 2), ["A"], 2, 2, floor_topic_q=0, floor_summary_q=0
+        in_memory_blocks(n, pairs),
+        [["A"]] * 2 + [[]] * (n - 2),
+        ["A"],
+        2,
+        2,
+        floor_topic_q=0,
+        floor_summary_q=0,
     )
     assert choice.per_domain == {"A": (0, 199, 2)}
     indptr, t_sorted, s_sorted = row_pairs(n, *pairs)

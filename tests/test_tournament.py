@@ -502,7 +502,7 @@ def test_candidate_selection_seeded_and_well_formed():
     sq = rng.integers(0, 256, len(ii)).astype(np.uint8)
     ids = [f"p{k}" for k in range(n)]
     domains = [["Algebra"] if k % 2 else ["Geometry", "Algebra"] for k in range(n)]
-    args = (ids, domains, ["Algebra", "Geometry"], (ii, jj, tq, sq), 127, 127, 5, 4)
+    args = (ids, domains, ["Algebra", "Geometry"], lambda: [(ii, jj, tq, sq)], 127, 127, 5, 4)
     a = select_candidates(*args, seed=3)
     assert a.equals(select_candidates(*args, seed=3)) and not a.equals(
         select_candidates(*args, seed=4)
@@ -517,6 +517,38 @@ def test_candidate_selection_seeded_and_well_formed():
     assert ((both["topic"] > 127 / 255) & (both["summary"] > 127 / 255)).all()
     topic_only = a.filter(pl.col("group") == "topic_only")
     assert ((topic_only["topic"] > 127 / 255) & (topic_only["summary"] <= 127 / 255)).all()
+
+
+def test_candidate_selection_is_the_same_whatever_the_chunks():
+    """The stored pairs arrive a shard at a time, in any order of files: the selection must not
+    depend on where the chunks are cut (counts add up; the chosen queries' groups are sorted)."""
+    rng = np.random.default_rng(1)
+    n = 80
+    ii, jj = np.triu_indices(n, 1)
+    keep = rng.random(len(ii)) < 0.6
+    ii, jj = ii[keep], jj[keep]
+    tq = rng.integers(0, 256, len(ii)).astype(np.uint8)
+    sq = rng.integers(0, 256, len(ii)).astype(np.uint8)
+    ids = [f"p{k}" for k in range(n)]
+    domains = [["A"] if k % 3 else ["B", "A"] for k in range(n)]
+    whole = select_candidates(
+        ids, domains, ["A", "B"], lambda: [(ii, jj, tq, sq)], 127, 127, 4, 6, 7
+    )
+    cuts = np.sort(rng.choice(len(ii), 6, replace=False))
+    pieces = [
+        tuple(a[x] for a in (ii, jj, tq, sq)) for x in np.split(rng.permutation(len(ii)), cuts)
+    ]
+    passes = []
+
+    def chunks():
+        passes.append(1)
+        return iter(pieces[::-1])
+
+    cut = select_candidates(ids, domains, ["A", "B"], chunks, 127, 127, 4, 6, 7)
+    assert whole.height == 2 * 6 * 12 and cut.equals(whole) and len(passes) == 2
+    # no viable query: the second pass is skipped and the frame is empty, with its columns
+    none = select_candidates(ids, domains, ["A"], chunks, 127, 127, 80, 6, 7)
+    assert none.height == 0 and none.columns == whole.columns and len(passes) == 3
 
 
 def test_candidate_selection_known_answer_at_the_thresholds():
@@ -544,7 +576,7 @@ def test_candidate_selection_known_answer_at_the_thresholds():
     assert counts[1].tolist() == [1, 1, 0] and counts[7].tolist() == [0, 0, 0]
     ids = [f"p{r}" for r in range(12)]
     doms = [["A"]] * 12
-    got = select_candidates(ids, doms, ["A"], (i, j, tq, sq), t_thr, s_thr, 2, 10, seed=0)
+    got = select_candidates(ids, doms, ["A"], lambda: [(i, j, tq, sq)], t_thr, s_thr, 2, 10, seed=0)
     assert set(got["query_id"]) == {"p0"}
     members = {
         g: sorted(got.filter(pl.col("group") == g)["candidate_row"].to_list())
@@ -560,7 +592,9 @@ def test_candidate_selection_known_answer_at_the_thresholds():
     ids2 = [f"q{r}" for r in range(40)]
     viable = group_counts(40, ii, jj, tq2, sq2, 127, 127).min(axis=1) >= 3
     assert viable.sum() >= 10
-    all_q = select_candidates(ids2, [["A"]] * 40, ["A"], (ii, jj, tq2, sq2), 127, 127, 3, 99, 1)
+    all_q = select_candidates(
+        ids2, [["A"]] * 40, ["A"], lambda: [(ii, jj, tq2, sq2)], 127, 127, 3, 99, 1
+    )
     assert all_q.group_by("query_id").len()["len"].to_list() == [9] * int(viable.sum())
     assert sorted(all_q["query_row"].unique().to_list()) == np.flatnonzero(viable).tolist()
 

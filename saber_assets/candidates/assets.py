@@ -16,7 +16,7 @@ from dagster import (
 from ..ontology.domains import domain_names
 from ..ops.metadata import markdown_table
 from ..resources import SaberSettings
-from ..signals.assets import load_stored_pairs
+from ..signals.assets import stored_pairs
 from .select import GROUPS, select_candidates
 
 
@@ -46,7 +46,7 @@ def query_candidates(
     """The domain's queries and their 3K candidates (group label and both signals kept)."""
     cfg = settings.load()
     cand = cfg.candidates
-    inputs, pairs = load_stored_pairs(settings, problem_annotations["id"].to_list())
+    inputs, pairs = stored_pairs(settings, problem_annotations["id"].to_list())
     t_thr, s_thr = (
         int(relevance_thresholds["topic_threshold_q"][0]),
         int(relevance_thresholds["summary_threshold_q"][0]),
@@ -55,7 +55,7 @@ def query_candidates(
         inputs.ids,
         problem_annotations["domains"].to_list(),
         domain_names(cfg.ontology),
-        pairs,
+        pairs.chunks,
         t_thr,
         s_thr,
         cand.candidates_per_group,

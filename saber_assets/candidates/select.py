@@ -11,12 +11,16 @@ and keep its own part: backfilling one domain gives the same queries as a full r
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import polars as pl
 
 GROUPS = ("topic_only", "summary_only", "both")
+
+Chunk = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # (i < j, topic q, summary q)
+# a fresh pass over every stored pair, a chunk (one shard file) at a time; read twice
+PairChunks = Callable[[], Iterable[Chunk]]
 
 
 def group_table(
@@ -63,15 +67,19 @@ def select_candidates(
     ids: Sequence[str],
     domains: Sequence[Sequence[str]],
     domain_order: Sequence[str],
-    pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    pairs: PairChunks,
     t_thr: int,
     s_thr: int,
     k: int,
     quota: int,
     seed: int,
 ) -> pl.DataFrame:
-    viable = np.flatnonzero(group_counts(len(ids), *pairs, t_thr, s_thr).min(axis=1) >= k)
-    viable = viable.tolist()
+    """Two passes over the stored pairs, neither holding more than one chunk and the chosen
+    queries' relevant pairs: group counts per row, then the chosen queries' groups."""
+    counts = np.zeros((len(ids), 3), dtype=np.int64)
+    for chunk in pairs():
+        counts += group_counts(len(ids), *chunk, t_thr, s_thr)
+    viable = np.flatnonzero(counts.min(axis=1) >= k).tolist()
     taken: set[int] = set()
     chosen: list[tuple[str, int]] = []
     for d_idx, d in enumerate(domain_order):
@@ -85,13 +93,13 @@ def select_candidates(
         for p in pick:
             chosen.append((d, pool[p]))
             taken.add(pool[p])
-    # the frame of pairs is built for the chosen queries only: at scale the relevant pairs of
-    # every row would not fit in memory
     is_chosen = np.zeros(len(ids), dtype=np.bool_)
     is_chosen[[r for _, r in chosen]] = True
-    i, j, tq, sq = pairs
-    touch = is_chosen[i] | is_chosen[j]
-    groups = group_table(i[touch], j[touch], tq[touch], sq[touch], t_thr, s_thr)
+    touched = []
+    for i, j, tq, sq in pairs() if chosen else ():
+        touch = is_chosen[i] | is_chosen[j]
+        touched.append(group_table(i[touch], j[touch], tq[touch], sq[touch], t_thr, s_thr))
+    groups = pl.concat(touched) if touched else group_table(*(np.zeros(0, np.int64),) * 4, 0, 0)
     by_query = groups.filter(pl.col("query_row").is_in([r for _, r in chosen])).sort(
         "query_row", "group", "candidate_row"
     )

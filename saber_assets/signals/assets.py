@@ -21,8 +21,9 @@ from ..ontology.domains import domain_names
 from ..ontology.tree import TopicTree
 from ..ops.metadata import figure_markdown, markdown_table
 from ..resources import SaberSettings
-from .compute import compute_segment, load_pairs
+from .compute import compute_segment, memory_available
 from .kernels import quantize
+from .pairs import StoredPairs, row_groups
 from .prepare import SignalInputs, ic_hash, prepare_inputs
 from .shards import BYTES_PER_PAIR, LOWER, UPPER, read_header, read_shard, write_shard
 from .thresholds import derive_thresholds, viable_per_domain
@@ -292,18 +293,21 @@ def relevance_thresholds(
     full = settings.load()
     cfg, cand = full.signals, full.candidates
     domain_order = domain_names(full.ontology)
-    inputs, pairs = load_stored_pairs(settings, problem_annotations["id"].to_list())
+    inputs, pairs = stored_pairs(settings, problem_annotations["id"].to_list())
     domains = problem_annotations["domains"].to_list()
     ft, fs = int(quantize(cfg.floor_topic)), int(quantize(cfg.floor_summary))
     k = cand.candidates_per_group
     t0 = time.perf_counter()
+    budget = gather_budget(cfg.gather_memory_gib)
+    degrees = pairs.degrees()
+    blocks = pairs.row_blocks(budget, degrees)
     if cand.topic_threshold is not None and cand.summary_threshold is not None:
         tq, sq = int(quantize(cand.topic_threshold)), int(quantize(cand.summary_threshold))
         source, per_domain = "config", {}
-        viable = viable_per_domain(inputs.n, pairs, domains, domain_order, k, tq, sq)
+        viable = viable_per_domain(blocks, domains, domain_order, k, tq, sq)
     else:
         choice = derive_thresholds(
-            inputs.n, pairs, domains, domain_order, cand.queries_per_domain, k, ft, fs
+            blocks, domains, domain_order, cand.queries_per_domain, k, ft, fs
         )
         tq, sq, source = choice.topic_q, choice.summary_q, "derived"
         per_domain, viable = choice.per_domain, choice.viable_at_final
@@ -344,6 +348,9 @@ def relevance_thresholds(
             "queries_per_domain_Q": cand.queries_per_domain,
             "candidates_per_group_K": k,
             "seconds": round(time.perf_counter() - t0, 2),
+            "stored_pairs": int(degrees.sum() // 2),
+            "row_groups": len(row_groups(degrees, budget)),
+            "gather_budget_mib": round(budget / 2**20),
             "per_domain": markdown_table(
                 df.drop(
                     "topic_threshold",
@@ -357,9 +364,15 @@ def relevance_thresholds(
     )
 
 
-def load_stored_pairs(settings: SaberSettings, ids: list[str]) -> tuple[SignalInputs, tuple]:
-    """The kernel inputs and every stored pair (i < j, topic q, summary q), each shard checked
-    against the corpus prefix it was computed for."""
+def gather_budget(gib: float | None) -> int:
+    """Bytes the threshold sweep may gather at once: the configured GiB, or a quarter of what
+    this process may use, at most 4 GiB."""
+    return int(gib * 2**30) if gib else min(memory_available() // 4, 4 * 2**30)
+
+
+def stored_pairs(settings: SaberSettings, ids: list[str]) -> tuple[SignalInputs, StoredPairs]:
+    """The kernel inputs and the stored pairs (read shard by shard), each shard checked against
+    the corpus prefix it was computed for."""
     d = signals_dir(settings)
     inputs = SignalInputs.load(d / "inputs.npz")
     if inputs.ids != ids:
@@ -367,4 +380,4 @@ def load_stored_pairs(settings: SaberSettings, ids: list[str]) -> tuple[SignalIn
             "signal shards were computed for another corpus: rematerialise pair_signal_inputs and the shards"
         )
     paths = sorted(d.glob("*.sig"))
-    return inputs, load_pairs(paths, _segment_versions(inputs, paths))
+    return inputs, StoredPairs(paths, inputs.n, _segment_versions(inputs, paths))

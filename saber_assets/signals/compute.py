@@ -9,14 +9,13 @@ new rows against all rows and leaves finished shards untouched.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 
 from .kernels import SCALE, signal_block
 from .prepare import SignalInputs
-from .shards import LOWER, UPPER, Shard, ShardError, read_header, read_shard
+from .shards import LOWER, UPPER, Shard
 
 
 def csr_take(ptr: np.ndarray, idx: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -121,11 +120,6 @@ def compute_segment(
     )
 
 
-# bytes per stored pair while the thresholds work on them: the loaded arrays (int32 i and j,
-# uint8 q_t and q_s) and both directions' q values grouped by row (``row_pairs``)
-PAIR_BYTES_IN_MEMORY = 14
-
-
 def memory_available() -> int:
     """Bytes this process may use: physical memory, or the cgroup's limit where lower (a pod)."""
     limit = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
@@ -137,47 +131,3 @@ def memory_available() -> int:
         if value.isdigit():
             limit = min(limit, int(value))
     return limit
-
-
-def check_pairs_fit(total_pairs: int, n_files: int, available: int) -> None:
-    """A clear error instead of an out-of-memory kill half an hour into a large build."""
-    need = total_pairs * PAIR_BYTES_IN_MEMORY
-    if need > 0.8 * available:
-        raise MemoryError(
-            f"the {n_files} signal shard files store {total_pairs:,} pairs; the thresholds and "
-            f"candidates hold them in memory ({need / 2**30:.1f} GiB at {PAIR_BYTES_IN_MEMORY} "
-            f"bytes each), more than 80% of the {available / 2**30:.1f} GiB this process may "
-            "use. Raise signals.floor_topic / signals.floor_summary (fewer pairs stored; keep "
-            "them below the thresholds you expect) and recompute the shards, or give this step "
-            "more memory (pods.jobs)"
-        )
-
-
-def load_pairs(
-    paths: Iterable[Path], versions: dict[int, str] | None = None, available: int | None = None
-) -> tuple[np.ndarray, ...]:
-    """All stored unordered pairs of the given segment files: (i < j as int32, topic q, summary q).
-
-    ``versions`` maps a segment's N to the corpus-prefix version it must carry (refused otherwise).
-    Filled into arrays sized from the headers (10 bytes per pair, no concatenation copy): at scale
-    the stored pairs are the largest thing any stage holds.
-    """
-    paths = list(paths)
-    total = sum(read_header(p)["pairs"] for p in paths)
-    check_pairs_fit(total, len(paths), memory_available() if available is None else available)
-    i, j = np.empty(total, np.int32), np.empty(total, np.int32)
-    tq, sq = np.empty(total, np.uint8), np.empty(total, np.uint8)
-    at = 0
-    for path in paths:
-        shard = read_shard(path, with_hist=False)
-        if versions is not None:
-            want = versions.get(shard.n)
-            if want != shard.corpus_version:
-                raise ShardError(
-                    f"{path}: shard of corpus version {shard.corpus_version!r}, expected {want!r}: recompute it"
-                )
-        a, b = shard.pairs()
-        end = at + len(a)
-        i[at:end], j[at:end], tq[at:end], sq[at:end] = a, b, shard.topic, shard.summary
-        at = end
-    return i, j, tq, sq

@@ -29,13 +29,24 @@ costs O(pairs + 256) and every interval lands in a difference array per domain (
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numba as nb
 import numpy as np
 
 QMAX = 255  # quanta 0..255; thresholds 0..254 (q > 255 is impossible)
+
+
+class RowBlock(NamedTuple):
+    """Rows [start, start + len(indptr) - 1): each row's pairs in both directions, sorted by q_t
+    descending, as CSR (indptr local to the block)."""
+
+    start: int
+    indptr: np.ndarray
+    tq: np.ndarray
+    sq: np.ndarray
 
 
 def row_pairs(
@@ -68,6 +79,18 @@ def _row_pairs(n, i, j, tq, sq):  # pragma: no cover - compiled
             t_out[cur[r]] = tq[p]
             s_out[cur[r]] = sq[p]
             cur[r] += 1
+    _sort_rows(indptr, t_out, s_out)
+    return indptr, t_out, s_out
+
+
+def sort_rows_by_topic(indptr: np.ndarray, tq: np.ndarray, sq: np.ndarray) -> None:
+    """In place: each CSR row's (q_t, q_s) stably sorted by q_t descending."""
+    _sort_rows(indptr, tq, sq)
+
+
+@nb.njit(cache=True, nogil=True)
+def _sort_rows(indptr, t_out, s_out):  # pragma: no cover - compiled
+    n = len(indptr) - 1
     longest = 0
     for r in range(n):
         longest = max(longest, indptr[r + 1] - indptr[r])
@@ -90,7 +113,6 @@ def _row_pairs(n, i, j, tq, sq):  # pragma: no cover - compiled
             start[k] += 1
         t_out[a:b] = tmp_t[: b - a]
         s_out[a:b] = tmp_s[: b - a]
-    return indptr, t_out, s_out
 
 
 @nb.njit(cache=True, nogil=True)
@@ -223,9 +245,22 @@ def strictest(viable: np.ndarray, q_min: int) -> tuple[int, int] | None:
     return int(t), int(s)
 
 
+def in_memory_blocks(
+    n: int, pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+) -> list[RowBlock]:
+    """Every row of (i < j, q_t, q_s) as one block (what fits in memory; see ``StoredPairs``)."""
+    return [RowBlock(0, *row_pairs(n, *pairs))]
+
+
+def _domain_rows(
+    row_domains: Sequence[Sequence[str]], domains: Sequence[str]
+) -> tuple[dict[str, int], list[list[int]]]:
+    index = {d: x for x, d in enumerate(domains)}
+    return index, [[index[d] for d in ds if d in index] for ds in row_domains]
+
+
 def derive_thresholds(
-    n: int,
-    pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    blocks: Iterable[RowBlock],
     row_domains: Sequence[Sequence[str]],
     domains: Sequence[str],
     q_min: int,
@@ -233,12 +268,14 @@ def derive_thresholds(
     floor_topic_q: int,
     floor_summary_q: int,
 ) -> ThresholdChoice:
-    """Per domain the strictest thresholds with >= q_min viable queries; final = minimum."""
-    indptr, tq, sq = row_pairs(n, *pairs)
-    index = {d: x for x, d in enumerate(domains)}
-    rows = [[index[d] for d in ds if d in index] for ds in row_domains]
+    """Per domain the strictest thresholds with >= q_min viable queries; final = minimum.
+    The viability counts add up over row blocks, so the blocks may cover the rows in any cut."""
+    index, rows = _domain_rows(row_domains, domains)
     t_min, s_min = max(floor_topic_q - 1, 0), max(floor_summary_q - 1, 0)
-    counts = viable_counts(indptr, tq, sq, rows, len(domains), k, t_min, s_min)
+    counts = np.zeros((len(domains), QMAX, QMAX), dtype=np.int64)
+    for b in blocks:
+        block_rows = rows[b.start : b.start + len(b.indptr) - 1]
+        counts += viable_counts(b.indptr, b.tq, b.sq, block_rows, len(domains), k, t_min, s_min)
     per_domain: dict[str, tuple[int, int, int] | None] = {}
     for d, x in index.items():
         point = strictest(counts[x], q_min)
@@ -254,8 +291,7 @@ def derive_thresholds(
 
 
 def viable_per_domain(
-    n: int,
-    pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    blocks: Iterable[RowBlock],
     row_domains: Sequence[Sequence[str]],
     domains: Sequence[str],
     k: int,
@@ -263,7 +299,11 @@ def viable_per_domain(
     s_thr: int,
 ) -> dict[str, int]:
     """Viable queries per domain at given thresholds (quanta), counted directly."""
-    indptr, tq, sq = row_pairs(n, *pairs)
-    t_only, s_only, both = group_sizes(indptr, tq, sq, t_thr, s_thr)
-    viable = (t_only >= k) & (s_only >= k) & (both >= k)
-    return {d: int(sum(viable[r] for r, ds in enumerate(row_domains) if d in ds)) for d in domains}
+    index, rows = _domain_rows(row_domains, domains)
+    out = dict.fromkeys(domains, 0)
+    for b in blocks:
+        t_only, s_only, both = group_sizes(b.indptr, b.tq, b.sq, t_thr, s_thr)
+        for r in np.flatnonzero((t_only >= k) & (s_only >= k) & (both >= k)):
+            for x in rows[b.start + r]:
+                out[domains[x]] += 1
+    return out

@@ -1,0 +1,139 @@
+"""The stored pairs, read one shard file at a time: memory bounded by a budget, not by the corpus.
+
+At the paper's size the stored pairs outgrow memory (~4.5G pairs at 283K problems and the default
+floors: ~60 GB as arrays). Candidate selection needs only per-row counts and the chosen queries'
+pairs, so it streams shard by shard (``chunks``). The threshold sweep needs each row's pairs in
+both directions together: ``row_blocks`` gathers them for a group of consecutive rows at a time,
+the groups cut from the rows' degrees so that one group's buffers fit the budget, each group one
+pass over the shard files (a row whose pairs alone exceed the budget is a group by itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numba as nb
+import numpy as np
+
+from .shards import Shard, ShardError, read_header, read_shard
+from .thresholds import RowBlock, sort_rows_by_topic
+
+# bytes a gathered group holds per pair direction (q_t and q_s) and per row (offsets, cursors)
+BYTES_PER_DIRECTION = 2
+BYTES_PER_ROW = 16
+
+Chunk = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+@dataclass
+class StoredPairs:
+    """The shard files of one corpus of ``n`` problems; ``versions`` maps a segment's N to the
+    corpus-prefix version it must carry (a shard of another corpus is refused on every read)."""
+
+    paths: list[Path]
+    n: int
+    versions: dict[int, str] | None = None
+
+    @property
+    def total_pairs(self) -> int:
+        return sum(read_header(p)["pairs"] for p in self.paths)
+
+    def shards(self) -> Iterator[Shard]:
+        for path in self.paths:
+            shard = read_shard(path, with_hist=False)
+            if self.versions is not None:
+                want = self.versions.get(shard.n)
+                if want != shard.corpus_version:
+                    raise ShardError(
+                        f"{path}: shard of corpus version {shard.corpus_version!r}, expected {want!r}: recompute it"
+                    )
+            yield shard
+
+    def chunks(self) -> Iterator[Chunk]:
+        """Per shard file: (i < j as int32, topic q, summary q) of its pairs."""
+        for shard in self.shards():
+            rows = np.repeat(
+                np.arange(shard.row_start, shard.row_end, dtype=np.int32), np.diff(shard.indptr)
+            )
+            cols = shard.cols.astype(np.int32)
+            i, j = (rows, cols) if shard.kind == 0 else (cols, rows)
+            yield i, j, shard.topic, shard.summary
+
+    def degrees(self) -> np.ndarray:
+        """Stored pairs per row, both directions (int64)."""
+        deg = np.zeros(self.n, dtype=np.int64)
+        for shard in self.shards():
+            deg[shard.row_start : shard.row_end] += np.diff(shard.indptr)
+            deg += np.bincount(shard.cols, minlength=self.n)
+        return deg
+
+    def row_blocks(
+        self, budget_bytes: int, degrees: np.ndarray | None = None
+    ) -> Iterator[RowBlock]:
+        """Every row's pairs in both directions, sorted by q_t descending, a group of rows at a
+        time (see ``row_groups``); one pass over the shard files per group."""
+        deg = self.degrees() if degrees is None else degrees
+        for r0, r1 in row_groups(deg, budget_bytes):
+            indptr = np.zeros(r1 - r0 + 1, dtype=np.int64)
+            np.cumsum(deg[r0:r1], out=indptr[1:])
+            t_out = np.empty(indptr[-1], dtype=np.uint8)
+            s_out = np.empty(indptr[-1], dtype=np.uint8)
+            cur = indptr[:-1].copy()
+            ok = True
+            for shard in self.shards():
+                ok = ok and _scatter(
+                    shard.row_start, shard.indptr, shard.cols, shard.topic, shard.summary,
+                    r0, r1, indptr, cur, t_out, s_out,
+                )  # fmt: skip
+            if not ok or not np.array_equal(cur, indptr[1:]):
+                raise ShardError(
+                    f"rows [{r0}, {r1}): the shard files changed while they were read (pair counts differ between passes)"
+                )
+            sort_rows_by_topic(indptr, t_out, s_out)
+            yield RowBlock(r0, indptr, t_out, s_out)
+
+
+def row_groups(degrees: np.ndarray, budget_bytes: int) -> list[tuple[int, int]]:
+    """Consecutive row ranges covering every row, each holding at most ``budget_bytes`` of
+    gathered pairs and row offsets unless a single row needs more (it is then alone)."""
+    cost = np.asarray(degrees, np.int64) * BYTES_PER_DIRECTION + BYTES_PER_ROW
+    ends = np.cumsum(cost)
+    groups: list[tuple[int, int]] = []
+    r0, base, n = 0, 0, len(cost)
+    while r0 < n:
+        r1 = int(np.searchsorted(ends, base + budget_bytes, side="right"))
+        r1 = max(r1, r0 + 1)
+        groups.append((r0, r1))
+        base, r0 = int(ends[r1 - 1]), r1
+    return groups
+
+
+@nb.njit(cache=True, nogil=True)
+def _scatter(
+    row_start, indptr, cols, tq, sq, r0, r1, out_ptr, cur, t_out, s_out
+):  # pragma: no cover
+    # a stored pair (row, col) is row's pair and col's pair: each direction whose row lies in
+    # [r0, r1) goes to that row's next free slot; False (nothing written past a row's slots)
+    # when a row has more pairs than its degree promised
+    for local in range(len(indptr) - 1):
+        a = row_start + local
+        a_in = r0 <= a < r1
+        for p in range(indptr[local], indptr[local + 1]):
+            b = cols[p]
+            if a_in:
+                x = a - r0
+                if cur[x] >= out_ptr[x + 1]:
+                    return False
+                t_out[cur[x]] = tq[p]
+                s_out[cur[x]] = sq[p]
+                cur[x] += 1
+            if r0 <= b < r1:
+                x = b - r0
+                if cur[x] >= out_ptr[x + 1]:
+                    return False
+                t_out[cur[x]] = tq[p]
+                s_out[cur[x]] = sq[p]
+                cur[x] += 1
+    return True

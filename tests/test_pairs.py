@@ -1,0 +1,157 @@
+"""The stored pairs read a shard at a time: row groups, gathering, and thresholds by blocks."""
+
+import numpy as np
+import pytest
+
+from saber_assets.signals.compute import compute_segment
+from saber_assets.signals.kernels import to_csr
+from saber_assets.signals.pairs import BYTES_PER_DIRECTION, BYTES_PER_ROW, StoredPairs, row_groups
+from saber_assets.signals.prepare import SignalInputs
+from saber_assets.signals.shards import LOWER, UPPER, ShardError, write_shard
+from saber_assets.signals.thresholds import (
+    derive_thresholds,
+    in_memory_blocks,
+    row_pairs,
+    viable_per_domain,
+)
+
+N_BASE, N = 130, 160  # 30 rows appended after the first computation: lower segments
+
+
+@pytest.fixture(scope="module")
+def shard_files(tmp_path_factory):
+    """Upper segments of uneven row blocks over the first 130 rows and two lower segments for
+    the 30 appended ones, as a real build leaves them."""
+    rng = np.random.default_rng(4)
+    t = 25
+    lin = rng.random((t, t)).astype(np.float32)
+    lin = (lin + lin.T) / 2
+    np.fill_diagonal(lin, 1.0)
+    topics = [list(rng.integers(0, t, rng.integers(1, 5))) for _ in range(N)]
+    tokens = [list(rng.integers(0, 30, rng.integers(1, 10))) for _ in range(N)]
+    tp, ti = to_csr(topics)
+    sp, si = to_csr(tokens)
+    inputs = SignalInputs(
+        [f"p{r}" for r in range(N)], tp, ti, lin, np.arange(t), sp, si, ["w"] * 30, "ic"
+    )
+    d = tmp_path_factory.mktemp("shards")
+    segments = [
+        (UPPER, 0, 7),
+        (UPPER, 7, 64),
+        (UPPER, 64, 130),
+        (LOWER, 130, 131),
+        (LOWER, 131, 160),
+    ]
+    paths = []
+    for x, (kind, r0, r1) in enumerate(segments):
+        n_cols = N_BASE if kind == UPPER else None
+        shard = compute_segment(inputs, kind, r0, r1, 90, 60, 8, n_cols=n_cols)
+        paths.append(d / f"s{x}.sig")
+        write_shard(paths[-1], shard)
+    versions = {n: inputs.prefix_version(n) for n in (N_BASE, 131, 160)}
+    return StoredPairs(paths, N, versions)
+
+
+def _arrays(pairs: StoredPairs):
+    chunks = list(pairs.chunks())
+    return tuple(np.concatenate(c) for c in zip(*chunks, strict=True))
+
+
+def _per_row(blocks):
+    """Row -> sorted (q_t, q_s) list; and every row's q_t checked non-increasing."""
+    out = {}
+    for b in blocks:
+        for r in range(len(b.indptr) - 1):
+            t = b.tq[b.indptr[r] : b.indptr[r + 1]]
+            s = b.sq[b.indptr[r] : b.indptr[r + 1]]
+            assert np.all(np.diff(t.astype(int)) <= 0), f"row {b.start + r} not sorted by q_t"
+            out[b.start + r] = sorted(zip(t.tolist(), s.tolist(), strict=True))
+    return out
+
+
+def test_chunks_cover_every_stored_pair_once_and_degrees_count_both_directions(shard_files):
+    i, j, tq, sq = _arrays(shard_files)
+    assert len(i) == shard_files.total_pairs > 1000
+    assert np.all(i < j) and j.max() < N
+    assert len(set(zip(i.tolist(), j.tolist(), strict=True))) == len(i)
+    assert (j >= N_BASE).any()  # the lower segments' pairs are there, oriented i < j
+    deg = shard_files.degrees()
+    assert np.array_equal(deg, np.bincount(i, minlength=N) + np.bincount(j, minlength=N))
+
+
+@pytest.mark.parametrize("rows_per_group", [1, 3, 17, 1000])
+def test_row_blocks_equal_the_in_memory_rows_at_any_budget(shard_files, rows_per_group):
+    deg = shard_files.degrees()
+    budget = int(np.sort(deg)[-1] * BYTES_PER_DIRECTION + BYTES_PER_ROW) * rows_per_group
+    blocks = list(shard_files.row_blocks(budget, deg))
+    assert [b.start for b in blocks] == [r0 for r0, _ in row_groups(deg, budget)]
+    if rows_per_group == 1000:
+        assert len(blocks) == 1
+    else:
+        assert len(blocks) > N // (rows_per_group + 1)
+    whole = in_memory_blocks(N, _arrays(shard_files))
+    assert _per_row(blocks) == _per_row(whole)
+
+
+def test_row_groups_are_contiguous_within_budget_and_a_heavy_row_stands_alone():
+    deg = np.array([5, 0, 3, 100, 2, 2, 0, 7])
+    cost = deg * BYTES_PER_DIRECTION + BYTES_PER_ROW
+    for budget in (1, 30, 40, 60, 250, 10_000):
+        groups = row_groups(deg, budget)
+        assert groups[0][0] == 0 and groups[-1][1] == len(deg)
+        assert all(a[1] == b[0] for a, b in zip(groups, groups[1:], strict=False))
+        for r0, r1 in groups:
+            assert r1 > r0
+            assert cost[r0:r1].sum() <= budget or r1 == r0 + 1
+            # as long as allowed: one more row would have passed the budget
+            if r1 < len(deg):
+                assert cost[r0 : r1 + 1].sum() > budget
+    assert row_groups(deg, 40)[:3] == [(0, 1), (1, 3), (3, 4)]  # 216 bytes, alone
+    assert row_groups(deg, 10_000) == [(0, 8)]
+    assert row_groups(np.zeros(0, np.int64), 100) == []
+
+
+def test_thresholds_by_blocks_equal_the_in_memory_derivation(shard_files):
+    pairs = _arrays(shard_files)
+    doms = [["A"] if r % 2 else ["A", "B"] for r in range(N)]
+    doms[5] = []
+    args = (doms, ["A", "B"], 10, 2, 90, 60)
+    whole = derive_thresholds(in_memory_blocks(N, pairs), *args)
+    deg = shard_files.degrees()
+    for budget in (50, 400, 10**9):
+        cut = derive_thresholds(shard_files.row_blocks(budget, deg), *args)
+        assert cut == whole, budget
+        point = (whole.topic_q, whole.summary_q)
+        assert viable_per_domain(
+            shard_files.row_blocks(budget, deg), doms, ["A", "B"], 2, *point
+        ) == (whole.viable_at_final)
+    assert whole.viable_at_final["A"] >= 10
+
+
+def test_a_shard_that_changes_between_passes_is_refused_not_overrun(shard_files):
+    deg = shard_files.degrees()
+    fewer, more = deg.copy(), deg.copy()
+    fewer[40] -= 1  # a row with more pairs than its slots: stopped before writing past them
+    more[40] += 1  # a row with a slot left empty
+    for wrong in (fewer, more):
+        with pytest.raises(ShardError, match=r"changed while they were read"):
+            list(shard_files.row_blocks(10**9, wrong))
+
+
+def test_a_shard_of_another_corpus_version_is_refused(shard_files):
+    other = StoredPairs(shard_files.paths, N, {**shard_files.versions, N_BASE: "x" * 16})
+    with pytest.raises(ShardError, match="expected 'x"):
+        other.degrees()
+    with pytest.raises(ShardError, match="expected 'x"):
+        list(other.chunks())
+
+
+def test_row_pairs_and_blocks_agree_on_planted_rows():
+    """A hand-made set of pairs: rows with no pair, one pair, ties in q_t."""
+    i = np.array([0, 0, 0, 2, 3, 3], np.int32)
+    j = np.array([1, 2, 4, 4, 4, 5], np.int32)
+    tq = np.array([9, 9, 3, 7, 7, 1], np.uint8)
+    sq = np.array([1, 2, 3, 4, 5, 6], np.uint8)
+    indptr, t, s = row_pairs(6, i, j, tq, sq)
+    assert indptr.tolist() == [0, 3, 4, 6, 8, 11, 12]
+    assert t[:3].tolist() == [9, 9, 3] and sorted(s[8:11].tolist()) == [3, 4, 5]
