@@ -43,11 +43,12 @@ MODULES: dict[str, tuple[str, str]] = {
         "saber_assets/signals/kernels.py",
         "tests/test_signals.py -k 'not dagster and not viability and not threshold and not row_pairs'",
     ),
+    "pairs": ("saber_assets/signals/pairs.py", "tests/test_pairs.py"),
     "prepare": ("saber_assets/signals/prepare.py", "tests/test_signals.py -k 'not dagster'"),
     "shards": ("saber_assets/signals/shards.py", "tests/test_signals.py -k 'not dagster'"),
     "thresholds": (
         "saber_assets/signals/thresholds.py",
-        "tests/test_signals.py -k 'threshold or viability or row_pairs'",
+        "tests/test_signals.py tests/test_pairs.py -k 'threshold or viability or row_pairs or blocks'",
     ),
     "swiss": (
         "saber_assets/tournament/swiss.py",
@@ -92,6 +93,7 @@ MODULES: dict[str, tuple[str, str]] = {
 MODULE_ENV: dict[str, dict[str, str]] = {
     "kernels": {"NUMBA_DISABLE_JIT": "1"},
     "thresholds": {"NUMBA_DISABLE_JIT": "1"},
+    "pairs": {"NUMBA_DISABLE_JIT": "1"},
 }
 
 # operators not generated (regexes on cosmic-ray's operator names)

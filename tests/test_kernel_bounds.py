@@ -1,7 +1,7 @@
 """Numba does not check indices: a kernel that reads or writes one slot past an array corrupts
-memory silently (a histogram one bin short, a difference array one column short). The signal
-and threshold tests are run once more with Numba's bounds checking on, so such a slip fails as an
-IndexError instead."""
+memory silently (a histogram one bin short, a difference array one column short). The signal,
+threshold and stored-pair tests are run once more with Numba's bounds checking on, so such a
+slip fails as an IndexError instead."""
 
 import os
 import subprocess
@@ -15,7 +15,7 @@ def test_signal_kernels_and_thresholds_stay_in_bounds(tmp_path):
     # a cache of its own: Numba's cache key ignores the bounds-check flag, so a cached unchecked
     # compile would be reused
     env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
-    args = ["-p", "no:logging", "tests/test_signals.py"]
+    args = ["-p", "no:logging", "tests/test_signals.py", "tests/test_pairs.py"]
     # the Dagster tests add nothing here; the thread-split test repeats the block kernel
     args += ["-k", "not dagster and not threads"]
     run = subprocess.run(
