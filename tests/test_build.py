@@ -48,6 +48,12 @@ def test_saber_build_runs_every_stage(tiny_config, tmp_path, capsys):
     assert len(list((home / "indexes").glob("*/*/manifest.json"))) == 6
     # Run history is kept in the project-local Dagster home.
     assert (tmp_path / "home" / "dagster_home" / "dagster.yaml").exists()
+    # one candidate selection for every domain partition, each partition its own part of it
+    [selection] = list((home / "signals" / "selection").glob("*.parquet"))
+    chosen = pl.read_parquet(selection).select("domain", "query_id", "candidate_id", "group")
+    cands = pl.read_parquet(home / "parquet" / "query_candidates")
+    assert cands.height == chosen.height > 0
+    assert cands.select(chosen.columns).sort(chosen.columns).equals(chosen.sort(chosen.columns))
     _ratings_follow_shared_technique(home)
     _report_is_self_contained(tiny_config(), home, out, capsys)
     _evaluate_reproduces_the_leaderboard(tiny_config(), home, board, capsys)

@@ -173,6 +173,19 @@ def test_runs_depend_on_their_own_retrievers_index_only():
     ]
 
 
+def test_threads_and_memory_budgets_move_no_fingerprint_and_the_floors_do():
+    cfg = load_config(None)
+
+    def fps(**signals):
+        c = cfg.model_copy(update={"signals": cfg.signals.model_copy(update=signals)})
+        return {(s.job, s.partition): s.fingerprint for s in plan(c, {}, [], {})}
+
+    base = fps()
+    assert fps(threads=7, gather_memory_gib=0.5) == base
+    moved = {k for k, v in fps(floor_summary=0.3).items() if base[k] != v}
+    assert ("build_signal_shards", None) in moved and ("build_signal_index", None) in moved
+
+
 def test_approach0_depth_asks_the_engine_for_its_top_documents_only(monkeypatch):
     """depth > 0 is the engine's own top-k (an opt-in system, not the exhaustive ranking cut):
     at most `depth` documents score, and the default ranks every document."""

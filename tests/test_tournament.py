@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import kendalltau
 
-from saber_assets.candidates.select import group_counts, select_candidates
+from saber_assets.candidates.select import group_counts, select_candidates, selection_key
 from saber_assets.ratings.bradley_terry import fit, fit_many, rescale
 from saber_assets.ratings.rate import rate
 from saber_assets.tournament.adaptive import pair_round_adaptive
@@ -549,6 +549,33 @@ def test_candidate_selection_is_the_same_whatever_the_chunks():
     # no viable query: the second pass is skipped and the frame is empty, with its columns
     none = select_candidates(ids, domains, ["A"], chunks, 127, 127, 80, 6, 7)
     assert none.height == 0 and none.columns == whole.columns and len(passes) == 3
+
+
+def test_selection_key_changes_with_everything_the_selection_reads():
+    base = (
+        ["s0.sig:ab", "s1.sig:cd"],
+        ["p0", "p1"],
+        [["A"], ["B", "A"]],
+        ["A", "B"],
+        9,
+        8,
+        5,
+        4,
+        0,
+    )
+    key = selection_key(*base)
+    assert key == selection_key(*base) and len(key) == 32
+    # a row's domains in another order select the same queries
+    assert selection_key(*base[:2], [["A"], ["A", "B"]], *base[3:]) == key
+    changed = [
+        (["s0.sig:ab", "s1.sig:ce"], *base[1:]),
+        (base[0], ["p0", "p2"], *base[2:]),
+        (*base[:2], [["A"], ["B"]], *base[3:]),
+        (*base[:3], ["B", "A"], *base[4:]),
+    ]
+    changed += [(*base[:x], base[x] + 1, *base[x + 1 :]) for x in range(4, 9)]
+    keys = {selection_key(*c) for c in changed}
+    assert key not in keys and len(keys) == len(changed)
 
 
 def test_candidate_selection_known_answer_at_the_thresholds():

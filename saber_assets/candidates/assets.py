@@ -1,6 +1,8 @@
 """candidates stage: per domain, viable queries with K topic-only, K summary-only, K both."""
 
 import json
+import os
+import time
 
 import polars as pl
 from dagster import (
@@ -16,8 +18,8 @@ from dagster import (
 from ..ontology.domains import domain_names
 from ..ops.metadata import markdown_table
 from ..resources import SaberSettings
-from ..signals.assets import stored_pairs
-from .select import GROUPS, select_candidates
+from ..signals.assets import signals_dir, stored_pairs
+from .select import GROUPS, select_candidates, selection_key
 
 
 def build_candidate_assets(domain_partitions: StaticPartitionsDefinition) -> list:
@@ -51,17 +53,33 @@ def query_candidates(
         int(relevance_thresholds["topic_threshold_q"][0]),
         int(relevance_thresholds["summary_threshold_q"][0]),
     )
-    all_sel = select_candidates(
-        inputs.ids,
-        problem_annotations["domains"].to_list(),
-        domain_names(cfg.ontology),
-        pairs.chunks,
-        t_thr,
-        s_thr,
-        cand.candidates_per_group,
-        cand.quota_per_domain,
-        cfg.seed,
-    )
+    select = {
+        "ids": inputs.ids,
+        "domains": problem_annotations["domains"].to_list(),
+        "domain_order": domain_names(cfg.ontology),
+        "t_thr": t_thr,
+        "s_thr": s_thr,
+        "k": cand.candidates_per_group,
+        "quota": cand.quota_per_domain,
+        "seed": cfg.seed,
+    }
+    # every domain partition needs the same selection over all stored pairs (two passes over
+    # every shard file): the first computes it, the others read it back by its content key
+    key = selection_key(pairs.digests(), **select)
+    path = signals_dir(settings) / "selection" / f"{key}.parquet"
+    t0 = time.perf_counter()
+    reused = path.exists()
+    if reused:
+        all_sel = pl.read_parquet(path)
+    else:
+        all_sel = select_candidates(pairs=pairs.chunks, **select)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        all_sel.write_parquet(tmp)
+        tmp.replace(path)
+        for old in path.parent.glob("*.parquet"):
+            if old != path:
+                old.unlink(missing_ok=True)
     df = all_sel.filter(pl.col("domain") == context.partition_key)
     domains_of = problem_annotations.select(
         pl.col("id").alias("query_id"), pl.col("domains").alias("query_domains")
@@ -81,6 +99,8 @@ def query_candidates(
             "candidates_per_group_K": cand.candidates_per_group,
             "thresholds": json.dumps({"topic": t_thr / 255, "summary": s_thr / 255}),
             "seed": cfg.seed,
+            "selection": "reused" if reused else "computed",
+            "selection_seconds": round(time.perf_counter() - t0, 2),
             "per_group_mean_signals": markdown_table(
                 df.group_by("group")
                 .agg(pl.len(), pl.col("topic").mean().round(3), pl.col("summary").mean().round(3))

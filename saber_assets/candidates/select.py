@@ -10,6 +10,8 @@ and keep its own part: backfilling one domain gives the same queries as a full r
 
 from __future__ import annotations
 
+import hashlib
+import json
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 
@@ -61,6 +63,24 @@ def group_counts(
     for g, mask in enumerate((t_rel & ~s_rel, s_rel & ~t_rel, t_rel & s_rel)):
         out[:, g] = np.bincount(i[mask], minlength=n) + np.bincount(j[mask], minlength=n)
     return out
+
+
+def selection_key(
+    pair_digests: Sequence[str],
+    ids: Sequence[str],
+    domains: Sequence[Sequence[str]],
+    domain_order: Sequence[str],
+    t_thr: int,
+    s_thr: int,
+    k: int,
+    quota: int,
+    seed: int,
+) -> str:
+    """A digest of everything ``select_candidates`` reads: equal keys, equal selections."""
+    h = hashlib.blake2b(digest_size=16)
+    parts = [list(pair_digests), list(ids), [sorted(d) for d in domains], list(domain_order)]
+    h.update(json.dumps([*parts, t_thr, s_thr, k, quota, seed]).encode())
+    return h.hexdigest()
 
 
 def select_candidates(

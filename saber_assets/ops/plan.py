@@ -59,6 +59,8 @@ UPSTREAM = {
     "build_analyses": "build_leaderboard",
 }
 SECRETS = {"api_key", "api_key_env", "dsn_env"}  # names only, but never part of a fingerprint
+# how fast or in how much memory a stage runs, never what it computes (tested equal both ways)
+RESOURCE_ONLY = {"signals": {"threads", "gather_memory_gib"}}
 
 
 def _digest(obj) -> str:
@@ -67,7 +69,7 @@ def _digest(obj) -> str:
 
 
 def config_part(cfg: PipelineConfig, dotted: str):
-    value = cfg.model_dump(exclude={"llm": SECRETS, "stores": SECRETS})
+    value = cfg.model_dump(exclude={"llm": SECRETS, "stores": SECRETS, **RESOURCE_ONLY})
     for part in dotted.split("."):
         value = value[part]
     return value

@@ -40,6 +40,10 @@ class StoredPairs:
     def total_pairs(self) -> int:
         return sum(read_header(p)["pairs"] for p in self.paths)
 
+    def digests(self) -> list[str]:
+        """Each file's name and payload checksum (from its header): what the pairs' content is."""
+        return [f"{p.name}:{read_header(p)['checksum'].hex()}" for p in self.paths]
+
     def shards(self) -> Iterator[Shard]:
         for path in self.paths:
             shard = read_shard(path, with_hist=False)
