@@ -3,8 +3,7 @@
 uv run python benchmarks/thresholds.py                        # N = 70,000 rows, 11% stored
 uv run python benchmarks/thresholds.py --rows 20000 --density 0.13 --budget-mib 256
 
-Synthetic shard files of N rows (each row pairs with about a share ``density`` of the later
-rows, drawn at random; topic quanta uniform above the floor or summary quanta gamma-distributed above
+Synthetic shard files of N rows (each later row pairs with a row with probability ``density``; topic quanta uniform above the floor or summary quanta gamma-distributed above
 theirs, like the stored pairs of the scale rehearsal) are written once; then, each in a fresh
 process so that peak RSS is its own, (a) the thresholds with every pair loaded and grouped in
 memory — the implementation before this benchmark — and (b) the same thresholds gathered by row
@@ -17,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -43,12 +41,16 @@ def write_shards(d: Path, n: int, density: float, shards: int, seed: int) -> int
     for k in range(shards):
         r0, r1 = int(bounds[k]), int(bounds[k + 1])
         rows = np.arange(r0, r1)
-        own = np.repeat(rows, rng.binomial(n - 1 - rows, density))
-        # a later row, uniformly; a pair drawn twice is stored once (as the shards store it)
-        key = np.unique(own * n + own + 1 + (rng.random(len(own)) * (n - 1 - own)).astype(np.int64))
-        own, cols = key // n, (key % n).astype(np.int32)
+        # each later row joins independently with probability `density`: gaps are geometric
+        parts = []
+        for r in rows:
+            gaps = rng.geometric(density, int(density * (n - r) * 1.3) + 16)
+            cols_r = r + np.cumsum(gaps)
+            assert cols_r[-1] >= n, "too few gaps drawn"
+            parts.append(cols_r[cols_r < n])
         indptr = np.zeros(len(rows) + 1, np.int64)
-        np.cumsum(np.bincount(own - r0, minlength=len(rows)), out=indptr[1:])
+        np.cumsum([len(x) for x in parts], out=indptr[1:])
+        cols = np.concatenate(parts).astype(np.int32)
         m = int(indptr[-1])
         tq = rng.integers(0, 256, m).astype(np.uint8)
         sq = np.minimum(255, rng.gamma(2.0, 25.0, m)).astype(np.uint8)
@@ -100,7 +102,9 @@ def child(d: str, n: int, mode: str, budget: int, q: int, k: int, seed: int) -> 
         if choice is not None
         else {"rows": sel.height, "digest": int(sel.hash_rows().sum())}
     )
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    # VmHWM, not ru_maxrss: the latter keeps the forking parent's peak across exec
+    status = Path("/proc/self/status").read_text().split("\n")
+    peak = int(next(x for x in status if x.startswith("VmHWM:")).split()[1]) * 1024
     print(json.dumps({"mode": mode, "seconds": seconds, "peak_rss": peak, "result": result}))
 
 
