@@ -289,7 +289,13 @@ def run_module(name: str, timeout: float, workers: int = 1) -> dict:
         counts[outcome] = counts.get(outcome, 0) + 1
         if outcome == "survived":
             m = item["mutations"][0]
-            survivors.append(f"{m['module_path']}:{m['start_pos'][0]} {m['operator_name']}")
+            changed = [
+                x[1:].strip()
+                for x in (result.get("diff") or "").splitlines()
+                if x.startswith("+") and not x.startswith("+++")
+            ]
+            where = f"{m['module_path']}:{m['start_pos'][0]} {m['operator_name']}"
+            survivors.append(f"{where}: `{changed[0]}`" if changed else where)
     caught = counts["killed"] + counts["timeout"]  # a mutant that hangs is caught too
     decided = caught + counts["survived"]
     return {
@@ -313,7 +319,7 @@ def write_report(results: dict) -> None:
             f"| {r['module']} | {r['killed']} | {r['survived']} | {r['timeout']} | "
             f"{r['kill_rate']} | {r['seconds']} |"
         )
-    lines.append("\nSurvivors (file:line operator):\n")
+    lines.append("\nSurvivors (file:line operator: the mutated line):\n")
     for r in results.values():
         lines += [f"- {s}" for s in r["survivors"]]
     (OUT / "mutation.md").write_text("\n".join(lines) + "\n")

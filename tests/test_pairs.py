@@ -12,6 +12,7 @@ from saber_assets.signals.thresholds import (
     derive_thresholds,
     in_memory_blocks,
     row_pairs,
+    viable_counts,
     viable_per_domain,
 )
 
@@ -144,6 +145,34 @@ def test_a_shard_of_another_corpus_version_is_refused(shard_files):
         other.degrees()
     with pytest.raises(ShardError, match="expected 'x"):
         list(other.chunks())
+
+
+def test_no_rows_and_a_domain_list_of_the_wrong_length():
+    """An empty corpus has no viable query (not a crash); domains for fewer or more rows than
+    the pairs cover are refused (compiled, the kernel would read past the domain offsets)."""
+    empty = (
+        np.zeros(0, np.int32),
+        np.zeros(0, np.int32),
+        np.zeros(0, np.uint8),
+        np.zeros(0, np.uint8),
+    )
+    [block] = in_memory_blocks(0, empty)
+    assert block.indptr.tolist() == [0] and len(block.tq) == 0
+    assert viable_counts(block.indptr, block.tq, block.sq, [], 1, 1, 0, 0).sum() == 0
+    with pytest.raises(ValueError, match="no domain has 1 queries"):
+        derive_thresholds([block], [], ["A"], 1, 1, 0, 0)
+    pairs = (
+        np.array([0], np.int32),
+        np.array([1], np.int32),
+        np.array([9], np.uint8),
+        np.array([9], np.uint8),
+    )
+    [block] = in_memory_blocks(3, pairs)
+    for rows in ([[0], [0]], [[0]] * 4):
+        with pytest.raises(ValueError, match=rf"{len(rows)} rows of domains for 3 rows of pairs"):
+            viable_counts(block.indptr, block.tq, block.sq, rows, 1, 1, 0, 0)
+    with pytest.raises(ValueError, match="2 rows of domains for 3 rows"):
+        derive_thresholds([block], [["A"], ["A"]], ["A"], 1, 1, 0, 0)
 
 
 def test_row_pairs_and_blocks_agree_on_planted_rows():

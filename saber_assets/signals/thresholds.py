@@ -195,6 +195,8 @@ def viable_counts(
 ) -> np.ndarray:
     """counts[d, τ_t, τ_s] = queries of domain d viable at (τ_t, τ_s); exact for τ_t >= t_min,
     τ_s >= s_min (entries outside are 0)."""
+    if len(row_domains) != len(indptr) - 1:  # the kernel would read past the domain offsets
+        raise ValueError(f"{len(row_domains)} rows of domains for {len(indptr) - 1} rows of pairs")
     dom_ptr = np.zeros(len(row_domains) + 1, dtype=np.int64)
     np.cumsum([len(x) for x in row_domains], out=dom_ptr[1:])
     dom_idx = np.array([d for x in row_domains for d in x], dtype=np.int64)
