@@ -80,6 +80,23 @@ def test_chunks_cover_every_stored_pair_once_and_degrees_count_both_directions(s
     assert np.array_equal(deg, np.bincount(i, minlength=N) + np.bincount(j, minlength=N))
 
 
+@pytest.mark.parametrize("chunk_pairs", [1, 50, 999, 10**9])
+def test_chunks_are_runs_of_whole_rows_within_the_size_and_cover_every_pair(
+    shard_files, chunk_pairs
+):
+    whole = _arrays(shard_files)
+    small = StoredPairs(shard_files.paths, N, shard_files.versions, chunk_pairs=chunk_pairs)
+    chunks = list(small.chunks())
+    for i, j, _, _ in chunks:  # within the size, or one row (i in an upper file, j in a lower)
+        assert len(i) <= chunk_pairs or len(set(i.tolist())) == 1 or len(set(j.tolist())) == 1
+    if chunk_pairs == 10**9:
+        assert len(chunks) == len(shard_files.paths)
+    else:
+        assert len(chunks) > len(shard_files.paths)
+    got = tuple(np.concatenate(c) for c in zip(*chunks, strict=True))
+    assert all(np.array_equal(a, b) for a, b in zip(got, whole, strict=True))
+
+
 @pytest.mark.parametrize("rows_per_group", [1, 3, 17, 1000])
 def test_row_blocks_equal_the_in_memory_rows_at_any_budget(shard_files, rows_per_group):
     deg = shard_files.degrees()

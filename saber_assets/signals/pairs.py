@@ -35,6 +35,9 @@ class StoredPairs:
     paths: list[Path]
     n: int
     versions: dict[int, str] | None = None
+    # pairs per chunk at most (a shard of a large corpus holds hundreds of millions): ~10 bytes
+    # each while a chunk is in use, beyond the shard file's own bytes
+    chunk_pairs: int = 1 << 25
 
     @property
     def total_pairs(self) -> int:
@@ -56,14 +59,23 @@ class StoredPairs:
             yield shard
 
     def chunks(self) -> Iterator[Chunk]:
-        """Per shard file: (i < j as int32, topic q, summary q) of its pairs."""
+        """(i < j as int32, topic q, summary q) of every stored pair, a run of whole rows of one
+        shard file at a time, at most ``chunk_pairs`` pairs unless one row holds more."""
         for shard in self.shards():
-            rows = np.repeat(
-                np.arange(shard.row_start, shard.row_end, dtype=np.int32), np.diff(shard.indptr)
-            )
-            cols = shard.cols.astype(np.int32)
-            i, j = (rows, cols) if shard.kind == 0 else (cols, rows)
-            yield i, j, shard.topic, shard.summary
+            ptr = shard.indptr
+            lo = 0
+            while lo < len(ptr) - 1:
+                hi = int(np.searchsorted(ptr, ptr[lo] + self.chunk_pairs, side="right")) - 1
+                hi = min(max(hi, lo + 1), len(ptr) - 1)
+                a, b = int(ptr[lo]), int(ptr[hi])
+                rows = np.repeat(
+                    np.arange(shard.row_start + lo, shard.row_start + hi, dtype=np.int32),
+                    np.diff(ptr[lo : hi + 1]),
+                )
+                cols = shard.cols[a:b].astype(np.int32)
+                i, j = (rows, cols) if shard.kind == 0 else (cols, rows)
+                yield i, j, shard.topic[a:b], shard.summary[a:b]
+                lo = hi
 
     def degrees(self) -> np.ndarray:
         """Stored pairs per row, both directions (int64)."""

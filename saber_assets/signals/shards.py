@@ -159,7 +159,7 @@ def read_shard(
         raise ShardError(
             f"{path}: truncated or padded shard: {actual} bytes, header promises {expected}"
         )
-    data = path.read_bytes()[HEADER.size :]
+    data = memoryview(path.read_bytes())[HEADER.size :]  # a view: no second copy of the file
     if hashlib.blake2b(data, digest_size=16).digest() != h["checksum"]:
         raise ShardError(f"{path}: checksum mismatch: the shard is corrupted")
     offs = np.cumsum([0, *sizes])
