@@ -7,7 +7,7 @@ from saber_assets.signals.compute import compute_segment
 from saber_assets.signals.kernels import to_csr
 from saber_assets.signals.pairs import BYTES_PER_DIRECTION, BYTES_PER_ROW, StoredPairs, row_groups
 from saber_assets.signals.prepare import SignalInputs
-from saber_assets.signals.shards import LOWER, UPPER, ShardError, write_shard
+from saber_assets.signals.shards import LOWER, UPPER, ShardError, read_shard, write_shard
 from saber_assets.signals.thresholds import (
     derive_thresholds,
     in_memory_blocks,
@@ -148,20 +148,47 @@ def test_thresholds_by_blocks_equal_the_in_memory_derivation(shard_files):
 
 def test_a_shard_that_changes_between_passes_is_refused_not_overrun(shard_files):
     deg = shard_files.degrees()
-    fewer, more = deg.copy(), deg.copy()
-    fewer[40] -= 1  # a row with more pairs than its slots: stopped before writing past them
-    more[40] += 1  # a row with a slot left empty
-    for wrong in (fewer, more):
+    last = read_shard(shard_files.paths[-1])
+    last_written = int(last.cols[-1])  # the last direction written in a pass: its column's row
+    # a row with more pairs than its slots (stopped before writing past them: the group's last
+    # row, whose next slot is past the buffer, and the row written last of all, which no later
+    # count check would catch), and a row with a slot left empty
+    for row, delta in ((40, -1), (N - 1, -1), (last_written, -1), (0, -1), (40, 1)):
+        wrong = deg.copy()
+        wrong[row] += delta
         with pytest.raises(ShardError, match=r"changed while they were read"):
             list(shard_files.row_blocks(10**9, wrong))
+    # the last row of a group whose last pair arrives as the column of a later (lower) row:
+    # its extra pair must not land one past the group's buffer either
+    wrong = deg.copy()
+    wrong[99] -= 1
+    first_group = int((wrong[:100] * BYTES_PER_DIRECTION + BYTES_PER_ROW).sum())
+    assert row_groups(wrong, first_group)[0] == (0, 100)
+    with pytest.raises(ShardError, match=r"changed while they were read"):
+        list(shard_files.row_blocks(first_group, wrong))
 
 
 def test_a_shard_of_another_corpus_version_is_refused(shard_files):
-    other = StoredPairs(shard_files.paths, N, {**shard_files.versions, N_BASE: "x" * 16})
-    with pytest.raises(ShardError, match="expected 'x"):
-        other.degrees()
-    with pytest.raises(ShardError, match="expected 'x"):
-        list(other.chunks())
+    for version in ("x" * 16, "0" * 16):  # above and below the real one
+        other = StoredPairs(shard_files.paths, N, {**shard_files.versions, N_BASE: version})
+        with pytest.raises(ShardError, match=f"expected '{version}'"):
+            other.degrees()
+        with pytest.raises(ShardError, match=f"expected '{version}'"):
+            list(other.chunks())
+    missing = StoredPairs(shard_files.paths, N, {160: shard_files.versions[160]})
+    with pytest.raises(ShardError, match="expected None"):
+        list(missing.chunks())
+
+
+def test_gathered_blocks_hold_what_the_budget_allows(shard_files):
+    """The budget's cost model is the real one: a block's arrays (q_t, q_s, offsets and the
+    cursors beside them) never exceed it unless the block is a single row."""
+    deg = shard_files.degrees()
+    for budget in (300, 2_000, 20_000):
+        for b in shard_files.row_blocks(budget, deg):
+            rows = len(b.indptr) - 1
+            held = b.tq.nbytes + b.sq.nbytes + b.indptr.nbytes - 8 + 8 * rows
+            assert held <= budget or rows == 1, (budget, b.start, held)
 
 
 def test_no_rows_and_a_domain_list_of_the_wrong_length():

@@ -97,13 +97,12 @@ class StoredPairs:
             t_out = np.empty(indptr[-1], dtype=np.uint8)
             s_out = np.empty(indptr[-1], dtype=np.uint8)
             cur = indptr[:-1].copy()
-            ok = True
             for shard in self.shards():
-                ok = ok and _scatter(
+                _scatter(
                     shard.row_start, shard.indptr, shard.cols, shard.topic, shard.summary,
                     r0, r1, indptr, cur, t_out, s_out,
                 )  # fmt: skip
-            if not ok or not np.array_equal(cur, indptr[1:]):
+            if not np.array_equal(cur, indptr[1:]):
                 raise ShardError(
                     f"rows [{r0}, {r1}): the shard files changed while they were read (pair counts differ between passes)"
                 )
@@ -131,8 +130,9 @@ def _scatter(
     row_start, indptr, cols, tq, sq, r0, r1, out_ptr, cur, t_out, s_out
 ):  # pragma: no cover
     # a stored pair (row, col) is row's pair and col's pair: each direction whose row lies in
-    # [r0, r1) goes to that row's next free slot; False (nothing written past a row's slots)
-    # when a row has more pairs than its degree promised
+    # [r0, r1) goes to that row's next free slot. Every direction is counted, but none is
+    # written past its row's slots: a row with more pairs than its degree promised ends with a
+    # count above its end, which the caller refuses.
     for local in range(len(indptr) - 1):
         a = row_start + local
         a_in = r0 <= a < r1
@@ -140,16 +140,13 @@ def _scatter(
             b = cols[p]
             if a_in:
                 x = a - r0
-                if cur[x] >= out_ptr[x + 1]:
-                    return False
-                t_out[cur[x]] = tq[p]
-                s_out[cur[x]] = sq[p]
+                if cur[x] < out_ptr[x + 1]:
+                    t_out[cur[x]] = tq[p]
+                    s_out[cur[x]] = sq[p]
                 cur[x] += 1
             if r0 <= b < r1:
                 x = b - r0
-                if cur[x] >= out_ptr[x + 1]:
-                    return False
-                t_out[cur[x]] = tq[p]
-                s_out[cur[x]] = sq[p]
+                if cur[x] < out_ptr[x + 1]:
+                    t_out[cur[x]] = tq[p]
+                    s_out[cur[x]] = sq[p]
                 cur[x] += 1
-    return True
