@@ -66,7 +66,7 @@ MODULES: dict[str, tuple[str, str]] = {
     "rate": ("saber_assets/ratings/rate.py", "tests/test_tournament.py -k 'rate_ or direction'"),
     "select": (
         "saber_assets/candidates/select.py",
-        "tests/test_tournament.py -k 'candidate or group_counts'",
+        "tests/test_tournament.py -k 'candidate or group_counts or selection_key'",
     ),
     "metrics": (
         "saber_assets/leaderboard/metrics.py",
