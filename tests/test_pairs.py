@@ -111,6 +111,17 @@ def test_row_blocks_equal_the_in_memory_rows_at_any_budget(shard_files, rows_per
     assert _per_row(blocks) == _per_row(whole)
 
 
+def test_a_group_reads_only_the_files_that_can_hold_its_pairs(shard_files):
+    def spans(below):
+        return [(s.kind, s.row_start) for s in shard_files.shards(below=below)]
+
+    # upper segments starting at or past the group's end hold none of its rows, as rows or
+    # as columns; lower (appended) segments pair their rows with every earlier row
+    assert spans(7) == [(UPPER, 0), (LOWER, 130), (LOWER, 131)]
+    assert spans(8) == [(UPPER, 0), (UPPER, 7), (LOWER, 130), (LOWER, 131)]
+    assert spans(None) == spans(N) and len(spans(N)) == 5
+
+
 def test_row_groups_are_contiguous_within_budget_and_a_heavy_row_stands_alone():
     deg = np.array([5, 0, 3, 100, 2, 2, 0, 7])
     cost = deg * BYTES_PER_DIRECTION + BYTES_PER_ROW

@@ -5,7 +5,8 @@ floors: ~60 GB as arrays). Candidate selection needs only per-row counts and the
 pairs, so it streams shard by shard (``chunks``). The threshold sweep needs each row's pairs in
 both directions together: ``row_blocks`` gathers them for a group of consecutive rows at a time,
 the groups cut from the rows' degrees so that one group's buffers fit the budget, each group one
-pass over the shard files (a row whose pairs alone exceed the budget is a group by itself).
+pass over the shard files that can hold its pairs (a row whose pairs alone exceed the budget is
+a group by itself).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 import numba as nb
 import numpy as np
 
-from .shards import Shard, ShardError, read_header, read_shard
+from .shards import UPPER, Shard, ShardError, read_header, read_shard
 from .thresholds import RowBlock, sort_rows_by_topic
 
 # bytes a gathered group holds per pair direction (q_t and q_s) and per row (offsets, cursors)
@@ -47,8 +48,14 @@ class StoredPairs:
         """Each file's name and payload checksum (from its header): what the pairs' content is."""
         return [f"{p.name}:{read_header(p)['checksum'].hex()}" for p in self.paths]
 
-    def shards(self) -> Iterator[Shard]:
+    def shards(self, below: int | None = None) -> Iterator[Shard]:
+        """Every shard file, checked; with ``below``, only those that may hold a pair of a row
+        under it (an upper segment's rows and columns all lie at or past its first row)."""
         for path in self.paths:
+            if below is not None:
+                h = read_header(path)
+                if h["kind"] == UPPER and h["row_start"] >= below:
+                    continue
             shard = read_shard(path, with_hist=False)
             if self.versions is not None:
                 want = self.versions.get(shard.n)
@@ -73,7 +80,7 @@ class StoredPairs:
                     np.diff(ptr[lo : hi + 1]),
                 )
                 cols = shard.cols[a:b].astype(np.int32)
-                i, j = (rows, cols) if shard.kind == 0 else (cols, rows)
+                i, j = (rows, cols) if shard.kind == UPPER else (cols, rows)
                 yield i, j, shard.topic[a:b], shard.summary[a:b]
                 lo = hi
 
@@ -97,7 +104,7 @@ class StoredPairs:
             t_out = np.empty(indptr[-1], dtype=np.uint8)
             s_out = np.empty(indptr[-1], dtype=np.uint8)
             cur = indptr[:-1].copy()
-            for shard in self.shards():
+            for shard in self.shards(below=r1):
                 _scatter(
                     shard.row_start, shard.indptr, shard.cols, shard.topic, shard.summary,
                     r0, r1, indptr, cur, t_out, s_out,
