@@ -64,6 +64,7 @@ class StoredPairs:
                         f"{path}: shard of corpus version {shard.corpus_version!r}, expected {want!r}: recompute it"
                     )
             yield shard
+            del shard  # one file's bytes in memory at a time: not this one while reading the next
 
     def chunks(self) -> Iterator[Chunk]:
         """(i < j as int32, topic q, summary q) of every stored pair, a run of whole rows of one
@@ -81,8 +82,10 @@ class StoredPairs:
                 )
                 cols = shard.cols[a:b].astype(np.int32)
                 i, j = (rows, cols) if shard.kind == UPPER else (cols, rows)
-                yield i, j, shard.topic[a:b], shard.summary[a:b]
+                # copies, so that a chunk the caller still holds keeps no file's bytes alive
+                yield i, j, shard.topic[a:b].copy(), shard.summary[a:b].copy()
                 lo = hi
+            del shard, ptr
 
     def degrees(self) -> np.ndarray:
         """Stored pairs per row, both directions (int64)."""
@@ -90,6 +93,7 @@ class StoredPairs:
         for shard in self.shards():
             deg[shard.row_start : shard.row_end] += np.diff(shard.indptr)
             deg += np.bincount(shard.cols, minlength=self.n)
+            del shard
         return deg
 
     def row_blocks(
@@ -109,6 +113,7 @@ class StoredPairs:
                     shard.row_start, shard.indptr, shard.cols, shard.topic, shard.summary,
                     r0, r1, indptr, cur, t_out, s_out,
                 )  # fmt: skip
+                del shard
             if not np.array_equal(cur, indptr[1:]):
                 raise ShardError(
                     f"rows [{r0}, {r1}): the shard files changed while they were read (pair counts differ between passes)"
