@@ -120,7 +120,7 @@ def test_block_kernel_agrees_with_dense_up_to_quantisation():
 
 def test_dense_refuses_topic_ids_outside_the_lin_table():
     lin = np.eye(5, dtype=np.float32)
-    for bad in ([-1, 2], [2, 5]):
+    for bad in ([-1, 2], [2, 5], [2, 9]):
         with pytest.raises(ValueError, match=r"topic ids must lie in \[0, 5\)"):
             bma_jaccard_dense([[1], bad], lin, [[1], [2]])
     # ids that never use topic 0 (or the last) are fine
@@ -130,6 +130,41 @@ def test_dense_refuses_topic_ids_outside_the_lin_table():
         bma_jaccard_dense([[1], [2]], lin, [[1]])
     with pytest.raises(ValueError, match="1 topic sets but 2 token sets"):
         bma_jaccard_dense([[1]], lin, [[1], [2]])
+
+
+def test_jaccard_table_is_the_quantised_ratio_at_every_cell_used():
+    """The block kernel reads q(J) from a table by (intersection, union): every cell a pair of
+    sets of up to MAX_TOKENS tokens can reach, against the ratio computed directly."""
+    from saber_assets.signals.kernels import MAX_TOKENS, jaccard_lut
+
+    lut = jaccard_lut()
+    inter, union = np.meshgrid(
+        np.arange(MAX_TOKENS + 1), np.arange(2 * MAX_TOKENS + 1), indexing="ij"
+    )
+    used = (inter <= union) & (union - inter <= 2 * (MAX_TOKENS - inter))
+    want = quantize(np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0))
+    assert lut.shape == inter.shape and np.array_equal(lut[used], want[used])
+    assert lut[1, 1] == lut[MAX_TOKENS, MAX_TOKENS] == 255 and lut[0, 0] == lut[0, 7] == 0
+    assert lut[1, 2] == 128  # 0.5 rounds half up
+
+
+def test_dense_sets_of_more_than_256_members():
+    """The plain pairwise code walks sorted sets by index: sets larger than CPython's cached small
+    ints (256) must end the walk at their length like small ones."""
+    rng = np.random.default_rng(2)
+    lin = rng.random((400, 400)).astype(np.float32)
+    lin = (lin + lin.T) / 2
+    np.fill_diagonal(lin, 1.0)
+    topics = [list(range(0, 300)), list(range(100, 400)), list(range(350, 400))]
+    # the later set of a pair ends first (its walk must stop at its own length)
+    tokens = [list(range(0, 900, 3)), list(range(0, 600, 2)), list(range(1000, 1300))]
+    top, summ = bma_jaccard_dense(topics, lin, tokens)
+    for i in range(3):
+        for j in range(3):
+            if i != j:
+                assert abs(top[i, j] - ref_bma(topics[i], topics[j], lin)) < 1e-5
+                assert abs(summ[i, j] - ref_jaccard(tokens[i], tokens[j])) < 1e-6
+    assert summ[0, 1] == pytest.approx(100 / 500) and summ[0, 2] == 0.0
 
 
 def test_naive_baseline_sums_the_dense_signals():
