@@ -178,15 +178,19 @@ def test_naive_baseline_sums_the_dense_signals():
     assert got == pytest.approx(want, rel=1e-5)
 
 
-def test_block_kernel_with_many_topics_and_several_per_problem():
+@pytest.mark.parametrize("first", [None, [1], [12], [2] * 10])
+def test_block_kernel_with_many_topics_and_several_per_problem(first):
     """300 topics (more than a tile's 64 lanes) and up to 9 topics a problem: the tile's topic
-    union outgrows 64 and the gathered tables must hold it."""
+    union outgrows 64 and the gathered tables must hold it — sized from the largest set whether
+    the first rows' sets are the smallest (1; ten of 2) or the largest (12)."""
     rng = np.random.default_rng(13)
     t, n = 300, 150
     lin = rng.random((t, t)).astype(np.float32)
     lin = (lin + lin.T) / 2
     np.fill_diagonal(lin, 1.0)
     topics = [list(rng.choice(t, rng.integers(1, 10), replace=False)) for _ in range(n)]
+    for r, size in enumerate(first or []):
+        topics[r] = list(rng.choice(t, size, replace=False))
     # a vocabulary of 400: most pairs share nothing, so a token left set from an earlier row
     # tile shows as a false intersection
     tokens = [list(rng.integers(0, 400, rng.integers(1, 12))) for _ in range(n)]
@@ -207,6 +211,33 @@ def test_block_kernel_with_many_topics_and_several_per_problem():
     want = np.zeros_like(hist)
     np.add.at(want, (rows, tq.astype(int) * 5 // 256, sq.astype(int) * 5 // 256), 1)
     assert np.array_equal(hist, want) and hist[:, 4, :].sum() > 0 and hist[:, :, 0].sum() > 0
+
+
+def test_block_kernel_with_no_tokens_at_all_and_problems_without_topics():
+    """No problem has a summary token (every summary empty): the summary signal is 0 for every
+    pair. A problem without topics has topic signal exactly 0 with everyone, also in the pairs
+    stored for their summary."""
+    lin = np.full((4, 4), 0.5, dtype=np.float32)
+    np.fill_diagonal(lin, 1.0)
+    tp, ti = to_csr([[0], [], [0, 1], [], [2]])
+    sp, si = to_csr([[]] * 5)
+    indptr, cols, tq, sq, hist = signal_block(tp, ti, lin, sp, si, 0, 5, 0, 0)
+    assert len(cols) == 10 and not sq.any() and hist.sum() == 10
+    rows = np.repeat(np.arange(5), np.diff(indptr))
+    empty = np.isin(rows, [1, 3]) | np.isin(cols, [1, 3])
+    assert not tq[empty].any() and tq[~empty].all()
+    # only the first problem has topics (the buffers are sized from it alone)
+    tp1, ti1 = to_csr([[0, 1, 2], [], []])
+    sp1, si1 = to_csr([[5], [5], []])
+    _, cols1, tq1, sq1, _ = signal_block(tp1, ti1, lin, sp1, si1, 0, 3, 0, 0)
+    assert len(cols1) == 3 and not tq1.any() and sq1.tolist() == [255, 0, 0]
+    sp, si = to_csr([[5], [5], [6], [6], [7]])  # stored by summary only (topic floor 255)
+    indptr, cols, tq, sq, _ = signal_block(tp, ti, lin, sp, si, 0, 5, 255, 255)
+    rows = np.repeat(np.arange(5), np.diff(indptr))
+    assert list(zip(rows.tolist(), cols.tolist(), tq.tolist(), sq.tolist(), strict=True)) == [
+        (0, 1, 0, 255),
+        (2, 3, 0, 255),
+    ]
 
 
 def test_token_sets_of_255_are_the_cap_and_256_is_refused():
