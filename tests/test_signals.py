@@ -165,6 +165,25 @@ def test_dense_sets_of_more_than_256_members():
                 assert abs(top[i, j] - ref_bma(topics[i], topics[j], lin)) < 1e-5
                 assert abs(summ[i, j] - ref_jaccard(tokens[i], tokens[j])) < 1e-6
     assert summ[0, 1] == pytest.approx(100 / 500) and summ[0, 2] == 0.0
+    # and more than 256 problems (their count is compared too)
+    top, _ = bma_jaccard_dense([[0]] * 300, lin, [[1]] * 300)
+    assert top.shape == (300, 300) and top[0, 299] == 1.0
+
+
+def test_a_pair_exactly_at_a_storage_floor_is_stored_and_one_quantum_below_is_not():
+    lin = np.array([[1, 128 / 255, 0], [128 / 255, 1, 0], [0, 0, 1]], dtype=np.float32)
+    tp, ti = to_csr([[0], [1], [2]])
+    sp, si = to_csr([[1, 2], [2, 3], [9]])  # Jaccard 1/3: q = 85
+    for ft, fs, want in (
+        (128, 255, [(0, 1, 128, 85)]),
+        (129, 255, []),
+        (255, 85, [(0, 1, 128, 85)]),
+    ):
+        indptr, cols, tq, sq, _ = signal_block(tp, ti, lin, sp, si, 0, 3, ft, fs)
+        rows = np.repeat(np.arange(3), np.diff(indptr))
+        got = list(zip(rows.tolist(), cols.tolist(), tq.tolist(), sq.tolist(), strict=True))
+        assert got == want, (ft, fs)
+    assert signal_block(tp, ti, lin, sp, si, 0, 3, 255, 86)[1].size == 0
 
 
 def test_naive_baseline_sums_the_dense_signals():
@@ -221,8 +240,10 @@ def test_block_kernel_with_no_tokens_at_all_and_problems_without_topics():
     np.fill_diagonal(lin, 1.0)
     tp, ti = to_csr([[0], [], [0, 1], [], [2]])
     sp, si = to_csr([[]] * 5)
+    assert sp.tolist() == [0] * 6 and si.shape == (0,) and si.dtype == np.int32
     indptr, cols, tq, sq, hist = signal_block(tp, ti, lin, sp, si, 0, 5, 0, 0)
     assert len(cols) == 10 and not sq.any() and hist.sum() == 10
+    assert hist.shape == (5, 16, 16)  # the default bins, as the config's default
     rows = np.repeat(np.arange(5), np.diff(indptr))
     empty = np.isin(rows, [1, 3]) | np.isin(cols, [1, 3])
     assert not tq[empty].any() and tq[~empty].all()
