@@ -241,6 +241,8 @@ def test_block_kernel_with_no_tokens_at_all_and_problems_without_topics():
     tp, ti = to_csr([[0], [], [0, 1], [], [2]])
     sp, si = to_csr([[]] * 5)
     assert sp.tolist() == [0] * 6 and si.shape == (0,) and si.dtype == np.int32
+    for sets, want in (([[], [7]], [7]), ([[], [5], [2, 2]], [5, 2]), ([[3], []], [3])):
+        assert to_csr(sets)[1].tolist() == want  # empty sets first or last
     indptr, cols, tq, sq, hist = signal_block(tp, ti, lin, sp, si, 0, 5, 0, 0)
     assert len(cols) == 10 and not sq.any() and hist.sum() == 10
     assert hist.shape == (5, 16, 16)  # the default bins, as the config's default
