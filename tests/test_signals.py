@@ -197,19 +197,23 @@ def test_naive_baseline_sums_the_dense_signals():
     assert got == pytest.approx(want, rel=1e-5)
 
 
-@pytest.mark.parametrize("first", [None, [1], [12], [2] * 10])
+@pytest.mark.parametrize("first", [None, [1], [12], [2] * 10, "last"])
 def test_block_kernel_with_many_topics_and_several_per_problem(first):
     """300 topics (more than a tile's 64 lanes) and up to 9 topics a problem: the tile's topic
     union outgrows 64 and the gathered tables must hold it — sized from the largest set whether
-    the first rows' sets are the smallest (1; ten of 2) or the largest (12)."""
+    the first rows' sets are the smallest (1; ten of 2) or the largest (12), or the last row's
+    is the smallest; from row 0 and from a later first row."""
     rng = np.random.default_rng(13)
     t, n = 300, 150
     lin = rng.random((t, t)).astype(np.float32)
     lin = (lin + lin.T) / 2
     np.fill_diagonal(lin, 1.0)
     topics = [list(rng.choice(t, rng.integers(1, 10), replace=False)) for _ in range(n)]
-    for r, size in enumerate(first or []):
-        topics[r] = list(rng.choice(t, size, replace=False))
+    if first == "last":
+        topics[-1] = [7]
+    else:
+        for r, size in enumerate(first or []):
+            topics[r] = list(rng.choice(t, size, replace=False))
     # a vocabulary of 400: most pairs share nothing, so a token left set from an earlier row
     # tile shows as a false intersection
     tokens = [list(rng.integers(0, 400, rng.integers(1, 12))) for _ in range(n)]
@@ -230,6 +234,11 @@ def test_block_kernel_with_many_topics_and_several_per_problem(first):
     want = np.zeros_like(hist)
     np.add.at(want, (rows, tq.astype(int) * 5 // 256, sq.astype(int) * 5 // 256), 1)
     assert np.array_equal(hist, want) and hist[:, 4, :].sum() > 0 and hist[:, :, 0].sum() > 0
+    # a block that does not start at row 0 (its buffers sized from its own rows) is the same part
+    later = signal_block(tp, ti, lin, sp, si, 70, n, 0, 0, n_bins=5)
+    assert np.array_equal(later[1], cols[indptr[70] :]) and np.array_equal(
+        later[2], tq[indptr[70] :]
+    )
 
 
 def test_block_kernel_with_no_tokens_at_all_and_problems_without_topics():
@@ -243,6 +252,10 @@ def test_block_kernel_with_no_tokens_at_all_and_problems_without_topics():
     assert sp.tolist() == [0] * 6 and si.shape == (0,) and si.dtype == np.int32
     for sets, want in (([[], [7]], [7]), ([[], [5], [2, 2]], [5, 2]), ([[3], []], [3])):
         assert to_csr(sets)[1].tolist() == want  # empty sets first or last
+    # one token in the whole corpus, of a high id: the token masks reach it
+    sp2, si2 = to_csr([[], [], [9], [], []])
+    _, _, _, sq2, _ = signal_block(tp, ti, lin, sp2, si2, 0, 5, 0, 0)
+    assert not sq2.any()
     indptr, cols, tq, sq, hist = signal_block(tp, ti, lin, sp, si, 0, 5, 0, 0)
     assert len(cols) == 10 and not sq.any() and hist.sum() == 10
     assert hist.shape == (5, 16, 16)  # the default bins, as the config's default
