@@ -18,10 +18,11 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 import polars as pl
 
+from ..signals.pairs import Chunk
+
 GROUPS = ("topic_only", "summary_only", "both")
 
-Chunk = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # (i < j, topic q, summary q)
-# a fresh pass over every stored pair, a chunk (one shard file) at a time; read twice
+# a fresh pass over every stored pair, a chunk (whole rows of one shard file) at a time; read twice
 PairChunks = Callable[[], Iterable[Chunk]]
 
 
