@@ -7,7 +7,7 @@ from saber_assets.signals.compute import compute_segment
 from saber_assets.signals.kernels import to_csr
 from saber_assets.signals.pairs import BYTES_PER_DIRECTION, BYTES_PER_ROW, StoredPairs, row_groups
 from saber_assets.signals.prepare import SignalInputs
-from saber_assets.signals.shards import LOWER, UPPER, ShardError, read_shard, write_shard
+from saber_assets.signals.shards import LOWER, UPPER, Shard, ShardError, read_shard, write_shard
 from saber_assets.signals.thresholds import (
     derive_thresholds,
     in_memory_blocks,
@@ -125,7 +125,7 @@ def test_a_group_reads_only_the_files_that_can_hold_its_pairs(shard_files):
 def test_row_groups_are_contiguous_within_budget_and_a_heavy_row_stands_alone():
     deg = np.array([5, 0, 3, 100, 2, 2, 0, 7])
     cost = deg * BYTES_PER_DIRECTION + BYTES_PER_ROW
-    for budget in (1, 30, 40, 60, 250, 10_000):
+    for budget in (1, 30, 40, 41, 42, 60, 250, 10_000):
         groups = row_groups(deg, budget)
         assert groups[0][0] == 0 and groups[-1][1] == len(deg)
         assert all(a[1] == b[0] for a, b in zip(groups, groups[1:], strict=False))
@@ -164,19 +164,20 @@ def test_a_shard_that_changes_between_passes_is_refused_not_overrun(shard_files)
     # a row with more pairs than its slots (stopped before writing past them: the group's last
     # row, whose next slot is past the buffer, and the row written last of all, which no later
     # count check would catch), and a row with a slot left empty
-    for row, delta in ((40, -1), (N - 1, -1), (last_written, -1), (0, -1), (40, 1)):
+    for row, delta in ((40, -1), (N - 1, -1), (N - 1, -2), (last_written, -1), (0, -1), (40, 1)):
         wrong = deg.copy()
         wrong[row] += delta
         with pytest.raises(ShardError, match=r"changed while they were read"):
             list(shard_files.row_blocks(10**9, wrong))
     # the last row of a group whose last pair arrives as the column of a later (lower) row:
     # its extra pair must not land one past the group's buffer either
-    wrong = deg.copy()
-    wrong[99] -= 1
-    first_group = int((wrong[:100] * BYTES_PER_DIRECTION + BYTES_PER_ROW).sum())
-    assert row_groups(wrong, first_group)[0] == (0, 100)
-    with pytest.raises(ShardError, match=r"changed while they were read"):
-        list(shard_files.row_blocks(first_group, wrong))
+    for short in (1, 2):  # two short: the second extra pair must not be written either
+        wrong = deg.copy()
+        wrong[99] -= short
+        first_group = int((wrong[:100] * BYTES_PER_DIRECTION + BYTES_PER_ROW).sum())
+        assert row_groups(wrong, first_group)[0] == (0, 100)
+        with pytest.raises(ShardError, match=r"changed while they were read"):
+            list(shard_files.row_blocks(first_group, wrong))
 
 
 def test_a_shard_of_another_corpus_version_is_refused(shard_files):
@@ -228,6 +229,24 @@ def test_no_rows_and_a_domain_list_of_the_wrong_length():
             viable_counts(block.indptr, block.tq, block.sq, rows, 1, 1, 0, 0)
     with pytest.raises(ValueError, match="2 rows of domains for 3 rows"):
         derive_thresholds([block], [["A"], ["A"]], ["A"], 1, 1, 0, 0)
+
+
+def test_more_than_256_rows_in_a_file_and_in_the_corpus(tmp_path):
+    """Row counters compared with the file's and the corpus's row counts past CPython's cached
+    small ints (a comparison by identity would never stop)."""
+    n = 300
+    rows = np.arange(n - 1)
+    shard = Shard(UPPER, n, 0, n - 1, 0, 0, 255, "v", np.arange(n, dtype=np.int64),
+                  (rows + 1).astype(np.int32), np.full(n - 1, 9, np.uint8),
+                  np.full(n - 1, 7, np.uint8), np.zeros((n - 1, 2, 2), np.uint32))  # fmt: skip
+    write_shard(tmp_path / "big.sig", shard)
+    pairs = StoredPairs([tmp_path / "big.sig"], n, chunk_pairs=1)
+    chunks = list(pairs.chunks())
+    assert len(chunks) == n - 1 and [int(c[0][0]) for c in chunks] == list(range(n - 1))
+    deg = pairs.degrees()
+    assert deg.tolist() == [1] + [2] * (n - 2) + [1]
+    blocks = list(pairs.row_blocks(BYTES_PER_DIRECTION * 2 + BYTES_PER_ROW, deg))
+    assert len(blocks) == n and sum(len(b.tq) for b in blocks) == 2 * (n - 1)
 
 
 def test_row_pairs_and_blocks_agree_on_planted_rows():
