@@ -282,8 +282,11 @@ def run_module(name: str, timeout: float, workers: int = 1) -> dict:
         item, result = json.loads(line)
         if result is None or result.get("worker_outcome") == "skipped":
             continue
-        if result.get("worker_outcome") == "timeout" or result.get("output") == "timeout":
-            counts["timeout"] += 1  # cosmic-ray counts these as killed; reported apart
+        worker = str(result.get("worker_outcome")).lower()
+        if worker in ("timeout", "abnormal") or result.get("output") == "timeout":
+            # a hang (the HTTP worker gives up on it as "abnormal") is caught, like a timeout;
+            # cosmic-ray counts these as killed, reported apart here
+            counts["timeout"] += 1
             continue
         outcome = result.get("test_outcome")
         counts[outcome] = counts.get(outcome, 0) + 1
