@@ -669,30 +669,18 @@ def test_thresholds_never_go_below_one_quantum_under_the_storage_floors():
     assert choose(231, 61) == {"A": None, "B": (230, 60, 2)}
     with pytest.raises(ValueError, match="no domain has 2 queries"):
         choose(232, 61)
+
+    def at_floors_zero(row):  # two query rows of domain A, each with the planted groups
+        n, pairs = _planted([row] * 2)
+        blocks = in_memory_blocks(n, pairs)
+        rows = [["A"]] * 2 + [[]] * (n - 2)
+        return n, pairs, derive_thresholds(blocks, rows, ["A"], 2, 2, 0, 0).per_domain
+
     # a summary threshold of 0 (q_s = 1 is relevant, q_s = 0 is not) is reachable at floor 0
-    n, pairs = _planted([[(2, 220, 0), (2, 220, 1), (2, 100, 1)]] * 2)
-    choice = derive_thresholds(
-        in_memory_blocks(n, pairs),
-        [["A"]] * 2 + [[]] * (n - 2),
-        ["A"],
-        2,
-        2,
-        floor_topic_q=0,
-        floor_summary_q=0,
-    )
-    assert choice.per_domain == {"A": (219, 0, 2)}
+    assert at_floors_zero([(2, 220, 0), (2, 220, 1), (2, 100, 1)])[2] == {"A": (219, 0, 2)}
     # and a topic threshold of 0: topic-only and both need q_t = 1, summary-only q_t = 0
-    n, pairs = _planted([[(2, 1, 0), (2, 1, 200), (2, 0, 200)]] * 2)
-    choice = derive_thresholds(
-        in_memory_blocks(n, pairs),
-        [["A"]] * 2 + [[]] * (n - 2),
-        ["A"],
-        2,
-        2,
-        floor_topic_q=0,
-        floor_summary_q=0,
-    )
-    assert choice.per_domain == {"A": (0, 199, 2)}
+    n, pairs, per_domain = at_floors_zero([(2, 1, 0), (2, 1, 200), (2, 0, 200)])
+    assert per_domain == {"A": (0, 199, 2)}
     indptr, t_sorted, s_sorted = row_pairs(n, *pairs)
     sizes = group_sizes(indptr, t_sorted, s_sorted, 0, 199)
     assert all(len(x) == n for x in sizes)  # one entry per row, partner rows included

@@ -301,7 +301,7 @@ def viable_per_domain(
     s_thr: int,
 ) -> dict[str, int]:
     """Viable queries per domain at given thresholds (quanta), counted directly."""
-    index, rows = _domain_rows(row_domains, domains)
+    _, rows = _domain_rows(row_domains, domains)
     out = dict.fromkeys(domains, 0)
     for b in blocks:
         t_only, s_only, both = group_sizes(b.indptr, b.tq, b.sq, t_thr, s_thr)
