@@ -24,6 +24,23 @@ query SaberRuns($filter: RunsFilter, $limit: Int) {
   }
 }
 """
+RUN_ERRORS = """
+query SaberRunErrors($runId: ID!) {
+  logsForRun(runId: $runId) {
+    __typename
+    ... on EventConnection {
+      events {
+        __typename
+        ... on ExecutionStepFailureEvent {
+          stepKey error { message errorChain { error { message } } }
+        }
+        ... on RunFailureEvent { message }
+      }
+    }
+    ... on PythonError { message }
+  }
+}
+"""
 ADD_PARTITION = """
 mutation SaberAddPartition($selector: RepositorySelector!, $name: String!, $key: String!) {
   addDynamicPartition(repositorySelector: $selector, partitionsDefName: $name, partitionKey: $key) {
@@ -96,6 +113,35 @@ class Deployment:
     def status(self, run_id: str) -> str:
         return self.client.get_run_status(run_id).value
 
+    def failure(self, run_id: str) -> str:
+        """Why a run failed, as its event log says; never raises (the build is failing already)."""
+        try:
+            return failure_summary(self._query(RUN_ERRORS, {"runId": run_id}))
+        except Exception as exc:  # the server may be going away; the run id still names it
+            return f"(its event log could not be read: {exc})"
+
+
+def _root_cause(error: dict) -> str:
+    # Dagster wraps an op's exception ("Error occurred while executing op ..."); the raised
+    # error, which names the actual problem, is the chain's last link
+    chain = [link["error"]["message"] for link in error.get("errorChain") or []]
+    return (chain or [error.get("message", "")])[-1].strip()
+
+
+def failure_summary(data: dict, limit: int = 1500) -> str:
+    """The failed steps' error messages (or the run's own failure message) from ``RUN_ERRORS``."""
+    logs = data.get("logsForRun") or {}
+    if logs.get("__typename") != "EventConnection":
+        return f"(its event log could not be read: {logs.get('message', logs)})"
+    steps = [
+        f"{e['stepKey']}: {_root_cause(e.get('error') or {})}"
+        for e in logs["events"]
+        if e.get("__typename") == "ExecutionStepFailureEvent"
+    ]
+    runs = [e["message"] for e in logs["events"] if e.get("__typename") == "RunFailureEvent"]
+    text = "\n".join(steps or runs) or "(no failure event in its log)"
+    return text if len(text) <= limit else text[:limit] + " …"
+
 
 def build_on(url: str, steps: list, retrievers: list[str], force: bool, poll_s: float = 2.0) -> int:
     """Run the build plan on the deployment at ``url``; 0 on success, 1 naming a failed run."""
@@ -126,9 +172,10 @@ def build_on(url: str, steps: list, retrievers: list[str], force: bool, poll_s: 
                     step = pending.pop(rid)
                     print(f"  {status.lower():<8} {step.label:<45} run {rid}", flush=True)
                     if status != "SUCCESS":
+                        why = dep.failure(rid) if status == "FAILURE" else "canceled"
                         print(
                             f"saber build --on {url}: run {rid} ({step.label}) ended {status}; "
-                            "see it in the Dagster UI",
+                            f"see it in the Dagster UI\n{why}",
                             file=sys.stderr,
                         )
                         return 1

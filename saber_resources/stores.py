@@ -49,6 +49,11 @@ class StoreDB:
     def execute(self, sql: str, params: Sequence = ()) -> None:
         raise NotImplementedError
 
+    def execute_ddl(self, statements: Sequence[str]) -> None:
+        """Run schema statements in order (``ensure_table``)."""
+        for sql in statements:
+            self.execute(self.ddl(sql))
+
     def fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
         raise NotImplementedError
 
@@ -145,6 +150,9 @@ class DuckDBStore(StoreDB):
         return _retry_races(select)
 
 
+DDL_LOCK = 0x5ABE7_0DD1  # the advisory lock key saber's schema changes take on PostgreSQL
+
+
 class PostgresStore(StoreDB):
     """PostgreSQL through psycopg 3; one connection per thread, opened on first use."""
 
@@ -184,6 +192,17 @@ class PostgresStore(StoreDB):
 
     def execute(self, sql: str, params: Sequence = ()) -> None:
         self._conn().execute(self._sql(sql), list(params))
+
+    def execute_ddl(self, statements: Sequence[str]) -> None:
+        # Two sessions running CREATE TABLE IF NOT EXISTS at once can both miss the table and
+        # the second then fails on pg_type's unique index (annotation chunks starting together
+        # on a fresh database did, in CI). One transaction-scoped advisory lock takes them in
+        # turn; DDL is transactional, so a session that waited sees the table and skips it.
+        conn = self._conn()
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s::bigint)", [DDL_LOCK])
+            for sql in statements:
+                conn.execute(self.ddl(sql))
 
     def fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
         return self._conn().execute(self._sql(sql), list(params)).fetchall()
@@ -246,9 +265,7 @@ MIGRATIONS: dict[str, list[str]] = {
 
 
 def ensure_table(db: StoreDB, name: str) -> None:
-    db.execute(db.ddl(TABLES[name]))
-    for sql in MIGRATIONS.get(name, []):
-        db.execute(db.ddl(sql))
+    db.execute_ddl([TABLES[name], *MIGRATIONS.get(name, [])])
 
 
 def as_store(x: StoreDB | Connect) -> StoreDB:

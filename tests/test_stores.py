@@ -117,3 +117,41 @@ def test_duckdb_races_are_retried_and_real_errors_are_not():
     with pytest.raises(duckdb.CatalogException, match="judgments"):
         _retry_races(broken)
     assert len(calls) == 1
+
+
+def test_postgres_tables_created_by_many_sessions_at_once(postgres_dsn):
+    """Annotation chunks that start together on a fresh database all create the store tables:
+    without the DDL lock one of two concurrent CREATE TABLE IF NOT EXISTS fails on pg_type's
+    unique index (a CI build lost a chunk to it)."""
+    from saber_resources.stores import TABLES, ensure_table
+
+    admin = PostgresStore(postgres_dsn)
+    errors: list[Exception] = []
+    for trial in range(6):
+        schema = f"ddl_race_{trial}"
+        admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        admin.execute(f"CREATE SCHEMA {schema}")
+        dsn = f"{postgres_dsn}?options=-csearch_path%3D{schema}"
+        sessions = [PostgresStore(dsn) for _ in range(6)]
+        for s in sessions:
+            s.fetch("SELECT 1")  # connected before the barrier: the DDL is what races
+        barrier = threading.Barrier(len(sessions))
+
+        def create(db, barrier=barrier):
+            barrier.wait()
+            try:
+                for name in TABLES:
+                    ensure_table(db, name)
+            except Exception as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=create, args=(s,)) for s in sessions]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        tables = admin.fetch(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = ?", [schema]
+        )
+        assert sorted(t for (t,) in tables) == sorted(TABLES)
+    assert errors == []
