@@ -48,7 +48,7 @@ MODULES: dict[str, tuple[str, str]] = {
     "shards": ("saber_assets/signals/shards.py", "tests/test_signals.py -k 'not dagster'"),
     "thresholds": (
         "saber_assets/signals/thresholds.py",
-        "tests/test_signals.py tests/test_pairs.py -k 'threshold or viability or row_pairs or blocks'",
+        "tests/test_signals.py tests/test_pairs.py -k 'threshold or viability or row_pairs or blocks or group_counts'",
     ),
     "swiss": (
         "saber_assets/tournament/swiss.py",
@@ -66,7 +66,7 @@ MODULES: dict[str, tuple[str, str]] = {
     "rate": ("saber_assets/ratings/rate.py", "tests/test_tournament.py -k 'rate_ or direction'"),
     "select": (
         "saber_assets/candidates/select.py",
-        "tests/test_tournament.py -k 'candidate or group_counts or selection_key'",
+        "tests/test_tournament.py -k 'candidate or selection_key'",
     ),
     "metrics": (
         "saber_assets/leaderboard/metrics.py",

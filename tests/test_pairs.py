@@ -151,9 +151,9 @@ def test_thresholds_by_blocks_equal_the_in_memory_derivation(shard_files):
         cut = derive_thresholds(shard_files.row_blocks(budget, deg), *args)
         assert cut == whole, budget
         point = (whole.topic_q, whole.summary_q)
-        assert viable_per_domain(
-            shard_files.row_blocks(budget, deg), doms, ["A", "B"], 2, *point
-        ) == (whole.viable_at_final)
+        assert viable_per_domain(shard_files.chunks(), doms, ["A", "B"], 2, *point) == (
+            whole.viable_at_final
+        )
     assert whole.viable_at_final["A"] >= 10
 
 

@@ -23,7 +23,7 @@ from saber_assets.signals.shards import LOWER, UPPER, ShardError, read_shard, wr
 from saber_assets.signals.thresholds import (
     QMAX,
     derive_thresholds,
-    group_sizes,
+    group_counts,
     in_memory_blocks,
     row_pairs,
     strictest,
@@ -516,13 +516,13 @@ def test_exact_thresholds_known_answer_reach_the_papers_values():
     assert (choice.topic_q, choice.summary_q) == (219, 54)
     assert round(choice.topic, 3) == 0.859 and round(choice.summary, 3) == 0.212
     assert choice.viable_at_final == {"A": 2, "B": 2}
-    assert viable_per_domain(in_memory_blocks(n, pairs), doms, ["A", "B"], 2, 219, 54) == {
+    assert viable_per_domain([pairs], doms, ["A", "B"], 2, 219, 54) == {
         "A": 2,
         "B": 2,
     }
     # one more notch of either threshold loses A's queries
-    assert viable_per_domain(in_memory_blocks(n, pairs), doms, ["A"], 2, 220, 54) == {"A": 0}
-    assert viable_per_domain(in_memory_blocks(n, pairs), doms, ["A"], 2, 219, 55) == {"A": 0}
+    assert viable_per_domain([pairs], doms, ["A"], 2, 220, 54) == {"A": 0}
+    assert viable_per_domain([pairs], doms, ["A"], 2, 219, 55) == {"A": 0}
     with pytest.raises(ValueError, match="no domain has 3 queries"):
         derive_thresholds(
             in_memory_blocks(n, pairs),
@@ -564,7 +564,7 @@ def test_exact_viability_counts_equal_direct_counting():
         for a, b in zip(rng.integers(ft - 1, 255, 100), rng.integers(fs - 1, 255, 100), strict=True)
     ]
     for t, s_ in points:
-        direct = viable_per_domain(in_memory_blocks(n, (i, j, tq, sq)), doms, ["X", "Y"], k, t, s_)
+        direct = viable_per_domain([(i, j, tq, sq)], doms, ["X", "Y"], k, t, s_)
         assert (counts[0, t, s_], counts[1, t, s_]) == (direct["X"], direct["Y"]), (t, s_)
     assert counts[0].max() > 0  # the data has viable queries somewhere
 
@@ -681,10 +681,9 @@ def test_thresholds_never_go_below_one_quantum_under_the_storage_floors():
     # and a topic threshold of 0: topic-only and both need q_t = 1, summary-only q_t = 0
     n, pairs, per_domain = at_floors_zero([(2, 1, 0), (2, 1, 200), (2, 0, 200)])
     assert per_domain == {"A": (0, 199, 2)}
-    indptr, t_sorted, s_sorted = row_pairs(n, *pairs)
-    sizes = group_sizes(indptr, t_sorted, s_sorted, 0, 199)
-    assert all(len(x) == n for x in sizes)  # one entry per row, partner rows included
-    assert [x[:2].tolist() for x in sizes] == [[2, 2], [2, 2], [2, 2]]
+    sizes = group_counts(n, *pairs, 0, 199)
+    assert sizes.shape == (n, 3)  # one entry per row, partner rows included
+    assert sizes[:2].tolist() == [[2, 2, 2], [2, 2, 2]]
 
 
 def test_row_pairs_is_a_stable_sort_by_row_then_topic_descending():
@@ -940,3 +939,28 @@ def test_prefix_version_sees_an_early_problems_topics_and_summary(tmp_path):
     (tmp_path / "v99.sig").write_bytes(bytes(data))
     with pytest.raises(ShardError, match="version"):
         read_shard(tmp_path / "v99.sig")
+
+
+def test_group_counts_count_both_directions_by_group():
+    """Per row: topic-only, summary-only, both, each pair counted for both of its rows; a pair
+    relevant in neither signal counts nowhere (thresholds are strict: q > τ)."""
+    i = np.array([0, 0, 1, 2, 0], dtype=np.int32)
+    j = np.array([1, 2, 2, 3, 3], dtype=np.int32)
+    tq = np.array([201, 200, 50, 201, 200], dtype=np.uint8)
+    sq = np.array([81, 90, 90, 80, 80], dtype=np.uint8)
+    # τ = (200, 80): (0,1) both; (0,2), (1,2) summary-only; (2,3) topic-only; (0,3) neither
+    want = np.array([[0, 1, 1], [0, 1, 1], [1, 2, 0], [1, 0, 0]])
+    assert np.array_equal(group_counts(4, i, j, tq, sq, 200, 80), want)
+    rng = np.random.default_rng(2)
+    n, m = 50, 3000
+    i = rng.integers(0, n - 1, m)
+    j = i + rng.integers(1, n - i)
+    tq, sq = rng.integers(0, 256, (2, m)).astype(np.uint8)
+    got = group_counts(n, i, j, tq, sq, 128, 100)
+    direct = np.zeros((n, 3), dtype=np.int64)
+    for a, b, t, s_ in zip(i, j, tq, sq, strict=True):
+        g = {(True, False): 0, (False, True): 1, (True, True): 2}.get((t > 128, s_ > 100))
+        if g is not None:
+            direct[a, g] += 1
+            direct[b, g] += 1
+    assert np.array_equal(got, direct)

@@ -11,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import kendalltau
 
-from saber_assets.candidates.select import group_counts, select_candidates, selection_key
+from saber_assets.candidates.select import select_candidates, selection_key
 from saber_assets.ratings.bradley_terry import fit, fit_many, rescale
 from saber_assets.ratings.rate import rate
+from saber_assets.signals.thresholds import group_counts
 from saber_assets.tournament.adaptive import pair_round_adaptive
 from saber_assets.tournament.engine import MemoryStore, TournamentQuery, run_tournament
 from saber_assets.tournament.store import DuckDBJudgmentStore
@@ -467,31 +468,6 @@ def test_failures_are_recorded_not_dropped():
     assert all("q0-c3" in (j.a, j.b) for j in failed)
     # presentation order is randomised and recorded
     assert {j.shown_first == j.a for j in rows} == {True, False}
-
-
-def test_group_counts_count_both_directions_by_group():
-    """Per row: topic-only, summary-only, both, each pair counted for both of its rows; a pair
-    relevant in neither signal counts nowhere (thresholds are strict: q > τ)."""
-    i = np.array([0, 0, 1, 2, 0], dtype=np.int32)
-    j = np.array([1, 2, 2, 3, 3], dtype=np.int32)
-    tq = np.array([201, 200, 50, 201, 200], dtype=np.uint8)
-    sq = np.array([81, 90, 90, 80, 80], dtype=np.uint8)
-    # τ = (200, 80): (0,1) both; (0,2), (1,2) summary-only; (2,3) topic-only; (0,3) neither
-    want = np.array([[0, 1, 1], [0, 1, 1], [1, 2, 0], [1, 0, 0]])
-    assert np.array_equal(group_counts(4, i, j, tq, sq, 200, 80), want)
-    rng = np.random.default_rng(2)
-    n, m = 50, 3000
-    i = rng.integers(0, n - 1, m)
-    j = i + rng.integers(1, n - i)
-    tq, sq = rng.integers(0, 256, (2, m)).astype(np.uint8)
-    got = group_counts(n, i, j, tq, sq, 128, 100)
-    direct = np.zeros((n, 3), dtype=np.int64)
-    for a, b, t, s_ in zip(i, j, tq, sq, strict=True):
-        g = {(True, False): 0, (False, True): 1, (True, True): 2}.get((t > 128, s_ > 100))
-        if g is not None:
-            direct[a, g] += 1
-            direct[b, g] += 1
-    assert np.array_equal(got, direct)
 
 
 def test_candidate_selection_seeded_and_well_formed():

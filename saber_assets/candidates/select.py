@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from ..signals.pairs import Chunk
+from ..signals.thresholds import group_counts
 
 GROUPS = ("topic_only", "summary_only", "both")
 
@@ -52,18 +53,6 @@ def group_table(
         .then(pl.lit("summary_only"))
     )
     return df.with_columns(group.alias("group")).drop_nulls("group")
-
-
-def group_counts(
-    n: int, i: np.ndarray, j: np.ndarray, tq: np.ndarray, sq: np.ndarray, t_thr: int, s_thr: int
-) -> np.ndarray:
-    """(n, 3) counts per row of its topic-only, summary-only and both pairs (both directions),
-    by bincounts over boolean masks: no per-pair table."""
-    t_rel, s_rel = tq > t_thr, sq > s_thr
-    out = np.zeros((n, 3), dtype=np.int64)
-    for g, mask in enumerate((t_rel & ~s_rel, s_rel & ~t_rel, t_rel & s_rel)):
-        out[:, g] = np.bincount(i[mask], minlength=n) + np.bincount(j[mask], minlength=n)
-    return out
 
 
 def selection_key(

@@ -300,12 +300,12 @@ def relevance_thresholds(
     t0 = time.perf_counter()
     budget = gather_budget(cfg.gather_memory_gib)
     degrees = pairs.degrees()
-    blocks = pairs.row_blocks(budget, degrees)
     if cand.topic_threshold is not None and cand.summary_threshold is not None:
         tq, sq = int(quantize(cand.topic_threshold)), int(quantize(cand.summary_threshold))
         source, per_domain = "config", {}
-        viable = viable_per_domain(blocks, domains, domain_order, k, tq, sq)
+        viable = viable_per_domain(pairs.chunks(), domains, domain_order, k, tq, sq)
     else:
+        blocks = pairs.row_blocks(budget, degrees)
         choice = derive_thresholds(
             blocks, domains, domain_order, cand.queries_per_domain, k, ft, fs
         )
@@ -349,7 +349,8 @@ def relevance_thresholds(
             "candidates_per_group_K": k,
             "seconds": round(time.perf_counter() - t0, 2),
             "stored_pairs": int(degrees.sum() // 2),
-            "row_groups": len(row_groups(degrees, budget)),
+            # the derivation gathers rows in groups; given thresholds only count, in one pass
+            "row_groups": len(row_groups(degrees, budget)) if source == "derived" else 0,
             "gather_budget_mib": round(budget / 2**20),
             "per_domain": markdown_table(
                 df.drop(

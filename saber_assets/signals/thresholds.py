@@ -204,18 +204,17 @@ def viable_counts(
     return np.cumsum(diff, axis=2)[:, :, :QMAX]
 
 
-def group_sizes(
-    indptr: np.ndarray, tq: np.ndarray, sq: np.ndarray, t_thr: int, s_thr: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(topic-only, summary-only, both) per row at thresholds (τ_t, τ_s) in quanta."""
-    rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+def group_counts(
+    n: int, i: np.ndarray, j: np.ndarray, tq: np.ndarray, sq: np.ndarray, t_thr: int, s_thr: int
+) -> np.ndarray:
+    """(n, 3) counts per row of its topic-only, summary-only and both pairs (both directions)
+    among the stored pairs given, at thresholds (τ_t, τ_s) in quanta: bincounts over boolean
+    masks, so any cut of the pairs into chunks adds up to the whole."""
     t_rel, s_rel = tq > t_thr, sq > s_thr
-    n = len(indptr) - 1
-    return (
-        np.bincount(rows[t_rel & ~s_rel], minlength=n),
-        np.bincount(rows[s_rel & ~t_rel], minlength=n),
-        np.bincount(rows[t_rel & s_rel], minlength=n),
-    )
+    out = np.zeros((n, 3), dtype=np.int64)
+    for g, mask in enumerate((t_rel & ~s_rel, s_rel & ~t_rel, t_rel & s_rel)):
+        out[:, g] = np.bincount(i[mask], minlength=n) + np.bincount(j[mask], minlength=n)
+    return out
 
 
 @dataclass
@@ -293,19 +292,21 @@ def derive_thresholds(
 
 
 def viable_per_domain(
-    blocks: Iterable[RowBlock],
+    chunks: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
     row_domains: Sequence[Sequence[str]],
     domains: Sequence[str],
     k: int,
     t_thr: int,
     s_thr: int,
 ) -> dict[str, int]:
-    """Viable queries per domain at given thresholds (quanta), counted directly."""
+    """Viable queries per domain at given thresholds (quanta), counted directly from the stored
+    pairs (i, j, q_t, q_s) in any cut: one pass, nothing gathered or sorted."""
     _, rows = _domain_rows(row_domains, domains)
+    counts = np.zeros((len(row_domains), 3), dtype=np.int64)
+    for i, j, tq, sq in chunks:
+        counts += group_counts(len(row_domains), i, j, tq, sq, t_thr, s_thr)
     out = dict.fromkeys(domains, 0)
-    for b in blocks:
-        t_only, s_only, both = group_sizes(b.indptr, b.tq, b.sq, t_thr, s_thr)
-        for r in np.flatnonzero((t_only >= k) & (s_only >= k) & (both >= k)):
-            for x in rows[b.start + r]:
-                out[domains[x]] += 1
+    for r in np.flatnonzero(counts.min(axis=1) >= k):
+        for x in rows[r]:
+            out[domains[x]] += 1
     return out
