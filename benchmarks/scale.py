@@ -134,7 +134,10 @@ def write_inputs(
     registry = yaml.safe_load((REPO / "retrievers.yaml").read_text())
     registry["retrievers"] = [e for e in registry["retrievers"] if e["name"] in retrievers]
     (work / "retrievers.yaml").write_text(yaml.safe_dump(registry, sort_keys=False))
-    shards = max(4, math.ceil(n / 20_000))
+    # a shard file is read whole (checked by its checksum) by every later pass: at ~15% stored,
+    # 6 bytes a pair, rows_per_shard = 1e9 / (0.15 · 6 · n) keeps each under ~1 GB (283K: 73
+    # shards of ~3,900 rows; a fixed N/20000 made the first file ~3.4 GB there)
+    shards = max(4, math.ceil(n / (1e9 / (0.15 * 6 * n))))
     cfg = {
         "name": f"scale-{n}",
         "seed": 20261129,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 
@@ -19,18 +21,23 @@ class FusionRetriever:
         )
 
     def _fuse(self, per_component: list[np.ndarray]) -> np.ndarray:
+        from numba.core.errors import NumbaTypeSafetyWarning
         from ranx import Run, fuse
 
         n = len(per_component[0])
         runs = [
             Run({"q": {str(i): float(s) for i, s in enumerate(scores)}}) for scores in per_component
         ]
-        fused = fuse(
-            runs=runs,
-            method=self.method,
-            params=self.params or None,
-            norm="min-max" if self.method == "wsum" else None,
-        )
+        with warnings.catch_warnings():
+            # ranx's parallel RRF kernel indexes a list by its prange counter (uint64 → int64
+            # when Numba compiles it): lossless below 2**63 queries, so not the user's concern
+            warnings.simplefilter("ignore", NumbaTypeSafetyWarning)
+            fused = fuse(
+                runs=runs,
+                method=self.method,
+                params=self.params or None,
+                norm="min-max" if self.method == "wsum" else None,
+            )
         out = np.full(n, -np.inf)
         for doc, s in fused.to_dict()["q"].items():
             out[int(doc)] = s
