@@ -151,8 +151,9 @@ def evaluate(
 
     The full-corpus track scores a chunk of queries against all documents at once. A retriever
     with ``candidates_from_corpus = True`` (its candidate scores are, by construction, its corpus
-    scores restricted to the candidates) is searched once per query for both tracks; its latency
-    is then the chunk's time per query."""
+    scores restricted to the candidates) is searched once per query for both tracks; without the
+    full-corpus track, one with ``candidates_by_row`` scores a chunk's candidates by document
+    row (``candidate_scores_batch``). Either way its latency is the chunk's time per query."""
     docs = bench.documents
     doc_texts = document_texts(bench, setting)
     if hasattr(retriever, "fit_corpus"):
@@ -168,14 +169,19 @@ def evaluate(
         ).iter_rows()
     )
     shared = full_corpus and getattr(retriever, "candidates_from_corpus", False)
+    by_row = not full_corpus and getattr(retriever, "candidates_by_row", False)
     rows = []
     for start in range(0, len(items), QUERY_CHUNK):
         chunk = items[start : start + QUERY_CHUNK]
         texts = [setting_texts(setting, prob, sol, as_query=True) for _, prob, sol, *_ in chunk]
-        matrix, errors, per_query_ms = None, {}, None
+        matrix, errors, per_query_ms, by_row_scores = None, {}, None, []
+        t0 = time.perf_counter()
         if full_corpus:
-            t0 = time.perf_counter()
             matrix, errors = corpus_score_matrix(retriever, texts, doc_texts)
+        elif by_row:
+            cand_rows = [list(c[3]) for c in chunk]
+            by_row_scores = retriever.candidate_scores_batch(texts, cand_rows, doc_texts)
+        if full_corpus or by_row:
             per_query_ms = 1000 * (time.perf_counter() - t0) / max(len(chunk), 1)
         for n, ((qid, _, _, cands, rel, domains), query) in enumerate(
             zip(chunk, texts, strict=True)
@@ -188,6 +194,10 @@ def evaluate(
                     if n in errors:
                         raise RetrieverFailed(errors[n])
                     scores = matrix[n, list(cands)]
+                elif by_row:
+                    if isinstance(by_row_scores[n], RetrieverFailed):
+                        raise by_row_scores[n]
+                    scores = np.asarray(by_row_scores[n], dtype=np.float64)
                 else:
                     scores = np.asarray(
                         retriever.score(query, [doc_texts[c] for c in cands]), dtype=np.float64
@@ -199,7 +209,9 @@ def evaluate(
             except RetrieverFailed as exc:
                 rows.append(row | failed(str(exc)))
                 continue
-            row["latency_ms"] = per_query_ms if shared else 1000 * (time.perf_counter() - t0)
+            row["latency_ms"] = (
+                per_query_ms if shared or by_row else 1000 * (time.perf_counter() - t0)
+            )
             # documents a re-ranker could not judge (kept in first-stage order, counted)
             row["doc_failures"] = int(getattr(retriever, "last_failed", 0))
             row |= candidate_metrics(scores, rel, k)

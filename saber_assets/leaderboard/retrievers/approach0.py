@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .a0_search import quiet_c_output, search, search_task
+from .a0_search import quiet_c_output, score_rows_task, search, search_task
 from .base import RetrieverFailed, docs_key
 from .tokenize import LATEX_SPAN, plain_tokens, split_math
 
@@ -104,9 +104,38 @@ class Approach0Retriever:
                 out[n] = RetrieverFailed(got) if isinstance(got, str) else got
         return out
 
-    # the index serves the full-corpus track (and candidates: corpus) only: an index over a
-    # query's candidates is built per query
-    index_needs_corpus = True
+    def candidate_scores_batch(
+        self, queries: list[str], rows: list[list[int]], all_docs: list[str]
+    ) -> list:
+        """Each query's scores of its candidate ``rows`` in the index over every document, without
+        the full-corpus ranking: the engine is asked for those documents only (``score_rows``),
+        the same scores as ``corpus_scores_batch(...)[n][rows[n]]`` at a fraction of the cost.
+        Searched by ``workers`` processes; a failed query gives its ``RetrieverFailed``."""
+        ix_path = self._index(all_docs, keep=True)
+        tasks, out = [], []
+        for q, r in zip(queries, rows, strict=True):
+            kws = self.query_keywords(q)
+            out.append(None if kws else RetrieverFailed("query has neither formulas nor terms"))
+            if kws:
+                tasks.append((ix_path, kws, list(r), len(all_docs)))
+        results = iter(_map_searches(tasks, self.workers, score_rows_task))
+        for n, r in enumerate(out):
+            if r is None:
+                got = next(results)
+                out[n] = RetrieverFailed(got) if isinstance(got, str) else got
+        return out
+
+    @property
+    def candidates_by_row(self) -> bool:
+        """Candidate scores read from the corpus index by document (``candidate_scores_batch``):
+        exact only for the exhaustive engine (``depth: 0``); a pruned top-k is a different list."""
+        return self.candidates_from_corpus and self.depth == 0
+
+    @property
+    def index_needs_corpus(self) -> bool:
+        """Whether the index over every document serves the full-corpus track only. With
+        ``candidates: corpus`` it serves the candidates too; ``own-index`` builds one per query."""
+        return not self.candidates_by_row
 
     def build_index(self, docs: list[str], path: Path) -> None:
         """The engine's index over every document, written under ``path`` (kept on disk: every
@@ -175,18 +204,18 @@ def _write_index(ix_path: str, docs: list[str]) -> None:
 _POOLS: dict[int, object] = {}
 
 
-def _map_searches(tasks: list, workers: int) -> list:
+def _map_searches(tasks: list, workers: int, task=search_task) -> list:
     """The searches, in ``workers`` processes when it pays; a broken pool (a worker killed)
     falls back to searching here."""
     if workers <= 1 or len(tasks) < 2:
-        return [search_task(t) for t in tasks]
+        return [task(t) for t in tasks]
     from concurrent.futures.process import BrokenProcessPool
 
     try:
-        return list(_pool(workers).map(search_task, tasks, chunksize=4))
+        return list(_pool(workers).map(task, tasks, chunksize=4))
     except BrokenProcessPool:
         _POOLS.pop(workers, None)
-        return [search_task(t) for t in tasks]
+        return [task(t) for t in tasks]
 
 
 def _pool(workers: int):
