@@ -300,10 +300,27 @@ def test_scores_by_row_read_the_engines_skip_forward_holes_and_misanswers(monkey
     # row 0 does not match (the engine answers row 1): 0; row 3's negative score reads as 0,
     # as in the exhaustive search; row 4 sits after the docid hole
     assert got.tolist() == [0.0, 7.5, 0.0, 0.0, 1.25]
-    assert a0_search._DOCIDS["ix-a"] == {0: 1, 1: 2, 2: 3, 3: 5, 4: 6}
+    assert a0_search._DOCIDS[("ix-a",)] == {0: 1, 1: 2, 2: 3, 3: 5, 4: 6}
     missing = a0_search.score_rows("ix-a", [{"type": "term", "str": "x"}], [5], 6)
     assert missing == "document row 5 is not in the Approach Zero index ix-a"
     monkeypatch.setitem(__import__("sys").modules, "pya0", _FakeEngine({}, answer_below=True))
     a0_search._DOCIDS.clear()
     wrong = a0_search.score_rows("ix-b", [{"type": "term", "str": "x"}], [2], 5)
     assert wrong == "Approach Zero answered document '1' when asked for row 2 (docid 3)"
+
+
+def test_an_index_rebuilt_in_place_is_mapped_afresh(tmp_path, monkeypatch):
+    """A long-lived search worker keeps each index's docid map; an index rebuilt and moved into
+    the same path (a changed corpus) is a new folder, so its map is read again."""
+    engine = _FakeEngine({1: 7.5})
+    monkeypatch.setitem(__import__("sys").modules, "pya0", engine)
+    a0_search._DOCIDS.clear()
+    ix = tmp_path / "ix"
+    ix.mkdir()
+    kw = [{"type": "term", "str": "x"}]
+    assert a0_search.score_rows(str(ix), kw, [1], 5).tolist() == [7.5]
+    ix.rename(tmp_path / "old")
+    ix.mkdir()  # the rebuilt index: its documents now at other docids
+    engine.urls = {1: 1, 2: 0, 3: 2, 4: 3, 5: 4}
+    assert a0_search.score_rows(str(ix), kw, [1], 5).tolist() == [7.5]
+    assert len(a0_search._DOCIDS) == 2

@@ -70,13 +70,19 @@ def search_task(args: tuple[str, list[dict], int]) -> np.ndarray | str:
     return search(*args)
 
 
-# our row -> the engine's docid, per index path (pya0's docids are not reliably row + 1)
-_DOCIDS: dict[str, dict[int, int]] = {}
+# our row -> the engine's docid, per index (pya0's docids are not reliably row + 1); keyed by the
+# folder's inode and mtime too, since a rebuilt index is moved into the same path
+_DOCIDS: dict[tuple, dict[int, int]] = {}
 
 
 def _engine_docids(pya0, ix, ix_path: str, n_docs: int) -> dict[int, int]:
     """Every document's engine docid, read from the index's stored urls (~20 µs a document)."""
-    if ix_path not in _DOCIDS:
+    try:
+        st = os.stat(ix_path)
+        key: tuple = (ix_path, st.st_ino, st.st_mtime_ns)
+    except OSError:
+        key = (ix_path,)
+    if key not in _DOCIDS:
         found: dict[int, int] = {}
         docid, misses = 1, 0
         while len(found) < n_docs and misses < 1000:  # docids start at 1; a few may be skipped
@@ -88,8 +94,8 @@ def _engine_docids(pya0, ix, ix_path: str, n_docs: int) -> dict[int, int]:
             else:
                 misses += 1
             docid += 1
-        _DOCIDS[ix_path] = found
-    return _DOCIDS[ix_path]
+        _DOCIDS[key] = found
+    return _DOCIDS[key]
 
 
 def score_rows(
