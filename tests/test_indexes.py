@@ -4,9 +4,11 @@ nothing of the document side redone; stale, broken or half-written indexes are r
 import json
 
 import numpy as np
+import polars as pl
 import pytest
 
 from saber_assets.leaderboard.evaluate import document_texts, evaluate
+from saber_assets.leaderboard.exchange import Benchmark
 from saber_assets.leaderboard.indexes import ensure_index, has_index, index_documents
 from saber_assets.leaderboard.retrievers import a0_search
 from saber_assets.leaderboard.retrievers import approach0 as a0
@@ -116,7 +118,24 @@ def test_approach0_candidates_without_the_corpus_track_are_its_corpus_scores(mon
     (no exhaustive search, which writes a snippet per hit): the scores the track's one search
     gives them, to the engine's printed precision (3 decimals; measured on 13.5K documents: 2 of
     3,793 sampled scores differ by 0.001), and the same nDCG."""
-    bench = _bench(n_docs=200, n_queries=8)
+    base = _bench(n_docs=200, n_queries=8)
+    # a word only the first documents hold: asked for a later candidate the engine finds no
+    # match at or after it ("No hit found"), a 0, not a failed query; and a query that matches
+    # nothing, which fails in both tracks alike
+    docs = base.documents.with_columns(
+        pl.when(pl.int_range(pl.len()) < 3)
+        .then(pl.col("problem") + " zephyrine")
+        .otherwise(pl.col("problem"))
+        .alias("problem")
+    )
+    extra = [
+        {"id": "qz", "problem": "zephyrine", "solution": "", "candidates": [1, 2, 150, 199],
+         "relevance_scores": [4.0, 3.0, 1.0, 0.5], "domains": ["A"]},
+        {"id": "qn", "problem": "qwertyzzy", "solution": "", "candidates": [1, 2, 3],
+         "relevance_scores": [1.0, 2.0, 3.0], "domains": ["A"]},
+    ]  # fmt: skip
+    queries = pl.concat([base.queries, pl.DataFrame(extra, schema=base.queries.schema)])
+    bench = Benchmark(queries, docs, base.manifest)
     setting = "statement-statement"
     a0._CORPUS_INDEXES.clear()
     a0_search._DOCIDS.clear()
@@ -132,11 +151,16 @@ def test_approach0_candidates_without_the_corpus_track_are_its_corpus_scores(mon
     pooled = evaluate(Approach0Retriever(workers=2), bench, setting, 10, full_corpus=False)
     assert by_row["scores"].to_list() == pooled["scores"].to_list()
     a, b = with_track["scores"].to_list(), by_row["scores"].to_list()
-    assert all(np.allclose(x, y, rtol=0, atol=1.5e-3) for x, y in zip(a, b, strict=True))
+    assert a[-1] is None and b[-1] is None  # the query that matches nothing
+    assert all(np.allclose(x, y, rtol=0, atol=1.5e-3) for x, y in zip(a[:-1], b[:-1], strict=True))
     assert sum(x != y for x, y in zip(a, b, strict=True)) <= 1  # at most a last-decimal slip
     assert by_row["ndcg"].to_list() == pytest.approx(with_track["ndcg"].to_list(), abs=1e-9)
     assert by_row["full_ndcg_prime"].to_list() == [None] * by_row.height
-    assert sum(sum(v > 0 for v in x) for x in b) > 20  # the engine matched candidates
+    assert by_row["error"].to_list() == with_track["error"].to_list()
+    assert by_row["failed"].to_list() == [False] * (by_row.height - 1) + [True]
+    assert by_row["error"][-1] == "Approach Zero: No hit found"
+    assert b[-2][2:] == [0.0, 0.0] and min(b[-2][:2]) > 0
+    assert sum(sum(v > 0 for v in x) for x in b[:-1]) > 20  # the engine matched candidates
     # the own-index system (per-query statistics) is a different one, and stays available
     own_index = Approach0Retriever(workers=1, candidates="own-index")
     own = evaluate(own_index, bench, setting, 10, full_corpus=False)
@@ -284,12 +308,12 @@ class _FakeEngine:
 
     def search(self, ix, keywords, verbose, topk, docid):
         later = sorted(d for d, u in self.urls.items() if d >= docid and u in self.matching)
-        if self.answer_below:
+        if self.answer_below and docid - 1 in self.urls:
             later = [docid - 1]
-        hits = [
-            {"field_url": str(self.urls[d]), "score": self.matching.get(self.urls[d], 1.0)}
-            for d in later[:1]
-        ]
+        if not later:  # as pya0 answers an empty result
+            return json.dumps({"ret_code": 2, "ret_str": "No hit found", "tot_pages": 0})
+        url = self.urls[later[0]]
+        hits = [{"field_url": str(url), "score": self.matching.get(url, 1.0)}]
         return json.dumps({"ret_code": 0, "hits": hits})
 
 
@@ -303,7 +327,16 @@ def test_scores_by_row_read_the_engines_skip_forward_holes_and_misanswers(monkey
     assert a0_search._DOCIDS[("ix-a",)] == {0: 1, 1: 2, 2: 3, 3: 5, 4: 6}
     missing = a0_search.score_rows("ix-a", [{"type": "term", "str": "x"}], [5], 6)
     assert missing == "document row 5 is not in the Approach Zero index ix-a"
-    monkeypatch.setitem(__import__("sys").modules, "pya0", _FakeEngine({}, answer_below=True))
+    # rows after the last match: "No hit found" there is a 0, not a failure
+    monkeypatch.setitem(__import__("sys").modules, "pya0", _FakeEngine({1: 2.0}))
+    after = a0_search.score_rows("ix-a", [{"type": "term", "str": "x"}], [4, 1, 3], 5)
+    assert after.tolist() == [0.0, 2.0, 0.0]
+    # a query no document matches fails, as the exhaustive search does
+    monkeypatch.setitem(__import__("sys").modules, "pya0", _FakeEngine({}))
+    none = a0_search.score_rows("ix-a", [{"type": "term", "str": "x"}], [0, 1], 5)
+    assert none == "Approach Zero: No hit found"
+    engine = _FakeEngine({0: 1.0}, answer_below=True)
+    monkeypatch.setitem(__import__("sys").modules, "pya0", engine)
     a0_search._DOCIDS.clear()
     wrong = a0_search.score_rows("ix-b", [{"type": "term", "str": "x"}], [2], 5)
     assert wrong == "Approach Zero answered document '1' when asked for row 2 (docid 3)"

@@ -70,6 +70,8 @@ def search_task(args: tuple[str, list[dict], int]) -> np.ndarray | str:
     return search(*args)
 
 
+NO_HIT = 2  # the engine's ret_code for "No hit found"
+
 # our row -> the engine's docid, per index (pya0's docids are not reliably row + 1); keyed by the
 # folder's inode and mtime too, since a rebuilt index is moved into the same path
 _DOCIDS: dict[tuple, dict[int, int]] = {}
@@ -116,12 +118,21 @@ def score_rows(
                 return f"cannot open the Approach Zero index {ix_path}"
             try:
                 docids = _engine_docids(pya0, ix, ix_path, n_docs)
+
+                def ask(docid: int) -> dict:
+                    return json.loads(pya0.search(ix, keywords, verbose=False, topk=1, docid=docid))
+
+                # asked from the first document, the engine answers the first match anywhere: "no
+                # hit" there means none in the index, a failed query as in the exhaustive search
+                first = ask(min(docids.values(), default=1))
+                if first.get("ret_code") != 0:
+                    return f"Approach Zero: {first.get('ret_str')}"
                 for n, row in enumerate(rows):
                     if row not in docids:
                         return f"document row {row} is not in the Approach Zero index {ix_path}"
-                    res = json.loads(
-                        pya0.search(ix, keywords, verbose=False, topk=1, docid=docids[row])
-                    )
+                    res = ask(docids[row])
+                    if res.get("ret_code") == NO_HIT:  # no match at or after this document
+                        continue
                     if res.get("ret_code") != 0:
                         return f"Approach Zero: {res.get('ret_str')}"
                     for hit in res.get("hits", []):
