@@ -32,10 +32,10 @@ def quiet_c_output():
             os.close(fd)
 
 
-def search(ix_path: str, keywords: list[dict], n_docs: int, depth: int = 0) -> np.ndarray | str:
-    """Scores of the ``n_docs`` documents of the index at ``ix_path`` (a document the engine does
-    not return scores 0; ids travel in the ``url`` field), or the engine's error as a string.
-    ``depth`` > 0: the engine's own top ``depth`` only (see ``Approach0Retriever``)."""
+def _with_index(ix_path: str, work):
+    """``work(pya0, ix)`` on the index at ``ix_path`` opened read-only, the engine's C output
+    silenced and the index closed after; an index that does not open or an engine exception
+    comes back as the error string."""
     import pya0
 
     with quiet_c_output():
@@ -44,18 +44,23 @@ def search(ix_path: str, keywords: list[dict], n_docs: int, depth: int = 0) -> n
             if ix is None:
                 return f"cannot open the Approach Zero index {ix_path}"
             try:
-                res = json.loads(
-                    pya0.search(
-                        ix,
-                        keywords,
-                        verbose=False,
-                        topk=min(depth, n_docs) if depth > 0 else n_docs,
-                    )
-                )
+                return work(pya0, ix)
             finally:
                 pya0.index_close(ix)
         except Exception as exc:
             return f"Approach Zero failed: {exc}"
+
+
+def search(ix_path: str, keywords: list[dict], n_docs: int, depth: int = 0) -> np.ndarray | str:
+    """Scores of the ``n_docs`` documents of the index at ``ix_path`` (a document the engine does
+    not return scores 0; ids travel in the ``url`` field), or the engine's error as a string.
+    ``depth`` > 0: the engine's own top ``depth`` only (see ``Approach0Retriever``)."""
+    topk = min(depth, n_docs) if depth > 0 else n_docs
+    res = _with_index(
+        ix_path, lambda pya0, ix: json.loads(pya0.search(ix, keywords, verbose=False, topk=topk))
+    )
+    if isinstance(res, str):
+        return res
     if res.get("ret_code") != 0:
         return f"Approach Zero: {res.get('ret_str')}"
     scores = np.zeros(n_docs)
@@ -108,49 +113,41 @@ def score_rows(
     exhaustive search costs ~5 s: the engine writes a highlighted snippet for every hit it
     returns). Equal to ``search(...)[rows]``: the same scores, a document the engine does not
     match scores 0, and a negative score reads as 0 as it does there. Or the error as a string."""
-    import pya0
-
     scores = np.zeros(len(rows))
-    with quiet_c_output():
-        try:
-            ix = pya0.index_open(ix_path, option="r")
-            if ix is None:
-                return f"cannot open the Approach Zero index {ix_path}"
-            try:
-                docids = _engine_docids(pya0, ix, ix_path, n_docs)
 
-                def ask(docid: int) -> dict:
-                    return json.loads(pya0.search(ix, keywords, verbose=False, topk=1, docid=docid))
+    def work(pya0, ix) -> np.ndarray | str:
+        docids = _engine_docids(pya0, ix, ix_path, n_docs)
 
-                # asked from the first document, the engine answers the first match anywhere: "no
-                # hit" there means none in the index, a failed query as in the exhaustive search
-                first = ask(min(docids.values(), default=1))
-                if first.get("ret_code") != 0:
-                    return f"Approach Zero: {first.get('ret_str')}"
-                for n, row in enumerate(rows):
-                    if row not in docids:
-                        return f"document row {row} is not in the Approach Zero index {ix_path}"
-                    res = ask(docids[row])
-                    if res.get("ret_code") == NO_HIT:  # no match at or after this document
-                        continue
-                    if res.get("ret_code") != 0:
-                        return f"Approach Zero: {res.get('ret_str')}"
-                    for hit in res.get("hits", []):
-                        url = str(hit.get("field_url", ""))
-                        if url == str(row):
-                            scores[n] = max(scores[n], float(hit["score"]))
-                        elif not (url.isdigit() and int(url) > row):
-                            return (
-                                f"Approach Zero answered document {url!r} when asked for row "
-                                f"{row} (docid {docids[row]})"
-                            )
-                        # else: the engine skips to the next document that matches: this one
-                        # does not, and scores 0 as in the exhaustive search
-            finally:
-                pya0.index_close(ix)
-        except Exception as exc:
-            return f"Approach Zero failed: {exc}"
-    return scores
+        def ask(docid: int) -> dict:
+            return json.loads(pya0.search(ix, keywords, verbose=False, topk=1, docid=docid))
+
+        # asked from the first document, the engine answers the first match anywhere: "no hit"
+        # there means none in the index, a failed query as in the exhaustive search
+        first = ask(min(docids.values(), default=1))
+        if first.get("ret_code") != 0:
+            return f"Approach Zero: {first.get('ret_str')}"
+        for n, row in enumerate(rows):
+            if row not in docids:
+                return f"document row {row} is not in the Approach Zero index {ix_path}"
+            res = ask(docids[row])
+            if res.get("ret_code") == NO_HIT:  # no match at or after this document
+                continue
+            if res.get("ret_code") != 0:
+                return f"Approach Zero: {res.get('ret_str')}"
+            for hit in res.get("hits", []):
+                url = str(hit.get("field_url", ""))
+                if url == str(row):
+                    scores[n] = max(scores[n], float(hit["score"]))
+                elif not (url.isdigit() and int(url) > row):
+                    return (
+                        f"Approach Zero answered document {url!r} when asked for row {row} "
+                        f"(docid {docids[row]})"
+                    )
+                # else: the engine skips to the next document that matches: this one does not,
+                # and scores 0 as in the exhaustive search
+        return scores
+
+    return _with_index(ix_path, work)
 
 
 def score_rows_task(args: tuple[str, list[dict], list[int], int]) -> np.ndarray | str:
