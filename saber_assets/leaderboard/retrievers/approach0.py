@@ -88,21 +88,9 @@ class Approach0Retriever:
         """``corpus_scores`` of many queries, searched by ``workers`` processes at once; a query
         the engine fails on gives its ``RetrieverFailed`` in place of its scores. The workers are
         spawned (not forked: a Dagster step has threads) once per process and reused."""
-        if not queries:
-            return []
-        ix_path = self._index(all_docs, keep=True)
-        tasks, out = [], []
-        for q in queries:
-            kws = self.query_keywords(q)
-            out.append(None if kws else RetrieverFailed("query has neither formulas nor terms"))
-            if kws:
-                tasks.append((ix_path, kws, len(all_docs), self.depth))
-        results = iter(_map_searches(tasks, self.workers))
-        for n, r in enumerate(out):
-            if r is None:
-                got = next(results)
-                out[n] = RetrieverFailed(got) if isinstance(got, str) else got
-        return out
+        return self._batch(
+            queries, all_docs, lambda n, ix, kws: (ix, kws, len(all_docs), self.depth), search_task
+        )
 
     def candidate_scores_batch(
         self, queries: list[str], rows: list[list[int]], all_docs: list[str]
@@ -111,14 +99,28 @@ class Approach0Retriever:
         the full-corpus ranking: the engine is asked for those documents only (``score_rows``),
         the same scores as ``corpus_scores_batch(...)[n][rows[n]]`` at a fraction of the cost.
         Searched by ``workers`` processes; a failed query gives its ``RetrieverFailed``."""
+        if len(rows) != len(queries):
+            raise ValueError(f"{len(rows)} candidate lists for {len(queries)} queries")
+        return self._batch(
+            queries,
+            all_docs,
+            lambda n, ix, kws: (ix, kws, list(rows[n]), len(all_docs)),
+            score_rows_task,
+        )
+
+    def _batch(self, queries: list[str], all_docs: list[str], args, task) -> list:
+        """``task(args(n, index path, keywords))`` per query in the worker pool; a query without
+        keywords or one the engine fails on gives its ``RetrieverFailed`` in place."""
+        if not queries:
+            return []
         ix_path = self._index(all_docs, keep=True)
         tasks, out = [], []
-        for q, r in zip(queries, rows, strict=True):
+        for n, q in enumerate(queries):
             kws = self.query_keywords(q)
             out.append(None if kws else RetrieverFailed("query has neither formulas nor terms"))
             if kws:
-                tasks.append((ix_path, kws, list(r), len(all_docs)))
-        results = iter(_map_searches(tasks, self.workers, score_rows_task))
+                tasks.append(args(n, ix_path, kws))
+        results = iter(_map_searches(tasks, self.workers, task))
         for n, r in enumerate(out):
             if r is None:
                 got = next(results)
