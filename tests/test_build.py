@@ -45,7 +45,8 @@ def test_saber_build_runs_every_stage(tiny_config, tmp_path, capsys):
         assert conn.execute("SELECT count(*) FROM judgments").fetchone()[0] > 0
     # each retriever's index built once, by its own step, and read by its runs
     assert re.findall(r"retriever_index \[(\S+)\]", out) == ["bm25", "jaccard-no-tok"]
-    assert len(list((home / "indexes").glob("*/*/manifest.json"))) == 6
+    # one index per document side (statement; full for statement→full and full→full)
+    assert len(list((home / "indexes").glob("*/*/manifest.json"))) == 4
     # Run history is kept in the project-local Dagster home.
     assert (tmp_path / "home" / "dagster_home" / "dagster.yaml").exists()
     # one candidate selection for every domain partition, each partition its own part of it

@@ -5,19 +5,24 @@ import json
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 import pytest
 
+from saber_assets.leaderboard.assets import drop_per_setting_indexes
 from saber_assets.leaderboard.evaluate import document_texts, evaluate
 from saber_assets.leaderboard.exchange import Benchmark
 from saber_assets.leaderboard.indexes import ensure_index, has_index, index_documents
 from saber_assets.leaderboard.retrievers import a0_search
 from saber_assets.leaderboard.retrievers import approach0 as a0
 from saber_assets.leaderboard.retrievers.approach0 import Approach0Retriever
+from saber_assets.leaderboard.retrievers.base import SETTINGS, document_side
 from saber_assets.leaderboard.retrievers.lexical import (
     BM25Retriever,
     JaccardRetriever,
     TfidfRetriever,
+    tokenize_all,
 )
+from saber_assets.leaderboard.retrievers.tokenize import plain_tokens
 from saber_assets.ops.plan import plan
 from saber_assets.settings import load_config
 
@@ -357,3 +362,48 @@ def test_an_index_rebuilt_in_place_is_mapped_afresh(tmp_path, monkeypatch):
     engine.urls = {1: 1, 2: 0, 3: 2, 4: 3, 5: 4}
     assert a0_search.score_rows(str(ix), kw, [1], 5).tolist() == [7.5]
     assert len(a0_search._DOCIDS) == 2
+
+
+@pytest.mark.parametrize("name", ["bm25", "tfidf", "jaccard"])
+def test_an_index_holds_its_documents_tokens_columnar_one_document_set_at_a_time(name, tmp_path):
+    """At 283K documents, token lists kept as Python objects (every token a string) cost ~5 GB
+    a setting and piled up across settings: an index's tokens stay one Arrow column, replaced
+    when the next document set is built or read, and a retriever that built one setting scores
+    the next exactly like a fresh one."""
+    bench = _bench()
+    r = MAKERS[name]()
+    statements = document_texts(bench, "statement-statement")
+    full = document_texts(bench, "full-full")
+    ensure_index(r, {"kind": name}, "statement", statements, tmp_path / "s")
+    ensure_index(r, {"kind": name}, "full", full, tmp_path / "f")
+    assert not set(r._cache) & (set(statements) | set(full))  # documents never enter the cache
+    assert set(r._stored.row_of) == set(full)
+    assert isinstance(r._stored.tokens, pa.Array)
+    assert [r.tok(d) for d in full[:20]] == [r._tokenize(d) for d in full[:20]]
+    assert r.token_series(full[5:9]).to_list() == [r._tokenize(d) for d in full[5:9]]
+    with_index = evaluate(r, bench, "full-full", 10)
+    without = evaluate(MAKERS[name](), bench, "full-full", 10)
+    assert with_index["scores"].to_list() == without["scores"].to_list()
+    assert with_index["full_ndcg_prime"].to_list() == without["full_ndcg_prime"].to_list()
+
+
+def test_a_corpus_tokenised_for_an_index_shares_one_string_per_token():
+    texts = ["prime sum prime", "sum of a prime", "nothing here"]
+    tokens = tokenize_all(plain_tokens, texts)
+    assert tokens == [plain_tokens(t) for t in texts]
+    assert tokens[0][0] is tokens[0][2] is tokens[1][3]
+    assert tokens[0][1] is tokens[1][0]
+
+
+def test_settings_that_show_the_same_documents_share_one_index(tmp_path):
+    assert [document_side(s) for s in SETTINGS] == ["statement", "full", "full"]
+    bench = _bench(n_docs=40, n_queries=5)
+    assert document_texts(bench, "statement-full") == document_texts(bench, "full-full")
+    with pytest.raises(ValueError, match="unknown setting"):
+        document_side("full-statement")
+    # folders of the per-setting layout are removed, the per-side ones kept
+    for d in ("statement-statement", "full-full", "statement", "full"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "manifest.json").write_text("{}")
+    assert drop_per_setting_indexes(tmp_path) == ["statement-statement", "full-full"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["full", "statement"]

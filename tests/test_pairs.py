@@ -1,5 +1,7 @@
 """The stored pairs read a shard at a time: row groups, gathering, and thresholds by blocks."""
 
+import weakref
+
 import numpy as np
 import pytest
 
@@ -258,3 +260,34 @@ def test_row_pairs_and_blocks_agree_on_planted_rows():
     indptr, t, s = row_pairs(6, i, j, tq, sq)
     assert indptr.tolist() == [0, 3, 4, 6, 8, 11, 12]
     assert t[:3].tolist() == [9, 9, 3] and sorted(s[8:11].tolist()) == [3, 4, 5]
+
+
+def test_one_gathered_block_in_memory_at_a_time(shard_files, monkeypatch):
+    """A block is budget-sized (4 GiB by default at 283K): the next block's buffers must not be
+    allocated while the previous block is still referenced, by the gathering generator or by
+    the threshold derivation that consumes it. Checked when the next block is sorted, i.e.
+    after its buffers exist."""
+    from saber_assets.signals import pairs as pairs_mod
+
+    yielded: list[weakref.ref] = []
+    alive_at_sort: list[int] = []
+    sort = pairs_mod.sort_rows_by_topic
+
+    def spying_sort(indptr, t, s):
+        alive_at_sort.append(sum(r() is not None for r in yielded))
+        sort(indptr, t, s)
+
+    monkeypatch.setattr(pairs_mod, "sort_rows_by_topic", spying_sort)
+
+    def recorded(blocks):
+        for b in blocks:
+            yielded.append(weakref.ref(b.tq))
+            yield b
+            del b
+
+    doms = [["A"] if r % 2 else ["A", "B"] for r in range(N)]
+    derive_thresholds(
+        recorded(shard_files.row_blocks(400, shard_files.degrees())),
+        doms, ["A", "B"], 10, 2, 90, 60,
+    )  # fmt: skip
+    assert len(alive_at_sort) >= 5 and max(alive_at_sort) == 0, alive_at_sort

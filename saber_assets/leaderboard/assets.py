@@ -1,6 +1,7 @@
 """leaderboard stage: exchange-format export/import, per-retriever runs, the leaderboard."""
 
 import json
+import shutil
 import time
 import zlib
 from pathlib import Path
@@ -37,6 +38,7 @@ from ..settings import REPO_ROOT
 from .evaluate import document_texts, evaluate, report
 from .exchange import QUERY_SCHEMA, Benchmark
 from .indexes import IndexInfo, ensure_index, has_index, index_documents
+from .retrievers.base import SETTINGS, document_side
 from .retrievers.registry import RetrieverResources, build_retriever, load_registry
 
 matplotlib.use("Agg")
@@ -193,16 +195,31 @@ def entry_settings(settings: SaberSettings, entry) -> list[str]:
 def prepare_index(
     settings: SaberSettings, retriever, entry, bench: Benchmark, setting: str
 ) -> IndexInfo | None:
-    """Load (or build once and keep) the retriever's index for this setting; None for retrievers
-    without document-side work of their own (fusion, two-stage)."""
+    """Load (or build once and keep) the retriever's index for this setting's documents; None for
+    retrievers without document-side work of their own (fusion, two-stage). Settings that show
+    the same documents (statement→full, full→full) share one index."""
     full = settings.load().leaderboard.full_corpus and entry.full_corpus
     if not has_index(retriever, full):
         return None
     docs = index_documents(
         document_texts(bench, setting), bench.queries["candidates"].to_list(), full
     )
-    path = settings.output_dir() / "indexes" / entry.name / setting
-    return ensure_index(retriever, entry.model_dump(), setting, docs, path)
+    side = document_side(setting)
+    path = index_root(settings, entry.name) / side
+    return ensure_index(retriever, entry.model_dump(), side, docs, path)
+
+
+def index_root(settings: SaberSettings, name: str) -> Path:
+    return settings.output_dir() / "indexes" / name
+
+
+def drop_per_setting_indexes(root: Path) -> list[str]:
+    """Remove index folders of the earlier layout (one per setting, now one per document side):
+    left behind they would hold a second copy of every document-side index on disk."""
+    gone = [s for s in SETTINGS if (root / s).is_dir()]
+    for s in gone:
+        shutil.rmtree(root / s, ignore_errors=True)
+    return gone
 
 
 @asset(
@@ -223,9 +240,12 @@ def retriever_index(
         entry, RetrieverResources(embedding_cache=EmbeddingCache(stores.db()), entries=entries)
     )
     bench = Benchmark.read(settings.output_dir() / "evaluation_benchmark")
-    infos = [
-        prepare_index(settings, retriever, entry, bench, s) for s in entry_settings(settings, entry)
-    ]
+    for old in drop_per_setting_indexes(index_root(settings, entry.name)):
+        context.log.info(f"{entry.name}: removed the per-setting index folder {old!r}")
+    by_side: dict[str, list[str]] = {}
+    for s in entry_settings(settings, entry):
+        by_side.setdefault(document_side(s), []).append(s)
+    infos = [prepare_index(settings, retriever, entry, bench, s[0]) for s in by_side.values()]
     infos = [i for i in infos if i is not None]
     for i in infos:
         if i.rebuilt_because:
@@ -233,7 +253,8 @@ def retriever_index(
     table = pl.DataFrame(
         [
             {
-                "setting": i.setting,
+                "documents_of": i.setting,
+                "settings": ", ".join(by_side[i.setting]),
                 "documents": i.documents,
                 "built": i.built,
                 "seconds": round(i.seconds, 2),
@@ -243,7 +264,8 @@ def retriever_index(
             for i in infos
         ],
         schema={
-            "setting": pl.String,
+            "documents_of": pl.String,
+            "settings": pl.String,
             "documents": pl.Int64,
             "built": pl.Boolean,
             "seconds": pl.Float64,
@@ -258,7 +280,7 @@ def retriever_index(
             "indexes": markdown_table(table) if infos else "none: no document-side work of its own",
             "built": sum(i.built for i in infos),
             "MB": round(sum(i.bytes for i in infos) / 2**20, 2),
-            "path": MetadataValue.path(str(settings.output_dir() / "indexes" / entry.name)),
+            "path": MetadataValue.path(str(index_root(settings, entry.name))),
         }
     )
 

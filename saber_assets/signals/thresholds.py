@@ -277,6 +277,7 @@ def derive_thresholds(
     for b in blocks:
         block_rows = rows[b.start : b.start + len(b.indptr) - 1]
         counts += viable_counts(b.indptr, b.tq, b.sq, block_rows, len(domains), k, t_min, s_min)
+        del b  # released before the next block is gathered: one block in memory, not two
     per_domain: dict[str, tuple[int, int, int] | None] = {}
     for d, x in index.items():
         point = strictest(counts[x], q_min)

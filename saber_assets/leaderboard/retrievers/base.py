@@ -14,10 +14,21 @@ def full_text(problem: str, solution: str) -> str:
     return f"Problem: {problem}\n\nSolution: {solution}"
 
 
-def setting_texts(setting: str, problem: str, solution: str, as_query: bool) -> str:
-    """statement→statement, statement→full (query statement, documents with solutions), full→full."""
+def _check(setting: str) -> None:
     if setting not in SETTINGS:
         raise ValueError(f"unknown setting {setting!r} (settings: {', '.join(SETTINGS)})")
+
+
+def document_side(setting: str) -> str:
+    """What a setting shows of a document: "statement", or "full" (statement and solution).
+    statement→full and full→full show the same documents, so they share one index."""
+    _check(setting)
+    return "statement" if setting == "statement-statement" else "full"
+
+
+def setting_texts(setting: str, problem: str, solution: str, as_query: bool) -> str:
+    """statement→statement, statement→full (query statement, documents with solutions), full→full."""
+    _check(setting)
     use_full = setting == "full-full" or (setting == "statement-full" and not as_query)
     return full_text(problem, solution) if use_full else problem
 
