@@ -2,6 +2,8 @@
 
     uv run python benchmarks/scale.py --n 20000 [--n 70000 --n 283000] [--queries-per-domain 20]
     uv run python benchmarks/scale.py --report      # table, exponents and plot from saved runs
+    uv run python benchmarks/scale.py --n 283000 --resume-from indexes   # a stopped run, on
+
 
 For each N: a synthetic corpus (texts drawn from the bundled MATH corpus's word frequencies and
 its formula spans, unique ids, ``--near-dup`` of them near-duplicates of another problem with one
@@ -12,7 +14,9 @@ runs as its own ``saber build --select STAGE`` process, so its wall time and pea
 own (the RSS includes ~0.4 GB of interpreter + Dagster). Printed per stage: seconds, peak RSS,
 Parquet rows and bytes written; across N: the fitted growth exponent of each stage's time
 (slope of log t on log N). Results accumulate in benchmarks/out/scale.json (one entry per N),
-the table in scale.md, the plot in scale.png.
+the table in scale.md, the plot in scale.png. Each stage's figures are saved as soon as it ends,
+so a rehearsal stopped halfway (hours at 283K) keeps them, and ``--resume-from STAGE`` runs the
+stages from STAGE on over the same outputs, keeping the saved figures of the stages before it.
 
 The tournament's cost depends on the queries, not on N: it is run at ``--queries-per-domain``
 queries per domain (default 20) with the paper's 150 candidates each; the LLM cost of the
@@ -234,29 +238,53 @@ def rehearse(
     home: Path,
     one_process: bool,
     retrievers: list[str],
+    resume_from: str | None = None,
+    saved: dict | None = None,
+    save=lambda entry: None,
 ) -> dict:
     from saber_assets.cli import STAGE_ALIASES
 
+    kept, todo = [], STAGES
+    if resume_from is not None:
+        before = STAGES[: STAGES.index(resume_from)]
+        kept = [x for x in (saved or {}).get("stages", []) if x["stage"] in before]
+        if [x["stage"] for x in kept] != before or not (home / f"scale-{n}").is_dir():
+            raise SystemExit(
+                f"--resume-from {resume_from}: N = {n} has no saved figures or outputs for "
+                f"{', '.join(before)} under {home}; run it from the start"
+            )
+        todo = STAGES[len(before) :]
     work = home / f"scale-{n}-inputs"
     t0 = time.perf_counter()
     config = write_inputs(n, work, queries_per_domain, candidates_per_group, near_dup, retrievers)
     gen = time.perf_counter() - t0
     log = home / f"scale-{n}.log"
-    # a rehearsal starts cold: no outputs, no cached embeddings or judgments (builds run --force)
-    shutil.rmtree(home / f"scale-{n}", ignore_errors=True)
-    log.unlink(missing_ok=True)
-    print(f"N = {n}: corpus generated in {gen:.1f}s; log {log}", flush=True)
-    stages = []
+    entry = {
+        "n": n,
+        "queries_per_domain": queries_per_domain,
+        "candidates_per_group": candidates_per_group,
+        "retrievers": retrievers,
+        "one_process": one_process,
+        "stages": kept,
+    }
+    stages = entry["stages"]
+    if resume_from is not None:
+        print(f"N = {n}: resumed at {resume_from}, {len(kept)} stages' figures kept; log {log}")
+    else:
+        # a rehearsal starts cold: no outputs, no cached embeddings or judgments (--force)
+        shutil.rmtree(home / f"scale-{n}", ignore_errors=True)
+        log.unlink(missing_ok=True)
+        print(f"N = {n}: corpus generated in {gen:.1f}s; log {log}", flush=True)
     if one_process:  # CI's smoke test: one interpreter start, the RSS of the whole build
         before = output_files(home)
-        r = run_build(STAGES, config, home, log)
+        r = run_build(todo, config, home, log)
         rows, size = written(before, output_files(home))
-        for stage in STAGES:
+        for stage in todo:
             sec = r["jobs"].get(STAGE_ALIASES[stage], 0.0)
             stages.append({"stage": stage, "seconds": round(sec, 1), "wall": None,
                            "peak_rss_gb": None, "rows": None, "bytes": None})  # fmt: skip
         print(f"  one process: {r['wall']:.1f} s wall, {r['peak_rss_gb']:.2f} GB, {rows:,} rows")
-    for stage in [] if one_process else STAGES:
+    for stage in [] if one_process else todo:
         before = output_files(home)
         r = run_build([stage], config, home, log)
         rows, size = written(before, output_files(home))
@@ -276,16 +304,11 @@ def rehearse(
             f"{x['peak_rss_gb']:>5.2f} GB  {rows:>11,} rows  {size / 2**20:>8.1f} MiB",
             flush=True,
         )
+        save(entry)  # a run stopped later keeps this stage's figures
     total = sum(x["seconds"] for x in stages)
     print(f"  {'all':<12} {total:>8.1f} s in steps")
-    return {
-        "n": n,
-        "queries_per_domain": queries_per_domain,
-        "candidates_per_group": candidates_per_group,
-        "retrievers": retrievers,
-        "one_process": one_process,
-        "stages": stages,
-    }
+    save(entry)
+    return entry
 
 
 def exponents(results: dict[str, dict]) -> dict[str, float]:
@@ -332,9 +355,11 @@ def report(results: dict[str, dict], out: Path) -> str:
     for n in ns:
         st = results[str(n)]["stages"]
         rss = [r["peak_rss_gb"] for r in st if r["peak_rss_gb"] is not None]
+        walls = [r["wall"] for r in st]
         totals.append(
             f"{sum(r['seconds'] for r in st):.0f}"
-            + (f" ({sum(r['wall'] for r in st):.0f}) / max {max(rss):.2f}" if rss else "")
+            + (f" ({sum(walls):.0f})" if None not in walls else "")
+            + (f" / max {max(rss):.2f}" if rss else "")
         )
     lines.append("| all | " + " | ".join(totals) + " | |")
     text = "\n".join(lines) + "\n"
@@ -376,13 +401,23 @@ def main(argv: list[str] | None = None) -> None:
         "--retriever", action="append", help=f"repeatable; default the lexical {LEXICAL}"
     )
     ap.add_argument("--report", action="store_true", help="only rebuild the table and plot")
+    ap.add_argument(
+        "--resume-from",
+        choices=STAGES,
+        help="run the stages from this one on over the outputs a stopped run left",
+    )
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     saved = out / "scale.json"
     results = json.loads(saved.read_text()) if saved.exists() else {}
+
+    def save(entry: dict) -> None:
+        results[str(entry["n"])] = entry
+        saved.write_text(json.dumps(results, indent=1))
+
     for n in [] if args.report else args.n:
-        results[str(n)] = rehearse(
+        rehearse(
             n,
             args.queries_per_domain,
             args.candidates_per_group,
@@ -390,10 +425,13 @@ def main(argv: list[str] | None = None) -> None:
             Path(args.home),
             args.one_process,
             args.retriever or LEXICAL,
+            resume_from=args.resume_from,
+            saved=results.get(str(n)),
+            save=save,
         )
-        saved.write_text(json.dumps(results, indent=1))
-    if results:
-        print(report(results, out))
+    complete = {k: r for k, r in results.items() if len(r["stages"]) == len(STAGES)}
+    if complete:
+        print(report(complete, out))
 
 
 if __name__ == "__main__":

@@ -162,3 +162,16 @@ def test_scale_rehearsal_smoke_at_2000_problems(tmp_path):
         .read_text()
         .startswith("Judge backend: cpu")
     )
+    # a stopped rehearsal goes on from a stage: the earlier stages' figures are kept, the rest
+    # measured again (each its own process); without saved figures it refuses to start
+    scale.main(
+        ["--n", "2000", "--queries-per-domain", "2", "--candidates-per-group", "10",
+         "--home", str(home), "--out", str(out), "--resume-from", "leaderboard",
+         "--retriever", "bm25", "--retriever", "jaccard-no-tok"]
+    )  # fmt: skip
+    again = json.loads((out / "scale.json").read_text())["2000"]
+    assert again["stages"][:-1] == res["stages"][:-1]
+    assert again["stages"][-1]["stage"] == "leaderboard" and again["stages"][-1]["wall"] > 0
+    with pytest.raises(SystemExit, match="no saved figures"):
+        scale.main(["--n", "3000", "--home", str(home), "--out", str(out),
+                    "--resume-from", "indexes"])  # fmt: skip
