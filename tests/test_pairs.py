@@ -287,7 +287,7 @@ def test_one_gathered_block_in_memory_at_a_time(shard_files, monkeypatch):
 
     doms = [["A"] if r % 2 else ["A", "B"] for r in range(N)]
     derive_thresholds(
-        recorded(shard_files.row_blocks(400, shard_files.degrees())),
+        recorded(shard_files.row_blocks(8_000, shard_files.degrees())),  # 7 blocks
         doms, ["A", "B"], 10, 2, 90, 60,
     )  # fmt: skip
     assert len(alive_at_sort) >= 5 and max(alive_at_sort) == 0, alive_at_sort

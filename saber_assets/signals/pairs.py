@@ -125,8 +125,8 @@ class StoredPairs:
                 )
             sort_rows_by_topic(indptr, t_out, s_out)
             yield RowBlock(r0, indptr, t_out, s_out)
-            # the consumer is done with this block: without the del the next group's buffers
-            # would be allocated while this one's are still referenced here (twice the budget)
+            # the consumer is done with this block: hold no reference to it while the next
+            # group is gathered (the caller must drop its own too: ``derive_thresholds`` does)
             del indptr, t_out, s_out, cur
 
 
