@@ -17,6 +17,8 @@ Parquet rows and bytes written; across N: the fitted growth exponent of each sta
 the table in scale.md, the plot in scale.png. Each stage's figures are saved as soon as it ends,
 so a rehearsal stopped halfway (hours at 283K) keeps them, and ``--resume-from STAGE`` runs the
 stages from STAGE on over the same outputs, keeping the saved figures of the stages before it.
+A resumed stage may read back what the stopped run cached by content (the candidate selection,
+the judgments): its time is then a rerun's, not a cold build's.
 
 The tournament's cost depends on the queries, not on N: it is run at ``--queries-per-domain``
 queries per domain (default 20) with the paper's 150 candidates each; the LLM cost of the
