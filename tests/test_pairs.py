@@ -1,5 +1,6 @@
 """The stored pairs read a shard at a time: row groups, gathering, and thresholds by blocks."""
 
+import gc
 import weakref
 
 import numpy as np
@@ -262,19 +263,17 @@ def test_row_pairs_and_blocks_agree_on_planted_rows():
     assert t[:3].tolist() == [9, 9, 3] and sorted(s[8:11].tolist()) == [3, 4, 5]
 
 
-def test_one_gathered_block_in_memory_at_a_time(shard_files, monkeypatch):
-    """A block is budget-sized (4 GiB by default at 283K): the next block's buffers must not be
-    allocated while the previous block is still referenced, by the gathering generator or by
-    the threshold derivation that consumes it. Checked when the next block is sorted, i.e.
-    after its buffers exist."""
+def _alive_at_each_sort(shard_files, monkeypatch, consume) -> list[int]:
+    """How many earlier blocks are still alive each time a block is sorted (its buffers exist
+    by then), while ``consume`` takes the blocks."""
     from saber_assets.signals import pairs as pairs_mod
 
     yielded: list[weakref.ref] = []
-    alive_at_sort: list[int] = []
+    alive: list[int] = []
     sort = pairs_mod.sort_rows_by_topic
 
     def spying_sort(indptr, t, s):
-        alive_at_sort.append(sum(r() is not None for r in yielded))
+        alive.append(sum(r() is not None for r in yielded))
         sort(indptr, t, s)
 
     monkeypatch.setattr(pairs_mod, "sort_rows_by_topic", spying_sort)
@@ -285,9 +284,46 @@ def test_one_gathered_block_in_memory_at_a_time(shard_files, monkeypatch):
             yield b
             del b
 
+    consume(recorded(shard_files.row_blocks(8_000, shard_files.degrees())))  # 7 blocks
+    assert len(alive) >= 5
+    return alive
+
+
+def test_one_gathered_block_in_memory_at_a_time(shard_files, monkeypatch):
+    """A block is budget-sized (4 GiB by default at 283K): the next block's buffers must not be
+    allocated while the previous block is still referenced, by the gathering generator or by
+    the threshold derivation that consumes it."""
     doms = [["A"] if r % 2 else ["A", "B"] for r in range(N)]
-    derive_thresholds(
-        recorded(shard_files.row_blocks(8_000, shard_files.degrees())),  # 7 blocks
-        doms, ["A", "B"], 10, 2, 90, 60,
-    )  # fmt: skip
-    assert len(alive_at_sort) >= 5 and max(alive_at_sort) == 0, alive_at_sort
+    alive = _alive_at_each_sort(
+        shard_files,
+        monkeypatch,
+        lambda blocks: derive_thresholds(blocks, doms, ["A", "B"], 10, 2, 90, 60),
+    )
+    assert max(alive) == 0, alive
+
+
+@pytest.mark.parametrize("collect_above", [0, 1 << 40])
+def test_a_large_block_left_in_a_reference_cycle_is_collected_before_the_next(
+    shard_files, monkeypatch, collect_above
+):
+    """A block its consumer dropped but a reference cycle still holds is freed by a garbage
+    collection before the next large block is gathered (small ones are not worth one)."""
+    from saber_assets.signals import pairs as pairs_mod
+
+    monkeypatch.setattr(pairs_mod, "COLLECT_ABOVE", collect_above)
+
+    def in_cycles(blocks):
+        for b in blocks:
+            cycle = [b]
+            cycle.append(cycle)
+            del b, cycle
+
+    gc.disable()  # only the generator's own collection may free the cycles
+    try:
+        alive = _alive_at_each_sort(shard_files, monkeypatch, in_cycles)
+    finally:
+        gc.enable()
+    if collect_above == 0:
+        assert max(alive) == 0, alive
+    else:
+        assert alive[1:] == list(range(1, len(alive))), alive  # nothing freed without it

@@ -12,6 +12,7 @@ a group by itself).
 from __future__ import annotations
 
 import gc
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from .thresholds import RowBlock, sort_rows_by_topic
 # bytes a gathered group holds per pair direction (q_t and q_s) and per row (offsets, cursors)
 BYTES_PER_DIRECTION = 2
 BYTES_PER_ROW = 16
+COLLECT_ABOVE = 1 << 28  # budgets from which a block left alive is worth a garbage collection
 
 Chunk = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
@@ -103,10 +105,13 @@ class StoredPairs:
         """Every row's pairs in both directions, sorted by q_t descending, a group of rows at a
         time (see ``row_groups``); one pass over the shard files per group."""
         deg = self.degrees() if degrees is None else degrees
+        last = None  # the previous block's q_t, weakly
         for r0, r1 in row_groups(deg, budget_bytes):
-            if r0 > 0:
-                # a block caught in a reference cycle (seen once in the tests: the first block
-                # outlived its last reference) is freed here, not after the next one is gathered
+            if last is not None and last() is not None and budget_bytes >= COLLECT_ABOVE:
+                # the previous block is still alive: held by the caller, or caught in a
+                # reference cycle (seen once in the tests), which a collection frees before the
+                # next block is gathered. Only for large blocks: a full collection costs
+                # ~0.1-1 s in a process with Dagster loaded, a gathering pass seconds.
                 gc.collect()
             indptr = np.zeros(r1 - r0 + 1, dtype=np.int64)
             np.cumsum(deg[r0:r1], out=indptr[1:])
@@ -124,6 +129,7 @@ class StoredPairs:
                     f"rows [{r0}, {r1}): the shard files changed while they were read (pair counts differ between passes)"
                 )
             sort_rows_by_topic(indptr, t_out, s_out)
+            last = weakref.ref(t_out)
             yield RowBlock(r0, indptr, t_out, s_out)
             # the consumer is done with this block: hold no reference to it while the next
             # group is gathered (the caller must drop its own too: ``derive_thresholds`` does)
