@@ -105,7 +105,7 @@ class _Lexical:
         self._save_corpus(docs, path)
 
     def load_index(self, docs: list[str], path: Path) -> None:
-        self._stored = None
+        self._stored = None  # freed before the next column is read, not after
         self._stored = StoredTokens.read(docs, path)
         self._load_corpus(docs, path)
 
