@@ -48,7 +48,7 @@ MODULES: dict[str, tuple[str, str]] = {
     "shards": ("saber_assets/signals/shards.py", "tests/test_signals.py -k 'not dagster'"),
     "thresholds": (
         "saber_assets/signals/thresholds.py",
-        "tests/test_signals.py tests/test_pairs.py -k 'threshold or viability or row_pairs or blocks or group_counts or wrong_length or gathered_block or reference_cycle'",
+        "tests/test_signals.py tests/test_pairs.py -k 'threshold or viability or row_pairs or blocks or group_counts or wrong_length or gathered_block or reference_cycle or 256_rows'",
     ),
     "swiss": (
         "saber_assets/tournament/swiss.py",

@@ -327,3 +327,19 @@ def test_a_large_block_left_in_a_reference_cycle_is_collected_before_the_next(
         assert max(alive) == 0, alive
     else:
         assert alive[1:] == list(range(1, len(alive))), alive  # nothing freed without it
+
+
+def test_viability_counts_accept_a_block_of_more_than_256_rows():
+    """The domain-list check compares lengths by value: above 256, CPython's ints are separate
+    objects, so an identity test would refuse a list of the right length."""
+    rng = np.random.default_rng(8)
+    n = 300
+    i = rng.integers(0, n - 1, 4_000).astype(np.int32)
+    j = np.minimum(i + rng.integers(1, 40, 4_000), n - 1).astype(np.int32)
+    keep = i < j
+    tq = rng.integers(0, 256, keep.sum()).astype(np.uint8)
+    sq = rng.integers(0, 256, keep.sum()).astype(np.uint8)
+    [block] = in_memory_blocks(n, (i[keep], j[keep], tq, sq))
+    rows = [[r % 2] for r in range(n)]
+    counts = viable_counts(block.indptr, block.tq, block.sq, rows, 2, 1, 0, 0)
+    assert counts.shape == (2, 255, 255) and counts.sum() > 0
