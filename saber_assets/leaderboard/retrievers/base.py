@@ -28,8 +28,9 @@ def document_side(setting: str) -> str:
 
 def setting_texts(setting: str, problem: str, solution: str, as_query: bool) -> str:
     """statement→statement, statement→full (query statement, documents with solutions), full→full."""
+    # a document's side is document_side's answer, so texts and shared indexes cannot drift apart
+    use_full = setting == "full-full" if as_query else document_side(setting) == "full"
     _check(setting)
-    use_full = setting == "full-full" or (setting == "statement-full" and not as_query)
     return full_text(problem, solution) if use_full else problem
 
 
