@@ -415,6 +415,69 @@ def evaluate_cmd(args) -> int:
     return 0
 
 
+def _revisions(given: list[str] | None) -> dict[str, str]:
+    out = {}
+    for item in given or []:
+        table, sep, sha = item.partition("=")
+        if not sep or not sha:
+            raise ValueError(f"--revision takes queries=SHA or documents=SHA, not {item!r}")
+        out[table] = sha
+    return out
+
+
+def pull_cmd(args) -> int:
+    """The published SABER-Math (two Hub datasets, or two snapshot folders) in the exchange format."""
+    from .leaderboard.hub import HubUnavailable, pull
+
+    dirs = (args.queries_dir, args.documents_dir)
+    try:
+        bench = pull(
+            Path(args.out),
+            *(Path(d) if d else None for d in dirs),
+            revisions=_revisions(args.revision),
+            repos=(args.queries_repo, args.documents_repo),
+        )
+    except HubUnavailable as exc:
+        print(f"saber: {exc}", file=sys.stderr)
+        return 2
+    hub = bench.manifest["hub"]
+    print(
+        f"saber pull: {bench.queries.height} queries, {bench.documents.height} documents "
+        f"-> {args.out} (exchange format)"
+    )
+    for table in ("queries", "documents"):
+        h = hub[table]
+        print(f"  {table}: {h['repo']} @ {h['revision'] or 'unknown revision (local folder)'}, "
+              f"{len(h['files'])} file(s) from {h['folder']}")  # fmt: skip
+    for note in bench.manifest.get("derived", []):
+        print(f"  derived: {note}")
+    return 0
+
+
+def push_cmd(args) -> int:
+    """A built benchmark as two Hub datasets (``PREFIX-queries``, ``PREFIX-documents``)."""
+    import tempfile
+
+    from .leaderboard.exchange import Benchmark
+    from .leaderboard.hub import HubUnavailable, push, stage_push
+
+    bench = Benchmark.read(Path(args.dir))
+    if args.stage_only:
+        folders = stage_push(bench, Path(args.stage_only), args.repo_prefix)
+        for repo, folder in folders.items():
+            print(f"staged {repo}: {folder}")
+        return 0
+    with tempfile.TemporaryDirectory(prefix="saber-push-") as staging:
+        try:
+            done = push(bench, Path(staging), args.repo_prefix, private=args.private)
+        except HubUnavailable as exc:
+            print(f"saber: {exc}", file=sys.stderr)
+            return 2
+    for repo, url in done.items():
+        print(f"pushed {repo}: {url}")
+    return 0
+
+
 def warehouse_cmd(config: str | None, rebuild: bool) -> int:
     """Refresh (or rebuild from scratch) the DuckDB warehouse: views over the Parquet outputs."""
     load_config(config)
@@ -512,6 +575,27 @@ def main(argv: list[str] | None = None) -> int:
     p_eval.add_argument("--registry", help="retriever registry YAML (default: the config's)")
     p_eval.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
     p_eval.add_argument("--no-full-corpus", action="store_true", help="skip the full-corpus track")
+    p_pull = sub.add_parser(
+        "pull", help="the published SABER-Math (two Hub datasets) in the exchange format"
+    )
+    p_pull.add_argument("out", help="output directory (exchange format)")
+    p_pull.add_argument("--queries-dir", help="a snapshot folder of the queries dataset (offline)")
+    p_pull.add_argument("--documents-dir", help="a snapshot folder of the documents dataset")
+    p_pull.add_argument(
+        "--revision", action="append", metavar="TABLE=SHA",
+        help="pin a dataset: queries=SHA and/or documents=SHA (default: the newest)",
+    )  # fmt: skip
+    p_pull.add_argument("--queries-repo", default="INSAIT-Institute/SaberMath-queries")
+    p_pull.add_argument("--documents-repo", default="INSAIT-Institute/SaberMath-documents")
+    p_push = sub.add_parser("push", help="a built benchmark as two Hub datasets with a card")
+    p_push.add_argument("dir", help="exchange-format directory (e.g. .saber/sample/benchmark)")
+    p_push.add_argument("--repo-prefix", required=True, metavar="OWNER/NAME")
+    p_push.add_argument("--private", action="store_true")
+    p_push.add_argument(
+        "--stage-only",
+        metavar="DIR",
+        help="write the two dataset folders under DIR, upload nothing",
+    )
     p_wh = sub.add_parser(
         "warehouse", help="refresh the DuckDB warehouse (views over the Parquet outputs)"
     )
@@ -543,6 +627,10 @@ def main(argv: list[str] | None = None) -> int:
             return build(args.config, args.log_level, args.force, args.select, args.on)
         if args.command == "evaluate":
             return evaluate_cmd(args)
+        if args.command == "pull":
+            return pull_cmd(args)
+        if args.command == "push":
+            return push_cmd(args)
         if args.command == "warehouse":
             return warehouse_cmd(args.config, args.rebuild)
         if args.command == "cost":

@@ -5,6 +5,10 @@ queries.parquet   id, problem, solution, candidates (document row indices), rele
 documents.parquet id, problem, solution
 manifest.json     where the benchmark came from: corpus version, judge backend, seeds, thresholds,
                   the domain list (optional: else the domains the queries name, in order of appearance)
+
+``id`` is optional on both tables: the published SABER-Math has none (a document is its row, which
+is what ``candidates`` points at). A missing ``id`` is derived from the row (``q{row}``,
+``d{row}``) and said in the manifest's ``derived`` list, never required.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import numpy as np
 import polars as pl
 
 QUERY_SCHEMA = {
-    "id": pl.String,
+    "id": pl.String,  # optional in files: derived from the row when absent
     "problem": pl.String,
     "solution": pl.String,
     "candidates": pl.List(pl.Int64),
@@ -31,11 +35,37 @@ class BenchmarkFormatError(ValueError):
     """The files do not follow the exchange format; the message names file, row and field."""
 
 
+ID_PREFIX = {"queries": "q", "documents": "d"}
+
+
 @dataclass
 class Benchmark:
     queries: pl.DataFrame
     documents: pl.DataFrame
     manifest: dict = field(default_factory=dict)
+    # where each table's rows came from, for error messages: [(file, rows), ...] in row order
+    sources: dict[str, list[tuple[str, int]]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        for name in ("queries", "documents"):
+            frame = getattr(self, name)
+            if "id" in frame.columns:
+                continue
+            prefix = ID_PREFIX[name]
+            ids = pl.Series("id", [f"{prefix}{i}" for i in range(frame.height)], dtype=pl.String)
+            setattr(self, name, frame.insert_column(0, ids))
+            note = f"{name}.id: not in the files, derived from the row number ({prefix}0, {prefix}1, ...)"
+            derived = self.manifest.setdefault("derived", [])
+            if note not in derived:
+                derived.append(note)
+
+    def locate(self, table: str, row: int, where: str) -> str:
+        """``FILE: row N`` of a table's row (the file it was read from, its row within it)."""
+        for path, n in self.sources.get(table, []):
+            if row < n:
+                return f"{path}: row {row}"
+            row -= n
+        return f"{where}: {table} row {row}"
 
     def domain_list(self) -> list[str]:
         """The benchmark's domains: the manifest's list, else those its queries name."""
@@ -77,9 +107,11 @@ class Benchmark:
             (self.queries, QUERY_SCHEMA, "queries"),
             (self.documents, DOC_SCHEMA, "documents"),
         ):
-            missing = [c for c in schema if c not in frame.columns]
+            missing = [c for c in schema if c not in frame.columns and c != "id"]
             if missing:
-                raise BenchmarkFormatError(f"{where}: {name}.parquet lacks columns {missing}")
+                files = self.sources.get(name)
+                label = f"{files[0][0]}:" if files else f"{where}: {name}.parquet"
+                raise BenchmarkFormatError(f"{label} lacks columns {missing}")
         q = self.queries
         n_docs = self.documents.height
         dup_ids = self.documents.filter(pl.col("id").is_duplicated())["id"]
@@ -87,39 +119,42 @@ class Benchmark:
             raise BenchmarkFormatError(
                 f"{where}: documents.parquet: field 'id' has duplicate values, e.g. {dup_ids[0]!r}"
             )
+        sourced = bool(self.sources.get("queries"))
         for row, (qid, cands, scores) in enumerate(
             q.select("id", "candidates", "relevance_scores").iter_rows()
         ):
+            if sourced:  # files read from a snapshot: the file, and the row within it
+                here = f"{self.locate('queries', row, where)} (query {qid!r})"
+            else:
+                here = f"{where}: query {qid!r} (row {row})"
             for fname, value in (("candidates", cands), ("relevance_scores", scores)):
                 if value is None:
-                    raise BenchmarkFormatError(
-                        f"{where}: query {qid!r} (row {row}): field {fname!r} is null"
-                    )
+                    raise BenchmarkFormatError(f"{here}: field {fname!r} is null")
             if len(cands) != len(scores):
                 raise BenchmarkFormatError(
-                    f"{where}: query {qid!r} (row {row}): {len(cands)} candidates but {len(scores)} relevance scores"
+                    f"{here}: {len(cands)} candidates but {len(scores)} relevance scores"
                 )
             bad = [c for c in cands if c is None or not 0 <= c < n_docs]
             if bad:
                 raise BenchmarkFormatError(
-                    f"{where}: query {qid!r} (row {row}): candidates holds document indices outside [0, {n_docs}): {bad[:5]}"
+                    f"{here}: candidates holds document indices outside [0, {n_docs}): {bad[:5]}"
                 )
             arr = np.array([np.nan if s is None else s for s in scores], dtype=np.float64)
             not_finite = np.nonzero(~np.isfinite(arr))[0]
             if not_finite.size:
                 k = int(not_finite[0])
                 raise BenchmarkFormatError(
-                    f"{where}: query {qid!r} (row {row}): relevance_scores[{k}] = {scores[k]!r} is not a finite number"
+                    f"{here}: relevance_scores[{k}] = {scores[k]!r} is not a finite number"
                 )
             out_of_range = np.nonzero((arr < 0) | (arr > 5))[0]
             if out_of_range.size:
                 k = int(out_of_range[0])
                 raise BenchmarkFormatError(
-                    f"{where}: query {qid!r} (row {row}): relevance_scores[{k}] = {float(arr[k])!r} "
+                    f"{here}: relevance_scores[{k}] = {float(arr[k])!r} "
                     f"(candidate {cands[k]}) lies outside [0, 5] ({out_of_range.size} such values)"
                 )
             if len(set(cands)) != len(cands):
                 dup = next(c for c in cands if cands.count(c) > 1)
                 raise BenchmarkFormatError(
-                    f"{where}: query {qid!r} (row {row}): candidates lists document {dup} more than once"
+                    f"{here}: candidates lists document {dup} more than once"
                 )
