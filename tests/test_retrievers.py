@@ -159,7 +159,8 @@ def test_windows_follow_each_models_own_limit_and_tokenizer(monkeypatch):
         def __init__(self, model, device=None):
             self.tokenizer = CharTokenizer()
 
-        def encode(self, pieces, normalize_embeddings, show_progress_bar):
+        def encode(self, pieces, prompt, normalize_embeddings, show_progress_bar):
+            assert prompt == ""  # the model's default prompt is never added on its own
             sent.setdefault("st", []).extend(pieces)
             return np.array([[len(p), 1.0] for p in pieces])
 

@@ -206,7 +206,7 @@ def prepare_index(
     )
     side = document_side(setting)
     path = index_root(settings, entry.name) / side
-    return ensure_index(retriever, entry.model_dump(), side, docs, path)
+    return ensure_index(retriever, entry.model_dump(exclude={"meta", "opt_in"}), side, docs, path)
 
 
 def index_root(settings: SaberSettings, name: str) -> Path:

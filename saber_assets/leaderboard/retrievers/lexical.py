@@ -1,8 +1,12 @@
 """Lexical baselines: BM25 (bm25s), TF-IDF (scikit-learn), Jaccard; math-aware or plain tokens.
 
-BM25 is bm25s' "lucene" variant (k1 = 1.5, b = 0.75 by default). By default the IDF is computed
-over the query's candidates, as the paper does; ``idf: corpus`` fits it on the whole document set
-once (``fit_corpus``) and then scores the candidates.
+BM25 is bm25s' "lucene" variant (k1 = 1.5, b = 0.75 by default), or with ``method: rank_bm25``
+rank_bm25's ``BM25Okapi`` (IDF log((N − df + 0.5)/(df + 0.5)), a negative IDF replaced by
+ε × the mean IDF, ε = 0.25): the reference code's BM25, which bm25s has no variant for. By
+default the IDF is computed over the query's candidates, as the paper does; ``idf: corpus`` fits
+it on the whole document set once (``fit_corpus``) and then scores the candidates. TF-IDF is
+scikit-learn's, with sublinear tf by default; ``sublinear_tf: false`` is the library's default
+(the reference code's).
 
 Each retriever's document-side work — tokens, and its corpus structure (the bm25s index, the
 TF-IDF vocabulary, IDF and matrix, the Jaccard token-id sets) — is written once by
@@ -169,16 +173,20 @@ class BM25Retriever(_Lexical):
         b: float = 0.75,
         method: str = "lucene",
         idf: str = "candidates",
+        epsilon: float = 0.25,
     ) -> None:
         super().__init__(name, tokenizer)
         if idf not in ("candidates", "corpus"):
             raise ValueError("idf must be 'candidates' or 'corpus'")
         self.k1, self.b, self.method, self.idf = k1, b, method, idf
+        self.epsilon = epsilon  # rank_bm25's IDF floor (method rank_bm25 only)
         self._full = None  # (docs_key, bm25s index over every document, text -> row)
         # IDF over the corpus: a candidate's score is its corpus score, one search serves both
         self.candidates_from_corpus = idf == "corpus"
 
     def _index(self, docs_tokens):
+        if self.method == "rank_bm25":
+            return OkapiIndex(docs_tokens, self.k1, self.b, self.epsilon)
         import bm25s
 
         index = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
@@ -228,9 +236,13 @@ class BM25Retriever(_Lexical):
         return out.astype(np.float64)
 
     def _save_corpus(self, docs: list[str], path: Path) -> None:
+        if self.method == "rank_bm25":  # rebuilt from the stored tokens: rank_bm25 has no format
+            return
         self._corpus_index(docs).save(str(path / "bm25"), show_progress=False)
 
     def _load_corpus(self, docs: list[str], path: Path) -> None:
+        if self.method == "rank_bm25":
+            return
         import bm25s
 
         index = bm25s.BM25.load(str(path / "bm25"), show_progress=False)
@@ -252,22 +264,52 @@ class BM25Retriever(_Lexical):
         return self.bm25s_scores(query, docs)
 
     def bm25s_scores(self, query: str, docs: list[str]) -> np.ndarray:
-        """The reference: bm25s indexing the candidates for this one query."""
+        """The reference: bm25s (or rank_bm25) indexing the candidates for this one query."""
+        if self.method == "rank_bm25" and not self.tok(query):
+            return np.zeros(len(docs))  # as the reference code: no query terms, all zero
         q = self.tok(query) or ["\x01"]
         return np.asarray(self._index([self.tok(d) for d in docs]).get_scores(q), dtype=np.float64)
 
 
+class OkapiIndex:
+    """rank_bm25's ``BM25Okapi`` over token lists, behind the ``get_scores`` bm25s also has."""
+
+    def __init__(self, docs_tokens: list[list[str]], k1: float, b: float, epsilon: float) -> None:
+        from rank_bm25 import BM25Okapi
+
+        self.n = len(docs_tokens)
+        self._bm25 = BM25Okapi(docs_tokens, k1=k1, b=b, epsilon=epsilon) if self.n else None
+
+    def get_scores(self, query_tokens: list[str]) -> np.ndarray:
+        if self._bm25 is None:
+            return np.zeros(0)
+        return np.asarray(self._bm25.get_scores(query_tokens), dtype=np.float64)
+
+
 class TfidfRetriever(_Lexical):
-    """TF-IDF cosine (scikit-learn, sublinear tf). The full-corpus track fits the vectorizer on
-    every document once and scores a batch of queries with one sparse product (each entry is the
-    same sum as one query's product, so the scores are identical)."""
+    """TF-IDF cosine (scikit-learn; sublinear tf unless ``sublinear_tf: false``). The full-corpus
+    track fits the vectorizer on every document once and scores a batch of queries with one
+    sparse product (each entry is the same sum as one query's product, so the scores are
+    identical)."""
+
+    def __init__(self, name: str, tokenizer: str = "math", sublinear_tf: bool = True) -> None:
+        super().__init__(name, tokenizer)
+        self.sublinear_tf = bool(sublinear_tf)
+
+    def _tf_weight(self, tf: np.ndarray) -> np.ndarray:
+        """The vectorizer's term-frequency weight: 1 + ln tf (sublinear) or tf itself."""
+        if not self.sublinear_tf:
+            return tf.astype(np.float64)
+        w = np.log(tf)
+        w += 1.0
+        return w
 
     def _fit(self, all_docs: list[str]):
         from sklearn.feature_extraction.text import TfidfVectorizer
 
         key = docs_key(all_docs)
         if getattr(self, "_fitted", (None,))[0] != key:
-            vec = TfidfVectorizer(analyzer=self.tok, sublinear_tf=True)
+            vec = TfidfVectorizer(analyzer=self.tok, sublinear_tf=self.sublinear_tf)
             self._fitted = (key, vec, vec.fit_transform(all_docs))
         return self._fitted[1], self._fitted[2]
 
@@ -289,7 +331,9 @@ class TfidfRetriever(_Lexical):
         terms = pl.read_parquet(path / "vocabulary.parquet")["term"].to_list()
         # a fixed vocabulary and the stored IDF: the fitted vectorizer, without refitting
         vec = TfidfVectorizer(
-            analyzer=self.tok, sublinear_tf=True, vocabulary={t: i for i, t in enumerate(terms)}
+            analyzer=self.tok,
+            sublinear_tf=self.sublinear_tf,
+            vocabulary={t: i for i, t in enumerate(terms)},
         )
         vec.idf_ = np.load(path / "idf.npy")
         matrix = load_npz(path / "tfidf.npz")
@@ -337,8 +381,7 @@ class TfidfRetriever(_Lexical):
         idf /= df
         np.log(idf, out=idf)
         idf += 1.0
-        w = np.log(tf)
-        w += 1.0
+        w = self._tf_weight(tf)
         w *= idf[col]
         slot = np.arange(len(col)) - sub.indptr[:-1][row]  # place within its row
         grid = np.zeros((n, int(np.diff(sub.indptr).max())))
@@ -351,8 +394,7 @@ class TfidfRetriever(_Lexical):
         q_tf = q_tf.astype(np.float64)
         if q_cols.size == 0:
             return np.zeros(n)
-        qw = np.log(q_tf)
-        qw += 1.0
+        qw = self._tf_weight(q_tf)
         qw *= idf[q_cols]
         qv = np.zeros(present.size)
         qv[q_cols] = qw / np.sqrt(np.cumsum(qw * qw)[-1])
@@ -364,7 +406,7 @@ class TfidfRetriever(_Lexical):
         """The reference: a vectorizer fitted on this one query's candidates."""
         from sklearn.feature_extraction.text import TfidfVectorizer
 
-        vec = TfidfVectorizer(analyzer=self.tok, sublinear_tf=True)
+        vec = TfidfVectorizer(analyzer=self.tok, sublinear_tf=self.sublinear_tf)
         try:
             d = vec.fit_transform(docs)
         except ValueError:  # every document empty

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
@@ -31,6 +31,25 @@ KINDS: dict[str, Any] = {
 NEEDS_EMBEDDINGS = {"dense", "ssemb"}
 
 
+class ModelMeta(BaseModel):
+    """What a user filters a leaderboard on, after MTEB's ``ModelMeta``: never read by scoring."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model_id: str | None = None  # what a server or client is given
+    revision: str | None = None  # null until an online run resolves and records it
+    access: Literal["open", "api"] | None = None  # open weights, or a paid API
+    license: str | None = None
+    n_parameters: int | None = None
+    max_tokens: int | None = None  # the model's documented input limit
+    backend: str | None = None  # how the reference code ran it
+    paper_system: str | None = None  # its name in the paper's tables
+    variant: str = "reference"  # "reference" (the paper's protocol) or e.g. "vendor-prompts"
+    training_data: list[str] = Field(default_factory=list)  # declared training corpora
+    reference: str | None = None  # the model card or paper
+    notes: str = ""
+
+
 class RetrieverEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -42,6 +61,9 @@ class RetrieverEntry(BaseModel):
     settings: list[str] | None = None
     # false: skip the full-corpus track for this entry (e.g. a CPU embedder over every document)
     full_corpus: bool = True
+    # an opt-in variant (e.g. the vendors' prompts): run by name or with --opt-in only
+    opt_in: bool = False
+    meta: ModelMeta = Field(default_factory=ModelMeta)
 
 
 class RegistryError(ValueError):
@@ -123,6 +145,56 @@ def models_of(
         by_name = {e.name: e for e in entries}
         return set().union(*(models_of(by_name[c], entries, llm_model) for c in p["retrievers"]))
     return set()
+
+
+UNSUPPORTED_BACKENDS = {
+    "gemini": "no Gemini embedding backend in saber (the Gemini API is not OpenAI-compatible "
+    "for embeddings): listed for the paper's table, not run",
+}
+
+
+def _module_missing(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is None
+
+
+def _gpu_present() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def unavailable_reason(entry: RetrieverEntry, entries: list[RetrieverEntry]) -> str | None:
+    """Why this entry cannot run here, in one line, or None when it can: a backend without its
+    package, its GPU or its API key (checked without loading any model)."""
+    import os
+
+    p = entry.params
+    if entry.kind in NEEDS_EMBEDDINGS:
+        backend = p.get("backend", "cpu")
+        if backend in UNSUPPORTED_BACKENDS:
+            return UNSUPPORTED_BACKENDS[backend]
+        if backend == "vllm":
+            if _module_missing("vllm"):
+                return "vLLM is not installed (the GPU extra: deploy/requirements-gpu.txt)"
+            if not _gpu_present():
+                return "no GPU: vLLM's in-process embedding engine needs one"
+        if backend == "sentence-transformers" and _module_missing("sentence_transformers"):
+            return "sentence-transformers is not installed (it needs torch: see the README)"
+        if backend == "openai":
+            env = (p.get("embedder") or {}).get("api_key_env")
+            if env and not os.environ.get(env):
+                return f"no {env} in the environment"
+    if entry.kind == "fusion":
+        by_name = {e.name: e for e in entries}
+        for c in p.get("retrievers", []):
+            why = unavailable_reason(by_name[c], entries) if c in by_name else "not registered"
+            if why:
+                return f"component {c!r}: {why}"
+    return None
 
 
 @dataclass

@@ -1,8 +1,11 @@
-"""Tokenisers for the lexical baselines.
+r"""Tokenisers for the lexical baselines.
 
 math-aware: LaTeX spans become Approach Zero (pya0) operator-tree leaf-root path tokens plus the
 leaf symbols kept apart (renamed variables still share their paths); prose becomes lowercase
 words. plain (the paper's "-no-tok" variants): lowercase words of the whole text, LaTeX included.
+whitespace: the reference code's lexical baselines (``text.lower().split()``: punctuation and
+LaTeX stay glued to their words). sklearn: scikit-learn's default analyzer (lower-cased
+``(?u)\b\w\w+\b``: one-character tokens dropped), what the reference's TF-IDF used.
 """
 
 from __future__ import annotations
@@ -15,11 +18,20 @@ from saber_resources.prompts import LATEX_SPAN
 from .a0_search import quiet_c_output  # noqa: F401 - re-exported for the retrievers
 
 _WORD = re.compile(r"[a-z0-9]+")
+_SKLEARN = re.compile(r"(?u)\b\w\w+\b")  # TfidfVectorizer's default token_pattern
 MAX_PATH = 4  # operators above the leaf kept in a path token
 
 
 def plain_tokens(text: str) -> list[str]:
     return _WORD.findall(text.lower())
+
+
+def whitespace_tokens(text: str) -> list[str]:
+    return text.lower().split()
+
+
+def sklearn_tokens(text: str) -> list[str]:
+    return _SKLEARN.findall(text.lower())
 
 
 def split_math(text: str) -> tuple[str, list[str]]:
@@ -65,4 +77,9 @@ def math_tokens(text: str) -> list[str]:
     return tokens
 
 
-TOKENIZERS = {"math": math_tokens, "plain": plain_tokens}
+TOKENIZERS = {
+    "math": math_tokens,
+    "plain": plain_tokens,
+    "whitespace": whitespace_tokens,
+    "sklearn": sklearn_tokens,
+}
