@@ -347,72 +347,162 @@ def export_cmd(args) -> int:
     return 0
 
 
+def _entries_to_run(args, entries) -> tuple[list, list[tuple[str, str]]]:
+    """The registry entries this evaluation runs, and (name, reason) for each one it does not."""
+    from .leaderboard.retrievers.registry import RegistryError, unavailable_reason
+
+    if args.retriever:
+        named = [e for e in entries if e.name == args.retriever]
+        if not named:
+            raise RegistryError(f"no retriever named {args.retriever!r} in the registry")
+        why = unavailable_reason(named[0], entries)
+        if why:
+            raise RegistryError(f"retriever {args.retriever!r} cannot run here: {why}")
+        return named, []
+    run, skipped = [], []
+    for e in entries:
+        why = unavailable_reason(e, entries)
+        if e.opt_in and not args.opt_in:
+            why = "an opt-in variant (run it by name, or all of them with --opt-in)"
+        if why:
+            skipped.append((e.name, why))
+        else:
+            run.append(e)
+    return run, skipped
+
+
 def evaluate_cmd(args) -> int:
-    """The command-line twin of the leaderboard asset, for one retriever."""
+    """The command-line twin of the leaderboard asset: one registered retriever, or every entry
+    of a registry (``--registry FILE`` alone, or ``--compare-paper``)."""
     import json
+
+    import polars as pl
 
     from .leaderboard.evaluate import evaluate, report
     from .leaderboard.exchange import Benchmark
+    from .leaderboard.paper import apply_protocol
     from .leaderboard.retrievers.base import SETTINGS
-    from .leaderboard.retrievers.registry import (
-        RetrieverResources,
-        build_retriever,
-        find,
-        load_registry,
-    )
+    from .leaderboard.retrievers.registry import RetrieverResources, build_retriever, load_registry
 
     cfg = load_config(args.config)
     bench_dir = _benchmark_dir(args.benchmark, cfg)
     bench = Benchmark.read(bench_dir)
     if args.run:
         return _evaluate_run_file(args, cfg, bench, bench_dir)
-    if not args.retriever:
-        raise ValueError("give a retriever name from the registry, or --run FILE")
+    if not args.retriever and not (args.registry or args.compare_paper):
+        raise ValueError("give a retriever name from the registry, --registry FILE, or --run FILE")
     registry = args.registry or cfg.leaderboard.registry
     reg_path = registry if Path(registry).is_absolute() else REPO_ROOT / registry
+    if not Path(reg_path).exists() and Path(registry).exists():
+        reg_path = Path(registry)
     entries = load_registry(reg_path)
-    entry = find(args.retriever, reg_path)
+    chosen, skipped = _entries_to_run(args, entries)
     # embeddings cached in the config's stores
     from saber_resources.cache import EmbeddingCache
 
     from .definitions import make_definitions
 
     stores = make_definitions(args.config).resources["stores"]
-    retriever = build_retriever(
-        entry, RetrieverResources(embedding_cache=EmbeddingCache(stores.db()), entries=entries)
+    resources = RetrieverResources(embedding_cache=EmbeddingCache(stores.db()), entries=entries)
+    domains = bench.domain_list()
+    relevance = dict(
+        zip(bench.queries["id"].to_list(), bench.queries["relevance_scores"].to_list(), strict=True)
     )
-    settings = args.setting or [
-        s for s in SETTINGS if entry.settings is None or s in entry.settings
-    ]
+    other = "saber" if args.protocol == "reference" else "reference"
+    results = []  # (entry, report under --protocol, report under the other protocol)
+    for entry in chosen:
+        retriever = build_retriever(entry, resources)
+        settings = args.setting or [
+            s for s in SETTINGS if entry.settings is None or s in entry.settings
+        ]
+        full = entry.full_corpus and not args.no_full_corpus
+        runs = pl.concat([evaluate(retriever, bench, s, args.k, None, full) for s in settings])
+        reps = [
+            report(
+                apply_protocol(runs, relevance, args.k, p),
+                domains,
+                args.resamples,
+                cfg.seed,
+                drop_failed=p == "reference",
+            )  # fmt: skip
+            for p in (args.protocol, other)
+        ]
+        results.append((entry, *reps))
+    if args.json:
+        out = {"benchmark": str(bench_dir), "k": args.k, "protocol": args.protocol,
+               "skipped": [{"retriever": n, "reason": r} for n, r in skipped]}  # fmt: skip
+        out["retrievers"] = [
+            {"retriever": e.name, "kind": e.kind, "meta": e.meta.model_dump(),
+             "settings": rep.to_dicts(), f"settings_{other}_protocol": alt.to_dicts()}
+            for e, rep, alt in results
+        ]  # fmt: skip
+        if args.compare_paper:
+            out["compare_paper"] = _paper_table(results, domains, args.table).to_dicts()
+        print(json.dumps(out, indent=2, default=float))
+        return 0
+    if args.retriever and not args.compare_paper:
+        entry, rep, _ = results[0]
+        _print_report(f"{entry.name} ({entry.kind})", bench_dir, bench, rep, args.k)
+        return 0
+    _print_registry_run(args, bench_dir, bench, results, skipped, other)
+    if args.compare_paper:
+        _print_paper_comparison(bench, results, domains, args.table, args.protocol)
+    return 0
+
+
+def _print_registry_run(args, bench_dir, bench, results, skipped, other) -> None:
+    print(
+        f"registry run on {bench_dir}: {bench.queries.height} queries, "
+        f"{bench.documents.height} documents; {len(results)} retrievers ran, {len(skipped)} did not"
+    )
+    for name, why in skipped:
+        print(f"  not run: {name}: {why}")
+    print(
+        f"\nnDCG@{args.k}, {args.protocol} protocol (and the {other} protocol's, and the difference)"
+    )
+    print(f"  {'retriever':<34} {'setting':<20} {'ours':>6} {other:>9} {'diff':>7} {'failed':>6}")
+    for entry, rep, alt in results:
+        alt_of = {r["setting"]: r["ndcg@10"] for r in alt.iter_rows(named=True)}
+        for r in rep.iter_rows(named=True):
+            a = alt_of.get(r["setting"])
+            print(
+                f"  {entry.name:<34} {r['setting']:<20} {r['ndcg@10']:>6.3f} {a:>9.3f} "
+                f"{r['ndcg@10'] - a:>+7.3f} {r['failed']:>6}"
+            )
+
+
+def _paper_table(results, domains, table: str):
     import polars as pl
 
-    runs = pl.concat(
-        [
-            evaluate(
-                retriever, bench, s, args.k, None, entry.full_corpus and not args.no_full_corpus
-            )
-            for s in settings
-        ]
+    from .leaderboard.paper import compare, domain_cells, paper_figures
+
+    cells = pl.concat(
+        [domain_cells(rep, e.meta.paper_system or e.name, domains) for e, rep, _ in results]
     )
-    domains = bench.domain_list()
-    rep = report(runs, domains, args.resamples, cfg.seed)
-    if args.json:
+    return compare(cells, paper_figures(), table)
+
+
+def _print_paper_comparison(bench, results, domains, table: str, protocol: str) -> None:
+    from .leaderboard.paper import fmt, is_published
+
+    print(f"\nbeside the paper ({table} table; ours under the {protocol} protocol)")
+    if not is_published(bench.manifest):
         print(
-            json.dumps(
-                {
-                    "retriever": entry.name,
-                    "kind": entry.kind,
-                    "benchmark": str(bench_dir),
-                    "k": args.k,
-                    "settings": rep.to_dicts(),
-                },
-                indent=2,
-                default=float,
-            )
+            "  NOTE: this benchmark is not the published SABER-Math (pull it with `saber pull`): "
+            "the paper's figures stand beside ours for the layout only, and the differences say "
+            "nothing about reproducing the paper"
         )
-        return 0
-    _print_report(f"{entry.name} ({entry.kind})", bench_dir, bench, rep, args.k)
-    return 0
+    cmp = _paper_table(results, domains, table)
+    print(
+        f"  {'system':<32} {'setting':<20} {'domain':<22} {'ours':>6} {'paper':>6} "
+        f"{'diff':>7} {'in CI':>5}  flag"
+    )
+    for r in cmp.iter_rows(named=True):
+        print(
+            f"  {r['system']:<32} {r['setting']:<20} {r['domain']:<22} {fmt(r['ours']):>6} "
+            f"{fmt(r['paper']):>6} {fmt(r['diff'], signed=True):>7} {fmt(r['in_paper_ci']):>5}"
+            f"  {r['flag']}"
+        )
 
 
 def _revisions(given: list[str] | None) -> dict[str, str]:
@@ -549,7 +639,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark, runs, leaderboard) and/or domain=NAME; repeatable",
     )
     p_eval = sub.add_parser(
-        "evaluate", help="score one registered retriever on a benchmark (exchange format)"
+        "evaluate", help="score registered retrievers on a benchmark (exchange format)"
     )
     p_eval.add_argument(
         "retriever", nargs="?", help="a name from the retriever registry (retrievers.yaml)"
@@ -575,6 +665,22 @@ def main(argv: list[str] | None = None) -> int:
     p_eval.add_argument("--registry", help="retriever registry YAML (default: the config's)")
     p_eval.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
     p_eval.add_argument("--no-full-corpus", action="store_true", help="skip the full-corpus track")
+    p_eval.add_argument(
+        "--compare-paper", action="store_true",
+        help="put the numbers beside the SABER-Math paper's (every entry of the registry)",
+    )  # fmt: skip
+    p_eval.add_argument(
+        "--table", default="main", choices=["main", "ci", "additional"],
+        help="which of the paper's tables to compare with (default main: Table 1)",
+    )  # fmt: skip
+    p_eval.add_argument(
+        "--protocol", default="saber", choices=["saber", "reference"],
+        help="saber (failed queries count 0, ties at their expected value) or the reference "
+        "evaluation's (failed queries left out, ties in numpy.argsort order)",
+    )  # fmt: skip
+    p_eval.add_argument(
+        "--opt-in", action="store_true", help="also run the registry's opt-in variants"
+    )
     p_pull = sub.add_parser(
         "pull", help="the published SABER-Math (two Hub datasets) in the exchange format"
     )

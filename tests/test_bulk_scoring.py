@@ -136,11 +136,17 @@ class PerQuery:
     def score(self, query, docs):
         if isinstance(self.inner, BM25Retriever):
             return self.inner.bm25s_scores(query, docs)
+        assert isinstance(self.inner, TfidfRetriever)
         return self.inner.sklearn_scores(query, docs)
 
 
-@pytest.mark.parametrize("kind", [BM25Retriever, TfidfRetriever])
-@pytest.mark.parametrize("tokenizer", ["math", "plain"])
+def _raw_tf_tfidf(name, tokenizer):
+    """TF-IDF with scikit-learn's default (raw) term frequencies, the reference code's."""
+    return TfidfRetriever(name, tokenizer=tokenizer, sublinear_tf=False)
+
+
+@pytest.mark.parametrize("kind", [BM25Retriever, TfidfRetriever, _raw_tf_tfidf])
+@pytest.mark.parametrize("tokenizer", ["math", "plain", "whitespace", "sklearn"])
 @pytest.mark.parametrize("setting", ["statement-statement", "statement-full", "full-full"])
 def test_candidate_idf_from_corpus_counts_equals_the_per_query_fit_to_the_bit(
     setting, tokenizer, kind

@@ -10,6 +10,8 @@ Ties in the retriever's scores (``ties``):
   so no candidate group (topic-only, summary-only, both) is favoured by its position.
 - ``"stable"``: the candidate listed earlier ranks higher (a stable sort), deterministic but
   order-dependent.
+- ``"numpy"``: the order ``numpy.argsort(-scores)`` gives (numpy's default, unstable sort), which
+  is what the SABER-Math reference evaluation does: only for comparing with its figures.
 ranx truncates fractional grades to integers, so this metric does not go through ranx.
 """
 
@@ -38,12 +40,12 @@ def ndcg_at_k(
         raise ValueError(f"{scores.shape[0]} scores for {relevance.shape[0]} relevance values")
     if np.isnan(scores).any():
         raise ValueError("scores contain NaN")
-    if ties not in ("average", "stable"):
-        raise ValueError(f"ties must be 'average' or 'stable', not {ties!r}")
+    if ties not in ("average", "stable", "numpy"):
+        raise ValueError(f"ties must be 'average', 'stable' or 'numpy', not {ties!r}")
     g = _gains(relevance, gain)
     discounts = 1.0 / np.log2(np.arange(2, k + 2))
-    order = np.argsort(-scores, kind="stable")
-    if ties == "stable":
+    order = np.argsort(-scores) if ties == "numpy" else np.argsort(-scores, kind="stable")
+    if ties in ("stable", "numpy"):
         top = order[:k]
         dcg = float(np.sum(g[top] * discounts[: len(top)]))
     else:
