@@ -238,7 +238,9 @@ def test_push_writes_both_datasets_and_a_card_that_read_back(tmp_path):
     schema = pq.read_schema(q / "data" / "train-00000-of-00001.parquet")
     assert schema.field("candidates").type == pa.list_(pa.int64())
     assert b"huggingface" in schema.metadata
-    with pytest.raises(HubUnavailable, match="^cannot push 'me/x-queries' .*Max retries exceeded\)$"):
+    with pytest.raises(
+        HubUnavailable, match=r"^cannot push 'me/x-queries' .*Max retries exceeded\)$"
+    ):
         push(bench, tmp_path / "stage2", "me/x", api=FakeHub(tmp_path / "h2", fail=True))
     with pytest.raises(ValueError, match="OWNER/NAME"):
         push(bench, tmp_path / "stage3", "no-owner", api=hub)
