@@ -252,6 +252,7 @@ def _print_report(label: str, bench_dir: Path, bench, rep, k: int) -> None:
         print(
             f"\n[{r['setting']}]  nDCG@{k} = {r['ndcg@10']:.4f}  95% CI [{r['ci_low']:.4f}, {r['ci_high']:.4f}]"
             f"  ({r['queries']} queries, {r['failed']} failed, median {r['median_latency_ms'] or 0:.1f} ms/query)"
+            + (f"  row_id {r['row_id']}" if r.get("row_id") else "")
         )
         for d in bench.domain_list():
             if r[d] is not None and r[d] == r[d]:
@@ -389,6 +390,8 @@ def evaluate_cmd(args) -> int:
     bench = Benchmark.read(bench_dir)
     if args.run:
         return _evaluate_run_file(args, cfg, bench, bench_dir)
+    if args.reproduce:
+        return _reproduce(args, cfg, bench, bench_dir)
     if not args.retriever and not (args.registry or args.compare_paper):
         raise ValueError("give a retriever name from the registry, --registry FILE, or --run FILE")
     registry = args.registry or cfg.leaderboard.registry
@@ -409,6 +412,9 @@ def evaluate_cmd(args) -> int:
         zip(bench.queries["id"].to_list(), bench.queries["relevance_scores"].to_list(), strict=True)
     )
     other = "saber" if args.protocol == "reference" else "reference"
+    from .leaderboard.provenance import benchmark_id, provenance, with_provenance
+
+    bench_id = benchmark_id(bench)
     results = []  # (entry, report under --protocol, report under the other protocol)
     for entry in chosen:
         retriever = build_retriever(entry, resources)
@@ -427,6 +433,9 @@ def evaluate_cmd(args) -> int:
             )  # fmt: skip
             for p in (args.protocol, other)
         ]
+        # the saber protocol's rows are the leaderboard's: only they carry its row ids
+        fields = provenance(entry, bench_id)
+        reps = [with_provenance(r, entry.name, fields) for r in reps]
         results.append((entry, *reps))
     if args.json:
         out = {"benchmark": str(bench_dir), "k": args.k, "protocol": args.protocol,
@@ -460,14 +469,17 @@ def _print_registry_run(args, bench_dir, bench, results, skipped, other) -> None
     print(
         f"\nnDCG@{args.k}, {args.protocol} protocol (and the {other} protocol's, and the difference)"
     )
-    print(f"  {'retriever':<34} {'setting':<20} {'ours':>6} {other:>9} {'diff':>7} {'failed':>6}")
+    print(
+        f"  {'retriever':<34} {'setting':<20} {'ours':>6} {other:>9} {'diff':>7} {'failed':>6}"
+        "  row_id"
+    )
     for entry, rep, alt in results:
         alt_of = {r["setting"]: r["ndcg@10"] for r in alt.iter_rows(named=True)}
         for r in rep.iter_rows(named=True):
             a = alt_of.get(r["setting"])
             print(
                 f"  {entry.name:<34} {r['setting']:<20} {r['ndcg@10']:>6.3f} {a:>9.3f} "
-                f"{r['ndcg@10'] - a:>+7.3f} {r['failed']:>6}"
+                f"{r['ndcg@10'] - a:>+7.3f} {r['failed']:>6}  {r['row_id']}"
             )
 
 
@@ -503,6 +515,68 @@ def _print_paper_comparison(bench, results, domains, table: str, protocol: str) 
             f"{fmt(r['paper']):>6} {fmt(r['diff'], signed=True):>7} {fmt(r['in_paper_ci']):>5}"
             f"  {r['flag']}"
         )
+
+
+def _reproduce(args, cfg, bench, bench_dir: Path) -> int:
+    """Rerun exactly one leaderboard row (``row_id``) and say whether it matches: the row's
+    recorded provenance against today's, then its nDCG and interval recomputed."""
+    import polars as pl
+
+    from .leaderboard.evaluate import evaluate, report
+    from .leaderboard.provenance import PROVENANCE_COLUMNS, benchmark_id, provenance, row_id
+    from .leaderboard.retrievers.registry import RetrieverResources, build_retriever, find
+
+    board_path = (
+        Path(args.leaderboard)
+        if args.leaderboard
+        else data_home() / cfg.name / "leaderboard" / "leaderboard.parquet"
+    )
+    if not board_path.exists():
+        raise FileNotFoundError(f"no leaderboard at {board_path}: build it, or pass --leaderboard")
+    board = pl.read_parquet(board_path)
+    if "row_id" not in board.columns:
+        raise ValueError(f"{board_path}: written before rows had ids: rebuild the leaderboard")
+    hit = board.filter(pl.col("row_id") == args.reproduce)
+    if hit.is_empty():
+        raise ValueError(f"no row {args.reproduce!r} in {board_path}")
+    row = hit.row(0, named=True)
+    registry = args.registry or cfg.leaderboard.registry
+    reg_path = registry if Path(registry).is_absolute() else REPO_ROOT / registry
+    entry = find(row["retriever"], reg_path)
+    now = provenance(entry, benchmark_id(bench))
+    print(f"row {args.reproduce}: {row['retriever']} ({row['kind']}), {row['setting']}, "
+          f"recorded nDCG@{args.k} {row['ndcg@10']:.6f}")  # fmt: skip
+    changed = [
+        f"{c}: {row[c]} -> {now[c]}"
+        for c in PROVENANCE_COLUMNS[1:]
+        if str(row.get(c)) != str(now[c]) and not str(now[c]).startswith("api:")
+    ]
+    for line in changed:
+        print(f"  provenance changed: {line}")
+    from saber_resources.cache import EmbeddingCache
+
+    from .definitions import make_definitions
+    from .leaderboard.retrievers.registry import load_registry
+
+    stores = make_definitions(args.config).resources["stores"]
+    entries = load_registry(reg_path)
+    retriever = build_retriever(
+        entry, RetrieverResources(embedding_cache=EmbeddingCache(stores.db()), entries=entries)
+    )
+    runs = evaluate(retriever, bench, row["setting"], args.k, None, full_corpus=False)
+    rep = report(runs, bench.domain_list(), cfg.leaderboard.bootstrap_resamples, cfg.seed).row(
+        0, named=True
+    )
+    same_id = row_id(now, entry.name, row["setting"]) == args.reproduce
+    diffs = {c: abs(rep[c] - row[c]) for c in ("ndcg@10", "ci_low", "ci_high")}
+    matches = all(d <= 1e-9 for d in diffs.values())
+    print(
+        f"  rerun: nDCG@{args.k} {rep['ndcg@10']:.6f} [{rep['ci_low']:.6f}, {rep['ci_high']:.6f}] "
+        f"on {bench_dir}"
+    )
+    verdict = "matches" if matches else f"differs (nDCG by {rep['ndcg@10'] - row['ndcg@10']:+.6f})"
+    print(f"reproduced: {verdict}; provenance {'identical' if same_id else 'changed'}")
+    return 0 if matches and same_id else 1
 
 
 def _revisions(given: list[str] | None) -> dict[str, str]:
@@ -680,6 +754,12 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     p_eval.add_argument(
         "--opt-in", action="store_true", help="also run the registry's opt-in variants"
+    )
+    p_eval.add_argument(
+        "--reproduce", metavar="ROW_ID", help="rerun one leaderboard row and say if it matches"
+    )
+    p_eval.add_argument(
+        "--leaderboard", help="leaderboard.parquet for --reproduce (default: built)"
     )
     p_pull = sub.add_parser(
         "pull", help="the published SABER-Math (two Hub datasets) in the exchange format"

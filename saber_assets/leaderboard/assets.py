@@ -32,12 +32,14 @@ from ..corpus.build import corpus_version
 from ..ontology.domains import domain_names
 from ..ops.io import concat_partitions, refresh_warehouse
 from ..ops.metadata import figure_markdown, markdown_table
+from ..ops.plan import code_version
 from ..ops.tasks import tasks_for
 from ..resources import SaberSettings
 from ..settings import REPO_ROOT
 from .evaluate import document_texts, evaluate, report
 from .exchange import QUERY_SCHEMA, Benchmark
 from .indexes import IndexInfo, ensure_index, has_index, index_documents
+from .provenance import SCORING_CODE, benchmark_id, provenance, with_provenance
 from .retrievers.base import SETTINGS, document_side
 from .retrievers.registry import RetrieverResources, build_retriever, load_registry
 
@@ -440,6 +442,7 @@ def leaderboard(
     bench = Benchmark.read(settings.output_dir() / "evaluation_benchmark")
     manifest = bench.manifest
     domains = bench.domain_list()
+    bench_id, code = benchmark_id(bench), code_version(SCORING_CODE)
     tables = []
     for e in entries:
         files = sorted((runs_dir(settings) / e.name).glob("*.parquet"))
@@ -453,6 +456,7 @@ def leaderboard(
                 f"{e.name!r}: its runs hold no query (the benchmark has no query in any domain)"
             )
             continue
+        rep = with_provenance(rep, e.name, provenance(e, bench_id, code))
         tables.append(
             rep.with_columns(pl.lit(e.name).alias("retriever"), pl.lit(e.kind).alias("kind"))
         )
@@ -480,6 +484,7 @@ def leaderboard(
         board.select(
             "retriever",
             "setting",
+            "row_id",
             pl.col("ndcg@10").round(4),
             pl.col("ci_low").round(4),
             pl.col("ci_high").round(4),

