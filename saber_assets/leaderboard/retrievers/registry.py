@@ -179,7 +179,7 @@ def unavailable_reason(entry: RetrieverEntry, entries: list[RetrieverEntry]) -> 
             return UNSUPPORTED_BACKENDS[backend]
         if backend == "vllm":
             if _module_missing("vllm"):
-                return "vLLM is not installed (the GPU extra: deploy/requirements-gpu.txt)"
+                return "vLLM is not installed (the GPU extra: deploy/gpu/requirements-vllm.txt)"
             if not _gpu_present():
                 return "no GPU: vLLM's in-process embedding engine needs one"
         if backend == "sentence-transformers" and _module_missing("sentence_transformers"):
