@@ -437,6 +437,13 @@ def evaluate_cmd(args) -> int:
         fields = provenance(entry, bench_id)
         reps = [with_provenance(r, entry.name, fields) for r in reps]
         results.append((entry, *reps))
+    if args.json and args.retriever and not args.compare_paper:  # one retriever: its report
+        entry, rep, alt = results[0]
+        out = {"retriever": entry.name, "kind": entry.kind, "benchmark": str(bench_dir),
+               "k": args.k, "protocol": args.protocol, "settings": rep.to_dicts(),
+               f"settings_{other}_protocol": alt.to_dicts()}  # fmt: skip
+        print(json.dumps(out, indent=2, default=float))
+        return 0
     if args.json:
         out = {"benchmark": str(bench_dir), "k": args.k, "protocol": args.protocol,
                "skipped": [{"retriever": n, "reason": r} for n, r in skipped]}  # fmt: skip

@@ -240,6 +240,9 @@ class LeaderboardConfig(_Strict):
     k: int = Field(default=10, ge=1)
     bootstrap_resamples: int = Field(default=1000, ge=10)
     full_corpus: bool = True  # also retrieve from all documents (beyond the paper)
+    # paired tests between systems: the randomization test's resamples, the level (Holm-corrected)
+    test_resamples: int = Field(default=10_000, ge=100)
+    alpha: float = Field(default=0.05, gt=0, lt=1)
 
 
 class AnalysesConfig(_Strict):

@@ -39,9 +39,11 @@ from ..settings import REPO_ROOT
 from .evaluate import document_texts, evaluate, report
 from .exchange import QUERY_SCHEMA, Benchmark
 from .indexes import IndexInfo, ensure_index, has_index, index_documents
+from .plots import pvalue_heatmap
 from .provenance import SCORING_CODE, benchmark_id, provenance, with_provenance
 from .retrievers.base import SETTINGS, document_side
 from .retrievers.registry import RetrieverResources, build_retriever, load_registry
+from .significance import beats_column, significance_tables
 
 matplotlib.use("Agg")
 
@@ -401,6 +403,33 @@ CPU_JUDGE_CAVEAT = (
 )
 
 
+def superscript_board(board: pl.DataFrame) -> str:
+    """ranx's convention: per setting, each system gets a letter, and its nDCG@10 carries the
+    letters of the systems it is significantly better than (paired randomization test, Holm)."""
+    lines = ["Significance (paired randomization test, Holm-corrected over the pairs of a "
+             "setting): a superscript names the systems a row is significantly better than."]  # fmt: skip
+    for (setting,), part in board.group_by("setting", maintain_order=True):
+        letter = {
+            r: chr(ord("a") + k) if k < 26 else f"s{k}" for k, r in enumerate(part["retriever"])
+        }
+        lines += [
+            "",
+            f"**{setting}**",
+            "",
+            "| | retriever | nDCG@10 | rank (95%) |",
+            "|---|---|---|---|",
+        ]
+        for r in part.iter_rows(named=True):
+            sup = "".join(
+                sorted(letter[x] for x in (r.get("beats") or "").split(", ") if x in letter)
+            )
+            cell = f"{r['ndcg@10']:.4f}" + (f"<sup>{sup}</sup>" if sup else "")
+            lines.append(
+                f"| {letter[r['retriever']]} | {r['retriever']} | {cell} | {r.get('rank_ci') or ''} |"
+            )
+    return "\n".join(lines)
+
+
 def _needs_judge(entry, entries) -> bool:
     """A fusion that contains a two-stage retriever needs the judge too."""
     if entry.kind != "fusion":
@@ -443,13 +472,14 @@ def leaderboard(
     manifest = bench.manifest
     domains = bench.domain_list()
     bench_id, code = benchmark_id(bench), code_version(SCORING_CODE)
-    tables = []
+    tables, all_runs = [], []
     for e in entries:
         files = sorted((runs_dir(settings) / e.name).glob("*.parquet"))
         if not files:
             context.log.warning(f"no runs for {e.name!r} yet")
             continue
         runs = pl.concat([pl.read_parquet(f) for f in files])
+        all_runs.append(runs.with_columns(pl.lit(e.name).alias("retriever")))
         rep = report(runs, domains, cfg.leaderboard.bootstrap_resamples, cfg.seed)
         if rep.is_empty():
             context.log.warning(
@@ -469,14 +499,27 @@ def leaderboard(
         )
     if not tables:
         raise ValueError("no retriever has scored any query: materialise retriever_runs first")
+    lb = cfg.leaderboard
+    t0 = time.perf_counter()
+    cols = ["retriever", "query_id", "setting", "domains", "ndcg"]
+    tests, ranks = significance_tables(
+        pl.concat([r.select(cols) for r in all_runs]), domains, lb.bootstrap_resamples,
+        lb.test_resamples, cfg.seed, lb.alpha,
+    )  # fmt: skip
+    test_seconds = time.perf_counter() - t0
     board = (
         pl.concat(tables, how="diagonal")
         .with_columns(pl.lit(manifest.get("judge_backend", "unknown")).alias("judge_backend"))
+        .join(ranks.select("setting", "retriever", "rank_ci"), on=["setting", "retriever"],
+              how="left")
+        .join(beats_column(tests), on=["setting", "retriever"], how="left")
         .select("retriever", "kind", "setting", pl.all().exclude("retriever", "kind", "setting"))
         .sort("setting", "ndcg@10", descending=[False, True])
-    )
+    )  # fmt: skip
     out = settings.output_dir() / "leaderboard"
     out.mkdir(parents=True, exist_ok=True)
+    tests.write_parquet(out / "significance.parquet")
+    tests.write_csv(out / "significance.csv")
     board.write_csv(out / "leaderboard.csv")
     board.write_parquet(out / "leaderboard.parquet")  # the warehouse's `leaderboard` view
     refresh_warehouse(warehouse, context)
@@ -491,13 +534,23 @@ def leaderboard(
             *[pl.col(d).round(4) for d in domains if d in board.columns],
             "failed",
             pl.col("median_latency_ms").round(2),
+            "rank_ci",
+            "beats",
         ),
         max_rows=500,
         max_chars=40,
     )
     judge = manifest.get("judge_backend", "unknown")
     caveat = CPU_JUDGE_CAVEAT if judge == "cpu" else ""
-    (out / "leaderboard.md").write_text(f"Judge backend: {judge}\n\n{caveat}" + md.value + "\n")
+    legend = superscript_board(board)
+    (out / "leaderboard.md").write_text(
+        f"Judge backend: {judge}\n\n{caveat}" + md.value + "\n\n" + legend + "\n"
+    )
+    heat = {
+        f"p-values {s}": figure_markdown(pvalue_heatmap(tests, s), f"p-values, {s}")
+        for s in board["setting"].unique(maintain_order=True).to_list()
+        if tests.filter(pl.col("setting") == s).height
+    }
     return MaterializeResult(
         metadata={
             "dagster/row_count": board.height,
@@ -505,6 +558,9 @@ def leaderboard(
             "caveat": MetadataValue.md(caveat or "none"),
             "table": md,
             "chart": _bar_chart(board),
+            "significance": MetadataValue.md(legend),
+            "significance_seconds": round(test_seconds, 2),
+            **heat,
             "csv": MetadataValue.path(str(out / "leaderboard.csv")),
             "best": json.dumps(
                 board.group_by("setting")

@@ -61,6 +61,16 @@ def ndcg_at_k(
     return dcg / idcg if idcg > 0 else 0.0
 
 
+def bootstrap_means(values, resamples: int = 1000, seed: int = 0) -> np.ndarray:
+    """The means of ``resamples`` seeded resamples of the queries (rows, with replacement). A
+    matrix (queries × systems) is resampled by row: every system sees the same query sets, so
+    the resamples compare systems (rank intervals); a vector gives one mean per resample."""
+    v = np.asarray(values, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(v), size=(resamples, len(v)))
+    return v[idx].mean(axis=1)
+
+
 def bootstrap_ci(
     values: Sequence[float], resamples: int = 1000, seed: int = 0, level: float = 0.95
 ) -> tuple[float, float]:
@@ -68,8 +78,7 @@ def bootstrap_ci(
     v = np.asarray(values, dtype=np.float64)
     if len(v) == 0:
         return (float("nan"), float("nan"))
-    rng = np.random.default_rng(seed)
-    means = v[rng.integers(0, len(v), size=(resamples, len(v)))].mean(axis=1)
+    means = bootstrap_means(v, resamples, seed)
     lo, hi = np.quantile(means, [(1 - level) / 2, 1 - (1 - level) / 2])
     return float(lo), float(hi)
 

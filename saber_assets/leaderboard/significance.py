@@ -1,0 +1,277 @@
+"""Whether the leader leads: paired tests between systems, rank intervals, and how stable the
+ordering is under another gain, another rating scale and another set of queries.
+
+Everything works on one matrix per setting: per-query nDCG@k, queries × systems, over the
+queries every system of the setting scored (a failed query counts 0, as on the leaderboard).
+
+- Paired tests: a paired t-test (``scipy.stats.ttest_rel``) and a seeded paired randomization
+  test (``scipy.stats.permutation_test``, permutation type "samples": the sign of each query's
+  difference flipped at random), each Holm-corrected over all pairs of the setting. "A beats B"
+  means A's mean is higher and the corrected randomization p-value is below ``alpha`` (the
+  randomization test assumes no normality; the t-test is reported beside it).
+- Rank intervals: one seeded bootstrap over the shared queries, the same resampled query sets
+  for every system; each resample ranks the systems by their means, and a system's 95% interval
+  is the 2.5th–97.5th percentile of its ranks.
+- Orderings are compared by Kendall's τ (``scipy.stats.kendalltau``, τ-b) and the pairs that flip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import combinations
+
+import numpy as np
+import polars as pl
+
+from .metrics import bootstrap_means, ndcg_at_k
+
+ALPHA = 0.05
+MIN_DOMAIN_QUERIES = 30  # per-domain tests only where a domain has at least this many queries
+
+
+def score_matrix(runs: pl.DataFrame, setting: str, column: str = "ndcg"):
+    """(query ids, system names, matrix queries × systems) of one setting, over the queries that
+    every system scored; a failed query is 0 (the leaderboard's convention)."""
+    frame = (
+        runs.filter(pl.col("setting") == setting)
+        .unique(["retriever", "query_id"], keep="first")
+        .with_columns(pl.col(column).fill_null(0.0))
+    )
+    names = sorted(frame["retriever"].unique().to_list())
+    if not names:
+        return [], [], np.zeros((0, 0))
+    wide = (
+        frame.pivot(on="retriever", index="query_id", values=column).drop_nulls().sort("query_id")
+    )
+    return wide["query_id"].to_list(), names, wide.select(names).to_numpy().astype(np.float64)
+
+
+def holm(pvalues: Sequence[float]) -> np.ndarray:
+    """Holm's step-down correction: the k-th smallest of m p-values times (m − k + 1), made
+    monotone, capped at 1."""
+    p = np.asarray(pvalues, dtype=np.float64)
+    m = len(p)
+    if m == 0:
+        return p
+    order = np.argsort(p, kind="stable")
+    adjusted = np.maximum.accumulate(p[order] * (m - np.arange(m)))
+    out = np.empty(m)
+    out[order] = np.minimum(adjusted, 1.0)
+    return out
+
+
+def _mean_diff(x, y, axis=0):
+    return np.mean(x - y, axis=axis)
+
+
+def paired_pvalues(a: np.ndarray, b: np.ndarray, resamples: int, seed: int) -> tuple[float, float]:
+    """(paired t-test p, paired randomization p), two-sided; identical systems give 1 and 1."""
+    from scipy.stats import permutation_test, ttest_rel
+
+    d = a - b
+    if len(d) < 2 or np.all(d == 0):
+        return 1.0, 1.0
+    if np.ptp(d) <= 1e-12 * max(1.0, float(np.abs(d).max())):
+        p_t = 0.0  # a constant difference (to rounding): no variance, an infinite t statistic
+    else:
+        p_t = float(ttest_rel(a, b).pvalue)
+    res = permutation_test(
+        (a, b), _mean_diff, permutation_type="samples", n_resamples=resamples,
+        alternative="two-sided", vectorized=True, rng=np.random.default_rng(seed),
+    )  # fmt: skip
+    return p_t, float(res.pvalue)
+
+
+def paired_tests(
+    matrix: np.ndarray, names: Sequence[str], resamples: int = 10_000, seed: int = 0,
+    alpha: float = ALPHA,
+) -> pl.DataFrame:  # fmt: skip
+    """Every pair of systems: mean difference (first − second), raw and Holm-corrected p-values
+    of both tests, and which one (if any) is significantly better."""
+    rows = []
+    for i, j in combinations(range(len(names)), 2):
+        p_t, p_r = paired_pvalues(matrix[:, i], matrix[:, j], resamples, seed)
+        diff = float(np.mean(matrix[:, i] - matrix[:, j])) if len(matrix) else 0.0
+        rows.append((names[i], names[j], diff, p_t, p_r))
+    frame = pl.DataFrame(
+        rows, orient="row",
+        schema={"a": pl.String, "b": pl.String, "mean_diff": pl.Float64, "p_ttest": pl.Float64,
+                "p_randomization": pl.Float64},
+    )  # fmt: skip
+    frame = frame.with_columns(
+        pl.Series("p_ttest_holm", holm(frame["p_ttest"].to_list())),
+        pl.Series("p_randomization_holm", holm(frame["p_randomization"].to_list())),
+    )
+    significant = pl.col("p_randomization_holm") < alpha
+    return frame.with_columns(
+        pl.when(significant & (pl.col("mean_diff") > 0)).then(pl.col("a"))
+        .when(significant & (pl.col("mean_diff") < 0)).then(pl.col("b"))
+        .otherwise(None).alias("better"),
+        pl.lit(len(matrix)).alias("queries"),
+    )  # fmt: skip
+
+
+def beats(tests: pl.DataFrame) -> dict[str, list[str]]:
+    """System -> the systems it is significantly better than."""
+    out: dict[str, list[str]] = {}
+    for a, b, better in tests.select("a", "b", "better").iter_rows():
+        if better is not None:
+            loser = b if better == a else a
+            out.setdefault(better, []).append(loser)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def pvalue_matrix(tests: pl.DataFrame, names: Sequence[str], column: str) -> np.ndarray:
+    """The symmetric matrix of one p-value column (1 on the diagonal)."""
+    index = {n: k for k, n in enumerate(names)}
+    m = np.ones((len(names), len(names)))
+    for a, b, p in tests.select("a", "b", column).iter_rows():
+        m[index[a], index[b]] = m[index[b], index[a]] = p
+    return m
+
+
+def rank_intervals(
+    matrix: np.ndarray, names: Sequence[str], resamples: int = 1000, seed: int = 0,
+    level: float = 0.95,
+) -> pl.DataFrame:  # fmt: skip
+    """Each system's rank (1 = best mean) and its bootstrap interval; the resamples are the same
+    query sets for every system (``bootstrap_means`` over the matrix's rows)."""
+    if matrix.size == 0:
+        return pl.DataFrame(schema={"retriever": pl.String, "rank": pl.Int64,
+                                    "rank_low": pl.Int64, "rank_high": pl.Int64,
+                                    "rank_ci": pl.String})  # fmt: skip
+    means = bootstrap_means(matrix, resamples, seed)  # resamples × systems
+    ranks = rank_rows(means)
+    lo, hi = np.quantile(ranks, [(1 - level) / 2, 1 - (1 - level) / 2], axis=0, method="nearest")
+    point = rank_rows(matrix.mean(axis=0)[None, :])[0]
+    return pl.DataFrame(
+        {
+            "retriever": list(names),
+            "rank": point.astype(np.int64),
+            "rank_low": lo.astype(np.int64),
+            "rank_high": hi.astype(np.int64),
+            "rank_ci": [f"{a}" if a == b else f"{a}–{b}" for a, b in zip(lo.astype(int), hi.astype(int), strict=True)],
+        }
+    )  # fmt: skip
+
+
+def rank_rows(means: np.ndarray) -> np.ndarray:
+    """Competition ranks of each row's values (1 = highest; tied values share the better rank)."""
+    better = (means[:, None, :] > means[:, :, None]).sum(axis=2)  # how many beat each system
+    return better + 1
+
+
+def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float:
+    """Kendall's τ-b between two scorings of the same systems (1 when both are constant)."""
+    from scipy.stats import kendalltau
+
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if len(x) < 2:
+        return 1.0
+    if np.all(x == x[0]) and np.all(y == y[0]):
+        return 1.0
+    tau = kendalltau(x, y).statistic
+    return float(tau) if tau == tau else 0.0
+
+
+def flipped_pairs(names: Sequence[str], base: Sequence[float], other: Sequence[float]) -> list[str]:
+    """The pairs whose order differs between two scorings ("A > B" in the base, reversed)."""
+    out = []
+    for i, j in combinations(range(len(names)), 2):
+        d0, d1 = base[i] - base[j], other[i] - other[j]
+        if d0 * d1 < 0:
+            hi, lo = (names[i], names[j]) if d0 > 0 else (names[j], names[i])
+            out.append(f"{hi} > {lo}")
+    return out
+
+
+def rescore(
+    runs: pl.DataFrame, relevance: dict[str, list[float]], k: int, transform: str
+) -> pl.DataFrame:
+    """The stored runs' per-query nDCG@k under another gain or another rating scale, from their
+    stored candidate scores (no retriever is run again): ``linear`` gain, ratings rescaled to
+    ``[0,3]``, or ``ranks``: each query's ratings replaced by their within-query ranks
+    rescaled to [0, 5] (ties share their mean rank), dropping the Bradley–Terry magnitudes."""
+    from scipy.stats import rankdata
+
+    def grades(rel: list[float]) -> np.ndarray:
+        r = np.asarray(rel, dtype=np.float64)
+        if transform == "scale3":
+            return r * 3.0 / 5.0
+        if transform == "ranks":
+            ranks = rankdata(r)  # 1 = lowest
+            return 5.0 * (ranks - 1) / max(len(r) - 1, 1)
+        return r
+
+    if transform not in ("linear", "scale3", "ranks"):
+        raise ValueError(f"unknown transform {transform!r} (linear, scale3, ranks)")
+    gain = "linear" if transform == "linear" else "exponential"
+    ndcg = [
+        None if failed or scores is None else ndcg_at_k(scores, grades(relevance[qid]), k, gain)
+        for qid, failed, scores in runs.select("query_id", "failed", "scores").iter_rows()
+    ]
+    return runs.with_columns(pl.Series("ndcg", ndcg, dtype=pl.Float64))
+
+
+def half_split_taus(matrix: np.ndarray, splits: int = 200, seed: int = 0) -> np.ndarray:
+    """τ between the system orderings of two disjoint random halves of the queries, per split:
+    how much a benchmark of half the size would still agree with itself."""
+    n = len(matrix)
+    rng = np.random.default_rng(seed)
+    out = np.empty(splits)
+    for s in range(splits):
+        perm = rng.permutation(n)
+        a, b = perm[: n // 2], perm[n // 2 :]
+        out[s] = kendall_tau(matrix[a].mean(axis=0), matrix[b].mean(axis=0))
+    return out
+
+
+def domain_runs(runs: pl.DataFrame, domain: str | None) -> pl.DataFrame:
+    """The runs of the queries whose domain list holds ``domain`` (all of them for None)."""
+    if domain is None:
+        return runs
+    return runs.filter(pl.col("domains").list.contains(domain))
+
+
+def significance_tables(
+    runs: pl.DataFrame,
+    domains: Sequence[str],
+    resamples: int = 1000,
+    test_resamples: int = 10_000,
+    seed: int = 0,
+    alpha: float = ALPHA,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(paired tests per setting — Overall, and each domain with at least
+    ``MIN_DOMAIN_QUERIES`` shared queries —, rank intervals per setting) over every retriever's
+    runs (a ``retriever`` column)."""
+    tests, ranks = [], []
+    for setting in sorted(runs["setting"].unique().to_list()):
+        for domain in [None, *domains]:
+            qids, names, m = score_matrix(domain_runs(runs, domain), setting)
+            if len(names) < 2 or (domain is not None and len(qids) < MIN_DOMAIN_QUERIES):
+                continue
+            t = paired_tests(m, names, test_resamples, seed, alpha)
+            tests.append(
+                t.with_columns(setting=pl.lit(setting), domain=pl.lit(domain or "Overall"))
+            )
+            if domain is None:
+                r = rank_intervals(m, names, resamples, seed)
+                ranks.append(r.with_columns(setting=pl.lit(setting)))
+    empty_t = pl.DataFrame(schema={"setting": pl.String, "domain": pl.String, "a": pl.String,
+                                   "b": pl.String, "better": pl.String})  # fmt: skip
+    empty_r = pl.DataFrame(schema={"setting": pl.String, "retriever": pl.String,
+                                   "rank_ci": pl.String})  # fmt: skip
+    t = pl.concat(tests, how="diagonal") if tests else empty_t
+    r = pl.concat(ranks, how="diagonal") if ranks else empty_r
+    return t, r
+
+
+def beats_column(tests: pl.DataFrame) -> pl.DataFrame:
+    """setting, retriever, beats (comma-separated names, Overall tests only)."""
+    rows = []
+    overall = tests.filter(pl.col("domain") == "Overall") if tests.height else tests
+    for (setting,), part in overall.group_by("setting", maintain_order=True):
+        for name, losers in beats(part).items():
+            rows.append((setting, name, ", ".join(losers)))
+    return pl.DataFrame(rows, orient="row", schema={"setting": pl.String, "retriever": pl.String,
+                                                    "beats": pl.String})  # fmt: skip

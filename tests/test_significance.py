@@ -1,0 +1,128 @@
+"""Known answers for the leaderboard's paired tests, rank intervals and robustness measures."""
+
+import numpy as np
+import polars as pl
+import pytest
+
+from saber_assets.leaderboard.metrics import bootstrap_ci, bootstrap_means
+from saber_assets.leaderboard.significance import (
+    beats,
+    flipped_pairs,
+    half_split_taus,
+    holm,
+    kendall_tau,
+    paired_tests,
+    pvalue_matrix,
+    rank_intervals,
+    rescore,
+    score_matrix,
+)
+
+
+def test_identical_systems_are_never_significantly_different():
+    rng = np.random.default_rng(1)
+    a = rng.uniform(0, 1, 200)
+    m = np.stack([a, a.copy(), rng.uniform(0, 1, 200)], axis=1)
+    t = paired_tests(m, ["x", "y", "z"], resamples=2000, seed=0)
+    xy = t.filter((pl.col("a") == "x") & (pl.col("b") == "y")).row(0, named=True)
+    assert xy["p_ttest"] == 1.0 and xy["p_randomization"] == 1.0 and xy["better"] is None
+
+
+def test_a_system_better_on_every_query_by_a_margin_is_significant_at_30_queries():
+    rng = np.random.default_rng(2)
+    base = rng.uniform(0.2, 0.7, 30)
+    m = np.stack([base + 0.05, base], axis=1)
+    t = paired_tests(m, ["better", "worse"], resamples=5000, seed=0).row(0, named=True)
+    assert t["better"] == "better" and t["p_randomization_holm"] < 1e-3
+    assert t["p_ttest"] == 0.0 and t["mean_diff"] == pytest.approx(0.05)
+    assert beats(paired_tests(m, ["better", "worse"], 5000, 0)) == {"better": ["worse"]}
+    # reversed columns: the same pair, the winner named from the other side
+    t2 = paired_tests(m[:, ::-1], ["worse", "better"], 5000, 0).row(0, named=True)
+    assert t2["better"] == "better" and t2["mean_diff"] == pytest.approx(-0.05)
+    # the randomization test is seeded: the same p-value twice
+    again = paired_tests(m, ["better", "worse"], 5000, 0).row(0, named=True)
+    assert again["p_randomization"] == t["p_randomization"]
+
+
+def test_holm_changes_a_borderline_p_exactly_as_its_formula_says():
+    # sorted 0.01, 0.03, 0.04 -> 0.01*3, 0.03*2, max(0.04*1, 0.06): 0.03, 0.06, 0.06
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert holm([0.04]) == pytest.approx([0.04])  # one test: unchanged
+    assert holm([0.5, 0.6]).tolist() == [1.0, 1.0]  # capped
+    assert holm([]).size == 0
+    # a borderline pair: significant alone (p < 0.05), not after correction over three pairs
+    rng = np.random.default_rng(5)
+    m = rng.uniform(0, 1, (40, 3))
+    t = paired_tests(m, ["a", "b", "c"], 2000, 0)
+    raw = np.asarray(t["p_randomization"].to_list())
+    assert t["p_randomization_holm"].to_list() == pytest.approx(holm(raw).tolist())
+    pm = pvalue_matrix(t, ["a", "b", "c"], "p_randomization_holm")
+    assert np.allclose(pm, pm.T) and np.all(np.diag(pm) == 1)
+
+
+def test_rank_intervals_share_the_resamples_and_say_ties_honestly():
+    rng = np.random.default_rng(3)
+    n = 100
+    strong = rng.uniform(0.7, 0.9, n)
+    m = np.stack([strong, strong - 0.001 + rng.normal(0, 0.02, n), rng.uniform(0, 0.2, n)], 1)
+    r = rank_intervals(m, ["a", "b", "c"], resamples=500, seed=0)
+    by = {x["retriever"]: x for x in r.iter_rows(named=True)}
+    assert by["c"]["rank_ci"] == "3"  # always last
+    assert by["a"]["rank_ci"] == "1–2" and by["b"]["rank_ci"] == "1–2"  # the top is a toss-up
+    # the same query sets for every system: a vector's resample means are the matrix column's
+    assert np.allclose(bootstrap_means(m, 50, 7)[:, 1], bootstrap_means(m[:, 1], 50, 7), 0, 1e-15)
+    # bootstrap_ci keeps its numbers (it reads its interval off the exposed means)
+    lo, hi = bootstrap_ci(m[:, 0], 500, 0)
+    assert (lo, hi) == tuple(np.quantile(bootstrap_means(m[:, 0], 500, 0), [0.025, 0.975]))
+
+
+def test_kendall_tau_and_flips():
+    assert kendall_tau([3, 2, 1], [30, 20, 10]) == 1.0
+    assert kendall_tau([3, 2, 1], [1, 2, 3]) == -1.0
+    assert flipped_pairs(["a", "b", "c"], [3, 2, 1], [3, 1, 2]) == ["b > c"]
+    assert kendall_tau([1, 1], [2, 2]) == 1.0
+
+
+def _runs(systems: dict[str, list[list[float]]]) -> pl.DataFrame:
+    rows = []
+    for name, per_query in systems.items():
+        for q, scores in enumerate(per_query):
+            rows.append({"retriever": name, "query_id": f"q{q}", "setting": "statement-full",
+                         "failed": False, "scores": scores, "ndcg": None})  # fmt: skip
+    return pl.DataFrame(rows)
+
+
+def test_a_ranking_that_does_not_depend_on_the_scale_keeps_tau_1_under_every_rescoring():
+    rng = np.random.default_rng(4)
+    rel = {f"q{q}": sorted(rng.uniform(0, 5, 12).tolist(), reverse=True) for q in range(20)}
+    perfect = [list(rel[f"q{q}"]) for q in range(20)]  # scores = the grades
+    swapped = [[r[1], r[0], *r[2:]] for r in perfect]  # the top two exchanged
+    reverse = [[-x for x in r] for r in perfect]
+    runs = _runs({"perfect": perfect, "swapped": swapped, "reverse": reverse})
+    names = ["perfect", "reverse", "swapped"]
+    base = None
+    for t in ("exponential", "linear", "scale3", "ranks"):
+        scored = rescore(runs, rel, 10, "linear" if t == "exponential" else t)
+        if t == "exponential":
+            from saber_assets.leaderboard.metrics import ndcg_at_k
+
+            scored = runs.with_columns(pl.Series("ndcg", [
+                ndcg_at_k(s, rel[q], 10) for q, s in runs.select("query_id", "scores").iter_rows()
+            ]))  # fmt: skip
+        qids, got_names, m = score_matrix(scored, "statement-full")
+        assert got_names == names and len(qids) == 20
+        means = m.mean(axis=0)
+        if base is None:
+            base = means
+        assert kendall_tau(base, means) == 1.0, t
+        assert flipped_pairs(names, base, means) == []
+    with pytest.raises(ValueError, match="unknown transform"):
+        rescore(runs, rel, 10, "log")
+
+
+def test_half_splits_agree_with_themselves_when_the_gap_is_wide():
+    rng = np.random.default_rng(0)
+    m = np.stack([rng.uniform(0.6, 1, 60), rng.uniform(0.3, 0.6, 60), rng.uniform(0, 0.3, 60)], 1)
+    assert np.all(half_split_taus(m, 50, 0) == 1.0)
+    noise = rng.uniform(0, 1, (60, 4))
+    assert half_split_taus(noise, 50, 0).mean() < 0.6
