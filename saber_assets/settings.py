@@ -274,6 +274,26 @@ class AnalysesConfig(_Strict):
     regime_temperature: float = Field(default=0.7, ge=0.0)
 
 
+class SecondJudgeConfig(_Strict):
+    """The second judge of the robustness check. ``auto``: on the CPU backend the evidence score
+    without its topic and summary terms (the CPU judge ignores the order shown and has fixed
+    weights, so another order or prompt would agree trivially), else the other presentation
+    order. ``other-model`` / ``other-prompt`` ask the configured backend with ``model`` or the
+    judge prompt ``prompt`` instead."""
+
+    variant: Literal["auto", "other-order", "no-signals", "other-model", "other-prompt"] = "auto"
+    model: str | None = None
+    prompt: Literal["paper", "direct"] | None = None
+
+
+class RobustnessConfig(_Strict):
+    """How robust the leaderboard's ordering is (the `leaderboard_robustness` analysis)."""
+
+    judge: SecondJudgeConfig = SecondJudgeConfig()
+    judge_share: float = Field(default=0.1, ge=0, le=1)  # of the tournament's judgments; 0: off
+    half_splits: int = Field(default=200, ge=1)
+
+
 class StoresConfig(_Strict):
     """Where the LLM cache, the embedding cache and the judgments live (several writers)."""
 
@@ -335,6 +355,7 @@ class PipelineConfig(_Strict):
     tournament: TournamentConfig = TournamentConfig()
     leaderboard: LeaderboardConfig = LeaderboardConfig()
     analyses: AnalysesConfig = AnalysesConfig()
+    robustness: RobustnessConfig = RobustnessConfig()
     stores: StoresConfig = StoresConfig()
     storage: StorageConfig = StorageConfig()
     pods: PodsConfig = PodsConfig()

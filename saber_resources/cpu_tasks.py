@@ -211,9 +211,13 @@ class EvidenceScorer:
     WEIGHTS = (0.45, 0.25, 0.20, 0.10)
     TEMPERATURE = 0.05
 
-    def __init__(self, embedder: Embedder, max_chars: int = 400) -> None:
+    def __init__(
+        self, embedder: Embedder, max_chars: int = 400, weights: tuple | None = None
+    ) -> None:
         self.embedder = embedder
         self.max_chars = max_chars
+        # other weights make another judge (the robustness check's: no topic, no summary term)
+        self.weights = tuple(weights) if weights is not None else self.WEIGHTS
         self.evidence: dict[tuple[str, str], tuple[float, float]] = {}
         self._techniques: dict[str, frozenset[str]] = {}  # a text is judged in many pairs
 
@@ -229,7 +233,7 @@ class EvidenceScorer:
             if t not in self._techniques:
                 self._techniques[t] = techniques_of(split_problem_text(t)[1])
         tech = self._techniques
-        we, wk, wt, wu = self.WEIGHTS
+        we, wk, wt, wu = self.weights
         out = np.empty(len(pairs))
         for n, (q, c) in enumerate(pairs):
             e = float(vecs[q] @ vecs[c])
@@ -246,10 +250,14 @@ class CPUPairJudge(_CPUTask):
 
     version = "cpu-evidence-judge/v1"
 
-    def __init__(self, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder, weights: tuple | None = None) -> None:
         super().__init__(embedder)
-        self.scorer = EvidenceScorer(embedder)
+        self.scorer = EvidenceScorer(embedder, weights=weights)
         self.formula = EvidenceScorer.FORMULA
+        if weights is not None:
+            we, wk, wt, wu = weights
+            self.formula = f"s={we:g}e+{wk:g}k+{wt:g}t+{wu:g}u; P(first)=sigmoid(ds/0.05)"
+            self.version = f"cpu-evidence-judge/v1:{we:g},{wk:g},{wt:g},{wu:g}"
 
     @property
     def evidence(self) -> dict[tuple[str, str], tuple[float, float]]:

@@ -510,6 +510,17 @@ def test_report_readings_follow_the_numbers():
     text = rp.read_leaderboard(board)
     assert "In s1, x leads" in text and "outside its interval" in text
     assert "In s2, x leads" in text and "intervals overlap" in text
+    # with the paired tests, the lead is read off the test, not off overlapping intervals
+    tests = pl.DataFrame({"setting": ["s1", "s2"], "domain": ["Overall"] * 2, "a": ["x", "x"],
+                          "b": ["y", "y"], "p_randomization_holm": [0.001, 0.2]})  # fmt: skip
+    ranked = board.with_columns(rank_ci=pl.lit("1"), beats=pl.Series(["y", None, None, None]))
+    text = rp.read_leaderboard(ranked, tests)
+    assert "In s1, x leads with nDCG@10 0.800 [0.750, 0.850], rank 1 at 95%" in text
+    assert (
+        "p = 0.001 (Holm), so the lead is significant; it is significantly better than 1 of the other 1"
+        in text
+    )
+    assert "p = 0.2 (Holm), so the lead is not significant" in text
 
     areas = pl.DataFrame(
         {"scope": ["all"], "both": [0.7], "topic_only": [0.5], "summary_only": [0.2]}

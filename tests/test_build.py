@@ -35,6 +35,14 @@ def test_saber_build_runs_every_stage(tiny_config, tmp_path, capsys):
     board = pl.read_csv(home / "leaderboard" / "leaderboard.csv")
     assert board.height == 6 and set(board["retriever"]) == {"bm25", "jaccard-no-tok"}
     assert set(board["judge_backend"]) == {"cpu"}
+    # whether the leader leads: a rank interval per row, the paired tests beside the board
+    assert board["rank_ci"].null_count() == 0 and "beats" in board.columns
+    assert board["row_id"].n_unique() == board.height
+    tests = pl.read_parquet(home / "leaderboard" / "significance.parquet")
+    assert set(tests.filter(pl.col("domain") == "Overall")["setting"]) == set(board["setting"])
+    robust = pl.read_parquet(home / "parquet" / "leaderboard_robustness.parquet")
+    assert {"linear", "scale3", "ranks", "judge", "halves"} <= set(robust["check"])
+    assert "significantly better than" in (home / "leaderboard" / "leaderboard.md").read_text()
     with duckdb.connect(str(home / "warehouse.duckdb")) as conn:
         assert (
             conn.execute("SELECT sum(problems) FROM corpus_by_source").fetchone()[0]

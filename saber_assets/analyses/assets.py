@@ -30,6 +30,16 @@ from .judging_regimes import regime_agreement, regime_choices, sample_pairs
 from .math_vs_words import math_vs_words as math_vs_words_table
 from .mteb import STATS_SCHEMA, read_scores
 from .mteb import mteb_correlation as mteb_correlation_table
+from .robustness import (
+    agreement,
+    read_robustness,
+    refit_ratings,
+    rejudge,
+    relevance_with,
+    rescore_exponential,
+    robustness_table,
+    sample_judgments,
+)
 from .signal_groups import area_under, group_curves
 
 
@@ -379,3 +389,119 @@ def math_vs_words(
             "seconds": round(time.perf_counter() - t0, 2),
         },
     )
+
+
+def second_judge(settings: SaberSettings, llm: LLMResource, stores: StoresResource, tasks):
+    """(the robustness check's second judge, whether it sees the other order, a label)."""
+    cfg = settings.load()
+    jc = cfg.robustness.judge
+    variant = jc.variant
+    if variant == "auto":
+        variant = "no-signals" if llm.backend in ("cpu", "synthetic") else "other-order"
+    first = tasks.pair_judge
+    if variant == "no-signals":
+        from saber_resources.cpu_tasks import CPUPairJudge
+
+        if not isinstance(first, CPUPairJudge):
+            raise ValueError("robustness.judge.variant no-signals needs the CPU judge backend")
+        we, wk, _, _ = first.scorer.weights
+        judge = CPUPairJudge(first.embedder, weights=(we, wk, 0.0, 0.0))
+        return judge, False, f"CPU evidence without the topic and summary terms ({judge.formula})"
+    if variant == "other-order":
+        return first, True, f"{first.backend}:{first.model}, the other candidate shown first"
+    tcfg = cfg.tournament
+    if variant == "other-model":
+        if not jc.model:
+            raise ValueError("robustness.judge.variant other-model needs robustness.judge.model")
+        other = LLMResource(**{**{k: getattr(llm, k) for k in LLMResource.model_fields},
+                               "model": jc.model})  # fmt: skip
+        t2 = tasks_for(other, stores, tcfg.max_parse_retries, tcfg.judge_prompt,
+                       tcfg.judge_max_tokens)  # fmt: skip
+        return t2.pair_judge, False, f"{other.backend}:{jc.model}"
+    prompt = jc.prompt or ("direct" if tcfg.judge_prompt == "paper" else "paper")
+    t2 = tasks_for(llm, stores, tcfg.max_parse_retries, prompt, tcfg.judge_max_tokens)
+    return t2.pair_judge, False, f"{first.backend}:{first.model}, the {prompt!r} judge prompt"
+
+
+def registered_runs(settings: SaberSettings) -> pl.DataFrame:
+    """Every registered retriever's stored runs (the files the leaderboard read)."""
+    frames = []
+    for e in load_registry(registry_path(settings)):
+        files = sorted((settings.output_dir() / "runs" / e.name).glob("*.parquet"))
+        if files:
+            cols = ["query_id", "setting", "domains", "failed", "scores", "ndcg"]
+            runs = pl.concat([pl.read_parquet(f, columns=cols) for f in files])
+            frames.append(runs.with_columns(pl.lit(e.name).alias("retriever")))
+    return pl.concat(frames) if frames else pl.DataFrame()
+
+
+@analysis(deps=[AssetKey("leaderboard")], pool="llm")
+def leaderboard_robustness(
+    settings: SaberSettings,
+    llm: LLMResource,
+    stores: StoresResource,
+    corpus: pl.DataFrame,
+    relevance_ratings: dict[str, pl.DataFrame],
+    tournament_judgments: dict[str, pl.DataFrame],
+) -> Output[pl.DataFrame]:
+    """How robust the leaderboard's ordering is, per setting: Kendall τ to it under linear gain,
+    ratings on [0, 3], rating ranks, a second judge on a seeded share of the tournament's pairs
+    (ratings of the affected queries refitted) and halves of the queries; the flipped pairs."""
+    t0 = time.perf_counter()
+    cfg = settings.load()
+    rcfg = cfg.robustness
+    bench = Benchmark.read(settings.output_dir() / "evaluation_benchmark")
+    runs = registered_runs(settings)
+    rel = dict(
+        zip(bench.queries["id"].to_list(), bench.queries["relevance_scores"].to_list(), strict=True)
+    )
+    judge_rel, agree, n_pairs, label = None, None, 0, ""
+    if rcfg.judge_share > 0 and cfg.leaderboard.benchmark is None:  # our own tournament only
+        ratings = concat_partitions(relevance_ratings)
+        judgments = concat_partitions(tournament_judgments).unique(
+            ["query", "a", "b", "round"], keep="first"
+        )
+        tasks, text = prepared_tasks(settings, llm, stores, corpus, ratings)
+        judge, swap, label = second_judge(settings, llm, stores, tasks)
+        if hasattr(judge, "evidence") and judge is not tasks.pair_judge:
+            judge.evidence.update(tasks.pair_judge.evidence)  # the same pair signals to weigh
+        sample = sample_judgments(judgments, rcfg.judge_share, cfg.seed)
+        rejudged = rejudge(sample, text, judge, swap_order=swap)
+        agree, n_pairs = agreement(rejudged)
+        alpha = cfg.tournament.alpha
+        # both orderings from the same refit, so that an identical judge changes nothing
+        base = refit_ratings(
+            judgments, rejudged.with_columns(winner2=pl.col("winner")), ratings, alpha
+        )
+        new = refit_ratings(judgments, rejudged, ratings, alpha)
+        doc_ids = bench.documents["id"].to_list()
+        rel = relevance_with(bench.queries, doc_ids, base)
+        judge_rel = relevance_with(bench.queries, doc_ids, new)
+        detail = (
+            f"{n_pairs} re-judged pairs, agreement {agree:.3f}" if n_pairs else "no pair re-judged"
+        )
+    else:
+        detail = ""
+    base_runs = rescore_exponential(runs, rel, cfg.leaderboard.k) if runs.height else runs
+    table = (
+        robustness_table(
+            base_runs, rel, cfg.leaderboard.k, cfg.seed, judge_rel, detail, rcfg.half_splits
+        )  # fmt: skip
+        if runs.height
+        else pl.DataFrame()
+    )
+    text_out = read_robustness(table, agree, label) if table.height else "No runs yet."
+    meta = {
+        "dagster/row_count": table.height,
+        "table": markdown_table(table, max_rows=60) if table.height else "none",
+        "reading": MetadataValue.md(text_out),
+        "second_judge": label or "off",
+        "judge_agreement": None if agree is None else round(agree, 4),
+        "rejudged_pairs": n_pairs,
+        "judge_share": rcfg.judge_share,
+        "seed": cfg.seed,
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
+    if table.height:
+        meta["plot"] = figure_markdown(plots.robustness_figure(table), "robustness of the ordering")
+    return Output(table, metadata=meta)

@@ -147,7 +147,32 @@ def leaderboard_figure(board: pl.DataFrame):
         mid = part["ndcg@10"].to_numpy()
         err = np.vstack([mid - part["ci_low"].to_numpy(), part["ci_high"].to_numpy() - mid])
         ax.errorbar(mid, y, xerr=err, fmt="o", ms=4, capsize=2)
-        ax.set_yticks(y, part["retriever"].to_list(), fontsize=7)
+        labels = part["retriever"].to_list()
+        if "rank_ci" in part.columns:  # the rank's 95% interval beside each name
+            labels = [f"{n}  [rank {r}]" for n, r in zip(labels, part["rank_ci"], strict=True)]
+        ax.set_yticks(y, labels, fontsize=7)
         ax.set_xlabel("nDCG@10 (95% CI)")
         ax.set_title(setting, fontsize=9)
+    return fig
+
+
+def robustness_figure(table: pl.DataFrame):
+    """Kendall τ to the leaderboard's ordering, per check and setting."""
+    import matplotlib.pyplot as plt
+
+    checks = list(dict.fromkeys(table["check"]))
+    settings = list(dict.fromkeys(table["setting"]))
+    fig, ax = plt.subplots(figsize=(1.3 * len(checks) + 2, 3.6), layout="constrained")
+    width = 0.8 / max(len(settings), 1)
+    for k, setting in enumerate(settings):
+        part = table.filter(pl.col("setting") == setting)
+        tau = {c: t for c, t in part.select("check", "tau").iter_rows()}
+        x = np.arange(len(checks)) + k * width
+        ax.bar(x, [tau.get(c, np.nan) for c in checks], width, label=setting)
+    ax.set_xticks(np.arange(len(checks)) + width * (len(settings) - 1) / 2, checks)
+    ax.axhline(1.0, color="grey", lw=0.8, ls=":")
+    ax.set_ylim(min(0.0, float(table["tau"].min()) - 0.05), 1.05)
+    ax.set_ylabel("Kendall τ to the leaderboard")
+    ax.set_title("robustness of the system ordering", fontsize=9)
+    ax.legend(fontsize=7)
     return fig

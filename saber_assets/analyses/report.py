@@ -138,7 +138,9 @@ def read_tournament(stats: pl.DataFrame) -> str:
     )
 
 
-def read_leaderboard(board: pl.DataFrame) -> str:
+def read_leaderboard(board: pl.DataFrame, tests: pl.DataFrame | None = None) -> str:
+    """Who leads each setting, and whether the lead is real: the paired randomization test
+    (Holm-corrected) against the runner-up and the leader's rank interval, where computed."""
     out = []
     scored = board.filter(pl.col("ndcg@10").is_not_nan() & pl.col("ndcg@10").is_not_null())
     for (setting,), part in scored.group_by("setting", maintain_order=True):
@@ -148,14 +150,49 @@ def read_leaderboard(board: pl.DataFrame) -> str:
             f"In {setting}, {best['retriever']} leads with nDCG@10 {best['ndcg@10']:.3f} "
             f"[{best['ci_low']:.3f}, {best['ci_high']:.3f}]"
         )
+        if best.get("rank_ci"):
+            text += f", rank {best['rank_ci']} at 95%"
         if part.height > 1:
             second = part.row(1, named=True)
-            apart = second["ci_high"] < best["ci_low"]
-            text += f"; the runner-up {second['retriever']} ({second['ndcg@10']:.3f}) is " + (
-                "outside its interval" if apart else "within reach (the intervals overlap)"
-            )
+            p = _pair_p(tests, setting, best["retriever"], second["retriever"])
+            if p is not None:
+                n_beaten = len([x for x in (best.get("beats") or "").split(", ") if x])
+                text += (
+                    f"; against the runner-up {second['retriever']} ({second['ndcg@10']:.3f}) "
+                    f"the paired randomization test gives p = {p:.3g} (Holm), so the lead is "
+                    + ("significant" if p < 0.05 else "not significant")
+                    + f"; it is significantly better than {n_beaten} of the other "
+                    f"{part.height - 1}"
+                )
+            else:
+                apart = second["ci_high"] < best["ci_low"]
+                text += f"; the runner-up {second['retriever']} ({second['ndcg@10']:.3f}) is " + (
+                    "outside its interval" if apart else "within reach (the intervals overlap)"
+                )
         out.append(text + ".")
     return " ".join(out) or "No retriever has a score."
+
+
+def _pair_p(tests: pl.DataFrame | None, setting: str, a: str, b: str) -> float | None:
+    if tests is None or tests.height == 0:
+        return None
+    hit = tests.filter(
+        (pl.col("setting") == setting)
+        & (pl.col("domain") == "Overall")
+        & (((pl.col("a") == a) & (pl.col("b") == b)) | ((pl.col("a") == b) & (pl.col("b") == a)))
+    )
+    return float(hit["p_randomization_holm"][0]) if hit.height else None
+
+
+def read_robustness_section(table: pl.DataFrame) -> str:
+    """The robustness analysis's reading, from its table alone."""
+    from .robustness import read_robustness
+
+    if table.height == 0:
+        return "No robustness figures (no runs yet)."
+    text = read_robustness(table, None, "see the table's detail")
+    judge = table.filter(pl.col("check") == "judge")
+    return text + (f" Second judge: {judge['detail'][0]}." if judge.height else "")
 
 
 def read_signal_groups(areas: pl.DataFrame) -> str:

@@ -9,6 +9,7 @@ import polars as pl
 from dagster import AssetKey, MetadataValue, Output
 
 from ..leaderboard.exchange import Benchmark
+from ..leaderboard.plots import pvalue_heatmap
 from ..ops.figures import png_base64
 from ..ops.io import concat_partitions
 from ..ops.metadata import markdown_table
@@ -39,6 +40,7 @@ def _board_table(board: pl.DataFrame) -> pl.DataFrame:
             "95% CI"
         ),
         *[pl.col(d).round(3) for d in domains],
+        *[c for c in ("rank_ci", "beats") if c in board.columns],
     ).sort("setting", "ndcg@10", descending=[False, True])
 
 
@@ -58,6 +60,7 @@ def benchmark_report(
     judge_human_agreement: pl.DataFrame,
     mteb_correlation: pl.DataFrame,
     math_vs_words: pl.DataFrame,
+    leaderboard_robustness: pl.DataFrame,
 ) -> Output[pl.DataFrame]:
     """One self-contained HTML file (inline figures, no network) under
     `<outputs>/report/index.html`: composition, thresholds, candidates, tournament statistics,
@@ -72,6 +75,8 @@ def benchmark_report(
     judgments = _by_domain(tournament_judgments)
     stats = rp.tournament_stats(judgments)
     board = pl.read_csv(settings.output_dir() / "leaderboard" / "leaderboard.csv")
+    sig_path = settings.output_dir() / "leaderboard" / "significance.parquet"
+    tests = pl.read_parquet(sig_path) if sig_path.exists() else pl.DataFrame()
     areas = area_under(signal_group_curves)
     mean_conv = tournament_convergence.group_by("policy", "round").agg(
         pl.col("calls", "inversions", "share").mean()
@@ -99,9 +104,36 @@ def benchmark_report(
         ),
         rp.Section(
             "Leaderboard",
-            rp.read_leaderboard(board),
-            [("nDCG@10 with 95% bootstrap CIs, overall and per domain", _board_table(board))],
-            fig(plots.leaderboard_figure(board), "nDCG@10 per retriever and setting"),
+            rp.read_leaderboard(board, tests),
+            [
+                (
+                    "nDCG@10 with 95% bootstrap CIs, overall and per domain, the rank's 95% interval "
+                    "and the systems each row is significantly better than",
+                    _board_table(board),
+                )
+            ],
+            fig(
+                plots.leaderboard_figure(board),
+                "nDCG@10 per retriever and setting (rank intervals)",
+            )
+            + [
+                (f"Holm-corrected p-values, {s}", png_base64(pvalue_heatmap(tests, s)))
+                for s in board["setting"].unique(maintain_order=True).to_list()
+                if tests.height and tests.filter(pl.col("setting") == s).height
+            ],
+        ),
+        rp.Section(
+            "Robustness of the ordering",
+            rp.read_robustness_section(leaderboard_robustness),
+            [
+                (
+                    "Kendall τ to the leaderboard's ordering, per setting and check",
+                    leaderboard_robustness,
+                )
+            ],
+            fig(plots.robustness_figure(leaderboard_robustness), "τ per check")
+            if leaderboard_robustness.height
+            else [],
         ),
         rp.Section(
             "Signal-group curves",

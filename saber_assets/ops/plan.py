@@ -42,7 +42,7 @@ STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("leaderboard", "saber_resources"),
     ),
     "build_leaderboard": (("seed", "leaderboard"), ("leaderboard",)),
-    "build_analyses": (("seed", "analyses"), ("analyses",)),
+    "build_analyses": (("seed", "analyses", "robustness"), ("analyses",)),
 }
 # upstream job of each job: a step depends on every step of its upstream job, except a run,
 # which depends on its own retriever's index steps only (a new retriever reruns nothing else)
