@@ -83,7 +83,8 @@ def _report_is_self_contained(cfg, home, build_out, capsys):
         assert f">{title}</h2>" in page
     assert "bm25" in page and "jaccard-no-tok" in page  # the leaderboard's retrievers
     readings = pl.read_parquet(home / "parquet" / "benchmark_report.parquet")
-    assert readings.height == 10 and readings["reading"].str.len_chars().min() > 20
+    assert readings.height == 11 and readings["reading"].str.len_chars().min() > 20
+    assert ">Robustness of the ordering</h2>" in page
 
 
 def _ratings_follow_shared_technique(home):
