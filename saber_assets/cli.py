@@ -83,7 +83,7 @@ def build_steps(defs, instance, cfg):
 
     path = Path(cfg.leaderboard.registry)
     entries = load_registry(path if path.is_absolute() else REPO_ROOT / path)
-    registered = {e.name for e in entries}
+    registered = {e.name for e in runnable_entries(entries)}
     partitions = {}
     for name in STAGES:
         job = defs.resolve_job_def(name)
@@ -100,6 +100,26 @@ def build_steps(defs, instance, cfg):
     files = [s.file() for s in cfg.corpus.sources]
     files += [p for p in _ontology_files(cfg.ontology) if p is not None and p.exists()]
     return plan(cfg, partitions, files, {e.name: e.model_dump(exclude={"meta"}) for e in entries})
+
+
+ANNOUNCED: set[str] = set()
+
+
+def runnable_entries(entries: list) -> list:
+    """The registry entries a build runs: not opt-in, and with their backend available here; each
+    one left out is said once, with its reason (e.g. the paper registry on a machine without a
+    GPU or an API key)."""
+    from .leaderboard.retrievers.registry import unavailable_reason
+
+    out = []
+    for e in entries:
+        why = "an opt-in variant" if e.opt_in else unavailable_reason(e, entries)
+        if why is None:
+            out.append(e)
+        elif e.name not in ANNOUNCED:
+            ANNOUNCED.add(e.name)
+            print(f"  retriever {e.name} not built: {why}", flush=True)
+    return out
 
 
 def _ontology_files(ocfg) -> list:

@@ -357,3 +357,22 @@ def test_domain_cells_is_overall_and_each_domain():
     assert cells.rows() == [("sys", "statement-full", "Overall", 0.5),
                             ("sys", "statement-full", "A", 0.4),
                             ("sys", "statement-full", "B", None)]  # fmt: skip
+
+
+def test_a_build_on_the_paper_registry_leaves_out_what_cannot_run_here(capsys, monkeypatch):
+    from saber_assets import cli
+    from saber_assets.cli import runnable_entries
+
+    monkeypatch.setattr(cli, "ANNOUNCED", set())
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    entries = load_registry(PAPER_REGISTRY)
+    names = [e.name for e in runnable_entries(entries)]
+    assert names == ["approach-zero", "tf-idf", "jaccard-whitespace", "bm25-okapi"]
+    out = capsys.readouterr().out
+    assert "retriever bge-m3 not built: vLLM is not installed" in out
+    assert (
+        "retriever e5-vendor" not in out
+        and "multilingual-e5-large-vendor-prompts not built: an opt-in variant" in out
+    )
+    runnable_entries(entries)
+    assert capsys.readouterr().out == ""  # said once

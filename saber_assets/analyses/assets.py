@@ -22,6 +22,7 @@ from ..ops.tasks import tasks_for
 from ..resources import SaberSettings
 from ..tournament.assets import prepared_judge, prepared_tasks
 from . import plots
+from . import robustness as rb
 from .composition import composition
 from .convergence import convergence, round_robin
 from .human_agreement import SUMMARY_SCHEMA, human_agreement, read_annotations
@@ -30,16 +31,6 @@ from .judging_regimes import regime_agreement, regime_choices, sample_pairs
 from .math_vs_words import math_vs_words as math_vs_words_table
 from .mteb import STATS_SCHEMA, read_scores
 from .mteb import mteb_correlation as mteb_correlation_table
-from .robustness import (
-    agreement,
-    read_robustness,
-    refit_ratings,
-    rejudge,
-    relevance_with,
-    rescore_exponential,
-    robustness_table,
-    sample_judgments,
-)
 from .signal_groups import area_under, group_curves
 
 
@@ -465,32 +456,32 @@ def leaderboard_robustness(
         judge, swap, label = second_judge(settings, llm, stores, tasks)
         if hasattr(judge, "evidence") and judge is not tasks.pair_judge:
             judge.evidence.update(tasks.pair_judge.evidence)  # the same pair signals to weigh
-        sample = sample_judgments(judgments, rcfg.judge_share, cfg.seed)
-        rejudged = rejudge(sample, text, judge, swap_order=swap)
-        agree, n_pairs = agreement(rejudged)
+        sample = rb.sample_judgments(judgments, rcfg.judge_share, cfg.seed)
+        rejudged = rb.rejudge(sample, text, judge, swap_order=swap)
+        agree, n_pairs = rb.agreement(rejudged)
         alpha = cfg.tournament.alpha
         # both orderings from the same refit, so that an identical judge changes nothing
-        base = refit_ratings(
+        base = rb.refit_ratings(
             judgments, rejudged.with_columns(winner2=pl.col("winner")), ratings, alpha
         )
-        new = refit_ratings(judgments, rejudged, ratings, alpha)
+        new = rb.refit_ratings(judgments, rejudged, ratings, alpha)
         doc_ids = bench.documents["id"].to_list()
-        rel = relevance_with(bench.queries, doc_ids, base)
-        judge_rel = relevance_with(bench.queries, doc_ids, new)
+        rel = rb.relevance_with(bench.queries, doc_ids, base)
+        judge_rel = rb.relevance_with(bench.queries, doc_ids, new)
         detail = (
             f"{n_pairs} re-judged pairs, agreement {agree:.3f}" if n_pairs else "no pair re-judged"
         )
     else:
         detail = ""
-    base_runs = rescore_exponential(runs, rel, cfg.leaderboard.k) if runs.height else runs
+    base_runs = rb.rescore_exponential(runs, rel, cfg.leaderboard.k) if runs.height else runs
     table = (
-        robustness_table(
+        rb.robustness_table(
             base_runs, rel, cfg.leaderboard.k, cfg.seed, judge_rel, detail, rcfg.half_splits
         )  # fmt: skip
         if runs.height
         else pl.DataFrame()
     )
-    text_out = read_robustness(table, agree, label) if table.height else "No runs yet."
+    text_out = rb.read_robustness(table, agree, label) if table.height else "No runs yet."
     meta = {
         "dagster/row_count": table.height,
         "table": markdown_table(table, max_rows=60) if table.height else "none",
