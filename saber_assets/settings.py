@@ -160,6 +160,16 @@ class LLMConfig(_Strict):
     tensor_parallel_size: int = Field(default=1, ge=1)
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
     max_model_len: int | None = 8192
+    # A reasoning model (Qwen3 thinks by default) per task: "on" or "off"; a task absent keeps
+    # the model's default, and the `judge` default follows its prompt (the paper prompt asks
+    # for reasoning: on; the direct one for an immediate digit: off). `thinking_switch` is how
+    # the switch reaches the model: Qwen3-style chat templates read `chat_template_kwargs`;
+    # "none" (default) sends nothing, for a model without the switch.
+    thinking: dict[
+        Literal["topics", "summaries", "judge", "ordinal", "pointwise", "math_split", "translate"],
+        Literal["on", "off"],
+    ] = Field(default_factory=dict)
+    thinking_switch: Literal["none", "chat_template_kwargs"] = "none"
 
     @property
     def judge_backend(self) -> str:

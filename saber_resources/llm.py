@@ -37,9 +37,14 @@ class LLMRequest:
     choices: tuple[str, ...] | None = None
     top_logprobs: int = 0  # >0: return the alternatives of the first generated token
     all_logprobs: bool = False  # also every generated token's alternatives (top_logprobs of them)
+    # a reasoning model's thinking switched on or off for this request; None: the model's default
+    thinking: bool | None = None
 
     def to_json(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if d["thinking"] is None:  # requests without the switch keep their cache keys
+            del d["thinking"]
+        return d
 
     def hash(self) -> str:
         return content_hash(self.to_json())
@@ -55,6 +60,20 @@ class LLMResponse:
     finish_reason: str | None = None  # "length": cut off at max_tokens
     # every generated token with its alternatives, when the request asked for all_logprobs
     token_logprobs: list | None = None
+
+
+THINKING_SWITCHES = ("none", "chat_template_kwargs")
+
+
+def thinking_fields(switch: str, thinking: bool | None) -> dict:
+    """The request fields that carry a thinking switch, per model family: Qwen3-style chat
+    templates read ``chat_template_kwargs: {enable_thinking: ...}``; ``none`` sends nothing (a
+    model without the switch)."""
+    if thinking is None or switch == "none":
+        return {}
+    if switch == "chat_template_kwargs":
+        return {"chat_template_kwargs": {"enable_thinking": bool(thinking)}}
+    raise ValueError(f"unknown thinking switch {switch!r} (one of {', '.join(THINKING_SWITCHES)})")
 
 
 class LLMBackend(Protocol):
@@ -74,6 +93,8 @@ class VLLMBackend:
     gpu_memory_utilization: float = 0.9
     max_model_len: int | None = 8192
     seed: int = 0
+    # how a request's thinking switch reaches the chat template ("none": the model has none)
+    thinking_switch: str = "none"
     name: str = "vllm"
     _llm: object = field(default=None, repr=False)
 
@@ -116,11 +137,20 @@ class VLLMBackend:
         if not requests:
             return []
         llm = self._engine()
-        outputs = llm.chat(
-            [r.chat() for r in requests],
-            [self.sampling_params(r) for r in requests],
-            use_tqdm=False,
-        )
+        outputs: list = [None] * len(requests)
+        # one chat call per thinking switch: vLLM takes the template's kwargs per call
+        groups: dict = {}
+        for k, r in enumerate(requests):
+            groups.setdefault(r.thinking, []).append(k)
+        for thinking, idx in groups.items():
+            got = llm.chat(
+                [requests[k].chat() for k in idx],
+                [self.sampling_params(requests[k]) for k in idx],
+                use_tqdm=False,
+                **thinking_fields(self.thinking_switch, thinking),
+            )
+            for k, out in zip(idx, got, strict=True):
+                outputs[k] = out
         responses = []
         for req, out in zip(requests, outputs, strict=True):
             comp = out.outputs[0]
@@ -201,6 +231,7 @@ class OpenAIBackend:
     timeout_s: float = 120.0
     backoff_s: float = 1.0
     json_mode: Literal["json_schema", "structured_outputs", "none"] = "json_schema"
+    thinking_switch: str = "none"
     name: str = "openai"
     calls: int = 0  # HTTP requests sent, retries included (tests count these)
 
@@ -224,6 +255,7 @@ class OpenAIBackend:
         if req.top_logprobs or req.all_logprobs:
             body["logprobs"] = True
             body["top_logprobs"] = max(req.top_logprobs, 5 if req.all_logprobs else 0)
+        body.update(thinking_fields(self.thinking_switch, req.thinking))
         return body
 
     @staticmethod
@@ -314,6 +346,10 @@ class LLMResource(ConfigurableResource):
     gpu_memory_utilization: float = 0.9
     max_model_len: int | None = 8192
     seed: int = 0
+    # per task ("topics", "summaries", "judge", "ordinal", "pointwise", "math_split",
+    # "translate"): "on" / "off" switches a reasoning model's thinking; absent: its default
+    thinking: dict[str, str] = Field(default_factory=dict)
+    thinking_switch: str = "none"
 
     def make_backend(self) -> LLMBackend | None:
         """The transport, or None for the CPU and synthetic backends (no model behind them)."""
@@ -326,6 +362,7 @@ class LLMResource(ConfigurableResource):
                 gpu_memory_utilization=self.gpu_memory_utilization,
                 max_model_len=self.max_model_len,
                 seed=self.seed,
+                thinking_switch=self.thinking_switch,
             )
         return OpenAIBackend(
             base_url=self.base_url,
@@ -335,6 +372,7 @@ class LLMResource(ConfigurableResource):
             max_retries=self.max_retries,
             timeout_s=self.timeout_s,
             json_mode=self.json_mode,
+            thinking_switch=self.thinking_switch,
         )
 
     def describe(self) -> dict:

@@ -90,6 +90,8 @@ class TaskRunner:
     retry_temperature: float = 0.7
     batch_size: int = 512
     stats: TaskStats = field(default_factory=TaskStats)
+    # task -> thinking on (True) / off (False); a task absent: the model's default
+    thinking: dict[str, bool] = field(default_factory=dict)
 
     @property
     def backend_name(self) -> str:
@@ -257,11 +259,19 @@ def _single(outcome: Outcome[T]) -> T:
 
 class _LLMTask:
     version = ""
+    task = ""  # the name `llm.thinking` sets it by
 
     def __init__(self, runner: TaskRunner) -> None:
         self.runner = runner
         self.backend = runner.backend_name
         self.model = runner.model
+
+    def run(self, requests: Sequence[LLMRequest], parse) -> list:
+        """The runner's ``run`` with this task's thinking switch on every request."""
+        thinking = self.runner.thinking.get(self.task)
+        if thinking is not None:
+            requests = [dataclasses.replace(r, thinking=thinking) for r in requests]
+        return self.runner.run(self.version, requests, parse)
 
     @property
     def stats(self) -> TaskStats:
@@ -270,15 +280,14 @@ class _LLMTask:
 
 class LLMTopicScorer(_LLMTask):
     version = TOPIC_VERSION
+    task = "topics"
 
     def text_for(self, problem: str, solution: str) -> str:
         return problem_text(problem, solution)
 
     def score_batch(self, items):
         reqs = [topic_request(text, labels) for text, labels in items]
-        return self.runner.run(
-            self.version, reqs, lambda i, r: parse_topic_scores(r.text, items[i][1])
-        )
+        return self.run(reqs, lambda i, r: parse_topic_scores(r.text, items[i][1]))
 
     def score(self, text: str, labels: list[str]) -> dict[str, float]:
         return _single(self.score_batch([(text, labels)])[0])
@@ -286,10 +295,10 @@ class LLMTopicScorer(_LLMTask):
 
 class LLMSummarizer(_LLMTask):
     version = SUMMARY_VERSION
+    task = "summaries"
 
     def summarize_batch(self, items):
-        return self.runner.run(
-            self.version,
+        return self.run(
             [summary_request(p, s) for p, s in items],
             lambda i, r: parse_summary(r.text),
         )
@@ -305,6 +314,7 @@ class LLMPairJudge(_LLMTask):
 
     def __init__(self, runner: TaskRunner, prompt: str = "paper", max_tokens: int = 4096) -> None:
         super().__init__(runner)
+        self.task = "judge"
         if prompt not in JUDGE_VERSIONS:
             raise ValueError(
                 f"judge prompt must be one of {sorted(JUDGE_VERSIONS)}, not {prompt!r}"
@@ -329,8 +339,7 @@ class LLMPairJudge(_LLMTask):
             reqs = [
                 dataclasses.replace(r, seed=1000 * sample, temperature=temperature) for r in reqs
             ]
-        outcomes = self.runner.run(
-            self.version,
+        outcomes = self.run(
             reqs,
             lambda i, r: (
                 parse_judgment(r.text),
@@ -348,10 +357,10 @@ class LLMPairJudge(_LLMTask):
 
 class LLMPointwiseJudge(_LLMTask):
     version = POINTWISE_VERSION
+    task = "pointwise"
 
     def p_yes_batch(self, items):
-        return self.runner.run(
-            self.version,
+        return self.run(
             [pointwise_request(q, d) for q, d in items],
             lambda i, r: parse_p_yes(r.top_logprobs),
         )
@@ -363,14 +372,14 @@ class LLMPointwiseJudge(_LLMTask):
 class LLMOrdinalJudge(_LLMTask):
     """One query–candidate pair on the absolute 0–5 scale of ``ordinal_request``."""
 
+    task = "ordinal"
     version = ORDINAL_VERSION
 
     def text_for(self, problem: str, solution: str) -> str:
         return problem_text(problem, solution)
 
     def score_batch(self, items: Sequence[tuple[str, str]]) -> list[Outcome[int]]:
-        return self.runner.run(
-            self.version,
+        return self.run(
             [ordinal_request(q, c) for q, c in items],
             lambda i, r: parse_ordinal(r.text),
         )
@@ -380,11 +389,11 @@ class LLMSegmenter(_LLMTask):
     """A statement's mathematical expressions (verbatim) and its prose, for math whose notation
     is not LaTeX (the paper's segmentation for math_vs_words)."""
 
+    task = "math_split"
     version = SEGMENT_VERSION
 
     def segment_batch(self, texts: Sequence[str]) -> list[Outcome[tuple[list[str], str]]]:
-        return self.runner.run(
-            self.version,
+        return self.run(
             [segment_request(t) for t in texts],
             lambda i, r: parse_segment(r.text, texts[i]),
         )
@@ -393,10 +402,9 @@ class LLMSegmenter(_LLMTask):
 class LLMTranslator(_LLMTask):
     """Query translation for cross-lingual retrieval; formulas must survive byte for byte."""
 
+    task = "translate"
     version = TRANSLATE_VERSION
 
     def translate_batch(self, items: Sequence[tuple[str, str]]) -> list[Outcome[str]]:
         reqs = [translate_request(t, target) for t, target in items]
-        return self.runner.run(
-            self.version, reqs, lambda i, r: parse_translation(r.text, items[i][0])
-        )
+        return self.run(reqs, lambda i, r: parse_translation(r.text, items[i][0]))

@@ -64,6 +64,7 @@ def make_tasks(
     judge_prompt: str = "paper",
     judge_max_tokens: int = 4096,
     synthetic: bool = False,
+    thinking: dict[str, bool] | None = None,
 ) -> TaskSet:
     """LLM tasks over ``backend`` (sharing one runner, so stats add up), or the CPU tasks if None
     (``synthetic``: hash-drawn topics and summaries, the CPU judges).
@@ -80,7 +81,7 @@ def make_tasks(
             CPUTranslator(),
             CPUOrdinalJudge(emb, pair.scorer),
         )
-    runner = TaskRunner(backend, llm_cache, max_retries=max_retries)
+    runner = TaskRunner(backend, llm_cache, max_retries=max_retries, thinking=dict(thinking or {}))
     return TaskSet(
         LLMTopicScorer(runner),
         LLMSummarizer(runner),

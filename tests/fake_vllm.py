@@ -43,8 +43,9 @@ def install(monkeypatch, answer) -> dict:
         def __init__(self, **kwargs):
             record["init"] = kwargs
 
-        def chat(self, messages, sampling_params, use_tqdm=True):
+        def chat(self, messages, sampling_params, use_tqdm=True, chat_template_kwargs=None):
             record["chats"].append((messages, sampling_params))
+            record.setdefault("template_kwargs", []).append(chat_template_kwargs)
             return [
                 _RequestOutput(*answer(m, p))
                 for m, p in zip(messages, sampling_params, strict=True)

@@ -416,3 +416,45 @@ def test_pair_judge_vote_draws_are_sampled_and_cached_apart():
     assert seen == [(0, 0.0), (1000, 0.9), (2000, 0.9)]
     judge.compare_batch([("q", "a", "b")], 2, 0.9)
     assert backend.calls == 3  # a repeated draw is served from the cache
+
+
+def test_thinking_is_switched_per_task_in_the_request_body():
+    """`llm.thinking`: the judge thinks with the paper prompt, not with the direct one; P(yes)
+    never; the switch travels as `chat_template_kwargs` for Qwen3-style templates and not at
+    all for a model without it (whose requests keep their cache keys)."""
+    from saber_assets.ops.tasks import thinking_by_task
+    from saber_resources.llm import LLMResource
+
+    qwen = LLMResource(backend="openai", model="m", thinking_switch="chat_template_kwargs",
+                       thinking={"topics": "off"})  # fmt: skip
+    assert thinking_by_task(qwen, "paper") == {"topics": False, "judge": True, "pointwise": False}
+    assert thinking_by_task(qwen, "direct")["judge"] is False
+    assert thinking_by_task(LLMResource(backend="openai", thinking={"topics": "on"}), "paper") == {}
+    with FakeOpenAI() as srv:
+        on = thinking_by_task(qwen, "direct")
+        runner = TaskRunner(_openai(srv, thinking_switch="chat_template_kwargs"), thinking=on)
+        LLMTopicScorer(runner).score("Problem: x", LABELS)
+        LLMPairJudge(runner, prompt="direct").compare("q", "a", "b")
+        LLMPointwiseJudge(runner).p_yes("q", "d")
+        LLMSummarizer(runner).summarize("p", "s")  # not configured: the model's default
+        plain = TaskRunner(_openai(srv))  # a model without the switch: nothing sent
+        LLMPairJudge(plain, prompt="direct").compare("q2", "a", "b")
+    bodies = [r["body"] for r in srv.requests]
+    assert [b.get("chat_template_kwargs") for b in bodies] == [
+        {"enable_thinking": False}, {"enable_thinking": False}, {"enable_thinking": False},
+        None, None,
+    ]  # fmt: skip
+    # a request without a switch hashes as before; with one, it is another cache entry
+    req = judge_request("q", "a", "b")
+    assert "thinking" not in req.to_json()
+    import dataclasses
+
+    assert dataclasses.replace(req, thinking=True).hash() != req.hash()
+
+
+def test_vllm_in_process_gets_the_switch_per_call(monkeypatch):
+    record = fake_vllm.install(monkeypatch, lambda m, p: ("1", None))
+    backend = VLLMBackend(model="Qwen/Qwen3-8B", thinking_switch="chat_template_kwargs")
+    runner = TaskRunner(backend, thinking={"judge": False})
+    LLMPairJudge(runner, prompt="direct").compare("q", "a", "b")
+    assert record["template_kwargs"] == [{"enable_thinking": False}]

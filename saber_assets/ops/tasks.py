@@ -21,4 +21,17 @@ def tasks_for(
         judge_prompt,
         judge_max_tokens,
         synthetic=llm.backend == "synthetic",
+        thinking=thinking_by_task(llm, judge_prompt),
     )
+
+
+def thinking_by_task(llm: LLMResource, judge_prompt: str) -> dict[str, bool]:
+    """Task -> thinking on/off, where the backend can switch it (``llm.thinking_switch``): the
+    configured ones, and the judge's from its prompt unless configured (the paper prompt asks
+    for reasoning, the direct one for the digit at once)."""
+    if llm.thinking_switch == "none":
+        return {}
+    out = {task: value == "on" for task, value in llm.thinking.items()}
+    out.setdefault("judge", judge_prompt == "paper")
+    out.setdefault("pointwise", False)  # P(yes) is read off the first token: no thinking first
+    return out
