@@ -353,6 +353,23 @@ def cost_cmd(args) -> int:
                    tbl_rows=20, tbl_width_chars=120):  # fmt: skip
         print(table)
     print(f"the paper: {PAPER}")
+    from saber_resources.prompts import problem_text
+
+    from .ops.cost import model_len_needed
+
+    texts = [problem_text(p, s) for p, s in corpus.iter_rows()]
+    need, detail = model_len_needed(cfg, texts)
+    have = cfg.llm.max_model_len
+    print(
+        f"served context length needed: {need:,} tokens (longest judge prompt "
+        f"{detail['prompt_tokens']:,} + answer budget {detail['answer_tokens']:,}); "
+        f"llm.max_model_len = {have or 'the model’s own'}"
+        + (
+            " — TOO SMALL: raise it and the server's --max-model-len"
+            if have and have < need
+            else ""
+        )
+    )
     return 0
 
 

@@ -159,7 +159,9 @@ class LLMConfig(_Strict):
     json_mode: Literal["json_schema", "structured_outputs", "none"] = "json_schema"
     tensor_parallel_size: int = Field(default=1, ge=1)
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
-    max_model_len: int | None = 8192
+    # the in-process engine's context length; null: the model's own. It must hold the longest
+    # judge prompt plus twice judge_max_tokens (`saber cost` prints what the corpus needs)
+    max_model_len: int | None = None
     # A reasoning model (Qwen3 thinks by default) per task: "on" or "off"; a task absent keeps
     # the model's default, and the `judge` default follows its prompt (the paper prompt asks
     # for reasoning: on; the direct one for an immediate digit: off). `thinking_switch` is how

@@ -344,7 +344,7 @@ class LLMResource(ConfigurableResource):
     json_mode: Literal["json_schema", "structured_outputs", "none"] = "json_schema"
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.9
-    max_model_len: int | None = 8192
+    max_model_len: int | None = None  # the model's own
     seed: int = 0
     # per task ("topics", "summaries", "judge", "ordinal", "pointwise", "math_split",
     # "translate"): "on" / "off" switches a reasoning model's thinking; absent: its default

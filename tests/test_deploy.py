@@ -332,3 +332,30 @@ def test_shard_pods_fit_the_measured_peak_and_follow_the_configured_stored_share
         )
     assert sizes[0.05] < sizes[0.18] < sizes[0.4]
     assert sizes[0.18] == int(pod_size("build_signal_shards", cfg).memory[:-2])  # the default
+
+
+def test_the_served_context_holds_the_longest_judge_prompt_and_its_retry_budget():
+    """deploy/vllm's --max-model-len and the cluster config's llm.max_model_len agree, and hold
+    the longest judge prompt the cluster corpus can make plus twice judge_max_tokens (the retry
+    of a cut-off answer); the in-process default is the model's own length."""
+    from saber_assets.corpus.build import build_corpus
+    from saber_assets.ops.cost import model_len_needed
+    from saber_assets.settings import LLMConfig
+    from saber_resources.prompts import problem_text
+
+    cfg = load_config(REPO_ROOT / "configs" / "cluster.yaml")
+    corpus = build_corpus(cfg.corpus, cfg.seed).corpus
+    texts = [problem_text(p, s) for p, s in corpus.select("problem", "solution").iter_rows()]
+    need, detail = model_len_needed(cfg, texts)
+    assert detail["answer_tokens"] == 2 * cfg.tournament.judge_max_tokens
+    assert need >= detail["prompt_tokens"] + detail["answer_tokens"] > 2 * 4096
+    [deploy] = [d for d in _vllm_objects() if d["kind"] == "Deployment"]
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    served = int(next(a for a in args if a.startswith("--max-model-len=")).split("=")[1])
+    assert served == cfg.llm.max_model_len >= need
+    assert LLMConfig().max_model_len is None
+    # a direct judge needs only its prompt and two digits' budget
+    direct = cfg.model_copy(
+        update={"tournament": cfg.tournament.model_copy(update={"judge_prompt": "direct"})}
+    )
+    assert model_len_needed(direct, texts)[1]["answer_tokens"] == 4
