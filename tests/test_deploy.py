@@ -81,9 +81,22 @@ def test_manifests_validate_against_the_kubernetes_schema():
     import kubernetes_validate
 
     objects = [*_vllm_objects(), *_docs(DEPLOY / "k8s" / "storage.yaml")]
-    assert {o["kind"] for o in objects} == {"Deployment", "Service", "PersistentVolumeClaim"}
+    assert {o["kind"] for o in objects} == {"Deployment", "Service", "PersistentVolumeClaim", "Job"}
     for obj in objects:
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+    # the shared volume is RWX on a named class, and its folders get the runtime uid's ownership
+    storage = {o["kind"]: o for o in _docs(DEPLOY / "k8s" / "storage.yaml")}
+    claim, init = storage["PersistentVolumeClaim"], storage["Job"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"] and claim["spec"]["storageClassName"]
+    uid = _user_code()["podSecurityContext"]["runAsUser"]
+    script = " ".join(init["spec"]["template"]["spec"]["containers"][0]["args"])
+    compute_logs = _values()["computeLogManager"]["config"]["customComputeLogManager"]["config"]
+    for folder in (_env(_user_code())["SABER_HOME"], compute_logs["base_dir"]):
+        assert folder in script.split("&&")[0] and folder in script.split("&&")[1]
+    assert f"chown {uid}:{uid}" in script
+    assert init["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"] == {
+        "claimName": claim["metadata"]["name"]
+    }
     # the run pods' default container config and each job's tag, inside a Pod
     run = _values()["runLauncher"]["config"]["k8sRunLauncher"]["runK8sConfig"]
     pod = {
@@ -126,7 +139,7 @@ def test_vllm_serves_what_the_cluster_config_calls(monkeypatch):
     # the API key: one Secret key, read by vllm serve and by the openai backend via EnvVar
     keys = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in c["env"] if "valueFrom" in e}
     assert keys[cfg.llm.api_key_env] == {"name": "saber-llm", "key": cfg.llm.api_key_env}
-    assert {"name": "saber-llm", "optional": True} in _user_code()["envSecrets"]
+    assert {"name": "saber-llm"} in _user_code()["envSecrets"]
     # probes on /health, a model cache volume, memory-backed /dev/shm, a GPU
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert c[probe]["httpGet"]["path"] == "/health"
@@ -243,10 +256,14 @@ def test_dockerfiles_cache_dependencies_run_unprivileged_and_pin_vllm():
     user = [i for i, ln in enumerate(lines) if ln.startswith("USER ")]
     assert user and lines[user[-1]] not in ("USER root", "USER 0")
     assert user[-1] < next(i for i, ln in enumerate(lines) if ln.startswith("CMD"))
-    assert (
-        "NUMBA_CACHE_DIR=/opt/saber/.cache/numba" in code
-        and "chown -R saber:saber /opt/saber/.cache" in code
-    )
+    assert "NUMBA_CACHE_DIR=/opt/saber/.cache/numba" in code
+    assert "chown saber:saber /opt/saber/.cache /opt/saber/.cache/numba" in code
+    assert not any(
+        "chown -R" in ln for ln in lines
+    )  # no layer that copies the venv to change its owner
+    # the chart's DAGSTER_HOME exists and belongs to the runtime user
+    assert "DAGSTER_HOME=/opt/dagster/dagster_home" in code
+    assert re.search(r"chown saber:saber [^\n]*/opt/dagster/dagster_home", code)
     # the K8sRunLauncher passes `dagster api execute_run …` as container args: no ENTRYPOINT
     assert not any(ln.startswith("ENTRYPOINT") for ln in lines)
     assert "ARG SABER_REGISTRY" in code and "ARG BASE_IMAGE" in code
