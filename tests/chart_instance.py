@@ -212,11 +212,14 @@ def _compute_logs(v: dict) -> dict:
         cc = c["config"]["customComputeLogManager"]
         return {"module": cc["module"], "class": cc["class"], "config": cc.get("config") or {}}
     if c["type"] == "LocalComputeLogManager":
+        local = (c.get("config") or {}).get("localComputeLogManager") or {}
+        config = {"base_dir": local["baseDir"]}
+        if local.get("pollingTimeout") is not None:
+            config["polling_timeout"] = local["pollingTimeout"]
         return {
             "module": "dagster.core.storage.local_compute_log_manager",
             "class": "LocalComputeLogManager",
-            "config": (c.get("config") or {}).get("localComputeLogManager")
-            or {"base_dir": "/opt/dagster/dagster_home/storage"},
+            "config": config,
         }
     if c["type"] == "NoOpComputeLogManager":
         return {"module": "dagster.core.storage.noop_compute_log_manager",

@@ -66,6 +66,7 @@ def test_the_instance_config_the_chart_renders_loads_in_dagster(tmp_path, monkey
     assert config["concurrency"]["pools"] == {"default_limit": 4, "granularity": "run"}
     assert config["run_launcher"]["class"] == "K8sRunLauncher"
     assert config["compute_logs"]["class"] == "LocalComputeLogManager"
+    assert config["compute_logs"]["config"] == {"base_dir": "/data/dagster-compute-logs"}
     # the local instance (saber build / saber ui) loads as well
     local = yaml.safe_load((REPO_ROOT / "dagster.yaml").read_text())
     load_instance(tmp_path / "local", local)

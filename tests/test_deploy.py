@@ -90,8 +90,8 @@ def test_manifests_validate_against_the_kubernetes_schema():
     assert claim["spec"]["accessModes"] == ["ReadWriteMany"] and claim["spec"]["storageClassName"]
     uid = _user_code()["podSecurityContext"]["runAsUser"]
     script = " ".join(init["spec"]["template"]["spec"]["containers"][0]["args"])
-    compute_logs = _values()["computeLogManager"]["config"]["customComputeLogManager"]["config"]
-    for folder in (_env(_user_code())["SABER_HOME"], compute_logs["base_dir"]):
+    compute_logs = _values()["computeLogManager"]["config"]["localComputeLogManager"]
+    for folder in (_env(_user_code())["SABER_HOME"], compute_logs["baseDir"]):
         assert folder in script.split("&&")[0] and folder in script.split("&&")[1]
     assert f"chown {uid}:{uid}" in script
     assert init["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"] == {
