@@ -11,10 +11,10 @@ from saber_assets.analyses.robustness import (
     refit_ratings,
     rejudge,
     relevance_with,
-    rescore_exponential,
     robustness_table,
     sample_judgments,
 )
+from saber_assets.leaderboard.evaluate import rescore_runs
 from saber_assets.leaderboard.significance import kendall_tau, score_matrix
 
 LATENT = {f"c{i}": float(i) for i in range(8)}  # c7 is the best candidate of every query
@@ -90,7 +90,7 @@ def _bench_and_runs(n_queries=30, seed=0):
             scores = (np.asarray(r) + rng.normal(0, noise, 8)).tolist()
             rows.append({"retriever": name, "query_id": qid, "setting": "statement-full",
                          "failed": False, "scores": scores})  # fmt: skip
-    runs = rescore_exponential(pl.DataFrame(rows), rel, 10)
+    runs = rescore_runs(pl.DataFrame(rows), rel, 10)
     return q, doc_ids, rel, runs
 
 
@@ -108,8 +108,8 @@ def test_identical_judge_keeps_tau_1_and_the_table_has_every_check():
                         "rating": [5.0, 4, 3, 2, 1, 0, 0, 0]})  # fmt: skip
     moved = relevance_with(q, doc_ids, new)
     assert moved["q0"] == [5.0, 4, 3, 2, 1, 0, 0, 0] and moved["q1"] == rel["q1"]
-    before = rescore_exponential(runs, rel, 10)
-    after = rescore_exponential(runs, moved, 10)
+    before = rescore_runs(runs, rel, 10)
+    after = rescore_runs(runs, moved, 10)
     diff = before.join(after, on=["retriever", "query_id"]).filter(
         pl.col("ndcg") != pl.col("ndcg_right")
     )

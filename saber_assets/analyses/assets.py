@@ -14,6 +14,7 @@ from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
 
 from ..leaderboard.assets import registry_path
+from ..leaderboard.evaluate import rescore_runs
 from ..leaderboard.exchange import Benchmark
 from ..leaderboard.retrievers.registry import RetrieverResources, build_retriever, load_registry
 from ..ops.io import concat_partitions
@@ -473,7 +474,7 @@ def leaderboard_robustness(
         )
     else:
         detail = ""
-    base_runs = rb.rescore_exponential(runs, rel, cfg.leaderboard.k) if runs.height else runs
+    base_runs = rescore_runs(runs, rel, cfg.leaderboard.k) if runs.height else runs
     table = (
         rb.robustness_table(
             base_runs, rel, cfg.leaderboard.k, cfg.seed, judge_rel, detail, rcfg.half_splits

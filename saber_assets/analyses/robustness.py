@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import polars as pl
 
-from ..leaderboard.metrics import ndcg_at_k
+from ..leaderboard.evaluate import rescore_runs
 from ..leaderboard.significance import (
     flipped_pairs,
     half_split_taus,
@@ -130,15 +130,6 @@ def relevance_with(
     return out
 
 
-def rescore_exponential(runs: pl.DataFrame, relevance: dict[str, list[float]], k: int):
-    """The runs' nDCG@k (the leaderboard's gain) against other grades."""
-    ndcg = [
-        None if failed or scores is None else ndcg_at_k(scores, relevance[qid], k)
-        for qid, failed, scores in runs.select("query_id", "failed", "scores").iter_rows()
-    ]
-    return runs.with_columns(pl.Series("ndcg", ndcg, dtype=pl.Float64))
-
-
 def robustness_table(
     runs: pl.DataFrame,
     relevance: dict[str, list[float]],
@@ -158,7 +149,7 @@ def robustness_table(
             _, _, other = ordering(rescore(runs, relevance, k, t), setting)
             rows.append(compare_orderings(setting, t, names, base, other))
         if judge_relevance is not None:
-            _, _, other = ordering(rescore_exponential(runs, judge_relevance, k), setting)
+            _, _, other = ordering(rescore_runs(runs, judge_relevance, k), setting)
             moved = f"; mean |ΔnDCG@{k}| of the systems {np.abs(other - base).mean():.4f}"
             rows.append(
                 compare_orderings(setting, "judge", names, base, other, judge_detail + moved)

@@ -226,6 +226,28 @@ def evaluate(
     return pl.DataFrame(rows, schema=RUN_SCHEMA)
 
 
+def rescore_runs(
+    runs: pl.DataFrame,
+    relevance: dict[str, list[float]],
+    k: int,
+    gain: str = "exponential",
+    ties: str = "average",
+    grades=None,
+) -> pl.DataFrame:
+    """The runs' per-query nDCG@k recomputed from their stored candidate scores (no retriever
+    runs again): against ``relevance`` (query id -> grades in candidate order), optionally
+    transformed per query by ``grades``, with another ``gain`` or tie rule. A failed query
+    keeps no score (None)."""
+    ndcg = []
+    for qid, failed, scores in runs.select("query_id", "failed", "scores").iter_rows():
+        if failed or scores is None:
+            ndcg.append(None)
+            continue
+        rel = grades(relevance[qid]) if grades else relevance[qid]
+        ndcg.append(ndcg_at_k(scores, rel, k, gain, ties))
+    return runs.with_columns(pl.Series("ndcg", ndcg, dtype=pl.Float64))
+
+
 def report(
     runs: pl.DataFrame,
     domains: Sequence[str],

@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 
 from ..settings import REPO_ROOT
-from .metrics import ndcg_at_k
+from .evaluate import rescore_runs
 
 PAPER_CSV = REPO_ROOT / "data" / "reference" / "saber_math_paper_ndcg10.csv"
 TABLES = ("main", "ci", "additional")
@@ -123,11 +123,6 @@ def compare(ours: pl.DataFrame, figures: pl.DataFrame, table: str = "main") -> p
     )
 
 
-def reference_ndcg(scores: Sequence[float], relevance: Sequence[float], k: int = 10) -> float:
-    """One query's nDCG@k as the reference evaluation computes it (ties in numpy's order)."""
-    return ndcg_at_k(scores, relevance, k, "exponential", ties="numpy")
-
-
 def apply_protocol(runs: pl.DataFrame, relevance: dict[str, list[float]], k: int, protocol: str):
     """``runs`` scored under ``protocol``: ``saber`` leaves them as they are; ``reference``
     recomputes each query's nDCG from its stored candidate scores with ties in numpy's order and
@@ -136,11 +131,7 @@ def apply_protocol(runs: pl.DataFrame, relevance: dict[str, list[float]], k: int
         raise ValueError(f"--protocol must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
     if protocol == "saber" or runs.height == 0:
         return runs
-    ndcg = [
-        None if failed or scores is None else reference_ndcg(scores, relevance[qid], k)
-        for qid, failed, scores in runs.select("query_id", "failed", "scores").iter_rows()
-    ]
-    return runs.with_columns(pl.Series("ndcg", ndcg, dtype=pl.Float64))
+    return rescore_runs(runs, relevance, k, ties="numpy")
 
 
 def domain_cells(report: pl.DataFrame, system: str, domains: Sequence[str]) -> pl.DataFrame:

@@ -23,7 +23,8 @@ from itertools import combinations
 import numpy as np
 import polars as pl
 
-from .metrics import bootstrap_means, ndcg_at_k
+from .evaluate import rescore_runs
+from .metrics import bootstrap_means
 
 ALPHA = 0.05
 MIN_DOMAIN_QUERIES = 30  # per-domain tests only where a domain has at least this many queries
@@ -206,11 +207,7 @@ def rescore(
     if transform not in ("linear", "scale3", "ranks"):
         raise ValueError(f"unknown transform {transform!r} (linear, scale3, ranks)")
     gain = "linear" if transform == "linear" else "exponential"
-    ndcg = [
-        None if failed or scores is None else ndcg_at_k(scores, grades(relevance[qid]), k, gain)
-        for qid, failed, scores in runs.select("query_id", "failed", "scores").iter_rows()
-    ]
-    return runs.with_columns(pl.Series("ndcg", ndcg, dtype=pl.Float64))
+    return rescore_runs(runs, relevance, k, gain, grades=grades)
 
 
 def half_split_taus(matrix: np.ndarray, splits: int = 200, seed: int = 0) -> np.ndarray:
