@@ -99,27 +99,23 @@ def build_steps(defs, instance, cfg):
         partitions[name] = keys
     files = [s.file() for s in cfg.corpus.sources]
     files += [p for p in _ontology_files(cfg.ontology) if p is not None and p.exists()]
-    return plan(cfg, partitions, files, {e.name: e.model_dump(exclude={"meta"}) for e in entries})
+    return plan(cfg, partitions, files, {e.name: e.definition() for e in entries})
 
 
 ANNOUNCED: set[str] = set()
 
 
 def runnable_entries(entries: list) -> list:
-    """The registry entries a build runs: not opt-in, and with their backend available here; each
-    one left out is said once, with its reason (e.g. the paper registry on a machine without a
-    GPU or an API key)."""
-    from .leaderboard.retrievers.registry import unavailable_reason
+    """The registry entries a build runs (``registry.runnable``); each one left out is said once,
+    with its reason (e.g. the paper registry on a machine without a GPU or an API key)."""
+    from .leaderboard.retrievers.registry import runnable
 
-    out = []
-    for e in entries:
-        why = "an opt-in variant" if e.opt_in else unavailable_reason(e, entries)
-        if why is None:
-            out.append(e)
-        elif e.name not in ANNOUNCED:
-            ANNOUNCED.add(e.name)
-            print(f"  retriever {e.name} not built: {why}", flush=True)
-    return out
+    run, skipped = runnable(entries)
+    for name, why in skipped:
+        if name not in ANNOUNCED:
+            ANNOUNCED.add(name)
+            print(f"  retriever {name} not built: {why}", flush=True)
+    return run
 
 
 def _ontology_files(ocfg) -> list:
@@ -387,26 +383,42 @@ def export_cmd(args) -> int:
 
 def _entries_to_run(args, entries) -> tuple[list, list[tuple[str, str]]]:
     """The registry entries this evaluation runs, and (name, reason) for each one it does not."""
-    from .leaderboard.retrievers.registry import RegistryError, unavailable_reason
+    from .leaderboard.retrievers.registry import RegistryError, runnable, unavailable_reason
 
-    if args.retriever:
-        named = [e for e in entries if e.name == args.retriever]
-        if not named:
-            raise RegistryError(f"no retriever named {args.retriever!r} in the registry")
-        why = unavailable_reason(named[0], entries)
-        if why:
-            raise RegistryError(f"retriever {args.retriever!r} cannot run here: {why}")
-        return named, []
-    run, skipped = [], []
-    for e in entries:
-        why = unavailable_reason(e, entries)
-        if e.opt_in and not args.opt_in:
-            why = "an opt-in variant (run it by name, or all of them with --opt-in)"
-        if why:
-            skipped.append((e.name, why))
-        else:
-            run.append(e)
-    return run, skipped
+    if not args.retriever:
+        run, skipped = runnable(entries, args.opt_in)
+        hint = " (run it by name, or all of them with --opt-in)"
+        return run, [(n, why + hint if why == "an opt-in variant" else why) for n, why in skipped]
+    named = [e for e in entries if e.name == args.retriever]
+    if not named:
+        raise RegistryError(f"no retriever named {args.retriever!r} in the registry")
+    why = unavailable_reason(named[0], entries)
+    if why:
+        raise RegistryError(f"retriever {args.retriever!r} cannot run here: {why}")
+    return named, []
+
+
+def _registry(args, cfg) -> tuple[Path, list]:
+    """The registry file (``--registry``, else the config's; a path relative to the repository
+    or to the working folder) and its entries."""
+    from .leaderboard.retrievers.registry import load_registry
+
+    registry = args.registry or cfg.leaderboard.registry
+    path = Path(registry) if Path(registry).is_absolute() else REPO_ROOT / registry
+    if not path.exists() and Path(registry).exists():
+        path = Path(registry)
+    return path, load_registry(path)
+
+
+def _retriever_resources(args, entries):
+    """What the retrievers need, with embeddings cached in the config's stores."""
+    from saber_resources.cache import EmbeddingCache
+
+    from .definitions import make_definitions
+    from .leaderboard.retrievers.registry import RetrieverResources
+
+    stores = make_definitions(args.config).resources["stores"]
+    return RetrieverResources(embedding_cache=EmbeddingCache(stores.db()), entries=entries)
 
 
 def evaluate_cmd(args) -> int:
@@ -420,7 +432,7 @@ def evaluate_cmd(args) -> int:
     from .leaderboard.exchange import Benchmark
     from .leaderboard.paper import apply_protocol
     from .leaderboard.retrievers.base import SETTINGS
-    from .leaderboard.retrievers.registry import RetrieverResources, build_retriever, load_registry
+    from .leaderboard.retrievers.registry import build_retriever
 
     cfg = load_config(args.config)
     bench_dir = _benchmark_dir(args.benchmark, cfg)
@@ -431,23 +443,11 @@ def evaluate_cmd(args) -> int:
         return _reproduce(args, cfg, bench, bench_dir)
     if not args.retriever and not (args.registry or args.compare_paper):
         raise ValueError("give a retriever name from the registry, --registry FILE, or --run FILE")
-    registry = args.registry or cfg.leaderboard.registry
-    reg_path = registry if Path(registry).is_absolute() else REPO_ROOT / registry
-    if not Path(reg_path).exists() and Path(registry).exists():
-        reg_path = Path(registry)
-    entries = load_registry(reg_path)
+    _, entries = _registry(args, cfg)
     chosen, skipped = _entries_to_run(args, entries)
-    # embeddings cached in the config's stores
-    from saber_resources.cache import EmbeddingCache
-
-    from .definitions import make_definitions
-
-    stores = make_definitions(args.config).resources["stores"]
-    resources = RetrieverResources(embedding_cache=EmbeddingCache(stores.db()), entries=entries)
+    resources = _retriever_resources(args, entries)
     domains = bench.domain_list()
-    relevance = dict(
-        zip(bench.queries["id"].to_list(), bench.queries["relevance_scores"].to_list(), strict=True)
-    )
+    relevance = bench.relevance()
     other = "saber" if args.protocol == "reference" else "reference"
     from .leaderboard.provenance import benchmark_id, provenance, with_provenance
 
@@ -568,7 +568,7 @@ def _reproduce(args, cfg, bench, bench_dir: Path) -> int:
 
     from .leaderboard.evaluate import evaluate, report
     from .leaderboard.provenance import PROVENANCE_COLUMNS, benchmark_id, provenance, row_id
-    from .leaderboard.retrievers.registry import RetrieverResources, build_retriever, find
+    from .leaderboard.retrievers.registry import build_retriever
 
     board_path = (
         Path(args.leaderboard)
@@ -584,9 +584,10 @@ def _reproduce(args, cfg, bench, bench_dir: Path) -> int:
     if hit.is_empty():
         raise ValueError(f"no row {args.reproduce!r} in {board_path}")
     row = hit.row(0, named=True)
-    registry = args.registry or cfg.leaderboard.registry
-    reg_path = registry if Path(registry).is_absolute() else REPO_ROOT / registry
-    entry = find(row["retriever"], reg_path)
+    _, entries = _registry(args, cfg)
+    entry = next((e for e in entries if e.name == row["retriever"]), None)
+    if entry is None:
+        raise ValueError(f"row {args.reproduce}: no retriever {row['retriever']!r} in the registry")
     now = provenance(entry, benchmark_id(bench))
     print(f"row {args.reproduce}: {row['retriever']} ({row['kind']}), {row['setting']}, "
           f"recorded nDCG@{args.k} {row['ndcg@10']:.6f}")  # fmt: skip
@@ -597,16 +598,7 @@ def _reproduce(args, cfg, bench, bench_dir: Path) -> int:
     ]
     for line in changed:
         print(f"  provenance changed: {line}")
-    from saber_resources.cache import EmbeddingCache
-
-    from .definitions import make_definitions
-    from .leaderboard.retrievers.registry import load_registry
-
-    stores = make_definitions(args.config).resources["stores"]
-    entries = load_registry(reg_path)
-    retriever = build_retriever(
-        entry, RetrieverResources(embedding_cache=EmbeddingCache(stores.db()), entries=entries)
-    )
+    retriever = build_retriever(entry, _retriever_resources(args, entries))
     runs = evaluate(retriever, bench, row["setting"], args.k, None, full_corpus=False)
     rep = report(runs, bench.domain_list(), cfg.leaderboard.bootstrap_resamples, cfg.seed).row(
         0, named=True

@@ -13,7 +13,7 @@ from saber_resources.cache import EmbeddingCache
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
 
-from ..leaderboard.assets import registry_path
+from ..leaderboard.assets import registry_path, runs_dir
 from ..leaderboard.evaluate import rescore_runs
 from ..leaderboard.exchange import Benchmark
 from ..leaderboard.retrievers.registry import RetrieverResources, build_retriever, load_registry
@@ -419,7 +419,7 @@ def registered_runs(settings: SaberSettings) -> pl.DataFrame:
     """Every registered retriever's stored runs (the files the leaderboard read)."""
     frames = []
     for e in load_registry(registry_path(settings)):
-        files = sorted((settings.output_dir() / "runs" / e.name).glob("*.parquet"))
+        files = sorted((runs_dir(settings) / e.name).glob("*.parquet"))
         if files:
             cols = ["query_id", "setting", "domains", "failed", "scores", "ndcg"]
             runs = pl.concat([pl.read_parquet(f, columns=cols) for f in files])
@@ -444,9 +444,7 @@ def leaderboard_robustness(
     rcfg = cfg.robustness
     bench = Benchmark.read(settings.output_dir() / "evaluation_benchmark")
     runs = registered_runs(settings)
-    rel = dict(
-        zip(bench.queries["id"].to_list(), bench.queries["relevance_scores"].to_list(), strict=True)
-    )
+    rel = bench.relevance()
     judge_rel, agree, n_pairs, label = None, None, 0, ""
     if rcfg.judge_share > 0 and cfg.leaderboard.benchmark is None:  # our own tournament only
         ratings = concat_partitions(relevance_ratings)

@@ -210,7 +210,7 @@ def prepare_index(
     )
     side = document_side(setting)
     path = index_root(settings, entry.name) / side
-    return ensure_index(retriever, entry.model_dump(exclude={"meta", "opt_in"}), side, docs, path)
+    return ensure_index(retriever, entry.definition(), side, docs, path)
 
 
 def index_root(settings: SaberSettings, name: str) -> Path:

@@ -67,6 +67,11 @@ class Benchmark:
             row -= n
         return f"{where}: {table} row {row}"
 
+    def relevance(self) -> dict[str, list[float]]:
+        """Query id -> its candidates' grades, in candidate order."""
+        q = self.queries
+        return dict(zip(q["id"].to_list(), q["relevance_scores"].to_list(), strict=True))
+
     def domain_list(self) -> list[str]:
         """The benchmark's domains: the manifest's list, else those its queries name."""
         named = self.manifest.get("domains")

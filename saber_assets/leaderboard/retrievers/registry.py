@@ -65,6 +65,11 @@ class RetrieverEntry(BaseModel):
     opt_in: bool = False
     meta: ModelMeta = Field(default_factory=ModelMeta)
 
+    def definition(self) -> dict:
+        """The entry without its description of the model (``meta``) and its opt-in flag: what
+        keys its index and its build steps, as before either existed."""
+        return self.model_dump(exclude={"meta", "opt_in"})
+
 
 class RegistryError(ValueError):
     pass
@@ -195,6 +200,23 @@ def unavailable_reason(entry: RetrieverEntry, entries: list[RetrieverEntry]) -> 
             if why:
                 return f"component {c!r}: {why}"
     return None
+
+
+def runnable(
+    entries: list[RetrieverEntry], opt_in: bool = False
+) -> tuple[list[RetrieverEntry], list[tuple[str, str]]]:
+    """(the entries that can run here, (name, reason) for each one that cannot): an opt-in
+    variant unless ``opt_in``, or a backend without its package, GPU or API key."""
+    run, skipped = [], []
+    for e in entries:
+        why = unavailable_reason(e, entries)
+        if e.opt_in and not opt_in:
+            why = "an opt-in variant"
+        if why:
+            skipped.append((e.name, why))
+        else:
+            run.append(e)
+    return run, skipped
 
 
 @dataclass
