@@ -376,3 +376,27 @@ def test_a_build_on_the_paper_registry_leaves_out_what_cannot_run_here(capsys, m
     )
     runnable_entries(entries)
     assert capsys.readouterr().out == ""  # said once
+
+
+def test_math_vs_words_tries_only_what_can_run_here(monkeypatch):
+    """On the paper registry (most entries need a GPU or a key) the analysis takes the runnable
+    entries instead of failing on the first one without its backend (found by a build)."""
+    from saber_assets.analyses.math_vs_words import choose_retrievers
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    entries = load_registry(PAPER_REGISTRY)
+    chosen, not_run = choose_retrievers(entries, None)
+    assert [e.name for e in chosen] == [
+        "approach-zero",
+        "tf-idf",
+        "jaccard-whitespace",
+        "bm25-okapi",
+    ]
+    assert (
+        "bge-m3",
+        unavailable_reason({e.name: e for e in entries}["bge-m3"], entries),
+    ) in not_run
+    with pytest.raises(ValueError, match=r"cannot run here: \['bge-m3 \(vLLM is not installed"):
+        choose_retrievers(entries, ["bge-m3", "tf-idf"])
+    with pytest.raises(ValueError, match="not in the registry"):
+        choose_retrievers(entries, ["nope"])

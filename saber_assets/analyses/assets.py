@@ -16,7 +16,11 @@ from saber_resources.stores import StoresResource
 from ..leaderboard.assets import registry_path, runs_dir
 from ..leaderboard.evaluate import rescore_runs
 from ..leaderboard.exchange import Benchmark
-from ..leaderboard.retrievers.registry import RetrieverResources, build_retriever, load_registry
+from ..leaderboard.retrievers.registry import (
+    RetrieverResources,
+    build_retriever,
+    load_registry,
+)
 from ..ops.io import concat_partitions
 from ..ops.metadata import figure_markdown, markdown_table
 from ..ops.tasks import tasks_for
@@ -29,6 +33,7 @@ from .convergence import convergence, round_robin
 from .human_agreement import SUMMARY_SCHEMA, human_agreement, read_annotations
 from .judging_regimes import SUMMARY_SCHEMA as REGIMES_SCHEMA
 from .judging_regimes import regime_agreement, regime_choices, sample_pairs
+from .math_vs_words import choose_retrievers
 from .math_vs_words import math_vs_words as math_vs_words_table
 from .mteb import STATS_SCHEMA, read_scores
 from .mteb import mteb_correlation as mteb_correlation_table
@@ -342,12 +347,7 @@ def math_vs_words(
     acfg = cfg.analyses
     entries = load_registry(registry_path(settings))
     wanted = acfg.math_vs_words_retrievers
-    unknown = sorted(set(wanted or []) - {e.name for e in entries})
-    if unknown:
-        raise ValueError(f"analyses.math_vs_words_retrievers: {unknown} are not in the registry")
-    chosen = [
-        e for e in entries if (e.name in wanted if wanted is not None else e.kind != "two-stage")
-    ]
+    chosen, not_run = choose_retrievers(entries, wanted)
     resources = RetrieverResources(embedding_cache=EmbeddingCache(stores.db()), entries=entries)
     retrievers = {e.name: build_retriever(e, resources) for e in chosen}
     bench = Benchmark.read(settings.output_dir() / "evaluation_benchmark")
@@ -370,6 +370,7 @@ def math_vs_words(
             "dagster/row_count": summary.height,
             "math_wins": markdown_table(summary, max_rows=60),
             "retrievers": ", ".join(retrievers),
+            "not_run": MetadataValue.json(dict(not_run)),
             "dropped_queries": int(
                 per_query.filter(pl.col("dropped")).select(pl.col("query_id").n_unique()).item()
             ),
