@@ -42,7 +42,12 @@ from .indexes import IndexInfo, ensure_index, has_index, index_documents
 from .plots import pvalue_heatmap
 from .provenance import SCORING_CODE, benchmark_id, provenance, with_provenance
 from .retrievers.base import SETTINGS, document_side
-from .retrievers.registry import RetrieverResources, build_retriever, load_registry
+from .retrievers.registry import (
+    RetrieverResources,
+    build_retriever,
+    load_registry,
+    unavailable_reason,
+)
 from .significance import beats_column, significance_tables
 
 matplotlib.use("Agg")
@@ -476,7 +481,10 @@ def leaderboard(
     for e in entries:
         files = sorted((runs_dir(settings) / e.name).glob("*.parquet"))
         if not files:
-            context.log.warning(f"no runs for {e.name!r} yet")
+            why = unavailable_reason(e, entries)
+            context.log.warning(
+                f"no runs for {e.name!r}: " + (f"it cannot run here ({why})" if why else "not yet")
+            )
             continue
         runs = pl.concat([pl.read_parquet(f) for f in files])
         all_runs.append(runs.with_columns(pl.lit(e.name).alias("retriever")))
