@@ -229,7 +229,8 @@ class TournamentConfig(_Strict):
     policy: Literal["swiss", "adaptive", "efficient"] = "swiss"
     # adaptive only: judge at most this many most-uncertain pairs per query and round
     adaptive_budget: int | None = Field(default=None, ge=1)
-    alpha: float = Field(default=0.1, gt=0)  # Bradley–Terry prior strength (choix's alpha)
+    # Bradley–Terry prior strength of `ratings.prior: choix` (choix's alpha)
+    alpha: float = Field(default=0.1, gt=0)
     judge_chunk: int = Field(default=256, ge=1)  # judgments persisted after every chunk
     max_parse_retries: int = Field(default=2, ge=0)
     # LLM backends: `paper` reasons (technique profiles, comparison, tie-breakers) and ends with
@@ -237,6 +238,14 @@ class TournamentConfig(_Strict):
     judge_prompt: Literal["paper", "direct"] = "paper"
     # Reasoning budget of the paper judge; a cut-off answer is retried once with twice as much.
     judge_max_tokens: int = Field(default=4096, ge=16)
+
+
+class RatingsConfig(_Strict):
+    """The Bradley–Terry prior: `l2` as the published ratings were made (scikit-learn's
+    LogisticRegression with `c`, no intercept), or `choix` (its alpha: `tournament.alpha`)."""
+
+    prior: Literal["l2", "choix"] = "l2"
+    c: float = Field(default=1.0, gt=0)
 
 
 class LeaderboardConfig(_Strict):
@@ -365,6 +374,7 @@ class PipelineConfig(_Strict):
     signals: SignalConfig = SignalConfig()
     candidates: CandidateConfig = CandidateConfig()
     tournament: TournamentConfig = TournamentConfig()
+    ratings: RatingsConfig = RatingsConfig()
     leaderboard: LeaderboardConfig = LeaderboardConfig()
     analyses: AnalysesConfig = AnalysesConfig()
     robustness: RobustnessConfig = RobustnessConfig()

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scipy.stats import kendalltau
 
 from saber_assets.candidates.select import select_candidates, selection_key
-from saber_assets.ratings.bradley_terry import fit, fit_many, rescale
+from saber_assets.ratings.bradley_terry import DEFAULT_PRIOR, Prior, fit, fit_many, rescale
 from saber_assets.ratings.rate import rate
 from saber_assets.signals.thresholds import group_counts
 from saber_assets.tournament.adaptive import pair_round_adaptive
@@ -100,6 +100,8 @@ def test_adaptive_never_repeats_and_respects_budget():
 
 # ------------------------------------------------------------------------------------ BT
 
+CHOIX = Prior("choix", alpha=0.1)  # choix's prior, the option beside the default l2
+
 
 def test_bt_equals_choix_mm_and_recovers_strengths():
     rng = np.random.default_rng(4)
@@ -109,7 +111,7 @@ def test_bt_equals_choix_mm_and_recovers_strengths():
     for _ in range(3000):
         a, b = rng.choice(n, 2, replace=False)
         comps.append((a, b) if rng.random() < 1 / (1 + np.exp(truth[b] - truth[a])) else (b, a))
-    mine = fit(n, comps, alpha=0.1)
+    mine = fit(n, comps, prior=CHOIX)
     ref = choix.mm_pairwise(
         n, comps, alpha=0.1, tol=1e-12, max_iter=100_000
     )  # choix run to full precision
@@ -118,7 +120,7 @@ def test_bt_equals_choix_mm_and_recovers_strengths():
 
 
 def test_bt_undefeated_and_never_played_stay_finite():
-    s = fit(4, [(0, 1), (0, 2), (0, 1)], alpha=0.1)  # 0 undefeated, 3 never played
+    s = fit(4, [(0, 1), (0, 2), (0, 1)], prior=CHOIX)  # 0 undefeated, 3 never played
     assert np.all(np.isfinite(s)) and s[0] == s.max()
     # the never-played candidate keeps the prior weight 1: above the losers, below the winner
     assert s[1] < s[3] < s[0] and s[2] < s[3]
@@ -128,25 +130,74 @@ def test_bt_undefeated_and_never_played_stay_finite():
     many = fit_many([(4, [(0, 1)]), (3, [(2, 1), (2, 0)])])
     assert np.allclose(many[0], fit(4, [(0, 1)])) and np.allclose(many[1], fit(3, [(2, 1), (2, 0)]))
     with pytest.raises(ValueError, match="alpha must be > 0"):
-        fit(2, [(0, 1)], alpha=0)
+        fit(2, [(0, 1)], prior=Prior("choix", alpha=0))
 
 
-def test_bt_fit_many_batches_equal_single_fits_and_alpha_rules():
+def test_bt_fit_many_batches_equal_single_fits_and_prior_rules():
     rng = np.random.default_rng(8)
     # 300 queries of 3 candidates (more than one batch of 256) and 2 queries of 5 (a batch
     # smaller than its candidate count)
     problems = [(3, [tuple(rng.choice(3, 2, replace=False)) for _ in range(4)]) for _ in range(300)]
     problems += [(5, [tuple(rng.choice(5, 2, replace=False)) for _ in range(9)]) for _ in range(2)]
-    many = fit_many(problems)
-    assert len(many) == 302 and all(m is not None for m in many)
-    for k in (0, 1, 255, 256, 299, 300, 301):
-        assert np.allclose(many[k], fit(*problems[k]), atol=1e-8)
+    for prior in (DEFAULT_PRIOR, CHOIX):
+        many = fit_many(problems, prior)
+        assert len(many) == 302 and all(m is not None for m in many)
+        for k in (0, 1, 255, 256, 299, 300, 301):
+            assert np.allclose(many[k], fit(*problems[k], prior=prior), atol=1e-8)
     comps = problems[300][1]
-    assert np.array_equal(fit(5, comps), fit(5, comps, alpha=0.1))  # the default prior
-    assert not np.allclose(fit(5, comps), fit(5, comps, alpha=0.2))
+    assert DEFAULT_PRIOR == Prior("l2", c=1.0)  # the published ratings' prior
+    assert np.array_equal(fit(5, comps), fit(5, comps, prior=Prior("l2", c=1.0)))
+    assert not np.allclose(fit(5, comps), fit(5, comps, prior=Prior("l2", c=2.0)))
+    assert not np.allclose(
+        fit(5, comps, prior=CHOIX), fit(5, comps, prior=Prior("choix", alpha=0.2))
+    )
     for bad in (0, -0.1):
         with pytest.raises(ValueError, match="alpha must be > 0"):
-            fit(2, [(0, 1)], alpha=bad)
+            fit(2, [(0, 1)], prior=Prior("choix", alpha=bad))
+        with pytest.raises(ValueError, match="c must be > 0"):
+            fit(2, [(0, 1)], prior=Prior("l2", c=bad))
+    with pytest.raises(TypeError, match="must be a Prior"):
+        fit(2, [(0, 1)], 0.1)  # a bare alpha from an old caller
+
+
+def _logistic_design(n, comps, ties, rng):
+    """The reference's design: one ±1 row per decision (shown in a random order, so that both
+    classes occur), a tie as two half-weight rows with opposite labels."""
+    rows, labels, weights = [], [], []
+    for w, lo in comps:
+        x = np.zeros(n)
+        first, second = (w, lo) if rng.random() < 0.5 else (lo, w)
+        x[first], x[second] = 1.0, -1.0
+        rows.append(x), labels.append(int(first == w)), weights.append(1.0)
+    for a, b in ties:
+        x = np.zeros(n)
+        x[a], x[b] = 1.0, -1.0
+        for y in (0, 1):
+            rows.append(x), labels.append(y), weights.append(0.5)
+    return np.array(rows), np.array(labels), np.array(weights)
+
+
+@pytest.mark.parametrize("c", [1.0, 0.3])
+def test_bt_l2_default_equals_sklearn_logistic_regression_without_intercept(c):
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(11)
+    n = 12
+    truth = rng.normal(0, 1.0, n)
+    comps = []
+    for _ in range(70):
+        a, b = rng.choice(n - 1, 2, replace=False)  # candidate n-1 never plays
+        comps.append((a, b) if rng.random() < 1 / (1 + np.exp(truth[b] - truth[a])) else (b, a))
+    comps += [(0, 1)] * 3  # 0 beats 1 thrice
+    ties = [(2, 3), (4, 5), (2, 3)]
+    x, y, wt = _logistic_design(n, comps, ties, rng)
+    ref = LogisticRegression(C=c, fit_intercept=False, tol=1e-12, max_iter=10_000)
+    ref.fit(x, y, sample_weight=wt)
+    mine = fit(n, comps, Prior("l2", c=c), ties=ties)
+    assert np.abs(mine - ref.coef_[0]).max() < 1e-6
+    assert mine[n - 1] == pytest.approx(0.0, abs=1e-12)  # never played: the prior's mode
+    # ties matter: dropping them moves the fit
+    assert np.abs(fit(n, comps, Prior("l2", c=c)) - mine).max() > 1e-3
 
 
 def test_rescale_known_values_custom_range_and_edges():
@@ -413,7 +464,7 @@ def test_direction_end_to_end_the_judges_choice_wins_and_ratings_follow_it():
             for k, c in enumerate(q.candidates)
         ]
     )
-    rated = rate(cands, judged, alpha=0.1)
+    rated = rate(cands, judged, prior=CHOIX)
     assert rated["rating"].min() == 0 and rated["rating"].max() == 5
     for q in qs:
         r = rated.filter(pl.col("query_id") == q.query_id)
@@ -422,7 +473,7 @@ def test_direction_end_to_end_the_judges_choice_wins_and_ratings_follow_it():
         best = r["candidate_id"][int(np.argmax(r["rating"].to_numpy()))]
         assert strength[best] == max(truth)  # the strongest candidate gets the top rating
     with pytest.raises(ValueError, match="neither of the two"):
-        rate(cands, judged.with_columns(pl.lit("q0-c99").alias("winner")), alpha=0.1)
+        rate(cands, judged.with_columns(pl.lit("q0-c99").alias("winner")), prior=CHOIX)
 
 
 def test_rate_counts_games_skips_failures_and_keeps_rows_by_key():
@@ -441,7 +492,7 @@ def test_rate_counts_games_skips_failures_and_keeps_rows_by_key():
             "winner": [None, "a", "b", "y"],  # a failure first: the rest still count
         }
     )
-    out = rate(cands, judged, alpha=0.1)
+    out = rate(cands, judged, prior=CHOIX)
     rows = {(r["query_id"], r["candidate_id"]): r for r in out.iter_rows(named=True)}
     assert out.height == 5 and out["query_id"].to_list() == ["q1", "q1", "q1", "q2", "q2"]
     assert {k: r["games"] for k, r in rows.items()} == {
@@ -453,7 +504,7 @@ def test_rate_counts_games_skips_failures_and_keeps_rows_by_key():
     }
     assert rows[("q1", "a")]["rating"] == 5 and rows[("q1", "c")]["rating"] == 0
     assert rows[("q2", "y")]["rating"] == 5 and rows[("q2", "x")]["rating"] == 0
-    empty = rate(cands.head(0), judged.head(0), alpha=0.1)
+    empty = rate(cands.head(0), judged.head(0), prior=CHOIX)
     assert empty.height == 0 and {"strength", "rating", "games"} <= set(empty.columns)
 
 
@@ -744,7 +795,7 @@ def test_efficient_tournament_resumes_without_new_calls_and_rates_softly():
             for k, c in enumerate(q.candidates)
         ]
     )
-    rated = rate(cands, judged, alpha=0.1, soft=True)
+    rated = rate(cands, judged, prior=CHOIX, soft=True)
     for q in qs:
         r = rated.filter(pl.col("query_id") == q.query_id)
         truth = [strength[c] for c in r["candidate_id"]]
@@ -779,25 +830,25 @@ def test_rate_soft_measurements_loser_mapping_and_queries_without_judgments():
 
     rows = pl.DataFrame({"query_id": ["q"] * 4 + ["r"] * 2, "candidate_id": cands + ["x", "y"],
                          "position": [0, 1, 2, 3, 0, 1]})  # fmt: skip
-    out = rate(rows, j, alpha=0.1)
+    out = rate(rows, j, prior=CHOIX)
     games = dict(zip(out["candidate_id"], out["games"], strict=True))
     assert games == {"c3": 2, "c1": 2, "c2": 2, "c0": 4, "x": 0, "y": 0}
     by = {c: r for c, r in zip(out["candidate_id"], out["rating"], strict=True)}
     assert by["c2"] == 5.0 and by["c0"] == 0.0  # won both / won one of four
     assert by["x"] == by["y"] == 2.5  # a query with no judgment: no information, the middle
-    soft = rate(rows, j, alpha=0.1, soft=True)
+    soft = rate(rows, j, prior=CHOIX, soft=True)
     assert soft["rating"].is_between(0, 5).all() and soft.height == rows.height
     # the probabilities move the soft strengths away from the decisions-only fit
     assert not np.allclose(soft["strength"][:4].to_numpy(), out["strength"][:4].to_numpy())
     # a query's ratings never depend on the other queries rated with it
     both = j.vstack(pl.DataFrame({"query": ["r"], "a": ["x"], "b": ["y"], "winner": ["y"],
                                   "shown_first": ["x"], "p_first": [None]}, schema=j.schema))  # fmt: skip
-    together = rate(rows, both, alpha=0.1)
+    together = rate(rows, both, prior=CHOIX)
     for qid in ("q", "r"):
-        alone = rate(rows.filter(pl.col("query_id") == qid), both, alpha=0.1)
+        alone = rate(rows.filter(pl.col("query_id") == qid), both, prior=CHOIX)
         part = together.filter(pl.col("query_id") == qid)
         assert part["strength"].to_list() == alone["strength"].to_list(), qid
-    none = rate(rows, j.clear(), alpha=0.1)
+    none = rate(rows, j.clear(), prior=CHOIX)
     assert none["rating"].to_list() == [2.5] * 6 and none["games"].to_list() == [0] * 6
 
 

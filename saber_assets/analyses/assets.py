@@ -24,6 +24,7 @@ from ..leaderboard.retrievers.registry import (
 from ..ops.io import concat_partitions
 from ..ops.metadata import figure_markdown, markdown_table
 from ..ops.tasks import tasks_for
+from ..ratings.rate import configured_prior
 from ..resources import SaberSettings
 from ..tournament.assets import prepared_judge, prepared_tasks
 from . import plots
@@ -285,7 +286,7 @@ def tournament_convergence(
         p = np.where(np.isnan(p), 0.5, p)  # a failed judgment says nothing
         calls += len(out)
         rounds = min(n - 1, 2 * cfg.tournament.rounds)
-        curve = convergence(n, first, second, p, rounds, cfg.seed, alpha=cfg.tournament.alpha)
+        curve = convergence(n, first, second, p, rounds, cfg.seed, prior=configured_prior(cfg))
         parts.append(curve.with_columns(pl.lit(qid).alias("query_id"), pl.lit(n).alias("n")))
     curves = pl.concat(parts) if parts else pl.DataFrame(schema=CONVERGENCE_SCHEMA)
     mean = (
@@ -459,12 +460,12 @@ def leaderboard_robustness(
         sample = rb.sample_judgments(judgments, rcfg.judge_share, cfg.seed)
         rejudged = rb.rejudge(sample, text, judge, swap_order=swap)
         agree, n_pairs = rb.agreement(rejudged)
-        alpha = cfg.tournament.alpha
+        prior = configured_prior(cfg)
         # both orderings from the same refit, so that an identical judge changes nothing
         base = rb.refit_ratings(
-            judgments, rejudged.with_columns(winner2=pl.col("winner")), ratings, alpha
+            judgments, rejudged.with_columns(winner2=pl.col("winner")), ratings, prior
         )
-        new = rb.refit_ratings(judgments, rejudged, ratings, alpha)
+        new = rb.refit_ratings(judgments, rejudged, ratings, prior)
         doc_ids = bench.documents["id"].to_list()
         rel = rb.relevance_with(bench.queries, doc_ids, base)
         judge_rel = rb.relevance_with(bench.queries, doc_ids, new)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ..ratings.bradley_terry import fit
+from ..ratings.bradley_terry import DEFAULT_PRIOR, Prior, fit
 from ..tournament.simulate import estimate
 
 POLICIES = ("swiss", "random", "adaptive", "efficient")
@@ -46,7 +46,7 @@ def inversions(estimate_: np.ndarray, reference: np.ndarray) -> float:
 
 
 def exhaustive_strengths(
-    n: int, first: np.ndarray, second: np.ndarray, p_first: np.ndarray, alpha: float = 0.1
+    n: int, first: np.ndarray, second: np.ndarray, p_first: np.ndarray, prior: Prior = DEFAULT_PRIOR
 ) -> np.ndarray:
     """Bradley–Terry on the round-robin's decisions (an exact 0.5 is skipped)."""
     comps = [
@@ -54,7 +54,7 @@ def exhaustive_strengths(
         for f, s, p in zip(first, second, p_first, strict=True)
         if p != 0.5
     ]
-    return fit(n, comps, alpha)
+    return fit(n, comps, prior)
 
 
 def convergence(
@@ -65,12 +65,12 @@ def convergence(
     rounds: int,
     seed: int,
     policies: tuple[str, ...] = POLICIES,
-    alpha: float = 0.1,
+    prior: Prior = DEFAULT_PRIOR,
 ) -> pl.DataFrame:
     """Rows (policy, round, calls, inversions, share): after r rounds' worth of calls
     (r · ⌊n/2⌋), inversions against the exhaustive ranking and their share of all pairs.
     Binary policies see the decisions, `efficient` the probabilities."""
-    reference = exhaustive_strengths(n, first, second, p_first, alpha)
+    reference = exhaustive_strengths(n, first, second, p_first, prior)
     soft = lookup_judge(n, first, second, p_first)
     hard = lookup_judge(n, first, second, (np.asarray(p_first) > 0.5).astype(float))
     total = n * (n - 1) / 2
@@ -79,7 +79,7 @@ def convergence(
         judge = soft if policy == "efficient" else hard
         for r in range(1, rounds + 1):
             calls = min(r * (n // 2), int(total))
-            est = estimate(policy, n, judge, calls, seed=seed, alpha=alpha)
+            est = estimate(policy, n, judge, calls, seed=seed, prior=prior)
             inv = inversions(est, reference)
             rows.append((policy, r, calls, inv, inv / total))
     return pl.DataFrame(

@@ -27,6 +27,7 @@ from ..leaderboard.significance import (
     rescore,
     score_matrix,
 )
+from ..ratings.bradley_terry import Prior
 from ..ratings.rate import rate
 
 TRANSFORMS = ("linear", "scale3", "ranks")
@@ -97,7 +98,7 @@ def agreement(rejudged: pl.DataFrame) -> tuple[float, int]:
 
 
 def refit_ratings(
-    judgments: pl.DataFrame, rejudged: pl.DataFrame, candidates: pl.DataFrame, alpha: float
+    judgments: pl.DataFrame, rejudged: pl.DataFrame, candidates: pl.DataFrame, prior: Prior
 ) -> pl.DataFrame:
     """The affected queries' ratings with the second judge's decisions in place of the first's
     (its failures keep the first's decision): query_id, candidate_id, rating."""
@@ -115,7 +116,7 @@ def refit_ratings(
                                     "rating": pl.Float64})  # fmt: skip
     # decisions only: soft probabilities belong to the first judge's calls
     merged = merged.drop("p_first") if "p_first" in merged.columns else merged
-    fitted = rate(cands, merged.filter(pl.col("query").is_in(affected)), alpha)
+    fitted = rate(cands, merged.filter(pl.col("query").is_in(affected)), prior)
     return fitted.select("query_id", "candidate_id", "rating")
 
 

@@ -5,7 +5,7 @@ from dagster import AssetCheckResult, Output, StaticPartitionsDefinition, asset,
 
 from ..ops.metadata import markdown_table
 from ..resources import SaberSettings
-from .rate import rate
+from .rate import configured_prior, rate
 
 
 def build_rating_assets(domain_partitions: StaticPartitionsDefinition) -> list:
@@ -28,14 +28,15 @@ def relevance_ratings(
     settings: SaberSettings, query_candidates: pl.DataFrame, tournament_judgments: pl.DataFrame
 ) -> Output[pl.DataFrame]:
     """One rating per (query, candidate) in [0, 5]; a candidate that never played gets the prior."""
-    tcfg = settings.load().tournament
-    alpha = tcfg.alpha
+    cfg = settings.load()
+    tcfg = cfg.tournament
+    prior = configured_prior(cfg)
     df = rate(
         query_candidates.select(
             "domain", "query_id", "candidate_id", "group", "topic", "summary", "position"
         ),
         tournament_judgments,
-        alpha,
+        prior,
         soft=tcfg.policy == "efficient",
     )
     by_group = (
@@ -48,7 +49,7 @@ def relevance_ratings(
         metadata={
             "dagster/row_count": df.height,
             "queries": df["query_id"].n_unique(),
-            "alpha": alpha,
+            "prior": prior.describe(),
             "mean_rating_by_group": markdown_table(by_group),
             "never_played": int((df["games"] == 0).sum()),
         },

@@ -1,96 +1,139 @@
 """Bradley–Terry strengths from pairwise judgments, and the [0, 5] rescale.
 
-``fit`` returns the fixed point of ``choix.mm_pairwise`` with the same ``alpha`` (MAP under
-choix's prior; tested against choix): a candidate that never played keeps the prior weight and an
-undefeated one stays finite. It gets there by damped Newton instead of MM (see ``fit_many``):
-~10 iterations instead of thousands, which matters for 1000 queries and for the adaptive policy,
-which refits every round.
+Two priors on the strengths θ, both maximised by the same batched damped Newton (see
+``fit_many``): ~10 iterations instead of the thousands an MM iteration needs on Swiss data,
+which matters for 1000 queries and for the adaptive policies, which refit every round.
+
+- ``l2`` (default, as the published ratings were made): the authors' reference fits θ with
+  scikit-learn's ``LogisticRegression(C, fit_intercept=False)`` on ±1 design rows, i.e. it
+  maximises Σ log σ(θ_w − θ_l) − ½‖θ‖²/C, a Gaussian prior (tested against scikit-learn).
+- ``choix``: the fixed point of ``choix.mm_pairwise`` with prior ``alpha``, i.e. the maximiser of
+  Σ log σ(θ_w − θ_l) + α Σ (θ_i − e^θ_i), centred like choix's (tested against choix).
+
+Either way a candidate that never played keeps the prior and an undefeated one stays finite.
+A tie counts as two half-weight outcomes, one each way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
 DEFAULT_ALPHA = 0.1
 
 
+@dataclass(frozen=True)
+class Prior:
+    """The prior of a Bradley–Terry fit: ``l2`` with scikit-learn's ``c`` (larger = weaker), or
+    ``choix`` with its ``alpha`` (larger = stronger)."""
+
+    kind: Literal["l2", "choix"] = "l2"
+    c: float = 1.0
+    alpha: float = DEFAULT_ALPHA
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("l2", "choix"):
+            raise ValueError(f"Bradley–Terry prior must be 'l2' or 'choix', not {self.kind!r}")
+        if self.kind == "l2" and not self.c > 0:
+            raise ValueError("l2 prior: c must be > 0 (c = 0 would fix every strength at 0)")
+        if self.kind == "choix" and not self.alpha > 0:
+            raise ValueError("alpha must be > 0: with alpha = 0 undefeated candidates diverge")
+
+    def describe(self) -> str:
+        return f"l2 (C = {self.c:g})" if self.kind == "l2" else f"choix (alpha = {self.alpha:g})"
+
+
+DEFAULT_PRIOR = Prior()
+
+Pair = tuple[int, int]
+
+
 def fit(
-    n_items: int, comparisons: Sequence[tuple[int, int]], alpha: float = DEFAULT_ALPHA
+    n_items: int,
+    comparisons: Sequence[Pair],
+    prior: Prior = DEFAULT_PRIOR,
+    ties: Sequence[Pair] = (),
 ) -> np.ndarray:
-    """Strengths (centred log-weights; higher = more relevant) from (winner, loser) pairs."""
-    return fit_many([(n_items, comparisons)], alpha)[0]
+    """Strengths (higher = more relevant) from (winner, loser) pairs and tied pairs."""
+    return fit_many([(n_items, comparisons)], prior, ties=[ties])[0]
 
 
 def fit_many(
-    problems: Sequence[tuple[int, Sequence[tuple[int, int]]]],
-    alpha: float = DEFAULT_ALPHA,
+    problems: Sequence[tuple[int, Sequence[Pair]]],
+    prior: Prior = DEFAULT_PRIOR,
     tol: float = 1e-10,
     max_iter: int = 100,
+    ties: Sequence[Sequence[Pair]] | None = None,
 ) -> list[np.ndarray]:
-    """Fit many queries at once.
-
-    choix's MM iteration with prior ``alpha`` converges to the maximiser of the strictly concave
-        L(θ) = Σ_(w,l) [θ_w − log(e^θ_w + e^θ_l)] + α Σ_i (θ_i − e^θ_i)
-    (at its stationary point Σ_i e^θ_i = n, exactly choix's normalisation). MM needs thousands of
-    iterations on Swiss data (close matchups); damped Newton with the per-query n×n Hessian, solved
-    for all queries as one batch, needs ~10. Results are centred like choix's.
-    """
-    if alpha <= 0:
-        raise ValueError("alpha must be > 0: with alpha = 0 undefeated candidates diverge")
+    """Fit many queries at once: damped Newton with each query's n×n Hessian, queries of equal
+    size solved as one batch. ``ties[k]``: the tied pairs of ``problems[k]``."""
+    if not isinstance(prior, Prior):
+        raise TypeError(f"prior must be a Prior, not {type(prior).__name__}")
     out: list[np.ndarray | None] = [None] * len(problems)
     by_size: dict[int, list[int]] = {}
     for k, (n, _) in enumerate(problems):
         by_size.setdefault(n, []).append(k)
-    for n, ks in by_size.items():  # queries of equal size share one batched solve
+    for n, ks in by_size.items():
         for start in range(0, len(ks), 256):
             batch = ks[start : start + 256]
-            thetas = _newton_batch(n, [problems[k][1] for k in batch], alpha, tol, max_iter)
+            games = [_weighted(problems[k][1], ties[k] if ties else ()) for k in batch]
+            thetas = _newton_batch(n, games, prior, tol, max_iter)
             for k, th in zip(batch, thetas, strict=True):
-                out[k] = th - th.mean()
+                out[k] = th - th.mean() if prior.kind == "choix" else th
     return out  # type: ignore[return-value]
 
 
-def _objective(theta, q, w, lo, wins, alpha):
+def _weighted(comparisons: Sequence[Pair], ties: Sequence[Pair]) -> np.ndarray:
+    """(winner, loser, weight) rows: a decision weighs 1, a tie two rows of ½."""
+    rows = [(w, lo, 1.0) for w, lo in comparisons]
+    rows += [r for a, b in ties for r in ((a, b, 0.5), (b, a, 0.5))]
+    return np.asarray(rows, dtype=np.float64).reshape(-1, 3)
+
+
+def _prior_terms(theta: np.ndarray, prior: Prior):
+    """The prior's log-density (per query), gradient and Hessian diagonal (negated)."""
+    if prior.kind == "l2":
+        return -0.5 * (theta**2).sum(axis=1) / prior.c, -theta / prior.c, 1.0 / prior.c
+    ex = np.exp(theta)
+    a = prior.alpha
+    return a * (theta - ex).sum(axis=1), a - a * ex, a * ex
+
+
+def _objective(theta, q, w, lo, wt, prior):
     diff = theta[q, w] - theta[q, lo]
-    ll = np.bincount(q, weights=-np.logaddexp(0.0, -diff), minlength=theta.shape[0])
-    return ll + alpha * (theta - np.exp(theta)).sum(axis=1)
+    ll = np.bincount(q, weights=-wt * np.logaddexp(0.0, -diff), minlength=theta.shape[0])
+    return ll + _prior_terms(theta, prior)[0]
 
 
-def _newton_batch(n, comps_list, alpha, tol, max_iter):
-    b = len(comps_list)
-    q = (
-        np.concatenate([np.full(len(c), k, dtype=np.int64) for k, c in enumerate(comps_list)])
-        if b
-        else np.zeros(0, np.int64)
-    )
-    arr = [np.asarray(c, dtype=np.int64).reshape(-1, 2) for c in comps_list]
-    w = np.concatenate([a[:, 0] for a in arr]) if arr else np.zeros(0, np.int64)
-    lo = np.concatenate([a[:, 1] for a in arr]) if arr else np.zeros(0, np.int64)
-    wins = np.zeros((b, n))
-    np.add.at(wins, (q, w), 1.0)
+def _newton_batch(n: int, games: list[np.ndarray], prior: Prior, tol: float, max_iter: int):
+    b = len(games)
+    q = np.concatenate([np.full(len(g), k, dtype=np.int64) for k, g in enumerate(games)])
+    rows = np.concatenate(games) if games else np.zeros((0, 3))
+    w, lo, wt = rows[:, 0].astype(np.int64), rows[:, 1].astype(np.int64), rows[:, 2]
     theta = np.zeros((b, n))
-    f = _objective(theta, q, w, lo, wins, alpha)
-    eye = np.eye(n)
+    f = _objective(theta, q, w, lo, wt, prior)
+    diag = np.arange(n)
     for _ in range(max_iter):
         p_w = 1.0 / (1.0 + np.exp(theta[q, lo] - theta[q, w]))  # P(winner beats loser)
-        pq = p_w * (1.0 - p_w)
-        ex = np.exp(theta)
-        grad = wins + alpha - alpha * ex
-        np.add.at(grad, (q, w), -p_w)
-        np.add.at(grad, (q, lo), -(1.0 - p_w))
+        pq = wt * p_w * (1.0 - p_w)
+        _, grad, curv = _prior_terms(theta, prior)
+        grad = grad.copy()
+        np.add.at(grad, (q, w), wt * (1.0 - p_w))
+        np.add.at(grad, (q, lo), -wt * (1.0 - p_w))
         hess = np.zeros((b, n, n))  # negative Hessian: positive definite
         np.add.at(hess, (q, w, w), pq)
         np.add.at(hess, (q, lo, lo), pq)
         np.add.at(hess, (q, w, lo), -pq)
         np.add.at(hess, (q, lo, w), -pq)
-        hess += alpha * ex[:, :, None] * eye
+        hess[:, diag, diag] += curv
         step = np.linalg.solve(hess, grad[:, :, None])[:, :, 0]
         t = np.ones(b)
         for _ls in range(30):  # backtracking: never decrease the objective
             cand = theta + t[:, None] * step
-            fc = _objective(cand, q, w, lo, wins, alpha)
+            fc = _objective(cand, q, w, lo, wt, prior)
             bad = fc < f - 1e-12
             if not bad.any():
                 break

@@ -6,7 +6,14 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from .bradley_terry import fit_many, rescale
+from ..settings import PipelineConfig
+from .bradley_terry import Prior, fit_many, rescale
+
+
+def configured_prior(cfg: PipelineConfig) -> Prior:
+    """The Bradley–Terry prior of ``ratings.prior`` (``ratings.c`` for l2, ``tournament.alpha``
+    for choix): the final fit and the adaptive policies' refits use the same one."""
+    return Prior(cfg.ratings.prior, c=cfg.ratings.c, alpha=cfg.tournament.alpha)
 
 
 def comparisons(judgments: pl.DataFrame, candidates: list[str]) -> list[tuple[int, int]]:
@@ -38,7 +45,7 @@ def soft_measurements(
 
 
 def rate(
-    candidates: pl.DataFrame, judgments: pl.DataFrame, alpha: float, soft: bool = False
+    candidates: pl.DataFrame, judgments: pl.DataFrame, prior: Prior, soft: bool = False
 ) -> pl.DataFrame:
     """One row per (query, candidate) of ``candidates`` (query_id, candidate_id, position, …) with
     strength, rating in [0, 5] and games played; a candidate that never played gets the prior.
@@ -55,14 +62,14 @@ def rate(
         ids = cands.filter(pl.col("query_id") == qid)["candidate_id"].to_list()
         j = by_query.get(qid)
         queries.append((qid, ids, comparisons(j, ids) if j is not None else []))
-    fits = fit_many([(len(ids), comps) for _, ids, comps in queries], alpha) if queries else []
+    fits = fit_many([(len(ids), comps) for _, ids, comps in queries], prior) if queries else []
     if soft:
         from ..tournament.efficient import estimate_strengths
 
         for k, (qid, ids, comps) in enumerate(queries):
             j = by_query.get(qid)
             if j is not None:
-                fits[k] = estimate_strengths(len(ids), *soft_measurements(j, ids), comps, alpha)
+                fits[k] = estimate_strengths(len(ids), *soft_measurements(j, ids), comps, prior)
     parts = []
     for (qid, ids, comps), strength in zip(queries, fits, strict=True):
         games = np.zeros(len(ids), dtype=np.int64)

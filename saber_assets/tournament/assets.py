@@ -10,6 +10,7 @@ from saber_resources.stores import StoresResource
 
 from ..ops.metadata import markdown_table
 from ..ops.tasks import tasks_for
+from ..ratings.rate import configured_prior
 from ..resources import SaberSettings
 from .engine import TournamentQuery, run_key, run_tournament, wilson_interval
 from .store import SQLJudgmentStore
@@ -93,7 +94,7 @@ def tournament_judgments(
         tcfg.rounds,
         cfg.seed,
         tcfg.policy,
-        tcfg.alpha,
+        configured_prior(cfg),
         tcfg.adaptive_budget,
         tcfg.judge_chunk,
         key,

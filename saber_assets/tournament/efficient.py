@@ -20,6 +20,7 @@ import functools
 import numpy as np
 from numba import njit
 
+from ..ratings.bradley_terry import Prior, fit
 from .swiss import pair_round
 
 P_CLIP = 1e-4  # logit(1 - 1e-4) ≈ 9.2: a certain answer is a strong, finite measurement
@@ -140,12 +141,10 @@ def _most_uncertain_matching(cov, played, noise):  # pragma: no cover - compiled
 
 
 def estimate_strengths(
-    n: int, first, second, p_first, winners_losers: list[tuple[int, int]], alpha: float
+    n: int, first, second, p_first, winners_losers: list[tuple[int, int]], prior: Prior
 ) -> np.ndarray:
     """Strengths from a query's judgments: the soft estimate where probabilities exist, else
     Bradley–Terry on the decisions."""
     if is_soft(p_first):
         return fit_soft(n, first, second, logit(p_first))[0]
-    from ..ratings.bradley_terry import fit
-
-    return fit(n, winners_losers, alpha)
+    return fit(n, winners_losers, prior)

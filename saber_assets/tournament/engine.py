@@ -20,7 +20,7 @@ import numpy as np
 
 from saber_resources.tasks import PairJudge
 
-from ..ratings.bradley_terry import DEFAULT_ALPHA, fit_many
+from ..ratings.bradley_terry import DEFAULT_PRIOR, Prior, fit_many
 from .adaptive import pair_round_adaptive
 from .efficient import pair_round_efficient
 from .swiss import pair_round, pair_round_random
@@ -146,7 +146,7 @@ def run_tournament(
     rounds: int,
     seed: int,
     policy: Literal["swiss", "adaptive", "efficient"] = "swiss",
-    alpha: float = DEFAULT_ALPHA,
+    prior: Prior = DEFAULT_PRIOR,
     adaptive_budget: int | None = None,
     chunk: int = 256,
     key: str | None = None,
@@ -178,7 +178,7 @@ def run_tournament(
     for rnd in range(1, rounds + 1):
         strengths = None
         if policy == "adaptive":
-            fits = fit_many([(st.n, st.comparisons) for st in standings.values()], alpha)
+            fits = fit_many([(st.n, st.comparisons) for st in standings.values()], prior)
             strengths = dict(zip(standings, fits, strict=True))
         pending: list[tuple[TournamentQuery, str, str, str, str]] = []  # q, a, b, first, second
         for q in queries:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..ratings.bradley_terry import fit
+from ..ratings.bradley_terry import DEFAULT_PRIOR, Prior, fit
 from .efficient import estimate_strengths
 from .engine import Standing, _rng, round_pairs
 
@@ -28,7 +28,7 @@ def estimate(
     judge: Judge,
     calls: int,
     seed: int,
-    alpha: float = 0.1,
+    prior: Prior = DEFAULT_PRIOR,
     trace: list | None = None,
 ) -> np.ndarray:
     """Strengths after exactly ``calls`` judgments under ``policy`` (swiss, random, adaptive,
@@ -38,7 +38,7 @@ def estimate(
     while asked < calls:
         rnd += 1
         rng = _rng(seed, SIM_QUERY, rnd)
-        strengths = fit(n, st.comparisons, alpha) if policy == "adaptive" else None
+        strengths = fit(n, st.comparisons, prior) if policy == "adaptive" else None
         pairs = round_pairs(policy, st, rng, strengths)
         if not pairs:
             break  # every pair has met
@@ -56,6 +56,6 @@ def estimate(
     if policy == "efficient":
         soft = np.array(st.soft, dtype=np.float64).reshape(-1, 3)
         return estimate_strengths(
-            n, soft[:, 0].astype(int), soft[:, 1].astype(int), soft[:, 2], st.comparisons, alpha
+            n, soft[:, 0].astype(int), soft[:, 1].astype(int), soft[:, 2], st.comparisons, prior
         )
-    return fit(n, st.comparisons, alpha)
+    return fit(n, st.comparisons, prior)
