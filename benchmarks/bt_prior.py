@@ -1,0 +1,89 @@
+"""How far the ratings and the leaderboard move between the two Bradley–Terry priors: the
+reference's L2 (scikit-learn's LogisticRegression, C = 1, the default) and choix's (alpha = 0.1),
+on a finished build's own judgments (no judge is asked again, no retriever runs again).
+
+Per domain: Kendall τ of each query's candidate ordering (mean and minimum), the largest and the
+mean |Δ rating|; per retriever and setting: nDCG@10 under each prior and the difference.
+
+    uv run python benchmarks/bt_prior.py [--home .saber/sample]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from scipy.stats import kendalltau
+
+from saber_assets.analyses.robustness import relevance_with
+from saber_assets.leaderboard.evaluate import rescore_runs
+from saber_assets.leaderboard.exchange import Benchmark
+from saber_assets.ratings.bradley_terry import Prior
+from saber_assets.ratings.rate import rate
+from saber_assets.settings import data_home
+
+PRIORS = {"l2": Prior("l2", c=1.0), "choix": Prior("choix", alpha=0.1)}
+
+
+def read_partitions(folder: Path) -> pl.DataFrame:
+    return pl.concat([pl.read_parquet(f) for f in sorted(folder.glob("*.parquet"))])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--home", type=Path, default=data_home() / "sample")
+    ap.add_argument("--k", type=int, default=10)
+    args = ap.parse_args()
+    cands = read_partitions(args.home / "parquet" / "query_candidates")
+    judgments = read_partitions(args.home / "parquet" / "tournament_judgments")
+    judgments = judgments.unique(["query", "a", "b", "round"], keep="first")
+    cols = ["domain", "query_id", "candidate_id", "position"]
+    rated = {name: rate(cands.select(cols), judgments, p) for name, p in PRIORS.items()}
+    both = rated["l2"].join(
+        rated["choix"].select("query_id", "candidate_id", "rating"),
+        on=["query_id", "candidate_id"],
+        suffix="_choix",
+    )
+    rows = []
+    for (domain,), d in both.group_by("domain", maintain_order=True):
+        taus = [
+            kendalltau(g["rating"], g["rating_choix"]).statistic for _, g in d.group_by("query_id")
+        ]
+        delta = (d["rating"] - d["rating_choix"]).abs()
+        rows.append((domain, len(taus), float(np.mean(taus)), float(np.min(taus)),
+                     float(delta.max()), float(delta.mean())))  # fmt: skip
+    table = pl.DataFrame(
+        rows, schema=["domain", "queries", "tau_mean", "tau_min", "max_abs_d", "mean_abs_d"],
+        orient="row",
+    )  # fmt: skip
+    print(f"{len(judgments)} judgments, {both.height} ratings\n")
+    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, float_precision=4):
+        print(table.sort("domain"))
+        bench = Benchmark.read(args.home / "evaluation_benchmark")
+        doc_ids = bench.documents["id"].to_list()
+        rel = {n: relevance_with(bench.queries, doc_ids, r) for n, r in rated.items()}
+        out = []
+        for folder in sorted((args.home / "runs").iterdir()):
+            files = sorted(folder.glob("*.parquet"))
+            if not files:
+                continue
+            runs = pl.concat([pl.read_parquet(f) for f in files])
+            scores = {
+                n: rescore_runs(runs, r, args.k).group_by("setting").agg(pl.col("ndcg").mean())
+                for n, r in rel.items()
+            }
+            m = scores["l2"].join(scores["choix"], on="setting", suffix="_choix")
+            out.append(m.with_columns(pl.lit(folder.name).alias("retriever")))
+        lb = pl.concat(out).with_columns((pl.col("ndcg") - pl.col("ndcg_choix")).alias("delta"))
+        print(lb.select("retriever", "setting", "ndcg", "ndcg_choix", "delta").sort(
+            "setting", "ndcg", descending=[False, True]))  # fmt: skip
+        print(f"\nmax |Δ nDCG@{args.k}|: {lb['delta'].abs().max():.4f}")
+        for setting, g in lb.group_by("setting", maintain_order=True):
+            tau = kendalltau(g["ndcg"], g["ndcg_choix"]).statistic
+            print(f"{setting[0]}: Kendall τ of the retriever ordering {tau:.3f}")
+
+
+if __name__ == "__main__":
+    main()
