@@ -26,7 +26,7 @@ from .candidates import assets as candidate_assets
 from .corpus import assets as corpus_assets
 from .leaderboard import assets as leaderboard_assets
 from .ontology import assets as ontology_assets
-from .ontology.domains import domain_names
+from .ontology.domains import domain_keys
 from .ops.automation import retriever_registry_sensor, retriever_runs_backstop
 from .ops.io import WarehouseParquetIOManager
 from .ops.partitions import annotation_partitions, domain_partitions
@@ -94,7 +94,7 @@ def make_definitions(
     )
     sharded = signal_assets.build_signal_assets(signal_assets.shard_partitions(cfg.signals.shards))
     # Domain partitions come from the config's ontology (SABER_CONFIG when Dagster loads this file).
-    by_domain = domain_partitions(domain_names(cfg.ontology))
+    by_domain = domain_partitions(list(domain_keys(cfg.ontology).values()))
     per_domain = [
         *candidate_assets.build_candidate_assets(by_domain),
         *tournament_assets.build_tournament_assets(by_domain),

@@ -15,7 +15,7 @@ from dagster import (
     asset_check,
 )
 
-from ..ontology.domains import domain_names
+from ..ontology.domains import domain_names, domain_title
 from ..ops.metadata import markdown_table
 from ..resources import SaberSettings
 from ..signals.assets import signals_dir, stored_pairs
@@ -80,7 +80,8 @@ def query_candidates(
         for old in path.parent.glob("*.parquet"):
             if old != path:
                 old.unlink(missing_ok=True)
-    df = all_sel.filter(pl.col("domain") == context.partition_key)
+    domain = domain_title(cfg.ontology, context.partition_key)
+    df = all_sel.filter(pl.col("domain") == domain)
     domains_of = problem_annotations.select(
         pl.col("id").alias("query_id"), pl.col("domains").alias("query_domains")
     )
@@ -88,7 +89,7 @@ def query_candidates(
     n_q = df["query_id"].n_unique()
     if n_q < cand.quota_per_domain:
         context.log.warning(
-            f"{context.partition_key}: only {n_q} viable queries for a quota of {cand.quota_per_domain}"
+            f"{domain}: only {n_q} viable queries for a quota of {cand.quota_per_domain}"
         )
     return Output(
         df,

@@ -29,7 +29,7 @@ from saber_resources.stores import StoresResource
 from saber_resources.warehouse import Warehouse
 
 from ..corpus.build import corpus_version
-from ..ontology.domains import domain_names
+from ..ontology.domains import domain_names, domain_title
 from ..ops.io import concat_partitions, refresh_warehouse
 from ..ops.metadata import figure_markdown, markdown_table
 from ..ops.plan import code_version
@@ -331,7 +331,8 @@ def retriever_runs(
     if not hasattr(key, "keys_by_dimension"):
         key = context.assets_def.partitions_def.get_partition_key_from_str(str(key))
     key = key.keys_by_dimension
-    name, domain = key["retriever"], key["domain"]
+    name, domain_key = key["retriever"], key["domain"]
+    domain = domain_title(settings.load().ontology, domain_key)
     entries, entry = registered_entry(settings, name)
     tasks = (
         tasks_for(llm, stores)
@@ -373,13 +374,13 @@ def retriever_runs(
                 run[qid] = {doc_ids[c]: float(s) for c, s in zip(cands, scores, strict=True)}
         if run:
             Run(run, name=f"{name}-{setting}").save(
-                str(out_dir / f"{domain}.{setting}.trec"), kind="trec"
+                str(out_dir / f"{domain_key}.{setting}.trec"), kind="trec"
             )
         meta[f"ndcg@{cfg.k} {setting}"] = round(float(df["ndcg"].mean()), 4) if df.height else None
     result = pl.concat(frames).with_columns(
         pl.lit(name).alias("retriever"), pl.lit(domain).alias("partition_domain")
     )
-    result.write_parquet(out_dir / f"{domain}.parquet")
+    result.write_parquet(out_dir / f"{domain_key}.parquet")
     failed = int(result["failed"].sum())
     if failed:
         context.log.warning(f"{name} failed on {failed} query-settings (counted, scored 0)")

@@ -5,7 +5,7 @@ from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
 from ..ops.metadata import markdown_table
 from ..resources import SaberSettings
-from .domains import domain_spec, resolve_domains
+from .domains import domain_spec, keys_for, resolve_domains
 from .tree import expand_to_tree, load_dag
 
 
@@ -35,6 +35,9 @@ def ontology_tree(context: AssetExecutionContext, settings: SaberSettings) -> Ou
                 {dag.graph.nodes[k]["title"]: d for k, d in domain_of.items()}
             ),
             "domain_list": ", ".join(domains),
+            # the domain partitions' keys (and file names): a title's slug where it holds a
+            # character a key cannot
+            "partition_keys": MetadataValue.json(keys_for(domains)),
             "duplicated_topics": int((df.group_by("topic").len()["len"] > 1).sum()),
             "max_depth": int(tree.depth.max()),
             "per_domain": markdown_table(by_domain),

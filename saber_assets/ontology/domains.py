@@ -7,11 +7,15 @@ MathWorld uses the paper's five-domain mapping and any other ontology uses ``fir
 
 The domain list (in mapping order, or the ontology's first-level order) drives the ``domain``
 partitions, candidate quotas, the exchange format and the leaderboard columns: no other list of
-domains exists in the code.
+domains exists in the code. Everything a person reads names a domain by its title, whatever it
+holds (MSC2020's "Order, lattices, ordered algebraic structures"); a partition key (and a file
+name) is the title where Dagster and file systems take it as it is, else a slug of it, made
+unique (``domain_keys``). First-level nodes with the same title are one domain.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from functools import lru_cache
 
@@ -31,8 +35,10 @@ MATHWORLD_DOMAINS = {
 }
 BUNDLED_DOMAINS = {"mathworld": MATHWORLD_DOMAINS}
 
-# A domain is a Dagster partition key (also inside retriever|domain keys) and a file name.
-_BAD_NAME = re.compile(r"[|/\\,\x00-\x1f]|\.\.\.")
+# What a partition key (also inside retriever|domain keys) and a file name cannot hold: Dagster's
+# multi-partition delimiters and reserved substrings, path separators, control characters.
+_BAD_KEY = re.compile(r"[|,\[\]/\\:*?\"<>\x00-\x1f]|\.\.\.|^\.")
+_SLUG_DROP = re.compile(r"[^A-Za-z0-9]+")
 
 
 class DomainError(ValueError):
@@ -48,13 +54,38 @@ def domain_spec(cfg: OntologyConfig) -> dict[str, str] | str:
 
 
 def check_domain_name(name: str, origin: str) -> str:
-    if not name or name != name.strip() or _BAD_NAME.search(name):
+    """A domain title: any text a person can read, non-empty, without surrounding spaces."""
+    if not isinstance(name, str) or not name or name != name.strip() or "\n" in name:
         raise DomainError(
-            f"domain name {name!r} ({origin}) cannot be a partition key: it must be non-empty, "
-            "without surrounding spaces, '|', '/', '\\', ',', '...' or control characters; "
-            "name the domains with an ontology.domains mapping"
+            f"domain name {name!r} ({origin}) must be non-empty, on one line, without "
+            "surrounding spaces"
         )
     return name
+
+
+def partition_key(title: str) -> str:
+    """The title where it is a safe partition key and file name, else its ASCII slug (a title
+    with no ASCII letter or digit: ``domain-`` and a hash of it)."""
+    if not _BAD_KEY.search(title) and len(title) <= 120:
+        return title
+    slug = _SLUG_DROP.sub("-", title).strip("-")[:80].strip("-")
+    return slug or f"domain-{_short_hash(title)}"
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=4).hexdigest()
+
+
+def keys_for(titles: list[str]) -> dict[str, str]:
+    """title -> partition key, unique: a slug two titles share gets each title's hash (stable:
+    the same title always gets the same key, whatever the other domains are)."""
+    first = {t: partition_key(t) for t in titles}
+    count: dict[str, int] = {}
+    for key in first.values():
+        count[key.casefold()] = count.get(key.casefold(), 0) + 1
+    return {
+        t: k if count[k.casefold()] == 1 else f"{k}-{_short_hash(t)}" for t, k in first.items()
+    }
 
 
 def resolve_domains(dag: TopicDag, spec: dict[str, str] | str) -> tuple[dict[str, str], list[str]]:
@@ -62,7 +93,8 @@ def resolve_domains(dag: TopicDag, spec: dict[str, str] | str) -> tuple[dict[str
     first = first_level_nodes(dag)
     if spec == "first_level":
         of = {
-            k: check_domain_name(dag.graph.nodes[k]["title"], "a first-level title") for k in first
+            k: check_domain_name(str(dag.graph.nodes[k]["title"]).strip(), "a first-level title")
+            for k in first
         }
         return of, list(dict.fromkeys(of.values()))
     if not isinstance(spec, dict):
@@ -93,5 +125,19 @@ def _names_for(cfg_json: str) -> tuple[str, ...]:
 
 
 def domain_names(cfg: OntologyConfig) -> list[str]:
-    """The configured domains, in order (``first_level`` reads the ontology's first level)."""
+    """The configured domains' titles, in order (``first_level`` reads the ontology's first
+    level): what every table, report and leaderboard column shows."""
     return list(dict.fromkeys(_names_for(cfg.model_dump_json())))
+
+
+def domain_keys(cfg: OntologyConfig) -> dict[str, str]:
+    """Domain title -> its partition key (and file name), in domain order."""
+    return keys_for(domain_names(cfg))
+
+
+def domain_title(cfg: OntologyConfig, key: str) -> str:
+    """The title of the domain whose partition key is ``key``."""
+    for title, k in domain_keys(cfg).items():
+        if k == key:
+            return title
+    raise DomainError(f"no configured domain has the partition key {key!r}")

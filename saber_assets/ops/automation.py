@@ -20,7 +20,7 @@ from dagster import (
 
 from ..leaderboard.assets import registry_path, retriever_partitions
 from ..leaderboard.retrievers.registry import load_registry
-from ..ontology.domains import domain_names
+from ..ontology.domains import domain_keys
 from ..resources import SaberSettings
 
 
@@ -57,7 +57,7 @@ def retriever_registry_sensor(context: SensorEvaluationContext, settings: SaberS
             skip_reason="no benchmark to score yet: partitions added, runs left to the build",
         )
     return SensorResult(
-        run_requests=run_requests(new, domain_names(settings.load().ontology), "registry-sensor"),
+        run_requests=run_requests(new, list(domain_keys(settings.load().ontology).values()), "registry-sensor"),
         dynamic_partitions_requests=[retriever_partitions.build_add_request(new)],
     )
 
@@ -84,7 +84,7 @@ def retriever_runs_backstop(context, settings: SaberSettings):
             tags={"saber/trigger": "daily-backstop"},
         )
         for n in names
-        for d in domain_names(settings.load().ontology)
+        for d in domain_keys(settings.load().ontology).values()
         if str(MultiPartitionKey({"retriever": n, "domain": d})) not in done
     ]
     return todo or SkipReason("every registered retriever has runs for every domain")
