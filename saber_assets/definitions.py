@@ -17,6 +17,7 @@ from dagster import (
 
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
+from saber_resources.templates import load_templates
 from saber_resources.warehouse import Warehouse
 
 from .analyses import assets as analysis_assets
@@ -52,10 +53,13 @@ STATIC_MODULES = [
 ]
 
 
-def llm_resource(cfg: LLMConfig) -> LLMResource:
+def llm_resource(cfg: LLMConfig, prompts: dict[str, str] | None = None) -> LLMResource:
+    """The LLM resource; ``prompts`` (task -> template file) are checked here, when the
+    definitions load, so a bad template stops the build before any call."""
     fields = cfg.model_dump(exclude={"api_key_env"})
     api_key = EnvVar(cfg.api_key_env) if cfg.api_key_env else None
-    return LLMResource(**fields, api_key=api_key)
+    load_templates(prompts or {})
+    return LLMResource(**fields, api_key=api_key, prompts=prompts or {})
 
 
 def stores_resource(cfg, home: Path) -> StoresResource:
@@ -183,7 +187,7 @@ def make_definitions(
             "settings": SaberSettings(config_file=config_file, home=str(home)),
             "warehouse": warehouse,
             "stores": stores_resource(cfg, home),
-            "llm": llm_resource(cfg.llm),
+            "llm": llm_resource(cfg.llm, cfg.prompt_paths()),
             "parquet_io": WarehouseParquetIOManager(base_dir=parquet_uri, warehouse=warehouse),
         },
         executor=executor,

@@ -46,6 +46,12 @@ def is_json_nodes(name: str) -> bool:
 DEFAULT_STORED_FRACTION = 0.18
 
 
+# The LLM tasks, as `llm.thinking`, `llm.max_tokens` and `prompts` name them.
+LLMTask = Literal["topics", "summaries", "judge", "ordinal", "pointwise", "math_split", "translate"]
+# the judge's budget is `tournament.judge_max_tokens`
+BudgetTask = Literal["topics", "summaries", "ordinal", "pointwise", "math_split", "translate"]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -167,11 +173,20 @@ class LLMConfig(_Strict):
     # for reasoning: on; the direct one for an immediate digit: off). `thinking_switch` is how
     # the switch reaches the model: Qwen3-style chat templates read `chat_template_kwargs`;
     # "none" (default) sends nothing, for a model without the switch.
-    thinking: dict[
-        Literal["topics", "summaries", "judge", "ordinal", "pointwise", "math_split", "translate"],
-        Literal["on", "off"],
-    ] = Field(default_factory=dict)
+    thinking: dict[LLMTask, Literal["on", "off"]] = Field(default_factory=dict)
     thinking_switch: Literal["none", "chat_template_kwargs"] = "none"
+    # Output budget per task, in tokens; absent: the task's default, sized for a model that
+    # answers at once (topics 64 + 24 per topic, summaries 384, ordinal 2048, ...). A reasoning
+    # model (GPT-OSS, Qwen3 thinking) needs its reasoning on top: e.g. 4096. A cut-off answer is
+    # retried once with twice the budget. The judge's is tournament.judge_max_tokens.
+    max_tokens: dict[BudgetTask, int] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _positive_budgets(self) -> LLMConfig:
+        bad = {k: v for k, v in self.max_tokens.items() if v < 1}
+        if bad:
+            raise ValueError(f"llm.max_tokens must be >= 1 token: {bad}")
+        return self
 
     @property
     def judge_backend(self) -> str:
@@ -286,7 +301,7 @@ class AnalysesConfig(_Strict):
     # statements without LaTeX: `llm` splits their math from their prose with the LLM (the
     # paper's segmentation; prompt math-words-split/v1, cached); `latex` drops them
     math_segmentation: Literal["latex", "llm"] = "latex"
-    # judging_regimes: seeded candidate pairs judged by an ordinal (0-5) judge and a majority
+    # judging_regimes: seeded candidate pairs judged by an ordinal (0-100) judge and a majority
     # vote of `regime_votes` pairwise draws at `regime_temperature` (a tie when the margin is
     # <= `regime_tie_margin`); 0 pairs turns the analysis off
     regime_pairs: int = Field(default=200, ge=0)
@@ -339,7 +354,7 @@ class CostConfig(_Strict):
     decode_tokens_per_s: float = Field(default=3_000, gt=0)
     chars_per_token: float = Field(default=3.6, gt=0)  # English + LaTeX, Qwen-style tokenizers
     judge_reasoning_tokens: int = Field(default=900, ge=1)  # the paper prompt's reasoning
-    summary_answer_tokens: int = Field(default=40, ge=1)
+    summary_answer_tokens: int = Field(default=120, ge=1)  # the JSON of the paper's fields
     topic_calls_per_problem: float = Field(default=6.0, gt=0)  # when no annotations are built
 
 
@@ -382,6 +397,17 @@ class PipelineConfig(_Strict):
     storage: StorageConfig = StorageConfig()
     pods: PodsConfig = PodsConfig()
     cost: CostConfig = CostConfig()
+    # A template file per LLM task replacing its built-in text (saber_resources/prompt_templates/;
+    # README "Prompts"): YAML with system/user, or plain text (the user message).
+    prompts: dict[LLMTask, str] = Field(default_factory=dict)
+
+    def prompt_paths(self) -> dict[str, str]:
+        """The configured template files, relative paths from the checkout."""
+        out = {}
+        for task, path in self.prompts.items():
+            p = Path(path).expanduser()
+            out[task] = str(p if p.is_absolute() else REPO_ROOT / p)
+        return out
 
 
 _ENV_REF = re.compile(r"\$\{([^}:]*)(?::-([^}]*))?\}")

@@ -303,11 +303,12 @@ class CPUPointwiseJudge(_CPUTask):
 
 
 class CPUOrdinalJudge(_CPUTask):
-    """The 0–5 ordinal scale as round(5 · ``EvidenceScorer`` relevance), clipped: coarse on
-    purpose, like an absolute-scale judge (many pairs share a grade). ``scorer`` may be the pair
-    judge's, so the evidence the tournament fills in is shared."""
+    """The ordinal judge's 0–100 scale as ``EvidenceScorer`` relevance in steps of 5, clipped:
+    coarse on purpose, like an absolute-scale judge (LLMs answer round numbers; many pairs share
+    a score). ``scorer`` may be the pair judge's, so the evidence the tournament fills in is
+    shared."""
 
-    version = "cpu-evidence-ordinal/v1"
+    version = "cpu-evidence-ordinal/v2"
 
     def __init__(self, embedder: Embedder, scorer: EvidenceScorer | None = None) -> None:
         super().__init__(embedder)
@@ -318,7 +319,7 @@ class CPUOrdinalJudge(_CPUTask):
 
     def score_batch(self, items: Sequence[tuple[str, str]]) -> list[Outcome[int]]:
         s = self.scorer.scores(list(items))
-        return [Outcome(int(np.clip(np.rint(5 * v), 0, 5))) for v in s]
+        return [Outcome(int(5 * np.clip(np.rint(20 * v), 0, 20))) for v in s]
 
 
 class CPUCosineReranker(_CPUTask):

@@ -57,10 +57,14 @@ class LLMRequest:
 class LLMResponse:
     text: str
     top_logprobs: dict[str, float] | None = None  # first generated token: token -> logprob
-    finish_reason: str | None = None  # "length": cut off at max_tokens
+    finish_reason: str | None = None  # "length": cut off at max_tokens; NO_CONTENT: no answer
     # every generated token with its alternatives, when the request asked for all_logprobs
     token_logprobs: list | None = None
 
+
+# finish reason of an answer whose content was null (a reasoning model that spent its budget
+# thinking, the reasoning parser keeping it all): the task runner retries it with a larger budget
+NO_CONTENT = "no_content"
 
 THINKING_SWITCHES = ("none", "chat_template_kwargs")
 
@@ -262,6 +266,8 @@ class OpenAIBackend:
     def parse_body(data: dict) -> LLMResponse:
         choice = data["choices"][0]
         text = choice["message"]["content"]
+        if text is None:
+            return LLMResponse("", None, NO_CONTENT, None)
         if not isinstance(text, str):
             raise ValueError("message.content is not a string")
         top, tokens = None, None
@@ -350,6 +356,10 @@ class LLMResource(ConfigurableResource):
     # "translate"): "on" / "off" switches a reasoning model's thinking; absent: its default
     thinking: dict[str, str] = Field(default_factory=dict)
     thinking_switch: str = "none"
+    # per task: output budget in tokens (absent: the task's default)
+    max_tokens: dict[str, int] = Field(default_factory=dict)
+    # per task: a template file replacing the built-in prompt (``prompts:`` in the config)
+    prompts: dict[str, str] = Field(default_factory=dict)
 
     def make_backend(self) -> LLMBackend | None:
         """The transport, or None for the CPU and synthetic backends (no model behind them)."""

@@ -1,8 +1,10 @@
-"""Versioned prompts and strict parsers for the four LLM tasks.
+"""Requests and strict parsers for the LLM tasks.
 
-Written after the structure of the SABER-Math appendix prompts (role, the problem with its worked
-solution, the candidates, the exact answer format). The version string of each prompt is part of
-every cache key and is stored with every output: change a prompt or a parser, bump its version.
+The text of every request is a template (``templates``: the built-in files in
+``prompt_templates/``, or a user's under ``prompts.<task>``); this module fills it, sets the
+answer format (JSON schema, choices, logprobs) and the output budget, and parses the answer.
+The version stored with every output and part of every cache key is the parser revision below
+plus the template's hash: change a parser, bump its revision; change a text, and the hash moves.
 A parser returns the value or raises ``ParseError`` with a precise reason; nothing is guessed.
 """
 
@@ -13,18 +15,38 @@ import math
 import re
 
 from .llm import LLMRequest, p_yes
+from .templates import PromptTemplate, builtin_template
 
+# parser revisions (the version of an answer is this + "+" + its template's hash)
 TOPIC_VERSION = "topic-scores/v1"
-SUMMARY_VERSION = "core-idea/v1"
-JUDGE_PAPER_VERSION = "pair-judge/paper-v1"  # reasoning, then \boxed{1|2} (the paper's structure)
+SUMMARY_VERSION = "core-idea/v2"  # the paper's fields: has_core_idea, core_idea, ... confidence
+JUDGE_PAPER_VERSION = "pair-judge/paper-v2"  # reasoning, then \boxed{1|2} (the paper's structure)
 JUDGE_DIRECT_VERSION = "pair-judge/direct-v1"  # "1" or "2" at once (cheap)
 JUDGE_VERSIONS = {"paper": JUDGE_PAPER_VERSION, "direct": JUDGE_DIRECT_VERSION}
 POINTWISE_VERSION = "pointwise-yes/v1"
-ORDINAL_VERSION = "ordinal-score/v1"  # one query–candidate pair on an absolute 0–5 scale
+ORDINAL_VERSION = "ordinal-score/v2"  # one query–candidate pair, 0–100 after reasoning, boxed
 SEGMENT_VERSION = "math-words-split/v1"  # a statement's formulas vs its prose (non-LaTeX math)
 TRANSLATE_VERSION = "translate/v1"
 
 MAX_SUMMARY_WORDS = 30
+# default output budgets (llm.max_tokens.<task> overrides them): enough for the answer of a model
+# that does not think first; a reasoning model needs its reasoning on top
+DEFAULT_MAX_TOKENS = {
+    "summaries": 384,
+    "ordinal": 2048,
+    "pointwise": 1,
+    "math_split": 1024,
+    "translate": 2048,
+}
+
+
+def topic_budget(n_labels: int) -> int:
+    """The topic scorer's default budget: the JSON object of ``n_labels`` scores."""
+    return 64 + 24 * n_labels
+
+
+def _template(template: PromptTemplate | None, name: str) -> PromptTemplate:
+    return template if template is not None else builtin_template(name)
 
 
 class ParseError(ValueError):
@@ -48,29 +70,20 @@ def _strict_json(text: str) -> object:
 
 # ------------------------------------------------------------------------------ topic scores
 
-TOPIC_SYSTEM = (
-    "You are an expert mathematician who classifies competition mathematics problems by the "
-    "mathematical topics their solutions rely on."
-)
-
 
 def problem_text(problem: str, solution: str | None) -> str:
     """How a problem is shown to a model: the statement, then its worked solution."""
     return _problem_block(problem, solution)
 
 
-def topic_request(text: str, labels: list[str]) -> LLMRequest:
+def topic_request(
+    text: str,
+    labels: list[str],
+    template: PromptTemplate | None = None,
+    max_tokens: int | None = None,
+) -> LLMRequest:
     listing = "\n".join(f"- {label}" for label in labels)
-    user = (
-        f"{text}\n\n"
-        f"Candidate topics:\n{listing}\n\n"
-        "Score each candidate topic by how well it describes the mathematics needed to solve this "
-        "problem. Give the most relevant topic exactly 1 and the least relevant exactly 0; score the "
-        "others in between, relative to these two. Judge the techniques of the solution, not "
-        "surface words of the statement.\n"
-        'Answer only with JSON of the form {"scores": {"<topic>": <number>, ...}} containing every '
-        "listed topic exactly as written and nothing else."
-    )
+    messages = _template(template, "topics").messages(problem=text, topics=listing)
     schema = {
         "type": "object",
         "properties": {
@@ -87,8 +100,8 @@ def topic_request(text: str, labels: list[str]) -> LLMRequest:
         "additionalProperties": False,
     }
     return LLMRequest(
-        messages=(("system", TOPIC_SYSTEM), ("user", user)),
-        max_tokens=64 + 24 * len(labels),
+        messages=messages,
+        max_tokens=max_tokens or topic_budget(len(labels)),
         json_schema=schema,
     )
 
@@ -117,46 +130,78 @@ def parse_topic_scores(text: str, labels: list[str]) -> dict[str, float]:
 
 # ----------------------------------------------------------------------------- core idea
 
-SUMMARY_SYSTEM = (
-    "You are an expert mathematician who explains the key idea of a solution in one line."
-)
-
 SUMMARY_SCHEMA = {
     "type": "object",
-    "properties": {"summary": {"type": "string"}},
-    "required": ["summary"],
+    "properties": {
+        "has_core_idea": {"type": "boolean"},
+        "core_idea": {"type": "string"},
+        "supporting_ideas": {"type": "array", "items": {"type": "string"}},
+        "keywords": {"type": "array", "items": {"type": "string"}},
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+    },
+    "required": ["has_core_idea", "core_idea", "supporting_ideas", "keywords", "confidence"],
     "additionalProperties": False,
 }
+SUMMARY_FIELDS = tuple(SUMMARY_SCHEMA["required"])
 
 _EQUATION = re.compile(r"[$\\=^_{}]|\d\s*[-+*/<>]\s*\d|[a-z]\s*[-+*/]\s*\d")
 _NOT_IMPERATIVE = re.compile(r"^(we|i|the|this|it|a|an|there)\b", re.IGNORECASE)
 
 
-def summary_request(problem: str, solution: str) -> LLMRequest:
-    user = (
-        f"{_problem_block(problem, solution)}\n\n"
-        "State the core idea of this solution: the key technique or insight that makes it work, "
-        f'as one imperative sentence of at most {MAX_SUMMARY_WORDS} words (for example: "Pair terms '
-        'symmetrically and apply the AM-GM inequality to each pair."). Name the idea, not the '
-        "computation: no equations, no formulas, no numbers from the problem. If the problem has no "
-        'real idea (a routine calculation), answer "none".\n'
-        'Answer only with JSON of the form {"summary": "<sentence or none>"}.'
+def summary_request(
+    problem: str,
+    solution: str,
+    template: PromptTemplate | None = None,
+    max_tokens: int | None = None,
+) -> LLMRequest:
+    messages = _template(template, "summaries").messages(
+        problem=problem, solution=solution, max_words=str(MAX_SUMMARY_WORDS)
     )
     return LLMRequest(
-        messages=(("system", SUMMARY_SYSTEM), ("user", user)),
-        max_tokens=96,
+        messages=messages,
+        max_tokens=max_tokens or DEFAULT_MAX_TOKENS["summaries"],
         json_schema=SUMMARY_SCHEMA,
     )
 
 
-def parse_summary(text: str) -> str | None:
+def _strings(data: dict, key: str) -> list[str]:
+    v = data[key]
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise ParseError(f"{key} must be a list of strings, not {v!r:.80}")
+    return [" ".join(x.split()) for x in v if x.strip()]
+
+
+def parse_summary(text: str) -> tuple[str | None, dict]:
+    """(the core idea or None, every field of the answer): the signal uses the core idea, the
+    annotations store the rest beside it."""
     data = _strict_json(text)
-    if not isinstance(data, dict) or not isinstance(data.get("summary"), str):
-        raise ParseError('expected an object {"summary": "<text>"}')
-    s = " ".join(data["summary"].split())
-    if s.lower().rstrip(".") == "none":
-        return None
-    return check_summary(s)
+    if not isinstance(data, dict):
+        raise ParseError("expected a JSON object with " + ", ".join(SUMMARY_FIELDS))
+    missing = [k for k in SUMMARY_FIELDS if k not in data]
+    if missing:
+        raise ParseError(f"missing fields: {missing}")
+    extra = sorted(set(data) - set(SUMMARY_FIELDS))
+    if extra:
+        raise ParseError(f"unknown fields: {extra[:5]}")
+    has = data["has_core_idea"]
+    if not isinstance(has, bool):
+        raise ParseError(f"has_core_idea is not true or false: {has!r}")
+    if not isinstance(data["core_idea"], str):
+        raise ParseError(f"core_idea is not a string: {data['core_idea']!r:.80}")
+    conf = data["confidence"]
+    if isinstance(conf, bool) or not isinstance(conf, int | float) or not 0 <= conf <= 1:
+        raise ParseError(f"confidence must be a number in [0, 1], not {conf!r}")
+    core = " ".join(data["core_idea"].split())
+    if has and core.lower().rstrip(".") in ("", "none"):
+        raise ParseError("has_core_idea is true but core_idea is empty")
+    detail = {
+        "has_core_idea": has,
+        "core_idea": core if has else "",
+        "supporting_ideas": _strings(data, "supporting_ideas"),
+        "keywords": _strings(data, "keywords"),
+        "confidence": float(conf),
+    }
+    return (check_summary(core) if has else None), detail
 
 
 def check_summary(s: str) -> str:
@@ -177,80 +222,33 @@ def check_summary(s: str) -> str:
 
 # ------------------------------------------------------------------------------ pair judge
 
-JUDGE_SYSTEM = (
-    "You are an expert mathematician judging which of two problems is more relevant to a query "
-    "problem for a student studying the query's solution method."
-)
 
-
-def judge_request(query: str, first: str, second: str) -> LLMRequest:
+def judge_request(
+    query: str, first: str, second: str, template: PromptTemplate | None = None
+) -> LLMRequest:
     """The ``direct`` judge: the answer is the digit alone (two tokens, constrained to 1 or 2)."""
-    user = (
-        f"Query problem with its solution:\n{query}\n\n"
-        f"Candidate 1:\n{first}\n\n"
-        f"Candidate 2:\n{second}\n\n"
-        "Which candidate is more mathematically relevant to the query? Judge by the techniques, "
-        "the key insight and the structure of the solutions they share with the query, not by "
-        "wording, topic labels or surface similarity of the statements. Answer with 1 or 2 only."
+    messages = _template(template, "judge:direct").messages(
+        target_problem=query, sample_1=first, sample_2=second
     )
     return LLMRequest(
-        messages=(("system", JUDGE_SYSTEM), ("user", user)),
+        messages=messages,
         max_tokens=2,
         choices=("1", "2"),
         top_logprobs=5,  # P("1") vs P("2") of the answer token: the judge's P(first better)
     )
 
 
-PAPER_JUDGE_SYSTEM = (
-    "You are an expert mathematician and teacher. You compare problems by the mathematics their "
-    "solutions need, not by how they are worded."
-)
-
-PAPER_JUDGE_INSTRUCTIONS = """\
-A student has just worked through the target problem and its solution. Decide which of the two \
-samples would better help them recognise and practise the same way of solving, that is, which \
-sample is more mathematically relevant to the target.
-
-Work in three steps.
-
-Step 1, technique profiles. For the target and for each sample write a short profile:
-- Topic tags: 2 to 6 short tags for the mathematical areas involved.
-- Tools: the theorems, identities, lemmas and standard tools the solution relies on.
-- Key moves: the 3 to 8 main steps of the solution in order, each an action (for example \
-"reduce modulo 4", "build a bijection", "compare areas").
-- Structural signature: 1 to 3 sentences on the shape of the argument, free of the story and \
-the numbers.
-
-Step 2, comparison. Compare each sample with the target.
-- Technique overlap comes first: how many of the target's essential tools and moves the \
-sample's solution also needs.
-- Structural alignment comes second and only separates samples whose overlap is similar: do \
-the two arguments have the same shape?
-- Difficulty is not a criterion: a much easier or much harder problem can be just as relevant.
-- Surface similarity counts against a sample, never for it: shared names, setting, story, \
-wording or incidental algebra that the solutions do not depend on.
-
-Step 3, decision. Choose the more relevant sample. When the comparison is close, decide by \
-the first of these that separates them:
-1. the sample whose main technique is the target's main technique;
-2. the sample whose sequence of key moves is closer to the target's;
-3. the sample that represents the problem the same way (algebraically, geometrically, by \
-counting, ...).
-
-Finish with a last line that contains only \\boxed{1} or \\boxed{2}."""
-
-
-def paper_judge_request(query: str, first: str, second: str, max_tokens: int) -> LLMRequest:
-    """The ``paper`` judge: reasoning in three steps (profiles, comparison, ordered tie-breakers),
-    the answer in a final \\boxed{1} or \\boxed{2}. Every item shows problem and solution."""
-    user = (
-        f"Target problem with its solution:\n{query}\n\n"
-        f"Sample 1 with its solution:\n{first}\n\n"
-        f"Sample 2 with its solution:\n{second}\n\n"
-        f"{PAPER_JUDGE_INSTRUCTIONS}"
+def paper_judge_request(
+    query: str, first: str, second: str, max_tokens: int, template: PromptTemplate | None = None
+) -> LLMRequest:
+    """The ``paper`` judge: technique profiles, a comparison with match scores, the decision with
+    three ordered tie-breakers, then a final \\boxed{1} or \\boxed{2}. Every item shows its
+    problem and solution."""
+    messages = _template(template, "judge:paper").messages(
+        target_problem=query, sample_1=first, sample_2=second
     )
     return LLMRequest(
-        messages=(("system", PAPER_JUDGE_SYSTEM), ("user", user)),
+        messages=messages,
         max_tokens=max_tokens,
         all_logprobs=True,  # the boxed digit's alternatives give P(first better)
     )
@@ -310,19 +308,12 @@ def parse_judgment(text: str) -> int:
 
 # -------------------------------------------------------------------------- pointwise judge
 
-POINTWISE_SYSTEM = (
-    "You are an expert mathematician assessing the relevance of a problem to a query problem."
-)
 
-
-def pointwise_request(query: str, doc: str, top_logprobs: int = 10) -> LLMRequest:
-    user = (
-        f"Query:\n{query}\n\nCandidate:\n{doc}\n\n"
-        "Is the candidate relevant to the query, that is, would it help someone who must solve the "
-        "query because it relies on the same mathematical technique or insight? Answer Yes or No."
-    )
+def pointwise_request(
+    query: str, doc: str, top_logprobs: int = 10, template: PromptTemplate | None = None
+) -> LLMRequest:
     return LLMRequest(
-        messages=(("system", POINTWISE_SYSTEM), ("user", user)),
+        messages=_template(template, "pointwise").messages(query=query, candidate=doc),
         max_tokens=1,
         choices=("Yes", "No"),
         top_logprobs=top_logprobs,
@@ -338,49 +329,34 @@ def parse_p_yes(top_logprobs: dict[str, float] | None) -> float:
 
 # ---------------------------------------------------------------------------- ordinal judge
 
-ORDINAL_SCALE = (0, 1, 2, 3, 4, 5)
-ORDINAL_INSTRUCTIONS = """\
-Rate how mathematically relevant the candidate is to the target, on this scale:
-5 - the same main technique and the same shape of argument;
-4 - the same main technique, a different shape of argument;
-3 - shares an essential tool or key move, but not the main technique;
-2 - the same area, with only incidental tools in common;
-1 - only surface similarity (setting, story, wording);
-0 - unrelated mathematics.
-Difficulty is not a criterion. Judge the solutions, not the wording of the statements.
-Answer only with JSON of the form {"score": <0-5>}."""
+ORDINAL_MAX = 100  # the paper's ordinal judge: 0-100 after reasoning, in a final \\boxed{}
 
 
-def ordinal_request(query: str, candidate: str) -> LLMRequest:
+def ordinal_request(
+    query: str,
+    candidate: str,
+    template: PromptTemplate | None = None,
+    max_tokens: int | None = None,
+) -> LLMRequest:
     """The ordinal judge of the paper's alternative regimes: one pair on an absolute scale."""
-    user = (
-        f"Target problem with its solution:\n{query}\n\n"
-        f"Candidate problem with its solution:\n{candidate}\n\n"
-        f"{ORDINAL_INSTRUCTIONS}"
+    messages = _template(template, "ordinal").messages(
+        target_problem=query, candidate=candidate, max_score=str(ORDINAL_MAX)
     )
-    schema = {
-        "type": "object",
-        "properties": {"score": {"type": "integer", "enum": list(ORDINAL_SCALE)}},
-        "required": ["score"],
-        "additionalProperties": False,
-    }
-    return LLMRequest(
-        messages=(("system", PAPER_JUDGE_SYSTEM), ("user", user)),
-        max_tokens=16,
-        json_schema=schema,
-    )
+    return LLMRequest(messages=messages, max_tokens=max_tokens or DEFAULT_MAX_TOKENS["ordinal"])
 
 
 def parse_ordinal(text: str) -> int:
-    data = _strict_json(text)
-    if not isinstance(data, dict) or "score" not in data:
-        raise ParseError('expected an object {"score": <0-5>}')
-    v = data["score"]
-    if isinstance(v, bool) or not isinstance(v, int | float) or v != int(v):
-        raise ParseError(f"score is not an integer: {v!r}")
-    if int(v) not in ORDINAL_SCALE:
-        raise ParseError(f"score {v} is outside the scale 0-5")
-    return int(v)
+    """The integer of the last \\boxed{} (0-100)."""
+    boxed = _BOXED.findall(text)
+    if not boxed:
+        raise ParseError(f"no \\boxed{{N}} score in the answer (ends {text[-80:]!r})")
+    last = boxed[-1].strip()
+    if not re.fullmatch(r"\d+(?:\.0+)?", last):
+        raise ParseError(f"the last boxed answer is {boxed[-1]!r}, not an integer score")
+    v = int(float(last))
+    if not 0 <= v <= ORDINAL_MAX:
+        raise ParseError(f"score {v} is outside the scale 0-{ORDINAL_MAX}")
+    return v
 
 
 # ------------------------------------------------------------------------ math/words split
@@ -396,19 +372,14 @@ SEGMENT_SCHEMA = {
 }
 
 
-def segment_request(text: str) -> LLMRequest:
+def segment_request(
+    text: str, template: PromptTemplate | None = None, max_tokens: int | None = None
+) -> LLMRequest:
     """Split a statement whose mathematics is not in LaTeX into its mathematical expressions
     (copied verbatim) and the prose without them."""
-    user = (
-        f"Statement:\n{text}\n\n"
-        "List every mathematical expression of the statement (formulas, equations, numbers with "
-        "operators, variables and their relations), each copied exactly as it appears, in order. "
-        "Then give the statement's words with those expressions removed.\n"
-        'Answer only with JSON of the form {"math": ["<expression>", ...], "words": "<text>"}.'
-    )
     return LLMRequest(
-        messages=(("system", "You separate mathematical notation from prose."), ("user", user)),
-        max_tokens=1024,
+        messages=_template(template, "math_split").messages(statement=text),
+        max_tokens=max_tokens or DEFAULT_MAX_TOKENS["math_split"],
         json_schema=SEGMENT_SCHEMA,
     )
 
@@ -443,16 +414,12 @@ TRANSLATE_SCHEMA = {
 }
 
 
-def translate_request(text: str, target: str) -> LLMRequest:
-    user = (
-        f"Translate this mathematics problem into {target}. Copy every LaTeX formula ($...$, $$...$$, "
-        "\\(...\\), \\[...\\]) exactly as it is, character for character; translate only the words.\n\n"
-        f"{text}\n\n"
-        'Answer only with JSON of the form {"translation": "<text>"}.'
-    )
+def translate_request(
+    text: str, target: str, template: PromptTemplate | None = None, max_tokens: int | None = None
+) -> LLMRequest:
     return LLMRequest(
-        messages=(("system", "You are a precise translator of mathematical text."), ("user", user)),
-        max_tokens=2048,
+        messages=_template(template, "translate").messages(text=text, language=target),
+        max_tokens=max_tokens or DEFAULT_MAX_TOKENS["translate"],
         json_schema=TRANSLATE_SCHEMA,
     )
 

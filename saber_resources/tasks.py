@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 from .cache import LLMCache
-from .llm import LLMBackend, LLMRequest, LLMResponse
+from .llm import NO_CONTENT, LLMBackend, LLMRequest, LLMResponse
 from .prompts import (
     JUDGE_VERSIONS,
     ORDINAL_VERSION,
@@ -42,6 +42,7 @@ from .prompts import (
     topic_request,
     translate_request,
 )
+from .templates import PromptTemplate, builtin_template
 
 T = TypeVar("T")
 
@@ -56,6 +57,7 @@ class Outcome(Generic[T]):
     raw: str | None = None
     attempts: int = 1
     p_first: float | None = None  # pair judges: P(the candidate shown first is better), if known
+    detail: dict | None = None  # summaries: every field of the answer (the value is the core idea)
 
 
 @dataclass
@@ -79,8 +81,9 @@ class TaskRunner:
 
     Retries of unparseable answers change the seed and sample at ``retry_temperature`` (a
     deterministic server would otherwise repeat the same bad answer). An answer cut off by the
-    token limit (finish_reason "length") is retried once with twice the budget, same seed and
-    temperature, and is a failure if it is cut off again. Each attempt is its own cache entry.
+    token limit (finish_reason "length"), or one without content (a reasoning model that spent
+    the budget thinking), is retried once with twice the budget, same seed and temperature, and
+    is a failure if it is cut off again. Each attempt is its own cache entry.
     Answers are cached after every sub-batch of ``batch_size``, so a crash loses at most one.
     """
 
@@ -174,11 +177,15 @@ class TaskRunner:
                     raise Truncated(
                         f"answer cut off at the token limit ({reqs[k].max_tokens} tokens)"
                     )
+                if ans.finish_reason == NO_CONTENT:
+                    raise Truncated(
+                        f"no answer content within {reqs[k].max_tokens} tokens (content: null)"
+                    )
                 value, err = (parse(i, ans),), None
             except ParseError as exc:
                 value, err = None, str(exc)
                 self.stats.parse_failures += 1
-            cut = ans.finish_reason == "length"
+            cut = ans.finish_reason in ("length", NO_CONTENT)
             results.append((i, value, err, ans.text, cut))
             if k in fresh_idx:
                 rows.append(
@@ -258,13 +265,22 @@ def _single(outcome: Outcome[T]) -> T:
 
 
 class _LLMTask:
-    version = ""
-    task = ""  # the name `llm.thinking` sets it by
+    parser = ""  # the parser's revision: the version is it plus the template's hash
+    task = ""  # the name `llm.thinking`, `llm.max_tokens` and `prompts` set it by
+    builtin = ""  # the built-in template's name (default: the task)
 
-    def __init__(self, runner: TaskRunner) -> None:
+    def __init__(
+        self,
+        runner: TaskRunner,
+        template: PromptTemplate | None = None,
+        max_tokens: int | None = None,
+    ) -> None:
         self.runner = runner
         self.backend = runner.backend_name
         self.model = runner.model
+        self.template = template or builtin_template(self.builtin or self.task)
+        self.max_tokens = max_tokens  # None: the task's default budget
+        self.version = self.template.version(self.parser)
 
     def run(self, requests: Sequence[LLMRequest], parse) -> list:
         """The runner's ``run`` with this task's thinking switch on every request."""
@@ -279,14 +295,16 @@ class _LLMTask:
 
 
 class LLMTopicScorer(_LLMTask):
-    version = TOPIC_VERSION
+    parser = TOPIC_VERSION
     task = "topics"
 
     def text_for(self, problem: str, solution: str) -> str:
         return problem_text(problem, solution)
 
     def score_batch(self, items):
-        reqs = [topic_request(text, labels) for text, labels in items]
+        reqs = [
+            topic_request(text, labels, self.template, self.max_tokens) for text, labels in items
+        ]
         return self.run(reqs, lambda i, r: parse_topic_scores(r.text, items[i][1]))
 
     def score(self, text: str, labels: list[str]) -> dict[str, float]:
@@ -294,14 +312,21 @@ class LLMTopicScorer(_LLMTask):
 
 
 class LLMSummarizer(_LLMTask):
-    version = SUMMARY_VERSION
+    """The paper's summary fields; the value of an outcome is the core idea (None: the problem
+    has none), its ``detail`` every field."""
+
+    parser = SUMMARY_VERSION
     task = "summaries"
 
     def summarize_batch(self, items):
-        return self.run(
-            [summary_request(p, s) for p, s in items],
+        outcomes = self.run(
+            [summary_request(p, s, self.template, self.max_tokens) for p, s in items],
             lambda i, r: parse_summary(r.text),
         )
+        for o in outcomes:
+            if o.ok:
+                o.value, o.detail = o.value
+        return outcomes
 
     def summarize(self, problem: str, solution: str) -> str | None:
         return _single(self.summarize_batch([(problem, solution)])[0])
@@ -312,24 +337,31 @@ class LLMPairJudge(_LLMTask):
     ``max_tokens`` (a cut-off answer is retried once with twice the budget); ``direct``: answers
     the digit at once (two tokens). Query and candidates are shown with their solutions."""
 
-    def __init__(self, runner: TaskRunner, prompt: str = "paper", max_tokens: int = 4096) -> None:
-        super().__init__(runner)
-        self.task = "judge"
+    task = "judge"
+
+    def __init__(
+        self,
+        runner: TaskRunner,
+        prompt: str = "paper",
+        max_tokens: int = 4096,
+        template: PromptTemplate | None = None,
+    ) -> None:
         if prompt not in JUDGE_VERSIONS:
             raise ValueError(
                 f"judge prompt must be one of {sorted(JUDGE_VERSIONS)}, not {prompt!r}"
             )
         self.prompt = prompt
-        self.version = JUDGE_VERSIONS[prompt]
-        self.max_tokens = max_tokens if prompt == "paper" else 2
+        self.builtin = f"judge:{prompt}"
+        self.parser = JUDGE_VERSIONS[prompt]
+        super().__init__(runner, template, max_tokens if prompt == "paper" else 2)
 
     def text_for(self, problem: str, solution: str) -> str:
         return problem_text(problem, solution)
 
     def request(self, query: str, first: str, second: str) -> LLMRequest:
         if self.prompt == "paper":
-            return paper_judge_request(query, first, second, self.max_tokens)
-        return judge_request(query, first, second)
+            return paper_judge_request(query, first, second, self.max_tokens, self.template)
+        return judge_request(query, first, second, self.template)
 
     def compare_batch(self, items, sample: int = 0, temperature: float = 0.7):
         """``sample`` > 0: an independent draw at ``temperature`` with its own seed (the
@@ -356,12 +388,12 @@ class LLMPairJudge(_LLMTask):
 
 
 class LLMPointwiseJudge(_LLMTask):
-    version = POINTWISE_VERSION
+    parser = POINTWISE_VERSION
     task = "pointwise"
 
     def p_yes_batch(self, items):
         return self.run(
-            [pointwise_request(q, d) for q, d in items],
+            [pointwise_request(q, d, template=self.template) for q, d in items],
             lambda i, r: parse_p_yes(r.top_logprobs),
         )
 
@@ -370,17 +402,17 @@ class LLMPointwiseJudge(_LLMTask):
 
 
 class LLMOrdinalJudge(_LLMTask):
-    """One query–candidate pair on the absolute 0–5 scale of ``ordinal_request``."""
+    """One query–candidate pair on the absolute 0–100 scale of ``ordinal_request``."""
 
     task = "ordinal"
-    version = ORDINAL_VERSION
+    parser = ORDINAL_VERSION
 
     def text_for(self, problem: str, solution: str) -> str:
         return problem_text(problem, solution)
 
     def score_batch(self, items: Sequence[tuple[str, str]]) -> list[Outcome[int]]:
         return self.run(
-            [ordinal_request(q, c) for q, c in items],
+            [ordinal_request(q, c, self.template, self.max_tokens) for q, c in items],
             lambda i, r: parse_ordinal(r.text),
         )
 
@@ -390,11 +422,11 @@ class LLMSegmenter(_LLMTask):
     is not LaTeX (the paper's segmentation for math_vs_words)."""
 
     task = "math_split"
-    version = SEGMENT_VERSION
+    parser = SEGMENT_VERSION
 
     def segment_batch(self, texts: Sequence[str]) -> list[Outcome[tuple[list[str], str]]]:
         return self.run(
-            [segment_request(t) for t in texts],
+            [segment_request(t, self.template, self.max_tokens) for t in texts],
             lambda i, r: parse_segment(r.text, texts[i]),
         )
 
@@ -403,8 +435,8 @@ class LLMTranslator(_LLMTask):
     """Query translation for cross-lingual retrieval; formulas must survive byte for byte."""
 
     task = "translate"
-    version = TRANSLATE_VERSION
+    parser = TRANSLATE_VERSION
 
     def translate_batch(self, items: Sequence[tuple[str, str]]) -> list[Outcome[str]]:
-        reqs = [translate_request(t, target) for t, target in items]
+        reqs = [translate_request(t, target, self.template, self.max_tokens) for t, target in items]
         return self.run(reqs, lambda i, r: parse_translation(r.text, items[i][0]))

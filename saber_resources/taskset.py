@@ -31,6 +31,7 @@ from .tasks import (
     TaskRunner,
     TopicScorer,
 )
+from .templates import PromptTemplate
 
 
 @dataclass
@@ -65,10 +66,14 @@ def make_tasks(
     judge_max_tokens: int = 4096,
     synthetic: bool = False,
     thinking: dict[str, bool] | None = None,
+    templates: dict[str, PromptTemplate] | None = None,
+    max_tokens: dict[str, int] | None = None,
 ) -> TaskSet:
     """LLM tasks over ``backend`` (sharing one runner, so stats add up), or the CPU tasks if None
     (``synthetic``: hash-drawn topics and summaries, the CPU judges).
-    ``judge_prompt`` / ``judge_max_tokens`` choose the LLM pair judge (``paper`` or ``direct``)."""
+    ``judge_prompt`` / ``judge_max_tokens`` choose the LLM pair judge (``paper`` or ``direct``);
+    ``templates`` (task -> template) replace built-in prompts, ``max_tokens`` (task -> tokens)
+    the default budgets. The CPU tasks ask no model: neither applies to them."""
     if backend is None:
         emb = CachedEmbedder(cpu_embedder(), embedding_cache)
         pair = CPUPairJudge(emb)
@@ -82,13 +87,18 @@ def make_tasks(
             CPUOrdinalJudge(emb, pair.scorer),
         )
     runner = TaskRunner(backend, llm_cache, max_retries=max_retries, thinking=dict(thinking or {}))
+    t, budget = templates or {}, max_tokens or {}
+
+    def task(cls, name: str):
+        return cls(runner, t.get(name), budget.get(name))
+
     return TaskSet(
-        LLMTopicScorer(runner),
-        LLMSummarizer(runner),
-        LLMPairJudge(runner, judge_prompt, judge_max_tokens),
-        LLMPointwiseJudge(runner),
+        task(LLMTopicScorer, "topics"),
+        task(LLMSummarizer, "summaries"),
+        LLMPairJudge(runner, judge_prompt, judge_max_tokens, t.get("judge")),
+        task(LLMPointwiseJudge, "pointwise"),
         backend.name,
-        LLMTranslator(runner),
-        LLMOrdinalJudge(runner),
-        LLMSegmenter(runner),
+        task(LLMTranslator, "translate"),
+        task(LLMOrdinalJudge, "ordinal"),
+        task(LLMSegmenter, "math_split"),
     )

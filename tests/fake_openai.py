@@ -54,6 +54,15 @@ Step 2. Sample 1 shares the main technique; sample 2 only shares surface words.
 Step 3. Sample 1."""
 
 
+CORE_IDEA = {
+    "has_core_idea": True,
+    "core_idea": "Apply the pigeonhole principle to the residues.",
+    "supporting_ideas": ["reduce modulo n"],
+    "keywords": ["pigeonhole", "residues"],
+    "confidence": 0.9,
+}
+
+
 def default_answer(body: dict) -> tuple[int, str | dict]:
     """Answer each task like a (very simple) model would."""
     user = body["messages"][-1]["content"]
@@ -63,15 +72,13 @@ def default_answer(body: dict) -> tuple[int, str | dict]:
             json.dumps({"scores": {lab: (1.0 if i == 0 else 0.0) for i, lab in enumerate(labels)}})
         )
     if "core idea" in user:
-        return 200, chat_body(
-            json.dumps({"summary": "Apply the pigeonhole principle to the residues."})
-        )
+        return 200, chat_body(json.dumps(CORE_IDEA))
     if "Answer with 1 or 2" in user:
         return 200, chat_body("1")
     if "\\boxed{1} or \\boxed{2}" in user:
         return 200, chat_body(PAPER_REASONING + "\n\\boxed{1}")
-    if 'Answer only with JSON of the form {"score"' in user:
-        return 200, chat_body(json.dumps({"score": 3}))
+    if "score as \\boxed{N}" in user:
+        return 200, chat_body("Both reduce modulo a prime; the shapes differ.\n\\boxed{60}")
     if "Answer Yes or No" in user:
         return 200, chat_body("Yes", {"Yes": -0.2, "No": -1.7, "Maybe": -5.0})
     return 400, {"error": "unknown task"}

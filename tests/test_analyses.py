@@ -475,10 +475,10 @@ def test_cpu_ordinal_judge_grades_on_the_scale():
     q = "Problem:\nFind all primes p with p^2+2 prime.\n\nSolution:\nReduce modulo 3."
     same = "Problem:\nShow 3 divides n^3-n.\n\nSolution:\nReduce modulo 3; check residues."
     far = "Problem:\nArea of a triangle with sides 3,4,5.\n\nSolution:\nHeron's formula."
-    judge.scorer.evidence[(q, same)] = (1.0, 1.0)
+    judge.scorer.evidence[(q, q)] = judge.scorer.evidence[(q, same)] = (1.0, 1.0)
     out = judge.score_batch([(q, q), (q, same), (q, far)])
     grades = [o.value for o in out]
-    assert all(o.ok and 0 <= o.value <= 5 for o in out)
+    assert all(o.ok and 0 <= o.value <= 100 and o.value % 5 == 0 for o in out)
     assert grades[0] >= grades[1] > grades[2]
 
 

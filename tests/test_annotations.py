@@ -23,6 +23,7 @@ from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
 from saber_resources.tasks import Outcome
 from saber_resources.taskset import cpu_embedder
+from saber_resources.templates import builtin_template
 from saber_resources.warehouse import Warehouse
 
 from .fake_openai import FakeOpenAI, chat_body, default_answer
@@ -259,9 +260,12 @@ def test_annotation_assets_through_openai_server_record_failures(tmp_path):
     topics = pl.read_parquet(tmp_path / "pq" / "topic_annotations" / f"{key}.parquet")
     failed = topics.filter(pl.col("id") == "t:3").row(0, named=True)
     assert failed["raw_answer"] == "definitely not json" and failed["error"].startswith("not JSON")
-    assert set(topics["backend"]) == {"openai"} and set(topics["prompt_version"]) == {
-        "topic-scores/v1"
-    }
+    version = f"topic-scores/v1+{builtin_template('topics').digest}"
+    assert set(topics["backend"]) == {"openai"} and set(topics["prompt_version"]) == {version}
+    summaries = pl.read_parquet(tmp_path / "pq" / "solution_summaries" / f"{key}.parquet")
+    ok = summaries.filter(pl.col("status") == "ok").row(0, named=True)
+    assert ok["has_core_idea"] is True and ok["keywords"] == ["pigeonhole", "residues"]
+    assert ok["supporting_ideas"] == ["reduce modulo n"] and ok["confidence"] == 0.9
     ic = pl.read_parquet(tmp_path / "pq" / "topic_information_content.parquet")
     assert ic.filter(pl.col("node") == 0)["ic"].item() == 0.0 and ic["count"].sum() >= 11
-    assert json.loads(json.dumps(md["prompt_version"].value)) == "topic-scores/v1"
+    assert json.loads(json.dumps(md["prompt_version"].value)) == version

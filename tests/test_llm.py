@@ -64,23 +64,50 @@ def test_topic_parser_good_and_bad():
             parse_topic_scores(text, LABELS)
 
 
-def test_summary_parser_good_and_bad():
-    assert (
-        parse_summary('{"summary": "Pair terms symmetrically and apply AM-GM to each pair."}')
-        == "Pair terms symmetrically and apply AM-GM to each pair."
-    )
-    assert parse_summary('{"summary": "none"}') is None
-    assert parse_summary('{"summary": "None."}') is None
+def _core(core: str, has: bool = True, **extra) -> str:
+    answer = {
+        "has_core_idea": has,
+        "core_idea": core,
+        "supporting_ideas": ["pair the terms"],
+        "keywords": ["AM-GM", "symmetry"],
+        "confidence": 0.8,
+    }
+    return json.dumps({**answer, **extra})
+
+
+def test_summary_parser_reads_the_papers_fields_good_and_bad():
+    value, detail = parse_summary(_core("Pair terms symmetrically and apply AM-GM to each pair."))
+    assert value == "Pair terms symmetrically and apply AM-GM to each pair."
+    assert detail == {
+        "has_core_idea": True,
+        "core_idea": value,
+        "supporting_ideas": ["pair the terms"],
+        "keywords": ["AM-GM", "symmetry"],
+        "confidence": 0.8,
+    }
+    none, detail = parse_summary(_core("", has=False))
+    assert none is None and detail["has_core_idea"] is False and detail["keywords"]
+    assert parse_summary(_core("whatever", has=False))[0] is None  # no idea: the text is moot
     bad = {
         "words": " ".join(["Use"] + ["induction"] * 30) + ".",
         "equation": "Set $x=2$ and substitute.",
         "more than one sentence": "Use induction. Then conclude.",
         "not imperative": "We use induction on the number of vertices.",
-        "empty": "",
+        "core_idea is empty": "",
     }
     for reason, s in bad.items():
         with pytest.raises(ParseError, match=reason):
-            parse_summary(json.dumps({"summary": s}))
+            parse_summary(_core(s))
+    fields = {
+        "missing fields": json.dumps({"summary": "Use induction."}),
+        "unknown fields": _core("Use induction.", mood="happy"),
+        "has_core_idea is not": _core("Use induction.", has="yes"),
+        "confidence must be": _core("Use induction.", confidence=1.5),
+        "keywords must be a list": _core("Use induction.", keywords="AM-GM"),
+    }
+    for reason, text in fields.items():
+        with pytest.raises(ParseError, match=reason):
+            parse_summary(text)
     with pytest.raises(ParseError, match="not JSON"):
         parse_summary("Use induction.")
 
@@ -298,16 +325,39 @@ def test_paper_judge_long_reasoning_ends_in_a_boxed_answer():
     # reasoning is allowed: the whole budget, no 1-or-2 constraint, no JSON schema
     assert body["max_tokens"] == 4096 and "structured_outputs" not in body
     assert "response_format" not in body
-    for part in (
+    # the paper's structure: three profiles of four parts, two comparisons with match scores,
+    # the decision with three ordered tie-breakers, a boxed last line
+    order = [
+        "STEP 1",
+        "Target: Technique Profile",
+        "Sample 1: Technique Profile",
+        "Sample 2: Technique Profile",
+        "A. Core topic tags",
+        "B. Key tools and theorems",
+        "C. Primary solution moves",
+        "D. Structural signature",
+        "STEP 2",
+        "Sample 1 vs Target",
+        "Sample 2 vs Target",
+        "similarities, the differences and an overall match score",
         "Technique overlap",
-        "Difficulty is not a criterion",
-        "Surface similarity",
-        "main technique",
-        "Structural signature",
-        "Solution: s",
-    ):
-        assert part in user
-    assert judge.version == "pair-judge/paper-v1"
+        "Structure alignment",
+        "weighs less",
+        "Difficulty is not the criterion",
+        "Superficial similarity is penalised",
+        "STEP 3",
+        "1. the sample whose main technique",
+        "2. the sample whose sequence of moves",
+        "3. the sample that represents the problem the same way",
+        "\\boxed{1} or \\boxed{2}",
+    ]
+    at = [user.find(part) for part in order]
+    assert -1 not in at and at == sorted(at), dict(zip(order, at, strict=True))
+    assert "Solution: s" in user
+    # nothing the paper does not ask: no student, no practice, no "help"
+    for added in ("student", "practi", "help"):
+        assert added not in user.lower()
+    assert judge.version.startswith("pair-judge/paper-v2+")
 
 
 def test_paper_judge_two_boxed_answers_the_last_wins_and_none_fails():
@@ -388,21 +438,23 @@ def test_ordinal_judge_parser_and_openai_round_trip():
     from saber_resources.prompts import parse_ordinal
     from saber_resources.tasks import LLMOrdinalJudge
 
-    assert parse_ordinal('{"score": 4}') == 4 and parse_ordinal('{"score": 0.0}') == 0
+    assert parse_ordinal("Close in method.\n\\boxed{85}") == 85
+    assert parse_ordinal("\\boxed{10} at first; on reflection \\boxed{ 0 }") == 0
+    assert parse_ordinal("\\boxed{100.0}") == 100
     for bad, why in [
-        ('{"score": 6}', "outside the scale"),
-        ('{"score": 2.5}', "not an integer"),
-        ('{"score": true}', "not an integer"),
-        ('{"grade": 2}', "expected an object"),
-        ("3", "expected an object"),
+        ("\\boxed{101}", "outside the scale"),
+        ("\\boxed{72.5}", "not an integer"),
+        ("\\boxed{high}", "not an integer"),
+        ('{"score": 4}', "no \\\\boxed"),
+        ("72", "no \\\\boxed"),
     ]:
         with pytest.raises(ParseError, match=why):
             parse_ordinal(bad)
     with FakeOpenAI() as srv:
         [out] = LLMOrdinalJudge(TaskRunner(_openai(srv))).score_batch([("q", "c")])
-    assert out.ok and out.value == 3
-    schema = srv.requests[0]["body"]["response_format"]["json_schema"]["schema"]
-    assert schema["properties"]["score"]["enum"] == [0, 1, 2, 3, 4, 5]
+    assert out.ok and out.value == 60
+    body = srv.requests[0]["body"]
+    assert "response_format" not in body and body["max_tokens"] == 2048  # room to reason first
 
 
 def test_pair_judge_vote_draws_are_sampled_and_cached_apart():

@@ -209,7 +209,7 @@ def judging_regimes(
     relevance_ratings: dict[str, pl.DataFrame],
 ) -> Output[pl.DataFrame]:
     """The paper's alternative judges on `analyses.regime_pairs` seeded candidate pairs: an
-    ordinal 0–5 judge and a majority vote of `analyses.regime_votes` pairwise draws, with the
+    ordinal 0–100 judge and a majority vote of `analyses.regime_votes` pairwise draws, with the
     single pairwise answer beside them; agreement with the tournament's BT ranking, overall and
     by rank distance Δr ≥ 0, 25, 50."""
     cfg = settings.load()
@@ -413,7 +413,8 @@ def second_judge(settings: SaberSettings, llm: LLMResource, stores: StoresResour
                        tcfg.judge_max_tokens)  # fmt: skip
         return t2.pair_judge, False, f"{other.backend}:{jc.model}"
     prompt = jc.prompt or ("direct" if tcfg.judge_prompt == "paper" else "paper")
-    t2 = tasks_for(llm, stores, tcfg.max_parse_retries, prompt, tcfg.judge_max_tokens)
+    t2 = tasks_for(llm, stores, tcfg.max_parse_retries, prompt, tcfg.judge_max_tokens,
+                   judge_template=prompt == tcfg.judge_prompt)  # fmt: skip
     return t2.pair_judge, False, f"{first.backend}:{first.model}, the {prompt!r} judge prompt"
 
 

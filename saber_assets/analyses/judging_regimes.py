@@ -5,8 +5,8 @@ On a seeded sample of candidate pairs (two candidates of the same query):
 - ``majority_vote_<n>``: the pair judge ``n`` times, independent draws at a sampling temperature
   with the display order alternating (draw 0 is the single answer); the side with more votes
   wins, a margin ≤ ``tie_margin`` is a tie (5 draws: 3–2 is a tie);
-- ``ordinal``: each query–candidate pair scored on its own on an absolute 0–5 scale; the higher
-  score wins, equal scores are a tie.
+- ``ordinal``: each query–candidate pair scored on its own on an absolute 0–100 scale, after
+  reasoning (the paper's ordinal prompt); the higher score wins, equal scores are a tie.
 Each choice is scored against the BT ranking's order by the human-agreement rule (1 equal, 0.5
 when exactly one side is a tie, 0 otherwise), overall and by the pair's distance in the final
 ranking (Δr ≥ 0, 25, 50). A failed judgment is no prediction, counted, never a guess.

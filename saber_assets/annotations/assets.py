@@ -16,6 +16,7 @@ from dagster import (
 from saber_resources.cpu_tasks import humanize_title
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
+from saber_resources.tasks import Outcome
 
 from ..ontology.domains import domain_names
 from ..ontology.similarity import information_content, subtree_counts
@@ -42,7 +43,12 @@ TOPIC_SCHEMA = {
 }
 SUMMARY_SCHEMA = {
     "id": pl.String,
-    "summary": pl.String,
+    "summary": pl.String,  # the core idea: what the summary signal reads
+    # the rest of an LLM's answer (the paper's fields); null where the backend gives none
+    "has_core_idea": pl.Boolean,
+    "supporting_ideas": pl.List(pl.String),
+    "keywords": pl.List(pl.String),
+    "confidence": pl.Float64,
     "status": pl.String,
     "error": pl.String,
     "raw_answer": pl.String,
@@ -50,6 +56,11 @@ SUMMARY_SCHEMA = {
     "model": pl.String,
     "prompt_version": pl.String,
 }
+
+
+def detail(outcome: Outcome, field: str):
+    """One field of a summary answer beyond the core idea (None for a backend without them)."""
+    return outcome.detail.get(field) if outcome.ok and outcome.detail else None
 
 
 def _chunk_rows(corpus: pl.DataFrame, key: str, n: int) -> pl.DataFrame:
@@ -173,6 +184,10 @@ def build_annotation_assets(partitions: StaticPartitionsDefinition) -> list:
             {
                 "id": rows["id"],
                 "summary": [o.value for o in outcomes],
+                "has_core_idea": [detail(o, "has_core_idea") for o in outcomes],
+                "supporting_ideas": [detail(o, "supporting_ideas") for o in outcomes],
+                "keywords": [detail(o, "keywords") for o in outcomes],
+                "confidence": [detail(o, "confidence") for o in outcomes],
                 "status": ["failed" if not o.ok else "ok" if o.value else "none" for o in outcomes],
                 "error": [o.error for o in outcomes],
                 "raw_answer": [o.raw for o in outcomes],

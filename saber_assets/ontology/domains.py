@@ -83,9 +83,7 @@ def keys_for(titles: list[str]) -> dict[str, str]:
     count: dict[str, int] = {}
     for key in first.values():
         count[key.casefold()] = count.get(key.casefold(), 0) + 1
-    return {
-        t: k if count[k.casefold()] == 1 else f"{k}-{_short_hash(t)}" for t, k in first.items()
-    }
+    return {t: k if count[k.casefold()] == 1 else f"{k}-{_short_hash(t)}" for t, k in first.items()}
 
 
 def resolve_domains(dag: TopicDag, spec: dict[str, str] | str) -> tuple[dict[str, str], list[str]]:

@@ -57,7 +57,9 @@ def retriever_registry_sensor(context: SensorEvaluationContext, settings: SaberS
             skip_reason="no benchmark to score yet: partitions added, runs left to the build",
         )
     return SensorResult(
-        run_requests=run_requests(new, list(domain_keys(settings.load().ontology).values()), "registry-sensor"),
+        run_requests=run_requests(
+            new, list(domain_keys(settings.load().ontology).values()), "registry-sensor"
+        ),
         dynamic_partitions_requests=[retriever_partitions.build_add_request(new)],
     )
 

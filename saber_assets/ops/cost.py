@@ -25,6 +25,7 @@ from saber_resources.prompts import (
     summary_request,
     topic_request,
 )
+from saber_resources.templates import load_templates
 
 from ..settings import PipelineConfig
 
@@ -68,8 +69,13 @@ def build_cost(
         raise ValueError("the cost model needs at least one sample problem")
     per_topic = topic_calls_per_problem if topic_calls_per_problem else c.topic_calls_per_problem
     labels = [f"Topic label number {k}" for k in range(TOPIC_LABELS)]
-    topic_chars = np.mean([_chars(topic_request(problem_text(p, s), labels)) for p, s in sample])
-    summary_chars = np.mean([_chars(summary_request(p, s)) for p, s in sample])
+    mine = load_templates(cfg.prompt_paths())  # the prompts the build will send
+    topic_chars = np.mean(
+        [_chars(topic_request(problem_text(p, s), labels, mine.get("topics"))) for p, s in sample]
+    )
+    summary_chars = np.mean(
+        [_chars(summary_request(p, s, mine.get("summaries"))) for p, s in sample]
+    )
     texts = [problem_text(p, s) for p, s in sample]
     triples = [(texts[k], texts[(k + 1) % len(texts)], texts[(k + 2) % len(texts)])
                for k in range(len(texts))]  # fmt: skip
@@ -77,9 +83,9 @@ def build_cost(
     judge_chars = np.mean(
         [
             _chars(
-                paper_judge_request(q, a, b, cfg.tournament.judge_max_tokens)
+                paper_judge_request(q, a, b, cfg.tournament.judge_max_tokens, mine.get("judge"))
                 if paper
-                else judge_request(q, a, b)
+                else judge_request(q, a, b, mine.get("judge"))
             )
             for q, a, b in triples
         ]
@@ -139,7 +145,12 @@ def model_len_needed(cfg: PipelineConfig, texts: Sequence[str]) -> tuple[int, di
     q, a, b = longest
     t = cfg.tournament
     paper = t.judge_prompt == "paper"
-    req = paper_judge_request(q, a, b, t.judge_max_tokens) if paper else judge_request(q, a, b)
+    mine = load_templates(cfg.prompt_paths()).get("judge")
+    req = (
+        paper_judge_request(q, a, b, t.judge_max_tokens, mine)
+        if paper
+        else judge_request(q, a, b, mine)
+    )
     prompt = int(np.ceil(_chars(req) / cfg.cost.chars_per_token))
     answer = 2 * t.judge_max_tokens if paper else 2 * 2
     need = int(np.ceil((prompt + answer) / 1024) * 1024)

@@ -4,6 +4,7 @@ from saber_resources.cache import EmbeddingCache, LLMCache
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
 from saber_resources.taskset import TaskSet, make_tasks
+from saber_resources.templates import load_templates
 
 
 def tasks_for(
@@ -12,7 +13,13 @@ def tasks_for(
     max_retries: int = 2,
     judge_prompt: str = "paper",
     judge_max_tokens: int = 4096,
+    judge_template: bool = True,
 ) -> TaskSet:
+    """``judge_template`` False: the judge keeps its built-in text even where ``prompts.judge``
+    replaces it (a second judge asked with the other prompt style)."""
+    templates = load_templates(llm.prompts)
+    if not judge_template:
+        templates.pop("judge", None)
     return make_tasks(
         llm.make_backend(),
         LLMCache(stores.db()),
@@ -22,6 +29,8 @@ def tasks_for(
         judge_max_tokens,
         synthetic=llm.backend == "synthetic",
         thinking=thinking_by_task(llm, judge_prompt),
+        templates=templates,
+        max_tokens=dict(llm.max_tokens),
     )
 
 

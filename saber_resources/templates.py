@@ -1,0 +1,152 @@
+"""Prompt templates: the text of every LLM task, replaceable by a user's file.
+
+A template is a YAML file with ``system`` (optional) and ``user`` strings, or any other text
+file, which is the user message alone. ``{name}`` is a placeholder only where ``name`` is one of
+the task's placeholders (``PLACEHOLDERS``); every other brace is literal, so a prompt holds
+``\\boxed{1}`` or ``{"score": <0-100>}`` as written, with no escaping. A template that lacks a
+placeholder its task fills, or names one it does not (``{target_problm}``: any ``{lower_snake}``
+word with an underscore), is refused on load with the file and the name.
+
+``PromptTemplate.version`` (stored with every answer and part of every cache key) is the task's
+parser revision plus the hash of the template's text: swapping the text re-asks, and answers to
+two texts never mix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+BUILTIN_DIR = Path(__file__).resolve().parent / "prompt_templates"
+
+# task -> the placeholders its requests fill (each must appear in the template)
+PLACEHOLDERS: dict[str, tuple[str, ...]] = {
+    "topics": ("problem", "topics"),
+    "summaries": ("problem", "solution"),
+    "judge": ("target_problem", "sample_1", "sample_2"),
+    "ordinal": ("target_problem", "candidate"),
+    "pointwise": ("query", "candidate"),
+    "math_split": ("statement",),
+    "translate": ("text", "language"),
+}
+# placeholders a template may leave out (the default summary names the word cap, a user's need not)
+OPTIONAL: dict[str, tuple[str, ...]] = {"summaries": ("max_words",), "ordinal": ("max_score",)}
+# the built-in template of each task (the judge's per prompt style)
+BUILTIN = {
+    "topics": "topics.yaml",
+    "summaries": "summaries.yaml",
+    "judge:paper": "judge-paper.yaml",
+    "judge:direct": "judge-direct.yaml",
+    "ordinal": "ordinal.yaml",
+    "pointwise": "pointwise.yaml",
+    "math_split": "math_split.yaml",
+    "translate": "translate.yaml",
+}
+_LIKELY_PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\}")
+
+
+class TemplateError(ValueError):
+    """A template file cannot be used; the message names the file and what is wrong."""
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    task: str
+    user: str
+    system: str | None = None
+    source: str = "built-in"
+
+    @property
+    def digest(self) -> str:
+        text = f"{self.system or ''}\x00{self.user}"
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    def version(self, parser: str) -> str:
+        """``<parser revision>+<text hash>``, e.g. ``pair-judge/v2+3fa9c1d2e4b5``."""
+        return f"{parser}+{self.digest}"
+
+    def messages(self, **values: str) -> tuple[tuple[str, str], ...]:
+        allowed = set(PLACEHOLDERS[self.task]) | set(OPTIONAL.get(self.task, ()))
+        unknown = set(values) - allowed
+        if unknown:
+            raise KeyError(f"{self.task} template has no placeholder {sorted(unknown)}")
+        pattern = re.compile(r"\{(" + "|".join(map(re.escape, sorted(values))) + r")\}")
+
+        def fill(text: str) -> str:  # one pass: a filled value is never scanned again
+            return pattern.sub(lambda m: values[m.group(1)], text) if values else text
+
+        user = ("user", fill(self.user))
+        return ((("system", fill(self.system)),) if self.system else ()) + (user,)
+
+
+def parse_template(task: str, text: str, source: str, yaml_file: bool) -> PromptTemplate:
+    if task not in PLACEHOLDERS:
+        raise TemplateError(f"{source}: no task {task!r} (tasks: {', '.join(PLACEHOLDERS)})")
+    system = None
+    if yaml_file:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise TemplateError(f"{source}: not YAML: {exc}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("user"), str):
+            raise TemplateError(f"{source}: a YAML template needs a 'user' string")
+        extra = set(data) - {"system", "user"}
+        if extra:
+            raise TemplateError(f"{source}: unknown keys {sorted(extra)} (only system, user)")
+        system, user = data.get("system"), data["user"]
+        if system is not None and not isinstance(system, str):
+            raise TemplateError(f"{source}: 'system' must be a string")
+    else:
+        user = text
+    if not user.strip():
+        raise TemplateError(f"{source}: the user message is empty")
+    both = f"{system or ''}\n{user}"
+    missing = [p for p in PLACEHOLDERS[task] if f"{{{p}}}" not in both]
+    if missing:
+        raise TemplateError(
+            f"{source}: the {task} template lacks "
+            + ", ".join(f"{{{p}}}" for p in missing)
+            + f" (its placeholders: {', '.join(f'{{{p}}}' for p in PLACEHOLDERS[task])})"
+        )
+    allowed = set(PLACEHOLDERS[task]) | set(OPTIONAL.get(task, ()))
+    unknown = sorted({m for m in _LIKELY_PLACEHOLDER.findall(both) if m not in allowed})
+    if unknown:
+        raise TemplateError(
+            f"{source}: unknown placeholder {', '.join(f'{{{u}}}' for u in unknown)} in the "
+            f"{task} template (its placeholders: "
+            + ", ".join(f"{{{p}}}" for p in sorted(allowed))
+            + ")"
+        )
+    return PromptTemplate(task, user, system or None, source)
+
+
+def load_template(task: str, path: str | Path) -> PromptTemplate:
+    path = Path(path)
+    if not path.is_file():
+        raise TemplateError(f"prompts.{task}: no such file {path}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise TemplateError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    return parse_template(task, text, str(path), path.suffix in (".yaml", ".yml"))
+
+
+def builtin_template(name: str) -> PromptTemplate:
+    """The default template ``name`` (a task, or ``judge:paper`` / ``judge:direct``)."""
+    path = BUILTIN_DIR / BUILTIN[name]
+    template = parse_template(name.split(":")[0], path.read_text(encoding="utf-8"), "", True)
+    return PromptTemplate(template.task, template.user, template.system, f"built-in {path.name}")
+
+
+def load_templates(paths: dict[str, str]) -> dict[str, PromptTemplate]:
+    """The user's templates by task (``prompts:`` in the config), each checked on load."""
+    out = {}
+    for task, path in paths.items():
+        if task not in PLACEHOLDERS:
+            raise TemplateError(f"prompts.{task}: no such task (tasks: {', '.join(PLACEHOLDERS)})")
+        out[task] = load_template(task, path)
+    return out
