@@ -232,9 +232,16 @@ class CandidateConfig(_Strict):
     candidates_per_group: int = Field(default=50, ge=1)
     # Queries drawn per domain (paper: 1000 in all, 200 per domain).
     quota_per_domain: int = Field(default=200, ge=1)
-    # Given thresholds (0..1); null derives them exactly (1/255) from the stored pairs.
+    # Given thresholds (0..1), compared exactly (sim > τ: a pair within one quantum of τ is
+    # decided on its recomputed value); null derives them from the stored pairs by
+    # `threshold_method`: `viability` (per domain the strictest with Q viable queries, exact at
+    # 1/255) or `percentile` (the reference code's: the `percentile`-th percentile of all pair
+    # similarities, over all pairs or, `percentile_scope: domain`, per domain, then the minimum).
     topic_threshold: float | None = Field(default=None, ge=0, le=1)
     summary_threshold: float | None = Field(default=None, ge=0, le=1)
+    threshold_method: Literal["viability", "percentile"] = "viability"
+    percentile: float = Field(default=99.0, gt=0, lt=100)
+    percentile_scope: Literal["global", "domain"] = "global"
 
 
 class TournamentConfig(_Strict):

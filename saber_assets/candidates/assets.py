@@ -19,6 +19,7 @@ from ..ontology.domains import domain_names, domain_title
 from ..ops.metadata import markdown_table
 from ..resources import SaberSettings
 from ..signals.assets import signals_dir, stored_pairs
+from ..signals.thresholds import Cut, ExactSignals
 from .select import GROUPS, select_candidates, selection_key
 
 
@@ -50,9 +51,11 @@ def query_candidates(
     cand = cfg.candidates
     inputs, pairs = stored_pairs(settings, problem_annotations["id"].to_list())
     t_thr, s_thr = (
-        int(relevance_thresholds["topic_threshold_q"][0]),
-        int(relevance_thresholds["summary_threshold_q"][0]),
+        Cut(tau) if (tau := row.get(f"{name}_tau")) is not None else int(row[f"{name}_threshold_q"])
+        for name in ("topic", "summary")
+        for row in [relevance_thresholds.row(0, named=True)]
     )
+    exact = ExactSignals.of(inputs)
     select = {
         "ids": inputs.ids,
         "domains": problem_annotations["domains"].to_list(),
@@ -72,7 +75,7 @@ def query_candidates(
     if reused:
         all_sel = pl.read_parquet(path)
     else:
-        all_sel = select_candidates(pairs=pairs.chunks, **select)
+        all_sel = select_candidates(pairs=pairs.chunks, exact=exact, **select)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         all_sel.write_parquet(tmp)
@@ -98,7 +101,13 @@ def query_candidates(
             "queries": n_q,
             "quota": cand.quota_per_domain,
             "candidates_per_group_K": cand.candidates_per_group,
-            "thresholds": json.dumps({"topic": t_thr / 255, "summary": s_thr / 255}),
+            "thresholds": json.dumps(
+                {
+                    name: thr.tau if isinstance(thr, Cut) else thr / 255
+                    for name, thr in (("topic", t_thr), ("summary", s_thr))
+                }
+            ),
+            "exact_recomputed_pairs": exact.recomputed,
             "seed": cfg.seed,
             "selection": "reused" if reused else "computed",
             "selection_seconds": round(time.perf_counter() - t0, 2),

@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from ..signals.pairs import Chunk
-from ..signals.thresholds import group_counts
+from ..signals.thresholds import Cut, ExactSignals, Threshold, group_counts, relevance
 
 GROUPS = ("topic_only", "summary_only", "both")
 
@@ -28,22 +28,31 @@ PairChunks = Callable[[], Iterable[Chunk]]
 
 
 def group_table(
-    i: np.ndarray, j: np.ndarray, tq: np.ndarray, sq: np.ndarray, t_thr: int, s_thr: int
+    i: np.ndarray,
+    j: np.ndarray,
+    tq: np.ndarray,
+    sq: np.ndarray,
+    t_thr: Threshold,
+    s_thr: Threshold,
+    exact: ExactSignals | None = None,
 ) -> pl.DataFrame:
     """Every relevant (query row, candidate row) in both directions, with its group and signals.
     Pairs relevant in neither signal are dropped before the frame is built: at scale most stored
     pairs lie between the storage floors and the thresholds."""
-    keep = (tq > t_thr) | (sq > s_thr)
-    i, j, tq, sq = i[keep], j[keep], tq[keep], sq[keep]
+    t_rel, s_rel = relevance(i, j, tq, sq, t_thr, s_thr, exact)
+    keep = t_rel | s_rel
+    i, j, tq, sq, t_rel, s_rel = i[keep], j[keep], tq[keep], sq[keep], t_rel[keep], s_rel[keep]
     df = pl.DataFrame(
         {
             "query_row": np.concatenate([i, j]).astype(np.int64),
             "candidate_row": np.concatenate([j, i]).astype(np.int64),
             "topic_q": np.concatenate([tq, tq]).astype(np.int32),
             "summary_q": np.concatenate([sq, sq]).astype(np.int32),
+            "t_rel": np.concatenate([t_rel, t_rel]),
+            "s_rel": np.concatenate([s_rel, s_rel]),
         }
     )
-    t_rel, s_rel = pl.col("topic_q") > t_thr, pl.col("summary_q") > s_thr
+    t_rel, s_rel = pl.col("t_rel"), pl.col("s_rel")
     group = (
         pl.when(t_rel & s_rel)
         .then(pl.lit("both"))
@@ -52,7 +61,7 @@ def group_table(
         .when(s_rel)
         .then(pl.lit("summary_only"))
     )
-    return df.with_columns(group.alias("group")).drop_nulls("group")
+    return df.with_columns(group.alias("group")).drop_nulls("group").drop("t_rel", "s_rel")
 
 
 def selection_key(
@@ -60,8 +69,8 @@ def selection_key(
     ids: Sequence[str],
     domains: Sequence[Sequence[str]],
     domain_order: Sequence[str],
-    t_thr: int,
-    s_thr: int,
+    t_thr: Threshold,
+    s_thr: Threshold,
     k: int,
     quota: int,
     seed: int,
@@ -69,7 +78,8 @@ def selection_key(
     """A digest of everything ``select_candidates`` reads: equal keys, equal selections."""
     h = hashlib.blake2b(digest_size=16)
     parts = [list(pair_digests), list(ids), [sorted(d) for d in domains], list(domain_order)]
-    h.update(json.dumps([*parts, t_thr, s_thr, k, quota, seed]).encode())
+    thr = [["exact", t.tau] if isinstance(t, Cut) else t for t in (t_thr, s_thr)]
+    h.update(json.dumps([*parts, *thr, k, quota, seed]).encode())
     return h.hexdigest()
 
 
@@ -78,17 +88,20 @@ def select_candidates(
     domains: Sequence[Sequence[str]],
     domain_order: Sequence[str],
     pairs: PairChunks,
-    t_thr: int,
-    s_thr: int,
+    t_thr: Threshold,
+    s_thr: Threshold,
     k: int,
     quota: int,
     seed: int,
+    exact: ExactSignals | None = None,
 ) -> pl.DataFrame:
     """Two passes over the stored pairs, neither holding more than one chunk and the chosen
-    queries' relevant pairs: group counts per row, then the chosen queries' groups."""
+    queries' relevant pairs: group counts per row, then the chosen queries' groups. A threshold
+    given as a number (``Cut``) decides the pairs within a quantum of it on their ``exact``
+    values."""
     counts = np.zeros((len(ids), 3), dtype=np.int64)
     for chunk in pairs():
-        counts += group_counts(len(ids), *chunk, t_thr, s_thr)
+        counts += group_counts(len(ids), *chunk, t_thr, s_thr, exact)
     viable = np.flatnonzero(counts.min(axis=1) >= k).tolist()
     taken: set[int] = set()
     chosen: list[tuple[str, int]] = []
@@ -108,7 +121,7 @@ def select_candidates(
     touched = []
     for i, j, tq, sq in pairs() if chosen else ():
         touch = is_chosen[i] | is_chosen[j]
-        touched.append(group_table(i[touch], j[touch], tq[touch], sq[touch], t_thr, s_thr))
+        touched.append(group_table(i[touch], j[touch], tq[touch], sq[touch], t_thr, s_thr, exact))
     groups = pl.concat(touched) if touched else group_table(*(np.zeros(0, np.int64),) * 4, 0, 0)
     by_query = groups.filter(pl.col("query_row").is_in([r for _, r in chosen])).sort(
         "query_row", "group", "candidate_row"

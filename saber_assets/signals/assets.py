@@ -26,7 +26,13 @@ from .kernels import quantize
 from .pairs import StoredPairs, row_groups
 from .prepare import SignalInputs, ic_hash, prepare_inputs
 from .shards import BYTES_PER_PAIR, LOWER, UPPER, read_header, read_shard, write_shard
-from .thresholds import derive_thresholds, viable_per_domain
+from .thresholds import (
+    Cut,
+    ExactSignals,
+    derive_thresholds,
+    percentile_thresholds,
+    viable_per_domain,
+)
 
 matplotlib.use("Agg")
 
@@ -288,8 +294,9 @@ def pair_signal_index(
 def relevance_thresholds(
     context: AssetExecutionContext, settings: SaberSettings, problem_annotations: pl.DataFrame
 ) -> Output[pl.DataFrame]:
-    """Topic / summary relevance thresholds: given in config, or derived exactly (at 1/255) from
-    the stored pairs — per domain the strictest with >= Q viable queries, then the minimum."""
+    """Topic / summary relevance thresholds: given in config (compared exactly), or derived from
+    the stored pairs: per domain the strictest with >= Q viable queries (exact at 1/255), or a
+    percentile of all pair similarities (exact); the minimum over domains."""
     full = settings.load()
     cfg, cand = full.signals, full.candidates
     domain_order = domain_names(full.ontology)
@@ -300,10 +307,32 @@ def relevance_thresholds(
     t0 = time.perf_counter()
     budget = gather_budget(cfg.gather_memory_gib)
     degrees = pairs.degrees()
+    exact = ExactSignals.of(inputs)
+    taus: tuple[float | None, float | None] = (None, None)
     if cand.topic_threshold is not None and cand.summary_threshold is not None:
-        tq, sq = int(quantize(cand.topic_threshold)), int(quantize(cand.summary_threshold))
+        cuts = Cut(cand.topic_threshold), Cut(cand.summary_threshold)
+        tq, sq, taus = cuts[0].q, cuts[1].q, (cuts[0].tau, cuts[1].tau)
         source, per_domain = "config", {}
-        viable = viable_per_domain(pairs.chunks(), domains, domain_order, k, tq, sq)
+        viable = viable_per_domain(pairs.chunks(), domains, domain_order, k, *cuts, exact)
+    elif cand.threshold_method == "percentile":
+        by = percentile_thresholds(
+            pairs.chunks, inputs.n, domains, domain_order, cand.percentile, (ft, fs), exact
+        )
+        per_domain_tau = {d: v for d, v in by.items() if d is not None}
+        if cand.percentile_scope == "global":
+            taus = by[None]
+        else:
+            taus = (min(v[0] for v in per_domain_tau.values()),
+                    min(v[1] for v in per_domain_tau.values()))  # fmt: skip
+        cuts = Cut(taus[0]), Cut(taus[1])
+        tq, sq, source = (
+            cuts[0].q,
+            cuts[1].q,
+            f"percentile {cand.percentile:g} ({cand.percentile_scope})",
+        )
+        # in quanta, as the viability rule reports them (the columns divide by 255)
+        per_domain = {d: (t * 255, s_ * 255, None) for d, (t, s_) in per_domain_tau.items()}
+        viable = viable_per_domain(pairs.chunks(), domains, domain_order, k, *cuts, exact)
     else:
         blocks = pairs.row_blocks(budget, degrees)
         choice = derive_thresholds(
@@ -333,6 +362,9 @@ def relevance_thresholds(
         pl.lit(round(sq / 255, 4)).alias("summary_threshold"),
         pl.lit(tq).alias("topic_threshold_q"),
         pl.lit(sq).alias("summary_threshold_q"),
+        # the exact thresholds (sim > τ) where given or taken as a percentile; null: the quanta
+        pl.lit(taus[0], pl.Float64).alias("topic_tau"),
+        pl.lit(taus[1], pl.Float64).alias("summary_tau"),
         pl.lit(source).alias("source"),
     )
     return Output(
@@ -343,8 +375,17 @@ def relevance_thresholds(
             "topic_threshold_quanta": tq,
             "summary_threshold_quanta": sq,
             "source": source,
+            "topic_tau": taus[0],
+            "summary_tau": taus[1],
+            # pairs whose byte lies within a quantum of an exact τ, decided on their exact value
+            "recomputed_pairs": exact.recomputed,
+            "recompute_seconds": round(exact.seconds, 3),
             "rule": "per domain the strictest (largest τt+τs in quanta, then τt) with >= Q viable "
-            "queries; final = minimum over domains",
+            "queries; final = minimum over domains"
+            if source == "derived"
+            else "given (sim > τ, exactly)"
+            if source == "config"
+            else "the percentile of all pair similarities (per domain: then the minimum)",
             "queries_per_domain_Q": cand.queries_per_domain,
             "candidates_per_group_K": k,
             "seconds": round(time.perf_counter() - t0, 2),
@@ -358,6 +399,8 @@ def relevance_thresholds(
                     "summary_threshold",
                     "topic_threshold_q",
                     "summary_threshold_q",
+                    "topic_tau",
+                    "summary_tau",
                     "source",
                 )
             ),

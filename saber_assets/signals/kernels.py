@@ -445,3 +445,34 @@ def _signal_range(
     indptr = np.zeros(rows + 1, dtype=np.int64)
     np.cumsum(np.bincount(local, minlength=rows), out=indptr[1:])
     return indptr, out_cols[:kept][order], out_t[:kept][order], out_s[:kept][order], hist
+
+
+# ------------------------------------------------------------------------ exact pairs, on demand
+
+
+@nb.njit(cache=True)
+def _pair_values(t_ptr, t_idx, lin, s_ptr, s_idx, rows, cols, topic, summary):
+    for k in range(rows.shape[0]):
+        i, j = rows[k], cols[k]
+        topic[k] = _bma_pair(t_idx[t_ptr[i] : t_ptr[i + 1]], t_idx[t_ptr[j] : t_ptr[j + 1]], lin)
+        summary[k] = _jaccard_pair(s_idx[s_ptr[i] : s_ptr[i + 1]], s_idx[s_ptr[j] : s_ptr[j + 1]])
+
+
+def pair_values(
+    t_ptr: np.ndarray,
+    t_idx: np.ndarray,
+    lin: np.ndarray,
+    s_ptr: np.ndarray,
+    s_idx: np.ndarray,
+    rows: np.ndarray,
+    cols: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Both signals of the pairs (rows[k], cols[k]) unquantised: what the block kernel rounds to
+    a byte, for the few pairs whose byte cannot decide a threshold."""
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    cols = np.ascontiguousarray(cols, dtype=np.int64)
+    topic = np.zeros(rows.shape[0], dtype=np.float64)
+    summary = np.zeros(rows.shape[0], dtype=np.float64)
+    if rows.shape[0]:
+        _pair_values(t_ptr, t_idx, lin, s_ptr, s_idx, rows, cols, topic, summary)
+    return topic, summary

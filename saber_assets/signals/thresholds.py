@@ -29,12 +29,15 @@ costs O(pairs + 256) and every interval lands in a difference array per domain (
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numba as nb
 import numpy as np
+
+from .kernels import pair_values
 
 QMAX = 255  # quanta 0..255; thresholds 0..254 (q > 255 is impossible)
 
@@ -204,13 +207,91 @@ def viable_counts(
     return np.cumsum(diff, axis=2)[:, :, :QMAX]
 
 
+@dataclass(frozen=True)
+class Cut:
+    """A threshold given as a number: relevant iff the exact value > ``tau`` (the paper's
+    ``sim > τ``). The stored byte q decides where it can; where it lies within one quantum of τ
+    (|q − 255τ| <= 1: rounding and the kernel's float32 sums) the exact value, recomputed, does.
+    So 7/33 = 0.2121 is above 0.211 and 0.2105 is not, though both store the byte 54."""
+
+    tau: float
+
+    @property
+    def q(self) -> int:
+        """The threshold's own byte (for the storage-floor check and for display)."""
+        return int(np.floor(self.tau * QMAX + 0.5))
+
+    def decide(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(surely above, undecided) per byte."""
+        x = self.tau * QMAX
+        q = np.asarray(q, dtype=np.int64)
+        above = q > x + 1
+        return above, ~above & (q >= x - 1)
+
+
+Threshold = int | Cut  # int: in quanta (relevant iff q > it), exact at the storage resolution
+
+
+class ExactSignals:
+    """Unquantised signals of given pairs from the kernel inputs, counted: ``recomputed`` pairs
+    in ``seconds``."""
+
+    def __init__(self, t_ptr, t_idx, lin, s_ptr, s_idx) -> None:
+        self.arrays = (t_ptr, t_idx, lin, s_ptr, s_idx)
+        self.recomputed = 0
+        self.seconds = 0.0
+
+    @classmethod
+    def of(cls, inputs) -> ExactSignals:
+        """From ``prepare.SignalInputs``."""
+        return cls(inputs.t_ptr, inputs.t_idx, inputs.lin, inputs.s_ptr, inputs.s_idx)
+
+    def __call__(self, i: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        t0 = time.perf_counter()
+        out = pair_values(*self.arrays, i, j)
+        self.recomputed += len(i)
+        self.seconds += time.perf_counter() - t0
+        return out
+
+
+def relevance(
+    i: np.ndarray,
+    j: np.ndarray,
+    tq: np.ndarray,
+    sq: np.ndarray,
+    t_thr: Threshold,
+    s_thr: Threshold,
+    exact: ExactSignals | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(topic-relevant, summary-relevant) per stored pair."""
+    out = []
+    for k, (q, thr) in enumerate(((tq, t_thr), (sq, s_thr))):
+        if not isinstance(thr, Cut):
+            out.append(np.asarray(q) > thr)
+            continue
+        above, unsure = thr.decide(q)
+        if unsure.any():
+            if exact is None:
+                raise ValueError("a threshold given as a number needs the exact pair signals")
+            above[unsure] = exact(i[unsure], j[unsure])[k] > thr.tau
+        out.append(above)
+    return out[0], out[1]
+
+
 def group_counts(
-    n: int, i: np.ndarray, j: np.ndarray, tq: np.ndarray, sq: np.ndarray, t_thr: int, s_thr: int
+    n: int,
+    i: np.ndarray,
+    j: np.ndarray,
+    tq: np.ndarray,
+    sq: np.ndarray,
+    t_thr: Threshold,
+    s_thr: Threshold,
+    exact: ExactSignals | None = None,
 ) -> np.ndarray:
     """(n, 3) counts per row of its topic-only, summary-only and both pairs (both directions)
-    among the stored pairs given, at thresholds (τ_t, τ_s) in quanta: bincounts over boolean
-    masks, so any cut of the pairs into chunks adds up to the whole."""
-    t_rel, s_rel = tq > t_thr, sq > s_thr
+    among the stored pairs given, at thresholds (τ_t, τ_s) in quanta or exact (``Cut``):
+    bincounts over boolean masks, so any cut of the pairs into chunks adds up to the whole."""
+    t_rel, s_rel = relevance(i, j, tq, sq, t_thr, s_thr, exact)
     out = np.zeros((n, 3), dtype=np.int64)
     for g, mask in enumerate((t_rel & ~s_rel, s_rel & ~t_rel, t_rel & s_rel)):
         out[:, g] = np.bincount(i[mask], minlength=n) + np.bincount(j[mask], minlength=n)
@@ -297,17 +378,110 @@ def viable_per_domain(
     row_domains: Sequence[Sequence[str]],
     domains: Sequence[str],
     k: int,
-    t_thr: int,
-    s_thr: int,
+    t_thr: Threshold,
+    s_thr: Threshold,
+    exact: ExactSignals | None = None,
 ) -> dict[str, int]:
     """Viable queries per domain at given thresholds (quanta), counted directly from the stored
     pairs (i, j, q_t, q_s) in any cut: one pass, nothing gathered or sorted."""
     _, rows = _domain_rows(row_domains, domains)
     counts = np.zeros((len(row_domains), 3), dtype=np.int64)
     for i, j, tq, sq in chunks:
-        counts += group_counts(len(row_domains), i, j, tq, sq, t_thr, s_thr)
+        counts += group_counts(len(row_domains), i, j, tq, sq, t_thr, s_thr, exact)
     out = dict.fromkeys(domains, 0)
     for r in np.flatnonzero(counts.min(axis=1) >= k):
         for x in rows[r]:
             out[domains[x]] += 1
+    return out
+
+
+# ------------------------------------------------------------------------------- percentiles
+
+
+class PercentileError(ValueError):
+    """The percentile lies where the stored pairs cannot tell it (below a storage floor)."""
+
+
+def percentile_thresholds(
+    chunks,
+    n: int,
+    row_domains: Sequence[Sequence[str]],
+    domains: Sequence[str],
+    p: float,
+    floors: tuple[int, int],
+    exact: ExactSignals,
+) -> dict[str | None, tuple[float, float]]:
+    """The ``p``-th percentile (inverted CDF: the smallest value v with a share >= p/100 of the
+    pairs at or below it) of each signal over all n(n−1)/2 pairs (key None) and over each
+    domain's pairs (the ordered pairs whose query is in the domain: n_D·(n − 1)), exactly.
+
+    Two passes over the stored pairs (``chunks()`` each time): 256-bin histograms of the bytes,
+    which locate each percentile's quantum; then the exact values of the pairs in that quantum,
+    whose order statistic it is. Every pair not stored lies below the floors, so a percentile
+    the stored pairs cannot reach is an error naming the floor to lower."""
+    if not 0 < p < 100:
+        raise ValueError(f"the percentile must lie in (0, 100), not {p}")
+    groups: list[str | None] = [None, *domains]
+    index = {d: g for g, d in enumerate(groups)}
+    member = np.zeros((len(groups), n), dtype=np.bool_)
+    member[0] = True
+    for r, ds in enumerate(row_domains):
+        for d in ds:
+            if d in index:
+                member[index[d], r] = True
+    totals = [n * (n - 1) / 2] + [float(member[g].sum()) * (n - 1) for g in range(1, len(groups))]
+    hist = np.zeros((len(groups), 2, QMAX + 1), dtype=np.int64)
+
+    def weights(g: int, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        if g == 0:
+            return np.ones(len(i), dtype=np.int64)
+        return member[g, i].astype(np.int64) + member[g, j]
+
+    for i, j, tq, sq in chunks():
+        for g in range(len(groups)):
+            w = weights(g, i, j)
+            for s_, q in enumerate((tq, sq)):
+                hist[g, s_] += np.bincount(q, weights=w, minlength=QMAX + 1).astype(np.int64)
+    # per (group, signal): the quantum holding the percentile and its rank inside it
+    target: dict[tuple[int, int], tuple[int, int]] = {}
+    names = ("topic", "summary")
+    for g in range(len(groups)):
+        for s_ in range(2):
+            floor = floors[s_]
+            known = hist[g, s_, floor:]
+            below = totals[g] - known.sum()  # every pair under the floor, stored or not
+            rank = int(np.ceil(p / 100 * totals[g]))
+            if totals[g] == 0:
+                continue
+            if rank <= below:
+                where = "overall" if groups[g] is None else f"in {groups[g]!r}"
+                raise PercentileError(
+                    f"the {p:g}th percentile of the {names[s_]} signal {where} lies below the "
+                    f"storage floor ({floor}/255): lower signals.floor_{names[s_]} to store it"
+                )
+            cum = below + np.cumsum(known)
+            b = int(np.searchsorted(cum, rank, side="left"))
+            before = below + (known[:b].sum() if b else 0)
+            target[(g, s_)] = (floor + b, int(rank - before))
+    picked: dict[tuple[int, int], list[np.ndarray]] = {key: [] for key in target}
+    for i, j, tq, sq in chunks():
+        for s_, q in enumerate((tq, sq)):
+            for g in range(len(groups)):
+                if (g, s_) not in target:
+                    continue
+                sel = np.flatnonzero(q == target[(g, s_)][0])
+                if not len(sel):
+                    continue
+                vals = exact(i[sel], j[sel])[s_]
+                w = weights(g, i[sel], j[sel])
+                picked[(g, s_)].append(np.repeat(vals, w))
+    out: dict[str | None, tuple[float, float]] = {}
+    for g, d in enumerate(groups):
+        if totals[g] == 0:
+            continue
+        pair = []
+        for s_ in range(2):
+            vals = np.sort(np.concatenate(picked[(g, s_)]))
+            pair.append(float(vals[target[(g, s_)][1] - 1]))
+        out[d] = (pair[0], pair[1])
     return out
