@@ -300,14 +300,16 @@ class AnalysesConfig(_Strict):
     convergence: bool = False
     convergence_queries: int = Field(default=5, ge=1)
     # math_vs_words: the registry's retrievers by name (default: all but LLM re-rankers) and the
-    # settings they are tried in (the query statement by default: the paper's question)
+    # settings they are tried in (the paper's: the query statement against the five best
+    # candidates' problem and solution text)
     math_vs_words_retrievers: list[str] | None = None
     math_vs_words_settings: list[Literal["statement-statement", "statement-full", "full-full"]] = (
-        Field(default_factory=lambda: ["statement-statement"])
+        Field(default_factory=lambda: ["statement-full"])
     )
-    # statements without LaTeX: `llm` splits their math from their prose with the LLM (the
-    # paper's segmentation; prompt math-words-split/v1, cached); `latex` drops them
-    math_segmentation: Literal["latex", "llm"] = "latex"
+    # `llm`: the LLM splits every query's math from its prose (the paper's formatting step;
+    # template math_split, cached); `latex`: the LaTeX spans do, statements without any are
+    # dropped; `auto` (default): llm with an LLM backend, latex on the CPU
+    math_segmentation: Literal["auto", "latex", "llm"] = "auto"
     # judging_regimes: seeded candidate pairs judged by an ordinal (0-100) judge and a majority
     # vote of `regime_votes` pairwise draws at `regime_temperature` (a tie when the margin is
     # <= `regime_tie_margin`); 0 pairs turns the analysis off

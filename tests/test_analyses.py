@@ -180,23 +180,51 @@ def test_human_agreement_perfect_partial_and_inter_annotator(tmp_path):
     path.write_text("query,a,b,choice\nq,c00,c01,a\n")
     with pytest.raises(AnnotationError, match="annotator"):
         read_annotations(path)
+    # the order people saw, where recorded: kept, and checked
+    from saber_assets.analyses.human_agreement import shown_first
+
+    path.write_text(
+        "query,a,b,choice,annotator,shown_first\nq,c00,c01,a,x,c01\nq,c00,c01,a,y,c00\n"
+        "q,c00,c02,b,x,\n"
+    )
+    assert shown_first(read_annotations(path)) == {("q", "c00", "c01"): "c01"}
+    path.write_text("query,a,b,choice,annotator,shown_first\nq,c00,c01,a,x,c09\n")
+    with pytest.raises(AnnotationError, match="line 2: shown_first 'c09' is neither a nor b"):
+        read_annotations(path)
 
 
-def test_judge_choices_asks_both_orders():
-    from saber_assets.analyses.assets import judge_choices
+def test_judge_choices_asks_once_in_the_order_people_saw():
+    from saber_assets.analyses.human_agreement import judge_choices
     from saber_resources.tasks import Outcome
 
     class Judge:  # prefers the shorter text; says "first" on equal lengths (position bias)
+        def __init__(self):
+            self.items = []
+
         def compare_batch(self, items):
-            out = []
-            for _, x, y in items:
-                v = 1 if len(x) <= len(y) else 2
-                out.append(Outcome(v))
-            return out
+            self.items += items
+            return [Outcome(1 if len(x) <= len(y) else 2) for _, x, y in items]
 
     text = {"a": "xx", "b": "xxxx", "c": "yy", "q": "query"}
-    got = judge_choices(Judge(), text, [("q", "a", "b"), ("q", "b", "a"), ("q", "a", "c")])
-    assert got == {("q", "a", "b"): "a", ("q", "b", "a"): "b", ("q", "a", "c"): "tie"}
+    pairs = [("q", "a", "b"), ("q", "b", "a"), ("q", "a", "c")]
+    judge = Judge()
+    shown = {("q", "a", "c"): "c", ("q", "a", "b"): "b"}
+    got = judge_choices(judge, text, pairs, shown, seed=5)
+    assert len(judge.items) == 3  # once per pair, not in both orders
+    assert judge.items[0] == ("query", "xxxx", "xx") and judge.items[2] == ("query", "yy", "xx")
+    # the bias shows: shown c first, the equal-length pair goes to c
+    assert got == {("q", "a", "b"): "a", ("q", "b", "a"): "b", ("q", "a", "c"): "b"}
+    # unrecorded orders are seeded: the same seed, the same orders; another seed may differ
+    again, repeat = Judge(), Judge()
+    judge_choices(again, text, pairs, {}, seed=5)
+    judge_choices(repeat, text, pairs, {}, seed=5)
+    assert repeat.items == again.items
+    seeds = set()
+    for seed in range(8):
+        j = Judge()
+        judge_choices(j, text, pairs, {}, seed=seed)
+        seeds.add(tuple(j.items))
+    assert len(seeds) > 1
 
 
 def test_convergence_known_answers():
@@ -302,10 +330,16 @@ def test_math_vs_words_a_math_only_retriever_makes_math_win():
         pl.Series("problem", [*queries["problem"][:2], "Show y^2 + z = w when the sum is even"])
     )
 
-    def segment(texts):
+    from saber_assets.analyses.math_vs_words import variants
+
+    def segment(texts):  # a model: LaTeX as the regex reads it, y^2 + z = w found, else nothing
         asked.extend(texts)
         return [
-            ("$y^2 + z = w$", "Show when the sum is even") if "y^2" in t else "no math"
+            ("$y^2 + z = w$", "Show when the sum is even")
+            if "y^2" in t
+            else variants(t)
+            if "$" in t
+            else "no math"
             for t in texts
         ]
 
@@ -319,7 +353,7 @@ def test_math_vs_words_a_math_only_retriever_makes_math_win():
         ("statement-statement",),
         segment=segment,
     )
-    assert asked == ["Show y^2 + z = w when the sum is even"]  # only statements without LaTeX
+    assert asked == plain["problem"].to_list()  # every query goes through the LLM step
     q3 = per_query.filter(pl.col("query_id") == "q3").row(0, named=True)
     assert q3["split"] == "llm" and q3["math_wins"] and not q3["dropped"]
     assert q3["ratio"] == pytest.approx(4 / 10)  # y 2 z w | show when the sum is even
@@ -327,7 +361,7 @@ def test_math_vs_words_a_math_only_retriever_makes_math_win():
     assert (row["queries"], row["dropped"], row["llm_split"], row["math_wins_pct"]) == (
         3,
         0,
-        1,
+        3,
         100.0,
     )
     asked.clear()

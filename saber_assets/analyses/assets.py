@@ -31,7 +31,13 @@ from . import plots
 from . import robustness as rb
 from .composition import composition
 from .convergence import convergence, round_robin
-from .human_agreement import SUMMARY_SCHEMA, human_agreement, read_annotations
+from .human_agreement import (
+    SUMMARY_SCHEMA,
+    human_agreement,
+    judge_choices,
+    read_annotations,
+    shown_first,
+)
 from .judging_regimes import SUMMARY_SCHEMA as REGIMES_SCHEMA
 from .judging_regimes import regime_agreement, regime_choices, sample_pairs
 from .math_vs_words import choose_retrievers
@@ -135,24 +141,6 @@ def mteb_correlation(settings: SaberSettings) -> Output[pl.DataFrame]:
     return Output(table, metadata=meta)
 
 
-def judge_choices(judge, text: dict[str, str], pairs) -> dict:
-    """The pairwise judge on each (query, a, b), asked in both orders: the same answer both
-    times is its choice, different answers a tie, a failure no answer."""
-    pairs = [p for p in pairs if all(x in text for x in p)]
-    items = [(text[q], text[a], text[b]) for q, a, b in pairs]
-    items += [(text[q], text[b], text[a]) for q, a, b in pairs]
-    out = judge.compare_batch(items)
-    choices = {}
-    for k, pair in enumerate(pairs):
-        ab, ba = out[k], out[k + len(pairs)]
-        if not (ab.ok and ba.ok):
-            continue
-        first = "a" if ab.value == 1 else "b"
-        second = "b" if ba.value == 1 else "a"
-        choices[pair] = first if first == second else "tie"
-    return choices
-
-
 def configured_regimes(pairs, text: dict[str, str], tasks, acfg):
     """``regime_choices`` with the task set's judges and the `analyses.regime_*` settings."""
     return regime_choices(
@@ -182,9 +170,10 @@ def judge_human_agreement(
     ratings = concat_partitions(relevance_ratings)
     tasks, text = prepared_tasks(settings, llm, stores, corpus, ratings)
     pairs = sorted(set(humans.select("query", "a", "b").iter_rows()))
-    choices = judge_choices(tasks.pair_judge, text, pairs)
+    shown = shown_first(humans)
+    choices = judge_choices(tasks.pair_judge, text, pairs, shown, cfg.seed)
     regimes, _ = configured_regimes(pairs, text, tasks, acfg)
-    regimes.pop("pairwise_single")  # the both-orders pairwise judge stands for it here
+    regimes.pop("pairwise_single")  # the judge asked once, in the people's order, stands for it
     scored, summary = human_agreement(humans, {"pairwise_judge": choices, **regimes}, ratings)
     judge = tasks.pair_judge
     return Output(
@@ -195,6 +184,9 @@ def judge_human_agreement(
             "annotations": humans.height,
             "annotators": humans["annotator"].n_unique(),
             "pairs_judged": len(choices),
+            # the order the judge saw each pair in: as people saw it, or seeded where unrecorded
+            "order": f"{len(shown)} pairs as shown to people, {len(pairs) - len(shown)} seeded",
+            "seed": cfg.seed,
             "judge": f"{judge.backend}:{judge.model} ({judge.version})",
         },
     )
@@ -353,7 +345,10 @@ def math_vs_words(
     retrievers = {e.name: build_retriever(e, resources) for e in chosen}
     bench = Benchmark.read(settings.output_dir() / "evaluation_benchmark")
     segmenter = None
-    if acfg.math_segmentation == "llm":
+    how = acfg.math_segmentation
+    if how == "auto":
+        how = "latex" if llm.backend in ("cpu", "synthetic") else "llm"
+    if how == "llm":
         segmenter = tasks_for(llm, stores, cfg.tournament.max_parse_retries).segmenter
         if segmenter is None:
             raise ValueError(
@@ -376,7 +371,7 @@ def math_vs_words(
                 per_query.filter(pl.col("dropped")).select(pl.col("query_id").n_unique()).item()
             ),
             "failed": int(per_query["error"].is_not_null().sum()),
-            "segmentation": acfg.math_segmentation,
+            "segmentation": how,
             "plot": figure_markdown(plots.wins_figure(summary), "math vs words")
             if summary.height
             else "no queries",

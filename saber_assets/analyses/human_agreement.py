@@ -1,5 +1,7 @@
 """Agreement with people: human pairwise annotations (query, a, b, choice ∈ {a, b, tie},
-annotator) against the pairwise judge and the Bradley–Terry ranking. A prediction scores 1 when
+annotator, and optionally shown_first: the candidate people saw first) against the pairwise
+judge and the Bradley–Terry ranking. The judge is asked once per pair, as the paper does: in the
+order people saw it where the labels record it, else in one seeded order. A prediction scores 1 when
 it equals the human's choice, 0.5 when exactly one of the two is a tie, 0 otherwise; reported
 overall and by the pair's distance in the final ranking (Δr ≥ 0, 25, 50), with the agreement
 between annotators where a pair has two or more."""
@@ -9,11 +11,13 @@ from __future__ import annotations
 from itertools import combinations
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 CHOICES = ("a", "b", "tie")
 BUCKETS = (0, 25, 50)
 COLUMNS = ("query", "a", "b", "choice", "annotator")
+OPTIONAL = ("shown_first",)
 
 
 SUMMARY_SCHEMA = {
@@ -36,7 +40,19 @@ def read_annotations(path: str | Path) -> pl.DataFrame:
     missing = set(COLUMNS) - set(frame.columns)
     if missing:
         raise AnnotationError(f"{path}: missing column(s) {sorted(missing)}; need {COLUMNS}")
-    frame = frame.select(pl.col(c).cast(pl.String) for c in COLUMNS).with_row_index("line", 2)
+    cols = [*COLUMNS, *(c for c in OPTIONAL if c in frame.columns)]
+    frame = frame.select(pl.col(c).cast(pl.String) for c in cols).with_row_index("line", 2)
+    if "shown_first" in frame.columns:
+        off = frame.filter(
+            pl.col("shown_first").is_not_null()
+            & (pl.col("shown_first") != pl.col("a"))
+            & (pl.col("shown_first") != pl.col("b"))
+        )
+        if off.height:
+            r = off.row(0, named=True)
+            raise AnnotationError(
+                f"{path}: line {r['line']}: shown_first {r['shown_first']!r} is neither a nor b"
+            )
     bad = frame.filter(~pl.col("choice").is_in(CHOICES) | pl.col("choice").is_null())
     if bad.height:
         r = bad.row(0, named=True)
@@ -48,6 +64,46 @@ def read_annotations(path: str | Path) -> pl.DataFrame:
     if same.height:
         raise AnnotationError(f"{path}: line {same['line'][0]}: a and b are the same candidate")
     return frame.drop("line")
+
+
+def shown_first(humans: pl.DataFrame) -> dict[tuple[str, str, str], str]:
+    """(query, a, b) -> the candidate people saw first, where the labels record it (the first
+    annotation of a pair that records one)."""
+    if "shown_first" not in humans.columns:
+        return {}
+    rows = humans.filter(pl.col("shown_first").is_not_null())
+    out: dict[tuple[str, str, str], str] = {}
+    for q, a, b, f in rows.select("query", "a", "b", "shown_first").iter_rows():
+        out.setdefault((q, a, b), f)
+    return out
+
+
+def judge_choices(
+    judge,
+    text: dict[str, str],
+    pairs,
+    shown: dict[tuple[str, str, str], str] | None = None,
+    seed: int = 0,
+) -> dict:
+    """The pairwise judge once on each (query, a, b): first the candidate ``shown`` gives (as
+    people saw it), else one drawn with a generator seeded by ``seed``; its pick is the choice,
+    a failure no answer."""
+    shown = shown or {}
+    pairs = [p for p in pairs if all(x in text for x in p)]
+    rng = np.random.default_rng([seed, 17])
+    draws = rng.random(len(pairs))
+    firsts = [shown.get(p, p[1] if u < 0.5 else p[2]) for p, u in zip(pairs, draws, strict=True)]
+    items = [
+        (text[q], text[f], text[b if f == a else a])
+        for (q, a, b), f in zip(pairs, firsts, strict=True)
+    ]
+    out = judge.compare_batch(items)
+    choices = {}
+    for (q, a, b), f, o in zip(pairs, firsts, out, strict=True):
+        if o.ok:
+            winner = f if o.value == 1 else (b if f == a else a)
+            choices[(q, a, b)] = "a" if winner == a else "b"
+    return choices
 
 
 def agreement(pred: str | None, human: str) -> float | None:

@@ -5,9 +5,10 @@ rest), with the tokenisers' own formula regex. For each retriever and setting, e
 scored against the query's 5 highest-rated candidates; math wins a query when its mean score is
 higher. Queries where either side is empty are dropped and counted.
 
-Statements whose mathematics is not in LaTeX have no formula span: with ``segment`` (the LLM
-segmentation of the paper, ``analyses.math_segmentation: llm``) those are split by the model
-instead, each expression checked to occur verbatim; a failed split is dropped with its reason."""
+With ``segment`` (the paper's LLM formatting step, ``analyses.math_segmentation: llm``, the
+default with an LLM backend) every query is split by the model instead, each expression checked
+to occur verbatim; a failed split is dropped with its reason. Without it, a statement whose
+mathematics is not in LaTeX has no formula span and is dropped."""
 
 from __future__ import annotations
 
@@ -106,8 +107,8 @@ def math_vs_words(
         ratios = [math_token_ratio(t) for t in texts]
         seg_errors: dict[int, str] = {}
         if segment is not None:
-            bare = [n for n, (m, _) in enumerate(split) if not m]
-            for n, got in zip(bare, segment([texts[n] for n in bare]), strict=True):
+            every = list(range(len(texts)))
+            for n, got in zip(every, segment(texts), strict=True):
                 if isinstance(got, str):
                     seg_errors[n] = f"segmentation failed: {got}"
                     continue
