@@ -9,9 +9,9 @@ from saber_assets.signals.thresholds import (
     Cut,
     ExactSignals,
     PercentileError,
+    Relevance,
     group_counts,
     percentile_thresholds,
-    relevance,
 )
 
 
@@ -33,15 +33,15 @@ def test_a_byte_within_a_quantum_of_tau_is_decided_on_the_exact_value():
     tq = np.full(3, 255, dtype=np.uint8)
     assert summary[0, 1] == pytest.approx(7 / 33) and summary[2, 3] == pytest.approx(4 / 19)
     assert sq.tolist() == [54, 54, 0]
-    t_rel, s_rel = relevance(i, j, tq, sq, Cut(0.5), Cut(0.211), exact)
+    t_rel, s_rel = Relevance(Cut(0.5), Cut(0.211), exact).masks(i, j, tq, sq)
     assert s_rel.tolist() == [True, False, False] and t_rel.all()
     assert exact.recomputed == 2  # only the two undecided bytes; 0 is surely below
     # the byte alone cannot tell them apart: at its quantum both fall on one side
-    assert relevance(i, j, tq, sq, 255, int(quantize(0.211)), None)[1].tolist() == [False] * 3
+    assert Relevance(255, int(quantize(0.211)), None).masks(i, j, tq, sq)[1].tolist() == [False] * 3
     # sim > τ, strictly: a value equal to τ is not above it
-    assert relevance(i, j, tq, sq, 0, Cut(7 / 33), exact)[1].tolist() == [False] * 3
+    assert Relevance(0, Cut(7 / 33), exact).masks(i, j, tq, sq)[1].tolist() == [False] * 3
     with pytest.raises(ValueError, match="needs the exact pair signals"):
-        relevance(i, j, tq, sq, 0, Cut(0.211), None)
+        Relevance(0, Cut(0.211), None).masks(i, j, tq, sq)
     counts = group_counts(6, i, j, tq, sq, Cut(0.5), Cut(0.211), exact)
     assert counts[:, 2].tolist() == [1, 1, 0, 0, 0, 0]  # "both" for 0 and 1 only
     assert counts[:, 0].tolist() == [0, 0, 1, 1, 1, 1]  # topic-only for the rest

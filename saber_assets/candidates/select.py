@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from ..signals.pairs import Chunk
-from ..signals.thresholds import Cut, ExactSignals, Threshold, group_counts, relevance
+from ..signals.thresholds import Cut, ExactSignals, Relevance, Threshold, group_counts
 
 GROUPS = ("topic_only", "summary_only", "both")
 
@@ -28,18 +28,12 @@ PairChunks = Callable[[], Iterable[Chunk]]
 
 
 def group_table(
-    i: np.ndarray,
-    j: np.ndarray,
-    tq: np.ndarray,
-    sq: np.ndarray,
-    t_thr: Threshold,
-    s_thr: Threshold,
-    exact: ExactSignals | None = None,
+    i: np.ndarray, j: np.ndarray, tq: np.ndarray, sq: np.ndarray, rel: Relevance
 ) -> pl.DataFrame:
     """Every relevant (query row, candidate row) in both directions, with its group and signals.
     Pairs relevant in neither signal are dropped before the frame is built: at scale most stored
     pairs lie between the storage floors and the thresholds."""
-    t_rel, s_rel = relevance(i, j, tq, sq, t_thr, s_thr, exact)
+    t_rel, s_rel = rel.masks(i, j, tq, sq)
     keep = t_rel | s_rel
     i, j, tq, sq, t_rel, s_rel = i[keep], j[keep], tq[keep], sq[keep], t_rel[keep], s_rel[keep]
     df = pl.DataFrame(
@@ -116,13 +110,15 @@ def select_candidates(
         for p in pick:
             chosen.append((d, pool[p]))
             taken.add(pool[p])
+    rel = Relevance(t_thr, s_thr, exact)
     is_chosen = np.zeros(len(ids), dtype=np.bool_)
     is_chosen[[r for _, r in chosen]] = True
     touched = []
     for i, j, tq, sq in pairs() if chosen else ():
         touch = is_chosen[i] | is_chosen[j]
-        touched.append(group_table(i[touch], j[touch], tq[touch], sq[touch], t_thr, s_thr, exact))
-    groups = pl.concat(touched) if touched else group_table(*(np.zeros(0, np.int64),) * 4, 0, 0)
+        touched.append(group_table(i[touch], j[touch], tq[touch], sq[touch], rel))
+    empty = (np.zeros(0, np.int64),) * 4
+    groups = pl.concat(touched) if touched else group_table(*empty, Relevance(0, 0))
     by_query = groups.filter(pl.col("query_row").is_in([r for _, r in chosen])).sort(
         "query_row", "group", "candidate_row"
     )

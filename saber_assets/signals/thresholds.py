@@ -254,28 +254,28 @@ class ExactSignals:
         return out
 
 
-def relevance(
-    i: np.ndarray,
-    j: np.ndarray,
-    tq: np.ndarray,
-    sq: np.ndarray,
-    t_thr: Threshold,
-    s_thr: Threshold,
-    exact: ExactSignals | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(topic-relevant, summary-relevant) per stored pair."""
-    out = []
-    for k, (q, thr) in enumerate(((tq, t_thr), (sq, s_thr))):
-        if not isinstance(thr, Cut):
-            out.append(np.asarray(q) > thr)
-            continue
-        above, unsure = thr.decide(q)
-        if unsure.any():
-            if exact is None:
-                raise ValueError("a threshold given as a number needs the exact pair signals")
-            above[unsure] = exact(i[unsure], j[unsure])[k] > thr.tau
-        out.append(above)
-    return out[0], out[1]
+@dataclass(frozen=True)
+class Relevance:
+    """Both thresholds, and the exact signals a ``Cut`` needs for the bytes it cannot decide."""
+
+    topic: Threshold
+    summary: Threshold
+    exact: ExactSignals | None = None
+
+    def masks(self, i, j, tq, sq) -> tuple[np.ndarray, np.ndarray]:
+        """(topic-relevant, summary-relevant) per stored pair (i, j, q_t, q_s)."""
+        out = []
+        for k, (q, thr) in enumerate(((tq, self.topic), (sq, self.summary))):
+            if not isinstance(thr, Cut):
+                out.append(np.asarray(q) > thr)
+                continue
+            above, unsure = thr.decide(q)
+            if unsure.any():
+                if self.exact is None:
+                    raise ValueError("a threshold given as a number needs the exact pair signals")
+                above[unsure] = self.exact(i[unsure], j[unsure])[k] > thr.tau
+            out.append(above)
+        return out[0], out[1]
 
 
 def group_counts(
@@ -291,7 +291,7 @@ def group_counts(
     """(n, 3) counts per row of its topic-only, summary-only and both pairs (both directions)
     among the stored pairs given, at thresholds (τ_t, τ_s) in quanta or exact (``Cut``):
     bincounts over boolean masks, so any cut of the pairs into chunks adds up to the whole."""
-    t_rel, s_rel = relevance(i, j, tq, sq, t_thr, s_thr, exact)
+    t_rel, s_rel = Relevance(t_thr, s_thr, exact).masks(i, j, tq, sq)
     out = np.zeros((n, 3), dtype=np.int64)
     for g, mask in enumerate((t_rel & ~s_rel, s_rel & ~t_rel, t_rel & s_rel)):
         out[:, g] = np.bincount(i[mask], minlength=n) + np.bincount(j[mask], minlength=n)
