@@ -6,6 +6,7 @@ import pytest
 from saber_assets.signals.compute import compute_segment, memory_available
 from saber_assets.signals.kernels import (
     bma_jaccard_dense,
+    pair_values,
     pairwise_block_naive,
     quantize,
     signal_block,
@@ -896,6 +897,34 @@ def test_two_shards_through_dagster_and_growth(tmp_path, monkeypatch):
     assert sorted(zip(i.tolist(), j.tolist(), tq.tolist(), sq.tolist(), strict=True)) == sorted(
         zip(fi.tolist(), fj.tolist(), full.topic.tolist(), full.summary.tolist(), strict=True)
     )
+    # the percentile method through the asset: the exact 95th percentile of all 230·229/2 pairs
+    (tmp_path / "c.yaml").write_text(
+        "name: g\ncorpus: {sources: [{name: math, bundled: math}]}\nsignals: {shards: 2, "
+        "rows_per_shard: 64, floor_topic: 0.3, floor_summary: 0.2, hist_bins: 8}\ncandidates: "
+        "{queries_per_domain: 5, candidates_per_group: 3, threshold_method: percentile, "
+        "percentile: 95}\n"
+    )
+    wh = Warehouse(path=str(tmp_path / "w.duckdb"))
+    res = {
+        "settings": SaberSettings(config_file=str(tmp_path / "c.yaml")),
+        "warehouse": wh,
+        "parquet_io": WarehouseParquetIOManager(base_dir=str(tmp_path / "pq"), warehouse=wh),
+    }
+
+    @asset(name="problem_annotations", io_manager_key="parquet_io")
+    def pa() -> pl.DataFrame:
+        return grown
+
+    assert materialize([pa, sa.relevance_thresholds], resources=res).success
+    got = pl.read_parquet(tmp_path / "pq" / "relevance_thresholds.parquet").row(0, named=True)
+    iu = np.triu_indices(230, 1)
+    rows, cols = iu[0].astype(np.int64), iu[1].astype(np.int64)
+    topic, summary = pair_values(
+        inputs.t_ptr, inputs.t_idx, inputs.lin, inputs.s_ptr, inputs.s_idx, rows, cols
+    )
+    assert got["topic_tau"] == np.quantile(topic, 0.95, method="inverted_cdf")
+    assert got["summary_tau"] == np.quantile(summary, 0.95, method="inverted_cdf")
+    assert got["source"] == "percentile 95 (global)"
 
 
 def test_threads_split_gives_identical_results():
