@@ -127,6 +127,23 @@ def _ontology_files(ocfg) -> list:
     return [_path(p) if p else None for p in (ocfg.path, ocfg.nodes, ocfg.edges)]
 
 
+def domain_selection(select: list[str], keys: dict[str, str]) -> list[str]:
+    """``domain=NAME`` by a domain's title (as the UI and the leaderboard show it) or its
+    partition key, rewritten to the key; a name that is neither is an error listing the domains
+    (selecting nothing would look like a build with nothing to do)."""
+    out = []
+    by_key = set(keys.values())
+    for x in select:
+        if x.startswith("domain="):
+            name = x.split("=", 1)[1]
+            if name not in keys and name not in by_key:
+                listing = ", ".join(repr(t) for t in keys)
+                raise ValueError(f"--select domain={name}: no such domain; the domains: {listing}")
+            x = f"domain={keys.get(name, name)}"
+        out.append(x)
+    return out
+
+
 def selected(step, select: list[str]) -> bool:
     """``--select``: stage names or aliases, and ``domain=NAME`` for one domain's steps (a
     domain alone selects that domain's tournament steps and runs)."""
@@ -188,8 +205,11 @@ def build(
     from .ops.runs import process_tags, reap_dead_runs
 
     defs = make_definitions(config, home)
+    from .ontology.domains import domain_keys
+
+    select = domain_selection(select or [], domain_keys(cfg.ontology))
     if on:
-        return build_remote(on, defs, cfg, force, select or [])
+        return build_remote(on, defs, cfg, force, select)
     prepare_dagster_home(home)
     instance = DagsterInstance.get()
     t0 = time.perf_counter()
@@ -746,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
         "--select",
         action="append",
         help="only these stages (sources, annotations, summaries, shards, signals, domains, "
-        "benchmark, runs, leaderboard) and/or domain=NAME; repeatable",
+        "benchmark, runs, leaderboard) and/or domain=NAME (a title or its partition key); repeatable",
     )
     p_eval = sub.add_parser(
         "evaluate", help="score registered retrievers on a benchmark (exchange format)"

@@ -553,3 +553,24 @@ def test_lin_table_is_the_same_whatever_the_block_size():
     for chunk in (1, 4, 16, 17, 100):
         assert np.array_equal(lin_table(ic, idx, nodes, chunk=chunk), full)
     assert np.allclose(np.diag(full)[ic[nodes] > 0], 1.0)
+
+
+def test_build_selects_a_domain_by_its_title_or_its_key():
+    from saber_assets.cli import domain_selection
+
+    keys = keys_for(["Algebra", "Order, lattices, ordered algebraic structures"])
+    got = domain_selection(
+        ["domains", "domain=Order, lattices, ordered algebraic structures", "domain=Algebra"], keys
+    )
+    assert got == [
+        "domains",
+        "domain=Order-lattices-ordered-algebraic-structures",
+        "domain=Algebra",
+    ]
+    assert domain_selection(["domain=Order-lattices-ordered-algebraic-structures"], keys) == [
+        "domain=Order-lattices-ordered-algebraic-structures"
+    ]
+    with pytest.raises(
+        ValueError, match=r"domain=Topology: no such domain; the domains: 'Algebra'"
+    ):
+        domain_selection(["domain=Topology"], keys)
