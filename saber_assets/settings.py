@@ -48,8 +48,8 @@ DEFAULT_STORED_FRACTION = 0.18
 
 # The LLM tasks, as `llm.thinking`, `llm.max_tokens` and `prompts` name them.
 LLMTask = Literal["topics", "summaries", "judge", "ordinal", "pointwise", "math_split", "translate"]
-# the judge's budget is `tournament.judge_max_tokens`
-BudgetTask = Literal["topics", "summaries", "ordinal", "pointwise", "math_split", "translate"]
+# the judge's budget is `tournament.judge_max_tokens`; pointwise reads P(yes) off its one token
+BudgetTask = Literal["topics", "summaries", "ordinal", "math_split", "translate"]
 
 
 class _Strict(BaseModel):

@@ -34,7 +34,6 @@ MAX_SUMMARY_WORDS = 30
 DEFAULT_MAX_TOKENS = {
     "summaries": 384,
     "ordinal": 2048,
-    "pointwise": 1,
     "math_split": 1024,
     "translate": 2048,
 }
