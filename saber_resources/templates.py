@@ -14,6 +14,7 @@ two texts never mix.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -49,6 +50,11 @@ BUILTIN = {
 _LIKELY_PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\}")
 
 
+def allowed_placeholders(task: str) -> set[str]:
+    """What a template of ``task`` may name: the placeholders its requests fill."""
+    return set(PLACEHOLDERS[task]) | set(OPTIONAL.get(task, ()))
+
+
 class TemplateError(ValueError):
     """A template file cannot be used; the message names the file and what is wrong."""
 
@@ -70,8 +76,7 @@ class PromptTemplate:
         return f"{parser}+{self.digest}"
 
     def messages(self, **values: str) -> tuple[tuple[str, str], ...]:
-        allowed = set(PLACEHOLDERS[self.task]) | set(OPTIONAL.get(self.task, ()))
-        unknown = set(values) - allowed
+        unknown = set(values) - allowed_placeholders(self.task)
         if unknown:
             raise KeyError(f"{self.task} template has no placeholder {sorted(unknown)}")
         pattern = re.compile(r"\{(" + "|".join(map(re.escape, sorted(values))) + r")\}")
@@ -112,7 +117,7 @@ def parse_template(task: str, text: str, source: str, yaml_file: bool) -> Prompt
             + ", ".join(f"{{{p}}}" for p in missing)
             + f" (its placeholders: {', '.join(f'{{{p}}}' for p in PLACEHOLDERS[task])})"
         )
-    allowed = set(PLACEHOLDERS[task]) | set(OPTIONAL.get(task, ()))
+    allowed = allowed_placeholders(task)
     unknown = sorted({m for m in _LIKELY_PLACEHOLDER.findall(both) if m not in allowed})
     if unknown:
         raise TemplateError(
@@ -135,11 +140,13 @@ def load_template(task: str, path: str | Path) -> PromptTemplate:
     return parse_template(task, text, str(path), path.suffix in (".yaml", ".yml"))
 
 
+@functools.cache
 def builtin_template(name: str) -> PromptTemplate:
-    """The default template ``name`` (a task, or ``judge:paper`` / ``judge:direct``)."""
+    """The default template ``name`` (a task, or ``judge:paper`` / ``judge:direct``), read and
+    checked once per process (a request built without a template asks for it every time)."""
     path = BUILTIN_DIR / BUILTIN[name]
-    template = parse_template(name.split(":")[0], path.read_text(encoding="utf-8"), "", True)
-    return PromptTemplate(template.task, template.user, template.system, f"built-in {path.name}")
+    text = path.read_text(encoding="utf-8")
+    return parse_template(name.split(":")[0], text, f"built-in {path.name}", True)
 
 
 def load_templates(paths: dict[str, str]) -> dict[str, PromptTemplate]:

@@ -50,10 +50,11 @@ def query_candidates(
     cfg = settings.load()
     cand = cfg.candidates
     inputs, pairs = stored_pairs(settings, problem_annotations["id"].to_list())
+    row = relevance_thresholds.row(0, named=True)
+    # exact where given or taken as a percentile (a `*_tau`), else the derived quanta
     t_thr, s_thr = (
-        Cut(tau) if (tau := row.get(f"{name}_tau")) is not None else int(row[f"{name}_threshold_q"])
-        for name in ("topic", "summary")
-        for row in [relevance_thresholds.row(0, named=True)]
+        Cut(row[f"{s}_tau"]) if row.get(f"{s}_tau") is not None else int(row[f"{s}_threshold_q"])
+        for s in ("topic", "summary")
     )
     exact = ExactSignals.of(inputs)
     select = {

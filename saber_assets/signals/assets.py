@@ -308,12 +308,9 @@ def relevance_thresholds(
     budget = gather_budget(cfg.gather_memory_gib)
     degrees = pairs.degrees()
     exact = ExactSignals.of(inputs)
-    taus: tuple[float | None, float | None] = (None, None)
+    taus: tuple[float, float] | None = None  # exact thresholds: given, or percentiles
     if cand.topic_threshold is not None and cand.summary_threshold is not None:
-        cuts = Cut(cand.topic_threshold), Cut(cand.summary_threshold)
-        tq, sq, taus = cuts[0].q, cuts[1].q, (cuts[0].tau, cuts[1].tau)
-        source, per_domain = "config", {}
-        viable = viable_per_domain(pairs.chunks(), domains, domain_order, k, *cuts, exact)
+        taus, source, per_domain = (cand.topic_threshold, cand.summary_threshold), "config", {}
     elif cand.threshold_method == "percentile":
         by = percentile_thresholds(
             pairs.chunks, inputs.n, domains, domain_order, cand.percentile, (ft, fs), exact
@@ -324,15 +321,9 @@ def relevance_thresholds(
         else:
             taus = (min(v[0] for v in per_domain_tau.values()),
                     min(v[1] for v in per_domain_tau.values()))  # fmt: skip
-        cuts = Cut(taus[0]), Cut(taus[1])
-        tq, sq, source = (
-            cuts[0].q,
-            cuts[1].q,
-            f"percentile {cand.percentile:g} ({cand.percentile_scope})",
-        )
+        source = f"percentile {cand.percentile:g} ({cand.percentile_scope})"
         # in quanta, as the viability rule reports them (the columns divide by 255)
         per_domain = {d: (t * 255, s_ * 255, None) for d, (t, s_) in per_domain_tau.items()}
-        viable = viable_per_domain(pairs.chunks(), domains, domain_order, k, *cuts, exact)
     else:
         blocks = pairs.row_blocks(budget, degrees)
         choice = derive_thresholds(
@@ -340,6 +331,10 @@ def relevance_thresholds(
         )
         tq, sq, source = choice.topic_q, choice.summary_q, "derived"
         per_domain, viable = choice.per_domain, choice.viable_at_final
+    if taus is not None:
+        cuts = Cut(taus[0]), Cut(taus[1])
+        tq, sq = cuts[0].q, cuts[1].q
+        viable = viable_per_domain(pairs.chunks(), domains, domain_order, k, *cuts, exact)
     if tq + 1 < ft or sq + 1 < fs:  # relevance needs q > threshold: those pairs must all be stored
         raise ValueError(
             f"thresholds ({tq}, {sq} quanta) lie below the storage floors ({ft}, {fs}): lower the floors and recompute the shards"
@@ -363,8 +358,8 @@ def relevance_thresholds(
         pl.lit(tq).alias("topic_threshold_q"),
         pl.lit(sq).alias("summary_threshold_q"),
         # the exact thresholds (sim > τ) where given or taken as a percentile; null: the quanta
-        pl.lit(taus[0], pl.Float64).alias("topic_tau"),
-        pl.lit(taus[1], pl.Float64).alias("summary_tau"),
+        pl.lit(taus and taus[0], pl.Float64).alias("topic_tau"),
+        pl.lit(taus and taus[1], pl.Float64).alias("summary_tau"),
         pl.lit(source).alias("source"),
     )
     return Output(
@@ -375,8 +370,8 @@ def relevance_thresholds(
             "topic_threshold_quanta": tq,
             "summary_threshold_quanta": sq,
             "source": source,
-            "topic_tau": taus[0],
-            "summary_tau": taus[1],
+            "topic_tau": taus and taus[0],
+            "summary_tau": taus and taus[1],
             # pairs whose byte lies within a quantum of an exact τ, decided on their exact value
             "recomputed_pairs": exact.recomputed,
             "recompute_seconds": round(exact.seconds, 3),

@@ -37,7 +37,7 @@ from typing import NamedTuple
 import numba as nb
 import numpy as np
 
-from .kernels import pair_values
+from .kernels import pair_values, quantize
 
 QMAX = 255  # quanta 0..255; thresholds 0..254 (q > 255 is impossible)
 
@@ -218,8 +218,8 @@ class Cut:
 
     @property
     def q(self) -> int:
-        """The threshold's own byte (for the storage-floor check and for display)."""
-        return int(np.floor(self.tau * QMAX + 0.5))
+        """The threshold's own byte: a value above τ stores at least this byte."""
+        return int(quantize(self.tau))
 
     def decide(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(surely above, undecided) per byte."""
@@ -464,17 +464,18 @@ def percentile_thresholds(
             before = below + (known[:b].sum() if b else 0)
             target[(g, s_)] = (floor + b, int(rank - before))
     picked: dict[tuple[int, int], list[np.ndarray]] = {key: [] for key in target}
+    wanted = [[b for (_, s_), (b, _) in target.items() if s_ == x] for x in range(2)]
     for i, j, tq, sq in chunks():
-        for s_, q in enumerate((tq, sq)):
-            for g in range(len(groups)):
-                if (g, s_) not in target:
-                    continue
-                sel = np.flatnonzero(q == target[(g, s_)][0])
-                if not len(sel):
-                    continue
-                vals = exact(i[sel], j[sel])[s_]
-                w = weights(g, i[sel], j[sel])
-                picked[(g, s_)].append(np.repeat(vals, w))
+        # each pair in any percentile's quantum recomputed once, whichever groups want it
+        hit = np.flatnonzero(np.isin(tq, wanted[0]) | np.isin(sq, wanted[1]))
+        if not len(hit):
+            continue
+        i, j, qs = i[hit], j[hit], (tq[hit], sq[hit])
+        vals = exact(i, j)
+        for (g, s_), (b, _) in target.items():
+            sel = qs[s_] == b
+            if sel.any():
+                picked[(g, s_)].append(np.repeat(vals[s_][sel], weights(g, i[sel], j[sel])))
     out: dict[str | None, tuple[float, float]] = {}
     for g, d in enumerate(groups):
         if totals[g] == 0:
