@@ -124,3 +124,16 @@ def test_percentile_method_on_a_constructed_distribution(p):
     # a floor above the percentile: the stored pairs cannot tell it
     with pytest.raises(PercentileError, match="lower signals.floor_topic"):
         percentile_thresholds(chunks(ft + 10, 0), n, domains, ["A", "B"], p, (ft + 10, 0), table)
+
+
+def test_a_threshold_whose_relevant_pairs_reach_below_a_floor_is_refused():
+    from saber_assets.signals.thresholds import check_floors
+
+    check_floors(50, 50, (51, 51))  # q > 50: byte 51 up, all stored
+    with pytest.raises(ValueError, match="below the storage floors"):
+        check_floors(49, 50, (51, 51))
+    # sim > 0.2 stores byte 51 or more; sim > 0.197 can store byte 50, under a floor of 51
+    check_floors(Cut(0.5), Cut(0.2), (128, 51))
+    with pytest.raises(ValueError, match="below the storage floors"):
+        check_floors(Cut(0.5), Cut(0.197), (128, 51))
+    assert quantize(0.1975) == 50 and 0.1975 > 0.197  # such a pair exists, and would be missed

@@ -29,6 +29,7 @@ from .shards import BYTES_PER_PAIR, LOWER, UPPER, read_header, read_shard, write
 from .thresholds import (
     Cut,
     ExactSignals,
+    check_floors,
     derive_thresholds,
     percentile_thresholds,
     viable_per_domain,
@@ -335,10 +336,7 @@ def relevance_thresholds(
         cuts = Cut(taus[0]), Cut(taus[1])
         tq, sq = cuts[0].q, cuts[1].q
         viable = viable_per_domain(pairs.chunks(), domains, domain_order, k, *cuts, exact)
-    if tq + 1 < ft or sq + 1 < fs:  # relevance needs q > threshold: those pairs must all be stored
-        raise ValueError(
-            f"thresholds ({tq}, {sq} quanta) lie below the storage floors ({ft}, {fs}): lower the floors and recompute the shards"
-        )
+    check_floors(*(cuts if taus is not None else (tq, sq)), (ft, fs))
     rows = []
     for dname in domain_order:
         pd_ = per_domain.get(dname)

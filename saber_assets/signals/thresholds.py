@@ -232,6 +232,23 @@ class Cut:
 Threshold = int | Cut  # int: in quanta (relevant iff q > it), exact at the storage resolution
 
 
+def lowest_relevant_byte(thr: Threshold) -> int:
+    """The smallest stored byte a relevant pair can have: q > t means t + 1; sim > τ rounds to
+    τ's own byte or more."""
+    return thr.q if isinstance(thr, Cut) else thr + 1
+
+
+def check_floors(t_thr: Threshold, s_thr: Threshold, floors: tuple[int, int]) -> None:
+    """Every pair that can be relevant must be stored: a threshold whose relevant pairs reach
+    below a storage floor is an error (they would be missed, silently)."""
+    low = lowest_relevant_byte(t_thr), lowest_relevant_byte(s_thr)
+    if low[0] < floors[0] or low[1] < floors[1]:
+        raise ValueError(
+            f"thresholds ({t_thr}, {s_thr}) let pairs from bytes {low} be relevant, below the "
+            f"storage floors {floors}: lower the floors and recompute the shards"
+        )
+
+
 class ExactSignals:
     """Unquantised signals of given pairs from the kernel inputs, counted: ``recomputed`` pairs
     in ``seconds``."""
