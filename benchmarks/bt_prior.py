@@ -3,7 +3,9 @@ reference's L2 (scikit-learn's LogisticRegression, C = 1, the default) and choix
 on a finished build's own judgments (no judge is asked again, no retriever runs again).
 
 Per domain: Kendall τ of each query's candidate ordering (mean and minimum), the largest and the
-mean |Δ rating|; per retriever and setting: nDCG@10 under each prior and the difference.
+mean |Δ rating|; per retriever and setting: nDCG@10 under each prior and the difference, and
+Kendall τ between the two orderings of the retrievers (the leaderboard's own per-query matrix:
+a query in two domains counts once).
 
     uv run python benchmarks/bt_prior.py [--home .saber/sample]
 """
@@ -15,20 +17,21 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from scipy.stats import kendalltau
 
 from saber_assets.analyses.robustness import relevance_with
 from saber_assets.leaderboard.evaluate import rescore_runs
 from saber_assets.leaderboard.exchange import Benchmark
+from saber_assets.leaderboard.significance import kendall_tau, score_matrix
 from saber_assets.ratings.bradley_terry import Prior
 from saber_assets.ratings.rate import rate
 from saber_assets.settings import data_home
 
 PRIORS = {"l2": Prior("l2", c=1.0), "choix": Prior("choix", alpha=0.1)}
+RUN_COLUMNS = ["query_id", "setting", "domains", "failed", "scores", "ndcg"]
 
 
 def read_partitions(folder: Path) -> pl.DataFrame:
-    return pl.concat([pl.read_parquet(f) for f in sorted(folder.glob("*.parquet"))])
+    return pl.read_parquet(folder / "*.parquet")
 
 
 def main() -> None:
@@ -48,9 +51,7 @@ def main() -> None:
     )
     rows = []
     for (domain,), d in both.group_by("domain", maintain_order=True):
-        taus = [
-            kendalltau(g["rating"], g["rating_choix"]).statistic for _, g in d.group_by("query_id")
-        ]
+        taus = [kendall_tau(g["rating"], g["rating_choix"]) for _, g in d.group_by("query_id")]
         delta = (d["rating"] - d["rating_choix"]).abs()
         rows.append((domain, len(taus), float(np.mean(taus)), float(np.min(taus)),
                      float(delta.max()), float(delta.mean())))  # fmt: skip
@@ -59,33 +60,33 @@ def main() -> None:
         orient="row",
     )  # fmt: skip
     print(f"{len(judgments)} judgments, {both.height} ratings\n")
+    bench = Benchmark.read(args.home / "evaluation_benchmark")
+    doc_ids = bench.documents["id"].to_list()
+    runs = pl.concat(
+        read_partitions(folder).select(RUN_COLUMNS).with_columns(pl.lit(folder.name).alias("retriever"))
+        for folder in sorted((args.home / "runs").iterdir())
+        if any(folder.glob("*.parquet"))
+    )  # fmt: skip
+    scored = {
+        name: rescore_runs(runs, relevance_with(bench.queries, doc_ids, r), args.k)
+        for name, r in rated.items()
+    }
+    out, orderings = [], []
+    for setting in sorted(runs["setting"].unique().to_list()):
+        _, names, l2 = score_matrix(scored["l2"], setting)
+        _, _, choix = score_matrix(scored["choix"], setting)
+        a, b = l2.mean(axis=0), choix.mean(axis=0)
+        out += [(n, setting, x, y, x - y) for n, x, y in zip(names, a, b, strict=True)]
+        orderings.append((setting, kendall_tau(a, b)))
+    lb = pl.DataFrame(
+        out, schema=["retriever", "setting", "ndcg", "ndcg_choix", "delta"], orient="row"
+    )
     with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, float_precision=4):
         print(table.sort("domain"))
-        bench = Benchmark.read(args.home / "evaluation_benchmark")
-        doc_ids = bench.documents["id"].to_list()
-        rel = {n: relevance_with(bench.queries, doc_ids, r) for n, r in rated.items()}
-        out = []
-        for folder in sorted((args.home / "runs").iterdir()):
-            files = sorted(folder.glob("*.parquet"))
-            if not files:
-                continue
-            # a query in two domains is in both partitions' files: once each, as the leaderboard
-            runs = pl.concat([pl.read_parquet(f) for f in files]).unique(
-                ["query_id", "setting"], keep="first"
-            )
-            scores = {
-                n: rescore_runs(runs, r, args.k).group_by("setting").agg(pl.col("ndcg").mean())
-                for n, r in rel.items()
-            }
-            m = scores["l2"].join(scores["choix"], on="setting", suffix="_choix")
-            out.append(m.with_columns(pl.lit(folder.name).alias("retriever")))
-        lb = pl.concat(out).with_columns((pl.col("ndcg") - pl.col("ndcg_choix")).alias("delta"))
-        print(lb.select("retriever", "setting", "ndcg", "ndcg_choix", "delta").sort(
-            "setting", "ndcg", descending=[False, True]))  # fmt: skip
-        print(f"\nmax |Δ nDCG@{args.k}|: {lb['delta'].abs().max():.4f}")
-        for setting, g in lb.group_by("setting", maintain_order=True):
-            tau = kendalltau(g["ndcg"], g["ndcg_choix"]).statistic
-            print(f"{setting[0]}: Kendall τ of the retriever ordering {tau:.3f}")
+        print(lb.sort("setting", "ndcg", descending=[False, True]))
+    print(f"\nmax |Δ nDCG@{args.k}|: {lb['delta'].abs().max():.4f}")
+    for setting, tau in orderings:
+        print(f"{setting}: Kendall τ of the retriever ordering {tau:.3f}")
 
 
 if __name__ == "__main__":
