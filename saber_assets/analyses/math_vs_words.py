@@ -107,8 +107,7 @@ def math_vs_words(
         ratios = [math_token_ratio(t) for t in texts]
         seg_errors: dict[int, str] = {}
         if segment is not None:
-            every = list(range(len(texts)))
-            for n, got in zip(every, segment(texts), strict=True):
+            for n, got in zip(range(len(texts)), segment(texts), strict=True):
                 if isinstance(got, str):
                     seg_errors[n] = f"segmentation failed: {got}"
                     continue

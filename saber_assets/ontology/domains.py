@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import Counter
 from functools import lru_cache
 
 from ..settings import OntologyConfig
@@ -80,9 +81,7 @@ def keys_for(titles: list[str]) -> dict[str, str]:
     """title -> partition key, unique: a slug two titles share gets each title's hash (stable:
     the same title always gets the same key, whatever the other domains are)."""
     first = {t: partition_key(t) for t in titles}
-    count: dict[str, int] = {}
-    for key in first.values():
-        count[key.casefold()] = count.get(key.casefold(), 0) + 1
+    count = Counter(key.casefold() for key in first.values())
     return {t: k if count[k.casefold()] == 1 else f"{k}-{_short_hash(t)}" for t, k in first.items()}
 
 
