@@ -79,7 +79,7 @@ MODULES: dict[str, tuple[str, str]] = {
     "tree": ("saber_assets/ontology/tree.py", "tests/test_ontology.py"),
     "similarity": ("saber_assets/ontology/similarity.py", "tests/test_ontology.py"),
     "domains": ("saber_assets/ontology/domains.py", "tests/test_ontology.py"),
-    "automation": ("saber_assets/ops/automation.py", "tests/test_automation.py"),
+    "automation": ("saber_assets/sensors.py", "tests/test_automation.py"),
 }
 
 

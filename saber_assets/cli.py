@@ -8,7 +8,7 @@ import time
 import warnings
 from pathlib import Path
 
-from .settings import DEFAULT_CONFIG, REPO_ROOT, data_home, load_config
+from saber_assets.settings import DEFAULT_CONFIG, REPO_ROOT, data_home, load_config
 
 # datatrove draws progress bars on stderr; the build prints its own summary.
 os.environ.setdefault("TQDM_DISABLE", "1")
@@ -50,7 +50,7 @@ def _report(result, seconds: float) -> None:
 
 def sync_retriever_partitions(instance, cfg) -> list[str]:
     """Add a `retriever` partition for every registry entry that lacks one (never removes any)."""
-    from .leaderboard.retrievers.registry import load_registry
+    from saber_assets.leaderboard.retrievers.registry import load_registry
 
     path = Path(cfg.leaderboard.registry)
     names = [e.name for e in load_registry(path if path.is_absolute() else REPO_ROOT / path)]
@@ -78,8 +78,8 @@ STAGE_ALIASES = {
 
 def build_steps(defs, instance, cfg):
     """The fingerprinted steps of a build (``ops.plan``) for this config and instance."""
-    from .leaderboard.retrievers.registry import load_registry
-    from .ops.plan import STAGES, plan
+    from saber_assets.leaderboard.retrievers.registry import load_registry
+    from saber_assets.versions import STAGES, plan
 
     path = Path(cfg.leaderboard.registry)
     entries = load_registry(path if path.is_absolute() else REPO_ROOT / path)
@@ -108,7 +108,7 @@ ANNOUNCED: set[str] = set()
 def runnable_entries(entries: list) -> list:
     """The registry entries a build runs (``registry.runnable``); each one left out is said once,
     with its reason (e.g. the paper registry on a machine without a GPU or an API key)."""
-    from .leaderboard.retrievers.registry import runnable
+    from saber_assets.leaderboard.retrievers.registry import runnable
 
     run, skipped = runnable(entries)
     for name, why in skipped:
@@ -119,8 +119,8 @@ def runnable_entries(entries: list) -> list:
 
 
 def _ontology_files(ocfg) -> list:
-    from .ontology.tree import _path
-    from .settings import BUNDLED_ONTOLOGIES, DATA_DIR
+    from saber_assets.ontology.tree import _path
+    from saber_assets.settings import BUNDLED_ONTOLOGIES, DATA_DIR
 
     if ocfg.bundled:
         return [DATA_DIR / BUNDLED_ONTOLOGIES[ocfg.bundled]]
@@ -181,7 +181,7 @@ def build_remote(url: str, defs, cfg, force: bool, select: list[str]) -> int:
     """The build plan on a running deployment (``saber_assets.remote``)."""
     from dagster import DagsterInstance
 
-    from .remote import build_on
+    from saber_assets.remote import build_on
 
     with DagsterInstance.ephemeral() as scratch:  # the plan's partitions, not run history
         names = sync_retriever_partitions(scratch, cfg)
@@ -201,11 +201,11 @@ def build(
     home = data_home()
     from dagster import DagsterInstance
 
-    from .definitions import make_definitions
-    from .ops.runs import process_tags, reap_dead_runs
+    from saber_assets.definitions import make_definitions
+    from saber_assets.lib.dead_runs import process_tags, reap_dead_runs
 
     defs = make_definitions(config, home)
-    from .ontology.domains import domain_keys
+    from saber_assets.ontology.domains import domain_keys
 
     select = domain_selection(select or [], domain_keys(cfg.ontology))
     if on:
@@ -307,8 +307,8 @@ def _evaluate_run_file(args, cfg, bench, bench_dir: Path) -> int:
 
     import polars as pl
 
-    from .leaderboard.evaluate import report
-    from .leaderboard.interchange import evaluate_run, read_run, setting_of
+    from saber_assets.leaderboard.evaluate import report
+    from saber_assets.leaderboard.interchange import evaluate_run, read_run, setting_of
 
     runs = read_run(Path(args.run))
     wanted = args.setting[0] if args.setting and len(args.setting) == 1 else None
@@ -334,8 +334,8 @@ def cost_cmd(args) -> int:
     import numpy as np
     import polars as pl
 
-    from .ontology.domains import domain_names
-    from .ops.cost import PAPER, build_cost, cost_table
+    from saber_assets.lib.cost import PAPER, build_cost, cost_table
+    from saber_assets.ontology.domains import domain_names
 
     cfg = load_config(args.config)
     out = data_home() / cfg.name / "parquet"
@@ -343,7 +343,7 @@ def cost_cmd(args) -> int:
         corpus = pl.read_parquet(out / "corpus.parquet", columns=["problem", "solution"])
         origin = f"the built corpus ({corpus.height:,} problems)"
     else:
-        from .corpus.build import build_corpus
+        from saber_assets.corpus.build import build_corpus
 
         corpus = build_corpus(cfg.corpus, cfg.seed).corpus.select("problem", "solution")
         origin = f"the configured sources ({corpus.height:,} problems, not built yet)"
@@ -369,9 +369,8 @@ def cost_cmd(args) -> int:
                    tbl_rows=20, tbl_width_chars=120):  # fmt: skip
         print(table)
     print(f"the paper: {PAPER}")
+    from saber_assets.lib.cost import model_len_needed
     from saber_resources.prompts import problem_text
-
-    from .ops.cost import model_len_needed
 
     texts = [problem_text(p, s) for p, s in corpus.iter_rows()]
     need, detail = model_len_needed(cfg, texts)
@@ -391,8 +390,8 @@ def cost_cmd(args) -> int:
 
 def export_cmd(args) -> int:
     """The built benchmark (or --benchmark DIR) as BEIR, TREC qrels or an MTEB reranking task."""
-    from .leaderboard.exchange import Benchmark
-    from .leaderboard.interchange import export
+    from saber_assets.leaderboard.exchange import Benchmark
+    from saber_assets.leaderboard.interchange import export
 
     cfg = load_config(args.config)
     bench_dir = Path(args.benchmark) if args.benchmark else data_home() / cfg.name / "benchmark"
@@ -403,7 +402,11 @@ def export_cmd(args) -> int:
 
 def _entries_to_run(args, entries) -> tuple[list, list[tuple[str, str]]]:
     """The registry entries this evaluation runs, and (name, reason) for each one it does not."""
-    from .leaderboard.retrievers.registry import RegistryError, runnable, unavailable_reason
+    from saber_assets.leaderboard.retrievers.registry import (
+        RegistryError,
+        runnable,
+        unavailable_reason,
+    )
 
     if not args.retriever:
         run, skipped = runnable(entries, args.opt_in)
@@ -421,7 +424,7 @@ def _entries_to_run(args, entries) -> tuple[list, list[tuple[str, str]]]:
 def _registry(args, cfg) -> tuple[Path, list]:
     """The registry file (``--registry``, else the config's; a path relative to the repository
     or to the working folder) and its entries."""
-    from .leaderboard.retrievers.registry import load_registry
+    from saber_assets.leaderboard.retrievers.registry import load_registry
 
     registry = args.registry or cfg.leaderboard.registry
     path = Path(registry) if Path(registry).is_absolute() else REPO_ROOT / registry
@@ -432,10 +435,9 @@ def _registry(args, cfg) -> tuple[Path, list]:
 
 def _retriever_resources(args, entries):
     """What the retrievers need, with embeddings cached in the config's stores."""
+    from saber_assets.definitions import make_definitions
+    from saber_assets.leaderboard.retrievers.registry import RetrieverResources
     from saber_resources.cache import EmbeddingCache
-
-    from .definitions import make_definitions
-    from .leaderboard.retrievers.registry import RetrieverResources
 
     stores = make_definitions(args.config).resources["stores"]
     return RetrieverResources(embedding_cache=EmbeddingCache(stores.db()), entries=entries)
@@ -448,11 +450,11 @@ def evaluate_cmd(args) -> int:
 
     import polars as pl
 
-    from .leaderboard.evaluate import evaluate, report
-    from .leaderboard.exchange import Benchmark
-    from .leaderboard.paper import apply_protocol
-    from .leaderboard.retrievers.base import SETTINGS
-    from .leaderboard.retrievers.registry import build_retriever
+    from saber_assets.leaderboard.evaluate import evaluate, report
+    from saber_assets.leaderboard.exchange import Benchmark
+    from saber_assets.leaderboard.paper import apply_protocol
+    from saber_assets.leaderboard.retrievers.base import SETTINGS
+    from saber_assets.leaderboard.retrievers.registry import build_retriever
 
     cfg = load_config(args.config)
     bench_dir = _benchmark_dir(args.benchmark, cfg)
@@ -469,7 +471,7 @@ def evaluate_cmd(args) -> int:
     domains = bench.domain_list()
     relevance = bench.relevance()
     other = "saber" if args.protocol == "reference" else "reference"
-    from .leaderboard.provenance import benchmark_id, provenance, with_provenance
+    from saber_assets.leaderboard.provenance import benchmark_id, provenance, with_provenance
 
     bench_id = benchmark_id(bench)
     results = []  # (entry, report under --protocol, report under the other protocol)
@@ -550,7 +552,7 @@ def _print_registry_run(args, bench_dir, bench, results, skipped, other) -> None
 def _paper_table(results, domains, table: str):
     import polars as pl
 
-    from .leaderboard.paper import compare, domain_cells, paper_figures
+    from saber_assets.leaderboard.paper import compare, domain_cells, paper_figures
 
     cells = pl.concat(
         [domain_cells(rep, e.meta.paper_system or e.name, domains) for e, rep, _ in results]
@@ -559,7 +561,7 @@ def _paper_table(results, domains, table: str):
 
 
 def _print_paper_comparison(bench, results, domains, table: str, protocol: str) -> None:
-    from .leaderboard.paper import fmt, is_published
+    from saber_assets.leaderboard.paper import fmt, is_published
 
     print(f"\nbeside the paper ({table} table; ours under the {protocol} protocol)")
     if not is_published(bench.manifest):
@@ -586,9 +588,14 @@ def _reproduce(args, cfg, bench, bench_dir: Path) -> int:
     recorded provenance against today's, then its nDCG and interval recomputed."""
     import polars as pl
 
-    from .leaderboard.evaluate import evaluate, report
-    from .leaderboard.provenance import PROVENANCE_COLUMNS, benchmark_id, provenance, row_id
-    from .leaderboard.retrievers.registry import build_retriever
+    from saber_assets.leaderboard.evaluate import evaluate, report
+    from saber_assets.leaderboard.provenance import (
+        PROVENANCE_COLUMNS,
+        benchmark_id,
+        provenance,
+        row_id,
+    )
+    from saber_assets.leaderboard.retrievers.registry import build_retriever
 
     board_path = (
         Path(args.leaderboard)
@@ -647,7 +654,7 @@ def _revisions(given: list[str] | None) -> dict[str, str]:
 
 def pull_cmd(args) -> int:
     """The published SABER-Math (two Hub datasets, or two snapshot folders) in the exchange format."""
-    from .leaderboard.hub import HubUnavailable, pull
+    from saber_assets.leaderboard.hub import HubUnavailable, pull
 
     dirs = (args.queries_dir, args.documents_dir)
     try:
@@ -678,8 +685,8 @@ def push_cmd(args) -> int:
     """A built benchmark as two Hub datasets (``PREFIX-queries``, ``PREFIX-documents``)."""
     import tempfile
 
-    from .leaderboard.exchange import Benchmark
-    from .leaderboard.hub import HubUnavailable, push, stage_push
+    from saber_assets.leaderboard.exchange import Benchmark
+    from saber_assets.leaderboard.hub import HubUnavailable, push, stage_push
 
     bench = Benchmark.read(Path(args.dir))
     if args.stage_only:
@@ -701,7 +708,7 @@ def push_cmd(args) -> int:
 def warehouse_cmd(config: str | None, rebuild: bool) -> int:
     """Refresh (or rebuild from scratch) the DuckDB warehouse: views over the Parquet outputs."""
     load_config(config)
-    from .definitions import make_definitions
+    from saber_assets.definitions import make_definitions
 
     wh = make_definitions(config).resources["warehouse"]
     if rebuild and Path(wh.path).exists():
@@ -713,8 +720,8 @@ def warehouse_cmd(config: str | None, rebuild: bool) -> int:
 
 def report_cmd(config: str | None) -> int:
     """Print the path of the benchmark report (the `benchmark_report` asset writes it)."""
-    from .analyses.report_assets import report_path
-    from .resources import SaberSettings
+    from saber_assets.analyses.report_assets import report_path
+    from saber_assets.resources import SaberSettings
 
     load_config(config)  # a bad config is reported like everywhere else
     path = report_path(SaberSettings(config_file=str(config or DEFAULT_CONFIG)))

@@ -15,28 +15,27 @@ from dagster import (
     multiprocess_executor,
 )
 
+from saber_assets.analyses import assets as analysis_assets
+from saber_assets.analyses import report_assets
+from saber_assets.annotations import assets as annotation_assets
+from saber_assets.candidates import assets as candidate_assets
+from saber_assets.corpus import assets as corpus_assets
+from saber_assets.io_managers import WarehouseParquetIOManager
+from saber_assets.leaderboard import assets as leaderboard_assets
+from saber_assets.lib.partitions import annotation_partitions, domain_partitions
+from saber_assets.lib.pods import k8s_tags
+from saber_assets.ontology import assets as ontology_assets
+from saber_assets.ontology.domains import domain_keys
+from saber_assets.ratings import assets as rating_assets
+from saber_assets.resources import SaberSettings
+from saber_assets.sensors import retriever_registry_sensor, retriever_runs_backstop
+from saber_assets.settings import DEFAULT_CONFIG, SQL_DIR, LLMConfig, data_home, load_config
+from saber_assets.signals import assets as signal_assets
+from saber_assets.tournament import assets as tournament_assets
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
 from saber_resources.templates import load_templates
 from saber_resources.warehouse import Warehouse
-
-from .analyses import assets as analysis_assets
-from .analyses import report_assets
-from .annotations import assets as annotation_assets
-from .candidates import assets as candidate_assets
-from .corpus import assets as corpus_assets
-from .leaderboard import assets as leaderboard_assets
-from .ontology import assets as ontology_assets
-from .ontology.domains import domain_keys
-from .ops.automation import retriever_registry_sensor, retriever_runs_backstop
-from .ops.io import WarehouseParquetIOManager
-from .ops.partitions import annotation_partitions, domain_partitions
-from .ops.pods import k8s_tags
-from .ratings import assets as rating_assets
-from .resources import SaberSettings
-from .settings import DEFAULT_CONFIG, SQL_DIR, LLMConfig, data_home, load_config
-from .signals import assets as signal_assets
-from .tournament import assets as tournament_assets
 
 # Modules whose assets do not depend on the config's partition counts.
 STATIC_MODULES = [

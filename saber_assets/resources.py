@@ -4,7 +4,7 @@ from pathlib import Path
 
 from dagster import ConfigurableResource
 
-from .settings import DEFAULT_CONFIG, PipelineConfig, data_home, load_config
+from saber_assets.settings import DEFAULT_CONFIG, PipelineConfig, data_home, load_config
 
 
 class SaberSettings(ConfigurableResource):

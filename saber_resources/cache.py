@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from .stores import Connect, StoreDB, as_store, ensure_table, read_json, registered  # noqa: F401
+from saber_resources.stores import Connect, StoreDB, as_store, ensure_table, read_json, registered  # noqa: F401
 
 
 def content_hash(obj) -> str:

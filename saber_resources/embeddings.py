@@ -20,7 +20,7 @@ from typing import Protocol
 
 import numpy as np
 
-from .cache import EmbeddingCache, content_hash
+from saber_resources.cache import EmbeddingCache, content_hash
 
 REPO_DATA = Path(__file__).resolve().parent.parent / "data"
 MINILM_TOKENIZER = REPO_DATA / "models" / "all-MiniLM-L6-v2" / "tokenizer.json"
@@ -307,7 +307,7 @@ class OpenAIEmbedder(_WindowedRemote):
 
         import httpx
 
-        from .llm import post_with_retries
+        from saber_resources.llm import post_with_retries
 
         url = self.base_url + "/embeddings"
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}

@@ -14,8 +14,8 @@ import json
 import math
 import re
 
-from .llm import LLMRequest, p_yes
-from .templates import PromptTemplate, builtin_template
+from saber_resources.llm import LLMRequest, p_yes
+from saber_resources.templates import PromptTemplate, builtin_template
 
 # parser revisions (the version of an answer is this + "+" + its template's hash)
 TOPIC_VERSION = "topic-scores/v1"

@@ -313,7 +313,7 @@ class StoresResource(ConfigurableResource):
             raise ValueError(f"unknown store kind {self.kind!r} (duckdb, postgres)")
         from pathlib import Path
 
-        from .warehouse import Warehouse
+        from saber_resources.warehouse import Warehouse
 
         fresh = self.path != ":memory:" and not Path(self.path).exists()
         store = DuckDBStore(Warehouse(path=self.path).connect)

@@ -19,7 +19,7 @@ import polars as pl
 from dagster import ConfigurableResource
 from pydantic import PrivateAttr
 
-from .stores import registered
+from saber_resources.stores import registered
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

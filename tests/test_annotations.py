@@ -13,16 +13,21 @@ from saber_assets.annotations.assets import (
     topic_information_content,
 )
 from saber_assets.annotations.traversal import normalise_scores, request_labels, traverse
+from saber_assets.io_managers import WarehouseParquetIOManager
+from saber_assets.lib.partitions import annotation_partitions, chunk_of
 from saber_assets.ontology.assets import ontology_tree
-from saber_assets.ops.io import WarehouseParquetIOManager
-from saber_assets.ops.partitions import annotation_partitions, chunk_of
 from saber_assets.resources import SaberSettings
-from saber_resources.cpu_tasks import CPUPairJudge, CPUSummarizer, CPUTopicScorer, humanize_title
+from saber_resources.annotator_set import cpu_embedder
+from saber_resources.annotators import Outcome
+from saber_resources.cpu_annotators import (
+    CPUPairJudge,
+    CPUSummarizer,
+    CPUTopicScorer,
+    humanize_title,
+)
 from saber_resources.embeddings import CachedEmbedder, average_windows, token_windows
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
-from saber_resources.tasks import Outcome
-from saber_resources.taskset import cpu_embedder
 from saber_resources.templates import builtin_template
 from saber_resources.warehouse import Warehouse
 

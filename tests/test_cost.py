@@ -3,7 +3,7 @@
 import pytest
 
 from saber_assets.cli import main
-from saber_assets.ops.cost import build_cost, cost_table, tournament_calls
+from saber_assets.lib.cost import build_cost, cost_table, tournament_calls
 from saber_assets.settings import REPO_ROOT, load_config
 
 

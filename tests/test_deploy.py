@@ -200,7 +200,7 @@ def test_every_job_sizes_its_pods_through_the_launchers_tag():
     from dagster_k8s.job import get_user_defined_k8s_config
 
     from saber_assets import definitions
-    from saber_assets.ops.pods import K8S_TAG, pod_size
+    from saber_assets.lib.pods import K8S_TAG, pod_size
     from saber_assets.signals.sizing import shard_pod_memory_gib
 
     path = REPO_ROOT / "configs" / "cluster.yaml"
@@ -334,7 +334,7 @@ def test_config_expands_only_saber_variables(tmp_path, monkeypatch):
 
 
 def test_shard_pods_fit_the_measured_peak_and_follow_the_configured_stored_share():
-    from saber_assets.ops.pods import pod_size
+    from saber_assets.lib.pods import pod_size
     from saber_assets.signals.sizing import shard_pod_memory_gib
 
     # measured by the scale rehearsal: 70K problems in 4 shards, 11% of pairs stored, the first
@@ -356,7 +356,7 @@ def test_the_served_context_holds_the_longest_judge_prompt_and_its_retry_budget(
     the longest judge prompt the cluster corpus can make plus twice judge_max_tokens (the retry
     of a cut-off answer); the in-process default is the model's own length."""
     from saber_assets.corpus.build import build_corpus
-    from saber_assets.ops.cost import model_len_needed
+    from saber_assets.lib.cost import model_len_needed
     from saber_assets.settings import LLMConfig
     from saber_resources.prompts import problem_text
 

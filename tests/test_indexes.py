@@ -23,8 +23,8 @@ from saber_assets.leaderboard.retrievers.lexical import (
     tokenize_all,
 )
 from saber_assets.leaderboard.retrievers.tokenize import plain_tokens
-from saber_assets.ops.plan import plan
 from saber_assets.settings import load_config
+from saber_assets.versions import plan
 
 from .test_bulk_scoring import _bench, _dense, _ssemb
 

@@ -17,6 +17,7 @@ from saber_assets.leaderboard.retrievers.rerank import (
     TwoStageRetriever,
     check_latex_preserved,
 )
+from saber_resources.annotators import Outcome
 from saber_resources.cache import EmbeddingCache
 from saber_resources.embeddings import (
     MINILM_TOKENIZER,
@@ -27,7 +28,6 @@ from saber_resources.embeddings import (
     _WindowedRemote,
 )
 from saber_resources.llm import LLMServerError
-from saber_resources.tasks import Outcome
 from saber_resources.warehouse import Warehouse
 
 from .fake_openai import FakeOpenAI
@@ -296,8 +296,8 @@ def test_rrf_matches_ranx_by_hand():
 
 
 def test_translation_prompt_parser_and_two_stage_translation():
+    from saber_resources.annotators import LLMTranslator, TaskRunner
     from saber_resources.prompts import ParseError, parse_translation, translate_request
-    from saber_resources.tasks import LLMTranslator, TaskRunner
 
     src = "Find all $x$ with $x^2 = 4$."
     assert parse_translation('{"translation": "सभी $x$ खोजें जिनके लिए $x^2 = 4$."}', src).startswith(

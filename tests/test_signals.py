@@ -784,8 +784,8 @@ def test_two_shards_through_dagster_and_growth(tmp_path, monkeypatch):
     import polars as pl
     from dagster import asset, materialize
 
+    from saber_assets.io_managers import WarehouseParquetIOManager
     from saber_assets.ontology.tree import TopicTree
-    from saber_assets.ops.io import WarehouseParquetIOManager
     from saber_assets.resources import SaberSettings
     from saber_assets.signals import assets as sa
     from saber_resources.warehouse import Warehouse

@@ -4,10 +4,7 @@ import json
 
 import pytest
 
-from saber_resources.cache import LLMCache
-from saber_resources.llm import LLMResponse
-from saber_resources.prompts import parse_judgment
-from saber_resources.tasks import (
+from saber_resources.annotators import (
     LLMOrdinalJudge,
     LLMPairJudge,
     LLMSegmenter,
@@ -15,6 +12,9 @@ from saber_resources.tasks import (
     LLMTopicScorer,
     TaskRunner,
 )
+from saber_resources.cache import LLMCache
+from saber_resources.llm import LLMResponse
+from saber_resources.prompts import parse_judgment
 from saber_resources.templates import (
     BUILTIN,
     PLACEHOLDERS,
@@ -195,7 +195,7 @@ def test_user_templates_for_each_task_are_used(tmp_path):
 
 def test_config_prompts_are_checked_when_the_definitions_load(tmp_path, make_config, monkeypatch):
     from saber_assets.definitions import make_definitions
-    from saber_assets.ops.tasks import tasks_for
+    from saber_assets.lib.annotators import tasks_for
     from saber_assets.settings import load_config
 
     home = tmp_path / "home"

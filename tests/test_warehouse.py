@@ -56,7 +56,7 @@ def test_parquet_assets_at_a_base_uri(tmp_path):
     from dagster import asset, materialize
 
     from saber_assets.definitions import make_definitions
-    from saber_assets.ops.io import WarehouseParquetIOManager
+    from saber_assets.io_managers import WarehouseParquetIOManager
 
     @asset(io_manager_key="parquet_io")
     def first() -> pl.DataFrame:

@@ -9,42 +9,41 @@ import numpy as np
 import polars as pl
 from dagster import AssetKey, MetadataValue, Output, asset
 
-from saber_resources.cache import EmbeddingCache
-from saber_resources.llm import LLMResource
-from saber_resources.stores import StoresResource
-
-from ..leaderboard.assets import registry_path, runs_dir
-from ..leaderboard.evaluate import rescore_runs
-from ..leaderboard.exchange import Benchmark
-from ..leaderboard.retrievers.registry import (
-    RetrieverResources,
-    build_retriever,
-    load_registry,
-)
-from ..ops.io import concat_partitions
-from ..ops.metadata import figure_markdown, markdown_table
-from ..ops.tasks import tasks_for
-from ..ratings.rate import configured_prior
-from ..resources import SaberSettings
-from ..tournament.assets import prepared_judge, prepared_tasks
-from . import plots
-from . import robustness as rb
-from .composition import composition
-from .convergence import convergence, round_robin
-from .human_agreement import (
+from saber_assets.analyses import plots
+from saber_assets.analyses import robustness as rb
+from saber_assets.analyses.composition import composition
+from saber_assets.analyses.convergence import convergence, round_robin
+from saber_assets.analyses.human_agreement import (
     SUMMARY_SCHEMA,
     human_agreement,
     judge_choices,
     read_annotations,
     shown_first,
 )
-from .judging_regimes import SUMMARY_SCHEMA as REGIMES_SCHEMA
-from .judging_regimes import regime_agreement, regime_choices, sample_pairs
-from .math_vs_words import choose_retrievers
-from .math_vs_words import math_vs_words as math_vs_words_table
-from .mteb import STATS_SCHEMA, read_scores
-from .mteb import mteb_correlation as mteb_correlation_table
-from .signal_groups import area_under, group_curves
+from saber_assets.analyses.judging_regimes import SUMMARY_SCHEMA as REGIMES_SCHEMA
+from saber_assets.analyses.judging_regimes import regime_agreement, regime_choices, sample_pairs
+from saber_assets.analyses.math_vs_words import choose_retrievers
+from saber_assets.analyses.math_vs_words import math_vs_words as math_vs_words_table
+from saber_assets.analyses.mteb import STATS_SCHEMA, read_scores
+from saber_assets.analyses.mteb import mteb_correlation as mteb_correlation_table
+from saber_assets.analyses.signal_groups import area_under, group_curves
+from saber_assets.io_managers import concat_partitions
+from saber_assets.leaderboard.assets import registry_path, runs_dir
+from saber_assets.leaderboard.evaluate import rescore_runs
+from saber_assets.leaderboard.exchange import Benchmark
+from saber_assets.leaderboard.retrievers.registry import (
+    RetrieverResources,
+    build_retriever,
+    load_registry,
+)
+from saber_assets.lib.annotators import tasks_for
+from saber_assets.lib.metadata import figure_markdown, markdown_table
+from saber_assets.ratings.rate import configured_prior
+from saber_assets.resources import SaberSettings
+from saber_assets.tournament.assets import prepared_judge, prepared_tasks
+from saber_resources.cache import EmbeddingCache
+from saber_resources.llm import LLMResource
+from saber_resources.stores import StoresResource
 
 
 def analysis(**extra):
@@ -389,7 +388,7 @@ def second_judge(settings: SaberSettings, llm: LLMResource, stores: StoresResour
         variant = "no-signals" if llm.backend in ("cpu", "synthetic") else "other-order"
     first = tasks.pair_judge
     if variant == "no-signals":
-        from saber_resources.cpu_tasks import CPUPairJudge
+        from saber_resources.cpu_annotators import CPUPairJudge
 
         if not isinstance(first, CPUPairJudge):
             raise ValueError("robustness.judge.variant no-signals needs the CPU judge backend")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ..ratings.bradley_terry import DEFAULT_PRIOR, Prior, fit
-from ..tournament.simulate import estimate
+from saber_assets.ratings.bradley_terry import DEFAULT_PRIOR, Prior, fit
+from saber_assets.tournament.simulate import estimate
 
 POLICIES = ("swiss", "random", "adaptive", "efficient")
 

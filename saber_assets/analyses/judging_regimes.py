@@ -19,7 +19,13 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from .human_agreement import BUCKETS, agreement, rank_gap, ranking_choice, rating_ranks
+from saber_assets.analyses.human_agreement import (
+    BUCKETS,
+    agreement,
+    rank_gap,
+    ranking_choice,
+    rating_ranks,
+)
 
 Pair = tuple[str, str, str]  # (query, a, b)
 

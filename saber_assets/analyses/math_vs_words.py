@@ -18,9 +18,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import polars as pl
 
-from ..leaderboard.evaluate import corpus_score_matrix
-from ..leaderboard.retrievers.base import RetrieverFailed, setting_texts
-from ..leaderboard.retrievers.tokenize import plain_tokens, split_math
+from saber_assets.leaderboard.evaluate import corpus_score_matrix
+from saber_assets.leaderboard.retrievers.base import RetrieverFailed, setting_texts
+from saber_assets.leaderboard.retrievers.tokenize import plain_tokens, split_math
 
 TOP = 5
 _SPACES = re.compile(r"\s+")
@@ -161,7 +161,7 @@ def choose_retrievers(
     """The registry entries the analysis tries, and (name, reason) for those that cannot run
     here: by default every runnable entry but the LLM re-rankers; a named one that cannot run,
     or is not registered, is an error naming it."""
-    from ..leaderboard.retrievers.registry import runnable
+    from saber_assets.leaderboard.retrievers.registry import runnable
 
     unknown = sorted(set(wanted or []) - {e.name for e in entries})
     if unknown:

@@ -6,8 +6,8 @@ import matplotlib
 import numpy as np
 import polars as pl
 
-from .convergence import POLICIES
-from .signal_groups import GROUPS
+from saber_assets.analyses.convergence import POLICIES
+from saber_assets.analyses.signal_groups import GROUPS
 
 matplotlib.use("Agg")
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from ..tournament.engine import wilson_interval
+from saber_assets.tournament.engine import wilson_interval
 
 
 @dataclass
@@ -186,7 +186,7 @@ def _pair_p(tests: pl.DataFrame | None, setting: str, a: str, b: str) -> float |
 
 def read_robustness_section(table: pl.DataFrame) -> str:
     """The robustness analysis's reading, from its table alone."""
-    from .robustness import read_robustness
+    from saber_assets.analyses.robustness import read_robustness
 
     if table.height == 0:
         return "No robustness figures (no runs yet)."

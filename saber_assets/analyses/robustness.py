@@ -19,16 +19,16 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import polars as pl
 
-from ..leaderboard.evaluate import rescore_runs
-from ..leaderboard.significance import (
+from saber_assets.leaderboard.evaluate import rescore_runs
+from saber_assets.leaderboard.significance import (
     flipped_pairs,
     half_split_taus,
     kendall_tau,
     rescore,
     score_matrix,
 )
-from ..ratings.bradley_terry import Prior
-from ..ratings.rate import rate
+from saber_assets.ratings.bradley_terry import Prior
+from saber_assets.ratings.rate import rate
 
 TRANSFORMS = ("linear", "scale3", "ranks")
 ROW_SCHEMA = {

@@ -13,20 +13,19 @@ from dagster import (
     asset,
 )
 
-from saber_resources.cpu_tasks import humanize_title
+from saber_assets.annotations.traversal import traverse
+from saber_assets.io_managers import concat_partitions
+from saber_assets.lib.annotators import tasks_for
+from saber_assets.lib.metadata import markdown_table
+from saber_assets.lib.partitions import chunk_of
+from saber_assets.ontology.domains import domain_names
+from saber_assets.ontology.similarity import information_content, subtree_counts
+from saber_assets.ontology.tree import TopicTree
+from saber_assets.resources import SaberSettings
+from saber_resources.annotators import Outcome
+from saber_resources.cpu_annotators import humanize_title
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
-from saber_resources.tasks import Outcome
-
-from ..ontology.domains import domain_names
-from ..ontology.similarity import information_content, subtree_counts
-from ..ontology.tree import TopicTree
-from ..ops.io import concat_partitions
-from ..ops.metadata import markdown_table
-from ..ops.partitions import chunk_of
-from ..ops.tasks import tasks_for
-from ..resources import SaberSettings
-from .traversal import traverse
 
 TOPIC_SCHEMA = {
     "id": pl.String,

@@ -15,12 +15,12 @@ from dagster import (
     asset_check,
 )
 
-from ..ontology.domains import domain_names, domain_title
-from ..ops.metadata import markdown_table
-from ..resources import SaberSettings
-from ..signals.assets import signals_dir, stored_pairs
-from ..signals.thresholds import Cut, ExactSignals
-from .select import GROUPS, select_candidates, selection_key
+from saber_assets.candidates.select import GROUPS, select_candidates, selection_key
+from saber_assets.lib.metadata import markdown_table
+from saber_assets.ontology.domains import domain_names, domain_title
+from saber_assets.resources import SaberSettings
+from saber_assets.signals.assets import signals_dir, stored_pairs
+from saber_assets.signals.thresholds import Cut, ExactSignals
 
 
 def build_candidate_assets(domain_partitions: StaticPartitionsDefinition) -> list:

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 import polars as pl
 
-from ..signals.pairs import Chunk
-from ..signals.thresholds import Cut, ExactSignals, Relevance, Threshold, group_counts
+from saber_assets.signals.pairs import Chunk
+from saber_assets.signals.thresholds import Cut, ExactSignals, Relevance, Threshold, group_counts
 
 GROUPS = ("topic_only", "summary_only", "both")
 

@@ -11,9 +11,9 @@ from dagster import (
     multi_asset,
 )
 
-from ..ops.metadata import markdown_table
-from ..resources import SaberSettings
-from .build import build_corpus, corpus_version
+from saber_assets.corpus.build import build_corpus, corpus_version
+from saber_assets.lib.metadata import markdown_table
+from saber_assets.resources import SaberSettings
 
 
 @multi_asset(

@@ -7,7 +7,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from .sources import RawRow, Rejected
+from saber_assets.corpus.sources import RawRow, Rejected
 
 _SPACES = re.compile(r"[ \t\f\v\u00a0]+")
 _TRAILING = re.compile(r" +\n")

@@ -23,32 +23,36 @@ from dagster import (
     asset,
 )
 
-from saber_resources.cache import EmbeddingCache
-from saber_resources.llm import LLMResource
-from saber_resources.stores import StoresResource
-from saber_resources.warehouse import Warehouse
-
-from ..corpus.build import corpus_version
-from ..ontology.domains import domain_names, domain_title
-from ..ops.io import concat_partitions, refresh_warehouse
-from ..ops.metadata import figure_markdown, markdown_table
-from ..ops.plan import code_version
-from ..ops.tasks import tasks_for
-from ..resources import SaberSettings
-from ..settings import REPO_ROOT
-from .evaluate import document_texts, evaluate, report
-from .exchange import QUERY_SCHEMA, Benchmark
-from .indexes import IndexInfo, ensure_index, has_index, index_documents
-from .plots import pvalue_heatmap
-from .provenance import SCORING_CODE, benchmark_id, provenance, with_provenance
-from .retrievers.base import SETTINGS, document_side
-from .retrievers.registry import (
+from saber_assets.corpus.build import corpus_version
+from saber_assets.io_managers import concat_partitions, refresh_warehouse
+from saber_assets.leaderboard.evaluate import document_texts, evaluate, report
+from saber_assets.leaderboard.exchange import QUERY_SCHEMA, Benchmark
+from saber_assets.leaderboard.indexes import IndexInfo, ensure_index, has_index, index_documents
+from saber_assets.leaderboard.plots import pvalue_heatmap
+from saber_assets.leaderboard.provenance import (
+    SCORING_CODE,
+    benchmark_id,
+    provenance,
+    with_provenance,
+)
+from saber_assets.leaderboard.retrievers.base import SETTINGS, document_side
+from saber_assets.leaderboard.retrievers.registry import (
     RetrieverResources,
     build_retriever,
     load_registry,
     unavailable_reason,
 )
-from .significance import beats_column, significance_tables
+from saber_assets.leaderboard.significance import beats_column, significance_tables
+from saber_assets.lib.annotators import tasks_for
+from saber_assets.lib.metadata import figure_markdown, markdown_table
+from saber_assets.ontology.domains import domain_names, domain_title
+from saber_assets.resources import SaberSettings
+from saber_assets.settings import REPO_ROOT
+from saber_assets.versions import code_version
+from saber_resources.cache import EmbeddingCache
+from saber_resources.llm import LLMResource
+from saber_resources.stores import StoresResource
+from saber_resources.warehouse import Warehouse
 
 matplotlib.use("Agg")
 

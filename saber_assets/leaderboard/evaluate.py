@@ -10,9 +10,9 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from .exchange import Benchmark
-from .metrics import condensed_ndcg, ndcg_at_k, recall_of_top, summarize
-from .retrievers.base import RetrieverFailed, setting_texts
+from saber_assets.leaderboard.exchange import Benchmark
+from saber_assets.leaderboard.metrics import condensed_ndcg, ndcg_at_k, recall_of_top, summarize
+from saber_assets.leaderboard.retrievers.base import RetrieverFailed, setting_texts
 
 RUN_SCHEMA = {
     "query_id": pl.String,

@@ -26,9 +26,14 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from .evaluate import RUN_SCHEMA, candidate_metrics, failed, full_corpus_metrics
-from .exchange import QUERY_SCHEMA, Benchmark, BenchmarkFormatError
-from .retrievers.base import setting_texts
+from saber_assets.leaderboard.evaluate import (
+    RUN_SCHEMA,
+    candidate_metrics,
+    failed,
+    full_corpus_metrics,
+)
+from saber_assets.leaderboard.exchange import QUERY_SCHEMA, Benchmark, BenchmarkFormatError
+from saber_assets.leaderboard.retrievers.base import setting_texts
 
 FORMATS = ("beir", "trec", "mteb")
 
@@ -224,7 +229,7 @@ def read_run(path: Path) -> dict[str, dict[str, dict[str, float]]]:
 
 def setting_of(tag: str, default: str | None) -> str | None:
     """The setting a run's tag names (``bm25-statement-full`` → statement-full), else ``default``."""
-    from .retrievers.base import SETTINGS
+    from saber_assets.leaderboard.retrievers.base import SETTINGS
 
     return next((s for s in SETTINGS if tag == s or tag.endswith("-" + s)), default)
 

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from ..settings import REPO_ROOT
-from .evaluate import rescore_runs
+from saber_assets.leaderboard.evaluate import rescore_runs
+from saber_assets.settings import REPO_ROOT
 
 PAPER_CSV = REPO_ROOT / "data" / "reference" / "saber_math_paper_ndcg10.csv"
 TABLES = ("main", "ci", "additional")

@@ -6,7 +6,7 @@ import matplotlib
 import numpy as np
 import polars as pl
 
-from .significance import pvalue_matrix
+from saber_assets.leaderboard.significance import pvalue_matrix
 
 matplotlib.use("Agg")
 

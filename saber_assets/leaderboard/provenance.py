@@ -17,9 +17,13 @@ import time
 
 import polars as pl
 
-from ..ops.plan import code_version
-from .exchange import Benchmark
-from .retrievers.registry import NEEDS_EMBEDDINGS, RetrieverEntry, embedding_model
+from saber_assets.leaderboard.exchange import Benchmark
+from saber_assets.leaderboard.retrievers.registry import (
+    NEEDS_EMBEDDINGS,
+    RetrieverEntry,
+    embedding_model,
+)
+from saber_assets.versions import code_version
 
 # the code a leaderboard row's numbers come from (the runs' own code paths in the build plan)
 SCORING_CODE = ("leaderboard", "saber_resources")

@@ -3,10 +3,10 @@
 import polars as pl
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
-from ..ops.metadata import markdown_table
-from ..resources import SaberSettings
-from .domains import domain_spec, keys_for, resolve_domains
-from .tree import expand_to_tree, load_dag
+from saber_assets.lib.metadata import markdown_table
+from saber_assets.ontology.domains import domain_spec, keys_for, resolve_domains
+from saber_assets.ontology.tree import expand_to_tree, load_dag
+from saber_assets.resources import SaberSettings
 
 
 @asset(group_name="ontology", io_manager_key="parquet_io", kinds={"networkx", "parquet"})

@@ -16,7 +16,7 @@ import networkx as nx
 import numpy as np
 import polars as pl
 
-from ..settings import (
+from saber_assets.settings import (
     BUNDLED_ONTOLOGIES,
     DATA_DIR,
     REPO_ROOT,

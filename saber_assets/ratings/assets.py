@@ -3,9 +3,9 @@
 import polars as pl
 from dagster import AssetCheckResult, Output, StaticPartitionsDefinition, asset, asset_check
 
-from ..ops.metadata import markdown_table
-from ..resources import SaberSettings
-from .rate import configured_prior, rate
+from saber_assets.lib.metadata import markdown_table
+from saber_assets.ratings.rate import configured_prior, rate
+from saber_assets.resources import SaberSettings
 
 
 def build_rating_assets(domain_partitions: StaticPartitionsDefinition) -> list:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ..settings import PipelineConfig
-from .bradley_terry import Prior, fit_many, rescale
+from saber_assets.ratings.bradley_terry import Prior, fit_many, rescale
+from saber_assets.settings import PipelineConfig
 
 
 def configured_prior(cfg: PipelineConfig) -> Prior:
@@ -64,7 +64,7 @@ def rate(
         queries.append((qid, ids, comparisons(j, ids) if j is not None else []))
     fits = fit_many([(len(ids), comps) for _, ids, comps in queries], prior) if queries else []
     if soft:
-        from ..tournament.efficient import estimate_strengths
+        from saber_assets.tournament.efficient import estimate_strengths
 
         for k, (qid, ids, comps) in enumerate(queries):
             j = by_query.get(qid)

@@ -17,16 +17,23 @@ from dagster import (
     asset,
 )
 
-from ..ontology.domains import domain_names
-from ..ontology.tree import TopicTree
-from ..ops.metadata import figure_markdown, markdown_table
-from ..resources import SaberSettings
-from .compute import compute_segment, memory_available
-from .kernels import quantize
-from .pairs import StoredPairs, row_groups
-from .prepare import SignalInputs, ic_hash, prepare_inputs
-from .shards import BYTES_PER_PAIR, LOWER, UPPER, read_header, read_shard, write_shard
-from .thresholds import (
+from saber_assets.lib.metadata import figure_markdown, markdown_table
+from saber_assets.ontology.domains import domain_names
+from saber_assets.ontology.tree import TopicTree
+from saber_assets.resources import SaberSettings
+from saber_assets.signals.compute import compute_segment, memory_available
+from saber_assets.signals.kernels import quantize
+from saber_assets.signals.pairs import StoredPairs, row_groups
+from saber_assets.signals.prepare import SignalInputs, ic_hash, prepare_inputs
+from saber_assets.signals.shards import (
+    BYTES_PER_PAIR,
+    LOWER,
+    UPPER,
+    read_header,
+    read_shard,
+    write_shard,
+)
+from saber_assets.signals.thresholds import (
     Cut,
     ExactSignals,
     check_floors,

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .kernels import SCALE, signal_block
-from .prepare import SignalInputs
-from .shards import LOWER, UPPER, Shard
+from saber_assets.signals.kernels import SCALE, signal_block
+from saber_assets.signals.prepare import SignalInputs
+from saber_assets.signals.shards import LOWER, UPPER, Shard
 
 
 def csr_take(ptr: np.ndarray, idx: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

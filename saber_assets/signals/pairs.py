@@ -20,8 +20,8 @@ from pathlib import Path
 import numba as nb
 import numpy as np
 
-from .shards import UPPER, Shard, ShardError, read_header, read_shard
-from .thresholds import RowBlock, sort_rows_by_topic
+from saber_assets.signals.shards import UPPER, Shard, ShardError, read_header, read_shard
+from saber_assets.signals.thresholds import RowBlock, sort_rows_by_topic
 
 # bytes a gathered group holds per pair direction (q_t and q_s) and per row (offsets, cursors)
 BYTES_PER_DIRECTION = 2

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from ..ontology.similarity import LCAIndex, lin_table
-from .kernels import to_csr
+from saber_assets.ontology.similarity import LCAIndex, lin_table
+from saber_assets.signals.kernels import to_csr
 
 _TOKEN = re.compile(r"[a-z0-9^_]+")
 MATH_STOP_WORDS = frozenset(

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
-from ..settings import DEFAULT_STORED_FRACTION
-from .shards import BYTES_PER_PAIR
+from saber_assets.settings import DEFAULT_STORED_FRACTION
+from saber_assets.signals.shards import BYTES_PER_PAIR
 
 
 def shard_memory_bytes(

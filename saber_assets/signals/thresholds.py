@@ -37,7 +37,7 @@ from typing import NamedTuple
 import numba as nb
 import numpy as np
 
-from .kernels import pair_values, quantize
+from saber_assets.signals.kernels import pair_values, quantize
 
 QMAX = 255  # quanta 0..255; thresholds 0..254 (q > 255 is impossible)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .swiss import greedy_closest
+from saber_assets.tournament.swiss import greedy_closest
 
 
 def pair_round_adaptive(

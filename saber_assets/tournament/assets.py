@@ -5,15 +5,14 @@ import time
 import polars as pl
 from dagster import AssetExecutionContext, Output, StaticPartitionsDefinition, asset
 
+from saber_assets.lib.annotators import tasks_for
+from saber_assets.lib.metadata import markdown_table
+from saber_assets.ratings.rate import configured_prior
+from saber_assets.resources import SaberSettings
+from saber_assets.tournament.engine import TournamentQuery, run_key, run_tournament, wilson_interval
+from saber_assets.tournament.store import SQLJudgmentStore
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
-
-from ..ops.metadata import markdown_table
-from ..ops.tasks import tasks_for
-from ..ratings.rate import configured_prior
-from ..resources import SaberSettings
-from .engine import TournamentQuery, run_key, run_tournament, wilson_interval
-from .store import SQLJudgmentStore
 
 
 def prepared_judge(

@@ -20,8 +20,8 @@ import functools
 import numpy as np
 from numba import njit
 
-from ..ratings.bradley_terry import Prior, fit
-from .swiss import pair_round
+from saber_assets.ratings.bradley_terry import Prior, fit
+from saber_assets.tournament.swiss import pair_round
 
 P_CLIP = 1e-4  # logit(1 - 1e-4) ≈ 9.2: a certain answer is a strong, finite measurement
 

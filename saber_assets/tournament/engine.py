@@ -18,12 +18,11 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from saber_resources.tasks import PairJudge
-
-from ..ratings.bradley_terry import DEFAULT_PRIOR, Prior, fit_many
-from .adaptive import pair_round_adaptive
-from .efficient import pair_round_efficient
-from .swiss import pair_round, pair_round_random
+from saber_assets.ratings.bradley_terry import DEFAULT_PRIOR, Prior, fit_many
+from saber_assets.tournament.adaptive import pair_round_adaptive
+from saber_assets.tournament.efficient import pair_round_efficient
+from saber_assets.tournament.swiss import pair_round, pair_round_random
+from saber_resources.annotators import PairJudge
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..ratings.bradley_terry import DEFAULT_PRIOR, Prior, fit
-from .efficient import estimate_strengths
-from .engine import Standing, _rng, round_pairs
+from saber_assets.ratings.bradley_terry import DEFAULT_PRIOR, Prior, fit
+from saber_assets.tournament.efficient import estimate_strengths
+from saber_assets.tournament.engine import Standing, _rng, round_pairs
 
 SIM_QUERY = "sim"
 Judge = Callable[[np.ndarray, np.ndarray], np.ndarray]

@@ -7,9 +7,8 @@ from dataclasses import asdict, fields
 
 import polars as pl
 
+from saber_assets.tournament.engine import Judgment
 from saber_resources.stores import Connect, StoreDB, as_store, ensure_table
-
-from .engine import Judgment
 
 COLUMNS = [f.name for f in fields(Judgment)]
 TYPES = {"round": pl.Int32, "max_tokens": pl.Int32, "p_first": pl.Float64}

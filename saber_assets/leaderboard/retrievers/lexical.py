@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from .base import docs_key
-from .tokenize import TOKENIZERS
+from saber_assets.leaderboard.retrievers.base import docs_key
+from saber_assets.leaderboard.retrievers.tokenize import TOKENIZERS
 
 
 def tokenize_all(tokenize, texts: list[str]) -> list[list[str]]:

@@ -9,12 +9,16 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...settings import REPO_ROOT
-from .approach0 import Approach0Retriever
-from .dense import DenseRetriever, SSEmbRetriever, cpu_reranker
-from .fusion import FusionRetriever
-from .lexical import BM25Retriever, JaccardRetriever, TfidfRetriever
-from .rerank import TwoStageRetriever
+from saber_assets.leaderboard.retrievers.approach0 import Approach0Retriever
+from saber_assets.leaderboard.retrievers.dense import DenseRetriever, SSEmbRetriever, cpu_reranker
+from saber_assets.leaderboard.retrievers.fusion import FusionRetriever
+from saber_assets.leaderboard.retrievers.lexical import (
+    BM25Retriever,
+    JaccardRetriever,
+    TfidfRetriever,
+)
+from saber_assets.leaderboard.retrievers.rerank import TwoStageRetriever
+from saber_assets.settings import REPO_ROOT
 
 DEFAULT_REGISTRY = REPO_ROOT / "retrievers.yaml"
 
@@ -239,7 +243,7 @@ def build_retriever(entry: RetrieverEntry, resources: RetrieverResources | None 
         if entry.kind == "two-stage":
             if res.pointwise_judge is None:
                 # CPU backend: a retriever-side re-ranker (e5 cosine), never the CPU judge
-                from saber_resources.cpu_tasks import CPUTranslator
+                from saber_resources.cpu_annotators import CPUTranslator
 
                 res.pointwise_judge = cpu_reranker(res.embedding_cache)
                 res.translator = res.translator or CPUTranslator()

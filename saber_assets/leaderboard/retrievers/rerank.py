@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from saber_assets.leaderboard.retrievers.base import RetrieverFailed
+from saber_assets.leaderboard.retrievers.lexical import BM25Retriever
+from saber_resources.annotators import PointwiseJudge
 from saber_resources.prompts import formulas_of
-from saber_resources.tasks import PointwiseJudge
-
-from .base import RetrieverFailed
-from .lexical import BM25Retriever
 
 
 class TranslationError(ValueError):

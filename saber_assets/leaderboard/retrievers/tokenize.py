@@ -13,9 +13,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from saber_assets.leaderboard.retrievers.a0_search import quiet_c_output  # noqa: F401 - re-exported for the retrievers
 from saber_resources.prompts import LATEX_SPAN
-
-from .a0_search import quiet_c_output  # noqa: F401 - re-exported for the retrievers
 
 _WORD = re.compile(r"[a-z0-9]+")
 _SKLEARN = re.compile(r"(?u)\b\w\w+\b")  # TfidfVectorizer's default token_pattern

@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
-from .cache import LLMCache
-from .llm import NO_CONTENT, LLMBackend, LLMRequest, LLMResponse
-from .prompts import (
+from saber_resources.cache import LLMCache
+from saber_resources.llm import NO_CONTENT, LLMBackend, LLMRequest, LLMResponse
+from saber_resources.prompts import (
     JUDGE_VERSIONS,
     ORDINAL_VERSION,
     POINTWISE_VERSION,
@@ -42,7 +42,7 @@ from .prompts import (
     topic_request,
     translate_request,
 )
-from .templates import PromptTemplate, builtin_template
+from saber_resources.templates import PromptTemplate, builtin_template
 
 T = TypeVar("T")
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from saber_assets.settings import PipelineConfig
 from saber_resources.llm import LLMRequest
 from saber_resources.prompts import (
     judge_request,
@@ -26,8 +27,6 @@ from saber_resources.prompts import (
     topic_request,
 )
 from saber_resources.templates import load_templates
-
-from ..settings import PipelineConfig
 
 # The paper's own figure, for comparison (SABER-Math: Swiss tournament with an LLM judge).
 PAPER = "≈1.5 M judge calls, 160 h on 4 H200 nodes"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from ..settings import PipelineConfig, PodSize
-from ..signals.sizing import shard_pod_memory_gib
+from saber_assets.settings import PipelineConfig, PodSize
+from saber_assets.signals.sizing import shard_pod_memory_gib
 
 K8S_TAG = "dagster-k8s/config"
 # jobs whose heavy work is calls to the served model (annotation chunks, tournaments)

@@ -1,9 +1,9 @@
 """Build the task set (LLM or CPU) for an asset from the configured resources."""
 
+from saber_resources.annotator_set import TaskSet, make_tasks
 from saber_resources.cache import EmbeddingCache, LLMCache
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
-from saber_resources.taskset import TaskSet, make_tasks
 from saber_resources.templates import load_templates
 
 

@@ -26,9 +26,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .cpu_tasks import _MATH, TECHNIQUES
-from .prompts import check_summary
-from .tasks import Outcome, TaskStats
+from saber_resources.annotators import Outcome, TaskStats
+from saber_resources.cpu_annotators import _MATH, TECHNIQUES
+from saber_resources.prompts import check_summary
 
 P_SECOND = 0.12
 P_STOP = 0.3

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .embeddings import Embedder
-from .prompts import ParseError, check_summary, problem_text
-from .tasks import Outcome, TaskStats
+from saber_resources.annotators import Outcome, TaskStats
+from saber_resources.embeddings import Embedder
+from saber_resources.prompts import ParseError, check_summary, problem_text
 
 _GLUED = re.compile(r"(?<=[a-z])(and|of|in|on|the|for|with|to)(?=[A-Z])")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")

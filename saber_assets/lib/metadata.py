@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 from dagster import MetadataValue
 
-from .figures import png_base64
+from saber_assets.lib.figures import png_base64
 
 
 def markdown_table(df: pl.DataFrame, max_rows: int = 20, max_chars: int = 80) -> MetadataValue:

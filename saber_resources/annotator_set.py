@@ -4,19 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .cache import EmbeddingCache, LLMCache
-from .cpu_tasks import (
-    CPUOrdinalJudge,
-    CPUPairJudge,
-    CPUPointwiseJudge,
-    CPUSummarizer,
-    CPUTopicScorer,
-    CPUTranslator,
-)
-from .embeddings import CachedEmbedder, MiniLMOnnxEmbedder
-from .llm import LLMBackend
-from .synthetic_tasks import SyntheticSummarizer, SyntheticTopicScorer
-from .tasks import (
+from saber_resources.annotators import (
     LLMOrdinalJudge,
     LLMPairJudge,
     LLMPointwiseJudge,
@@ -31,7 +19,19 @@ from .tasks import (
     TaskRunner,
     TopicScorer,
 )
-from .templates import PromptTemplate
+from saber_resources.cache import EmbeddingCache, LLMCache
+from saber_resources.cpu_annotators import (
+    CPUOrdinalJudge,
+    CPUPairJudge,
+    CPUPointwiseJudge,
+    CPUSummarizer,
+    CPUTopicScorer,
+    CPUTranslator,
+)
+from saber_resources.embeddings import CachedEmbedder, MiniLMOnnxEmbedder
+from saber_resources.llm import LLMBackend
+from saber_resources.synthetic_annotators import SyntheticSummarizer, SyntheticTopicScorer
+from saber_resources.templates import PromptTemplate
 
 
 @dataclass

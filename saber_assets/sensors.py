@@ -18,10 +18,10 @@ from dagster import (
     sensor,
 )
 
-from ..leaderboard.assets import registry_path, retriever_partitions
-from ..leaderboard.retrievers.registry import load_registry
-from ..ontology.domains import domain_keys
-from ..resources import SaberSettings
+from saber_assets.leaderboard.assets import registry_path, retriever_partitions
+from saber_assets.leaderboard.retrievers.registry import load_registry
+from saber_assets.ontology.domains import domain_keys
+from saber_assets.resources import SaberSettings
 
 
 def benchmark_built(settings: SaberSettings) -> bool:

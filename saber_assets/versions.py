@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..settings import PipelineConfig
+from saber_assets.settings import PipelineConfig
 
 PACKAGE = Path(__file__).resolve().parent.parent
 RESOURCES = PACKAGE.parent / "saber_resources"
