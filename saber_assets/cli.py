@@ -9,6 +9,7 @@ import warnings
 from pathlib import Path
 
 from saber_assets.settings import DEFAULT_CONFIG, REPO_ROOT, data_home, load_config
+from saber_assets.stages import select_help
 
 # datatrove draws progress bars on stderr; the build prints its own summary.
 os.environ.setdefault("TQDM_DISABLE", "1")
@@ -61,47 +62,6 @@ def sync_retriever_partitions(instance, cfg) -> list[str]:
     return new
 
 
-STAGE_ALIASES = {
-    "sources": "build_sources",
-    "annotations": "build_annotations",
-    "summaries": "build_annotation_summaries",
-    "shards": "build_signal_shards",
-    "signals": "build_signal_index",
-    "domains": "build_domains",
-    "benchmark": "build_benchmark",
-    "analyses": "build_analyses",
-    "indexes": "build_indexes",
-    "runs": "build_runs",
-    "leaderboard": "build_leaderboard",
-}
-
-
-def build_steps(defs, instance, cfg):
-    """The fingerprinted steps of a build (``ops.plan``) for this config and instance."""
-    from saber_assets.leaderboard.retrievers.registry import load_registry
-    from saber_assets.versions import STAGES, plan
-
-    path = Path(cfg.leaderboard.registry)
-    entries = load_registry(path if path.is_absolute() else REPO_ROOT / path)
-    registered = {e.name for e in runnable_entries(entries)}
-    partitions = {}
-    for name in STAGES:
-        job = defs.resolve_job_def(name)
-        keys = (
-            job.partitions_def.get_partition_keys(dynamic_partitions_store=instance)
-            if job.partitions_def
-            else [None]
-        )
-        if name == "build_runs":  # a removed retriever keeps its partition, not its runs
-            keys = [k for k in keys if str(k).split("|")[-1] in registered]
-        if name == "build_indexes":
-            keys = [k for k in keys if str(k) in registered]
-        partitions[name] = keys
-    files = [s.file() for s in cfg.corpus.sources]
-    files += [p for p in _ontology_files(cfg.ontology) if p is not None and p.exists()]
-    return plan(cfg, partitions, files, {e.name: e.definition() for e in entries})
-
-
 ANNOUNCED: set[str] = set()
 
 
@@ -116,15 +76,6 @@ def runnable_entries(entries: list) -> list:
             ANNOUNCED.add(name)
             print(f"  retriever {name} not built: {why}", flush=True)
     return run
-
-
-def _ontology_files(ocfg) -> list:
-    from saber_assets.ontology.tree import _path
-    from saber_assets.settings import BUNDLED_ONTOLOGIES, DATA_DIR
-
-    if ocfg.bundled:
-        return [DATA_DIR / BUNDLED_ONTOLOGIES[ocfg.bundled]]
-    return [_path(p) if p else None for p in (ocfg.path, ocfg.nodes, ocfg.edges)]
 
 
 def domain_selection(select: list[str], keys: dict[str, str]) -> list[str]:
@@ -144,50 +95,44 @@ def domain_selection(select: list[str], keys: dict[str, str]) -> list[str]:
     return out
 
 
-def selected(step, select: list[str]) -> bool:
-    """``--select``: stage names or aliases, and ``domain=NAME`` for one domain's steps (a
-    domain alone selects that domain's tournament steps and runs)."""
-    if not select:
-        return True
-    jobs = {STAGE_ALIASES.get(x, x) for x in select if not x.startswith("domain=")}
-    domains = {x.split("=", 1)[1] for x in select if x.startswith("domain=")}
-    if jobs and step.job not in jobs:
-        return False
-    if domains:
-        if step.job in ("build_domains", "build_runs"):
-            return str(step.partition).split("|")[0] in domains
-        return bool(jobs)
-    return True
+def observe_sources(defs, instance) -> None:
+    """Observe the input files and the registry entries (their data versions) before a build
+    asks what is unsynced; a failed observation is an error (the versions would be guesses)."""
+    from saber_assets.build import OBSERVE_JOBS
 
-
-def up_to_date(instance, step) -> bool:
-    from dagster import DagsterRunStatus, RunsFilter
-
-    runs = instance.get_runs(
-        filters=RunsFilter(
-            job_name=step.job,
-            statuses=[DagsterRunStatus.SUCCESS],
-            tags={FINGERPRINT_TAG: step.fingerprint},
-        ),
-        limit=1,
-    )
-    return bool(runs)
-
-
-FINGERPRINT_TAG = "saber/fingerprint"
+    for job in OBSERVE_JOBS:
+        res = defs.resolve_job_def(job).execute_in_process(instance=instance, raise_on_error=False)
+        if not res.success:
+            raise RuntimeError(f"{job} failed: the input files or the registry could not be read")
 
 
 def build_remote(url: str, defs, cfg, force: bool, select: list[str]) -> int:
-    """The build plan on a running deployment (``saber_assets.remote``)."""
+    """The build on a running deployment (``saber_assets.remote``): its own Dagster says what is
+    unsynced."""
     from dagster import DagsterInstance
 
+    from saber_assets.build import partition_filter, selected_stages, stage_partitions
     from saber_assets.remote import build_on
 
-    with DagsterInstance.ephemeral() as scratch:  # the plan's partitions, not run history
+    with DagsterInstance.ephemeral() as scratch:  # the partitions, not run history
         names = sync_retriever_partitions(scratch, cfg)
-        steps = [s for s in build_steps(defs, scratch, cfg) if selected(s, select)]
-    print(f"saber build --on {url}: {len(steps)} steps in the plan", flush=True)
-    return build_on(url, steps, names, force)
+        retrievers = runnable_names(cfg)
+        domains = [x.split("=", 1)[1] for x in select if x.startswith("domain=")]
+        plan = [
+            (stage, [p for p in stage_partitions(defs, scratch, stage) if keep(p)])
+            for stage in selected_stages(select)
+            for keep in [partition_filter(stage, domains, retrievers)]
+        ]
+    print(f"saber build --on {url}: {sum(len(p) for _, p in plan)} steps in the plan", flush=True)
+    return build_on(url, plan, names, force)
+
+
+def runnable_names(cfg) -> set[str]:
+    from saber_assets.leaderboard.retrievers.registry import load_registry
+
+    path = Path(cfg.leaderboard.registry)
+    entries = load_registry(path if path.is_absolute() else REPO_ROOT / path)
+    return {e.name for e in runnable_entries(entries)}
 
 
 def build(
@@ -201,13 +146,14 @@ def build(
     home = data_home()
     from dagster import DagsterInstance
 
+    from saber_assets.build import partition_filter, selected_stages, stage_steps
     from saber_assets.definitions import make_definitions
     from saber_assets.lib.dead_runs import process_tags, reap_dead_runs
-
-    defs = make_definitions(config, home)
     from saber_assets.ontology.domains import domain_keys
 
+    defs = make_definitions(config, home)
     select = domain_selection(select or [], domain_keys(cfg.ontology))
+    selected_stages(select)  # an unknown stage name fails here, before anything runs
     if on:
         return build_remote(on, defs, cfg, force, select)
     prepare_dagster_home(home)
@@ -221,30 +167,33 @@ def build(
     for run_id in reap_dead_runs(instance):
         print(f"  run {run_id} of a killed build marked failed, its pool slots freed", flush=True)
     sync_retriever_partitions(instance, cfg)
-    steps = build_steps(defs, instance, cfg)
-    result, failed, ran, skipped = None, [], 0, 0
-    current = None
-    for step in steps:
-        if not selected(step, select or []):
-            continue
-        if failed and step.job != current:
+    observe_sources(defs, instance)
+    retrievers = runnable_names(cfg)
+    domains = [x.split("=", 1)[1] for x in select if x.startswith("domain=")]
+    failed, ran, skipped = [], 0, 0
+    for stage in selected_stages(select):
+        if failed:
             break  # later stages need this one complete
-        current = step.job
-        if not force and up_to_date(instance, step):
-            skipped += 1
-            continue
-        t1 = time.perf_counter()
-        result = defs.resolve_job_def(step.job).execute_in_process(
-            instance=instance,
-            raise_on_error=False,
-            run_config=run_config,
-            partition_key=step.partition,
-            tags={FINGERPRINT_TAG: step.fingerprint, **process_tags()},
-        )
-        ran += 1
-        _report(result, time.perf_counter() - t1)
-        if not result.success:
-            failed.append(result)
+        # asked only now: the previous stage may have given this one new inputs
+        keep = partition_filter(stage, domains, retrievers)
+        for step in stage_steps(defs, instance, stage, keep, force):
+            if not step.reasons:
+                skipped += 1
+                continue
+            if log_level.upper() in ("DEBUG", "INFO"):
+                print(f"  {step.label}: {'; '.join(step.reasons[:3])}", flush=True)
+            t1 = time.perf_counter()
+            result = defs.resolve_job_def(step.job).execute_in_process(
+                instance=instance,
+                raise_on_error=False,
+                run_config=run_config,
+                partition_key=step.partition,
+                tags=process_tags(),
+            )
+            ran += 1
+            _report(result, time.perf_counter() - t1)
+            if not result.success:
+                failed.append(result)
     elapsed = time.perf_counter() - t0
     from saber_resources.warehouse import Warehouse
 
@@ -772,8 +721,8 @@ def main(argv: list[str] | None = None) -> int:
     p_build.add_argument(
         "--select",
         action="append",
-        help="only these stages (sources, annotations, summaries, shards, signals, domains, "
-        "benchmark, runs, leaderboard) and/or domain=NAME (a title or its partition key); repeatable",
+        help="only these stages: " + select_help() + "; and/or domain=NAME (a title or its "
+        "partition key); repeatable",
     )
     p_eval = sub.add_parser(
         "evaluate", help="score registered retrievers on a benchmark (exchange format)"

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from dagster import (
     AssetChecksDefinition,
+    AssetsDefinition,
     AssetSelection,
     Definitions,
     EnvVar,
@@ -28,10 +29,18 @@ from saber_assets.ontology import assets as ontology_assets
 from saber_assets.ontology.domains import domain_keys
 from saber_assets.ratings import assets as rating_assets
 from saber_assets.resources import SaberSettings
-from saber_assets.sensors import retriever_registry_sensor, retriever_runs_backstop
+from saber_assets.schedules import retriever_runs_backstop
+from saber_assets.sensors import (
+    input_files_sensor,
+    observe_inputs,
+    observe_registry,
+    retriever_registry_sensor,
+)
 from saber_assets.settings import DEFAULT_CONFIG, SQL_DIR, LLMConfig, data_home, load_config
 from saber_assets.signals import assets as signal_assets
+from saber_assets.stages import SOURCE_ASSETS, STAGES
 from saber_assets.tournament import assets as tournament_assets
+from saber_assets.versions import asset_code_versions
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
 from saber_resources.templates import load_templates
@@ -71,6 +80,30 @@ def stores_resource(cfg, home: Path) -> StoresResource:
     )
 
 
+def with_code_versions(assets: list, cfg) -> list:
+    """Every stage asset with its Dagster code version (``versions.asset_code_versions``): the
+    config sections and code it reads and the versions upstream of it."""
+    parents: dict[str, list[str]] = {}
+    for a in assets:
+        for spec in getattr(a, "specs", ()):
+            parents[spec.key.to_user_string()] = [d.asset_key.to_user_string() for d in spec.deps]
+    versions = asset_code_versions(cfg, parents)
+    missing = sorted(set(parents) - set(versions) - set(SOURCE_ASSETS))
+    if missing:  # a new asset must say what its version hashes
+        raise ValueError(f"assets without an entry in stages.ASSET_INPUTS: {missing}")
+
+    def versioned(a):
+        if not isinstance(a, AssetsDefinition) or not any(
+            s.key.to_user_string() in versions for s in a.specs
+        ):
+            return a
+        return a.map_asset_specs(
+            lambda spec: spec.replace_attributes(code_version=versions[spec.key.to_user_string()])
+        )
+
+    return [versioned(a) for a in assets]
+
+
 def make_definitions(
     config_file: str | os.PathLike | None = None, home: Path | None = None
 ) -> Definitions:
@@ -108,79 +141,23 @@ def make_definitions(
     per_domain = [a for a in per_domain if not isinstance(a, AssetChecksDefinition)]
     assets = [*load_assets_from_modules(STATIC_MODULES), *chunked, *sharded, *per_domain]
 
-    def job(name: str, selection: AssetSelection, description: str):
-        return define_asset_job(
-            name,
-            selection=selection,
-            executor_def=executor,
-            description=description,
-            tags=k8s_tags(name, cfg),
-        )
-
+    assets = with_code_versions(assets, cfg)
     jobs = [
-        job("build_sources", AssetSelection.groups("corpus", "ontology"), "Corpus and ontology."),
-        job(
-            "build_annotations",
-            AssetSelection.assets(*chunked),
-            "Topics and summaries, one annotation chunk per run.",
-        ),
-        job(
-            "build_annotation_summaries",
-            AssetSelection.assets(
-                "topic_information_content", "problem_annotations", "pair_signal_inputs"
-            ),
-            "Information content, the per-problem annotation table (all chunks), the signal kernels' inputs.",
-        ),
-        job(
-            "build_signal_shards",
-            AssetSelection.assets(*sharded),
-            "All-pairs signals, one row-block shard per run.",
-        ),
-        job(
-            "build_signal_index",
-            AssetSelection.assets("pair_signal_index", "relevance_thresholds"),
-            "Index over all shards (pairs, bytes, histograms) and the relevance thresholds.",
-        ),
-    ]
-    jobs.append(
-        job(
-            "build_domains",
-            AssetSelection.assets("query_candidates", "tournament_judgments", "relevance_ratings"),
-            "Candidates, tournament and ratings of one domain per run (backfill a single domain here).",
+        define_asset_job(
+            stage.job,
+            selection=AssetSelection.assets(*stage.assets),
+            executor_def=executor,
+            description=stage.description,
+            tags=k8s_tags(stage.job, cfg),
         )
-    )
-    jobs += [
-        job(
-            "build_benchmark",
-            AssetSelection.assets("benchmark_export", "evaluation_benchmark"),
-            "Exchange-format export and the benchmark to score.",
-        ),
-        job(
-            "build_indexes",
-            AssetSelection.assets("retriever_index"),
-            "One retriever's document-side index per run, every setting (read by all its domain runs).",
-        ),
-        job(
-            "build_runs",
-            AssetSelection.assets("retriever_runs"),
-            "One retriever on one domain per run (retriever × domain partitions).",
-        ),
-        job(
-            "build_leaderboard",
-            AssetSelection.assets("leaderboard"),
-            "The leaderboard over every registered retriever.",
-        ),
-        job(
-            "build_analyses",
-            AssetSelection.groups("analyses"),
-            "The paper's analyses of the built benchmark.",
-        ),
+        for stage in STAGES
     ]
+    jobs += [observe_inputs, observe_registry]
     return Definitions(
         assets=assets,
         asset_checks=[*load_asset_checks_from_modules(STATIC_MODULES), *checks],
         jobs=jobs,
-        sensors=[retriever_registry_sensor],
+        sensors=[retriever_registry_sensor, input_files_sensor],
         schedules=[retriever_runs_backstop],
         resources={
             "settings": SaberSettings(config_file=config_file, home=str(home)),

@@ -4,7 +4,13 @@ from pathlib import Path
 
 from dagster import ConfigurableResource
 
-from saber_assets.settings import DEFAULT_CONFIG, PipelineConfig, data_home, load_config
+from saber_assets.settings import (
+    DEFAULT_CONFIG,
+    REPO_ROOT,
+    PipelineConfig,
+    data_home,
+    load_config,
+)
 
 
 class SaberSettings(ConfigurableResource):
@@ -19,3 +25,8 @@ class SaberSettings(ConfigurableResource):
     def output_dir(self) -> Path:
         """Where this config's outputs live: <home> / <config name>."""
         return (Path(self.home) if self.home else data_home()) / self.load().name
+
+    def registry_path(self) -> Path:
+        """The retriever registry file (``leaderboard.registry``, relative to the repository)."""
+        p = Path(self.load().leaderboard.registry)
+        return p if p.is_absolute() else REPO_ROOT / p

@@ -1,27 +1,30 @@
-"""New-model automation: a sensor on the retriever registry and a daily backstop schedule.
+"""Sensors: new registry entries (their partitions and runs) and changed input files.
 
 A new registry entry gets its `retriever` partition and run requests for every domain (all
 settings run inside each) — and nothing else is re-run. Removing an entry removes nothing: its
 partition and its run files stay, the leaderboard just stops showing it.
 """
 
+import json
+
 from dagster import (
-    AssetKey,
-    DefaultScheduleStatus,
+    AssetSelection,
     DefaultSensorStatus,
     MultiPartitionKey,
     RunRequest,
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
-    schedule,
+    define_asset_job,
+    in_process_executor,
     sensor,
 )
 
-from saber_assets.leaderboard.assets import registry_path, retriever_partitions
-from saber_assets.leaderboard.retrievers.registry import load_registry
+from saber_assets.leaderboard.retrievers.registry import definitions_by_name, load_registry
+from saber_assets.lib.partitions import retriever_partitions
 from saber_assets.ontology.domains import domain_keys
 from saber_assets.resources import SaberSettings
+from saber_assets.versions import digest, input_versions, registry_versions
 
 
 def benchmark_built(settings: SaberSettings) -> bool:
@@ -45,7 +48,7 @@ def run_requests(names: list[str], domains: list[str], tag: str) -> list[RunRequ
 )
 def retriever_registry_sensor(context: SensorEvaluationContext, settings: SaberSettings):
     """Adds a partition for each new registry entry and requests only its runs."""
-    names = [e.name for e in load_registry(registry_path(settings))]
+    names = [e.name for e in load_registry(settings.registry_path())]
     have = set(context.instance.get_dynamic_partitions(retriever_partitions.name))
     new = [n for n in names if n not in have]
     if not new:
@@ -64,29 +67,42 @@ def retriever_registry_sensor(context: SensorEvaluationContext, settings: SaberS
     )
 
 
-@schedule(
-    job_name="build_runs", cron_schedule="0 3 * * *", default_status=DefaultScheduleStatus.RUNNING
+observe_inputs = define_asset_job(
+    "observe_inputs",
+    selection=AssetSelection.assets("corpus_sources", "ontology_files"),
+    executor_def=in_process_executor,
+    description="Observe the corpus source files and the ontology's (content hashes).",
 )
-def retriever_runs_backstop(context, settings: SaberSettings):
-    """Daily: any registered retriever × domain without a materialised run gets one."""
-    if not benchmark_built(settings):
-        return SkipReason("no benchmark to score yet")
-    names = [e.name for e in load_registry(registry_path(settings))]
-    have = set(context.instance.get_dynamic_partitions(retriever_partitions.name))
-    missing_partitions = [n for n in names if n not in have]
-    if missing_partitions:
-        context.instance.add_dynamic_partitions(retriever_partitions.name, missing_partitions)
-    done = {
-        str(k) for k in context.instance.get_materialized_partitions(AssetKey("retriever_runs"))
+observe_registry = define_asset_job(
+    "observe_registry",
+    selection=AssetSelection.assets("retriever_registry"),
+    executor_def=in_process_executor,
+    description="Observe the retriever registry, one data version per entry.",
+)
+
+
+@sensor(
+    jobs=[observe_inputs, observe_registry],
+    minimum_interval_seconds=60,
+    default_status=DefaultSensorStatus.RUNNING,
+)
+def input_files_sensor(context: SensorEvaluationContext, settings: SaberSettings):
+    """Observes the input files and the registry when their contents move, so that the UI marks
+    what reads them unsynced without anyone running a build."""
+    cfg = settings.load()
+    have = sorted(context.instance.get_dynamic_partitions(retriever_partitions.name))
+    stamps = {
+        "observe_inputs": digest(input_versions(cfg)),
+        # the partitions too: an entry whose partition the registry sensor adds later is
+        # observed then
+        "observe_registry": digest(
+            [registry_versions(definitions_by_name(settings.registry_path())), have]
+        ),
     }
-    todo = [
-        RunRequest(
-            run_key=None,
-            partition_key=MultiPartitionKey({"retriever": n, "domain": d}),
-            tags={"saber/trigger": "daily-backstop"},
-        )
-        for n in names
-        for d in domain_keys(settings.load().ontology).values()
-        if str(MultiPartitionKey({"retriever": n, "domain": d})) not in done
-    ]
-    return todo or SkipReason("every registered retriever has runs for every domain")
+    seen = json.loads(context.cursor) if context.cursor else {}
+    moved = [job for job, stamp in stamps.items() if seen.get(job) != stamp]
+    context.update_cursor(json.dumps(stamps))
+    if not moved:
+        return SkipReason("input files and registry unchanged since the last observation")
+    context.log.info(f"observing: {', '.join(moved)}")
+    return [RunRequest(job_name=job, tags={"saber/trigger": "input-files-sensor"}) for job in moved]

@@ -1,86 +1,59 @@
-"""The build plan with fingerprints: which (job, partition) runs a build needs, and which are
-already up to date.
+"""What an asset's version is made of: its Dagster ``code_version`` and the data versions of the
+build's inputs. Pure: no Dagster here.
 
-A step's fingerprint hashes what its outputs depend on: the config sections its stage reads, the
-source code of the packages that compute it (a code version), the input files it reads (corpus
-sources, ontology) and the fingerprints of the steps upstream of it. A step whose last
-successful run carries the same fingerprint (run tag ``saber/fingerprint``) is skipped; anything
-upstream that changes changes every fingerprint below it. Pure: no Dagster here.
+An asset's code version hashes the config sections it reads, the source code that computes it
+(``stages.ASSET_INPUTS``) and the code versions of the assets upstream of it. The last part makes
+a change visible at once all the way down: Dagster itself marks an asset stale for its own new
+code version, but a downstream asset only after the upstream one has been materialised again;
+with the upstream versions folded in, changing `tournament.rounds` shows the tournament, the
+ratings, the export, the runs, the leaderboard and the analyses unsynced in the UI straight away
+(and nothing above the tournament). Input files and registry entries are data, not code: their
+content hashes are the data versions of observable source assets (``input_versions``,
+``registry_versions``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from saber_assets.settings import PipelineConfig
+from saber_assets.ontology.tree import resolve_path
+from saber_assets.settings import BUNDLED_ONTOLOGIES, DATA_DIR, PipelineConfig
+from saber_assets.stages import ASSET_INPUTS
 
-PACKAGE = Path(__file__).resolve().parent.parent
+PACKAGE = Path(__file__).resolve().parent
 RESOURCES = PACKAGE.parent / "saber_resources"
-
-# job -> (config sections it reads, source folders/files that compute it)
-STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "build_sources": (("seed", "corpus", "ontology"), ("corpus", "ontology")),
-    "build_annotations": (("llm", "annotations"), ("annotations", "saber_resources")),
-    "build_annotation_summaries": (("signals.freeze_ic",), ("annotations", "signals/prepare.py")),
-    "build_signal_shards": (("signals",), ("signals",)),
-    "build_signal_index": (("signals", "candidates"), ("signals",)),
-    "build_domains": (
-        ("seed", "candidates", "tournament", "llm"),
-        ("candidates", "tournament", "ratings", "saber_resources"),
-    ),
-    "build_benchmark": (("seed", "leaderboard.benchmark"), ("leaderboard/assets.py",)),
-    "build_indexes": (
-        ("leaderboard.settings", "leaderboard.full_corpus"),
-        ("leaderboard/indexes.py", "leaderboard/retrievers", "saber_resources"),
-    ),
-    "build_runs": (
-        ("leaderboard.settings", "leaderboard.k", "leaderboard.full_corpus", "llm"),
-        ("leaderboard", "saber_resources"),
-    ),
-    "build_leaderboard": (("seed", "leaderboard"), ("leaderboard",)),
-    "build_analyses": (("seed", "analyses", "robustness"), ("analyses",)),
-}
-# upstream job of each job: a step depends on every step of its upstream job, except a run,
-# which depends on its own retriever's index steps only (a new retriever reruns nothing else)
-UPSTREAM = {
-    "build_annotations": "build_sources",
-    "build_annotation_summaries": "build_annotations",
-    "build_signal_shards": "build_annotation_summaries",
-    "build_signal_index": "build_signal_shards",
-    "build_domains": "build_signal_index",
-    "build_benchmark": "build_domains",
-    "build_indexes": "build_benchmark",
-    "build_runs": "build_indexes",
-    "build_leaderboard": "build_runs",
-    "build_analyses": "build_leaderboard",
-}
-SECRETS = {"api_key", "api_key_env", "dsn_env"}  # names only, but never part of a fingerprint
+SECRETS = {"api_key", "api_key_env", "dsn_env"}  # names only, but never part of a version
 # how fast or in how much memory a stage runs, never what it computes (tested equal both ways)
 RESOURCE_ONLY = {"signals": {"threads", "gather_memory_gib"}}
 
 
-def _digest(obj) -> str:
+def digest(obj) -> str:
     data = json.dumps(obj, sort_keys=True, default=str).encode()
     return hashlib.blake2b(data, digest_size=12).hexdigest()
 
 
 def config_part(cfg: PipelineConfig, dotted: str):
+    """One config section as the versions see it: without secrets and resource-only settings;
+    the `prompts` section by the templates' contents, not their paths."""
+    if dotted == "prompts":
+        return {task: file_stamp(Path(p)) for task, p in sorted(cfg.prompt_paths().items())}
     value = cfg.model_dump(exclude={"llm": SECRETS, "stores": SECRETS, **RESOURCE_ONLY})
     for part in dotted.split("."):
         value = value[part]
     return value
 
 
-def code_version(paths: Iterable[str]) -> str:
+def code_digest(paths: Iterable[str]) -> str:
     """Hash of the source files under the given package-relative paths."""
     h = hashlib.blake2b(digest_size=12)
     for rel in sorted(paths):
         root = RESOURCES if rel == "saber_resources" else PACKAGE / rel
         files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
+        if rel == "saber_resources":
+            files += sorted((RESOURCES / "prompt_templates").glob("*.yaml"))
         for f in files:
             h.update(str(f.relative_to(PACKAGE.parent)).encode())
             h.update(f.read_bytes())
@@ -88,7 +61,7 @@ def code_version(paths: Iterable[str]) -> str:
 
 
 def file_stamp(path: Path) -> str:
-    """Content hash of an input file (corpus source, ontology)."""
+    """Content hash of an input file (corpus source, ontology, prompt template)."""
     h = hashlib.blake2b(digest_size=12)
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -96,67 +69,74 @@ def file_stamp(path: Path) -> str:
     return h.hexdigest()
 
 
-@dataclass
-class Step:
-    job: str
-    partition: str | None
-    fingerprint: str
-    upstream: list[str] = field(default_factory=list)
+def asset_code_versions(
+    cfg: PipelineConfig, parents: Mapping[str, Iterable[str]]
+) -> dict[str, str]:
+    """Asset name -> its code version, for every asset of ``stages.ASSET_INPUTS``.
 
-    @property
-    def label(self) -> str:
-        return self.job + (f" [{self.partition}]" if self.partition else "")
+    ``parents``: asset name -> the names of the assets it depends on (source assets among them
+    are skipped: their changes arrive as data versions)."""
+    code = {}
+    out: dict[str, str] = {}
 
+    def version(name: str, seen: tuple[str, ...] = ()) -> str:
+        if name in out:
+            return out[name]
+        if name in seen:
+            raise ValueError(f"asset graph cycle through {' -> '.join((*seen, name))}")
+        inputs = ASSET_INPUTS[name]
+        key = inputs.code
+        if key not in code:
+            code[key] = code_digest(key)
+        ups = sorted(version(p, (*seen, name)) for p in parents.get(name, ()) if p in ASSET_INPUTS)
+        out[name] = digest(
+            {
+                "config": {s: config_part(cfg, s) for s in inputs.config},
+                "code": code[key],
+                "upstream": ups,
+            }
+        )
+        return out[name]
 
-def plan(
-    cfg: PipelineConfig,
-    partitions: dict[str, Sequence[str | None]],
-    input_files: Sequence[Path] = (),
-    registry: dict[str, dict] | None = None,
-) -> list[Step]:
-    """Every step of the build, in order, with its fingerprint.
-
-    ``partitions``: job -> its partition keys (None for an unpartitioned job). ``registry``:
-    retriever name -> its entry (a run's fingerprint includes its own entry and, for fusion, its
-    components'; the leaderboard's includes every entry)."""
-    registry = registry or {}
-    steps: list[Step] = []
-    done: dict[str, dict[str | None, str]] = {}
-    inputs = [file_stamp(p) for p in input_files]
-    for job, (sections, code) in STAGES.items():
-        upstream = list(done.get(UPSTREAM.get(job, ""), {}).values())
-        base = {
-            "job": job,
-            "config": {s: config_part(cfg, s) for s in sections},
-            "code": code_version(code),
-            "upstream": upstream,
-        }
-        if job == "build_sources":
-            base["inputs"] = inputs
-        if job == "build_leaderboard":
-            base["registry"] = registry
-        fps: dict[str | None, str] = {}
-        for key in partitions.get(job, [None]):
-            extra, ups = {}, upstream
-            if job == "build_indexes" and key is not None:
-                extra["retriever"] = registry.get(key, {})
-            if job == "build_runs" and key is not None:
-                # the key is "domain|retriever" (Dagster orders the dimensions by name)
-                names = _closure_names(key.split("|")[-1], registry)
-                extra["retriever"] = [registry.get(n, {}) for n in names]
-                indexes = done.get("build_indexes", {})
-                ups = [indexes[n] for n in names if n in indexes]
-                extra["upstream"] = ups
-            fp = _digest({**base, "partition": key, **extra})
-            steps.append(Step(job, key, fp, ups))
-            fps[key] = fp
-        done[job] = fps
-    return steps
+    for name in ASSET_INPUTS:
+        version(name)
+    return out
 
 
-def _closure_names(name: str, registry: dict[str, dict]) -> list[str]:
+def ontology_files(cfg: PipelineConfig) -> list[Path]:
+    """The files the ontology is read from (the bundled file, or the configured ones)."""
+    o = cfg.ontology
+    if o.bundled:
+        return [DATA_DIR / BUNDLED_ONTOLOGIES[o.bundled]]
+    return [resolve_path(p) for p in (o.path, o.nodes, o.edges) if p]
+
+
+def files_version(files: Iterable[Path]) -> str:
+    """One data version for a set of input files: their names and content hashes (a missing
+    file counts as missing, so that its reappearance moves the version too)."""
+    return digest(
+        [[str(p), file_stamp(p) if p.exists() else "missing"] for p in sorted(map(Path, files))]
+    )
+
+
+def input_versions(cfg: PipelineConfig) -> dict[str, str]:
+    """Data versions of the unpartitioned observable source assets."""
+    return {
+        "corpus_sources": files_version(s.file() for s in cfg.corpus.sources),
+        "ontology_files": files_version(ontology_files(cfg)),
+    }
+
+
+def registry_versions(registry: Mapping[str, dict]) -> dict[str, str]:
+    """Retriever name -> the data version of its `retriever_registry` partition: its entry and,
+    for a fusion, the entries it fuses (recursively), so that changing one entry moves exactly
+    the partitions that read it."""
+    return {name: digest([registry.get(n) for n in closure(name, registry)]) for name in registry}
+
+
+def closure(name: str, registry: Mapping[str, dict]) -> list[str]:
     """A retriever and the components it fuses (recursively)."""
     out = [name]
     for comp in registry.get(name, {}).get("params", {}).get("retrievers", []) or []:
-        out += _closure_names(comp, registry)
+        out += closure(comp, registry)
     return out

@@ -128,7 +128,7 @@ TECHNIQUES: list[tuple[str, str]] = [
     (r"quadratic formula|discriminant", "the quadratic formula"),
 ]
 _TECH = [(re.compile(p, re.IGNORECASE), name) for p, name in TECHNIQUES]
-_MATH = re.compile(
+MATH_SPAN = re.compile(
     r"\$\$.*?\$\$|\$.*?\$|\\\[.*?\\\]|\\\(.*?\\\)|\\begin\{.*?\\end\{[a-z*]+\}", re.DOTALL
 )
 _CUE = re.compile(
@@ -158,7 +158,7 @@ class CPUSummarizer(_CPUTask):
         for sentence in re.split(r"(?<=[.!?])\s+", solution):
             sentence = " ".join(sentence.split())
             # only formula-free sentences: cutting formulas out of prose leaves broken text
-            if _CUE.match(sentence) and len(sentence.split()) >= 5 and not _MATH.search(sentence):
+            if _CUE.match(sentence) and len(sentence.split()) >= 5 and not MATH_SPAN.search(sentence):
                 candidates.append(" ".join(sentence.split()[:30]).rstrip(",;:"))
         for c in candidates:
             try:

@@ -17,24 +17,16 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import duckdb
 import polars as pl
 
+from saber_resources.duckdb_files import DuckDBFile, registered
+
 Connect = Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]
-
-
-@contextmanager
-def registered(conn: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame) -> Iterator[None]:
-    """Expose a polars frame to DuckDB SQL as ``name`` for the duration of the block."""
-    conn.register(name, frame.to_arrow())
-    try:
-        yield
-    finally:
-        conn.unregister(name)
 
 
 class StoreDB:
@@ -313,10 +305,8 @@ class StoresResource(ConfigurableResource):
             raise ValueError(f"unknown store kind {self.kind!r} (duckdb, postgres)")
         from pathlib import Path
 
-        from saber_resources.warehouse import Warehouse
-
         fresh = self.path != ":memory:" and not Path(self.path).exists()
-        store = DuckDBStore(Warehouse(path=self.path).connect)
+        store = DuckDBStore(DuckDBFile(self.path).connect)
         if fresh and self.legacy_path and Path(self.legacy_path).exists():
             migrate_duckdb(self.legacy_path, store)
         return store

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from saber_resources.annotators import Outcome, TaskStats
-from saber_resources.cpu_annotators import _MATH, TECHNIQUES
+from saber_resources.cpu_annotators import MATH_SPAN, TECHNIQUES
 from saber_resources.prompts import check_summary
 
 P_SECOND = 0.12
@@ -92,7 +92,7 @@ def synthetic_summary(problem: str) -> str:
     names = [_TECHNIQUES[i] for i in rng.choice(len(w), size=k, replace=False, p=w / w.sum())]
     joined = names[0] if k == 1 else ", ".join(names[:-1]) + " and " + names[-1]
     verb = _VERBS[int(rng.integers(len(_VERBS)))]
-    words = list(dict.fromkeys(_WORD.findall(_MATH.sub(" ", problem).lower())))
+    words = list(dict.fromkeys(_WORD.findall(MATH_SPAN.sub(" ", problem).lower())))
     take = min(len(words), int(rng.integers(3, 6)))
     goal = " ".join(words[i] for i in sorted(rng.choice(len(words), take, replace=False)))
     return check_summary(f"{verb} {joined} on the {goal}." if goal else f"{verb} {joined}.")

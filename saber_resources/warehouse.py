@@ -9,7 +9,6 @@ in-memory connection would be a different, empty database.
 
 import re
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,7 +18,7 @@ import polars as pl
 from dagster import ConfigurableResource
 from pydantic import PrivateAttr
 
-from saber_resources.stores import registered
+from saber_resources.duckdb_files import DuckDBFile, registered
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -28,28 +27,6 @@ def _checked_name(name: str) -> str:
     if not _NAME.match(name):
         raise ValueError(f"not a valid table name: {name!r}")
     return name
-
-
-# Connections to one file in one process share a database instance, and the instance's Python
-# functions (``python_arrow_scan``, behind ``register``) are added just after it is created: a
-# second thread could get the instance in between and fail to read a registered frame (seen in CI
-# with eight writer threads). Opening one connection at a time closes that window.
-_OPEN = threading.Lock()
-
-
-def open_with_retry(path: str, wait_s: float) -> duckdb.DuckDBPyConnection:
-    """Open a DuckDB file, retrying while another process holds its lock."""
-    deadline = time.monotonic() + wait_s
-    delay = 0.05
-    while True:
-        try:
-            with _OPEN:
-                return duckdb.connect(path)
-        except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
 
 
 def _exists(path: str) -> bool:
@@ -70,23 +47,19 @@ class Warehouse(ConfigurableResource):
     # short-lived: one cache lookup or write each), waiting up to this long for the lock.
     lock_wait_s: float = 120.0
 
-    _memory_conn: duckdb.DuckDBPyConnection | None = PrivateAttr(default=None)
+    _db: DuckDBFile | None = PrivateAttr(default=None)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        if self.path == ":memory:":
-            with self._lock:
-                if self._memory_conn is None:
-                    self._memory_conn = duckdb.connect(":memory:")
-            yield self._memory_conn
-            return
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        conn = open_with_retry(self.path, self.lock_wait_s)
-        try:
+        with self._file().connect() as conn:
             yield conn
-        finally:
-            conn.close()
+
+    def _file(self) -> DuckDBFile:
+        with self._lock:
+            if self._db is None:
+                self._db = DuckDBFile(self.path, self.lock_wait_s)
+            return self._db
 
     def replace_table(self, name: str, df: pl.DataFrame) -> int:
         """Replace table ``name`` with ``df`` (an empty frame still creates the typed table)."""

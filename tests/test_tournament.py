@@ -690,7 +690,7 @@ def test_ratings_of_random_tournaments_are_in_range(n, seed):
 
 
 def test_soft_estimation_recovers_strengths_and_bias():
-    from saber_assets.tournament.efficient import fit_soft
+    from saber_assets.ratings.soft import fit_soft
 
     rng = np.random.default_rng(0)
     s = rng.normal(0, 1.5, 30)

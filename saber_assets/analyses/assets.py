@@ -7,7 +7,7 @@ import zlib
 
 import numpy as np
 import polars as pl
-from dagster import AssetKey, MetadataValue, Output, asset
+from dagster import AssetKey, MetadataValue, Output
 
 from saber_assets.analyses import plots
 from saber_assets.analyses import robustness as rb
@@ -28,30 +28,22 @@ from saber_assets.analyses.mteb import STATS_SCHEMA, read_scores
 from saber_assets.analyses.mteb import mteb_correlation as mteb_correlation_table
 from saber_assets.analyses.signal_groups import area_under, group_curves
 from saber_assets.io_managers import concat_partitions
-from saber_assets.leaderboard.assets import registry_path, runs_dir
 from saber_assets.leaderboard.evaluate import rescore_runs
 from saber_assets.leaderboard.exchange import Benchmark
+from saber_assets.leaderboard.locations import runs_dir
 from saber_assets.leaderboard.retrievers.registry import (
     RetrieverResources,
     build_retriever,
     load_registry,
 )
-from saber_assets.lib.annotators import tasks_for
+from saber_assets.lib.annotators import prepared_judge, prepared_tasks, tasks_for
+from saber_assets.lib.declare import analysis
 from saber_assets.lib.metadata import figure_markdown, markdown_table
 from saber_assets.ratings.rate import configured_prior
 from saber_assets.resources import SaberSettings
-from saber_assets.tournament.assets import prepared_judge, prepared_tasks
 from saber_resources.cache import EmbeddingCache
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
-
-
-def analysis(**extra):
-    """The decorator of every analysis: group `analyses`, a Parquet output."""
-    return asset(
-        group_name="analyses", io_manager_key="parquet_io", kinds={"polars", "parquet"}, **extra
-    )
-
 
 CONVERGENCE_SCHEMA = {
     "policy": pl.String, "round": pl.Int64, "calls": pl.Int64, "inversions": pl.Float64,
@@ -337,7 +329,7 @@ def math_vs_words(
     the math-token ratio; queries with either side empty are dropped and counted."""
     cfg = settings.load()
     acfg = cfg.analyses
-    entries = load_registry(registry_path(settings))
+    entries = load_registry(settings.registry_path())
     wanted = acfg.math_vs_words_retrievers
     chosen, not_run = choose_retrievers(entries, wanted)
     resources = RetrieverResources(embedding_cache=EmbeddingCache(stores.db()), entries=entries)
@@ -415,7 +407,7 @@ def second_judge(settings: SaberSettings, llm: LLMResource, stores: StoresResour
 def registered_runs(settings: SaberSettings) -> pl.DataFrame:
     """Every registered retriever's stored runs (the files the leaderboard read)."""
     frames = []
-    for e in load_registry(registry_path(settings)):
+    for e in load_registry(settings.registry_path()):
         files = sorted((runs_dir(settings) / e.name).glob("*.parquet"))
         if files:
             cols = ["query_id", "setting", "domains", "failed", "scores", "ndcg"]

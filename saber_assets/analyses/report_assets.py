@@ -10,12 +10,12 @@ from dagster import AssetKey, MetadataValue, Output
 
 from saber_assets.analyses import plots
 from saber_assets.analyses import report as rp
-from saber_assets.analyses.assets import analysis
 from saber_assets.analyses.composition import composition
 from saber_assets.analyses.signal_groups import area_under
 from saber_assets.io_managers import concat_partitions
 from saber_assets.leaderboard.exchange import Benchmark
 from saber_assets.leaderboard.plots import pvalue_heatmap
+from saber_assets.lib.declare import analysis
 from saber_assets.lib.figures import png_base64
 from saber_assets.lib.metadata import markdown_table
 from saber_assets.resources import SaberSettings

@@ -19,7 +19,7 @@ from saber_assets.candidates.select import GROUPS, select_candidates, selection_
 from saber_assets.lib.metadata import markdown_table
 from saber_assets.ontology.domains import domain_names, domain_title
 from saber_assets.resources import SaberSettings
-from saber_assets.signals.assets import signals_dir, stored_pairs
+from saber_assets.signals.stored import signals_dir, stored_pairs
 from saber_assets.signals.thresholds import Cut, ExactSignals
 
 

@@ -5,19 +5,30 @@ from dagster import (
     AssetCheckResult,
     AssetExecutionContext,
     AssetOut,
+    DataVersion,
     MetadataValue,
     Output,
     asset_check,
     multi_asset,
+    observable_source_asset,
 )
 
 from saber_assets.corpus.build import build_corpus, corpus_version
 from saber_assets.lib.metadata import markdown_table
 from saber_assets.resources import SaberSettings
+from saber_assets.versions import input_versions
+
+
+@observable_source_asset(group_name="corpus")
+def corpus_sources(settings: SaberSettings) -> DataVersion:
+    """The corpus source files (`corpus.sources`): their content hash is the data version, so a
+    changed file marks the corpus unsynced (observed by each build and by a sensor)."""
+    return DataVersion(input_versions(settings.load())["corpus_sources"])
 
 
 @multi_asset(
     group_name="corpus",
+    deps=[corpus_sources],
     outs={
         "corpus": AssetOut(
             io_manager_key="parquet_io",

@@ -10,10 +10,11 @@ import matplotlib
 import numpy as np
 import polars as pl
 from dagster import (
+    AssetDep,
     AssetExecutionContext,
     AssetIn,
     AssetKey,
-    DynamicPartitionsDefinition,
+    DataVersionsByPartition,
     MaterializeResult,
     MetadataValue,
     MultiPartitionsDefinition,
@@ -21,6 +22,7 @@ from dagster import (
     Nothing,
     StaticPartitionsDefinition,
     asset,
+    observable_source_asset,
 )
 
 from saber_assets.corpus.build import corpus_version
@@ -28,6 +30,7 @@ from saber_assets.io_managers import concat_partitions, refresh_warehouse
 from saber_assets.leaderboard.evaluate import document_texts, evaluate, report
 from saber_assets.leaderboard.exchange import QUERY_SCHEMA, Benchmark
 from saber_assets.leaderboard.indexes import IndexInfo, ensure_index, has_index, index_documents
+from saber_assets.leaderboard.locations import index_root, runs_dir
 from saber_assets.leaderboard.plots import pvalue_heatmap
 from saber_assets.leaderboard.provenance import (
     SCORING_CODE,
@@ -39,29 +42,23 @@ from saber_assets.leaderboard.retrievers.base import SETTINGS, document_side
 from saber_assets.leaderboard.retrievers.registry import (
     RetrieverResources,
     build_retriever,
+    definitions_by_name,
     load_registry,
     unavailable_reason,
 )
 from saber_assets.leaderboard.significance import beats_column, significance_tables
 from saber_assets.lib.annotators import tasks_for
 from saber_assets.lib.metadata import figure_markdown, markdown_table
+from saber_assets.lib.partitions import retriever_partitions
 from saber_assets.ontology.domains import domain_names, domain_title
 from saber_assets.resources import SaberSettings
-from saber_assets.settings import REPO_ROOT
-from saber_assets.versions import code_version
+from saber_assets.versions import code_digest, registry_versions
 from saber_resources.cache import EmbeddingCache
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
 from saber_resources.warehouse import Warehouse
 
 matplotlib.use("Agg")
-
-retriever_partitions = DynamicPartitionsDefinition(name="retriever")
-
-
-def registry_path(settings: SaberSettings) -> Path:
-    p = Path(settings.load().leaderboard.registry)
-    return p if p.is_absolute() else REPO_ROOT / p
 
 
 def shuffled_order(n: int, seed: int, query_id: str) -> np.ndarray:
@@ -182,13 +179,9 @@ def evaluation_benchmark(settings: SaberSettings) -> MaterializeResult:
     )
 
 
-def runs_dir(settings: SaberSettings) -> Path:
-    return settings.output_dir() / "runs"
-
-
 def registered_entry(settings: SaberSettings, name: str):
     """(the registry, the named entry); a name no longer registered is an error that says so."""
-    entries = load_registry(registry_path(settings))
+    entries = load_registry(settings.registry_path())
     entry = next((e for e in entries if e.name == name), None)
     if entry is None:
         raise ValueError(
@@ -222,8 +215,15 @@ def prepare_index(
     return ensure_index(retriever, entry.definition(), side, docs, path)
 
 
-def index_root(settings: SaberSettings, name: str) -> Path:
-    return settings.output_dir() / "indexes" / name
+@observable_source_asset(group_name="leaderboard", partitions_def=retriever_partitions)
+def retriever_registry(context, settings: SaberSettings) -> DataVersionsByPartition:
+    """One registry entry per `retriever` partition: its data version hashes the entry (and the
+    entries a fusion reads), so that adding or changing one entry marks only that retriever's
+    index and runs unsynced. A removed entry is not observed again: its partitions keep their
+    last version and their runs, and the leaderboard stops showing it."""
+    have = set(context.instance.get_dynamic_partitions(retriever_partitions.name))
+    versions = registry_versions(definitions_by_name(settings.registry_path()))
+    return DataVersionsByPartition({k: v for k, v in versions.items() if k in have})
 
 
 def drop_per_setting_indexes(root: Path) -> list[str]:
@@ -239,7 +239,7 @@ def drop_per_setting_indexes(root: Path) -> list[str]:
     group_name="leaderboard",
     partitions_def=retriever_partitions,
     kinds={"parquet", "numpy"},
-    deps=[evaluation_benchmark],
+    deps=[evaluation_benchmark, retriever_registry],
     pool="llm",  # document embeddings share the GPU with the judge and the re-ranker
 )
 def retriever_index(
@@ -314,7 +314,13 @@ def build_run_assets(domain_partitions: StaticPartitionsDefinition) -> list:
                     dagster_type=Nothing,
                 )
             },
-            deps=[evaluation_benchmark],
+            deps=[
+                evaluation_benchmark,
+                AssetDep(
+                    retriever_registry,
+                    partition_mapping=MultiToSingleDimensionPartitionMapping("retriever"),
+                ),
+            ],
             pool="llm",  # embedding models and the re-ranker's LLM share the GPU / judge server
         )(retriever_runs)
     ]
@@ -469,7 +475,11 @@ def _bar_chart(table: pl.DataFrame) -> MetadataValue:
     return figure_markdown(fig, "leaderboard")
 
 
-@asset(group_name="leaderboard", kinds={"duckdb", "polars"}, deps=[AssetKey("retriever_runs")])
+@asset(
+    group_name="leaderboard",
+    kinds={"duckdb", "polars"},
+    deps=[AssetKey("retriever_runs"), retriever_registry],
+)
 def leaderboard(
     context: AssetExecutionContext, settings: SaberSettings, warehouse: Warehouse
 ) -> MaterializeResult:
@@ -477,11 +487,11 @@ def leaderboard(
     the full-corpus track and latency. Retrievers removed from the registry keep their run files
     but leave the board."""
     cfg = settings.load()
-    entries = load_registry(registry_path(settings))
+    entries = load_registry(settings.registry_path())
     bench = Benchmark.read(settings.output_dir() / "evaluation_benchmark")
     manifest = bench.manifest
     domains = bench.domain_list()
-    bench_id, code = benchmark_id(bench), code_version(SCORING_CODE)
+    bench_id, code = benchmark_id(bench), code_digest(SCORING_CODE)
     tables, all_runs = [], []
     for e in entries:
         files = sorted((runs_dir(settings) / e.name).glob("*.parquet"))

@@ -23,7 +23,7 @@ from saber_assets.leaderboard.retrievers.registry import (
     RetrieverEntry,
     embedding_model,
 )
-from saber_assets.versions import code_version
+from saber_assets.versions import code_digest
 
 # the code a leaderboard row's numbers come from (the runs' own code paths in the build plan)
 SCORING_CODE = ("leaderboard", "saber_resources")
@@ -95,7 +95,7 @@ def provenance(entry: RetrieverEntry, bench_id: str, code: str | None = None) ->
         "envelope_hash": short_hash(envelope),
         "config_hash": short_hash(entry.model_dump(include=_SCORING_FIELDS)),
         "benchmark_id": bench_id,
-        "code_version": code or code_version(SCORING_CODE),
+        "code_version": code or code_digest(SCORING_CODE),
     }
 
 

@@ -1,5 +1,8 @@
-"""Build the task set (LLM or CPU) for an asset from the configured resources."""
+"""The annotators and judges (LLM or CPU) an asset uses, from the configured resources."""
 
+import polars as pl
+
+from saber_assets.resources import SaberSettings
 from saber_resources.annotator_set import TaskSet, make_tasks
 from saber_resources.cache import EmbeddingCache, LLMCache
 from saber_resources.llm import LLMResource
@@ -44,3 +47,40 @@ def thinking_by_task(llm: LLMResource, judge_prompt: str) -> dict[str, bool]:
     out.setdefault("judge", judge_prompt == "paper")
     out.setdefault("pointwise", False)  # P(yes) is read off the first token: no thinking first
     return out
+
+
+def prepared_judge(
+    settings: SaberSettings,
+    llm: LLMResource,
+    stores: StoresResource,
+    corpus: pl.DataFrame,
+    query_candidates: pl.DataFrame | None = None,
+):
+    """The configured pair judge and the text it reads per problem id (the CPU judge also gets
+    the pipeline's topic and summary signals of each query–candidate pair, where given)."""
+    tasks, text = prepared_tasks(settings, llm, stores, corpus, query_candidates)
+    return tasks.pair_judge, text
+
+
+def prepared_tasks(
+    settings: SaberSettings,
+    llm: LLMResource,
+    stores: StoresResource,
+    corpus: pl.DataFrame,
+    query_candidates: pl.DataFrame | None = None,
+):
+    """``prepared_judge`` for every judge of the task set (pair, ordinal): (tasks, text)."""
+    tcfg = settings.load().tournament
+    tasks = tasks_for(llm, stores, tcfg.max_parse_retries, tcfg.judge_prompt, tcfg.judge_max_tokens)
+    judge = tasks.pair_judge
+    text = {
+        r[0]: judge.text_for(r[1], r[2])
+        for r in corpus.select("id", "problem", "solution").iter_rows()
+    }
+    if query_candidates is not None and hasattr(judge, "evidence"):
+        # the CPU judge weighs the pipeline's own signals in
+        for qid, cid, t, u in query_candidates.select(
+            "query_id", "candidate_id", "topic", "summary"
+        ).iter_rows():
+            judge.evidence[(text[qid], text[cid])] = (t, u)
+    return tasks, text

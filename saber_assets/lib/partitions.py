@@ -3,7 +3,10 @@
 import hashlib
 from collections.abc import Sequence
 
-from dagster import StaticPartitionsDefinition
+from dagster import DynamicPartitionsDefinition, StaticPartitionsDefinition
+
+# one partition per registry entry (added by the build and the registry sensor, never removed)
+retriever_partitions = DynamicPartitionsDefinition(name="retriever")
 
 
 def domain_partitions(domains: Sequence[str]) -> StaticPartitionsDefinition:

@@ -1,15 +1,34 @@
 """ontology stage: topic DAG -> tree with domains (IC needs annotation counts: annotations stage)."""
 
 import polars as pl
-from dagster import AssetExecutionContext, MetadataValue, Output, asset
+from dagster import (
+    AssetExecutionContext,
+    DataVersion,
+    MetadataValue,
+    Output,
+    asset,
+    observable_source_asset,
+)
 
 from saber_assets.lib.metadata import markdown_table
 from saber_assets.ontology.domains import domain_spec, keys_for, resolve_domains
 from saber_assets.ontology.tree import expand_to_tree, load_dag
 from saber_assets.resources import SaberSettings
+from saber_assets.versions import input_versions
 
 
-@asset(group_name="ontology", io_manager_key="parquet_io", kinds={"networkx", "parquet"})
+@observable_source_asset(group_name="ontology")
+def ontology_files(settings: SaberSettings) -> DataVersion:
+    """The ontology's files (bundled or configured): their content hash is the data version."""
+    return DataVersion(input_versions(settings.load())["ontology_files"])
+
+
+@asset(
+    group_name="ontology",
+    io_manager_key="parquet_io",
+    kinds={"networkx", "parquet"},
+    deps=[ontology_files],
+)
 def ontology_tree(context: AssetExecutionContext, settings: SaberSettings) -> Output[pl.DataFrame]:
     """The topic DAG expanded to a tree (one node per root path), preorder, with each node's domain."""
     cfg = settings.load()

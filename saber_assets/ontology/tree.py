@@ -274,7 +274,7 @@ def expand_to_tree(
     )
 
 
-def _path(p: str) -> Path:
+def resolve_path(p: str) -> Path:
     path = Path(p).expanduser()
     return path if path.is_absolute() else REPO_ROOT / path
 
@@ -284,5 +284,7 @@ def load_dag(cfg: OntologyConfig) -> TopicDag:
     if cfg.bundled:
         return dag_from_nested_tree(DATA_DIR / BUNDLED_ONTOLOGIES[cfg.bundled])
     if cfg.path:
-        return dag_from_nested_tree(_path(cfg.path))
-    return dag_from_nodes_edges(_path(cfg.nodes), _path(cfg.edges) if cfg.edges else None)
+        return dag_from_nested_tree(resolve_path(cfg.path))
+    return dag_from_nodes_edges(
+        resolve_path(cfg.nodes), resolve_path(cfg.edges) if cfg.edges else None
+    )

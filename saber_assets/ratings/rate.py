@@ -7,6 +7,7 @@ import numpy as np
 import polars as pl
 
 from saber_assets.ratings.bradley_terry import Prior, fit_many, rescale
+from saber_assets.ratings.soft import estimate_strengths
 from saber_assets.settings import PipelineConfig
 
 
@@ -50,7 +51,7 @@ def rate(
     """One row per (query, candidate) of ``candidates`` (query_id, candidate_id, position, …) with
     strength, rating in [0, 5] and games played; a candidate that never played gets the prior.
     ``soft`` (the efficient policy): strengths from the judges' probabilities where they carry
-    some (``tournament.efficient.fit_soft``), else Bradley–Terry on the decisions."""
+    some (``soft.fit_soft``), else Bradley–Terry on the decisions."""
     cands = candidates.sort("query_id", "position")
     by_query = (
         {k[0]: f for k, f in judgments.partition_by("query", as_dict=True).items()}
@@ -64,8 +65,6 @@ def rate(
         queries.append((qid, ids, comparisons(j, ids) if j is not None else []))
     fits = fit_many([(len(ids), comps) for _, ids, comps in queries], prior) if queries else []
     if soft:
-        from saber_assets.tournament.efficient import estimate_strengths
-
         for k, (qid, ids, comps) in enumerate(queries):
             j = by_query.get(qid)
             if j is not None:

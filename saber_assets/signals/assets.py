@@ -23,7 +23,7 @@ from saber_assets.ontology.tree import TopicTree
 from saber_assets.resources import SaberSettings
 from saber_assets.signals.compute import compute_segment, memory_available
 from saber_assets.signals.kernels import quantize
-from saber_assets.signals.pairs import StoredPairs, row_groups
+from saber_assets.signals.pairs import row_groups
 from saber_assets.signals.prepare import SignalInputs, ic_hash, prepare_inputs
 from saber_assets.signals.shards import (
     BYTES_PER_PAIR,
@@ -33,6 +33,7 @@ from saber_assets.signals.shards import (
     read_shard,
     write_shard,
 )
+from saber_assets.signals.stored import segment_versions, signals_dir, stored_pairs
 from saber_assets.signals.thresholds import (
     Cut,
     ExactSignals,
@@ -43,10 +44,6 @@ from saber_assets.signals.thresholds import (
 )
 
 matplotlib.use("Agg")
-
-
-def signals_dir(settings: SaberSettings) -> Path:
-    return settings.output_dir() / "signals"
 
 
 def shard_keys(n: int) -> list[str]:
@@ -216,10 +213,6 @@ def build_signal_assets(partitions: StaticPartitionsDefinition) -> list:
     return [pair_signal_shards]
 
 
-def _segment_versions(inputs: SignalInputs, paths: list[Path]) -> dict[int, str]:
-    return {n: inputs.prefix_version(n) for n in {read_header(p)["n"] for p in paths}}
-
-
 def _hist_plot(hist_all: np.ndarray, bins: int) -> MetadataValue:
     import matplotlib.pyplot as plt
 
@@ -251,7 +244,7 @@ def pair_signal_index(
     paths = sorted(d.glob("*.sig"))
     rows = []
     hist_all = np.zeros((cfg.hist_bins, cfg.hist_bins), dtype=np.int64)
-    versions = _segment_versions(inputs, paths)
+    versions = segment_versions(inputs, paths)
     n_stored = 0
     for p in paths:  # each file is read once: header, checksum, pairs and histograms together
         shard = read_shard(p, expect_corpus_version=versions[read_header(p)["n"]])
@@ -412,16 +405,3 @@ def gather_budget(gib: float | None) -> int:
     """Bytes the threshold sweep may gather at once: the configured GiB, or a quarter of what
     this process may use, at most 4 GiB."""
     return int(gib * 2**30) if gib else min(memory_available() // 4, 4 * 2**30)
-
-
-def stored_pairs(settings: SaberSettings, ids: list[str]) -> tuple[SignalInputs, StoredPairs]:
-    """The kernel inputs and the stored pairs (read shard by shard), each shard checked against
-    the corpus prefix it was computed for."""
-    d = signals_dir(settings)
-    inputs = SignalInputs.load(d / "inputs.npz")
-    if inputs.ids != ids:
-        raise ValueError(
-            "signal shards were computed for another corpus: rematerialise pair_signal_inputs and the shards"
-        )
-    paths = sorted(d.glob("*.sig"))
-    return inputs, StoredPairs(paths, inputs.n, _segment_versions(inputs, paths))

@@ -5,7 +5,7 @@ import time
 import polars as pl
 from dagster import AssetExecutionContext, Output, StaticPartitionsDefinition, asset
 
-from saber_assets.lib.annotators import tasks_for
+from saber_assets.lib.annotators import prepared_judge
 from saber_assets.lib.metadata import markdown_table
 from saber_assets.ratings.rate import configured_prior
 from saber_assets.resources import SaberSettings
@@ -13,43 +13,6 @@ from saber_assets.tournament.engine import TournamentQuery, run_key, run_tournam
 from saber_assets.tournament.store import SQLJudgmentStore
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
-
-
-def prepared_judge(
-    settings: SaberSettings,
-    llm: LLMResource,
-    stores: StoresResource,
-    corpus: pl.DataFrame,
-    query_candidates: pl.DataFrame | None = None,
-):
-    """The configured pair judge and the text it reads per problem id (the CPU judge also gets
-    the pipeline's topic and summary signals of each query–candidate pair, where given)."""
-    tasks, text = prepared_tasks(settings, llm, stores, corpus, query_candidates)
-    return tasks.pair_judge, text
-
-
-def prepared_tasks(
-    settings: SaberSettings,
-    llm: LLMResource,
-    stores: StoresResource,
-    corpus: pl.DataFrame,
-    query_candidates: pl.DataFrame | None = None,
-):
-    """``prepared_judge`` for every judge of the task set (pair, ordinal): (tasks, text)."""
-    tcfg = settings.load().tournament
-    tasks = tasks_for(llm, stores, tcfg.max_parse_retries, tcfg.judge_prompt, tcfg.judge_max_tokens)
-    judge = tasks.pair_judge
-    text = {
-        r[0]: judge.text_for(r[1], r[2])
-        for r in corpus.select("id", "problem", "solution").iter_rows()
-    }
-    if query_candidates is not None and hasattr(judge, "evidence"):
-        # the CPU judge weighs the pipeline's own signals in
-        for qid, cid, t, u in query_candidates.select(
-            "query_id", "candidate_id", "topic", "summary"
-        ).iter_rows():
-            judge.evidence[(text[qid], text[cid])] = (t, u)
-    return tasks, text
 
 
 def build_tournament_assets(domain_partitions: StaticPartitionsDefinition) -> list:

@@ -134,7 +134,7 @@ def run_key(judge: PairJudge, seed: int, policy: str, rounds: int, extra: str = 
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
-def _rng(seed: int, query_id: str, rnd: int) -> np.random.Generator:
+def round_rng(seed: int, query_id: str, rnd: int) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(query_id.encode()), rnd])
 
 
@@ -182,7 +182,7 @@ def run_tournament(
         pending: list[tuple[TournamentQuery, str, str, str, str]] = []  # q, a, b, first, second
         for q in queries:
             st = standings[q.query_id]
-            rng = _rng(seed, q.query_id, rnd)
+            rng = round_rng(seed, q.query_id, rnd)
             pairs = round_pairs(
                 policy, st, rng, strengths[q.query_id] if strengths else None, adaptive_budget
             )

@@ -15,8 +15,8 @@ from collections.abc import Callable
 import numpy as np
 
 from saber_assets.ratings.bradley_terry import DEFAULT_PRIOR, Prior, fit
-from saber_assets.tournament.efficient import estimate_strengths
-from saber_assets.tournament.engine import Standing, _rng, round_pairs
+from saber_assets.ratings.soft import estimate_strengths
+from saber_assets.tournament.engine import Standing, round_pairs, round_rng
 
 SIM_QUERY = "sim"
 Judge = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -37,7 +37,7 @@ def estimate(
     asked, rnd = 0, 0
     while asked < calls:
         rnd += 1
-        rng = _rng(seed, SIM_QUERY, rnd)
+        rng = round_rng(seed, SIM_QUERY, rnd)
         strengths = fit(n, st.comparisons, prior) if policy == "adaptive" else None
         pairs = round_pairs(policy, st, rng, strengths)
         if not pairs:

@@ -1,0 +1,183 @@
+"""`saber build`: a thin client of Dagster's own staleness.
+
+Dagster knows each asset's version (``versions``: code versions from config and code, data
+versions of the input files and registry entries); the build asks it, stage by stage
+(``stages.STAGES``), which (job, partition) steps hold a missing or unsynced asset and launches
+those, here or on a deployment (``remote``). The next stage is asked only after the previous one
+finished, so a stage whose upstream came out with a new data version is seen as unsynced then.
+The same reasons are the ones the UI shows, and "Materialize unsynced" there launches the same
+work.
+
+One edge is checked here and not by Dagster: its stale status skips an upstream asset of which
+one partition reads ≥ 100 partitions (``SKIP_PARTITION_DATA_VERSION_DEPENDENCY_THRESHOLD``, e.g.
+the cluster config's 140 signal shards under the signal index, or a 125-retriever roster's runs
+under the leaderboard), so for exactly those edges ``fan_in_updates`` compares the upstream
+partitions' data versions with the ones the asset last read (what Dagster does below the
+threshold). The UI does not show such a cause; the build acts on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from dagster import AssetKey, DagsterInstance
+from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
+from dagster._core.definitions.data_version import (
+    SKIP_PARTITION_DATA_VERSION_DEPENDENCY_THRESHOLD,
+    CachingStaleStatusResolver,
+    StaleStatus,
+    extract_data_version_from_entry,
+)
+from dagster._core.definitions.partitions.context import partition_loading_context
+from dagster._time import get_current_datetime
+
+from saber_assets.stages import STAGES, Stage, stage_of
+
+OBSERVE_JOBS = ("observe_inputs", "observe_registry")
+
+
+@dataclass
+class Step:
+    job: str
+    partition: str | None
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.job + (f" [{self.partition}]" if self.partition else "")
+
+
+def stale_resolver(instance: DagsterInstance, asset_graph) -> CachingStaleStatusResolver:
+    """Dagster's stale-status resolver (the one behind the UI), fresh: it caches what it read."""
+    view = AssetGraphView(
+        temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
+        instance=instance,
+        asset_graph=asset_graph,
+    )
+    return CachingStaleStatusResolver(instance, asset_graph, view)
+
+
+def why_run(
+    resolver: CachingStaleStatusResolver,
+    instance: DagsterInstance,
+    asset_graph,
+    asset: str,
+    partition: str | None,
+) -> list[str]:
+    """Why an asset partition needs materialising: [] when it is up to date."""
+    key = AssetKey(asset)
+    status = resolver.get_status(key, partition)
+    if status == StaleStatus.MISSING:
+        return [f"{asset}: missing"]
+    out = []
+    if status == StaleStatus.STALE:
+        for cause in resolver.get_stale_causes(key, partition):
+            dep = cause.dependency or cause.key
+            where = dep.asset_key.to_user_string() + (
+                f" [{dep.partition_key}]" if dep.partition_key else ""
+            )
+            out.append(f"{asset}: {cause.reason}" + (f" ({where})" if cause.dependency else ""))
+    return out + fan_in_updates(instance, asset_graph, key, partition)
+
+
+def fan_in_updates(
+    instance: DagsterInstance, asset_graph, key: AssetKey, partition: str | None
+) -> list[str]:
+    """Upstream partitions with a new data version since ``key`` was last materialised, on the
+    edges where Dagster's stale status does not look (≥ the threshold of upstream partitions)."""
+    mine = instance.get_latest_data_version_record(key, False, partition)
+    if mine is None:
+        return []
+    out = []
+    with partition_loading_context(dynamic_partitions_store=instance):
+        for parent in sorted(asset_graph.get(key).parent_keys):
+            node = asset_graph.get(parent)
+            if not node.is_partitioned:
+                continue
+            ups = asset_graph.get_parent_partition_keys_for_child(
+                partition, parent, key
+            ).partitions_subset.get_partition_keys()
+            if len(ups) < SKIP_PARTITION_DATA_VERSION_DEPENDENCY_THRESHOLD:
+                continue
+            for pk in ups:
+                newer = instance.get_latest_data_version_record(
+                    parent, node.is_external, pk, after_cursor=mine.storage_id
+                )
+                if newer is None:
+                    continue
+                before = instance.get_latest_data_version_record(
+                    parent, node.is_external, pk, before_cursor=mine.storage_id
+                )
+                old = extract_data_version_from_entry(before.event_log_entry) if before else None
+                if old != extract_data_version_from_entry(newer.event_log_entry):
+                    out.append(
+                        f"{key.to_user_string()}: has a new dependency data version "
+                        f"({parent.to_user_string()} [{pk}], one of {len(ups)} partitions)"
+                    )
+                    break
+    return out
+
+
+def stage_partitions(defs, instance: DagsterInstance, stage: Stage) -> list[str | None]:
+    job = defs.resolve_job_def(stage.job)
+    if not job.partitions_def:
+        return [None]
+    with partition_loading_context(dynamic_partitions_store=instance):
+        return list(job.partitions_def.get_partition_keys(dynamic_partitions_store=instance))
+
+
+def stage_steps(
+    defs,
+    instance: DagsterInstance,
+    stage: Stage,
+    keep=lambda partition: True,
+    force: bool = False,
+) -> list[Step]:
+    """The steps of one stage (its job's partitions that ``keep`` keeps), each with the reasons
+    it must run (none: up to date; ``force``: run anyway)."""
+    graph = defs.resolve_asset_graph()
+    resolver = stale_resolver(instance, graph)
+    steps = []
+    for partition in stage_partitions(defs, instance, stage):
+        if not keep(partition):
+            continue
+        reasons = [
+            r for a in stage.assets for r in why_run(resolver, instance, graph, a, partition)
+        ]
+        steps.append(Step(stage.job, partition, reasons or (["--force"] if force else [])))
+    return steps
+
+
+def selected_stages(select: Sequence[str]) -> list[Stage]:
+    """``--select``: stage aliases or job names (``domain=KEY`` entries are not stages); none:
+    every stage. A domain alone selects the stages partitioned by domain."""
+    names = [x for x in select if not x.startswith("domain=")]
+    if names:
+        wanted = {stage_of(x).job for x in names}
+    elif any(x.startswith("domain=") for x in select):
+        wanted = {"build_domains", "build_runs"}
+    else:
+        wanted = {s.job for s in STAGES}
+    return [s for s in STAGES if s.job in wanted]
+
+
+def partition_filter(stage: Stage, domains: Iterable[str], retrievers: set[str]):
+    """Which partitions of a stage a build runs: the selected domains' (if any), and only the
+    runnable registry entries' retriever partitions (a removed or unrunnable entry keeps its
+    partition and its outputs, but is not built)."""
+    domains = set(domains)
+
+    def keep(partition: str | None) -> bool:
+        if partition is None:
+            return True
+        if stage.job == "build_indexes":
+            return partition in retrievers
+        if stage.job == "build_runs":
+            domain, retriever = partition.split("|")
+            return retriever in retrievers and (not domains or domain in domains)
+        if stage.job == "build_domains" and domains:
+            return partition in domains
+        return True
+
+    return keep

@@ -1,0 +1,196 @@
+"""The stage table: the one list of the build's stages that the definitions (jobs), `saber build`
+(the order, `--select`) and the CLI's help read, and of what each asset's version hashes.
+
+A stage is a Dagster job over assets of one partitioning: `saber build` runs the stages in this
+order, one run per partition. ``ASSET_INPUTS`` says, per asset, which config sections and which
+source code its outputs depend on; ``versions.asset_code_versions`` turns that, with the asset
+graph, into each asset's Dagster ``code_version``. The input files (corpus sources, ontology
+files) and the retriever registry are not code: they are observable source assets whose data
+version is their content hash (``SOURCE_ASSETS``). Pure: no Dagster here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Stage:
+    job: str
+    alias: str  # `saber build --select ALIAS`
+    description: str
+    assets: tuple[str, ...]
+    upstream: str | None  # the stage that must have finished first
+    partitioned_by: str = ""  # what one run of the job covers (for the help and the docs)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What an asset's code version hashes: config sections (dotted paths into the pipeline
+    config) and package-relative source paths (``saber_resources`` for that package)."""
+
+    config: tuple[str, ...]
+    code: tuple[str, ...]
+
+
+ANALYSES = (
+    "benchmark_composition",
+    "tournament_convergence",
+    "signal_group_curves",
+    "judge_human_agreement",
+    "judging_regimes",
+    "math_vs_words",
+    "mteb_correlation",
+    "leaderboard_robustness",
+    "benchmark_report",
+)
+
+STAGES: tuple[Stage, ...] = (
+    Stage(
+        "build_sources",
+        "sources",
+        "Corpus (normalised, de-duplicated) and ontology tree.",
+        ("corpus", "corpus_quarantine", "corpus_duplicates", "ontology_tree"),
+        None,
+    ),
+    Stage(
+        "build_annotations",
+        "annotations",
+        "Topics and summaries, one annotation chunk per run.",
+        ("topic_annotations", "solution_summaries"),
+        "build_sources",
+        "annotation chunk",
+    ),
+    Stage(
+        "build_signal_inputs",
+        "signal-inputs",
+        "Information content, the per-problem annotation table (all chunks) and the signal "
+        "kernels' inputs.",
+        ("topic_information_content", "problem_annotations", "pair_signal_inputs"),
+        "build_annotations",
+    ),
+    Stage(
+        "build_signal_shards",
+        "shards",
+        "All-pairs signals, one row-block shard per run.",
+        ("pair_signal_shards",),
+        "build_signal_inputs",
+        "signal shard",
+    ),
+    Stage(
+        "build_thresholds",
+        "thresholds",
+        "Index over all shards (pairs, bytes, histograms) and the relevance thresholds.",
+        ("pair_signal_index", "relevance_thresholds"),
+        "build_signal_shards",
+    ),
+    Stage(
+        "build_domains",
+        "domains",
+        "Candidates, tournament and ratings of one domain per run (backfill a single domain here).",
+        ("query_candidates", "tournament_judgments", "relevance_ratings"),
+        "build_thresholds",
+        "domain",
+    ),
+    Stage(
+        "build_benchmark",
+        "benchmark",
+        "Exchange-format export and the benchmark to score.",
+        ("benchmark_export", "evaluation_benchmark"),
+        "build_domains",
+    ),
+    Stage(
+        "build_indexes",
+        "indexes",
+        "One retriever's document-side index per run, every setting (read by all its domain runs).",
+        ("retriever_index",),
+        "build_benchmark",
+        "retriever",
+    ),
+    Stage(
+        "build_runs",
+        "runs",
+        "One retriever on one domain per run (retriever × domain partitions).",
+        ("retriever_runs",),
+        "build_indexes",
+        "domain × retriever",
+    ),
+    Stage(
+        "build_leaderboard",
+        "leaderboard",
+        "The leaderboard over every registered retriever.",
+        ("leaderboard",),
+        "build_runs",
+    ),
+    Stage(
+        "build_analyses",
+        "analyses",
+        "The paper's analyses of the built benchmark and the HTML report.",
+        ANALYSES,
+        "build_leaderboard",
+    ),
+)
+
+_CORPUS = Inputs(("seed", "corpus"), ("corpus",))
+_ANNOTATE = Inputs(("llm", "annotations", "prompts"), ("annotations", "saber_resources"))
+_EXPORT = Inputs(
+    ("seed", "leaderboard.benchmark"), ("leaderboard/assets.py", "leaderboard/exchange.py")
+)
+_ANALYSIS = Inputs(
+    ("seed", "analyses", "robustness", "tournament", "llm", "prompts", "leaderboard.k"),
+    ("analyses", "saber_resources"),
+)
+ASSET_INPUTS: dict[str, Inputs] = {
+    "corpus": _CORPUS,
+    "corpus_quarantine": _CORPUS,
+    "corpus_duplicates": _CORPUS,
+    "ontology_tree": Inputs(("ontology",), ("ontology",)),
+    "topic_annotations": _ANNOTATE,
+    "solution_summaries": _ANNOTATE,
+    "topic_information_content": Inputs(("signals.freeze_ic",), ("annotations",)),
+    "problem_annotations": Inputs((), ("annotations",)),
+    "pair_signal_inputs": Inputs(("signals.freeze_ic",), ("signals",)),
+    "pair_signal_shards": Inputs(("signals",), ("signals",)),
+    "pair_signal_index": Inputs(("signals",), ("signals",)),
+    "relevance_thresholds": Inputs(("signals", "candidates"), ("signals",)),
+    "query_candidates": Inputs(("seed", "candidates"), ("candidates",)),
+    "tournament_judgments": Inputs(
+        ("seed", "tournament", "llm", "prompts"), ("tournament", "ratings", "saber_resources")
+    ),
+    "relevance_ratings": Inputs(("ratings", "tournament"), ("ratings",)),
+    "benchmark_export": _EXPORT,
+    "evaluation_benchmark": _EXPORT,
+    "retriever_index": Inputs(
+        ("leaderboard.settings", "leaderboard.full_corpus"),
+        ("leaderboard/indexes.py", "leaderboard/retrievers", "saber_resources"),
+    ),
+    "retriever_runs": Inputs(
+        ("leaderboard.settings", "leaderboard.k", "leaderboard.full_corpus", "llm"),
+        ("leaderboard", "saber_resources"),
+    ),
+    "leaderboard": Inputs(("seed", "leaderboard"), ("leaderboard",)),
+    **{name: _ANALYSIS for name in ANALYSES},
+}
+
+# observable source assets: their data version is the content hash of what they stand for
+SOURCE_ASSETS = {
+    "corpus_sources": "the corpus source files (`corpus.sources`)",
+    "ontology_files": "the ontology's files (`ontology`)",
+    "retriever_registry": "one registry entry per `retriever` partition (with the entries it fuses)",
+}
+
+BY_JOB = {s.job: s for s in STAGES}
+BY_ALIAS = {s.alias: s for s in STAGES}
+
+
+def stage_of(name: str) -> Stage:
+    """A stage by its job name or its alias; an unknown name is an error listing the aliases."""
+    stage = BY_JOB.get(name) or BY_ALIAS.get(name)
+    if stage is None:
+        listing = ", ".join(s.alias for s in STAGES)
+        raise ValueError(f"--select {name}: no such stage; the stages: {listing}")
+    return stage
+
+
+def select_help() -> str:
+    return "; ".join(f"{s.alias} ({', '.join(s.assets)})" for s in STAGES)
