@@ -46,9 +46,9 @@ OUT = REPO / "benchmarks" / "out"
 STAGES = [
     "sources",
     "annotations",
-    "summaries",
+    "signal-inputs",
     "shards",
-    "signals",
+    "thresholds",
     "domains",
     "benchmark",
     "indexes",
@@ -244,7 +244,7 @@ def rehearse(
     saved: dict | None = None,
     save=lambda entry: None,
 ) -> dict:
-    from saber_assets.cli import STAGE_ALIASES
+    from saber_assets.stages import BY_ALIAS
 
     kept, todo = [], STAGES
     if resume_from is not None:
@@ -282,7 +282,7 @@ def rehearse(
         r = run_build(todo, config, home, log)
         rows, size = written(before, output_files(home))
         for stage in todo:
-            sec = r["jobs"].get(STAGE_ALIASES[stage], 0.0)
+            sec = r["jobs"].get(BY_ALIAS[stage].job, 0.0)
             stages.append({"stage": stage, "seconds": round(sec, 1), "wall": None,
                            "peak_rss_gb": None, "rows": None, "bytes": None})  # fmt: skip
         print(f"  one process: {r['wall']:.1f} s wall, {r['peak_rss_gb']:.2f} GB, {rows:,} rows")
@@ -293,7 +293,7 @@ def rehearse(
         stages.append(
             {
                 "stage": stage,
-                "seconds": round(r["jobs"].get(STAGE_ALIASES[stage], 0.0), 1),
+                "seconds": round(r["jobs"].get(BY_ALIAS[stage].job, 0.0), 1),
                 "wall": round(r["wall"], 1),
                 "peak_rss_gb": round(r["peak_rss_gb"], 2),
                 "rows": rows,

@@ -181,3 +181,15 @@ def partition_filter(stage: Stage, domains: Iterable[str], retrievers: set[str])
         return True
 
     return keep
+
+
+def observe_versions(
+    instance: DagsterInstance, asset: str, partitions: Sequence[str | None] = (None,)
+) -> dict[str | None, str | None]:
+    """The latest observed data version of a source asset, per partition (None: never)."""
+    out = {}
+    for p in partitions:
+        rec = instance.get_latest_data_version_record(AssetKey(asset), True, p)
+        version = extract_data_version_from_entry(rec.event_log_entry) if rec else None
+        out[p] = version.value if version else None
+    return out

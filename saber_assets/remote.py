@@ -1,11 +1,14 @@
-"""`saber build --on URL`: the same build plan, launched on a running Dagster webserver.
+"""`saber build --on URL`: the same build, launched on a running Dagster webserver.
 
-The plan (``ops.plan``) is computed here from the same config and code; each step that the
-deployment has not already run with the same fingerprint is submitted through GraphQL as a run
-of its job and partition (tagged ``saber/fingerprint``). The partitions of one stage are
-submitted together — the deployment's queued run coordinator and the ``llm`` pool decide how many
-run at once — and the next stage starts when all of them have finished. A failed run stops the
-build; the command exits non-zero naming it.
+The stages and their partitions come from the same config and code (``build``); which steps to
+launch, the deployment's own Dagster says: it observes the input files and the registry first
+(runs of ``observe_inputs`` and ``observe_registry``), then, stage by stage, a step is submitted
+through GraphQL as a run of its job and partition where one of its assets is missing or unsynced
+there (``staleStatusByPartition``, what its UI shows). The partitions of one stage are submitted
+together — the deployment's queued run coordinator and the ``llm`` pool decide how many run at
+once — and the next stage is asked when all of them have finished. A failed run stops the build;
+the command exits non-zero naming it. (The ≥ 100-partition edges that Dagster's stale status skips
+are checked by a local build only; on a deployment, `--select` the stage or `--force` it.)
 """
 
 from __future__ import annotations
@@ -41,6 +44,16 @@ query SaberRunErrors($runId: ID!) {
   }
 }
 """
+STALE_QUERY = """
+query SaberStale($keys: [AssetKeyInput!], $partitions: [String!]) {
+  assetNodes(assetKeys: $keys) {
+    assetKey { path }
+    isPartitioned
+    staleStatus
+    staleStatusByPartition(partitions: $partitions)
+  }
+}
+"""
 ADD_PARTITION = """
 mutation SaberAddPartition($selector: RepositorySelector!, $name: String!, $key: String!) {
   addDynamicPartition(repositorySelector: $selector, partitionsDefName: $name, partitionKey: $key) {
@@ -72,21 +85,25 @@ class Deployment:
     def _query(self, query: str, variables: dict) -> dict:
         return self.client._execute(query, variables)  # the client's own transport
 
-    def has_run(self, job: str, fingerprint: str) -> bool:
+    def stale(self, assets: tuple[str, ...], partitions: list[str | None]) -> dict:
+        """(asset, partition) -> FRESH / STALE / MISSING, as the deployment's UI shows it."""
+        keyed = [p for p in partitions if p is not None]
         data = self._query(
-            RUNS_QUERY,
-            {
-                "filter": {
-                    "pipelineName": job,
-                    "statuses": ["SUCCESS"],
-                    "tags": [{"key": "saber/fingerprint", "value": fingerprint}],
-                },
-                "limit": 1,
-            },
-        )["runsOrError"]
-        if data["__typename"] != "Runs":
-            raise RemoteBuildError(f"{self.url}: cannot list runs: {data.get('message')}")
-        return bool(data["results"])
+            STALE_QUERY, {"keys": [{"path": [a]} for a in assets], "partitions": keyed}
+        )
+        nodes = {n["assetKey"]["path"][-1]: n for n in data["assetNodes"]}
+        missing = [a for a in assets if a not in nodes]
+        if missing:
+            raise RemoteBuildError(f"{self.url}: the deployment has no asset {missing[0]!r}")
+        out = {}
+        for a, node in nodes.items():
+            if node["isPartitioned"]:
+                out.update(
+                    zip([(a, p) for p in keyed], node["staleStatusByPartition"], strict=True)
+                )
+            else:
+                out[(a, None)] = node["staleStatus"]
+        return out
 
     def add_partitions(self, name: str, keys: list[str]) -> None:
         selector = {"repositoryLocationName": self.location, "repositoryName": self.repository}
@@ -143,42 +160,56 @@ def failure_summary(data: dict, limit: int = 1500) -> str:
     return text if len(text) <= limit else text[:limit] + " …"
 
 
-def build_on(url: str, steps: list, retrievers: list[str], force: bool, poll_s: float = 2.0) -> int:
-    """Run the build plan on the deployment at ``url``; 0 on success, 1 naming a failed run."""
+def build_on(url: str, plan: list, retrievers: list[str], force: bool, poll_s: float = 2.0) -> int:
+    """Run the build on the deployment at ``url``: ``plan`` is [(stage, its partitions)] in
+    order; 0 on success, 1 naming a failed run."""
     dep = Deployment(url)
     dep.add_partitions("retriever", retrievers)
     t0 = time.perf_counter()
     launched = skipped = 0
     peak = 0
-    by_job: dict[str, list] = {}
-    for step in steps:
-        by_job.setdefault(step.job, []).append(step)
-    for job_steps in by_job.values():
+
+    def run_all(steps: list[tuple[str, str | None]]) -> bool:
+        nonlocal launched, peak
         pending = {}
-        for step in job_steps:
-            if not force and dep.has_run(step.job, step.fingerprint):
-                skipped += 1
-                continue
-            run_id = dep.submit(step.job, step.partition, {"saber/fingerprint": step.fingerprint})
-            pending[run_id] = step
+        for job, partition in steps:
+            label = job + (f" [{partition}]" if partition else "")
+            run_id = dep.submit(job, partition, {})
+            pending[run_id] = label
             launched += 1
-            print(f"  launched {step.label:<45} run {run_id}", flush=True)
+            print(f"  launched {label:<45} run {run_id}", flush=True)
         while pending:
             time.sleep(poll_s)
             statuses = {rid: dep.status(rid) for rid in pending}
             peak = max(peak, sum(s == "STARTED" for s in statuses.values()))
             for rid, status in statuses.items():
                 if status in TERMINAL:
-                    step = pending.pop(rid)
-                    print(f"  {status.lower():<8} {step.label:<45} run {rid}", flush=True)
+                    label = pending.pop(rid)
+                    print(f"  {status.lower():<8} {label:<45} run {rid}", flush=True)
                     if status != "SUCCESS":
                         why = dep.failure(rid) if status == "FAILURE" else "canceled"
                         print(
-                            f"saber build --on {url}: run {rid} ({step.label}) ended {status}; "
+                            f"saber build --on {url}: run {rid} ({label}) ended {status}; "
                             f"see it in the Dagster UI\n{why}",
                             file=sys.stderr,
                         )
-                        return 1
+                        return False
+        return True
+
+    observed = [("observe_inputs", None), ("observe_registry", None)]
+    if not run_all(observed):
+        return 1
+    launched -= len(observed)  # not steps of the build
+    for stage, partitions in plan:
+        status = {} if force else dep.stale(stage.assets, partitions)
+        todo = [
+            (stage.job, p)
+            for p in partitions
+            if force or any(status[(a, p)] != "FRESH" for a in stage.assets)
+        ]
+        skipped += len(partitions) - len(todo)
+        if not run_all(todo):
+            return 1
     print(
         f"saber build --on {url}: {launched} runs launched (peak {peak} at once), "
         f"{skipped} up to date, {time.perf_counter() - t0:.1f}s"

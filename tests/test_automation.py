@@ -103,3 +103,36 @@ def test_sensor_adds_partitions_but_requests_nothing_before_a_benchmark_exists(t
         assert not result.run_requests
         [add] = result.dynamic_partitions_requests
         assert add.partition_keys == ["bm25"]
+
+
+def test_input_files_sensor_observes_what_moved_and_the_observations_mark_the_readers(tmp_path):
+    """A tick observes the inputs and the registry once; an unchanged tick skips; a changed
+    registry entry is observed again, and its data version moves for its partition only."""
+    from saber_assets.build import observe_versions
+
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("retriever", ["bm25", "tfidf"])
+        defs = _defs(tmp_path, ["bm25", "tfidf"])
+        sensor = defs.resolve_sensor_def("input_files_sensor")
+        with dg.build_sensor_context(
+            instance=instance, definitions=defs, resources={"settings": defs.resources["settings"]}
+        ) as ctx:
+            first = sensor(ctx)
+            assert sorted(r.job_name for r in first) == ["observe_inputs", "observe_registry"]
+            assert isinstance(sensor(ctx), dg.SkipReason)
+            reg = tmp_path / "retrievers.yaml"
+            reg.write_text(
+                reg.read_text().replace("{name: tfidf, kind: bm25}", "{name: tfidf, kind: tfidf}")
+            )
+            assert [r.job_name for r in sensor(ctx)] == ["observe_registry"]
+        for job in ("observe_inputs", "observe_registry"):
+            assert defs.resolve_job_def(job).execute_in_process(instance=instance).success
+        before = observe_versions(instance, "retriever_registry", ["bm25", "tfidf"])
+        reg.write_text(
+            reg.read_text().replace("{name: tfidf, kind: tfidf}", "{name: tfidf, kind: bm25}")
+        )
+        assert (
+            defs.resolve_job_def("observe_registry").execute_in_process(instance=instance).success
+        )
+        after = observe_versions(instance, "retriever_registry", ["bm25", "tfidf"])
+        assert after["bm25"] == before["bm25"] and after["tfidf"] != before["tfidf"]

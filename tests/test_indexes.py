@@ -24,7 +24,7 @@ from saber_assets.leaderboard.retrievers.lexical import (
 )
 from saber_assets.leaderboard.retrievers.tokenize import plain_tokens
 from saber_assets.settings import load_config
-from saber_assets.versions import plan
+from saber_assets.versions import asset_code_versions, registry_versions
 
 from .test_bulk_scoring import _bench, _dense, _ssemb
 
@@ -208,48 +208,62 @@ def test_without_the_full_corpus_an_index_covers_the_candidates_only():
     assert index_documents(docs, [[3, 1]], full_corpus=True) == docs
 
 
-def test_runs_depend_on_their_own_retrievers_index_only():
-    cfg = load_config(None)
+def test_a_registry_entry_moves_its_own_partitions_and_its_fusions_only():
     registry = {
         "bm25": {"name": "bm25", "kind": "bm25", "params": {}},
         "dense": {"name": "dense", "kind": "dense", "params": {}},
         "rrf": {"name": "rrf", "kind": "fusion", "params": {"retrievers": ["bm25", "dense"]}},
     }
-    parts = {
-        "build_indexes": list(registry),
-        "build_runs": [f"{d}|{n}" for d in ("Algebra", "Geometry") for n in registry],
+    base = registry_versions(registry)
+    # a parameter of bm25 moves bm25's partitions and the fusion's that reads it, not dense's
+    changed = dict(registry, bm25={**registry["bm25"], "params": {"k1": 1.2}})
+    moved = {k for k, v in registry_versions(changed).items() if base[k] != v}
+    assert moved == {"bm25", "rrf"}
+    assert registry_versions({**registry, "tfidf": {"name": "tfidf", "kind": "tfidf"}}) == {
+        **base, "tfidf": registry_versions({"tfidf": {"name": "tfidf", "kind": "tfidf"}})["tfidf"]
     }
 
-    def fps(reg):
-        return {(s.job, s.partition): s.fingerprint for s in plan(cfg, parts, [], reg)}
 
-    base = fps(registry)
-    # a parameter of bm25 changes bm25's index and runs and the fusion's runs, nothing else
-    changed = dict(registry, bm25={**registry["bm25"], "params": {"k1": 1.2}})
-    moved = {k for k, v in fps(changed).items() if base[k] != v}
-    assert moved == {
-        ("build_indexes", "bm25"),
-        ("build_runs", "Algebra|bm25"), ("build_runs", "Geometry|bm25"),
-        ("build_runs", "Algebra|rrf"), ("build_runs", "Geometry|rrf"),
-        ("build_leaderboard", None), ("build_analyses", None),
-    }  # fmt: skip
-    steps = {(s.job, s.partition): s for s in plan(cfg, parts, [], registry)}
-    assert steps[("build_runs", "Algebra|rrf")].upstream == [
-        base[("build_indexes", n)] for n in ("rrf", "bm25", "dense")
-    ]
+def _code_versions(cfg):
+    from saber_assets.definitions import make_definitions
+
+    graph = make_definitions().resolve_asset_graph()
+    parents = {
+        k.to_user_string(): [p.to_user_string() for p in graph.get(k).parent_keys]
+        for k in graph.get_all_asset_keys()
+    }
+    return asset_code_versions(cfg, parents)
 
 
-def test_threads_and_memory_budgets_move_no_fingerprint_and_the_floors_do():
+def test_threads_and_memory_budgets_move_no_code_version_and_the_floors_do():
     cfg = load_config(None)
 
-    def fps(**signals):
-        c = cfg.model_copy(update={"signals": cfg.signals.model_copy(update=signals)})
-        return {(s.job, s.partition): s.fingerprint for s in plan(c, {}, [], {})}
+    def versions(**signals):
+        return _code_versions(
+            cfg.model_copy(update={"signals": cfg.signals.model_copy(update=signals)})
+        )
 
-    base = fps()
-    assert fps(threads=7, gather_memory_gib=0.5) == base
-    moved = {k for k, v in fps(floor_summary=0.3).items() if base[k] != v}
-    assert ("build_signal_shards", None) in moved and ("build_signal_index", None) in moved
+    base = versions()
+    assert versions(threads=7, gather_memory_gib=0.5) == base
+    moved = {k for k, v in versions(floor_summary=0.3).items() if base[k] != v}
+    assert {"pair_signal_shards", "pair_signal_index", "query_candidates", "leaderboard"} <= moved
+    assert not moved & {"corpus", "ontology_tree", "topic_annotations", "problem_annotations"}
+
+
+def test_more_tournament_rounds_move_the_tournament_and_everything_below_it_only():
+    cfg = load_config(None)
+    base = _code_versions(cfg)
+    more = cfg.model_copy(update={"tournament": cfg.tournament.model_copy(update={"rounds": 9})})
+    moved = {k for k, v in _code_versions(more).items() if base[k] != v}
+    below = {
+        "tournament_judgments", "relevance_ratings", "benchmark_export", "evaluation_benchmark",
+        "retriever_index", "retriever_runs", "leaderboard", "benchmark_report",
+    }  # fmt: skip
+    assert below <= moved
+    assert not moved & {
+        "corpus", "ontology_tree", "topic_annotations", "solution_summaries",
+        "problem_annotations", "pair_signal_shards", "relevance_thresholds", "query_candidates",
+    }  # fmt: skip
 
 
 def test_approach0_depth_asks_the_engine_for_its_top_documents_only(monkeypatch):

@@ -45,7 +45,7 @@ def _last_tournament_metadata(dagster_home) -> dict:
 
 def test_tournament_killed_mid_run_resumes_without_asking_again(tiny_config, tmp_path):
     cfg = tiny_config(ontology={"domains": {"Algebra": "Algebra"}})
-    upstream = ["sources", "annotations", "summaries", "shards", "signals"]
+    upstream = ["sources", "annotations", "signal-inputs", "shards", "thresholds"]
     built = _saber(["build", "--config", str(cfg), *sum((["--select", s] for s in upstream), [])])
     out, _ = built.communicate(timeout=900)
     assert built.returncode == 0, out[-3000:]

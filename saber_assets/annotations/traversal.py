@@ -1,4 +1,4 @@
-"""Topic annotation by top-down ontology traversal (DESIGN.md §2).
+"""Topic annotation by top-down ontology traversal (DESIGN.md, annotations).
 
 Start at the root; the scorer scores a node's children, plus the node itself as a competitor
 except at the root, in [0, 1] (most relevant 1, least 0); children scoring >= tau are kept and

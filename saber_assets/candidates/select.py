@@ -1,4 +1,4 @@
-"""Candidate selection (DESIGN.md §2): viable queries, K per group, domain quotas; seeded.
+"""Candidate selection (DESIGN.md, candidates): viable queries, K per group, domain quotas; seeded.
 
 A pair is topic-relevant if topic > τ_topic and summary-relevant if summary > τ_summary (in
 quanta). Groups of a query: topic-only, summary-only, both. A query is viable iff each group has

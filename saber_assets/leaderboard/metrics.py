@@ -1,4 +1,4 @@
-"""nDCG@k on continuous graded relevance (DESIGN.md §2), per domain and overall, with bootstrap CIs.
+"""nDCG@k on continuous graded relevance (DESIGN.md, leaderboard), per domain and overall, with bootstrap CIs.
 
 Gain 2^rel − 1 ("exponential", the paper's) or rel ("linear"); discount 1/log2(rank + 1); the
 ideal DCG is over the same query's candidates.

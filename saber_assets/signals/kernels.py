@@ -1,4 +1,4 @@
-"""Numba kernels for the two pair signals (DESIGN.md §2); no Dagster.
+"""Numba kernels for the two pair signals (DESIGN.md, pair signals); no Dagster.
 
 topic   = symmetric Best-Match Average of Lin similarity between topic sets A and B:
           (Σ_a max_b Lin[a, b] + Σ_b max_a Lin[a, b]) / (|A| + |B|)

@@ -1,4 +1,4 @@
-"""Swiss pairing (DESIGN.md §2): pure, seeded.
+"""Swiss pairing (DESIGN.md, tournament): pure, seeded.
 
 Round 1 is the call with all-zero wins and no games played: a random perfect matching. Every
 round: shuffle, stable-sort by wins, then from the lowest-scoring unpaired candidate pick the
