@@ -158,7 +158,11 @@ class CPUSummarizer(_CPUTask):
         for sentence in re.split(r"(?<=[.!?])\s+", solution):
             sentence = " ".join(sentence.split())
             # only formula-free sentences: cutting formulas out of prose leaves broken text
-            if _CUE.match(sentence) and len(sentence.split()) >= 5 and not MATH_SPAN.search(sentence):
+            if (
+                _CUE.match(sentence)
+                and len(sentence.split()) >= 5
+                and not MATH_SPAN.search(sentence)
+            ):
                 candidates.append(" ".join(sentence.split()[:30]).rstrip(",;:"))
         for c in candidates:
             try:

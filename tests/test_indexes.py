@@ -220,7 +220,8 @@ def test_a_registry_entry_moves_its_own_partitions_and_its_fusions_only():
     moved = {k for k, v in registry_versions(changed).items() if base[k] != v}
     assert moved == {"bm25", "rrf"}
     assert registry_versions({**registry, "tfidf": {"name": "tfidf", "kind": "tfidf"}}) == {
-        **base, "tfidf": registry_versions({"tfidf": {"name": "tfidf", "kind": "tfidf"}})["tfidf"]
+        **base,
+        "tfidf": registry_versions({"tfidf": {"name": "tfidf", "kind": "tfidf"}})["tfidf"],
     }
 
 

@@ -108,7 +108,6 @@ def load_registry(path: str | Path | None = None) -> list[RetrieverEntry]:
     return out
 
 
-
 def definitions_by_name(path: Path) -> dict[str, dict]:
     """Retriever name -> its registry entry as it is hashed and stored."""
     return {e.name: e.definition() for e in load_registry(path)}
