@@ -230,19 +230,22 @@ def _benchmark_dir(given: str | None, cfg) -> Path:
 
 
 def _print_report(label: str, bench_dir: Path, bench, rep, k: int) -> None:
+    from saber_assets.leaderboard.metrics import metric_column
+
+    m = metric_column(k)
     print(
         f"{label} on {bench_dir}: {bench.queries.height} queries, {bench.documents.height} documents"
     )
     for r in rep.iter_rows(named=True):
         print(
-            f"\n[{r['setting']}]  nDCG@{k} = {r['ndcg@10']:.4f}  95% CI [{r['ci_low']:.4f}, {r['ci_high']:.4f}]"
+            f"\n[{r['setting']}]  nDCG@{k} = {r[m]:.4f}  95% CI [{r['ci_low']:.4f}, {r['ci_high']:.4f}]"
             f"  ({r['queries']} queries, {r['failed']} failed, median {r['median_latency_ms'] or 0:.1f} ms/query)"
             + (f"  row_id {r['row_id']}" if r.get("row_id") else "")
         )
         for d in bench.domain_list():
             if r[d] is not None and r[d] == r[d]:
                 print(f"  {d:<22} {r[d]:.4f}  {r[d + ' ci']}")
-        full = r["full_ndcg'@10"]
+        full = r[f"full_ndcg'@{k}"]
         if full is not None:
             print(
                 f"  full corpus: nDCG'@{k} {full:.4f}, recall@100 of the top-5 rated {r['full_recall_top5@100']:.4f}"
@@ -269,7 +272,7 @@ def _evaluate_run_file(args, cfg, bench, bench_dir: Path) -> int:
         frames.append(evaluate_run(run, bench, setting, args.k, not args.no_full_corpus))
     if not frames:
         raise ValueError(f"{args.run}: no run for the settings {args.setting}")
-    rep = report(pl.concat(frames), bench.domain_list(), args.resamples, cfg.seed)
+    rep = report(pl.concat(frames), bench.domain_list(), args.resamples, cfg.seed, k=args.k)
     if args.json:
         out = {"run": str(args.run), "benchmark": str(bench_dir), "k": args.k}
         print(json.dumps({**out, "settings": rep.to_dicts()}, indent=2, default=float))
@@ -438,6 +441,7 @@ def evaluate_cmd(args) -> int:
                 args.resamples,
                 cfg.seed,
                 drop_failed=p == "reference",
+                k=args.k,
             )  # fmt: skip
             for p in (args.protocol, other)
         ]
@@ -475,6 +479,8 @@ def evaluate_cmd(args) -> int:
 
 
 def _print_registry_run(args, bench_dir, bench, results, skipped, other) -> None:
+    from saber_assets.leaderboard.metrics import metric_column
+
     print(
         f"registry run on {bench_dir}: {bench.queries.height} queries, "
         f"{bench.documents.height} documents; {len(results)} retrievers ran, {len(skipped)} did not"
@@ -488,13 +494,14 @@ def _print_registry_run(args, bench_dir, bench, results, skipped, other) -> None
         f"  {'retriever':<34} {'setting':<20} {'ours':>6} {other:>9} {'diff':>7} {'failed':>6}"
         "  row_id"
     )
+    m = metric_column(args.k)
     for entry, rep, alt in results:
-        alt_of = {r["setting"]: r["ndcg@10"] for r in alt.iter_rows(named=True)}
+        alt_of = {r["setting"]: r[m] for r in alt.iter_rows(named=True)}
         for r in rep.iter_rows(named=True):
             a = alt_of.get(r["setting"])
             print(
-                f"  {entry.name:<34} {r['setting']:<20} {r['ndcg@10']:>6.3f} {a:>9.3f} "
-                f"{r['ndcg@10'] - a:>+7.3f} {r['failed']:>6}  {r['row_id']}"
+                f"  {entry.name:<34} {r['setting']:<20} {r[m]:>6.3f} {a:>9.3f} "
+                f"{r[m] - a:>+7.3f} {r['failed']:>6}  {r['row_id']}"
             )
 
 
@@ -538,6 +545,7 @@ def _reproduce(args, cfg, bench, bench_dir: Path) -> int:
     import polars as pl
 
     from saber_assets.leaderboard.evaluate import evaluate, report
+    from saber_assets.leaderboard.metrics import metric_column, score_column
     from saber_assets.leaderboard.provenance import (
         PROVENANCE_COLUMNS,
         benchmark_id,
@@ -560,13 +568,14 @@ def _reproduce(args, cfg, bench, bench_dir: Path) -> int:
     if hit.is_empty():
         raise ValueError(f"no row {args.reproduce!r} in {board_path}")
     row = hit.row(0, named=True)
+    recorded, m = score_column(board), metric_column(args.k)
     _, entries = _registry(args, cfg)
     entry = next((e for e in entries if e.name == row["retriever"]), None)
     if entry is None:
         raise ValueError(f"row {args.reproduce}: no retriever {row['retriever']!r} in the registry")
     now = provenance(entry, benchmark_id(bench))
     print(f"row {args.reproduce}: {row['retriever']} ({row['kind']}), {row['setting']}, "
-          f"recorded nDCG@{args.k} {row['ndcg@10']:.6f}")  # fmt: skip
+          f"recorded nDCG@{recorded.split('@')[1]} {row[recorded]:.6f}")  # fmt: skip
     changed = [
         f"{c}: {row[c]} -> {now[c]}"
         for c in PROVENANCE_COLUMNS[1:]
@@ -576,17 +585,18 @@ def _reproduce(args, cfg, bench, bench_dir: Path) -> int:
         print(f"  provenance changed: {line}")
     retriever = build_retriever(entry, _retriever_resources(args, entries))
     runs = evaluate(retriever, bench, row["setting"], args.k, None, full_corpus=False)
-    rep = report(runs, bench.domain_list(), cfg.leaderboard.bootstrap_resamples, cfg.seed).row(
-        0, named=True
-    )
+    rep = report(
+        runs, bench.domain_list(), cfg.leaderboard.bootstrap_resamples, cfg.seed, k=args.k
+    ).row(0, named=True)
     same_id = row_id(now, entry.name, row["setting"]) == args.reproduce
-    diffs = {c: abs(rep[c] - row[c]) for c in ("ndcg@10", "ci_low", "ci_high")}
+    diffs = {c: abs(rep[c] - row[c]) for c in ("ci_low", "ci_high")}
+    diffs[m] = abs(rep[m] - row[recorded])
     matches = all(d <= 1e-9 for d in diffs.values())
     print(
-        f"  rerun: nDCG@{args.k} {rep['ndcg@10']:.6f} [{rep['ci_low']:.6f}, {rep['ci_high']:.6f}] "
+        f"  rerun: nDCG@{args.k} {rep[m]:.6f} [{rep['ci_low']:.6f}, {rep['ci_high']:.6f}] "
         f"on {bench_dir}"
     )
-    verdict = "matches" if matches else f"differs (nDCG by {rep['ndcg@10'] - row['ndcg@10']:+.6f})"
+    verdict = "matches" if matches else f"differs (nDCG by {rep[m] - row[recorded]:+.6f})"
     print(f"reproduced: {verdict}; provenance {'identical' if same_id else 'changed'}")
     return 0 if matches and same_id else 1
 

@@ -405,6 +405,22 @@ def test_retriever_failures_are_counted():
     assert rep["failed"][0] == 1 and rep["queries"][0] == 1 and rep["ndcg@10"][0] == 0.0
 
 
+def test_the_score_columns_are_named_for_the_cut_off():
+    from saber_assets.analyses.report import read_leaderboard
+    from saber_assets.leaderboard.metrics import score_column
+
+    bench = toy_benchmark()
+    run = evaluate(Flaky(), bench, "full-full", k=5, full_corpus=False)
+    rep = report(run, ["Number Theory"], resamples=20, k=5)
+    assert {"ndcg@5", "ndcg@5_linear", "full_ndcg'@5"} <= set(rep.columns)
+    assert not [c for c in rep.columns if c.endswith("@10") or "@10_" in c]
+    assert score_column(rep) == "ndcg@5"
+    board = rep.with_columns(pl.lit("flaky").alias("retriever"))
+    assert "leads with nDCG@5 0.000" in read_leaderboard(board)
+    with pytest.raises(ValueError, match="expected one nDCG@k column"):
+        score_column(board.with_columns(pl.lit(1.0).alias("ndcg@10")))
+
+
 def test_registry_validation(tmp_path):
     p = tmp_path / "r.yaml"
     p.write_text("retrievers:\n  - {name: a, kind: bm25}\n  - {name: a, kind: tfidf}\n")

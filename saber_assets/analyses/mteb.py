@@ -11,6 +11,8 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
+from saber_assets.leaderboard.metrics import score_column
+
 STATS_SCHEMA = {
     "setting": pl.String, "subset": pl.String, "n": pl.Int64, "pearson": pl.Float64,
     "pearson_low": pl.Float64, "pearson_high": pl.Float64, "spearman": pl.Float64,
@@ -73,11 +75,12 @@ def mteb_correlation(
     model_names: dict[str, str] | None = None,
     recent: list[str] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(matched rows: setting, retriever, model, ndcg@10, mteb; statistics per setting and
-    subset "all" / "recent")."""
+    """(matched rows: setting, retriever, model, the board's nDCG@k, mteb; statistics per setting
+    and subset "all" / "recent")."""
     names = model_names or {}
+    metric = score_column(board)
     matched = (
-        board.select("retriever", "setting", "ndcg@10")
+        board.select("retriever", "setting", metric)
         .with_columns(
             pl.col("retriever").replace_strict(names, default=pl.col("retriever")).alias("model")
         )
@@ -90,7 +93,7 @@ def mteb_correlation(
         if recent:
             subsets.append(("recent", frame.filter(pl.col("model").is_in(recent))))
         for subset, part in subsets:
-            c = correlate(part["ndcg@10"].to_numpy(), part["mteb"].to_numpy())
+            c = correlate(part[metric].to_numpy(), part["mteb"].to_numpy())
             rows.append(
                 {
                     "setting": setting,

@@ -8,6 +8,7 @@ import polars as pl
 
 from saber_assets.analyses.convergence import POLICIES
 from saber_assets.analyses.signal_groups import GROUPS
+from saber_assets.leaderboard.metrics import score_column
 
 matplotlib.use("Agg")
 
@@ -54,12 +55,13 @@ def mteb_figure(matched: pl.DataFrame):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
+    metric = score_column(matched)
     for k, ((setting,), part) in enumerate(matched.group_by("setting", maintain_order=True)):
-        ax.scatter(part["mteb"], part["ndcg@10"], label=setting, color=f"C{k}")
-        for m, x, y in part.select("model", "mteb", "ndcg@10").iter_rows():
+        ax.scatter(part["mteb"], part[metric], label=setting, color=f"C{k}")
+        for m, x, y in part.select("model", "mteb", metric).iter_rows():
             ax.annotate(m, (x, y), fontsize=6)
     ax.set_xlabel("MTEB retrieval score")
-    ax.set_ylabel("nDCG@10 on this benchmark")
+    ax.set_ylabel(f"nDCG@{metric.split('@')[1]} on this benchmark")
     ax.legend(fontsize=7)
     return fig
 
@@ -142,9 +144,9 @@ def leaderboard_figure(board: pl.DataFrame):
     )
     axes = np.atleast_1d(axes)
     for ax, setting in zip(axes, settings, strict=True):
-        part = board.filter(pl.col("setting") == setting).sort("ndcg@10")
+        part = board.filter(pl.col("setting") == setting).sort(score_column(board))
         y = np.arange(part.height)
-        mid = part["ndcg@10"].to_numpy()
+        mid = part[score_column(board)].to_numpy()
         err = np.vstack([mid - part["ci_low"].to_numpy(), part["ci_high"].to_numpy() - mid])
         ax.errorbar(mid, y, xerr=err, fmt="o", ms=4, capsize=2)
         labels = part["retriever"].to_list()

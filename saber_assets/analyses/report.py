@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from saber_assets.leaderboard.metrics import score_column
 from saber_assets.tournament.engine import wilson_interval
 
 
@@ -141,13 +142,14 @@ def read_tournament(stats: pl.DataFrame) -> str:
 def read_leaderboard(board: pl.DataFrame, tests: pl.DataFrame | None = None) -> str:
     """Who leads each setting, and whether the lead is real: the paired randomization test
     (Holm-corrected) against the runner-up and the leader's rank interval, where computed."""
-    out = []
-    scored = board.filter(pl.col("ndcg@10").is_not_nan() & pl.col("ndcg@10").is_not_null())
+    out, m = [], score_column(board)
+    at = m.split("@")[1]
+    scored = board.filter(pl.col(m).is_not_nan() & pl.col(m).is_not_null())
     for (setting,), part in scored.group_by("setting", maintain_order=True):
-        part = part.sort("ndcg@10", descending=True)
+        part = part.sort(m, descending=True)
         best = part.row(0, named=True)
         text = (
-            f"In {setting}, {best['retriever']} leads with nDCG@10 {best['ndcg@10']:.3f} "
+            f"In {setting}, {best['retriever']} leads with nDCG@{at} {best[m]:.3f} "
             f"[{best['ci_low']:.3f}, {best['ci_high']:.3f}]"
         )
         if best.get("rank_ci"):
@@ -158,7 +160,7 @@ def read_leaderboard(board: pl.DataFrame, tests: pl.DataFrame | None = None) -> 
             if p is not None:
                 n_beaten = len([x for x in (best.get("beats") or "").split(", ") if x])
                 text += (
-                    f"; against the runner-up {second['retriever']} ({second['ndcg@10']:.3f}) "
+                    f"; against the runner-up {second['retriever']} ({second[m]:.3f}) "
                     f"the paired randomization test gives p = {p:.3g} (Holm), so the lead is "
                     + ("significant" if p < 0.05 else "not significant")
                     + f"; it is significantly better than {n_beaten} of the other "
@@ -166,7 +168,7 @@ def read_leaderboard(board: pl.DataFrame, tests: pl.DataFrame | None = None) -> 
                 )
             else:
                 apart = second["ci_high"] < best["ci_low"]
-                text += f"; the runner-up {second['retriever']} ({second['ndcg@10']:.3f}) is " + (
+                text += f"; the runner-up {second['retriever']} ({second[m]:.3f}) is " + (
                     "outside its interval" if apart else "within reach (the intervals overlap)"
                 )
         out.append(text + ".")

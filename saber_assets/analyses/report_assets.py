@@ -14,6 +14,7 @@ from saber_assets.analyses.composition import composition
 from saber_assets.analyses.signal_groups import area_under
 from saber_assets.io_managers import concat_partitions
 from saber_assets.leaderboard.exchange import Benchmark
+from saber_assets.leaderboard.metrics import score_column
 from saber_assets.leaderboard.plots import pvalue_heatmap
 from saber_assets.lib.declare import analysis
 from saber_assets.lib.figures import png_base64
@@ -32,16 +33,17 @@ def _by_domain(parts: dict[str, pl.DataFrame]) -> pl.DataFrame:
 
 def _board_table(board: pl.DataFrame) -> pl.DataFrame:
     domains = [c[:-3] for c in board.columns if c.endswith(" ci") and c[:-3] in board.columns]
+    metric = score_column(board)
     return board.select(
         "setting",
         "retriever",
-        pl.col("ndcg@10").round(3),
+        pl.col(metric).round(3),
         pl.format("[{}, {}]", pl.col("ci_low").round(3), pl.col("ci_high").round(3)).alias(
             "95% CI"
         ),
         *[pl.col(d).round(3) for d in domains],
         *[c for c in ("rank_ci", "beats") if c in board.columns],
-    ).sort("setting", "ndcg@10", descending=[False, True])
+    ).sort("setting", metric, descending=[False, True])
 
 
 @analysis(deps=[AssetKey("leaderboard"), AssetKey("benchmark_export")])

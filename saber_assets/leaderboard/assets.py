@@ -31,6 +31,7 @@ from saber_assets.leaderboard.evaluate import document_texts, evaluate, report
 from saber_assets.leaderboard.exchange import QUERY_SCHEMA, Benchmark
 from saber_assets.leaderboard.indexes import IndexInfo, ensure_index, has_index, index_documents
 from saber_assets.leaderboard.locations import index_root, runs_dir
+from saber_assets.leaderboard.metrics import metric_column, score_column
 from saber_assets.leaderboard.plots import pvalue_heatmap
 from saber_assets.leaderboard.provenance import (
     SCORING_CODE,
@@ -424,6 +425,7 @@ def superscript_board(board: pl.DataFrame) -> str:
     letters of the systems it is significantly better than (paired randomization test, Holm)."""
     lines = ["Significance (paired randomization test, Holm-corrected over the pairs of a "
              "setting): a superscript names the systems a row is significantly better than."]  # fmt: skip
+    m = score_column(board)
     for (setting,), part in board.group_by("setting", maintain_order=True):
         letter = {
             r: chr(ord("a") + k) if k < 26 else f"s{k}" for k, r in enumerate(part["retriever"])
@@ -432,14 +434,14 @@ def superscript_board(board: pl.DataFrame) -> str:
             "",
             f"**{setting}**",
             "",
-            "| | retriever | nDCG@10 | rank (95%) |",
+            f"| | retriever | nDCG@{m.split('@')[1]} | rank (95%) |",
             "|---|---|---|---|",
         ]
         for r in part.iter_rows(named=True):
             sup = "".join(
                 sorted(letter[x] for x in (r.get("beats") or "").split(", ") if x in letter)
             )
-            cell = f"{r['ndcg@10']:.4f}" + (f"<sup>{sup}</sup>" if sup else "")
+            cell = f"{r[m]:.4f}" + (f"<sup>{sup}</sup>" if sup else "")
             lines.append(
                 f"| {letter[r['retriever']]} | {r['retriever']} | {cell} | {r.get('rank_ci') or ''} |"
             )
@@ -463,15 +465,16 @@ def _bar_chart(table: pl.DataFrame) -> MetadataValue:
     fig, ax = plt.subplots(figsize=(8, 0.35 * table.height + 1.2))
     labels = [f"{r} / {s}" for r, s in zip(table["retriever"], table["setting"], strict=True)]
     y = np.arange(table.height)
+    m = score_column(table)
     ax.barh(
         y,
-        table["ndcg@10"].to_numpy(),
-        xerr=[table["ndcg@10"] - table["ci_low"], table["ci_high"] - table["ndcg@10"]],
+        table[m].to_numpy(),
+        xerr=[table[m] - table["ci_low"], table["ci_high"] - table[m]],
         color="#4c72b0",
     )
     ax.set_yticks(y, labels, fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("nDCG@10 (exponential gain), 95% bootstrap CI")
+    ax.set_xlabel(f"nDCG@{m.split('@')[1]} (exponential gain), 95% bootstrap CI")
     return figure_markdown(fig, "leaderboard")
 
 
@@ -503,7 +506,9 @@ def leaderboard(
             continue
         runs = pl.concat([pl.read_parquet(f) for f in files])
         all_runs.append(runs.with_columns(pl.lit(e.name).alias("retriever")))
-        rep = report(runs, domains, cfg.leaderboard.bootstrap_resamples, cfg.seed)
+        rep = report(
+            runs, domains, cfg.leaderboard.bootstrap_resamples, cfg.seed, k=cfg.leaderboard.k
+        )
         if rep.is_empty():
             context.log.warning(
                 f"{e.name!r}: its runs hold no query (the benchmark has no query in any domain)"
@@ -523,6 +528,7 @@ def leaderboard(
     if not tables:
         raise ValueError("no retriever has scored any query: materialise retriever_runs first")
     lb = cfg.leaderboard
+    metric = metric_column(lb.k)
     t0 = time.perf_counter()
     cols = ["retriever", "query_id", "setting", "domains", "ndcg"]
     tests, ranks = significance_tables(
@@ -537,7 +543,7 @@ def leaderboard(
               how="left")
         .join(beats_column(tests), on=["setting", "retriever"], how="left")
         .select("retriever", "kind", "setting", pl.all().exclude("retriever", "kind", "setting"))
-        .sort("setting", "ndcg@10", descending=[False, True])
+        .sort("setting", metric, descending=[False, True])
     )  # fmt: skip
     out = settings.output_dir() / "leaderboard"
     out.mkdir(parents=True, exist_ok=True)
@@ -551,7 +557,7 @@ def leaderboard(
             "retriever",
             "setting",
             "row_id",
-            pl.col("ndcg@10").round(4),
+            pl.col(metric).round(4),
             pl.col("ci_low").round(4),
             pl.col("ci_high").round(4),
             *[pl.col(d).round(4) for d in domains if d in board.columns],
@@ -587,7 +593,7 @@ def leaderboard(
             "csv": MetadataValue.path(str(out / "leaderboard.csv")),
             "best": json.dumps(
                 board.group_by("setting")
-                .agg(pl.col("retriever").first(), pl.col("ndcg@10").first().round(4))
+                .agg(pl.col("retriever").first(), pl.col(metric).first().round(4))
                 .to_dicts()
             ),
         }

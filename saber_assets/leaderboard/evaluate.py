@@ -11,7 +11,13 @@ import numpy as np
 import polars as pl
 
 from saber_assets.leaderboard.exchange import Benchmark
-from saber_assets.leaderboard.metrics import condensed_ndcg, ndcg_at_k, recall_of_top, summarize
+from saber_assets.leaderboard.metrics import (
+    condensed_ndcg,
+    metric_column,
+    ndcg_at_k,
+    recall_of_top,
+    summarize,
+)
 from saber_assets.leaderboard.retrievers.base import RetrieverFailed, setting_texts
 
 RUN_SCHEMA = {
@@ -254,8 +260,10 @@ def report(
     resamples: int = 1000,
     seed: int = 0,
     drop_failed: bool = False,
+    k: int = 10,
 ) -> pl.DataFrame:
-    """One row per setting: overall and per-domain mean nDCG with bootstrap CIs, failures, latency.
+    """One row per setting: overall and per-domain mean nDCG with bootstrap CIs, failures, latency;
+    the score columns are named for the runs' cut-off ``k`` (``ndcg@k``).
     Failed queries count as nDCG 0 in the means and are reported in ``failed``; with
     ``drop_failed`` (the reference evaluation's protocol) they are left out of the means, still
     counted in ``failed``."""
@@ -273,7 +281,7 @@ def report(
         if "doc_failures" in frame.columns:
             row["doc_failures"] = int(frame["doc_failures"].fill_null(0).sum())
         row |= {
-            "ndcg@10": summ["overall"]["mean"],
+            metric_column(k): summ["overall"]["mean"],
             "ci_low": summ["overall"]["ci_low"],
             "ci_high": summ["overall"]["ci_high"],
         }
@@ -282,8 +290,8 @@ def report(
             row[f"{d} ci"] = (
                 f"[{summ[d]['ci_low']:.3f}, {summ[d]['ci_high']:.3f}]" if summ[d]["queries"] else ""
             )
-        row["ndcg@10_linear"] = float(scored["ndcg_linear"].mean())
-        row["full_ndcg'@10"] = frame["full_ndcg_prime"].mean()
+        row[f"{metric_column(k)}_linear"] = float(scored["ndcg_linear"].mean())
+        row[f"full_ndcg'@{k}"] = frame["full_ndcg_prime"].mean()
         row["full_recall_top5@100"] = frame["full_recall_top5_at100"].mean()
         row["median_latency_ms"] = frame["latency_ms"].median()
         out.append(row)
@@ -293,7 +301,7 @@ def report(
                 "setting": pl.String,
                 "queries": pl.Int64,
                 "failed": pl.Int64,
-                "ndcg@10": pl.Float64,
+                metric_column(k): pl.Float64,
                 "ci_low": pl.Float64,
                 "ci_high": pl.Float64,
             }

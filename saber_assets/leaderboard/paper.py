@@ -21,6 +21,7 @@ import numpy as np
 import polars as pl
 
 from saber_assets.leaderboard.evaluate import rescore_runs
+from saber_assets.leaderboard.metrics import score_column
 from saber_assets.settings import REPO_ROOT
 
 PAPER_CSV = REPO_ROOT / "data" / "reference" / "saber_math_paper_ndcg10.csv"
@@ -136,9 +137,9 @@ def apply_protocol(runs: pl.DataFrame, relevance: dict[str, list[float]], k: int
 
 def domain_cells(report: pl.DataFrame, system: str, domains: Sequence[str]) -> pl.DataFrame:
     """A report's rows (one per setting) as system, setting, domain, ours: Overall and each domain."""
-    rows = []
+    rows, m = [], score_column(report)
     for r in report.iter_rows(named=True):
-        rows.append((system, r["setting"], OVERALL, r["ndcg@10"]))
+        rows.append((system, r["setting"], OVERALL, r[m]))
         rows.extend((system, r["setting"], d, r.get(d)) for d in domains)
     return pl.DataFrame(
         rows, schema={"system": pl.String, "setting": pl.String, "domain": pl.String,
