@@ -45,11 +45,14 @@ query SaberRunErrors($runId: ID!) {
 }
 """
 STALE_QUERY = """
-query SaberStale($keys: [AssetKeyInput!], $partitions: [String!]) {
+query SaberStale($keys: [AssetKeyInput!]) {
+  assetNodes(assetKeys: $keys) { assetKey { path } staleStatus }
+}
+"""
+STALE_BY_PARTITION = """
+query SaberStaleByPartition($keys: [AssetKeyInput!], $partitions: [String!]) {
   assetNodes(assetKeys: $keys) {
     assetKey { path }
-    isPartitioned
-    staleStatus
     staleStatusByPartition(partitions: $partitions)
   }
 }
@@ -86,21 +89,23 @@ class Deployment:
         return self.client._execute(query, variables)  # the client's own transport
 
     def stale(self, assets: tuple[str, ...], partitions: list[str | None]) -> dict:
-        """(asset, partition) -> FRESH / STALE / MISSING, as the deployment's UI shows it."""
+        """(asset, partition) -> FRESH / STALE / MISSING, as the deployment's UI shows it; the
+        assets of one stage share its partitioning (``partitions`` [None]: unpartitioned)."""
+        keys = [{"path": [a]} for a in assets]
         keyed = [p for p in partitions if p is not None]
-        data = self._query(
-            STALE_QUERY, {"keys": [{"path": [a]} for a in assets], "partitions": keyed}
-        )
+        if keyed:
+            data = self._query(STALE_BY_PARTITION, {"keys": keys, "partitions": keyed})
+        else:
+            data = self._query(STALE_QUERY, {"keys": keys})
         nodes = {n["assetKey"]["path"][-1]: n for n in data["assetNodes"]}
         missing = [a for a in assets if a not in nodes]
         if missing:
             raise RemoteBuildError(f"{self.url}: the deployment has no asset {missing[0]!r}")
         out = {}
         for a, node in nodes.items():
-            if node["isPartitioned"]:
-                out.update(
-                    zip([(a, p) for p in keyed], node["staleStatusByPartition"], strict=True)
-                )
+            if keyed:
+                statuses = node["staleStatusByPartition"]
+                out.update(zip([(a, p) for p in keyed], statuses, strict=True))
             else:
                 out[(a, None)] = node["staleStatus"]
         return out

@@ -1,5 +1,9 @@
 """The Dagster UI, as a user sees it: after a build, headless Chromium opens the asset graph and
-the leaderboard's page and reads the rendered DOM over the DevTools protocol."""
+the leaderboard's page and reads the rendered DOM over the DevTools protocol. Then the UI knows
+what is stale: a changed `tournament.rounds` in the config the code location reads marks exactly
+the tournament and what reads it unsynced (Dagster's stale status, and the pages that show it),
+`saber build` launches exactly that and brings everything back to synced, and a changed registry
+entry marks only its own partitions."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import os
 import shutil
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -67,9 +72,11 @@ class Browser:
         )
         return got["result"].get("value") or ""
 
-    def open_until(self, url: str, wanted: list[str], timeout_s: float = 90) -> str:
-        """Navigate, then poll the rendered text until every wanted string is on the page."""
-        self.call("Page.navigate", url=url)
+    def open_until(self, url: str | None, wanted: list[str], timeout_s: float = 90) -> str:
+        """Navigate (``url`` None: stay), then poll the rendered text until every wanted string
+        is on the page."""
+        if url is not None:
+            self.call("Page.navigate", url=url)
         deadline = time.monotonic() + timeout_s
         while True:
             text = self.text()
@@ -87,6 +94,41 @@ class Browser:
                 raise AssertionError(f"{url}: {missing} never rendered; page says {text[:1500]!r}")
             time.sleep(1)
 
+    def buttons(self) -> list[str]:
+        got = self.call(
+            "Runtime.evaluate",
+            expression="[...document.querySelectorAll('button')].map(b => b.innerText.trim())",
+            returnByValue=True,
+        )
+        return got["result"]["value"]
+
+    def click_text(self, text: str, exact: bool = True) -> None:
+        """Click the (last) button or menu item whose text is ``text``; an error if none is there."""
+        cond = "t === want" if exact else "t.startsWith(want)"
+        got = self.call(
+            "Runtime.evaluate",
+            expression=f"(() => {{ const want = {json.dumps(text)};"
+            " const all = [...document.querySelectorAll('button, [role=menuitem], a')]"
+            f".filter(b => {{ const t = b.innerText.trim(); return {cond}; }});"
+            " if (!all.length) return false; all[all.length - 1].click(); return true; })()",
+            returnByValue=True,
+        )
+        if not got["result"].get("value"):
+            raise AssertionError(f"no button {text!r}; buttons: {self.buttons()}")
+
+    def click_after(self, text: str) -> None:
+        """Click the button right after the one whose text starts with ``text`` (a split
+        button's dropdown)."""
+        got = self.call(
+            "Runtime.evaluate",
+            expression="(() => { const bs = [...document.querySelectorAll('button')];"
+            f" const i = bs.findIndex(b => b.innerText.trim().startsWith({json.dumps(text)}));"
+            " if (i < 0) return false; bs[i + 1].click(); return true; })()",
+            returnByValue=True,
+        )
+        if not got["result"].get("value"):
+            raise AssertionError(f"no button {text!r}; buttons: {self.buttons()}")
+
     def screenshot(self, path: Path) -> None:
         data = self.call("Page.captureScreenshot", format="png")["data"]
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -98,12 +140,90 @@ class Browser:
         self.proc.wait()
 
 
-def test_ui_shows_the_asset_graph_and_the_leaderboard(tiny_config, tmp_path):
+NODES = """
+query Nodes {
+  assetNodes { assetKey { path } isPartitioned isObservable partitionKeys staleStatus }
+}
+"""
+BY_PARTITION = """
+query ByPartition($key: AssetKeyInput!, $partitions: [String!]) {
+  assetNodeOrError(assetKey: $key) {
+    ... on AssetNode { staleStatusByPartition(partitions: $partitions) }
+  }
+}
+"""
+
+
+def graphql(url: str, query: str, variables: dict | None = None) -> dict:
+    req = urllib.request.Request(
+        url + "/graphql",
+        data=json.dumps({"query": query, "variables": variables or {}}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        out = json.loads(urllib.request.urlopen(req, timeout=120).read())
+    except urllib.error.HTTPError as err:
+        raise AssertionError(f"{query[:60]}: {err.read().decode()[:2000]}") from None
+    assert "errors" not in out, out["errors"]
+    return out["data"]
+
+
+def stale_assets(url: str) -> dict[str, set[str]]:
+    """Asset -> its unsynced or missing partitions ("" for an unpartitioned asset)."""
+    out: dict[str, set[str]] = {}
+    for node in graphql(url, NODES)["assetNodes"]:
+        if node["isObservable"]:
+            continue
+        name = node["assetKey"]["path"][-1]
+        if node["isPartitioned"]:
+            keys = node["partitionKeys"]
+            got = graphql(url, BY_PARTITION, {"key": {"path": [name]}, "partitions": keys})
+            status = got["assetNodeOrError"]["staleStatusByPartition"]
+            bad = {k for k, s in zip(keys, status, strict=True) if s != "FRESH"}
+        else:
+            bad = {""} if node["staleStatus"] != "FRESH" else set()
+        if bad:
+            out[name] = bad
+    return out
+
+
+def reload(url: str) -> None:
+    graphql(
+        url,
+        'mutation { reloadRepositoryLocation(repositoryLocationName: "saber") { __typename } }',
+    )
+
+
+ROUNDS_MOVE = {  # what reads the tournament, all partitions of each
+    "tournament_judgments", "relevance_ratings", "benchmark_export", "evaluation_benchmark",
+    "retriever_index", "retriever_runs", "leaderboard", "benchmark_composition",
+    "tournament_convergence", "signal_group_curves", "judge_human_agreement", "judging_regimes",
+    "math_vs_words", "mteb_correlation", "leaderboard_robustness", "benchmark_report",
+}  # fmt: skip
+
+
+def wait_for_run(url: str, job: str) -> None:
+    from saber_assets.remote import Deployment
+
+    dep = Deployment(url)
+    run_id = dep.submit(job, None, {})
+    deadline = time.monotonic() + 300
+    while (status := dep.status(run_id)) not in ("SUCCESS", "FAILURE", "CANCELED"):
+        assert time.monotonic() < deadline, f"{job} run {run_id} still {status}"
+        time.sleep(1)
+    assert status == "SUCCESS", dep.failure(run_id)
+
+
+def test_ui_shows_the_asset_graph_the_leaderboard_and_what_is_unsynced(tiny_config, tmp_path):
     cfg = tiny_config()
     assert main(["build", "--config", str(cfg)]) == 0
     home = tmp_path / "home"
-    env = {**os.environ, "DAGSTER_HOME": str(home / "dagster_home"), "SABER_CONFIG": str(cfg)}
+    served = tmp_path / "served" / "tiny.yaml"  # the copy the code location reads; same name
+    served.parent.mkdir()
+    shutil.copyfile(cfg, served)
+    env = {**os.environ, "DAGSTER_HOME": str(home / "dagster_home"), "SABER_CONFIG": str(served)}
     with dagster_dev(env, tmp_path / "dagster_dev.log") as url:
+        assert stale_assets(url) == {}, "the build and the UI disagree on what is up to date"
         browser = Browser(tmp_path / "chromium-profile")
         try:
             # the global lineage: one box per stage group
@@ -113,12 +233,58 @@ def test_ui_shows_the_asset_graph_and_the_leaderboard(tiny_config, tmp_path):
             assert "Global asset lineage" in graph
             browser.screenshot(SCREENSHOTS / "asset-graph.png")
             # the leaderboard's page: its latest materialization's table and chart metadata
-            browser.open_until(
-                f"{url}/assets/leaderboard",
-                ["judge_backend", "table", "chart", "ndcg@10", "bm25", "jaccard-no-tok"],
+            board = f"{url}/assets/leaderboard"
+            page = browser.open_until(
+                board, ["judge_backend", "table", "chart", "ndcg@10", "bm25", "jaccard-no-tok"]
             )
+            assert "Unsynced" not in page
             browser.screenshot(SCREENSHOTS / "leaderboard.png")
+
+            served.write_text(served.read_text().replace("rounds: 4", "rounds: 5"))
+            reload(url)
+            stale = stale_assets(url)
+            assert set(stale) == ROUNDS_MOVE, sorted(set(stale) ^ ROUNDS_MOVE)
+            assert len(stale["tournament_judgments"]) == 5 and len(stale["retriever_runs"]) == 10
+            browser.open_until(board, ["leaderboard", "Unsynced"])
+            browser.screenshot(SCREENSHOTS / "unsynced-after-rounds.png")
+            # the UI's own "Materialize unsynced" offers the unsynced assets it can launch at
+            # once: the unpartitioned ones (Dagster 1.13 leaves partitioned assets out there;
+            # `saber build`, locally or `--on` the deployment, launches all of them)
+            browser.open_until(f"{url}/asset-groups", ["Global asset lineage"])
+            time.sleep(3)
+            browser.click_after("Materialize all")
+            time.sleep(1)
+            browser.click_text("Materialize unsynced")
+            unpartitioned = {a for a in ROUNDS_MOVE if stale[a] == {""}}
+            launch = f"Materialize {len(unpartitioned)} assets"
+            dialog = browser.open_until(None, ["Materialize unsynced assets", launch])
+            browser.screenshot(SCREENSHOTS / "materialize-unsynced-dialog.png")
+            listed = dialog.split("Materialize unsynced assets")[1]
+            assert all(a in listed for a in unpartitioned), listed
+
+            # the build asks the same instance the same question: it runs exactly that
+            assert main(["build", "--config", str(served)]) == 0
+            assert stale_assets(url) == {}
+            browser.open_until(board, ["leaderboard", "Latest materialization"])
+            time.sleep(5)
+            assert "Unsynced" not in browser.text()
+            browser.screenshot(SCREENSHOTS / "synced-after-build.png")
         finally:
             browser.close()
-    shot = SCREENSHOTS / "leaderboard.png"
-    assert shot.stat().st_size > 10_000 and shot.read_bytes()[:4] == b"\x89PNG"
+        # one changed registry entry: only its own partitions and what reads every entry
+        registry = tmp_path / "retrievers.yaml"
+        registry.write_text(
+            registry.read_text().replace(
+                "{name: bm25, kind: bm25}", "{name: bm25, kind: bm25, params: {k1: 1.2}}"
+            )
+        )
+        wait_for_run(url, "observe_registry")
+        stale = stale_assets(url)
+        domains = {p.split("|")[0] for p in stale.get("retriever_runs", set())}
+        assert stale.pop("retriever_index") == {"bm25"}
+        assert stale.pop("retriever_runs") == {f"{d}|bm25" for d in domains} and len(domains) == 5
+        assert set(stale) <= {"leaderboard", "mteb_correlation", "leaderboard_robustness",
+                              "benchmark_report"} and "leaderboard" in stale  # fmt: skip
+    for shot in ("leaderboard", "unsynced-after-rounds", "synced-after-build"):
+        png = (SCREENSHOTS / f"{shot}.png").read_bytes()
+        assert len(png) > 10_000 and png[:4] == b"\x89PNG"
