@@ -24,7 +24,7 @@ from saber_assets.corpus import assets as corpus_assets
 from saber_assets.io_managers import WarehouseParquetIOManager
 from saber_assets.leaderboard import assets as leaderboard_assets
 from saber_assets.lib.partitions import annotation_partitions, domain_partitions
-from saber_assets.lib.pods import k8s_tags
+from saber_assets.lib.pods import check_pod_jobs, k8s_tags
 from saber_assets.ontology import assets as ontology_assets
 from saber_assets.ontology.domains import domain_keys
 from saber_assets.ratings import assets as rating_assets
@@ -142,6 +142,7 @@ def make_definitions(
     assets = [*load_assets_from_modules(STATIC_MODULES), *chunked, *sharded, *per_domain]
 
     assets = with_code_versions(assets, cfg)
+    check_pod_jobs(cfg)
     jobs = [
         define_asset_job(
             stage.job,

@@ -231,6 +231,14 @@ def test_every_job_sizes_its_pods_through_the_launchers_tag():
     guide = (DEPLOY / "README.md").read_text()
     named = set(re.findall(r"\bbuild_[a-z_]+\b", guide))
     assert named and named <= built, named - built
+    # a job `pods.jobs` names must exist (a renamed one would size nothing)
+    from saber_assets.lib.pods import check_pod_jobs
+
+    check_pod_jobs(cfg.model_copy(update={"pods": cfg.pods.model_copy(update={"jobs": {
+        "build_runs": cfg.pods.runs}})}))  # fmt: skip
+    stale = cfg.pods.model_copy(update={"jobs": {"build_signal_index": cfg.pods.runs}})
+    with pytest.raises(ValueError, match="pods.jobs: no job build_signal_index; the jobs: build_"):
+        check_pod_jobs(cfg.model_copy(update={"pods": stale}))
 
 
 def test_shard_pod_memory_grows_with_the_corpus_and_the_shard():

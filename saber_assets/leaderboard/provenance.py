@@ -3,7 +3,7 @@
 Every row carries: the model id and its resolved revision (an API model: its name and the date it
 was asked), the backend, a hash of the input envelope (prompts, the long-text rule), a hash of
 the retriever's registry entry, the benchmark's id (its Hub revisions, or its content) and the
-code version (a hash of the scoring code, as the build's fingerprints use: an image has no
+code version (a hash of the scoring code, as the assets' code versions use: an image has no
 git). ``row_id`` is a short hash of those fields and the setting: the same system on the same
 benchmark with the same code gets the same id anywhere, and ``saber evaluate --reproduce ROW_ID``
 reruns exactly that row.

@@ -6,6 +6,7 @@ import json
 
 from saber_assets.settings import PipelineConfig, PodSize
 from saber_assets.signals.sizing import shard_pod_memory_gib
+from saber_assets.stages import STAGES
 
 K8S_TAG = "dagster-k8s/config"
 # jobs whose heavy work is calls to the served model (annotation chunks, tournaments)
@@ -18,6 +19,14 @@ def largest_shard_rows(cfg: PipelineConfig) -> int:
     return max(
         sig.rows_per_shard, cfg.pods.expected_problems - (sig.shards - 1) * sig.rows_per_shard
     )
+
+
+def check_pod_jobs(cfg: PipelineConfig) -> None:
+    """`pods.jobs` names jobs of the stage table; a misspelt or renamed one would size nothing."""
+    unknown = sorted(set(cfg.pods.jobs) - {s.job for s in STAGES})
+    if unknown:
+        names = ", ".join(s.job for s in STAGES)
+        raise ValueError(f"pods.jobs: no job {', '.join(unknown)}; the jobs: {names}")
 
 
 def pod_size(job: str, cfg: PipelineConfig) -> PodSize:
