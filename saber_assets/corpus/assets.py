@@ -5,25 +5,20 @@ from dagster import (
     AssetCheckResult,
     AssetExecutionContext,
     AssetOut,
-    DataVersion,
     MetadataValue,
     Output,
     asset_check,
     multi_asset,
-    observable_source_asset,
 )
 
 from saber_assets.corpus.build import build_corpus, corpus_version
+from saber_assets.lib.declare import input_files_asset
 from saber_assets.lib.metadata import markdown_table
 from saber_assets.resources import SaberSettings
-from saber_assets.versions import input_versions
 
-
-@observable_source_asset(group_name="corpus")
-def corpus_sources(settings: SaberSettings) -> DataVersion:
-    """The corpus source files (`corpus.sources`): their content hash is the data version, so a
-    changed file marks the corpus unsynced (observed by each build and by a sensor)."""
-    return DataVersion(input_versions(settings.load())["corpus_sources"])
+corpus_sources = input_files_asset(
+    "corpus_sources", "corpus", "The corpus source files (`corpus.sources`), by content hash."
+)
 
 
 @multi_asset(

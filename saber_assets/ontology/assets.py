@@ -3,24 +3,20 @@
 import polars as pl
 from dagster import (
     AssetExecutionContext,
-    DataVersion,
     MetadataValue,
     Output,
     asset,
-    observable_source_asset,
 )
 
+from saber_assets.lib.declare import input_files_asset
 from saber_assets.lib.metadata import markdown_table
 from saber_assets.ontology.domains import domain_spec, keys_for, resolve_domains
 from saber_assets.ontology.tree import expand_to_tree, load_dag
 from saber_assets.resources import SaberSettings
-from saber_assets.versions import input_versions
 
-
-@observable_source_asset(group_name="ontology")
-def ontology_files(settings: SaberSettings) -> DataVersion:
-    """The ontology's files (bundled or configured): their content hash is the data version."""
-    return DataVersion(input_versions(settings.load())["ontology_files"])
+ontology_files = input_files_asset(
+    "ontology_files", "ontology", "The ontology's files (bundled or configured), by content hash."
+)
 
 
 @asset(
