@@ -197,3 +197,18 @@ def test_the_layer_check_finds_a_planted_problem(planted):
     assert bool(find_cycle(edges)) == (planted == "cycle")
     assert layer("saber_assets.corpus.assets") > layer("saber_assets.corpus.build")
     assert layer("saber_assets.definitions") > layer("saber_assets.corpus.assets")
+
+
+def test_select_names_stages_by_alias_or_job_and_refuses_an_unknown_one():
+    from saber_assets.build import partition_filter, selected_stages
+
+    assert [s.job for s in selected_stages(["runs", "build_leaderboard"])] == [
+        "build_runs", "build_leaderboard"
+    ]  # fmt: skip
+    assert [s.job for s in selected_stages(["domain=Algebra"])] == ["build_domains", "build_runs"]
+    assert len(selected_stages([])) == len(STAGES)
+    with pytest.raises(ValueError, match="no such stage; the stages: sources, annotations"):
+        selected_stages(["signals"])  # the old alias of the thresholds stage
+    runs = next(s for s in STAGES if s.job == "build_runs")
+    keep = partition_filter(runs, ["Algebra"], {"bm25"})
+    assert keep("Algebra|bm25") and not keep("Geometry|bm25") and not keep("Algebra|gone")
