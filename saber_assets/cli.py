@@ -53,8 +53,7 @@ def sync_retriever_partitions(instance, cfg) -> list[str]:
     """Add a `retriever` partition for every registry entry that lacks one (never removes any)."""
     from saber_assets.leaderboard.retrievers.registry import load_registry
 
-    path = Path(cfg.leaderboard.registry)
-    names = [e.name for e in load_registry(path if path.is_absolute() else REPO_ROOT / path)]
+    names = [e.name for e in load_registry(cfg.leaderboard.registry_path())]
     have = set(instance.get_dynamic_partitions("retriever"))
     new = [n for n in names if n not in have]
     if new:
@@ -130,9 +129,7 @@ def build_remote(url: str, defs, cfg, force: bool, select: list[str]) -> int:
 def runnable_names(cfg) -> set[str]:
     from saber_assets.leaderboard.retrievers.registry import load_registry
 
-    path = Path(cfg.leaderboard.registry)
-    entries = load_registry(path if path.is_absolute() else REPO_ROOT / path)
-    return {e.name for e in runnable_entries(entries)}
+    return {e.name for e in runnable_entries(load_registry(cfg.leaderboard.registry_path()))}
 
 
 def build(

@@ -6,7 +6,6 @@ from dagster import ConfigurableResource
 
 from saber_assets.settings import (
     DEFAULT_CONFIG,
-    REPO_ROOT,
     PipelineConfig,
     data_home,
     load_config,
@@ -28,5 +27,4 @@ class SaberSettings(ConfigurableResource):
 
     def registry_path(self) -> Path:
         """The retriever registry file (``leaderboard.registry``, relative to the repository)."""
-        p = Path(self.load().leaderboard.registry)
-        return p if p.is_absolute() else REPO_ROOT / p
+        return self.load().leaderboard.registry_path()

@@ -287,6 +287,11 @@ class LeaderboardConfig(_Strict):
     test_resamples: int = Field(default=10_000, ge=100)
     alpha: float = Field(default=0.05, gt=0, lt=1)
 
+    def registry_path(self) -> Path:
+        """The registry file; a relative path is relative to the repository."""
+        p = Path(self.registry)
+        return p if p.is_absolute() else REPO_ROOT / p
+
 
 class AnalysesConfig(_Strict):
     # MTEB retrieval scores to correlate with the leaderboard: CSV/Parquet with columns
