@@ -135,17 +135,19 @@ def stage_steps(
     force: bool = False,
 ) -> list[Step]:
     """The steps of one stage (its job's partitions that ``keep`` keeps), each with the reasons
-    it must run (none: up to date; ``force``: run anyway)."""
+    it must run (none: up to date; ``force``: run anyway, without asking)."""
     graph = defs.resolve_asset_graph()
     resolver = stale_resolver(instance, graph)
     steps = []
     for partition in stage_partitions(defs, instance, stage):
         if not keep(partition):
             continue
-        reasons = [
-            r for a in stage.assets for r in why_run(resolver, instance, graph, a, partition)
-        ]
-        steps.append(Step(stage.job, partition, reasons or (["--force"] if force else [])))
+        reasons = (
+            ["--force"]
+            if force
+            else [r for a in stage.assets for r in why_run(resolver, instance, graph, a, partition)]
+        )
+        steps.append(Step(stage.job, partition, reasons))
     return steps
 
 
@@ -181,15 +183,3 @@ def partition_filter(stage: Stage, domains: Iterable[str], retrievers: set[str])
         return True
 
     return keep
-
-
-def observe_versions(
-    instance: DagsterInstance, asset: str, partitions: Sequence[str | None] = (None,)
-) -> dict[str | None, str | None]:
-    """The latest observed data version of a source asset, per partition (None: never)."""
-    out = {}
-    for p in partitions:
-        rec = instance.get_latest_data_version_record(AssetKey(asset), True, p)
-        version = extract_data_version_from_entry(rec.event_log_entry) if rec else None
-        out[p] = version.value if version else None
-    return out

@@ -105,12 +105,12 @@ def observe_sources(defs, instance) -> None:
             raise RuntimeError(f"{job} failed: the input files or the registry could not be read")
 
 
-def build_remote(url: str, defs, cfg, force: bool, select: list[str]) -> int:
+def build_remote(url: str, defs, cfg, force: bool, select: list[str], stages: list) -> int:
     """The build on a running deployment (``saber_assets.remote``): its own Dagster says what is
     unsynced."""
     from dagster import DagsterInstance
 
-    from saber_assets.build import partition_filter, selected_stages, stage_partitions
+    from saber_assets.build import partition_filter, stage_partitions
     from saber_assets.remote import build_on
 
     with DagsterInstance.ephemeral() as scratch:  # the partitions, not run history
@@ -119,7 +119,7 @@ def build_remote(url: str, defs, cfg, force: bool, select: list[str]) -> int:
         domains = [x.split("=", 1)[1] for x in select if x.startswith("domain=")]
         plan = [
             (stage, [p for p in stage_partitions(defs, scratch, stage) if keep(p)])
-            for stage in selected_stages(select)
+            for stage in stages
             for keep in [partition_filter(stage, domains, retrievers)]
         ]
     print(f"saber build --on {url}: {sum(len(p) for _, p in plan)} steps in the plan", flush=True)
@@ -150,9 +150,9 @@ def build(
 
     defs = make_definitions(config, home)
     select = domain_selection(select or [], domain_keys(cfg.ontology))
-    selected_stages(select)  # an unknown stage name fails here, before anything runs
+    stages = selected_stages(select)  # an unknown stage name fails here, before anything runs
     if on:
-        return build_remote(on, defs, cfg, force, select)
+        return build_remote(on, defs, cfg, force, select, stages)
     prepare_dagster_home(home)
     instance = DagsterInstance.get()
     t0 = time.perf_counter()
@@ -168,7 +168,7 @@ def build(
     retrievers = runnable_names(cfg)
     domains = [x.split("=", 1)[1] for x in select if x.startswith("domain=")]
     failed, ran, skipped = [], 0, 0
-    for stage in selected_stages(select):
+    for stage in stages:
         if failed:
             break  # later stages need this one complete
         # asked only now: the previous stage may have given this one new inputs

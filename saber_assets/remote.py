@@ -17,6 +17,8 @@ import sys
 import time
 from urllib.parse import urlparse
 
+from saber_assets.build import OBSERVE_JOBS
+
 TERMINAL = {"SUCCESS", "FAILURE", "CANCELED"}
 RUNS_QUERY = """
 query SaberRuns($filter: RunsFilter, $limit: Int) {
@@ -175,13 +177,12 @@ def build_on(url: str, plan: list, retrievers: list[str], force: bool, poll_s: f
     peak = 0
 
     def run_all(steps: list[tuple[str, str | None]]) -> bool:
-        nonlocal launched, peak
+        nonlocal peak
         pending = {}
         for job, partition in steps:
             label = job + (f" [{partition}]" if partition else "")
             run_id = dep.submit(job, partition, {})
             pending[run_id] = label
-            launched += 1
             print(f"  launched {label:<45} run {run_id}", flush=True)
         while pending:
             time.sleep(poll_s)
@@ -201,10 +202,8 @@ def build_on(url: str, plan: list, retrievers: list[str], force: bool, poll_s: f
                         return False
         return True
 
-    observed = [("observe_inputs", None), ("observe_registry", None)]
-    if not run_all(observed):
+    if not run_all([(job, None) for job in OBSERVE_JOBS]):
         return 1
-    launched -= len(observed)  # not steps of the build
     for stage, partitions in plan:
         status = {} if force else dep.stale(stage.assets, partitions)
         todo = [
@@ -213,6 +212,7 @@ def build_on(url: str, plan: list, retrievers: list[str], force: bool, poll_s: f
             if force or any(status[(a, p)] != "FRESH" for a in stage.assets)
         ]
         skipped += len(partitions) - len(todo)
+        launched += len(todo)
         if not run_all(todo):
             return 1
     print(

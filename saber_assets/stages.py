@@ -172,12 +172,9 @@ ASSET_INPUTS: dict[str, Inputs] = {
     **{name: _ANALYSIS for name in ANALYSES},
 }
 
-# observable source assets: their data version is the content hash of what they stand for
-SOURCE_ASSETS = {
-    "corpus_sources": "the corpus source files (`corpus.sources`)",
-    "ontology_files": "the ontology's files (`ontology`)",
-    "retriever_registry": "one registry entry per `retriever` partition (with the entries it fuses)",
-}
+# observable source assets: their data version is the content hash of what they stand for (the
+# input files; one registry entry per `retriever` partition, with the entries it fuses)
+SOURCE_ASSETS = ("corpus_sources", "ontology_files", "retriever_registry")
 
 BY_JOB = {s.job: s for s in STAGES}
 BY_ALIAS = {s.alias: s for s in STAGES}

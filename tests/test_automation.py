@@ -1,6 +1,9 @@
 """The registry sensor requests runs only for a new retriever; the daily backstop fills gaps."""
 
+from collections.abc import Sequence
+
 import dagster as dg
+from dagster._core.definitions.data_version import extract_data_version_from_entry
 
 from saber_assets.definitions import make_definitions
 
@@ -105,11 +108,21 @@ def test_sensor_adds_partitions_but_requests_nothing_before_a_benchmark_exists(t
         assert add.partition_keys == ["bm25"]
 
 
+def observe_versions(
+    instance: dg.DagsterInstance, asset: str, partitions: Sequence[str | None] = (None,)
+) -> dict[str | None, str | None]:
+    """The latest observed data version of a source asset, per partition (None: never)."""
+    out = {}
+    for p in partitions:
+        rec = instance.get_latest_data_version_record(dg.AssetKey(asset), True, p)
+        version = extract_data_version_from_entry(rec.event_log_entry) if rec else None
+        out[p] = version.value if version else None
+    return out
+
+
 def test_input_files_sensor_observes_what_moved_and_the_observations_mark_the_readers(tmp_path):
     """A tick observes the inputs and the registry once; an unchanged tick skips; a changed
     registry entry is observed again, and its data version moves for its partition only."""
-    from saber_assets.build import observe_versions
-
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("retriever", ["bm25", "tfidf"])
         defs = _defs(tmp_path, ["bm25", "tfidf"])

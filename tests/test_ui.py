@@ -67,10 +67,7 @@ class Browser:
                 return msg["result"]
 
     def text(self) -> str:
-        got = self.call(
-            "Runtime.evaluate", expression="document.body.innerText", returnByValue=True
-        )
-        return got["result"].get("value") or ""
+        return self.evaluate("document.body.innerText") or ""
 
     def open_until(self, url: str | None, wanted: list[str], timeout_s: float = 90) -> str:
         """Navigate (``url`` None: stay), then poll the rendered text until every wanted string
@@ -94,40 +91,42 @@ class Browser:
                 raise AssertionError(f"{url}: {missing} never rendered; page says {text[:1500]!r}")
             time.sleep(1)
 
-    def buttons(self) -> list[str]:
-        got = self.call(
-            "Runtime.evaluate",
-            expression="[...document.querySelectorAll('button')].map(b => b.innerText.trim())",
-            returnByValue=True,
-        )
-        return got["result"]["value"]
+    def evaluate(self, expression: str):
+        return self.call("Runtime.evaluate", expression=expression, returnByValue=True)[
+            "result"
+        ].get("value")
 
-    def click_text(self, text: str, exact: bool = True) -> None:
-        """Click the (last) button or menu item whose text is ``text``; an error if none is there."""
-        cond = "t === want" if exact else "t.startsWith(want)"
-        got = self.call(
-            "Runtime.evaluate",
-            expression=f"(() => {{ const want = {json.dumps(text)};"
-            " const all = [...document.querySelectorAll('button, [role=menuitem], a')]"
-            f".filter(b => {{ const t = b.innerText.trim(); return {cond}; }});"
-            " if (!all.length) return false; all[all.length - 1].click(); return true; })()",
-            returnByValue=True,
+    def buttons(self) -> list[str]:
+        return self.evaluate(
+            "[...document.querySelectorAll('button')].map(b => b.innerText.trim())"
         )
-        if not got["result"].get("value"):
+
+    def click(self, text: str, find: str) -> None:
+        """Run ``find`` (JS: the element to click, or null, given ``want`` = ``text``) and click
+        what it found; an error naming the page's buttons if it found nothing."""
+        found = self.evaluate(
+            f"(() => {{ const want = {json.dumps(text)}; const el = ({find});"
+            " if (!el) return false; el.click(); return true; })()"
+        )
+        if not found:
             raise AssertionError(f"no button {text!r}; buttons: {self.buttons()}")
+
+    def click_text(self, text: str) -> None:
+        """Click the (last) button or menu item whose text is ``text``."""
+        self.click(
+            text,
+            "[...document.querySelectorAll('button, [role=menuitem], a')]"
+            ".filter(b => b.innerText.trim() === want).pop()",
+        )
 
     def click_after(self, text: str) -> None:
         """Click the button right after the one whose text starts with ``text`` (a split
         button's dropdown)."""
-        got = self.call(
-            "Runtime.evaluate",
-            expression="(() => { const bs = [...document.querySelectorAll('button')];"
-            f" const i = bs.findIndex(b => b.innerText.trim().startsWith({json.dumps(text)}));"
-            " if (i < 0) return false; bs[i + 1].click(); return true; })()",
-            returnByValue=True,
+        self.click(
+            text,
+            "(bs => { const i = bs.findIndex(b => b.innerText.trim().startsWith(want));"
+            " return i < 0 ? null : bs[i + 1]; })([...document.querySelectorAll('button')])",
         )
-        if not got["result"].get("value"):
-            raise AssertionError(f"no button {text!r}; buttons: {self.buttons()}")
 
     def screenshot(self, path: Path) -> None:
         data = self.call("Page.captureScreenshot", format="png")["data"]
