@@ -9,9 +9,9 @@ from dagster import (
     AssetSelection,
     Definitions,
     EnvVar,
+    ExecutorDefinition,
     define_asset_job,
     in_process_executor,
-    load_asset_checks_from_modules,
     load_assets_from_modules,
     multiprocess_executor,
 )
@@ -23,10 +23,10 @@ from saber_assets.candidates import assets as candidate_assets
 from saber_assets.corpus import assets as corpus_assets
 from saber_assets.io_managers import WarehouseParquetIOManager
 from saber_assets.leaderboard import assets as leaderboard_assets
-from saber_assets.lib.partitions import annotation_partitions, domain_partitions
+from saber_assets.lib.declare import declared_in
+from saber_assets.lib.partitions import stage_partitions
 from saber_assets.lib.pods import check_pod_jobs, k8s_tags
 from saber_assets.ontology import assets as ontology_assets
-from saber_assets.ontology.domains import domain_keys
 from saber_assets.ratings import assets as rating_assets
 from saber_assets.resources import SaberSettings
 from saber_assets.schedules import retriever_runs_backstop
@@ -38,7 +38,7 @@ from saber_assets.sensors import (
 )
 from saber_assets.settings import DEFAULT_CONFIG, SQL_DIR, LLMConfig, data_home, load_config
 from saber_assets.signals import assets as signal_assets
-from saber_assets.stages import SOURCE_ASSETS, STAGES
+from saber_assets.stages import SOURCE_ASSETS, STAGES, stage_of_asset
 from saber_assets.tournament import assets as tournament_assets
 from saber_assets.versions import asset_code_versions
 from saber_resources.llm import LLMResource
@@ -46,8 +46,9 @@ from saber_resources.stores import StoresResource
 from saber_resources.templates import load_templates
 from saber_resources.warehouse import Warehouse
 
-# Modules whose assets do not depend on the config's partition counts.
-STATIC_MODULES = [
+# the stages' asset modules: their declarations (lib/declare.py) are built here, with the
+# config's partitions and pod sizes
+STAGE_MODULES = [
     corpus_assets,
     ontology_assets,
     annotation_assets,
@@ -68,6 +69,16 @@ def llm_resource(cfg: LLMConfig, prompts: dict[str, str] | None = None) -> LLMRe
     api_key = EnvVar(cfg.api_key_env) if cfg.api_key_env else None
     load_templates(prompts or {})
     return LLMResource(**fields, api_key=api_key, prompts=prompts or {})
+
+
+def stage_executor(kind: str) -> ExecutorDefinition:
+    """``k8s_job``: a pod per step (the cluster image has dagster-k8s); the others run in the
+    run's own process or processes."""
+    if kind == "k8s_job":
+        from dagster_k8s import k8s_job_executor
+
+        return k8s_job_executor
+    return in_process_executor if kind == "in_process" else multiprocess_executor
 
 
 def stores_resource(cfg, home: Path) -> StoresResource:
@@ -124,39 +135,35 @@ def make_definitions(
         parquet_dir=str(parquet_dir),
         sql_dir=str(SQL_DIR),
     )
-    executor = in_process_executor if cfg.executor == "in_process" else multiprocess_executor
-    chunked = annotation_assets.build_annotation_assets(
-        annotation_partitions(cfg.annotations.chunks)
-    )
-    sharded = signal_assets.build_signal_assets(signal_assets.shard_partitions(cfg.signals.shards))
-    # Domain partitions come from the config's ontology (SABER_CONFIG when Dagster loads this file).
-    by_domain = domain_partitions(list(domain_keys(cfg.ontology).values()))
-    per_domain = [
-        *candidate_assets.build_candidate_assets(by_domain),
-        *tournament_assets.build_tournament_assets(by_domain),
-        *rating_assets.build_rating_assets(by_domain),
-        *leaderboard_assets.build_run_assets(by_domain),
-    ]
-    checks = [a for a in per_domain if isinstance(a, AssetChecksDefinition)]
-    per_domain = [a for a in per_domain if not isinstance(a, AssetChecksDefinition)]
-    assets = [*load_assets_from_modules(STATIC_MODULES), *chunked, *sharded, *per_domain]
-
-    assets = with_code_versions(assets, cfg)
     check_pod_jobs(cfg)
+    executor = stage_executor(cfg.executor)
+    partitions = stage_partitions(cfg)
+    built = [
+        d.build(partitions, k8s_tags(stage_of_asset(d.asset_name).job, cfg))
+        for d in declared_in(STAGE_MODULES)
+    ]
+    checks = [b for b in built if isinstance(b, AssetChecksDefinition)]
+    # the observable source assets (input files, the registry) are Dagster's own declarations
+    sources = load_assets_from_modules(STAGE_MODULES)
+    assets = [*sources, *(b for b in built if not isinstance(b, AssetChecksDefinition))]
+    assets = with_code_versions(assets, cfg)
+    # under the k8s executor every step has its own pod, sized by its asset's op tags: the run's
+    # pod only orchestrates, and a job tag would size it like the heaviest step for nothing
+    per_step = cfg.executor == "k8s_job"
     jobs = [
         define_asset_job(
             stage.job,
             selection=AssetSelection.assets(*stage.assets),
             executor_def=executor,
             description=stage.description,
-            tags=k8s_tags(stage.job, cfg),
+            tags={} if per_step else k8s_tags(stage.job, cfg),
         )
         for stage in STAGES
     ]
     jobs += [observe_inputs, observe_registry]
     return Definitions(
         assets=assets,
-        asset_checks=[*load_asset_checks_from_modules(STATIC_MODULES), *checks],
+        asset_checks=checks,
         jobs=jobs,
         sensors=[retriever_registry_sensor, input_files_sensor],
         schedules=[retriever_runs_backstop],

@@ -395,7 +395,9 @@ class PodsConfig(_Strict):
 class PipelineConfig(_Strict):
     name: str = "sample"
     seed: int = 20261129
-    executor: Literal["in_process", "multiprocess"] = "in_process"
+    # k8s_job: a Kubernetes pod per step, sized by its asset's op tags (`pods`), so a run launched
+    # from the UI gets the same pods as the build's jobs (the cluster image has dagster-k8s)
+    executor: Literal["in_process", "multiprocess", "k8s_job"] = "in_process"
     corpus: CorpusConfig
     ontology: OntologyConfig = OntologyConfig()
     llm: LLMConfig = LLMConfig()

@@ -21,7 +21,8 @@ class Stage:
     description: str
     assets: tuple[str, ...]
     upstream: str | None  # the stage that must have finished first
-    partitioned_by: str = ""  # what one run of the job covers (for the help and the docs)
+    # what one run of the job covers: names its assets' partitions (lib/partitions.stage_partitions)
+    partitioned_by: str = ""
 
 
 @dataclass(frozen=True)
@@ -178,6 +179,16 @@ SOURCE_ASSETS = ("corpus_sources", "ontology_files", "retriever_registry")
 
 BY_JOB = {s.job: s for s in STAGES}
 BY_ALIAS = {s.alias: s for s in STAGES}
+
+
+BY_ASSET = {name: s for s in STAGES for name in s.assets}
+
+
+def stage_of_asset(name: str) -> Stage:
+    """The stage that builds an asset; an asset in no stage is an error naming it."""
+    if name not in BY_ASSET:
+        raise ValueError(f"asset {name} is in no stage of stages.STAGES")
+    return BY_ASSET[name]
 
 
 def stage_of(name: str) -> Stage:

@@ -7,15 +7,11 @@ import polars as pl
 import pytest
 from dagster import materialize
 
-from saber_assets.annotations.assets import (
-    build_annotation_assets,
-    problem_annotations,
-    topic_information_content,
-)
+from saber_assets.annotations import assets as annotation_assets
 from saber_assets.annotations.traversal import normalise_scores, request_labels, traverse
 from saber_assets.io_managers import WarehouseParquetIOManager
 from saber_assets.lib.partitions import annotation_partitions, chunk_of
-from saber_assets.ontology.assets import ontology_tree
+from saber_assets.ontology import assets as ontology_assets
 from saber_assets.resources import SaberSettings
 from saber_resources.annotator_set import cpu_embedder
 from saber_resources.annotators import Outcome
@@ -207,7 +203,13 @@ def test_annotation_assets_through_openai_server_record_failures(tmp_path):
 
     corpus = _corpus(tmp_path)
     parts = annotation_partitions(2)
-    chunked = build_annotation_assets(parts)
+    chunked = [
+        annotation_assets.topic_annotations.build({"annotation chunk": parts}),
+        annotation_assets.solution_summaries.build({"annotation chunk": parts}),
+    ]
+    ontology_tree = ontology_assets.ontology_tree.build()
+    topic_information_content = annotation_assets.topic_information_content.build()
+    problem_annotations = annotation_assets.problem_annotations.build()
     from dagster import asset
 
     @asset(name="corpus", io_manager_key="parquet_io")

@@ -785,6 +785,7 @@ def test_two_shards_through_dagster_and_growth(tmp_path, monkeypatch):
     from dagster import asset, materialize
 
     from saber_assets.io_managers import WarehouseParquetIOManager
+    from saber_assets.lib.partitions import shard_partitions
     from saber_assets.ontology.tree import TopicTree
     from saber_assets.resources import SaberSettings
     from saber_assets.signals import assets as sa
@@ -846,28 +847,20 @@ def test_two_shards_through_dagster_and_growth(tmp_path, monkeypatch):
             "warehouse": wh,
             "parquet_io": WarehouseParquetIOManager(base_dir=str(tmp_path / "pq"), warehouse=wh),
         }
-        parts = sa.shard_partitions(2)
-        [shards] = sa.build_signal_assets(parts)
-        everything = [
-            pa,
-            ic,
-            ot,
-            sa.pair_signal_inputs,
-            shards,
-            sa.pair_signal_index,
-            sa.relevance_thresholds,
-        ]
-        assert materialize(
-            everything, selection=[pa, ic, ot, sa.pair_signal_inputs], resources=res
-        ).success
+        parts = shard_partitions(2)
+        shards = sa.pair_signal_shards.build({"signal shard": parts})
+        inputs, index, thresholds = (
+            d.build()
+            for d in (sa.pair_signal_inputs, sa.pair_signal_index, sa.relevance_thresholds)
+        )
+        everything = [pa, ic, ot, inputs, shards, index, thresholds]
+        assert materialize(everything, selection=[pa, ic, ot, inputs], resources=res).success
         metas = []
         for key in parts.get_partition_keys():
             r = materialize(everything, selection=[shards], partition_key=key, resources=res)
             assert r.success
             metas.append(r.asset_materializations_for_node("pair_signal_shards")[0].metadata)
-        r = materialize(
-            everything, selection=[sa.pair_signal_index, sa.relevance_thresholds], resources=res
-        )
+        r = materialize(everything, selection=[index, thresholds], resources=res)
         assert r.success
         return metas, r.asset_materializations_for_node("pair_signal_index")[0].metadata
 
@@ -915,7 +908,7 @@ def test_two_shards_through_dagster_and_growth(tmp_path, monkeypatch):
     def pa() -> pl.DataFrame:
         return grown
 
-    assert materialize([pa, sa.relevance_thresholds], resources=res).success
+    assert materialize([pa, sa.relevance_thresholds.build()], resources=res).success
     got = pl.read_parquet(tmp_path / "pq" / "relevance_thresholds.parquet").row(0, named=True)
     iu = np.triu_indices(230, 1)
     rows, cols = iu[0].astype(np.int64), iu[1].astype(np.int64)

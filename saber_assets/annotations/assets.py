@@ -9,13 +9,12 @@ from dagster import (
     AssetIn,
     MetadataValue,
     Output,
-    StaticPartitionsDefinition,
-    asset,
 )
 
 from saber_assets.annotations.traversal import traverse
 from saber_assets.io_managers import concat_partitions
 from saber_assets.lib.annotators import tasks_for
+from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import markdown_table
 from saber_assets.lib.partitions import chunk_of
 from saber_assets.ontology.domains import domain_names
@@ -62,7 +61,10 @@ def detail(outcome: Outcome, field: str):
     return outcome.detail.get(field) if outcome.ok and outcome.detail else None
 
 
-def _chunk_rows(corpus: pl.DataFrame, key: str, n: int) -> pl.DataFrame:
+def _chunk_rows(corpus: pl.DataFrame, context: AssetExecutionContext) -> pl.DataFrame:
+    """The corpus rows of this run's annotation chunk."""
+    key = context.partition_key
+    n = len(context.assets_def.partitions_def.get_partition_keys())
     return corpus.filter(
         pl.col("id").map_elements(lambda i: chunk_of(i, n), return_dtype=pl.String) == key
     )
@@ -83,140 +85,130 @@ def _call_metadata(stats, elapsed: float, n: int) -> dict:
     }
 
 
-def build_annotation_assets(partitions: StaticPartitionsDefinition) -> list:
-    n_chunks = len(partitions.get_partition_keys())
-
-    @asset(
-        group_name="annotations",
-        partitions_def=partitions,
-        io_manager_key="parquet_io",
-        kinds={"polars", "parquet"},
-        pool="llm",
-        ins={"corpus": AssetIn(), "ontology_tree": AssetIn()},
+@stage_asset(
+    group_name="annotations",
+    io_manager_key="parquet_io",
+    kinds={"polars", "parquet"},
+    pool="llm",
+    ins={"corpus": AssetIn(), "ontology_tree": AssetIn()},
+)
+def topic_annotations(
+    context: AssetExecutionContext,
+    corpus: pl.DataFrame,
+    ontology_tree: pl.DataFrame,
+    settings: SaberSettings,
+    llm: LLMResource,
+    stores: StoresResource,
+) -> Output[pl.DataFrame]:
+    """Ontology topics per problem by top-down traversal (τ from config), most specific kept."""
+    cfg = settings.load().annotations
+    rows = _chunk_rows(corpus, context)
+    tree = TopicTree.from_frame(ontology_tree)
+    tasks = tasks_for(llm, stores, cfg.max_parse_retries)
+    scorer = tasks.topic_scorer
+    labels = [humanize_title(t) for t in tree.titles]
+    texts = [scorer.text_for(p, s) for p, s in zip(rows["problem"], rows["solution"], strict=True)]
+    t0 = time.perf_counter()
+    results, levels = traverse(texts, tree.children(), labels, scorer, cfg.tau)
+    elapsed = time.perf_counter() - t0
+    df = pl.DataFrame(
+        {
+            "id": rows["id"],
+            "topics": [r.topics for r in results],
+            "topic_paths": [[tree.paths[t] for t in r.topics] for r in results],
+            "status": [
+                "failed" if r.failed else "ok" if r.topics else "no_topics" for r in results
+            ],
+            "calls": [r.calls for r in results],
+            "error": [r.error for r in results],
+            "raw_answer": [r.raw for r in results],
+            "backend": scorer.backend,
+            "model": scorer.model,
+            "prompt_version": scorer.version,
+            "tau": cfg.tau,
+        },
+        schema=TOPIC_SCHEMA,
     )
-    def topic_annotations(
-        context: AssetExecutionContext,
-        corpus: pl.DataFrame,
-        ontology_tree: pl.DataFrame,
-        settings: SaberSettings,
-        llm: LLMResource,
-        stores: StoresResource,
-    ) -> Output[pl.DataFrame]:
-        """Ontology topics per problem by top-down traversal (τ from config), most specific kept."""
-        cfg = settings.load().annotations
-        rows = _chunk_rows(corpus, context.partition_key, n_chunks)
-        tree = TopicTree.from_frame(ontology_tree)
-        tasks = tasks_for(llm, stores, cfg.max_parse_retries)
-        scorer = tasks.topic_scorer
-        labels = [humanize_title(t) for t in tree.titles]
-        texts = [
-            scorer.text_for(p, s) for p, s in zip(rows["problem"], rows["solution"], strict=True)
-        ]
-        t0 = time.perf_counter()
-        results, levels = traverse(texts, tree.children(), labels, scorer, cfg.tau)
-        elapsed = time.perf_counter() - t0
-        df = pl.DataFrame(
-            {
-                "id": rows["id"],
-                "topics": [r.topics for r in results],
-                "topic_paths": [[tree.paths[t] for t in r.topics] for r in results],
-                "status": [
-                    "failed" if r.failed else "ok" if r.topics else "no_topics" for r in results
-                ],
-                "calls": [r.calls for r in results],
-                "error": [r.error for r in results],
-                "raw_answer": [r.raw for r in results],
-                "backend": scorer.backend,
-                "model": scorer.model,
-                "prompt_version": scorer.version,
-                "tau": cfg.tau,
-            },
-            schema=TOPIC_SCHEMA,
+    failed = int((df["status"] == "failed").sum())
+    if failed:
+        context.log.warning(
+            f"{failed} problems got no topics: the scorer's answers never parsed (see error/raw_answer)"
         )
-        failed = int((df["status"] == "failed").sum())
-        if failed:
-            context.log.warning(
-                f"{failed} problems got no topics: the scorer's answers never parsed (see error/raw_answer)"
-            )
-        return Output(
-            df,
-            metadata={
-                "dagster/row_count": df.height,
-                "backend": scorer.backend,
-                "model": scorer.model,
-                "prompt_version": scorer.version,
-                "tau": cfg.tau,
-                "failed": failed,
-                "no_topics": int((df["status"] == "no_topics").sum()),
-                "scorer_requests": int(df["calls"].sum()),
-                "requests_per_problem": round(float(df["calls"].mean() or 0), 2),
-                "topics_per_problem": _histogram(df["topics"].list.len().to_list(), "topics"),
-                "levels": markdown_table(pl.DataFrame(levels)) if levels else "none",
-                **_call_metadata(tasks.topic_scorer.stats, elapsed, df.height),
-            },
-        )
-
-    @asset(
-        group_name="annotations",
-        partitions_def=partitions,
-        io_manager_key="parquet_io",
-        kinds={"polars", "parquet"},
-        pool="llm",
+    return Output(
+        df,
+        metadata={
+            "dagster/row_count": df.height,
+            "backend": scorer.backend,
+            "model": scorer.model,
+            "prompt_version": scorer.version,
+            "tau": cfg.tau,
+            "failed": failed,
+            "no_topics": int((df["status"] == "no_topics").sum()),
+            "scorer_requests": int(df["calls"].sum()),
+            "requests_per_problem": round(float(df["calls"].mean() or 0), 2),
+            "topics_per_problem": _histogram(df["topics"].list.len().to_list(), "topics"),
+            "levels": markdown_table(pl.DataFrame(levels)) if levels else "none",
+            **_call_metadata(tasks.topic_scorer.stats, elapsed, df.height),
+        },
     )
-    def solution_summaries(
-        context: AssetExecutionContext,
-        corpus: pl.DataFrame,
-        settings: SaberSettings,
-        llm: LLMResource,
-        stores: StoresResource,
-    ) -> Output[pl.DataFrame]:
-        """One imperative ≤30-word sentence naming the solution's core idea, or null when there is none."""
-        cfg = settings.load().annotations
-        rows = _chunk_rows(corpus, context.partition_key, n_chunks)
-        summarizer = tasks_for(llm, stores, cfg.max_parse_retries).summarizer
-        t0 = time.perf_counter()
-        outcomes = summarizer.summarize_batch(
-            list(zip(rows["problem"], rows["solution"], strict=True))
-        )
-        elapsed = time.perf_counter() - t0
-        df = pl.DataFrame(
-            {
-                "id": rows["id"],
-                "summary": [o.value for o in outcomes],
-                "has_core_idea": [detail(o, "has_core_idea") for o in outcomes],
-                "supporting_ideas": [detail(o, "supporting_ideas") for o in outcomes],
-                "keywords": [detail(o, "keywords") for o in outcomes],
-                "confidence": [detail(o, "confidence") for o in outcomes],
-                "status": ["failed" if not o.ok else "ok" if o.value else "none" for o in outcomes],
-                "error": [o.error for o in outcomes],
-                "raw_answer": [o.raw for o in outcomes],
-                "backend": summarizer.backend,
-                "model": summarizer.model,
-                "prompt_version": summarizer.version,
-            },
-            schema=SUMMARY_SCHEMA,
-        )
-        status = df.group_by("status").len().sort("status")
-        return Output(
-            df,
-            metadata={
-                "dagster/row_count": df.height,
-                "backend": summarizer.backend,
-                "model": summarizer.model,
-                "prompt_version": summarizer.version,
-                "status": markdown_table(status),
-                "failed": int((df["status"] == "failed").sum()),
-                "examples": markdown_table(
-                    df.filter(pl.col("status") == "ok").select("id", "summary").head(8)
-                ),
-                **_call_metadata(summarizer.stats, elapsed, df.height),
-            },
-        )
-
-    return [topic_annotations, solution_summaries]
 
 
-@asset(group_name="annotations", io_manager_key="parquet_io", kinds={"polars", "parquet"})
+@stage_asset(
+    group_name="annotations",
+    io_manager_key="parquet_io",
+    kinds={"polars", "parquet"},
+    pool="llm",
+)
+def solution_summaries(
+    context: AssetExecutionContext,
+    corpus: pl.DataFrame,
+    settings: SaberSettings,
+    llm: LLMResource,
+    stores: StoresResource,
+) -> Output[pl.DataFrame]:
+    """One imperative ≤30-word sentence naming the solution's core idea, or null when there is none."""
+    cfg = settings.load().annotations
+    rows = _chunk_rows(corpus, context)
+    summarizer = tasks_for(llm, stores, cfg.max_parse_retries).summarizer
+    t0 = time.perf_counter()
+    outcomes = summarizer.summarize_batch(list(zip(rows["problem"], rows["solution"], strict=True)))
+    elapsed = time.perf_counter() - t0
+    df = pl.DataFrame(
+        {
+            "id": rows["id"],
+            "summary": [o.value for o in outcomes],
+            "has_core_idea": [detail(o, "has_core_idea") for o in outcomes],
+            "supporting_ideas": [detail(o, "supporting_ideas") for o in outcomes],
+            "keywords": [detail(o, "keywords") for o in outcomes],
+            "confidence": [detail(o, "confidence") for o in outcomes],
+            "status": ["failed" if not o.ok else "ok" if o.value else "none" for o in outcomes],
+            "error": [o.error for o in outcomes],
+            "raw_answer": [o.raw for o in outcomes],
+            "backend": summarizer.backend,
+            "model": summarizer.model,
+            "prompt_version": summarizer.version,
+        },
+        schema=SUMMARY_SCHEMA,
+    )
+    status = df.group_by("status").len().sort("status")
+    return Output(
+        df,
+        metadata={
+            "dagster/row_count": df.height,
+            "backend": summarizer.backend,
+            "model": summarizer.model,
+            "prompt_version": summarizer.version,
+            "status": markdown_table(status),
+            "failed": int((df["status"] == "failed").sum()),
+            "examples": markdown_table(
+                df.filter(pl.col("status") == "ok").select("id", "summary").head(8)
+            ),
+            **_call_metadata(summarizer.stats, elapsed, df.height),
+        },
+    )
+
+
+@stage_asset(group_name="annotations", io_manager_key="parquet_io", kinds={"polars", "parquet"})
 def topic_information_content(
     topic_annotations: dict[str, pl.DataFrame], ontology_tree: pl.DataFrame
 ) -> Output[pl.DataFrame]:
@@ -252,7 +244,7 @@ def topic_information_content(
     )
 
 
-@asset(group_name="annotations", io_manager_key="parquet_io", kinds={"polars", "parquet"})
+@stage_asset(group_name="annotations", io_manager_key="parquet_io", kinds={"polars", "parquet"})
 def problem_annotations(
     settings: SaberSettings,
     corpus: pl.DataFrame,

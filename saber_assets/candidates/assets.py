@@ -10,12 +10,10 @@ from dagster import (
     AssetExecutionContext,
     MetadataValue,
     Output,
-    StaticPartitionsDefinition,
-    asset,
-    asset_check,
 )
 
 from saber_assets.candidates.select import GROUPS, select_candidates, selection_key
+from saber_assets.lib.declare import stage_asset, stage_check
 from saber_assets.lib.metadata import markdown_table
 from saber_assets.ontology.domains import domain_names, domain_title
 from saber_assets.resources import SaberSettings
@@ -23,23 +21,12 @@ from saber_assets.signals.stored import signals_dir, stored_pairs
 from saber_assets.signals.thresholds import Cut, ExactSignals
 
 
-def build_candidate_assets(domain_partitions: StaticPartitionsDefinition) -> list:
-    """query_candidates and its check, over the configured domain partitions."""
-    candidates = asset(
-        group_name="candidates",
-        partitions_def=domain_partitions,
-        io_manager_key="parquet_io",
-        kinds={"polars", "parquet"},
-        deps=["pair_signal_index"],
-    )(query_candidates)
-    check = asset_check(
-        asset=candidates,
-        partitions_def=domain_partitions,
-        description="3K candidates per query, K per group, no self-candidate, no duplicates.",
-    )(candidates_well_formed)
-    return [candidates, check]
-
-
+@stage_asset(
+    group_name="candidates",
+    io_manager_key="parquet_io",
+    kinds={"polars", "parquet"},
+    deps=["pair_signal_index"],
+)
 def query_candidates(
     context: AssetExecutionContext,
     settings: SaberSettings,
@@ -122,6 +109,10 @@ def query_candidates(
     )
 
 
+@stage_check(
+    "query_candidates",
+    description="3K candidates per query, K per group, no self-candidate, no duplicates.",
+)
 def candidates_well_formed(
     context, settings: SaberSettings, query_candidates: pl.DataFrame
 ) -> AssetCheckResult:

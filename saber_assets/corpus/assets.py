@@ -7,12 +7,10 @@ from dagster import (
     AssetOut,
     MetadataValue,
     Output,
-    asset_check,
-    multi_asset,
 )
 
 from saber_assets.corpus.build import build_corpus, corpus_version
-from saber_assets.lib.declare import input_files_asset
+from saber_assets.lib.declare import input_files_asset, stage_check, stage_multi_asset
 from saber_assets.lib.metadata import markdown_table
 from saber_assets.resources import SaberSettings
 
@@ -21,7 +19,7 @@ corpus_sources = input_files_asset(
 )
 
 
-@multi_asset(
+@stage_multi_asset(
     group_name="corpus",
     deps=[corpus_sources],
     outs={
@@ -88,7 +86,7 @@ def corpus_assets(context: AssetExecutionContext, settings: SaberSettings):
     )
 
 
-@asset_check(asset="corpus", description="Problem ids are unique and every row has text.")
+@stage_check("corpus", description="Problem ids are unique and every row has text.")
 def corpus_ids_unique(corpus: pl.DataFrame) -> AssetCheckResult:
     dupes = corpus.height - corpus["id"].n_unique()
     empty = corpus.filter(

@@ -13,15 +13,11 @@ from dagster import (
     AssetDep,
     AssetExecutionContext,
     AssetIn,
-    AssetKey,
     DataVersionsByPartition,
     MaterializeResult,
     MetadataValue,
-    MultiPartitionsDefinition,
     MultiToSingleDimensionPartitionMapping,
     Nothing,
-    StaticPartitionsDefinition,
-    asset,
     observable_source_asset,
 )
 
@@ -49,6 +45,7 @@ from saber_assets.leaderboard.retrievers.registry import (
 )
 from saber_assets.leaderboard.significance import beats_column, significance_tables
 from saber_assets.lib.annotators import tasks_for
+from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import figure_markdown, markdown_table
 from saber_assets.lib.partitions import retriever_partitions
 from saber_assets.ontology.domains import domain_names, domain_title
@@ -81,7 +78,7 @@ def judges_used(judgments: pl.DataFrame) -> list[dict]:
     )
 
 
-@asset(group_name="leaderboard", kinds={"parquet"})
+@stage_asset(group_name="leaderboard", kinds={"parquet"})
 def benchmark_export(
     settings: SaberSettings,
     corpus: pl.DataFrame,
@@ -157,7 +154,7 @@ def benchmark_export(
     )
 
 
-@asset(group_name="leaderboard", kinds={"parquet"}, deps=[benchmark_export])
+@stage_asset(group_name="leaderboard", kinds={"parquet"}, deps=["benchmark_export"])
 def evaluation_benchmark(settings: SaberSettings) -> MaterializeResult:
     """The benchmark the retrievers are scored on: the built one, or any exchange-format directory
     given as ``leaderboard.benchmark`` (validated on import)."""
@@ -236,11 +233,10 @@ def drop_per_setting_indexes(root: Path) -> list[str]:
     return gone
 
 
-@asset(
+@stage_asset(
     group_name="leaderboard",
-    partitions_def=retriever_partitions,
     kinds={"parquet", "numpy"},
-    deps=[evaluation_benchmark, retriever_registry],
+    deps=["evaluation_benchmark", retriever_registry],
     pool="llm",  # document embeddings share the GPU with the judge and the re-ranker
 )
 def retriever_index(
@@ -299,34 +295,24 @@ def retriever_index(
     )
 
 
-def build_run_assets(domain_partitions: StaticPartitionsDefinition) -> list:
-    """retriever_runs over retriever (dynamic) × the configured domains, each reading its
-    retriever's index."""
-    return [
-        asset(
-            group_name="leaderboard",
-            partitions_def=MultiPartitionsDefinition(
-                {"retriever": retriever_partitions, "domain": domain_partitions}
-            ),
-            kinds={"ranx", "parquet"},
-            ins={
-                "retriever_index": AssetIn(
-                    partition_mapping=MultiToSingleDimensionPartitionMapping("retriever"),
-                    dagster_type=Nothing,
-                )
-            },
-            deps=[
-                evaluation_benchmark,
-                AssetDep(
-                    retriever_registry,
-                    partition_mapping=MultiToSingleDimensionPartitionMapping("retriever"),
-                ),
-            ],
-            pool="llm",  # embedding models and the re-ranker's LLM share the GPU / judge server
-        )(retriever_runs)
-    ]
-
-
+@stage_asset(
+    group_name="leaderboard",
+    kinds={"ranx", "parquet"},
+    ins={
+        "retriever_index": AssetIn(
+            partition_mapping=MultiToSingleDimensionPartitionMapping("retriever"),
+            dagster_type=Nothing,
+        )
+    },
+    deps=[
+        "evaluation_benchmark",
+        AssetDep(
+            retriever_registry,
+            partition_mapping=MultiToSingleDimensionPartitionMapping("retriever"),
+        ),
+    ],
+    pool="llm",  # embedding models and the re-ranker's LLM share the GPU / judge server
+)
 def retriever_runs(
     context: AssetExecutionContext,
     settings: SaberSettings,
@@ -478,10 +464,10 @@ def _bar_chart(table: pl.DataFrame) -> MetadataValue:
     return figure_markdown(fig, "leaderboard")
 
 
-@asset(
+@stage_asset(
     group_name="leaderboard",
     kinds={"duckdb", "polars"},
-    deps=[AssetKey("retriever_runs"), retriever_registry],
+    deps=["retriever_runs", retriever_registry],
 )
 def leaderboard(
     context: AssetExecutionContext, settings: SaberSettings, warehouse: Warehouse

@@ -1,16 +1,105 @@
-"""How stage assets are declared where several share a shape."""
+"""How every stage asset is declared: once, in its stage's ``assets.py``, as a plain function with
+its Dagster attributes, the partitions and the pod size left out. ``build`` makes the Dagster
+definition when the definitions load: the partitions are its stage's (``stages.STAGES``, from
+the config's chunk, shard and domain counts) and the op tags its stage's pod size
+(``lib/pods.k8s_tags``), so a run launched from the UI sizes its step pods the way the build's
+jobs do (under ``executor: k8s_job``). The observable source assets are not stage assets and
+are declared with Dagster's own decorators."""
 
-from dagster import DataVersion, asset, observable_source_asset
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from dagster import (
+    AssetChecksDefinition,
+    AssetsDefinition,
+    DataVersion,
+    PartitionsDefinition,
+    asset,
+    asset_check,
+    multi_asset,
+    observable_source_asset,
+)
 
 from saber_assets.resources import SaberSettings
+from saber_assets.stages import stage_of_asset
 from saber_assets.versions import input_versions
 
 
-def analysis(**extra):
-    """The decorator of every analysis: group `analyses`, a Parquet output."""
-    return asset(
+@dataclass(frozen=True)
+class Declared:
+    """A stage asset (or a check of one) before the config gives its partitions and pod size."""
+
+    fn: Callable[..., Any]
+    make: Callable[..., Callable[[Callable[..., Any]], Any]]
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_check(self) -> bool:
+        return self.make is asset_check
+
+    @property
+    def asset_name(self) -> str:
+        """The asset whose stage gives the partitions and the pod (a check's: the one it checks)."""
+        if self.is_check:
+            return self.attrs["asset"]
+        if "outs" in self.attrs:
+            return next(iter(self.attrs["outs"]))
+        return self.attrs.get("name") or self.fn.__name__
+
+    def build(
+        self,
+        partitions: Mapping[str, PartitionsDefinition] | None = None,
+        op_tags: Mapping[str, str] | None = None,
+    ) -> AssetsDefinition | AssetChecksDefinition:
+        """The Dagster definition, partitioned as its stage (``partitions`` by
+        ``Stage.partitioned_by``, from ``lib/partitions.stage_partitions``)."""
+        attrs = dict(self.attrs)
+        by = stage_of_asset(self.asset_name).partitioned_by
+        if by:
+            if not partitions or by not in partitions:
+                raise ValueError(f"{self.asset_name} is partitioned by {by}: pass its partitions")
+            attrs["partitions_def"] = partitions[by]
+        if op_tags and not self.is_check:
+            attrs["op_tags"] = dict(op_tags)
+        return self.make(**attrs)(self.fn)
+
+
+def stage_asset(**attrs: Any) -> Callable[[Callable[..., Any]], Declared]:
+    """``@asset`` for a stage asset; its partitions and op tags come at build time."""
+    return lambda fn: Declared(fn, asset, attrs)
+
+
+def stage_multi_asset(**attrs: Any) -> Callable[[Callable[..., Any]], Declared]:
+    return lambda fn: Declared(fn, multi_asset, attrs)
+
+
+def stage_check(asset: str, **attrs: Any) -> Callable[[Callable[..., Any]], Declared]:
+    """``@asset_check`` of a stage asset, named by key, partitioned like it."""
+    return lambda fn: Declared(fn, asset_check, {"asset": asset, **attrs})
+
+
+def analysis(**extra: Any) -> Callable[[Callable[..., Any]], Declared]:
+    """The declaration of every analysis: group `analyses`, a Parquet output."""
+    return stage_asset(
         group_name="analyses", io_manager_key="parquet_io", kinds={"polars", "parquet"}, **extra
     )
+
+
+def declared_in(modules: Iterable[ModuleType]) -> list[Declared]:
+    """Every declaration in the modules, in module order; a name declared twice is an error."""
+    found: dict[str, Declared] = {}
+    for module in modules:
+        for value in vars(module).values():
+            if isinstance(value, Declared):
+                key = f"{value.asset_name}:{value.fn.__name__}"
+                if key in found and found[key] is not value:
+                    raise ValueError(f"{key} is declared twice ({module.__name__})")
+                found[key] = value
+    return list(found.values())
 
 
 def input_files_asset(name: str, group: str, description: str):

@@ -1,9 +1,17 @@
-"""Partition sets shared by stages."""
+"""The partition sets of the stages, by the name the stage table gives them (``Stage.partitioned_by``)."""
 
 import hashlib
 from collections.abc import Sequence
 
-from dagster import DynamicPartitionsDefinition, StaticPartitionsDefinition
+from dagster import (
+    DynamicPartitionsDefinition,
+    MultiPartitionsDefinition,
+    PartitionsDefinition,
+    StaticPartitionsDefinition,
+)
+
+from saber_assets.ontology.domains import domain_keys
+from saber_assets.settings import PipelineConfig
 
 # one partition per registry entry (added by the build and the registry sensor, never removed)
 retriever_partitions = DynamicPartitionsDefinition(name="retriever")
@@ -26,3 +34,25 @@ def chunk_of(problem_id: str, n: int) -> str:
 
 def annotation_partitions(n: int) -> StaticPartitionsDefinition:
     return StaticPartitionsDefinition(chunk_keys(n))
+
+
+def shard_keys(n: int) -> list[str]:
+    return [f"shard-{k:03d}" for k in range(n)]
+
+
+def shard_partitions(n: int) -> StaticPartitionsDefinition:
+    return StaticPartitionsDefinition(shard_keys(n))
+
+
+def stage_partitions(cfg: PipelineConfig) -> dict[str, PartitionsDefinition]:
+    """Each partitioning of the stage table, with the config's chunk, shard and domain counts."""
+    by_domain = domain_partitions(list(domain_keys(cfg.ontology).values()))
+    return {
+        "annotation chunk": annotation_partitions(cfg.annotations.chunks),
+        "signal shard": shard_partitions(cfg.signals.shards),
+        "domain": by_domain,
+        "retriever": retriever_partitions,
+        "domain × retriever": MultiPartitionsDefinition(
+            {"retriever": retriever_partitions, "domain": by_domain}
+        ),
+    }

@@ -5,10 +5,9 @@ from dagster import (
     AssetExecutionContext,
     MetadataValue,
     Output,
-    asset,
 )
 
-from saber_assets.lib.declare import input_files_asset
+from saber_assets.lib.declare import input_files_asset, stage_asset
 from saber_assets.lib.metadata import markdown_table
 from saber_assets.ontology.domains import domain_spec, keys_for, resolve_domains
 from saber_assets.ontology.tree import expand_to_tree, load_dag
@@ -19,7 +18,7 @@ ontology_files = input_files_asset(
 )
 
 
-@asset(
+@stage_asset(
     group_name="ontology",
     io_manager_key="parquet_io",
     kinds={"networkx", "parquet"},

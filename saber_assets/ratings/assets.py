@@ -1,29 +1,15 @@
 """ratings stage: Bradley–Terry per query, min–max rescaled to [0, 5] (graded relevance)."""
 
 import polars as pl
-from dagster import AssetCheckResult, Output, StaticPartitionsDefinition, asset, asset_check
+from dagster import AssetCheckResult, Output
 
+from saber_assets.lib.declare import stage_asset, stage_check
 from saber_assets.lib.metadata import markdown_table
 from saber_assets.ratings.rate import configured_prior, rate
 from saber_assets.resources import SaberSettings
 
 
-def build_rating_assets(domain_partitions: StaticPartitionsDefinition) -> list:
-    """relevance_ratings and its check, over the configured domain partitions."""
-    ratings = asset(
-        group_name="ratings",
-        partitions_def=domain_partitions,
-        io_manager_key="parquet_io",
-        kinds={"polars", "parquet"},
-    )(relevance_ratings)
-    check = asset_check(
-        asset=ratings,
-        partitions_def=domain_partitions,
-        description="3K ratings per query, min 0, max 5, no NaN.",
-    )(ratings_well_formed)
-    return [ratings, check]
-
-
+@stage_asset(group_name="ratings", io_manager_key="parquet_io", kinds={"polars", "parquet"})
 def relevance_ratings(
     settings: SaberSettings, query_candidates: pl.DataFrame, tournament_judgments: pl.DataFrame
 ) -> Output[pl.DataFrame]:
@@ -56,6 +42,7 @@ def relevance_ratings(
     )
 
 
+@stage_check("relevance_ratings", description="3K ratings per query, min 0, max 5, no NaN.")
 def ratings_well_formed(
     settings: SaberSettings, relevance_ratings: pl.DataFrame
 ) -> AssetCheckResult:

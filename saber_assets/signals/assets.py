@@ -9,14 +9,12 @@ import numpy as np
 import polars as pl
 from dagster import (
     AssetExecutionContext,
-    AssetKey,
     MaterializeResult,
     MetadataValue,
     Output,
-    StaticPartitionsDefinition,
-    asset,
 )
 
+from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import figure_markdown, markdown_table
 from saber_assets.ontology.domains import domain_names
 from saber_assets.ontology.tree import TopicTree
@@ -46,14 +44,6 @@ from saber_assets.signals.thresholds import (
 matplotlib.use("Agg")
 
 
-def shard_keys(n: int) -> list[str]:
-    return [f"shard-{k:03d}" for k in range(n)]
-
-
-def shard_partitions(n: int) -> StaticPartitionsDefinition:
-    return StaticPartitionsDefinition(shard_keys(n))
-
-
 def block_rows(k: int, n_shards: int, rows_per_shard: int, n: int) -> tuple[int, int]:
     start = k * rows_per_shard
     end = n if k == n_shards - 1 else (k + 1) * rows_per_shard
@@ -64,7 +54,7 @@ def _manifest_path(d: Path) -> Path:
     return d / "manifest.json"
 
 
-@asset(
+@stage_asset(
     group_name="signals",
     kinds={"numpy"},
     deps=["problem_annotations", "topic_information_content", "ontology_tree"],
@@ -137,80 +127,75 @@ def pair_signal_inputs(
     )
 
 
-def build_signal_assets(partitions: StaticPartitionsDefinition) -> list:
-    n_shards = len(partitions.get_partition_keys())
-
-    @asset(
-        group_name="signals", partitions_def=partitions, deps=[pair_signal_inputs], kinds={"numba"}
+@stage_asset(group_name="signals", deps=["pair_signal_inputs"], kinds={"numba"})
+def pair_signal_shards(
+    context: AssetExecutionContext, settings: SaberSettings
+) -> MaterializeResult:
+    """One row block of all-pairs signals (upper segment), plus lower segments for appended rows."""
+    cfg = settings.load().signals
+    d = signals_dir(settings)
+    inputs = SignalInputs.load(d / "inputs.npz")
+    manifest = json.loads(_manifest_path(d).read_text())
+    keys = context.assets_def.partitions_def.get_partition_keys()
+    start, end = block_rows(
+        keys.index(context.partition_key), len(keys), cfg.rows_per_shard, inputs.n
     )
-    def pair_signal_shards(
-        context: AssetExecutionContext, settings: SaberSettings
-    ) -> MaterializeResult:
-        """One row block of all-pairs signals (upper segment), plus lower segments for appended rows."""
-        cfg = settings.load().signals
-        d = signals_dir(settings)
-        inputs = SignalInputs.load(d / "inputs.npz")
-        manifest = json.loads(_manifest_path(d).read_text())
-        k = partitions.get_partition_keys().index(context.partition_key)
-        start, end = block_rows(k, n_shards, cfg.rows_per_shard, inputs.n)
-        base_n = manifest["base_n"]
-        ft, fs = int(quantize(cfg.floor_topic)), int(quantize(cfg.floor_summary))
-        todo: list[tuple[int, int, int, Path]] = []
-        up_end = min(end, base_n)
-        if up_end > start:
-            todo.append((UPPER, start, up_end, d / f"{context.partition_key}.upper.sig"))
-        covered = max(start, base_n)
-        for f in sorted(d.glob(f"{context.partition_key}.lower-*.sig")):
-            h = read_header(f)
-            covered = max(covered, h["row_end"])
-        if end > covered:
-            todo.append(
-                (
-                    LOWER,
-                    covered,
-                    end,
-                    d / f"{context.partition_key}.lower-{covered:09d}-{end:09d}.sig",
-                )
+    base_n = manifest["base_n"]
+    ft, fs = int(quantize(cfg.floor_topic)), int(quantize(cfg.floor_summary))
+    todo: list[tuple[int, int, int, Path]] = []
+    up_end = min(end, base_n)
+    if up_end > start:
+        todo.append((UPPER, start, up_end, d / f"{context.partition_key}.upper.sig"))
+    covered = max(start, base_n)
+    for f in sorted(d.glob(f"{context.partition_key}.lower-*.sig")):
+        h = read_header(f)
+        covered = max(covered, h["row_end"])
+    if end > covered:
+        todo.append(
+            (
+                LOWER,
+                covered,
+                end,
+                d / f"{context.partition_key}.lower-{covered:09d}-{end:09d}.sig",
             )
-        computed = reused = 0
-        pairs = stored = size = 0
-        t0 = time.perf_counter()
-        for kind, r0, r1, path in todo:
-            n_dep = base_n if kind == UPPER else r1
-            if path.exists():
-                h = read_header(path)
-                same = (
-                    h["n"],
-                    h["corpus_version"],
-                    h["floor_topic"],
-                    h["floor_summary"],
-                    h["bins"],
-                )
-                if same == (n_dep, inputs.prefix_version(n_dep), ft, fs, cfg.hist_bins):
-                    reused += 1
-                    continue
-            shard = compute_segment(
-                inputs, kind, r0, r1, ft, fs, cfg.hist_bins, n_cols=base_n, threads=cfg.threads
-            )
-            size += write_shard(path, shard)
-            computed += 1
-            stored += shard.n_pairs
-            pairs += int(shard.hist.sum())
-        elapsed = time.perf_counter() - t0
-        return MaterializeResult(
-            metadata={
-                "rows": MetadataValue.text(f"[{start}, {end})"),
-                "segments_computed": computed,
-                "segments_reused": reused,
-                "pairs_computed": pairs,
-                "pairs_stored": stored,
-                "bytes_written": size,
-                "seconds": round(elapsed, 2),
-                "pairs_per_second": round(pairs / elapsed) if computed and elapsed > 0 else 0,
-            }
         )
-
-    return [pair_signal_shards]
+    computed = reused = 0
+    pairs = stored = size = 0
+    t0 = time.perf_counter()
+    for kind, r0, r1, path in todo:
+        n_dep = base_n if kind == UPPER else r1
+        if path.exists():
+            h = read_header(path)
+            same = (
+                h["n"],
+                h["corpus_version"],
+                h["floor_topic"],
+                h["floor_summary"],
+                h["bins"],
+            )
+            if same == (n_dep, inputs.prefix_version(n_dep), ft, fs, cfg.hist_bins):
+                reused += 1
+                continue
+        shard = compute_segment(
+            inputs, kind, r0, r1, ft, fs, cfg.hist_bins, n_cols=base_n, threads=cfg.threads
+        )
+        size += write_shard(path, shard)
+        computed += 1
+        stored += shard.n_pairs
+        pairs += int(shard.hist.sum())
+    elapsed = time.perf_counter() - t0
+    return MaterializeResult(
+        metadata={
+            "rows": MetadataValue.text(f"[{start}, {end})"),
+            "segments_computed": computed,
+            "segments_reused": reused,
+            "pairs_computed": pairs,
+            "pairs_stored": stored,
+            "bytes_written": size,
+            "seconds": round(elapsed, 2),
+            "pairs_per_second": round(pairs / elapsed) if computed and elapsed > 0 else 0,
+        }
+    )
 
 
 def _hist_plot(hist_all: np.ndarray, bins: int) -> MetadataValue:
@@ -227,11 +212,11 @@ def _hist_plot(hist_all: np.ndarray, bins: int) -> MetadataValue:
     return figure_markdown(fig, "histogram")
 
 
-@asset(
+@stage_asset(
     group_name="signals",
     io_manager_key="parquet_io",
     kinds={"polars", "parquet"},
-    deps=[AssetKey("pair_signal_shards")],
+    deps=["pair_signal_shards"],
 )
 def pair_signal_index(
     context: AssetExecutionContext, settings: SaberSettings
@@ -286,11 +271,11 @@ def pair_signal_index(
     )
 
 
-@asset(
+@stage_asset(
     group_name="signals",
     io_manager_key="parquet_io",
     kinds={"polars", "parquet"},
-    deps=[pair_signal_index],
+    deps=["pair_signal_index"],
 )
 def relevance_thresholds(
     context: AssetExecutionContext, settings: SaberSettings, problem_annotations: pl.DataFrame

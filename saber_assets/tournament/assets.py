@@ -3,9 +3,10 @@
 import time
 
 import polars as pl
-from dagster import AssetExecutionContext, Output, StaticPartitionsDefinition, asset
+from dagster import AssetExecutionContext, Output
 
 from saber_assets.lib.annotators import prepared_judge
+from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import markdown_table
 from saber_assets.ratings.rate import configured_prior
 from saber_assets.resources import SaberSettings
@@ -15,19 +16,12 @@ from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
 
 
-def build_tournament_assets(domain_partitions: StaticPartitionsDefinition) -> list:
-    """tournament_judgments over the configured domain partitions."""
-    return [
-        asset(
-            group_name="tournament",
-            partitions_def=domain_partitions,
-            io_manager_key="parquet_io",
-            kinds={"polars", "duckdb"},
-            pool="llm",
-        )(tournament_judgments)
-    ]
-
-
+@stage_asset(
+    group_name="tournament",
+    io_manager_key="parquet_io",
+    kinds={"polars", "duckdb"},
+    pool="llm",
+)
 def tournament_judgments(
     context: AssetExecutionContext,
     settings: SaberSettings,
