@@ -241,6 +241,51 @@ def test_every_job_sizes_its_pods_through_the_launchers_tag():
         check_pod_jobs(cfg.model_copy(update={"pods": stale}))
 
 
+def test_ui_launched_runs_size_their_step_pods_like_the_build_under_the_k8s_executor(
+    tmp_path, monkeypatch
+):
+    """A UI launch runs the implicit asset job, without the stage jobs' tags: under
+    `executor: k8s_job` each step's pod is sized by its asset's op tags instead, read by
+    dagster-k8s's own parser from the execution plan the step handler reads."""
+    from dagster._core.definitions.assets.job.asset_job import IMPLICIT_ASSET_JOB_NAME
+    from dagster._core.execution.api import create_execution_plan
+    from dagster_k8s.job import get_user_defined_k8s_config
+
+    from saber_assets import definitions
+    from saber_assets.lib.pods import K8S_TAG, pod_size
+    from saber_assets.stages import STAGES
+
+    text = (REPO_ROOT / "configs" / "cluster.yaml").read_text()
+    assert "executor: in_process" in text
+    path = tmp_path / "cluster.yaml"
+    path.write_text(text.replace("executor: in_process", "executor: k8s_job", 1))
+    cfg = load_config(path)
+    for var in (cfg.llm.api_key_env, cfg.stores.dsn_env):  # the plan resolves the resources
+        monkeypatch.setenv(var, "unused")
+    defs = definitions.make_definitions(path)
+    repo = defs.get_repository_def()
+    jobs = {j.name: j for j in repo.get_all_jobs()}
+    implicit = repo.get_implicit_global_asset_job_def()
+    assert implicit.name == IMPLICIT_ASSET_JOB_NAME
+    assert implicit.executor_def.name == "k8s"
+    plan = create_execution_plan(implicit)
+    op_of = {k.to_user_string(): a.op.name for k, a in repo.assets_defs_by_key.items()}
+    steps = {step.key: step for step in plan.steps}
+    want, got = {}, {}
+    for stage in STAGES:
+        assert K8S_TAG not in jobs[stage.job].tags  # the run's pod only orchestrates
+        size = pod_size(stage.job, cfg)
+        for name in stage.assets:
+            res = get_user_defined_k8s_config(steps[op_of[name]].tags).container_config
+            res = res["resources"]
+            assert res["limits"]["memory"] == res["requests"]["memory"]
+            got[name] = res["requests"]
+            want[name] = {"cpu": size.cpu, "memory": size.memory}
+    assert got == want
+    # the shard step asks for the shard estimate, not the default pod
+    assert got["pair_signal_shards"] != got["corpus"]
+
+
 def test_shard_pod_memory_grows_with_the_corpus_and_the_shard():
     from saber_assets.signals.sizing import shard_memory_bytes, shard_pod_memory_gib
 
