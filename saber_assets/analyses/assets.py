@@ -38,7 +38,7 @@ from saber_assets.leaderboard.retrievers.registry import (
 )
 from saber_assets.lib.annotators import prepared_judge, prepared_tasks, tasks_for
 from saber_assets.lib.declare import analysis
-from saber_assets.lib.metadata import figure_markdown, markdown_table
+from saber_assets.lib.metadata import figure_markdown, markdown_table, stage_metadata
 from saber_assets.ratings.rate import configured_prior
 from saber_assets.resources import SaberSettings
 from saber_resources.cache import EmbeddingCache
@@ -59,7 +59,7 @@ def signal_group_curves(relevance_ratings: dict[str, pl.DataFrame]) -> Output[pl
     return Output(
         curves,
         metadata={
-            "dagster/row_count": curves.height,
+            **stage_metadata(curves.height),
             "area_under_curve": markdown_table(area_under(curves)),
             "plot": figure_markdown(plots.curves_figure(curves), "signal group curves"),
         },
@@ -89,7 +89,7 @@ def benchmark_composition(
     return Output(
         domains,
         metadata={
-            "dagster/row_count": domains.height,
+            **stage_metadata(domains.height),
             "queries_by_subdomain": markdown_table(domains.filter(pl.col("of") == "queries")),
             "documents_by_subdomain": markdown_table(domains.filter(pl.col("of") == "documents")),
             "sources": markdown_table(tables["sources"]),
@@ -116,13 +116,13 @@ def mteb_correlation(settings: SaberSettings) -> Output[pl.DataFrame]:
     if acfg.mteb_scores is None:
         empty = pl.DataFrame(schema=STATS_SCHEMA)
         note = "no analyses.mteb_scores file configured: nothing to correlate"
-        return Output(empty, metadata={"dagster/row_count": 0, "note": note})
+        return Output(empty, metadata={**stage_metadata(0), "note": note})
     matched, table = mteb_correlation_table(
         board, read_scores(acfg.mteb_scores), acfg.model_names, acfg.recent_models
     )
     unmatched = sorted(set(board["retriever"]) - set(matched["retriever"]))
     meta = {
-        "dagster/row_count": table.height,
+        **stage_metadata(table.height),
         "correlations": markdown_table(table),
         "matched_models": matched["model"].n_unique(),
         "unmatched_retrievers": ", ".join(unmatched) or "none",
@@ -155,7 +155,7 @@ def judge_human_agreement(
     if cfg.analyses.human_annotations is None:
         note = "no analyses.human_annotations file configured: nothing to compare with"
         empty = pl.DataFrame(schema=SUMMARY_SCHEMA)
-        return Output(empty, metadata={"dagster/row_count": 0, "note": note})
+        return Output(empty, metadata={**stage_metadata(0), "note": note})
     acfg = cfg.analyses
     humans = read_annotations(acfg.human_annotations)
     ratings = concat_partitions(relevance_ratings)
@@ -170,7 +170,7 @@ def judge_human_agreement(
     return Output(
         summary,
         metadata={
-            "dagster/row_count": summary.height,
+            **stage_metadata(summary.height),
             "agreement": markdown_table(summary),
             "annotations": humans.height,
             "annotators": humans["annotator"].n_unique(),
@@ -200,7 +200,7 @@ def judging_regimes(
     if acfg.regime_pairs == 0:
         note = "analyses.regime_pairs is 0: no pairs judged"
         return Output(
-            pl.DataFrame(schema=REGIMES_SCHEMA), metadata={"dagster/row_count": 0, "note": note}
+            pl.DataFrame(schema=REGIMES_SCHEMA), metadata={**stage_metadata(0), "note": note}
         )
     ratings = concat_partitions(relevance_ratings)
     tasks, text = prepared_tasks(settings, llm, stores, corpus, ratings)
@@ -212,7 +212,7 @@ def judging_regimes(
     return Output(
         summary,
         metadata={
-            "dagster/row_count": summary.height,
+            **stage_metadata(summary.height, seconds=time.perf_counter() - t0),
             "agreement": markdown_table(summary),
             "pairs": len(pairs),
             "seed": cfg.seed,
@@ -224,7 +224,6 @@ def judging_regimes(
             "vote_temperature": acfg.regime_temperature,
             "failed_judgments": MetadataValue.json(failed),
             "plot": figure_markdown(plots.regimes_figure(summary), "judging regimes"),
-            "seconds": round(time.perf_counter() - t0, 2),
         },
     )
 
@@ -245,7 +244,7 @@ def tournament_convergence(
     if not cfg.analyses.convergence:
         note = "analyses.convergence is off (it costs n(n-1)/2 judge calls per query)"
         empty = pl.DataFrame(schema=CONVERGENCE_SCHEMA)
-        return Output(empty, metadata={"dagster/row_count": 0, "note": note})
+        return Output(empty, metadata={**stage_metadata(0), "note": note})
     cands = concat_partitions(query_candidates).sort("query_id", "position")
     judge, text = prepared_judge(settings, llm, stores, corpus, cands)
     ids = sorted(cands["query_id"].unique().to_list())
@@ -281,7 +280,7 @@ def tournament_convergence(
     return Output(
         curves,
         metadata={
-            "dagster/row_count": curves.height,
+            **stage_metadata(curves.height, seconds=time.perf_counter() - t0),
             "queries": MetadataValue.json(chosen),
             "judge": f"{judge.backend}:{judge.model} ({judge.version})",
             "exhaustive_judgments": calls,
@@ -290,7 +289,6 @@ def tournament_convergence(
             "plot": figure_markdown(plots.convergence_figure(mean), "tournament convergence")
             if mean.height
             else "no queries",
-            "seconds": round(time.perf_counter() - t0, 2),
         },
     )
 
@@ -354,7 +352,7 @@ def math_vs_words(
     return Output(
         summary,
         metadata={
-            "dagster/row_count": summary.height,
+            **stage_metadata(summary.height, seconds=time.perf_counter() - t0),
             "math_wins": markdown_table(summary, max_rows=60),
             "retrievers": ", ".join(retrievers),
             "not_run": MetadataValue.json(dict(not_run)),
@@ -366,7 +364,6 @@ def math_vs_words(
             "plot": figure_markdown(plots.wins_figure(summary), "math vs words")
             if summary.height
             else "no queries",
-            "seconds": round(time.perf_counter() - t0, 2),
         },
     )
 
@@ -471,7 +468,7 @@ def leaderboard_robustness(
     )
     text_out = rb.read_robustness(table, agree, label) if table.height else "No runs yet."
     meta = {
-        "dagster/row_count": table.height,
+        **stage_metadata(table.height, seconds=time.perf_counter() - t0),
         "table": markdown_table(table, max_rows=60) if table.height else "none",
         "reading": MetadataValue.md(text_out),
         "second_judge": label or "off",
@@ -479,7 +476,6 @@ def leaderboard_robustness(
         "rejudged_pairs": n_pairs,
         "judge_share": rcfg.judge_share,
         "seed": cfg.seed,
-        "seconds": round(time.perf_counter() - t0, 2),
     }
     if table.height:
         meta["plot"] = figure_markdown(plots.robustness_figure(table), "robustness of the ordering")

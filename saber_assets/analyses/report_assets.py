@@ -18,7 +18,7 @@ from saber_assets.leaderboard.metrics import score_column
 from saber_assets.leaderboard.plots import pvalue_heatmap
 from saber_assets.lib.declare import analysis
 from saber_assets.lib.figures import png_base64
-from saber_assets.lib.metadata import markdown_table
+from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.resources import SaberSettings
 
 
@@ -196,11 +196,10 @@ def benchmark_report(
     return Output(
         readings,
         metadata={
-            "dagster/row_count": readings.height,
+            **stage_metadata(readings.height, seconds=time.perf_counter() - t0),
             "report": MetadataValue.path(str(path)),
             "open": MetadataValue.url(path.resolve().as_uri()),
             "size_kb": round(len(page.encode()) / 1024, 1),
             "readings": markdown_table(readings, max_chars=400),
-            "seconds": round(time.perf_counter() - t0, 2),
         },
     )

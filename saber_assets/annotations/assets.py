@@ -15,7 +15,7 @@ from saber_assets.annotations.traversal import traverse
 from saber_assets.io_managers import concat_partitions
 from saber_assets.lib.annotators import tasks_for
 from saber_assets.lib.declare import stage_asset
-from saber_assets.lib.metadata import markdown_table
+from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.lib.partitions import chunk_of
 from saber_assets.ontology.domains import domain_names
 from saber_assets.ontology.similarity import information_content, subtree_counts
@@ -80,7 +80,6 @@ def _call_metadata(stats, elapsed: float, n: int) -> dict:
         "calls_made": stats.calls,
         "served_from_cache": stats.cached,
         "parse_failures_retried": stats.parse_failures,
-        "seconds": round(elapsed, 2),
         "seconds_per_1000_problems": round(1000 * elapsed / max(n, 1), 1),
     }
 
@@ -137,10 +136,7 @@ def topic_annotations(
     return Output(
         df,
         metadata={
-            "dagster/row_count": df.height,
-            "backend": scorer.backend,
-            "model": scorer.model,
-            "prompt_version": scorer.version,
+            **stage_metadata(df.height, seconds=elapsed, by=scorer),
             "tau": cfg.tau,
             "failed": failed,
             "no_topics": int((df["status"] == "no_topics").sum()),
@@ -194,10 +190,7 @@ def solution_summaries(
     return Output(
         df,
         metadata={
-            "dagster/row_count": df.height,
-            "backend": summarizer.backend,
-            "model": summarizer.model,
-            "prompt_version": summarizer.version,
+            **stage_metadata(df.height, seconds=elapsed, by=summarizer),
             "status": markdown_table(status),
             "failed": int((df["status"] == "failed").sum()),
             "examples": markdown_table(
@@ -231,7 +224,7 @@ def topic_information_content(
     return Output(
         df,
         metadata={
-            "dagster/row_count": df.height,
+            **stage_metadata(df.height),
             "annotations": int(counts.sum()),
             "nodes_annotated": used.height,
             "nodes_with_finite_ic": int(np.isfinite(ic).sum()),
@@ -286,7 +279,7 @@ def problem_annotations(
     return Output(
         df,
         metadata={
-            "dagster/row_count": df.height,
+            **stage_metadata(df.height),
             "domain_mix": markdown_table(mix),
             "without_topics": int((df["topics"].list.len() == 0).sum()),
             "without_summary": int(df["summary"].is_null().sum()),

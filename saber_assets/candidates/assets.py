@@ -14,7 +14,7 @@ from dagster import (
 
 from saber_assets.candidates.select import GROUPS, select_candidates, selection_key
 from saber_assets.lib.declare import stage_asset, stage_check
-from saber_assets.lib.metadata import markdown_table
+from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.ontology.domains import domain_names, domain_title
 from saber_assets.resources import SaberSettings
 from saber_assets.signals.stored import signals_dir, stored_pairs
@@ -85,7 +85,7 @@ def query_candidates(
     return Output(
         df,
         metadata={
-            "dagster/row_count": df.height,
+            **stage_metadata(df.height),
             "queries": n_q,
             "quota": cand.quota_per_domain,
             "candidates_per_group_K": cand.candidates_per_group,

@@ -11,7 +11,7 @@ from dagster import (
 
 from saber_assets.corpus.build import build_corpus, corpus_version
 from saber_assets.lib.declare import input_files_asset, stage_check, stage_multi_asset
-from saber_assets.lib.metadata import markdown_table
+from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.resources import SaberSettings
 
 corpus_sources = input_files_asset(
@@ -53,7 +53,7 @@ def corpus_assets(context: AssetExecutionContext, settings: SaberSettings):
         corpus,
         output_name="corpus",
         metadata={
-            "dagster/row_count": corpus.height,
+            **stage_metadata(corpus.height),
             "corpus_version": version,
             "config": cfg.name,
             "sample_seed": cfg.seed,
@@ -73,13 +73,13 @@ def corpus_assets(context: AssetExecutionContext, settings: SaberSettings):
     yield Output(
         built.quarantine,
         output_name="corpus_quarantine",
-        metadata={"dagster/row_count": built.quarantine.height, "reasons": markdown_table(reasons)},
+        metadata={**stage_metadata(built.quarantine.height), "reasons": markdown_table(reasons)},
     )
     yield Output(
         built.duplicates,
         output_name="corpus_duplicates",
         metadata={
-            "dagster/row_count": built.duplicates.height,
+            **stage_metadata(built.duplicates.height),
             "clusters": built.duplicates["cluster"].n_unique() if built.duplicates.height else 0,
             "examples": markdown_table(built.duplicates.head(10)),
         },

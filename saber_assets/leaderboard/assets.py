@@ -46,7 +46,7 @@ from saber_assets.leaderboard.retrievers.registry import (
 from saber_assets.leaderboard.significance import beats_column, significance_tables
 from saber_assets.lib.annotators import tasks_for
 from saber_assets.lib.declare import stage_asset
-from saber_assets.lib.metadata import figure_markdown, markdown_table
+from saber_assets.lib.metadata import figure_markdown, markdown_table, stage_metadata
 from saber_assets.lib.partitions import retriever_partitions
 from saber_assets.ontology.domains import domain_names, domain_title
 from saber_assets.resources import SaberSettings
@@ -389,7 +389,7 @@ def retriever_runs(
             "queries": len(rows),
             "failed": failed,
             "median_latency_ms": round(float(result["latency_ms"].median() or 0), 2),
-            "seconds": round(time.perf_counter() - t0, 2),
+            **stage_metadata(seconds=time.perf_counter() - t0),
             **meta,
         }
     )
@@ -509,7 +509,7 @@ def leaderboard(
             "the benchmark has no queries: the leaderboard is empty (too few viable queries: see relevance_thresholds)"
         )
         return MaterializeResult(
-            metadata={"dagster/row_count": 0, "warning": "the benchmark has no queries"}
+            metadata={**stage_metadata(0), "warning": "the benchmark has no queries"}
         )
     if not tables:
         raise ValueError("no retriever has scored any query: materialise retriever_runs first")
@@ -568,7 +568,7 @@ def leaderboard(
     }
     return MaterializeResult(
         metadata={
-            "dagster/row_count": board.height,
+            **stage_metadata(board.height),
             "judge_backend": judge,
             "caveat": MetadataValue.md(caveat or "none"),
             "table": md,

@@ -26,3 +26,20 @@ def markdown_table(df: pl.DataFrame, max_rows: int = 20, max_chars: int = 80) ->
 def figure_markdown(fig, alt: str) -> MetadataValue:
     """A matplotlib figure as an inline PNG in markdown metadata (closes the figure)."""
     return MetadataValue.md(f"![{alt}](data:image/png;base64,{png_base64(fig)})")
+
+
+def stage_metadata(
+    rows: int | None = None, *, seconds: float | None = None, by: object = None
+) -> dict[str, object]:
+    """The metadata every stage asset writes, under the same keys everywhere: its row count under
+    Dagster's own key (the UI plots it across materialisations), the seconds its work took, and
+    for work a model did, the backend, model and prompt version of the task (``by``) that did it.
+    What is particular to a stage follows it in the asset's own metadata."""
+    out: dict[str, object] = {}
+    if rows is not None:
+        out["dagster/row_count"] = int(rows)
+    if seconds is not None:
+        out["seconds"] = round(seconds, 2)
+    if by is not None:
+        out |= {"backend": by.backend, "model": by.model, "prompt_version": by.version}
+    return out

@@ -8,7 +8,7 @@ from dagster import (
 )
 
 from saber_assets.lib.declare import input_files_asset, stage_asset
-from saber_assets.lib.metadata import markdown_table
+from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.ontology.domains import domain_spec, keys_for, resolve_domains
 from saber_assets.ontology.tree import expand_to_tree, load_dag
 from saber_assets.resources import SaberSettings
@@ -42,7 +42,7 @@ def ontology_tree(context: AssetExecutionContext, settings: SaberSettings) -> Ou
     return Output(
         df,
         metadata={
-            "dagster/row_count": df.height,
+            **stage_metadata(df.height),
             "topics": dag.n_topics,
             "tree_nodes": tree.n_nodes,
             "domains": MetadataValue.json(

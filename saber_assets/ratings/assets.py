@@ -4,7 +4,7 @@ import polars as pl
 from dagster import AssetCheckResult, Output
 
 from saber_assets.lib.declare import stage_asset, stage_check
-from saber_assets.lib.metadata import markdown_table
+from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.ratings.rate import configured_prior, rate
 from saber_assets.resources import SaberSettings
 
@@ -33,7 +33,7 @@ def relevance_ratings(
     return Output(
         df,
         metadata={
-            "dagster/row_count": df.height,
+            **stage_metadata(df.height),
             "queries": df["query_id"].n_unique(),
             "prior": prior.describe(),
             "mean_rating_by_group": markdown_table(by_group),

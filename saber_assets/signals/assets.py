@@ -15,7 +15,7 @@ from dagster import (
 )
 
 from saber_assets.lib.declare import stage_asset
-from saber_assets.lib.metadata import figure_markdown, markdown_table
+from saber_assets.lib.metadata import figure_markdown, markdown_table, stage_metadata
 from saber_assets.ontology.domains import domain_names
 from saber_assets.ontology.tree import TopicTree
 from saber_assets.resources import SaberSettings
@@ -121,7 +121,7 @@ def pair_signal_inputs(
             "base_rows": manifest["base_n"],
             "appended_rows": inputs.n - manifest["base_n"],
             "reset": reset,
-            "seconds": round(time.perf_counter() - t0, 2),
+            **stage_metadata(seconds=time.perf_counter() - t0),
             "path": MetadataValue.path(str(d)),
         }
     )
@@ -192,7 +192,7 @@ def pair_signal_shards(
             "pairs_computed": pairs,
             "pairs_stored": stored,
             "bytes_written": size,
-            "seconds": round(elapsed, 2),
+            **stage_metadata(seconds=elapsed),
             "pairs_per_second": round(pairs / elapsed) if computed and elapsed > 0 else 0,
         }
     )
@@ -257,7 +257,7 @@ def pair_signal_index(
     return Output(
         df,
         metadata={
-            "dagster/row_count": df.height,
+            **stage_metadata(df.height),
             "problems": inputs.n,
             "pairs": total,
             "pairs_stored": n_stored,
@@ -366,7 +366,7 @@ def relevance_thresholds(
             else "the percentile of all pair similarities (per domain: then the minimum)",
             "queries_per_domain_Q": cand.queries_per_domain,
             "candidates_per_group_K": k,
-            "seconds": round(time.perf_counter() - t0, 2),
+            **stage_metadata(seconds=time.perf_counter() - t0),
             "stored_pairs": int(degrees.sum() // 2),
             # the derivation gathers rows in groups; given thresholds only count, in one pass
             "row_groups": len(row_groups(degrees, budget)) if source == "derived" else 0,

@@ -7,7 +7,7 @@ from dagster import AssetExecutionContext, Output
 
 from saber_assets.lib.annotators import prepared_judge
 from saber_assets.lib.declare import stage_asset
-from saber_assets.lib.metadata import markdown_table
+from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.ratings.rate import configured_prior
 from saber_assets.resources import SaberSettings
 from saber_assets.tournament.engine import TournamentQuery, run_key, run_tournament, wilson_interval
@@ -72,11 +72,9 @@ def tournament_judgments(
     return Output(
         df,
         metadata={
-            "dagster/row_count": df.height,
+            **stage_metadata(df.height, seconds=elapsed, by=judge),
             "queries": len(queries),
             "judge": f"{judge.backend}:{judge.model}",
-            "backend": judge.backend,
-            "prompt_version": judge.version,
             "judge_max_tokens": getattr(judge, "max_tokens", None),
             "judge_formula": getattr(judge, "formula", None),
             "policy": tcfg.policy,
@@ -91,6 +89,5 @@ def tournament_judgments(
             "position_bias_first_share": round(first / decided, 4) if decided else None,
             "position_bias_95ci": f"[{lo:.3f}, {hi:.3f}]",
             "per_round": markdown_table(per_round, max_rows=40),
-            "seconds": round(elapsed, 2),
         },
     )
