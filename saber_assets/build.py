@@ -5,8 +5,9 @@ versions of the input files and registry entries); the build asks it, stage by s
 (``stages.STAGES``), which (job, partition) steps hold a missing or unsynced asset and launches
 those, here or on a deployment (``remote``). The next stage is asked only after the previous one
 finished, so a stage whose upstream came out with a new data version is seen as unsynced then.
-The same reasons are the ones the UI shows, and "Materialize unsynced" there launches the same
-work.
+The same reasons are the ones the UI shows. Its "Materialize unsynced" button, in Dagster 1.13,
+launches only the unpartitioned ones; ``sensors.sync_sensor`` (stopped by default) is the UI's
+switch that launches what this build would.
 
 One edge is checked here and not by Dagster: its stale status skips an upstream asset of which
 one partition reads ≥ 100 partitions (``SKIP_PARTITION_DATA_VERSION_DEPENDENCY_THRESHOLD``, e.g.
@@ -21,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from dagster import AssetKey, DagsterInstance
+from dagster import AssetKey, DagsterInstance, RepositoryDefinition
 from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
 from dagster._core.definitions.data_version import (
     SKIP_PARTITION_DATA_VERSION_DEPENDENCY_THRESHOLD,
@@ -32,6 +33,8 @@ from dagster._core.definitions.data_version import (
 from dagster._core.definitions.partitions.context import partition_loading_context
 from dagster._time import get_current_datetime
 
+from saber_assets.leaderboard.retrievers.registry import load_registry, runnable
+from saber_assets.settings import PipelineConfig
 from saber_assets.stages import STAGES, Stage, stage_of
 
 OBSERVE_JOBS = ("observe_inputs", "observe_registry")
@@ -119,8 +122,10 @@ def fan_in_updates(
     return out
 
 
-def stage_partitions(defs, instance: DagsterInstance, stage: Stage) -> list[str | None]:
-    job = defs.resolve_job_def(stage.job)
+def stage_partition_keys(
+    repo: RepositoryDefinition, instance: DagsterInstance, stage: Stage
+) -> list[str | None]:
+    job = repo.get_job(stage.job)
     if not job.partitions_def:
         return [None]
     with partition_loading_context(dynamic_partitions_store=instance):
@@ -128,7 +133,7 @@ def stage_partitions(defs, instance: DagsterInstance, stage: Stage) -> list[str 
 
 
 def stage_steps(
-    defs,
+    repo: RepositoryDefinition,
     instance: DagsterInstance,
     stage: Stage,
     keep=lambda partition: True,
@@ -136,10 +141,10 @@ def stage_steps(
 ) -> list[Step]:
     """The steps of one stage (its job's partitions that ``keep`` keeps), each with the reasons
     it must run (none: up to date; ``force``: run anyway, without asking)."""
-    graph = defs.resolve_asset_graph()
+    graph = repo.asset_graph
     resolver = stale_resolver(instance, graph)
     steps = []
-    for partition in stage_partitions(defs, instance, stage):
+    for partition in stage_partition_keys(repo, instance, stage):
         if not keep(partition):
             continue
         reasons = (
@@ -149,6 +154,24 @@ def stage_steps(
         )
         steps.append(Step(stage.job, partition, reasons))
     return steps
+
+
+ANNOUNCED: set[str] = set()
+
+
+def runnable_entries(entries: list) -> list:
+    """The registry entries a build runs (``registry.runnable``); each one left out is said once,
+    with its reason (e.g. the paper registry on a machine without a GPU or an API key)."""
+    run, skipped = runnable(entries)
+    for name, why in skipped:
+        if name not in ANNOUNCED:
+            ANNOUNCED.add(name)
+            print(f"  retriever {name} not built: {why}", flush=True)
+    return run
+
+
+def runnable_names(cfg: PipelineConfig) -> set[str]:
+    return {e.name for e in runnable_entries(load_registry(cfg.leaderboard.registry_path()))}
 
 
 def selected_stages(select: Sequence[str]) -> list[Stage]:

@@ -61,22 +61,6 @@ def sync_retriever_partitions(instance, cfg) -> list[str]:
     return new
 
 
-ANNOUNCED: set[str] = set()
-
-
-def runnable_entries(entries: list) -> list:
-    """The registry entries a build runs (``registry.runnable``); each one left out is said once,
-    with its reason (e.g. the paper registry on a machine without a GPU or an API key)."""
-    from saber_assets.leaderboard.retrievers.registry import runnable
-
-    run, skipped = runnable(entries)
-    for name, why in skipped:
-        if name not in ANNOUNCED:
-            ANNOUNCED.add(name)
-            print(f"  retriever {name} not built: {why}", flush=True)
-    return run
-
-
 def domain_selection(select: list[str], keys: dict[str, str]) -> list[str]:
     """``domain=NAME`` by a domain's title (as the UI and the leaderboard show it) or its
     partition key, rewritten to the key; a name that is neither is an error listing the domains
@@ -110,26 +94,21 @@ def build_remote(url: str, defs, cfg, force: bool, select: list[str], stages: li
     unsynced."""
     from dagster import DagsterInstance
 
-    from saber_assets.build import partition_filter, stage_partitions
+    from saber_assets.build import partition_filter, runnable_names, stage_partition_keys
     from saber_assets.remote import build_on
 
     with DagsterInstance.ephemeral() as scratch:  # the partitions, not run history
         names = sync_retriever_partitions(scratch, cfg)
+        repo = defs.get_repository_def()
         retrievers = runnable_names(cfg)
         domains = [x.split("=", 1)[1] for x in select if x.startswith("domain=")]
         plan = [
-            (stage, [p for p in stage_partitions(defs, scratch, stage) if keep(p)])
+            (stage, [p for p in stage_partition_keys(repo, scratch, stage) if keep(p)])
             for stage in stages
             for keep in [partition_filter(stage, domains, retrievers)]
         ]
     print(f"saber build --on {url}: {sum(len(p) for _, p in plan)} steps in the plan", flush=True)
     return build_on(url, plan, names, force)
-
-
-def runnable_names(cfg) -> set[str]:
-    from saber_assets.leaderboard.retrievers.registry import load_registry
-
-    return {e.name for e in runnable_entries(load_registry(cfg.leaderboard.registry_path()))}
 
 
 def build(
@@ -143,7 +122,7 @@ def build(
     home = data_home()
     from dagster import DagsterInstance
 
-    from saber_assets.build import partition_filter, selected_stages, stage_steps
+    from saber_assets.build import partition_filter, runnable_names, selected_stages, stage_steps
     from saber_assets.definitions import make_definitions
     from saber_assets.lib.dead_runs import process_tags, reap_dead_runs
     from saber_assets.ontology.domains import domain_keys
@@ -173,7 +152,7 @@ def build(
             break  # later stages need this one complete
         # asked only now: the previous stage may have given this one new inputs
         keep = partition_filter(stage, domains, retrievers)
-        for step in stage_steps(defs, instance, stage, keep, force):
+        for step in stage_steps(defs.get_repository_def(), instance, stage, keep, force):
             if not step.reasons:
                 skipped += 1
                 continue

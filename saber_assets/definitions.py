@@ -31,6 +31,7 @@ from saber_assets.ratings import assets as rating_assets
 from saber_assets.resources import SaberSettings
 from saber_assets.schedules import retriever_runs_backstop
 from saber_assets.sensors import (
+    build_sync_sensor,
     input_files_sensor,
     observe_inputs,
     observe_registry,
@@ -160,12 +161,13 @@ def make_definitions(
         )
         for stage in STAGES
     ]
+    stage_jobs = list(jobs)
     jobs += [observe_inputs, observe_registry]
     return Definitions(
         assets=assets,
         asset_checks=checks,
         jobs=jobs,
-        sensors=[retriever_registry_sensor, input_files_sensor],
+        sensors=[retriever_registry_sensor, input_files_sensor, build_sync_sensor(stage_jobs)],
         schedules=[retriever_runs_backstop],
         resources={
             "settings": SaberSettings(config_file=config_file, home=str(home)),

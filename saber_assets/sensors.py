@@ -1,4 +1,5 @@
-"""Sensors: new registry entries (their partitions and runs) and changed input files.
+"""Sensors: new registry entries (their partitions and runs), changed input files, and the
+opt-in sync sensor that runs what `saber build` would.
 
 A new registry entry gets its `retriever` partition and run requests for every domain (all
 settings run inside each) — and nothing else is re-run. Removing an entry removes nothing: its
@@ -8,10 +9,14 @@ partition and its run files stay, the leaderboard just stops showing it.
 import json
 
 from dagster import (
+    AssetKey,
     AssetSelection,
+    DagsterRunStatus,
     DefaultSensorStatus,
     MultiPartitionKey,
     RunRequest,
+    RunsFilter,
+    SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
@@ -19,11 +24,14 @@ from dagster import (
     in_process_executor,
     sensor,
 )
+from dagster._core.storage.tags import PARTITION_NAME_TAG
 
+from saber_assets.build import Step, partition_filter, runnable_names, stage_steps
 from saber_assets.leaderboard.retrievers.registry import definitions_by_name, load_registry
 from saber_assets.lib.partitions import retriever_partitions
 from saber_assets.ontology.domains import domain_keys
 from saber_assets.resources import SaberSettings
+from saber_assets.stages import STAGES
 from saber_assets.versions import digest, input_versions, registry_versions
 
 
@@ -106,3 +114,81 @@ def input_files_sensor(context: SensorEvaluationContext, settings: SaberSettings
         return SkipReason("input files and registry unchanged since the last observation")
     context.log.info(f"observing: {', '.join(moved)}")
     return [RunRequest(job_name=job, tags={"saber/trigger": "input-files-sensor"}) for job in moved]
+
+
+ACTIVE = [
+    DagsterRunStatus.QUEUED,
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+]
+
+
+def last_run_failed(instance, step: Step) -> bool:
+    tags = {PARTITION_NAME_TAG: step.partition} if step.partition else {}
+    runs = instance.get_runs(filters=RunsFilter(job_name=step.job, tags=tags), limit=1)
+    return bool(runs) and runs[0].status == DagsterRunStatus.FAILURE
+
+
+def build_sync_sensor(jobs: list) -> SensorDefinition:
+    """The UI's switch for "materialise everything unsynced", partitions included: the stage
+    jobs are its targets."""
+
+    @sensor(
+        name="sync_sensor",
+        jobs=jobs,
+        minimum_interval_seconds=120,
+        default_status=DefaultSensorStatus.STOPPED,
+        description="Runs what `saber build` would run next. It is stopped by default: once on, "
+        "it spends LLM time by itself after a config or code change.",
+    )
+    def sync_sensor(context: SensorEvaluationContext, settings: SaberSettings):
+        """What `saber build` would run next: the earliest stage with missing or unsynced steps
+        (``build.stage_steps``, Dagster's stale status plus the ≥ 100-partition edges), one run
+        request per step. It requests only while no run is queued or in progress, so the next
+        stage is asked once this one has finished. A step whose last run failed is not asked
+        again while its reasons and its stage's code versions are the ones it failed with. A
+        change to the config or the code asks again, and so does `saber build`."""
+        instance = context.instance
+        active = instance.get_runs(filters=RunsFilter(statuses=ACTIVE), limit=1)
+        if active:
+            run = active[0]
+            return SkipReason(f"run {run.run_id} ({run.job_name}) is in progress: waiting")
+        repo = context.repository_def
+        retrievers = runnable_names(settings.load())
+        tried = json.loads(context.cursor) if context.cursor else {}
+        for stage in STAGES:
+            keep = partition_filter(stage, [], retrievers)
+            steps = [s for s in stage_steps(repo, instance, stage, keep) if s.reasons]
+            if not steps:
+                continue
+            code = [repo.asset_graph.get(AssetKey(a)).code_version for a in stage.assets]
+            stamps = {s.label: digest([s.reasons, code]) for s in steps}
+            held = [
+                s
+                for s in steps
+                if tried.get(s.label) == stamps[s.label] and last_run_failed(instance, s)
+            ]
+            ask = [s for s in steps if s not in held]
+            if not ask:
+                return SkipReason(
+                    f"{stage.job}: {len(held)} step(s) failed with the same reasons and code "
+                    f"(first: {held[0].label}: {held[0].reasons[0]}); fix the cause, or run "
+                    "`saber build`"
+                )
+            for s in ask:
+                context.log.info(f"{s.label}: {'; '.join(s.reasons[:3])}")
+            return SensorResult(
+                run_requests=[
+                    RunRequest(
+                        job_name=s.job,
+                        partition_key=s.partition,
+                        tags={"saber/trigger": "sync-sensor"},
+                    )
+                    for s in ask
+                ],
+                cursor=json.dumps({**tried, **{s.label: stamps[s.label] for s in ask}}),
+            )
+        return SkipReason("every stage is synced")
+
+    return sync_sensor

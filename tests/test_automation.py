@@ -149,3 +149,60 @@ def test_input_files_sensor_observes_what_moved_and_the_observations_mark_the_re
         )
         after = observe_versions(instance, "retriever_registry", ["bm25", "tfidf"])
         assert after["bm25"] == before["bm25"] and after["tfidf"] != before["tfidf"]
+
+
+def test_sync_sensor_requests_what_the_build_would_run_next_stage_by_stage(tiny_config):
+    """Stopped by default; on, it asks for the earliest stage's unsynced steps (the build's
+    own `stage_steps`), waits while a run is in progress, does not ask again for a step that
+    failed with the same reasons and code, and asks again once the config moves its version."""
+    from dagster._core.test_utils import create_run_for_test
+
+    from saber_assets.build import stage_steps
+    from saber_assets.stages import BY_JOB
+
+    cfg = tiny_config()
+    with dg.instance_for_test() as instance:
+        defs = make_definitions(cfg)
+        sensor = defs.resolve_sensor_def("sync_sensor")
+        assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
+
+        def tick(defs=defs, cursor=None):
+            with dg.build_sensor_context(
+                instance=instance,
+                definitions=defs,
+                cursor=cursor,
+                resources={"settings": defs.resources["settings"]},
+            ) as ctx:
+                return defs.resolve_sensor_def("sync_sensor")(ctx)
+
+        first = tick()
+        assert [(r.job_name, r.partition_key) for r in first.run_requests] == [
+            ("build_sources", None)
+        ]
+        # its run failed: the same reasons and code are not asked again
+        create_run_for_test(instance, job_name="build_sources", status=dg.DagsterRunStatus.FAILURE)
+        held = tick(cursor=first.cursor)
+        assert (
+            isinstance(held, dg.SkipReason) and "failed with the same reasons" in held.skip_message
+        )
+        # a config change that moves the corpus' code version asks again
+        text = cfg.read_text()
+        cfg.write_text(text.replace("name: math", "name: math\n    priority: 3", 1))
+        moved = make_definitions(cfg)
+        again = tick(moved, cursor=first.cursor)
+        assert [r.job_name for r in again.run_requests] == ["build_sources"]
+        cfg.write_text(text)
+        # a run in progress: it waits
+        queued = create_run_for_test(
+            instance, job_name="build_sources", status=dg.DagsterRunStatus.STARTED
+        )
+        waiting = tick(cursor=first.cursor)
+        assert isinstance(waiting, dg.SkipReason) and queued.run_id in waiting.skip_message
+        instance.report_run_canceled(queued)
+        # sources built: the next stage, every chunk, exactly what the build would run
+        assert defs.resolve_job_def("build_sources").execute_in_process(instance=instance).success
+        nxt = tick(cursor=first.cursor)
+        stage = BY_JOB["build_annotations"]
+        want = [s.partition for s in stage_steps(defs.get_repository_def(), instance, stage)]
+        assert sorted(r.partition_key for r in nxt.run_requests) == sorted(want)
+        assert {r.job_name for r in nxt.run_requests} == {"build_annotations"} and len(want) > 1

@@ -360,10 +360,10 @@ def test_domain_cells_is_overall_and_each_domain():
 
 
 def test_a_build_on_the_paper_registry_leaves_out_what_cannot_run_here(capsys, monkeypatch):
-    from saber_assets import cli
-    from saber_assets.cli import runnable_entries
+    from saber_assets import build
+    from saber_assets.build import runnable_entries
 
-    monkeypatch.setattr(cli, "ANNOUNCED", set())
+    monkeypatch.setattr(build, "ANNOUNCED", set())
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     entries = load_registry(PAPER_REGISTRY)
     names = [e.name for e in runnable_entries(entries)]
