@@ -84,41 +84,51 @@ def why_run(
     return out + fan_in_updates(instance, asset_graph, key, partition)
 
 
-def fan_in_updates(
+def fan_in_parents(
     instance: DagsterInstance, asset_graph, key: AssetKey, partition: str | None
-) -> list[str]:
-    """Upstream partitions with a new data version since ``key`` was last materialised, on the
-    edges where Dagster's stale status does not look (≥ the threshold of upstream partitions)."""
-    mine = instance.get_latest_data_version_record(key, False, partition)
-    if mine is None:
-        return []
+) -> list[tuple[AssetKey, list[str]]]:
+    """The partitioned parents of which this partition reads ≥ the threshold of partitions (the
+    edges Dagster's stale status skips), each with the partitions it reads."""
     out = []
     with partition_loading_context(dynamic_partitions_store=instance):
         for parent in sorted(asset_graph.get(key).parent_keys):
-            node = asset_graph.get(parent)
-            if not node.is_partitioned:
+            if not asset_graph.get(parent).is_partitioned:
                 continue
             ups = asset_graph.get_parent_partition_keys_for_child(
                 partition, parent, key
             ).partitions_subset.get_partition_keys()
-            if len(ups) < SKIP_PARTITION_DATA_VERSION_DEPENDENCY_THRESHOLD:
+            if len(ups) >= SKIP_PARTITION_DATA_VERSION_DEPENDENCY_THRESHOLD:
+                out.append((parent, list(ups)))
+    return out
+
+
+def fan_in_updates(
+    instance: DagsterInstance, asset_graph, key: AssetKey, partition: str | None
+) -> list[str]:
+    """Upstream partitions with a new data version since ``key`` was last materialised, on the
+    edges where Dagster's stale status does not look (``fan_in_parents``)."""
+    mine = instance.get_latest_data_version_record(key, False, partition)
+    if mine is None:
+        return []
+    out = []
+    for parent, ups in fan_in_parents(instance, asset_graph, key, partition):
+        node = asset_graph.get(parent)
+        for pk in ups:
+            newer = instance.get_latest_data_version_record(
+                parent, node.is_external, pk, after_cursor=mine.storage_id
+            )
+            if newer is None:
                 continue
-            for pk in ups:
-                newer = instance.get_latest_data_version_record(
-                    parent, node.is_external, pk, after_cursor=mine.storage_id
+            before = instance.get_latest_data_version_record(
+                parent, node.is_external, pk, before_cursor=mine.storage_id
+            )
+            old = extract_data_version_from_entry(before.event_log_entry) if before else None
+            if old != extract_data_version_from_entry(newer.event_log_entry):
+                out.append(
+                    f"{key.to_user_string()}: has a new dependency data version "
+                    f"({parent.to_user_string()} [{pk}], one of {len(ups)} partitions)"
                 )
-                if newer is None:
-                    continue
-                before = instance.get_latest_data_version_record(
-                    parent, node.is_external, pk, before_cursor=mine.storage_id
-                )
-                old = extract_data_version_from_entry(before.event_log_entry) if before else None
-                if old != extract_data_version_from_entry(newer.event_log_entry):
-                    out.append(
-                        f"{key.to_user_string()}: has a new dependency data version "
-                        f"({parent.to_user_string()} [{pk}], one of {len(ups)} partitions)"
-                    )
-                    break
+                break
     return out
 
 

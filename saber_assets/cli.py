@@ -92,9 +92,14 @@ def observe_sources(defs, instance) -> None:
 def build_remote(url: str, defs, cfg, force: bool, select: list[str], stages: list) -> int:
     """The build on a running deployment (``saber_assets.remote``): its own Dagster says what is
     unsynced."""
-    from dagster import DagsterInstance
+    from dagster import AssetKey, DagsterInstance
 
-    from saber_assets.build import partition_filter, runnable_names, stage_partition_keys
+    from saber_assets.build import (
+        fan_in_parents,
+        partition_filter,
+        runnable_names,
+        stage_partition_keys,
+    )
     from saber_assets.remote import build_on
 
     with DagsterInstance.ephemeral() as scratch:  # the partitions, not run history
@@ -107,8 +112,15 @@ def build_remote(url: str, defs, cfg, force: bool, select: list[str], stages: li
             for stage in stages
             for keep in [partition_filter(stage, domains, retrievers)]
         ]
+        fan_in = {
+            (a, p): [(k.to_user_string(), ups) for k, ups in edges]
+            for stage, partitions in plan
+            for p in partitions
+            for a in stage.assets
+            if (edges := fan_in_parents(scratch, repo.asset_graph, AssetKey(a), p))
+        }
     print(f"saber build --on {url}: {sum(len(p) for _, p in plan)} steps in the plan", flush=True)
-    return build_on(url, plan, names, force)
+    return build_on(url, plan, names, force, fan_in=fan_in)
 
 
 def build(

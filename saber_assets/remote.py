@@ -7,8 +7,10 @@ through GraphQL as a run of its job and partition where one of its assets is mis
 there (``staleStatusByPartition``, what its UI shows). The partitions of one stage are submitted
 together — the deployment's queued run coordinator and the ``llm`` pool decide how many run at
 once — and the next stage is asked when all of them have finished. A failed run stops the build;
-the command exits non-zero naming it. (The ≥ 100-partition edges that Dagster's stale status skips
-are checked by a local build only; on a deployment, `--select` the stage or `--force` it.)
+the command exits non-zero naming it. On the ≥ 100-partition edges that Dagster's stale status
+skips (``build.fan_in_parents``), a fresh step is checked as a local build checks it: an upstream
+partition whose data version changed since the step's asset was last materialised
+(``changed_since``, over the deployment's asset events).
 """
 
 from __future__ import annotations
@@ -20,6 +22,25 @@ from urllib.parse import urlparse
 from saber_assets.build import OBSERVE_JOBS
 
 TERMINAL = {"SUCCESS", "FAILURE", "CANCELED"}
+DATA_VERSION_TAG = "dagster/data_version"
+EVENT_FIELDS = "partition timestamp tags { key value }"
+FAN_IN_QUERY = f"""
+query SaberFanIn($key: AssetKeyInput!, $partitions: [String!]) {{
+  assetOrError(assetKey: $key) {{
+    ... on Asset {{
+      assetMaterializations(partitions: $partitions) {{ {EVENT_FIELDS} }}
+      assetObservations(partitions: $partitions) {{ {EVENT_FIELDS} }}
+    }}
+  }}
+}}
+"""
+LATEST_QUERY = f"""
+query SaberLatest($key: AssetKeyInput!, $partitions: [String!]) {{
+  assetOrError(assetKey: $key) {{
+    ... on Asset {{ assetMaterializations(partitions: $partitions, limit: 1) {{ {EVENT_FIELDS} }} }}
+  }}
+}}
+"""
 RUNS_QUERY = """
 query SaberRuns($filter: RunsFilter, $limit: Int) {
   runsOrError(filter: $filter, limit: $limit) {
@@ -112,6 +133,25 @@ class Deployment:
                 out[(a, None)] = node["staleStatus"]
         return out
 
+    def fan_in_updates(
+        self, asset: str, partition: str | None, parent: str, ups: list[str]
+    ) -> list[str]:
+        """``build.fan_in_updates`` on the deployment: the parent's partitions (of ``ups``) whose
+        data version moved since ``asset`` [``partition``] was last materialised there."""
+        mine = self._query(
+            LATEST_QUERY,
+            {"key": {"path": [asset]}, "partitions": [partition] if partition else None},
+        )["assetOrError"].get("assetMaterializations")
+        if not mine:
+            return []  # never materialised: its stale status says missing
+        found = self._query(FAN_IN_QUERY, {"key": {"path": [parent]}, "partitions": ups})
+        asset_events = found["assetOrError"]
+        events = [
+            *asset_events.get("assetMaterializations", []),
+            *asset_events.get("assetObservations", []),
+        ]
+        return changed_since(float(mine[0]["timestamp"]), events)
+
     def add_partitions(self, name: str, keys: list[str]) -> None:
         selector = {"repositoryLocationName": self.location, "repositoryName": self.repository}
         for key in keys:
@@ -145,6 +185,21 @@ class Deployment:
             return f"(its event log could not be read: {exc})"
 
 
+def changed_since(child_ms: float, events: list[dict]) -> list[str]:
+    """The upstream partitions whose latest data version after ``child_ms`` (the child's last
+    materialisation) differs from their latest one before it: the events are the deployment's
+    materialisations and observations (``partition``, ``timestamp`` in ms, ``tags``)."""
+    before: dict[str, tuple[float, str | None]] = {}
+    after: dict[str, tuple[float, str | None]] = {}
+    for e in events:
+        ts = float(e["timestamp"])
+        version = next((t["value"] for t in e["tags"] if t["key"] == DATA_VERSION_TAG), None)
+        side = after if ts > child_ms else before
+        if e["partition"] not in side or side[e["partition"]][0] < ts:
+            side[e["partition"]] = (ts, version)
+    return sorted(p for p, (_, v) in after.items() if v != before.get(p, (0.0, None))[1])
+
+
 def _root_cause(error: dict) -> str:
     # Dagster wraps an op's exception ("Error occurred while executing op ..."); the raised
     # error, which names the actual problem, is the chain's last link
@@ -167,9 +222,18 @@ def failure_summary(data: dict, limit: int = 1500) -> str:
     return text if len(text) <= limit else text[:limit] + " …"
 
 
-def build_on(url: str, plan: list, retrievers: list[str], force: bool, poll_s: float = 2.0) -> int:
+def build_on(
+    url: str,
+    plan: list,
+    retrievers: list[str],
+    force: bool,
+    poll_s: float = 2.0,
+    fan_in: dict | None = None,
+) -> int:
     """Run the build on the deployment at ``url``: ``plan`` is [(stage, its partitions)] in
-    order; 0 on success, 1 naming a failed run."""
+    order, ``fan_in`` {(asset, partition): [(parent, its partitions)]} the edges to check past
+    the stale status (``build.fan_in_parents``); 0 on success, 1 naming a failed run."""
+    fan_in = fan_in or {}
     dep = Deployment(url)
     dep.add_partitions("retriever", retrievers)
     t0 = time.perf_counter()
@@ -206,11 +270,23 @@ def build_on(url: str, plan: list, retrievers: list[str], force: bool, poll_s: f
         return 1
     for stage, partitions in plan:
         status = {} if force else dep.stale(stage.assets, partitions)
-        todo = [
-            (stage.job, p)
-            for p in partitions
-            if force or any(status[(a, p)] != "FRESH" for a in stage.assets)
-        ]
+        todo = []
+        for p in partitions:
+            if force or any(status[(a, p)] != "FRESH" for a in stage.assets):
+                todo.append((stage.job, p))
+                continue
+            moved = next(
+                (
+                    f"{a}: has a new dependency data version ({parent} [{changed[0]}])"
+                    for a in stage.assets
+                    for parent, ups in fan_in.get((a, p), [])
+                    if (changed := dep.fan_in_updates(a, p, parent, ups))
+                ),
+                None,
+            )
+            if moved:  # lazily: the first moved edge decides
+                print(f"  {moved}", flush=True)
+                todo.append((stage.job, p))
         skipped += len(partitions) - len(todo)
         launched += len(todo)
         if not run_all(todo):

@@ -62,3 +62,45 @@ def test_an_unreadable_log_or_a_run_without_step_failures_says_so():
     assert failure_summary(run_only) == "the run worker died"
     empty = {"logsForRun": {"__typename": "EventConnection", "events": []}}
     assert failure_summary(empty) == "(no failure event in its log)"
+
+
+def test_a_remote_build_sees_a_changed_partition_past_the_fan_in_threshold_as_a_local_one():
+    """On a ≥ 100-partition edge Dagster's stale status says nothing; the local build and the
+    remote one (through the deployment's GraphQL, here Dagster's own schema in process) both
+    find the one upstream partition whose data version moved, and not one re-written with the
+    same version."""
+    import dagster as dg
+    from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql
+
+    from saber_assets.build import fan_in_parents, fan_in_updates
+    from saber_assets.remote import Deployment
+    from tests import fan_in_defs
+
+    def report(key, partition=None, version="v1"):
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization(
+                asset_key=key, partition=partition, tags={"dagster/data_version": version}
+            )
+        )
+
+    graph = fan_in_defs.defs.resolve_asset_graph()
+    index, keys = dg.AssetKey("index"), fan_in_defs.SHARDS.get_partition_keys()
+    with dg.instance_for_test() as instance:
+        [(parent, ups)] = fan_in_parents(instance, graph, index, None)
+        assert parent == dg.AssetKey("shards") and len(ups) == 100
+        for pk in keys:
+            report("shards", pk)
+        report("index")
+        report("shards", "s007", "v2")  # moved
+        report("shards", "s042", "v1")  # written again, same version
+        local = fan_in_updates(instance, graph, index, None)
+        assert local == [
+            "index: has a new dependency data version (shards [s007], one of 100 partitions)"
+        ]
+        with define_out_of_process_context(fan_in_defs.__file__, None, instance) as context:
+            dep = Deployment("http://unused:3000")
+            dep._query = lambda q, v: execute_dagster_graphql(context, q, v).data
+            assert dep.fan_in_updates("index", None, "shards", list(ups)) == ["s007"]
+            report("index")  # rebuilt: nothing moved since
+            assert dep.fan_in_updates("index", None, "shards", list(ups)) == []
+        assert fan_in_updates(instance, graph, index, None) == []
