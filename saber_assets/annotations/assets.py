@@ -14,7 +14,7 @@ from dagster import (
 from saber_assets.annotations.traversal import traverse
 from saber_assets.io_managers import concat_partitions
 from saber_assets.lib.annotators import tasks_for
-from saber_assets.lib.declare import stage_asset
+from saber_assets.lib.declare import table_asset
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.lib.partitions import chunk_of
 from saber_assets.ontology.domains import domain_names
@@ -70,6 +70,18 @@ def _chunk_rows(corpus: pl.DataFrame, context: AssetExecutionContext) -> pl.Data
     )
 
 
+def _chunk_work(
+    context: AssetExecutionContext,
+    corpus: pl.DataFrame,
+    settings: SaberSettings,
+    llm: LLMResource,
+    stores: StoresResource,
+):
+    """An annotation chunk's config, rows and the tasks (scorer, summarizer) that annotate them."""
+    cfg = settings.load().annotations
+    return cfg, _chunk_rows(corpus, context), tasks_for(llm, stores, cfg.max_parse_retries)
+
+
 def _histogram(values: list[int], label: str) -> MetadataValue:
     counts = pl.DataFrame({label: values}).group_by(label).len("problems").sort(label)
     return markdown_table(counts)
@@ -84,13 +96,7 @@ def _call_metadata(stats, elapsed: float, n: int) -> dict:
     }
 
 
-@stage_asset(
-    group_name="annotations",
-    io_manager_key="parquet_io",
-    kinds={"polars", "parquet"},
-    pool="llm",
-    ins={"corpus": AssetIn(), "ontology_tree": AssetIn()},
-)
+@table_asset("annotations", pool="llm", ins={"corpus": AssetIn(), "ontology_tree": AssetIn()})
 def topic_annotations(
     context: AssetExecutionContext,
     corpus: pl.DataFrame,
@@ -100,10 +106,8 @@ def topic_annotations(
     stores: StoresResource,
 ) -> Output[pl.DataFrame]:
     """Ontology topics per problem by top-down traversal (τ from config), most specific kept."""
-    cfg = settings.load().annotations
-    rows = _chunk_rows(corpus, context)
+    cfg, rows, tasks = _chunk_work(context, corpus, settings, llm, stores)
     tree = TopicTree.from_frame(ontology_tree)
-    tasks = tasks_for(llm, stores, cfg.max_parse_retries)
     scorer = tasks.topic_scorer
     labels = [humanize_title(t) for t in tree.titles]
     texts = [scorer.text_for(p, s) for p, s in zip(rows["problem"], rows["solution"], strict=True)]
@@ -149,12 +153,7 @@ def topic_annotations(
     )
 
 
-@stage_asset(
-    group_name="annotations",
-    io_manager_key="parquet_io",
-    kinds={"polars", "parquet"},
-    pool="llm",
-)
+@table_asset("annotations", pool="llm")
 def solution_summaries(
     context: AssetExecutionContext,
     corpus: pl.DataFrame,
@@ -163,9 +162,8 @@ def solution_summaries(
     stores: StoresResource,
 ) -> Output[pl.DataFrame]:
     """One imperative ≤30-word sentence naming the solution's core idea, or null when there is none."""
-    cfg = settings.load().annotations
-    rows = _chunk_rows(corpus, context)
-    summarizer = tasks_for(llm, stores, cfg.max_parse_retries).summarizer
+    cfg, rows, tasks = _chunk_work(context, corpus, settings, llm, stores)
+    summarizer = tasks.summarizer
     t0 = time.perf_counter()
     outcomes = summarizer.summarize_batch(list(zip(rows["problem"], rows["solution"], strict=True)))
     elapsed = time.perf_counter() - t0
@@ -201,7 +199,7 @@ def solution_summaries(
     )
 
 
-@stage_asset(group_name="annotations", io_manager_key="parquet_io", kinds={"polars", "parquet"})
+@table_asset("annotations")
 def topic_information_content(
     topic_annotations: dict[str, pl.DataFrame], ontology_tree: pl.DataFrame
 ) -> Output[pl.DataFrame]:
@@ -237,7 +235,7 @@ def topic_information_content(
     )
 
 
-@stage_asset(group_name="annotations", io_manager_key="parquet_io", kinds={"polars", "parquet"})
+@table_asset("annotations")
 def problem_annotations(
     settings: SaberSettings,
     corpus: pl.DataFrame,

@@ -13,7 +13,7 @@ from dagster import (
 )
 
 from saber_assets.candidates.select import GROUPS, select_candidates, selection_key
-from saber_assets.lib.declare import stage_asset, stage_check
+from saber_assets.lib.declare import stage_check, table_asset
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.ontology.domains import domain_names, domain_title
 from saber_assets.resources import SaberSettings
@@ -21,12 +21,7 @@ from saber_assets.signals.stored import signals_dir, stored_pairs
 from saber_assets.signals.thresholds import Cut, ExactSignals
 
 
-@stage_asset(
-    group_name="candidates",
-    io_manager_key="parquet_io",
-    kinds={"polars", "parquet"},
-    deps=["pair_signal_index"],
-)
+@table_asset("candidates", deps=["pair_signal_index"])
 def query_candidates(
     context: AssetExecutionContext,
     settings: SaberSettings,

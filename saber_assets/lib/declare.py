@@ -82,11 +82,15 @@ def stage_check(asset: str, **attrs: Any) -> Callable[[Callable[..., Any]], Decl
     return lambda fn: Declared(fn, asset_check, {"asset": asset, **attrs})
 
 
+def table_asset(group: str, **extra: Any) -> Callable[[Callable[..., Any]], Declared]:
+    """A stage asset whose output is a table in the Parquet store (polars by default)."""
+    extra.setdefault("kinds", {"polars", "parquet"})
+    return stage_asset(group_name=group, io_manager_key="parquet_io", **extra)
+
+
 def analysis(**extra: Any) -> Callable[[Callable[..., Any]], Declared]:
     """The declaration of every analysis: group `analyses`, a Parquet output."""
-    return stage_asset(
-        group_name="analyses", io_manager_key="parquet_io", kinds={"polars", "parquet"}, **extra
-    )
+    return table_asset("analyses", **extra)
 
 
 def declared_in(modules: Iterable[ModuleType]) -> list[Declared]:

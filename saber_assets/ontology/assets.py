@@ -7,7 +7,7 @@ from dagster import (
     Output,
 )
 
-from saber_assets.lib.declare import input_files_asset, stage_asset
+from saber_assets.lib.declare import input_files_asset, table_asset
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.ontology.domains import domain_spec, keys_for, resolve_domains
 from saber_assets.ontology.tree import expand_to_tree, load_dag
@@ -18,12 +18,7 @@ ontology_files = input_files_asset(
 )
 
 
-@stage_asset(
-    group_name="ontology",
-    io_manager_key="parquet_io",
-    kinds={"networkx", "parquet"},
-    deps=[ontology_files],
-)
+@table_asset("ontology", kinds={"networkx", "parquet"}, deps=[ontology_files])
 def ontology_tree(context: AssetExecutionContext, settings: SaberSettings) -> Output[pl.DataFrame]:
     """The topic DAG expanded to a tree (one node per root path), preorder, with each node's domain."""
     cfg = settings.load()

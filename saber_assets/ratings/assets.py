@@ -3,13 +3,13 @@
 import polars as pl
 from dagster import AssetCheckResult, Output
 
-from saber_assets.lib.declare import stage_asset, stage_check
+from saber_assets.lib.declare import stage_check, table_asset
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.ratings.rate import configured_prior, rate
 from saber_assets.resources import SaberSettings
 
 
-@stage_asset(group_name="ratings", io_manager_key="parquet_io", kinds={"polars", "parquet"})
+@table_asset("ratings")
 def relevance_ratings(
     settings: SaberSettings, query_candidates: pl.DataFrame, tournament_judgments: pl.DataFrame
 ) -> Output[pl.DataFrame]:

@@ -14,7 +14,7 @@ from dagster import (
     Output,
 )
 
-from saber_assets.lib.declare import stage_asset
+from saber_assets.lib.declare import stage_asset, table_asset
 from saber_assets.lib.metadata import figure_markdown, markdown_table, stage_metadata
 from saber_assets.ontology.domains import domain_names
 from saber_assets.ontology.tree import TopicTree
@@ -212,12 +212,7 @@ def _hist_plot(hist_all: np.ndarray, bins: int) -> MetadataValue:
     return figure_markdown(fig, "histogram")
 
 
-@stage_asset(
-    group_name="signals",
-    io_manager_key="parquet_io",
-    kinds={"polars", "parquet"},
-    deps=["pair_signal_shards"],
-)
+@table_asset("signals", deps=["pair_signal_shards"])
 def pair_signal_index(
     context: AssetExecutionContext, settings: SaberSettings
 ) -> Output[pl.DataFrame]:
@@ -271,12 +266,7 @@ def pair_signal_index(
     )
 
 
-@stage_asset(
-    group_name="signals",
-    io_manager_key="parquet_io",
-    kinds={"polars", "parquet"},
-    deps=["pair_signal_index"],
-)
+@table_asset("signals", deps=["pair_signal_index"])
 def relevance_thresholds(
     context: AssetExecutionContext, settings: SaberSettings, problem_annotations: pl.DataFrame
 ) -> Output[pl.DataFrame]:

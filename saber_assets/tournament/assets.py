@@ -6,7 +6,7 @@ import polars as pl
 from dagster import AssetExecutionContext, Output
 
 from saber_assets.lib.annotators import prepared_judge
-from saber_assets.lib.declare import stage_asset
+from saber_assets.lib.declare import table_asset
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.ratings.rate import configured_prior
 from saber_assets.resources import SaberSettings
@@ -16,12 +16,7 @@ from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
 
 
-@stage_asset(
-    group_name="tournament",
-    io_manager_key="parquet_io",
-    kinds={"polars", "duckdb"},
-    pool="llm",
-)
+@table_asset("tournament", kinds={"polars", "duckdb"}, pool="llm")
 def tournament_judgments(
     context: AssetExecutionContext,
     settings: SaberSettings,
