@@ -19,10 +19,11 @@ import sys
 import time
 from urllib.parse import urlparse
 
+from dagster._core.definitions.data_version import DATA_VERSION_TAG
+
 from saber_assets.build import OBSERVE_JOBS
 
 TERMINAL = {"SUCCESS", "FAILURE", "CANCELED"}
-DATA_VERSION_TAG = "dagster/data_version"
 EVENT_FIELDS = "partition timestamp tags { key value }"
 FAN_IN_QUERY = f"""
 query SaberFanIn($key: AssetKeyInput!, $partitions: [String!]) {{
