@@ -208,13 +208,20 @@ class SignalConfig(_Strict):
     rows_per_shard: int = Field(default=512, ge=64)
     # Static partition count; the last shard also takes every row past shards * rows_per_shard.
     shards: int = Field(default=4, ge=1, le=4096)
-    # Pairs with topic >= floor_topic or summary >= floor_summary are stored (keep them below
-    # the thresholds you may want: thresholds are derivable from one quantum below the floors
-    # up, i.e. >= 0.498 / 0.196 with these defaults, so the paper's 0.858 / 0.211 are reachable).
+    # The lowest thresholds a derivation considers: from one quantum below these up, i.e.
+    # >= 0.498 / 0.196 with these defaults, so the paper's 0.858 / 0.211 are reachable. The
+    # shards store only pairs with topic or summary at or above the floors pair_signal_bounds
+    # derives from the candidates section (never below these).
     floor_topic: float = Field(default=0.5, ge=0, le=1)
     floor_summary: float = Field(default=0.2, ge=0, le=1)
     # Bins of the per-shard 2-D histograms (the index's plot); thresholds use the exact pairs.
     hist_bins: int = Field(default=16, ge=2, le=64)
+    # Bins per signal of the first pass's per-row histograms (pair_signal_bounds): finer bins
+    # bound the thresholds closer (fewer pairs stored) for n × bins² × 4 bytes per thread.
+    bound_bins: int = Field(default=16, ge=2, le=64)
+    # false: store every pair from floor_topic / floor_summary up, no first pass (the store
+    # before the bounds; the thresholds and candidates are the same either way)
+    bound_floors: bool = True
     # Kernel threads per shard run (the kernel releases the GIL): 2 uses both cores of this box.
     threads: int = Field(default=2, ge=1, le=256)
     # Lin uses the IC of the first computation, so appended problems never invalidate shards.

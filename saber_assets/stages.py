@@ -65,9 +65,14 @@ STAGES: tuple[Stage, ...] = (
     Stage(
         "build_signal_inputs",
         "signal-inputs",
-        "Information content, the per-problem annotation table (all chunks) and the signal "
-        "kernels' inputs.",
-        ("topic_information_content", "problem_annotations", "pair_signal_inputs"),
+        "Information content, the per-problem annotation table (all chunks), the signal "
+        "kernels' inputs and the storage floors (a first kernel pass over every pair).",
+        (
+            "topic_information_content",
+            "problem_annotations",
+            "pair_signal_inputs",
+            "pair_signal_bounds",
+        ),
         "build_annotations",
     ),
     Stage(
@@ -141,6 +146,23 @@ _ANALYSIS = Inputs(
     ("seed", "analyses", "robustness", "tournament", "llm", "prompts", "leaderboard.k"),
     ("analyses", "saber_resources"),
 )
+_FLOORS = Inputs(
+    (
+        "signals",
+        *(
+            f"candidates.{key}"
+            for key in (
+                "queries_per_domain",
+                "candidates_per_group",
+                "topic_threshold",
+                "summary_threshold",
+                "threshold_method",
+                "percentile",
+            )
+        ),
+    ),
+    ("signals",),
+)
 ASSET_INPUTS: dict[str, Inputs] = {
     "corpus": _CORPUS,
     "corpus_quarantine": _CORPUS,
@@ -151,7 +173,9 @@ ASSET_INPUTS: dict[str, Inputs] = {
     "topic_information_content": Inputs(("signals.freeze_ic",), ("annotations",)),
     "problem_annotations": Inputs((), ("annotations",)),
     "pair_signal_inputs": Inputs(("signals.freeze_ic",), ("signals",)),
-    "pair_signal_shards": Inputs(("signals",), ("signals",)),
+    # what the shards store depends on the thresholds the candidates section can end up with
+    "pair_signal_bounds": _FLOORS,
+    "pair_signal_shards": _FLOORS,
     "pair_signal_index": Inputs(("signals",), ("signals",)),
     "relevance_thresholds": Inputs(("signals", "candidates"), ("signals",)),
     "query_candidates": Inputs(("seed", "candidates"), ("candidates",)),

@@ -294,6 +294,21 @@ def test_shard_pod_memory_grows_with_the_corpus_and_the_shard():
     assert shard_pod_memory_gib(283_000, 2048) >= big * 1.5 / 2**30
 
 
+def test_the_first_pass_pod_holds_every_threads_row_histograms():
+    from saber_assets.lib.pods import pod_size
+    from saber_assets.settings import PipelineConfig
+    from saber_assets.signals.sizing import bounds_memory_bytes
+
+    one, four = bounds_memory_bytes(283_000, 16, 1), bounds_memory_bytes(283_000, 16, 4)
+    assert four - one == 3 * 283_000 * 16 * 16 * 4  # one (n, bins, bins) uint32 per thread
+    cfg = PipelineConfig.model_validate(
+        {"signals": {"threads": 8, "bound_bins": 32}, "pods": {"expected_problems": 1_000_000}}
+    )
+    size = pod_size("build_signal_inputs", cfg)
+    assert size.cpu == "8"
+    assert int(size.memory.removesuffix("Gi")) * 2**30 >= 9 * 1_000_000 * 32 * 32 * 4 * 1.5
+
+
 def test_dockerfiles_cache_dependencies_run_unprivileged_and_pin_vllm():
     code = (DEPLOY / "Dockerfile").read_text()
     lines = [ln.strip() for ln in code.splitlines() if ln.strip() and not ln.startswith("#")]

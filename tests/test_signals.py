@@ -20,7 +20,15 @@ from saber_assets.signals.prepare import (
     prepare_inputs,
     summary_tokens,
 )
-from saber_assets.signals.shards import LOWER, UPPER, ShardError, read_shard, write_shard
+from saber_assets.signals.shards import (
+    LOWER,
+    UPPER,
+    ShardError,
+    read_header,
+    read_shard,
+    write_shard,
+)
+from saber_assets.signals.stored import read_floors
 from saber_assets.signals.thresholds import (
     QMAX,
     derive_thresholds,
@@ -849,12 +857,17 @@ def test_two_shards_through_dagster_and_growth(tmp_path, monkeypatch):
         }
         parts = shard_partitions(2)
         shards = sa.pair_signal_shards.build({"signal shard": parts})
-        inputs, index, thresholds = (
+        inputs, bounds, index, thresholds = (
             d.build()
-            for d in (sa.pair_signal_inputs, sa.pair_signal_index, sa.relevance_thresholds)
+            for d in (
+                sa.pair_signal_inputs,
+                sa.pair_signal_bounds,
+                sa.pair_signal_index,
+                sa.relevance_thresholds,
+            )
         )
-        everything = [pa, ic, ot, inputs, shards, index, thresholds]
-        assert materialize(everything, selection=[pa, ic, ot, inputs], resources=res).success
+        everything = [pa, ic, ot, inputs, bounds, shards, index, thresholds]
+        assert materialize(everything, selection=[pa, ic, ot, inputs, bounds], resources=res).success
         metas = []
         for key in parts.get_partition_keys():
             r = materialize(everything, selection=[shards], partition_key=key, resources=res)
@@ -885,7 +898,14 @@ def test_two_shards_through_dagster_and_growth(tmp_path, monkeypatch):
     inputs = SignalInputs.load(d / "inputs.npz")
     paths = sorted(d.glob("*.sig"))
     i, j, tq, sq = load_pairs(paths, {n: inputs.prefix_version(n) for n in (200, 230)})
-    full = compute_segment(inputs, UPPER, 0, 230, 76, 51, 8)
+    # every segment holds the pairs from the grown corpus's floors up (a reused one from its
+    # own, lower or equal, floors)
+    ft, fs = read_floors(d)
+    assert all(read_header(p)["floor_topic"] <= ft for p in paths)
+    assert all(read_header(p)["floor_summary"] <= fs for p in paths)
+    keep = (tq >= ft) | (sq >= fs)
+    i, j, tq, sq = i[keep], j[keep], tq[keep], sq[keep]
+    full = compute_segment(inputs, UPPER, 0, 230, ft, fs, 8)
     fi, fj = full.pairs()
     assert sorted(zip(i.tolist(), j.tolist(), tq.tolist(), sq.tolist(), strict=True)) == sorted(
         zip(fi.tolist(), fj.tolist(), full.topic.tolist(), full.summary.tolist(), strict=True)

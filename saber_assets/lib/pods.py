@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from saber_assets.settings import PipelineConfig, PodSize
-from saber_assets.signals.sizing import shard_pod_memory_gib
+from saber_assets.signals.sizing import bounds_pod_memory_gib, shard_pod_memory_gib
 from saber_assets.stages import STAGES
 
 K8S_TAG = "dagster-k8s/config"
@@ -38,6 +38,10 @@ def pod_size(job: str, cfg: PipelineConfig) -> PodSize:
             pods.expected_problems, largest_shard_rows(cfg), stored_fraction=pods.stored_fraction
         )
         return PodSize(cpu=str(cfg.signals.threads), memory=f"{gib}Gi")
+    if job == "build_signal_inputs":  # the first, storage-free pass over every pair
+        sig = cfg.signals
+        gib = bounds_pod_memory_gib(pods.expected_problems, sig.bound_bins, sig.threads)
+        return PodSize(cpu=str(sig.threads), memory=f"{max(gib, 4)}Gi")
     if job in LLM_JOBS and cfg.llm.judge_backend != "cpu":
         return pods.llm
     if job == "build_runs":

@@ -19,6 +19,7 @@ from saber_assets.lib.metadata import figure_markdown, markdown_table, stage_met
 from saber_assets.ontology.domains import domain_names
 from saber_assets.ontology.tree import TopicTree
 from saber_assets.resources import SaberSettings
+from saber_assets.signals.bounds import choose_floors, stored_share
 from saber_assets.signals.compute import compute_segment, memory_available
 from saber_assets.signals.kernels import quantize
 from saber_assets.signals.pairs import row_groups
@@ -31,7 +32,14 @@ from saber_assets.signals.shards import (
     read_shard,
     write_shard,
 )
-from saber_assets.signals.stored import segment_versions, signals_dir, stored_pairs
+from saber_assets.signals.stored import (
+    cached_row_histograms,
+    read_floors,
+    segment_versions,
+    signals_dir,
+    stored_pairs,
+    write_floors,
+)
 from saber_assets.signals.thresholds import (
     Cut,
     ExactSignals,
@@ -128,6 +136,55 @@ def pair_signal_inputs(
 
 
 @stage_asset(group_name="signals", deps=["pair_signal_inputs"], kinds={"numba"})
+def pair_signal_bounds(
+    context: AssetExecutionContext, settings: SaberSettings, problem_annotations: pl.DataFrame
+) -> MaterializeResult:
+    """The storage floors: the lowest bytes a threshold the candidates section can end up with
+    may select, bounded from every row's coarse histogram of its pairs (a first kernel pass
+    over every pair, storing none; given thresholds need none). The shards store only what
+    lies above them."""
+    full = settings.load()
+    cfg = full.signals
+    d = signals_dir(settings)
+    inputs = SignalInputs.load(d / "inputs.npz")
+    t0 = time.perf_counter()
+    hist_seconds: list[float] = []
+
+    def first_pass() -> np.ndarray:
+        t = time.perf_counter()
+        hist = cached_row_histograms(inputs, d, cfg.bound_bins, cfg.threads)
+        hist_seconds.append(time.perf_counter() - t)
+        return hist
+
+    floors, hist = choose_floors(
+        first_pass,
+        problem_annotations["domains"].to_list(),
+        domain_names(full.ontology),
+        full.candidates,
+        (int(quantize(cfg.floor_topic)), int(quantize(cfg.floor_summary))),
+        cfg.bound_floors,
+    )
+    write_floors(d, floors)
+    pairs = inputs.n * (inputs.n - 1) // 2
+    share = stored_share(hist, floors) if hist is not None else None
+    return MaterializeResult(
+        metadata={
+            "floor_topic": round(floors.topic / 255, 4),
+            "floor_summary": round(floors.summary / 255, 4),
+            "floor_topic_quanta": floors.topic,
+            "floor_summary_quanta": floors.summary,
+            "source": floors.source,
+            "first_pass": "computed" if hist is not None else "skipped",
+            "first_pass_seconds": round(sum(hist_seconds), 2),
+            "pairs": pairs,
+            "stored_share_at_most": share,
+            **stage_metadata(seconds=time.perf_counter() - t0),
+            "per_domain": MetadataValue.json(floors.detail.get("per_domain") or {}),
+        }
+    )
+
+
+@stage_asset(group_name="signals", deps=["pair_signal_bounds"], kinds={"numba"})
 def pair_signal_shards(
     context: AssetExecutionContext, settings: SaberSettings
 ) -> MaterializeResult:
@@ -141,7 +198,7 @@ def pair_signal_shards(
         keys.index(context.partition_key), len(keys), cfg.rows_per_shard, inputs.n
     )
     base_n = manifest["base_n"]
-    ft, fs = int(quantize(cfg.floor_topic)), int(quantize(cfg.floor_summary))
+    ft, fs = read_floors(d)
     todo: list[tuple[int, int, int, Path]] = []
     up_end = min(end, base_n)
     if up_end > start:
@@ -166,14 +223,10 @@ def pair_signal_shards(
         n_dep = base_n if kind == UPPER else r1
         if path.exists():
             h = read_header(path)
-            same = (
-                h["n"],
-                h["corpus_version"],
-                h["floor_topic"],
-                h["floor_summary"],
-                h["bins"],
-            )
-            if same == (n_dep, inputs.prefix_version(n_dep), ft, fs, cfg.hist_bins):
+            same = (h["n"], h["corpus_version"], h["bins"])
+            # a segment stored at floors no higher than today's holds every pair needed
+            low_enough = h["floor_topic"] <= ft and h["floor_summary"] <= fs
+            if same == (n_dep, inputs.prefix_version(n_dep), cfg.hist_bins) and low_enough:
                 reused += 1
                 continue
         shard = compute_segment(
@@ -192,6 +245,7 @@ def pair_signal_shards(
             "pairs_computed": pairs,
             "pairs_stored": stored,
             "bytes_written": size,
+            "floors_quanta": MetadataValue.text(f"topic >= {ft} or summary >= {fs}"),
             **stage_metadata(seconds=elapsed),
             "pairs_per_second": round(pairs / elapsed) if computed and elapsed > 0 else 0,
         }
@@ -278,7 +332,7 @@ def relevance_thresholds(
     domain_order = domain_names(full.ontology)
     inputs, pairs = stored_pairs(settings, problem_annotations["id"].to_list())
     domains = problem_annotations["domains"].to_list()
-    ft, fs = int(quantize(cfg.floor_topic)), int(quantize(cfg.floor_summary))
+    ft, fs = pairs.floors()
     k = cand.candidates_per_group
     t0 = time.perf_counter()
     budget = gather_budget(cfg.gather_memory_gib)

@@ -178,6 +178,8 @@ def _block(
     out_t,
     out_s,
     hist,
+    store,
+    both,
 ):
     n = t_ptr.shape[0] - 1
     n_topics = lin.shape[0]
@@ -316,8 +318,12 @@ def _block(
                         )
                     inter = inter_r[r]
                     sq = lut[inter, row_ns[r] + ns_b - inter]
-                    hist[i - row_start, bin_of[tq], bin_of[sq]] += 1
-                    if tq >= floor_t or sq >= floor_s:
+                    if both:  # the pair in both rows' histograms, indexed globally
+                        hist[i, bin_of[tq], bin_of[sq]] += 1
+                        hist[j, bin_of[tq], bin_of[sq]] += 1
+                    else:
+                        hist[i - row_start, bin_of[tq], bin_of[sq]] += 1
+                    if store and (tq >= floor_t or sq >= floor_s):
                         if kept >= out_rows.shape[0]:
                             return -1  # buffers full: the caller grows them and retries
                         out_rows[kept] = i
@@ -436,6 +442,8 @@ def _signal_range(
             out_t,
             out_s,
             hist,
+            True,
+            False,
         )
         if kept >= 0:
             break
@@ -445,6 +453,48 @@ def _signal_range(
     indptr = np.zeros(rows + 1, dtype=np.int64)
     np.cumsum(np.bincount(local, minlength=rows), out=indptr[1:])
     return indptr, out_cols[:kept][order], out_t[:kept][order], out_s[:kept][order], hist
+
+
+def row_histograms(
+    t_ptr: np.ndarray,
+    t_idx: np.ndarray,
+    lin: np.ndarray,
+    s_ptr: np.ndarray,
+    s_idx: np.ndarray,
+    n_bins: int = 16,
+    threads: int = 1,
+) -> np.ndarray:
+    """hist[r, topic_bin, summary_bin]: every pair of row r with any other row (both
+    directions), counted by coarse bins of both quantised signals (bin = q · n_bins // 256).
+    The block kernel over every pair j > i, storing nothing: each thread adds into its own
+    (n, bins, bins) array, summed at the end."""
+    lin = np.ascontiguousarray(lin, dtype=np.float32)
+    n = len(t_ptr) - 1
+    if s_idx.size and np.diff(s_ptr).max() > MAX_TOKENS:
+        raise ValueError(f"a token set has more than {MAX_TOKENS} distinct tokens")
+    lut = jaccard_lut()
+    none_i64, none_i32, none_u8 = (np.empty(1, t) for t in (np.int64, np.int32, np.uint8))
+
+    def run(r: tuple[int, int]) -> np.ndarray:
+        hist = np.zeros((n, n_bins, n_bins), dtype=np.uint32)
+        _block(
+            t_ptr, t_idx, lin, s_ptr, s_idx, lut, r[0], r[1], np.uint8(0), np.uint8(0), n_bins,
+            none_i64, none_i32, none_u8, none_u8, hist, False, True,
+        )  # fmt: skip
+        return hist
+
+    ranges = split_rows(0, n, n, threads)
+    if len(ranges) == 1:
+        return run(ranges[0])
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(ranges)) as pool:
+        parts = pool.map(run, ranges)
+        total = next(parts)
+        for part in parts:
+            total += part
+            del part
+    return total
 
 
 # ------------------------------------------------------------------------ exact pairs, on demand

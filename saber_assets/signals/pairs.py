@@ -47,6 +47,15 @@ class StoredPairs:
     def total_pairs(self) -> int:
         return sum(read_header(p)["pairs"] for p in self.paths)
 
+    def floors(self) -> tuple[int, int]:
+        """The storage floors every shard file holds pairs from (bytes; the highest of each):
+        counts are exact at thresholds from one byte below them up."""
+        heads = [read_header(p) for p in self.paths]
+        return (
+            max((h["floor_topic"] for h in heads), default=0),
+            max((h["floor_summary"] for h in heads), default=0),
+        )
+
     def digests(self) -> list[str]:
         """Each file's name and payload checksum (from its header): what the pairs' content is."""
         return [f"{p.name}:{read_header(p)['checksum'].hex()}" for p in self.paths]

@@ -39,3 +39,13 @@ def shard_pod_memory_gib(
     Dagster."""
     need = shard_memory_bytes(n_problems, rows_per_shard, stored_fraction=stored_fraction)
     return math.ceil(need * headroom / 2**30) + 1
+
+
+def bounds_memory_bytes(n_problems: int, bins: int, threads: int) -> float:
+    """The first pass (``pair_signal_bounds``): every thread's per-row histograms (uint32), their
+    sum, the Lin table and every problem's annotation ids."""
+    return (threads + 1) * n_problems * bins * bins * 4 + 17_000**2 * 4 + n_problems * 30 * 8
+
+
+def bounds_pod_memory_gib(n_problems: int, bins: int, threads: int, headroom: float = 1.5) -> int:
+    return math.ceil(bounds_memory_bytes(n_problems, bins, threads) * headroom / 2**30) + 1

@@ -29,6 +29,7 @@ costs O(pairs + 256) and every interval lands in a difference array per domain (
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -220,6 +221,12 @@ class Cut:
     def q(self) -> int:
         """The threshold's own byte: a value above τ stores at least this byte."""
         return int(quantize(self.tau))
+
+    @property
+    def lowest(self) -> int:
+        """The smallest byte this cut counts as relevant or recomputes (one below ``q``): what
+        the shards store for it, a quantum of margin under the lowest relevant byte."""
+        return max(0, math.ceil(self.tau * QMAX - 1))
 
     def decide(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(surely above, undecided) per byte."""
