@@ -3,6 +3,8 @@
     uv run python benchmarks/scale.py --n 20000 [--n 70000 --n 283000] [--queries-per-domain 20]
     uv run python benchmarks/scale.py --report      # table, exponents and plot from saved runs
     uv run python benchmarks/scale.py --n 283000 --resume-from indexes   # a stopped run, on
+    uv run python benchmarks/scale.py --n 20000 --unbound --home .saber-scale-unbound \
+        --out benchmarks/out/unbound    # the store before pair_signal_bounds: the baseline
 
 
 For each N: a synthetic corpus (texts drawn from the bundled MATH corpus's word frequencies and
@@ -128,6 +130,7 @@ def write_inputs(
     candidates_per_group: int,
     near_dup: float,
     retrievers: list[str],
+    bound_floors: bool = True,
 ) -> Path:
     """The corpus Parquet, a lexical registry and the pipeline config; returns the config."""
     import polars as pl
@@ -160,7 +163,11 @@ def write_inputs(
         "ontology": {"bundled": "mathworld"},
         "llm": {"backend": "synthetic"},
         "annotations": {"chunks": max(4, math.ceil(n / 40_000))},
-        "signals": {"rows_per_shard": math.ceil(n / shards), "shards": shards},
+        "signals": {
+            "rows_per_shard": math.ceil(n / shards),
+            "shards": shards,
+            "bound_floors": bound_floors,
+        },
         "candidates": {
             "queries_per_domain": queries_per_domain,
             "candidates_per_group": candidates_per_group,
@@ -243,6 +250,7 @@ def rehearse(
     resume_from: str | None = None,
     saved: dict | None = None,
     save=lambda entry: None,
+    bound_floors: bool = True,
 ) -> dict:
     from saber_assets.stages import BY_ALIAS
 
@@ -258,7 +266,9 @@ def rehearse(
         todo = STAGES[len(before) :]
     work = home / f"scale-{n}-inputs"
     t0 = time.perf_counter()
-    config = write_inputs(n, work, queries_per_domain, candidates_per_group, near_dup, retrievers)
+    config = write_inputs(
+        n, work, queries_per_domain, candidates_per_group, near_dup, retrievers, bound_floors
+    )
     gen = time.perf_counter() - t0
     log = home / f"scale-{n}.log"
     entry = {
@@ -404,6 +414,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--report", action="store_true", help="only rebuild the table and plot")
     ap.add_argument(
+        "--unbound",
+        action="store_true",
+        help="store every pair above the configured floors (no first pass): the baseline of "
+        "pair_signal_bounds; give it its own --home and --out",
+    )
+    ap.add_argument(
         "--resume-from",
         choices=STAGES,
         help="run the stages from this one on over the outputs a stopped run left",
@@ -430,6 +446,7 @@ def main(argv: list[str] | None = None) -> None:
             resume_from=args.resume_from,
             saved=results.get(str(n)),
             save=save,
+            bound_floors=not args.unbound,
         )
     complete = {k: r for k, r in results.items() if len(r["stages"]) == len(STAGES)}
     if complete:
