@@ -302,7 +302,11 @@ def test_the_first_pass_pod_holds_every_threads_row_histograms():
     one, four = bounds_memory_bytes(283_000, 16, 1), bounds_memory_bytes(283_000, 16, 4)
     assert four - one == 3 * 283_000 * 16 * 16 * 4  # one (n, bins, bins) uint32 per thread
     cfg = PipelineConfig.model_validate(
-        {"signals": {"threads": 8, "bound_bins": 32}, "pods": {"expected_problems": 1_000_000}}
+        {
+            "corpus": {"sources": [{"name": "math", "bundled": "math"}]},
+            "signals": {"threads": 8, "bound_bins": 32},
+            "pods": {"expected_problems": 1_000_000},
+        }
     )
     size = pod_size("build_signal_inputs", cfg)
     assert size.cpu == "8"
