@@ -114,6 +114,32 @@ def test_row_blocks_equal_the_in_memory_rows_at_any_budget(shard_files, rows_per
     assert _per_row(blocks) == _per_row(whole)
 
 
+def test_held_pairs_read_each_file_once_and_answer_every_pass_as_the_files_do(
+    shard_files, monkeypatch
+):
+    from saber_assets.signals import pairs as pairs_module
+    from saber_assets.signals.pairs import BYTES_HELD, HeldPairs
+
+    total = shard_files.total_pairs
+    assert shard_files.held(total * BYTES_HELD - 1) is shard_files  # does not fit: the files
+    reads = []
+    real = pairs_module.read_shard
+    monkeypatch.setattr(
+        pairs_module, "read_shard", lambda p, **kw: reads.append(p) or real(p, **kw)
+    )
+    held = shard_files.held(total * BYTES_HELD)
+    assert isinstance(held, HeldPairs) and sorted(reads) == sorted(shard_files.paths)
+    deg = held.degrees()
+    got = tuple(np.concatenate(c) for c in zip(*held.chunks(), strict=True))
+    before = len(reads)
+    assert _per_row(held.row_blocks(1, deg)) == _per_row(in_memory_blocks(N, got))
+    assert len(reads) == before  # no pass after the first reads a file
+    monkeypatch.setattr(pairs_module, "read_shard", real)
+    assert all(np.array_equal(a, b) for a, b in zip(got, _arrays(shard_files), strict=True))
+    assert np.array_equal(deg, shard_files.degrees())
+    assert held.floors() == shard_files.floors() and held.digests() == shard_files.digests()
+
+
 def test_a_group_reads_only_the_files_that_can_hold_its_pairs(shard_files):
     def spans(below):
         return [(s.kind, s.row_start) for s in shard_files.shards(below=below)]

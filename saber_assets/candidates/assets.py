@@ -17,7 +17,7 @@ from saber_assets.lib.declare import stage_check, table_asset
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.ontology.domains import domain_names, domain_title
 from saber_assets.resources import SaberSettings
-from saber_assets.signals.stored import signals_dir, stored_pairs
+from saber_assets.signals.stored import gather_budget, signals_dir, stored_pairs
 from saber_assets.signals.thresholds import Cut, ExactSignals
 
 
@@ -58,7 +58,9 @@ def query_candidates(
     if reused:
         all_sel = pl.read_parquet(path)
     else:
-        all_sel = select_candidates(pairs=pairs.chunks, exact=exact, **select)
+        # one read of the shard files where the pairs fit in memory, else one per pass
+        held = pairs.held(gather_budget(cfg.signals.gather_memory_gib))
+        all_sel = select_candidates(pairs=held.chunks, exact=exact, **select)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         all_sel.write_parquet(tmp)

@@ -20,9 +20,9 @@ from saber_assets.ontology.domains import domain_names
 from saber_assets.ontology.tree import TopicTree
 from saber_assets.resources import SaberSettings
 from saber_assets.signals.bounds import choose_floors, stored_share
-from saber_assets.signals.compute import compute_segment, memory_available
+from saber_assets.signals.compute import compute_segment
 from saber_assets.signals.kernels import quantize
-from saber_assets.signals.pairs import row_groups
+from saber_assets.signals.pairs import HeldPairs, row_groups
 from saber_assets.signals.prepare import SignalInputs, ic_hash, prepare_inputs
 from saber_assets.signals.shards import (
     BYTES_PER_PAIR,
@@ -34,6 +34,7 @@ from saber_assets.signals.shards import (
 )
 from saber_assets.signals.stored import (
     cached_row_histograms,
+    gather_budget,
     read_floors,
     segment_versions,
     signals_dir,
@@ -336,6 +337,7 @@ def relevance_thresholds(
     k = cand.candidates_per_group
     t0 = time.perf_counter()
     budget = gather_budget(cfg.gather_memory_gib)
+    pairs = pairs.held(budget)  # read once where they fit: every pass below then reads memory
     degrees = pairs.degrees()
     exact = ExactSignals.of(inputs)
     taus: tuple[float, float] | None = None  # exact thresholds: given, or percentiles
@@ -415,6 +417,7 @@ def relevance_thresholds(
             # the derivation gathers rows in groups; given thresholds only count, in one pass
             "row_groups": len(row_groups(degrees, budget)) if source == "derived" else 0,
             "gather_budget_mib": round(budget / 2**20),
+            "pairs_held_in_memory": isinstance(pairs, HeldPairs),
             "per_domain": markdown_table(
                 df.drop(
                     "topic_threshold",
@@ -429,8 +432,3 @@ def relevance_thresholds(
         },
     )
 
-
-def gather_budget(gib: float | None) -> int:
-    """Bytes the threshold sweep may gather at once: the configured GiB, or a quarter of what
-    this process may use, at most 4 GiB."""
-    return int(gib * 2**30) if gib else min(memory_available() // 4, 4 * 2**30)

@@ -21,7 +21,7 @@ import numba as nb
 import numpy as np
 
 from saber_assets.signals.shards import UPPER, Shard, ShardError, read_header, read_shard
-from saber_assets.signals.thresholds import RowBlock, sort_rows_by_topic
+from saber_assets.signals.thresholds import RowBlock, row_pairs, sort_rows_by_topic
 
 # bytes a gathered group holds per pair direction (q_t and q_s) and per row (offsets, cursors)
 BYTES_PER_DIRECTION = 2
@@ -29,6 +29,9 @@ BYTES_PER_ROW = 16
 COLLECT_ABOVE = 1 << 28  # budgets from which a block left alive is worth a garbage collection
 
 Chunk = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+# bytes per stored pair held in memory: i, j (int32), q_t, q_s, and the 4 the threshold sweep's
+# both-direction gathering adds (``thresholds.row_pairs``)
+BYTES_HELD = 14
 
 
 @dataclass
@@ -46,6 +49,18 @@ class StoredPairs:
     @property
     def total_pairs(self) -> int:
         return sum(read_header(p)["pairs"] for p in self.paths)
+
+    def held(self, budget_bytes: int) -> StoredPairs | HeldPairs:
+        """The pairs read once, where they fit ``budget_bytes``: every later pass (degrees,
+        gathering, the candidates' two passes) then reads memory, not the files. Else these
+        files, read per pass."""
+        if self.total_pairs * BYTES_HELD > budget_bytes:
+            return self
+        parts = list(self.chunks())
+        empty = (np.zeros(0, np.int32),) * 2 + (np.zeros(0, np.uint8),) * 2
+        arrays = tuple(np.concatenate(c) for c in zip(*parts, strict=True)) if parts else empty
+        del parts
+        return HeldPairs(self, *arrays)
 
     def floors(self) -> tuple[int, int]:
         """The storage floors every shard file holds pairs from (bytes; the highest of each):
@@ -185,3 +200,50 @@ def _scatter(
                     t_out[cur[x]] = tq[p]
                     s_out[cur[x]] = sq[p]
                 cur[x] += 1
+
+
+@dataclass
+class HeldPairs:
+    """Every stored pair (i < j, q_t, q_s) in memory, read from ``source`` in one pass; the
+    same passes as ``StoredPairs`` over it."""
+
+    source: StoredPairs
+    i: np.ndarray
+    j: np.ndarray
+    tq: np.ndarray
+    sq: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return self.source.n
+
+    @property
+    def total_pairs(self) -> int:
+        return len(self.i)
+
+    def floors(self) -> tuple[int, int]:
+        return self.source.floors()
+
+    def digests(self) -> list[str]:
+        return self.source.digests()
+
+    def chunks(self) -> Iterator[Chunk]:
+        step = self.source.chunk_pairs
+        for a in range(0, len(self.i), step):
+            yield (
+                self.i[a : a + step],
+                self.j[a : a + step],
+                self.tq[a : a + step],
+                self.sq[a : a + step],
+            )
+
+    def degrees(self) -> np.ndarray:
+        return (
+            np.bincount(self.i, minlength=self.n) + np.bincount(self.j, minlength=self.n)
+        ).astype(np.int64)
+
+    def row_blocks(
+        self, budget_bytes: int, degrees: np.ndarray | None = None
+    ) -> Iterator[RowBlock]:
+        """Every row in one block: the pairs are in memory already."""
+        yield RowBlock(0, *row_pairs(self.n, self.i, self.j, self.tq, self.sq))

@@ -7,6 +7,7 @@ import numpy as np
 
 from saber_assets.resources import SaberSettings
 from saber_assets.signals.bounds import StorageFloors
+from saber_assets.signals.compute import memory_available
 from saber_assets.signals.kernels import row_histograms
 from saber_assets.signals.pairs import StoredPairs
 from saber_assets.signals.prepare import SignalInputs
@@ -32,6 +33,12 @@ def stored_pairs(settings: SaberSettings, ids: list[str]) -> tuple[SignalInputs,
         )
     paths = sorted(d.glob("*.sig"))
     return inputs, StoredPairs(paths, inputs.n, segment_versions(inputs, paths))
+
+
+def gather_budget(gib: float | None) -> int:
+    """Bytes the threshold sweep may gather (or the stored pairs be held) at once: the
+    configured GiB, or a quarter of what this process may use, at most 4 GiB."""
+    return int(gib * 2**30) if gib else min(memory_available() // 4, 4 * 2**30)
 
 
 def write_floors(d: Path, floors: StorageFloors) -> None:
