@@ -127,3 +127,33 @@ def test_given_thresholds_skip_the_first_pass_and_store_from_a_byte_below_them()
     assert (floors.topic, floors.summary) == (Cut(0.858).q - 1, Cut(0.211).q - 1)
     unbound, _ = choose_floors(never, [], DOMAINS, cand, CONFIG_FLOORS, bound=False)
     assert (unbound.topic, unbound.summary) == CONFIG_FLOORS
+
+
+def test_appended_problems_count_only_their_own_pairs_onto_the_kept_histograms(
+    tmp_path, monkeypatch
+):
+    from saber_assets.signals import stored
+    from saber_assets.signals.prepare import SignalInputs
+
+    (tp, ti, lin, sp, si), _ = _case(1, n=300)
+
+    def inputs(n):
+        return SignalInputs(
+            [f"p{x}" for x in range(n)], tp[: n + 1], ti[: tp[n]], lin, np.arange(len(lin)),
+            sp[: n + 1], si[: sp[n]], [str(x) for x in range(24)], "ic",
+        )  # fmt: skip
+
+    first = stored.cached_row_histograms(inputs(230), tmp_path, 8, 2)
+    assert np.array_equal(first, row_histograms(tp[:231], ti[: tp[230]], lin, sp[:231],
+                                                si[: sp[230]], 8))  # fmt: skip
+    calls = []
+    real = stored.row_histograms
+    monkeypatch.setattr(
+        stored, "row_histograms", lambda *a, **kw: calls.append(kw) or real(*a, **kw)
+    )
+    grown = stored.cached_row_histograms(inputs(300), tmp_path, 8, 2)
+    assert calls == [{"rows": (0, 70)}]  # the 70 appended rows' pairs only
+    assert np.array_equal(grown, row_histograms(tp, ti, lin, sp, si, 8, threads=2))
+    assert [p.name.split("-")[1] for p in tmp_path.glob("row_hist-*.npy")] == ["000000300"]
+    assert np.array_equal(stored.cached_row_histograms(inputs(300), tmp_path, 8, 2), grown)
+    assert len(calls) == 1  # read back

@@ -431,4 +431,3 @@ def relevance_thresholds(
             ),
         },
     )
-

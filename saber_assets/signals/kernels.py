@@ -463,11 +463,13 @@ def row_histograms(
     s_idx: np.ndarray,
     n_bins: int = 16,
     threads: int = 1,
+    rows: tuple[int, int] | None = None,
 ) -> np.ndarray:
     """hist[r, topic_bin, summary_bin]: every pair of row r with any other row (both
     directions), counted by coarse bins of both quantised signals (bin = q · n_bins // 256).
     The block kernel over every pair j > i, storing nothing: each thread adds into its own
-    (n, bins, bins) array, summed at the end."""
+    (n, bins, bins) array, summed at the end. ``rows``: only the pairs whose smaller index
+    lies in that range."""
     lin = np.ascontiguousarray(lin, dtype=np.float32)
     n = len(t_ptr) - 1
     if s_idx.size and np.diff(s_ptr).max() > MAX_TOKENS:
@@ -483,7 +485,7 @@ def row_histograms(
         )  # fmt: skip
         return hist
 
-    ranges = split_rows(0, n, n, threads)
+    ranges = split_rows(*(rows or (0, n)), n, threads)
     if len(ranges) == 1:
         return run(ranges[0])
     from concurrent.futures import ThreadPoolExecutor

@@ -7,7 +7,7 @@ import numpy as np
 
 from saber_assets.resources import SaberSettings
 from saber_assets.signals.bounds import StorageFloors
-from saber_assets.signals.compute import memory_available
+from saber_assets.signals.compute import csr_take, memory_available
 from saber_assets.signals.kernels import row_histograms
 from saber_assets.signals.pairs import StoredPairs
 from saber_assets.signals.prepare import SignalInputs
@@ -54,16 +54,42 @@ def read_floors(d: Path) -> tuple[int, int]:
     return int(data["topic"]), int(data["summary"])
 
 
+def _hist_path(d: Path, inputs: SignalInputs, n: int, bins: int) -> Path:
+    return d / f"row_hist-{n:09d}-{inputs.prefix_version(n)}-{bins}.npy"
+
+
+def appended_histograms(inputs: SignalInputs, n0: int, bins: int, threads: int) -> np.ndarray:
+    """The rows' histograms of only the pairs with a row at or past ``n0`` (appended rows with
+    every earlier row and with each other): the prefix reversed, as a lower shard segment is."""
+    rev = np.arange(inputs.n - 1, -1, -1)
+    t_ptr, t_idx = csr_take(inputs.t_ptr, inputs.t_idx, rev)
+    s_ptr, s_idx = csr_take(inputs.s_ptr, inputs.s_idx, rev)
+    hist = row_histograms(
+        t_ptr, t_idx, inputs.lin, s_ptr, s_idx, bins, threads, rows=(0, inputs.n - n0)
+    )
+    return hist[::-1]
+
+
 def cached_row_histograms(inputs: SignalInputs, d: Path, bins: int, threads: int) -> np.ndarray:
     """``kernels.row_histograms`` of the corpus, kept beside the shards under the content they
-    were counted from: a change to the candidates section re-bounds without the kernel pass."""
-    key = f"{inputs.prefix_version(inputs.n)}-{bins}"
-    path = d / f"row_hist-{key}.npy"
+    were counted from: a change to the candidates section re-bounds without the kernel pass,
+    and appended problems count only their own pairs onto the corpus prefix's histograms."""
+    path = _hist_path(d, inputs, inputs.n, bins)
     if path.exists():
         return np.load(path)
-    hist = row_histograms(
-        inputs.t_ptr, inputs.t_idx, inputs.lin, inputs.s_ptr, inputs.s_idx, bins, threads
-    )
+    prefix = None
+    for old in sorted(d.glob("row_hist-*.npy")):
+        field = old.name.split("-")[1]
+        n0 = int(field) if field.isdigit() else inputs.n  # another layout: not a prefix
+        if n0 < inputs.n and old == _hist_path(d, inputs, n0, bins):
+            prefix = (n0, old)
+    if prefix is not None:
+        hist = appended_histograms(inputs, prefix[0], bins, threads)
+        hist[: prefix[0]] += np.load(prefix[1])
+    else:
+        hist = row_histograms(
+            inputs.t_ptr, inputs.t_idx, inputs.lin, inputs.s_ptr, inputs.s_idx, bins, threads
+        )
     tmp = path.with_suffix(".tmp.npy")
     np.save(tmp, hist)
     tmp.replace(path)
