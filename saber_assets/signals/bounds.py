@@ -134,9 +134,9 @@ def viability_floors(
     n_bins = hist.shape[1]
     lo_b, hi_b = bin_edges(n_bins)
     t0, s0 = (max(f - 1, 0) for f in config_floors)
-    corner_t, corner_s = np.minimum(hi_b, QMAX - 1), np.minimum(hi_b, QMAX - 1)
-    inside = (corner_t[:, None] >= t0) & (corner_s[None, :] >= s0)
-    corner_sum = corner_t[:, None] + corner_s[None, :]
+    corner = np.minimum(hi_b, QMAX - 1)  # a bin's highest threshold the derivation tries
+    inside = (corner[:, None] >= t0) & (corner[None, :] >= s0)
+    corner_sum = corner[:, None] + corner[None, :]
     ptr, idx = domain_rows(row_domains, domains)
     v_up, v_lo = _viability_bounds(hist, ptr, idx, len(domains), k)
     per_domain: dict[str, list[int] | None] = {}
