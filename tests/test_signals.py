@@ -938,6 +938,17 @@ def test_two_shards_through_dagster_and_growth(tmp_path, monkeypatch):
     assert got["topic_tau"] == np.quantile(topic, 0.95, method="inverted_cdf")
     assert got["summary_tau"] == np.quantile(summary, 0.95, method="inverted_cdf")
     assert got["source"] == "percentile 95 (global)"
+    # the viability derivation searches from this config's floors (floors.json), never below
+    # them where reused segments were stored from lower floors: with floors no 5 queries reach,
+    # it refuses, as a fresh build storing from those floors would
+    from saber_assets.signals.bounds import StorageFloors
+    from saber_assets.signals.stored import write_floors
+
+    cfg = (tmp_path / "c.yaml").read_text()
+    (tmp_path / "c.yaml").write_text(cfg.replace(", threshold_method: percentile, percentile: 95", ""))
+    write_floors(d, StorageFloors(250, 250, "viability"))
+    with pytest.raises(Exception, match="no domain has 5 queries"):
+        materialize([pa, sa.relevance_thresholds.build()], resources=res)
 
 
 def test_threads_split_gives_identical_results():

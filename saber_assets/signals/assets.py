@@ -357,6 +357,11 @@ def relevance_thresholds(
         # in quanta, as the viability rule reports them (the columns divide by 255)
         per_domain = {d: (t * 255, s_ * 255, None) for d, (t, s_) in per_domain_tau.items()}
     else:
+        # the search starts at this config's floors: segments reused from a config with lower
+        # floors hold more pairs, and a derivation over them could end below what a fresh
+        # build can choose (there it refuses instead)
+        need = read_floors(signals_dir(settings))
+        ft, fs = max(ft, need[0]), max(fs, need[1])
         blocks = pairs.row_blocks(budget, degrees)
         choice = derive_thresholds(
             blocks, domains, domain_order, cand.queries_per_domain, k, ft, fs
@@ -415,7 +420,9 @@ def relevance_thresholds(
             **stage_metadata(seconds=time.perf_counter() - t0),
             "stored_pairs": int(degrees.sum() // 2),
             # the derivation gathers rows in groups; given thresholds only count, in one pass
-            "row_groups": len(row_groups(degrees, budget)) if source == "derived" else 0,
+            "row_groups": (1 if isinstance(pairs, HeldPairs) else len(row_groups(degrees, budget)))
+            if source == "derived"
+            else 0,
             "gather_budget_mib": round(budget / 2**20),
             "pairs_held_in_memory": isinstance(pairs, HeldPairs),
             "per_domain": markdown_table(

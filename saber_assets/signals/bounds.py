@@ -33,7 +33,7 @@ import numba as nb
 import numpy as np
 
 from saber_assets.settings import CandidateConfig
-from saber_assets.signals.thresholds import QMAX, Cut
+from saber_assets.signals.thresholds import QMAX, Cut, domain_rows
 
 Q_BYTES = QMAX + 1
 
@@ -63,17 +63,6 @@ class StorageFloors:
 def given_floors(topic_tau: float, summary_tau: float) -> StorageFloors:
     """Thresholds in config need no first pass: what their exact comparison may read."""
     return StorageFloors(Cut(topic_tau).lowest, Cut(summary_tau).lowest, "config")
-
-
-def domain_rows(
-    row_domains: Sequence[Sequence[str]], domains: Sequence[str]
-) -> tuple[np.ndarray, np.ndarray]:
-    """CSR (offsets, domain indices) of each row's domains among ``domains``."""
-    index = {d: x for x, d in enumerate(domains)}
-    rows = [[index[d] for d in ds if d in index] for ds in row_domains]
-    ptr = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum([len(r) for r in rows], out=ptr[1:])
-    return ptr, np.array([x for r in rows for x in r], dtype=np.int64)
 
 
 @nb.njit(cache=True, nogil=True)

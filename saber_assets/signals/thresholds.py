@@ -187,6 +187,21 @@ def _viable_diff(indptr, tq, sq, dom_ptr, dom_idx, n_domains, k, t_min, s_min): 
     return diff
 
 
+def domain_csr(rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """CSR (offsets, domain indices) of rows given as lists of domain indices: the kernels'
+    form of each row's domains."""
+    ptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in rows], out=ptr[1:])
+    return ptr, np.array([x for r in rows for x in r], dtype=np.int64)
+
+
+def domain_rows(
+    row_domains: Sequence[Sequence[str]], domains: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """CSR (offsets, domain indices) of each row's domains among ``domains``."""
+    return domain_csr(_domain_rows(row_domains, domains)[1])
+
+
 def viable_counts(
     indptr: np.ndarray,
     tq: np.ndarray,
@@ -201,9 +216,7 @@ def viable_counts(
     τ_s >= s_min (entries outside are 0)."""
     if len(row_domains) != len(indptr) - 1:  # the kernel would read past the domain offsets
         raise ValueError(f"{len(row_domains)} rows of domains for {len(indptr) - 1} rows of pairs")
-    dom_ptr = np.zeros(len(row_domains) + 1, dtype=np.int64)
-    np.cumsum([len(x) for x in row_domains], out=dom_ptr[1:])
-    dom_idx = np.array([d for x in row_domains for d in x], dtype=np.int64)
+    dom_ptr, dom_idx = domain_csr(row_domains)
     diff = _viable_diff(indptr, tq, sq, dom_ptr, dom_idx, n_domains, k, t_min, s_min)
     return np.cumsum(diff, axis=2)[:, :, :QMAX]
 
