@@ -111,6 +111,25 @@ def test_bulk_equals_one_query_at_a_time(setting):
         assert not bulk["failed"].any(), name
 
 
+@pytest.mark.parametrize("make", [lambda: _dense(), lambda: _ssemb()], ids=["dense", "ssemb"])
+def test_candidates_only_dense_runs_embed_a_chunk_of_queries_at_once(make):
+    """Without the full-corpus track the e5 family scores candidates by row, a chunk's queries
+    embedded in one batch: the same scores as one query at a time, fewer model calls."""
+    bench = _bench()
+    bulk, alone = make(), OneAtATime(make())
+    calls = []
+    inner = (bulk.text if hasattr(bulk, "text") else bulk).queries.inner
+    encode = inner.encode
+    inner.encode = lambda texts: calls.append(len(texts)) or encode(texts)
+    a = evaluate(bulk, bench, "statement-statement", 10, full_corpus=False)
+    b = evaluate(alone, bench, "statement-statement", 10, full_corpus=False)
+    assert calls == [40]  # every query of the chunk in one batch
+    assert a["query_id"].to_list() == b["query_id"].to_list() and not a["failed"].any()
+    for sa, sb in zip(a["scores"].to_list(), b["scores"].to_list(), strict=True):
+        assert np.array_equal(np.array(sa), np.array(sb))
+    assert a["ndcg"].to_list() == b["ndcg"].to_list()
+
+
 def _dense():
     r = DenseRetriever("d", backend="cpu")
     from saber_resources.embeddings import CachedEmbedder

@@ -76,6 +76,19 @@ class DenseRetriever:
     def corpus_scores(self, query: str, all_docs: list[str]) -> np.ndarray:
         return self.score(query, all_docs)
 
+    candidates_by_row = True  # a chunk's queries embedded (and cached) in one batch
+
+    def candidate_scores_batch(
+        self, queries: list[str], rows: list[list[int]], all_docs: list[str]
+    ) -> list[np.ndarray]:
+        """``score`` of each query on its candidate ``rows``, the queries embedded together:
+        one cache lookup and one model batch for the chunk, not one per query."""
+        q = self.queries.encode(queries).astype(np.float64)
+        return [
+            self.docs.encode([all_docs[r] for r in rs]).astype(np.float64) @ qv
+            for qv, rs in zip(q, rows, strict=True)
+        ]
+
     def corpus_scores_batch(self, queries: list[str], all_docs: list[str]) -> np.ndarray:
         """One matrix product for many queries (the documents are embedded once)."""
         key = docs_key(all_docs)
@@ -158,6 +171,18 @@ class SSEmbRetriever:
 
     def corpus_scores(self, query: str, all_docs: list[str]) -> np.ndarray:
         return self.score(query, all_docs)
+
+    candidates_by_row = True
+
+    def candidate_scores_batch(
+        self, queries: list[str], rows: list[list[int]], all_docs: list[str]
+    ) -> list[np.ndarray]:
+        """``score`` of each query on its candidate ``rows``, the text side in one batch."""
+        text = self.text.candidate_scores_batch(queries, rows, all_docs)
+        return [
+            fuse_struct_text(self.alpha, t, self._s(q), [self._s(all_docs[r]) for r in rs])
+            for q, t, rs in zip(queries, text, rows, strict=True)
+        ]
 
     def corpus_scores_batch(self, queries: list[str], all_docs: list[str]) -> np.ndarray:
         text = self.text.corpus_scores_batch(queries, all_docs)
