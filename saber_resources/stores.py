@@ -211,9 +211,14 @@ class PostgresStore(StoreDB):
         cols = ", ".join(df.columns)
         marks = ", ".join("%s::jsonb" if c in json_columns else "%s" for c in df.columns)
         sql = f"INSERT INTO {table} ({cols}) VALUES ({marks}) ON CONFLICT DO NOTHING"
+        # rows in primary-key order: two sessions inserting overlapping keys (annotation
+        # chunks caching the same texts' embeddings) then take the index locks in the same
+        # order, and cannot deadlock (they did, in CI's cluster test)
+        key = [c for c in primary_key(table) if c in df.columns]
+        rows = df.sort(key).rows() if key else df.rows()
         conn = self._conn()
         with conn.transaction(), conn.cursor() as cur:
-            cur.executemany(sql, df.rows())
+            cur.executemany(sql, rows)
         return df.height
 
     def lookup(self, table, columns, where, key, keys) -> list[tuple]:
@@ -223,6 +228,12 @@ class PostgresStore(StoreDB):
         conds = "".join(f" AND {c} = %s" for c in where)
         sql = f"SELECT {', '.join(columns)} FROM {table} WHERE {key} = ANY(%s){conds}"
         return self._conn().execute(sql, [keys, *where.values()]).fetchall()
+
+
+def primary_key(table: str) -> list[str]:
+    """The primary-key columns of a store table (from its DDL below); [] for none."""
+    m = re.search(r"PRIMARY KEY \(([^)]*)\)", TABLES.get(table, ""))
+    return [c.strip() for c in m.group(1).split(",")] if m else []
 
 
 # The store tables, in one place: created on first use, migrated forward by the ALTERs.

@@ -155,3 +155,35 @@ def test_postgres_tables_created_by_many_sessions_at_once(postgres_dsn):
         )
         assert sorted(t for (t,) in tables) == sorted(TABLES)
     assert errors == []
+
+
+def test_postgres_inserts_rows_in_primary_key_order():
+    """Overlapping inserts from two sessions take their index locks in one order (no deadlock):
+    the rows go to the server sorted by the table's primary key."""
+    import contextlib
+
+    import polars as pl
+
+    from saber_resources.stores import PostgresStore, primary_key
+
+    sent = []
+
+    class Cursor:
+        def executemany(self, sql, rows):
+            sent.extend(rows)
+
+    class Conn:
+        def transaction(self):
+            return contextlib.nullcontext()
+
+        def cursor(self):
+            return contextlib.nullcontext(Cursor())
+
+    store = PostgresStore("postgresql://unused")
+    store._conn = lambda: Conn()
+    assert primary_key("embedding_cache") == ["model", "revision", "text_hash"]
+    df = pl.DataFrame(
+        {"model": ["m"] * 3, "revision": ["r"] * 3, "text_hash": ["c", "a", "b"], "dim": [1, 2, 3]}
+    )
+    store.insert_ignore("embedding_cache", df)
+    assert [r[2] for r in sent] == ["a", "b", "c"]
