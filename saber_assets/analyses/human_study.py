@@ -1,0 +1,382 @@
+"""The paper's human study, run again on any benchmark: candidate pairs sampled for people the
+way the paper did (stratified by the pair's rank distance Δr in the final ratings), written as a
+Label Studio project (labelling config, instructions, tasks with formulas rendered as MathML), and
+Label Studio's JSON export read back into label rows checked against the study and the benchmark.
+
+A task shows one query and two of its candidates, in an order drawn per task (seeded, recorded);
+a configured share of tasks asks for two annotators (Label Studio's per-task ``overlap``) so that
+people can be compared with each other. Labels are ``first`` / ``second`` / ``tie`` of the order
+shown; ``human_pairs`` turns them into the (query, a, b, choice) rows of ``human_agreement``."""
+
+from __future__ import annotations
+
+import hashlib
+import html
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+import polars as pl
+
+from saber_assets.analyses.human_agreement import rating_ranks
+from saber_assets.analyses.math_html import CSS, render
+
+STRATA = (0, 25, 50)  # Δr strata [0, 25), [25, 50), ≥ 50 (the agreement's nested buckets)
+FROM_NAME, TO_NAME = "closer", "query"
+# the label config's choice values -> the stored label
+CHOICE_LABELS = {"1": "first", "2": "second", "tie": "tie"}
+LABELS = ("first", "second", "tie")
+
+STUDY_SCHEMA = {
+    "task_id": pl.String, "study": pl.String, "domain": pl.String, "query": pl.String,
+    "a": pl.String, "b": pl.String, "delta_r": pl.Int64, "stratum": pl.Int64,
+    "shown_first": pl.String, "shown_second": pl.String, "annotators": pl.Int64,
+}  # fmt: skip
+LABEL_SCHEMA = {
+    "task_id": pl.String, "annotator": pl.String, "annotator_email": pl.String,
+    "query": pl.String, "shown_first": pl.String, "shown_second": pl.String,
+    "label": pl.String, "labelled_at": pl.Datetime("us"), "lead_time_s": pl.Float64,
+    "study": pl.String, "ls_task": pl.Int64, "ls_annotation": pl.Int64,
+}  # fmt: skip
+REFUSED_SCHEMA = {"task": pl.String, "annotation": pl.Int64, "reason": pl.String}
+
+INSTRUCTIONS = """
+<p><b>Which candidate is closer to the query in method?</b></p>
+<p>Each task shows a math problem (the <i>query</i>) and two other problems with their solutions.
+Pick the candidate whose solution would help most to solve the query: the one that uses the same
+key idea, technique or chain of reasoning.</p>
+<ul>
+<li>Judge the <b>method</b>, not the topic: two problems about triangles can need unrelated
+ideas, and a counting problem can be solved by the same trick as a number-theory one.</li>
+<li>Ignore wording, length, notation and difficulty, and whether the numbers look alike.</li>
+<li>Choose <b>Tie</b> only when the two are equally close (or equally unrelated) after reading
+both solutions.</li>
+</ul>
+<p>Keys: <kbd>1</kbd> first candidate, <kbd>2</kbd> second candidate, <kbd>t</kbd> tie;
+then submit.</p>
+<p>A formula on a yellow background could not be typeset and is shown as its LaTeX source.</p>
+"""
+
+
+class StudyError(ValueError):
+    pass
+
+
+@dataclass
+class StudySample:
+    pairs: pl.DataFrame  # STUDY_SCHEMA
+    wanted: dict[int, int]  # stratum -> pairs asked for
+    notes: list[str] = field(default_factory=list)
+
+
+def allocate(n_pairs: int, strata: Iterable[int]) -> dict[int, int]:
+    """``n_pairs`` split as evenly as possible over the strata (the first ones get the rest)."""
+    strata = list(strata)
+    base, extra = divmod(n_pairs, len(strata))
+    return {s: base + (k < extra) for k, s in enumerate(strata)}
+
+
+def stratum_of(delta_r: int, strata: tuple[int, ...] = STRATA) -> int:
+    return max(s for s in strata if delta_r >= s)
+
+
+def sample_study(
+    ratings: pl.DataFrame,
+    n_pairs: int,
+    seed: int,
+    double_share: float = 0.1,
+    study: str = "study",
+    strata: tuple[int, ...] = STRATA,
+) -> StudySample:
+    """``n_pairs`` distinct candidate pairs (two candidates of one query), an equal share per Δr
+    stratum; within a stratum a query uniformly, then a pair of its candidates uniformly among
+    those at that distance. A stratum the benchmark cannot fill (queries with fewer candidates
+    than its lower bound) gives its share to the others, said in ``notes``. The shown order is
+    drawn per task; ``round(double_share * n_pairs)`` tasks, drawn evenly over the strata, ask
+    for two annotators. Everything comes from one generator seeded by ``seed``."""
+    if n_pairs < 1:
+        raise StudyError("a study needs at least one pair")
+    rng = np.random.default_rng([seed, 1521])  # 1521: the paper's study, so seeds stay apart
+    _, ranks = rating_ranks(ratings)
+    by_query: dict[str, list[str]] = {}
+    for (q, c), k in sorted(ranks.items(), key=lambda x: (x[0][0], x[1])):
+        by_query.setdefault(q, []).append(c)
+    domain = dict(ratings.select("query_id", "domain").unique("query_id").iter_rows())
+    queries = sorted(by_query)
+    bounds = [*strata[1:], None]
+    # pairs available per (query, stratum): sum over gaps d in [lo, hi) of (n - d)
+    available = {}
+    for s, hi in zip(strata, bounds, strict=True):
+        for q in queries:
+            n = len(by_query[q])
+            top = n if hi is None else min(hi, n)
+            available[(q, s)] = sum(n - d for d in range(max(s, 1), top))
+    notes = []
+    can = {s: sum(available[(q, s)] for q in queries) for s in strata}
+    wanted = allocate(n_pairs, strata)
+    usable = [s for s in strata if can[s] > 0]
+    if len(usable) < len(strata):
+        empty = [s for s in strata if can[s] == 0]
+        longest = max(len(c) for c in by_query.values())
+        notes.append(
+            f"Δr stratum(s) {empty}: no pairs (the queries have at most {longest} candidates); "
+            f"their share went to {usable}"
+        )
+        wanted = allocate(n_pairs, usable) | dict.fromkeys(empty, 0)
+    if sum(can.values()) < n_pairs:
+        raise StudyError(f"{n_pairs} pairs asked for, the benchmark has {sum(can.values())}")
+    # a stratum short of its share: the rest moves to the next one that has room
+    for s in strata:
+        short = wanted[s] - can[s]
+        if short > 0:
+            wanted[s] = can[s]
+            for t in strata:
+                room = can[t] - wanted[t]
+                if room > 0 and short > 0:
+                    wanted[t] += min(room, short)
+                    short -= min(room, short)
+            notes.append(f"Δr stratum {s}: only {can[s]} pairs exist; the rest went elsewhere")
+    rows = []
+    for s, hi in zip(strata, bounds, strict=True):
+        pool = [q for q in queries if available[(q, s)] > 0]
+        if not wanted[s]:
+            continue
+        # a query uniformly, then a gap d with weight (n - d), then the pair (i, i + d)
+        seen: set[tuple[str, int, int]] = set()
+        exhaustive = wanted[s] * 4 > can[s]  # dense: draw from the full list instead
+        if exhaustive:
+            every = [
+                (q, i, i + d)
+                for q in pool
+                for d in range(max(s, 1), len(by_query[q]) if hi is None else min(hi, len(by_query[q])))
+                for i in range(len(by_query[q]) - d)
+            ]
+            picks = [every[k] for k in sorted(rng.choice(len(every), wanted[s], replace=False))]
+        else:
+            picks = []
+            while len(picks) < wanted[s]:
+                q = pool[rng.integers(len(pool))]
+                n = len(by_query[q])
+                gaps = np.arange(max(s, 1), n if hi is None else min(hi, n))
+                weights = (n - gaps) / (n - gaps).sum()
+                d = int(rng.choice(gaps, p=weights))
+                i = int(rng.integers(n - d))
+                if (q, i, i + d) not in seen:
+                    seen.add((q, i, i + d))
+                    picks.append((q, i, i + d))
+        for q, i, j in picks:
+            x, y = by_query[q][i], by_query[q][j]
+            a, b = min(x, y), max(x, y)
+            rows.append({"query": q, "a": a, "b": b, "delta_r": j - i, "stratum": s,
+                         "domain": domain.get(q)})  # fmt: skip
+    frame = pl.DataFrame(rows).sort("stratum", "query", "a", "b")
+    k = frame.height
+    first_is_a = rng.random(k) < 0.5
+    doubles = set()
+    n_double = round(double_share * k)
+    if n_double:
+        per = allocate(n_double, [s for s in strata if wanted[s]])
+        for s, m in per.items():
+            idx = np.flatnonzero(frame["stratum"].to_numpy() == s)
+            doubles.update(rng.choice(idx, min(m, len(idx)), replace=False).tolist())
+    frame = frame.with_columns(
+        task_id=pl.Series([task_id(study, q, a, b) for q, a, b in frame.select("query", "a", "b").iter_rows()]),
+        study=pl.lit(study),
+        shown_first=pl.when(pl.Series(first_is_a)).then("a").otherwise("b"),
+        shown_second=pl.when(pl.Series(first_is_a)).then("b").otherwise("a"),
+        annotators=pl.Series([2 if r in doubles else 1 for r in range(k)]),
+    )
+    return StudySample(frame.select(list(STUDY_SCHEMA)).cast(STUDY_SCHEMA), wanted, notes)
+
+
+def task_id(study: str, query: str, a: str, b: str) -> str:
+    """A task's id: its study and pair, stable across exports of the same study."""
+    digest = hashlib.sha256(f"{study}\x1f{query}\x1f{a}\x1f{b}".encode()).hexdigest()[:16]
+    return f"{study}:{digest}"
+
+
+def label_config(title: str = "Which candidate is closer to the query in method?") -> str:
+    """The labelling interface: the query on top, the two candidates side by side (problem and
+    solution), one choice of 1 / 2 / tie with keyboard shortcuts."""
+    panel = (
+        '<View style="flex: 1; padding: 0 1em; border-left: 3px solid {color}">'
+        '<Header value="{name}"/><HyperText name="{key}" value="${key}_html" inline="true"/>'
+        "</View>"
+    )
+    return (
+        f'<View>\n  <Style>{CSS}</Style>\n'
+        f'  <Header value="{html.escape(title, quote=True)}"/>\n'
+        '  <View style="padding: .5em 1em; background: #f0f4ff">'
+        f'<Header value="Query" size="5"/><HyperText name="{TO_NAME}" value="$query_html" '
+        'inline="true"/></View>\n'
+        '  <View style="display: flex; margin-top: 1em">\n    '
+        + panel.format(color="#2a6", name="Candidate 1", key="first")
+        + "\n    "
+        + panel.format(color="#c62", name="Candidate 2", key="second")
+        + "\n  </View>\n"
+        f'  <Choices name="{FROM_NAME}" toName="{TO_NAME}" choice="single-radio" '
+        'required="true" showInline="true">\n'
+        '    <Choice value="1" alias="1" hotkey="1" html="Candidate 1"/>\n'
+        '    <Choice value="2" alias="2" hotkey="2" html="Candidate 2"/>\n'
+        '    <Choice value="tie" alias="tie" hotkey="t" html="Tie"/>\n'
+        "  </Choices>\n</View>\n"
+    )
+
+
+def problem_html(problem: str, solution: str | None) -> tuple[str, list[tuple[str, str]]]:
+    """A problem and its solution as HTML, and the formulas that did not convert."""
+    p = render(problem)
+    parts = [f"<div><b>Problem.</b> {p.html}</div>"]
+    bad = list(p.unconverted)
+    if solution:
+        s = render(solution)
+        parts.append(f"<div style='margin-top:.6em'><b>Solution.</b> {s.html}</div>")
+        bad += s.unconverted
+    return "".join(parts), bad
+
+
+def study_tasks(
+    pairs: pl.DataFrame, texts: dict[str, tuple[str, str | None]]
+) -> tuple[list[dict], list[dict]]:
+    """Label Studio tasks for the study's pairs (``texts``: id -> (problem, solution); the query
+    shows its problem only), and one row per formula left as source (task, item, LaTeX, reason).
+    ``overlap`` is the number of annotators a task asks for."""
+    tasks, unconverted = [], []
+    for row in pairs.iter_rows(named=True):
+        data = {"saber_task": row["task_id"], "saber_study": row["study"],
+                "query_id": row["query"], "first_id": row["shown_first"],
+                "second_id": row["shown_second"]}  # fmt: skip
+        for key, item, with_solution in (
+            ("query", row["query"], False),
+            ("first", row["shown_first"], True),
+            ("second", row["shown_second"], True),
+        ):
+            if item not in texts:
+                raise StudyError(f"task {row['task_id']}: {item} is not in the corpus")
+            problem, solution = texts[item]
+            data[f"{key}_html"], bad = problem_html(problem, solution if with_solution else None)
+            unconverted += [
+                {"task": row["task_id"], "item": item, "latex": t, "reason": r} for t, r in bad
+            ]
+        tasks.append({"data": data, "overlap": int(row["annotators"])})
+    return tasks, unconverted
+
+
+def annotation_label(annotation: dict) -> str:
+    """The label of one Label Studio annotation (first / second / tie); StudyError otherwise."""
+    choices = [
+        c
+        for r in annotation.get("result") or []
+        if r.get("from_name") == FROM_NAME and r.get("type") == "choices"
+        for c in (r.get("value") or {}).get("choices") or []
+    ]
+    if len(choices) != 1:
+        raise StudyError(f"{len(choices)} choices under {FROM_NAME!r}, need exactly one")
+    if choices[0] not in CHOICE_LABELS:
+        raise StudyError(f"choice {choices[0]!r} is not one of {sorted(CHOICE_LABELS)}")
+    return CHOICE_LABELS[choices[0]]
+
+
+def annotator_of(annotation: dict, emails: dict[int, str]) -> tuple[str, str | None]:
+    """(stable annotator key ``ls:<user id>``, e-mail where known): the export gives the user's
+    id, or the user itself when asked to expand it."""
+    who = annotation.get("completed_by")
+    if isinstance(who, dict):
+        uid, email = who.get("id"), who.get("email")
+    else:
+        uid, email = who, None
+    if uid is None:
+        raise StudyError("the annotation names no annotator (completed_by)")
+    return f"ls:{uid}", email or emails.get(int(uid))
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).replace(tzinfo=None)
+
+
+def labels_from_export(
+    export: list[dict],
+    study: pl.DataFrame,
+    benchmark_pairs: set[tuple[str, str]],
+    emails: dict[int, str] | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(labels, refused) from Label Studio's JSON export (a list of tasks with annotations).
+    A label is kept when its task is one of the study's, shows the study's pair in the study's
+    order, and both candidates are rated for the query in the benchmark (``benchmark_pairs``:
+    (query, candidate)); otherwise refused with the reason. Cancelled (skipped) annotations are
+    no labels and are not refused."""
+    emails = emails or {}
+    if not isinstance(export, list):
+        raise StudyError("a Label Studio JSON export is a list of tasks")
+    by_task = {r["task_id"]: r for r in study.iter_rows(named=True)}
+    labels, refused = [], []
+    for task in export:
+        data = task.get("data") or {}
+        tid = data.get("saber_task")
+        for ann in task.get("annotations") or []:
+            if ann.get("was_cancelled"):
+                continue
+
+            def refuse(reason: str, tid=tid, ann=ann) -> None:
+                refused.append({"task": str(tid if tid else task.get("id")),
+                                "annotation": ann.get("id"), "reason": reason})  # fmt: skip
+
+            if tid is None:
+                refuse(f"Label Studio task {task.get('id')} is no saber study task (no saber_task)")
+                continue
+            row = by_task.get(tid)
+            if row is None:
+                refuse(f"unknown task {tid}: not in this study")
+                continue
+            shown = (data.get("query_id"), data.get("first_id"), data.get("second_id"))
+            if shown != (row["query"], row["shown_first"], row["shown_second"]):
+                refuse(f"task {tid} shows {shown}, the study has "
+                       f"{(row['query'], row['shown_first'], row['shown_second'])}")  # fmt: skip
+                continue
+            missing = [c for c in (row["a"], row["b"]) if (row["query"], c) not in benchmark_pairs]
+            if missing:
+                refuse(f"the benchmark has no pair ({row['query']}, {missing[0]}): "
+                       "not a rated candidate of that query")  # fmt: skip
+                continue
+            try:
+                label = annotation_label(ann)
+                annotator, email = annotator_of(ann, emails)
+            except StudyError as exc:
+                refuse(str(exc))
+                continue
+            labels.append({
+                "task_id": tid, "annotator": annotator, "annotator_email": email,
+                "query": row["query"], "shown_first": row["shown_first"],
+                "shown_second": row["shown_second"], "label": label,
+                "labelled_at": parse_time(ann.get("updated_at") or ann.get("created_at")),
+                "lead_time_s": ann.get("lead_time"), "study": row["study"],
+                "ls_task": task.get("id"), "ls_annotation": ann.get("id"),
+            })  # fmt: skip
+    return (
+        pl.DataFrame(labels, schema=LABEL_SCHEMA),
+        pl.DataFrame(refused, schema=REFUSED_SCHEMA),
+    )
+
+
+def human_pairs(labels: pl.DataFrame) -> pl.DataFrame:
+    """Stored labels as ``human_agreement``'s rows: query, a, b (a < b), choice (a / b / tie),
+    annotator, shown_first."""
+    lo = pl.min_horizontal("shown_first", "shown_second")
+    hi = pl.max_horizontal("shown_first", "shown_second")
+    chosen = pl.when(pl.col("label") == "first").then("shown_first").otherwise("shown_second")
+    return labels.select(
+        "query",
+        lo.alias("a"),
+        hi.alias("b"),
+        pl.when(pl.col("label") == "tie")
+        .then(pl.lit("tie"))
+        .when(chosen == lo)
+        .then(pl.lit("a"))
+        .otherwise(pl.lit("b"))
+        .alias("choice"),
+        "annotator",
+        "shown_first",
+    )

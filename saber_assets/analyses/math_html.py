@@ -1,0 +1,101 @@
+"""Problems and solutions as HTML people can read: LaTeX converted to MathML ahead of time
+(latex2mathml), so the page draws its formulas with the browser's own MathML support and fetches
+nothing. A formula that does not convert stays as its source, marked, never dropped."""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+
+import latex2mathml.converter
+
+# $$…$$ and \[…\] and the display environments MATH writes without dollars, $…$ and \(…\), and
+# Asymptote figures ([asy]…[/asy]: code, not LaTeX). A backslash-escaped dollar is a price.
+SPAN = re.compile(
+    r"(?<!\\)\$\$(?P<dd>.+?)(?<!\\)\$\$"
+    r"|\\\[(?P<db>.+?)\\\]"
+    r"|\\begin\{(?P<env>align|equation|gather|eqnarray|multline)(?P<star>\*?)\}(?P<de>.+?)"
+    r"\\end\{(?P=env)(?P=star)\}"
+    r"|(?<!\\)\$(?P<i>.+?)(?<!\\)\$"
+    r"|\\\((?P<ib>.+?)\\\)"
+    r"|\[asy\](?P<asy>.+?)\[/asy\]",
+    re.DOTALL,
+)
+# latex2mathml writes a command it does not know as a literal identifier: <mi>\foo</mi>
+UNKNOWN = re.compile(r"<m[io]>\\([A-Za-z]+)</m[io]>")
+ESCAPES = {r"\$": "$", r"\%": "%", r"\&": "&", r"\#": "#", r"\_": "_"}
+
+CSS = """
+.saber-text { font: 15px/1.5 system-ui, sans-serif; white-space: normal; }
+.saber-text math[display=block] { display: block; margin: .4em 0; }
+.saber-text .latex-source { font-family: monospace; background: #fff3cd; color: #7a4b00;
+  border-bottom: 1px dashed #b8860b; }
+.saber-text .asy { font-family: monospace; font-size: 12px; background: #f4f4f4;
+  white-space: pre-wrap; padding: .3em; }
+"""
+
+
+@dataclass
+class Rendered:
+    html: str
+    formulas: int = 0
+    unconverted: list[tuple[str, str]] = field(default_factory=list)  # (source, reason)
+
+
+def formula_mathml(tex: str, display: bool) -> str:
+    """One formula as a MathML element; ValueError with the reason when it does not convert."""
+    depth = 0
+    for k, ch in enumerate(tex):
+        if ch in "{}" and (k == 0 or tex[k - 1] != "\\"):
+            depth += 1 if ch == "{" else -1
+            if depth < 0:
+                raise ValueError("a closing brace without its opening one")
+    if depth:
+        raise ValueError(f"{depth} unclosed brace(s)")
+    try:
+        out = latex2mathml.converter.convert(tex, display="block" if display else "inline")
+    except Exception as exc:  # the converter's own errors carry no common base class
+        raise ValueError(f"{type(exc).__name__} {exc}".strip()) from exc
+    unknown = UNKNOWN.search(out)
+    if unknown:
+        raise ValueError(f"unknown command \\{unknown.group(1)}")
+    return out
+
+
+def prose_html(text: str) -> str:
+    for k, v in ESCAPES.items():
+        text = text.replace(k, v)
+    return html.escape(text).replace("\n\n", "<br><br>").replace("\n", " ")
+
+
+def render(text: str) -> Rendered:
+    """``text`` (prose with LaTeX) as HTML: prose escaped, formulas as MathML, a formula that
+    does not convert as its marked source (class ``latex-source``, the reason in its title)."""
+    out: list[str] = []
+    done = Rendered("")
+    pos = 0
+    for m in SPAN.finditer(text):
+        out.append(prose_html(text[pos : m.start()]))
+        pos = m.end()
+        g = m.groupdict()
+        if g["asy"] is not None:
+            out.append(f'<div class="asy" title="figure source (Asymptote), not drawn">'
+                       f"{html.escape(g['asy'].strip())}</div>")  # fmt: skip
+            continue
+        display = g["i"] is None and g["ib"] is None
+        tex = next(g[k] for k in ("dd", "db", "de", "i", "ib") if g[k] is not None)
+        if g["de"] is not None:  # an alignment environment is an aligned block inside math
+            tex = f"\\begin{{aligned}}{tex}\\end{{aligned}}"
+        done.formulas += 1
+        try:
+            out.append(formula_mathml(tex.strip(), display))
+        except ValueError as exc:
+            done.unconverted.append((m.group(0), str(exc)))
+            out.append(
+                f'<code class="latex-source" title="LaTeX not converted: '
+                f'{html.escape(str(exc), quote=True)}">{html.escape(m.group(0))}</code>'
+            )
+    out.append(prose_html(text[pos:]))
+    done.html = f'<div class="saber-text">{"".join(out)}</div>'
+    return done
