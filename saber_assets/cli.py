@@ -8,8 +8,10 @@ import time
 import warnings
 from pathlib import Path
 
+from saber_assets import annotate
 from saber_assets.settings import DEFAULT_CONFIG, REPO_ROOT, data_home, load_config
 from saber_assets.stages import select_help
+from saber_resources.label_studio import LabelStudioError
 
 # datatrove draws progress bars on stderr; the build prints its own summary.
 os.environ.setdefault("TQDM_DISABLE", "1")
@@ -815,6 +817,7 @@ def main(argv: list[str] | None = None) -> int:
     p_exp.add_argument("--config", help="pipeline config YAML")
     p_rep = sub.add_parser("report", help="print the path of the HTML benchmark report")
     p_rep.add_argument("--config", help="pipeline config YAML")
+    annotate.add_parser(sub)
     p_ui = sub.add_parser("ui", help="open the Dagster UI on the project-local instance")
     p_ui.add_argument("--port", type=int, default=3000)
     args = parser.parse_args(argv)
@@ -835,8 +838,10 @@ def main(argv: list[str] | None = None) -> int:
             return export_cmd(args)
         if args.command == "report":
             return report_cmd(args.config)
+        if args.command == "annotate":
+            return annotate.run(args)
         return ui(args.port)
-    except (FileNotFoundError, ValueError) as exc:  # config, registry and benchmark errors
+    except (FileNotFoundError, ValueError, LabelStudioError) as exc:  # config, registry, ...
         print(f"saber: {exc}", file=sys.stderr)
         return 2
 

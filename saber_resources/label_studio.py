@@ -108,7 +108,9 @@ class LabelStudio:
         )  # fmt: skip
         ids = r.json().get("task_ids") or []
         if len(ids) != len(tasks):
-            raise LabelStudioError(f"imported {len(tasks)} tasks, Label Studio returned {len(ids)} ids")
+            raise LabelStudioError(
+                f"imported {len(tasks)} tasks, Label Studio returned {len(ids)} ids"
+            )
         for tid, task in zip(ids, tasks, strict=True):
             if task.get("overlap", 1) != 1:
                 self.request("PATCH", f"/api/tasks/{tid}", json={"overlap": task["overlap"]})

@@ -1,5 +1,5 @@
-"""Stores for the paid answers — the LLM cache, the embedding cache, the judgments — behind one
-small SQL interface with two real backends:
+"""Stores for the paid answers — the LLM cache, the embedding cache, the judgments, people's
+labels — behind one small SQL interface with two real backends:
 
 - ``duckdb``: a local file (the embedded default). DuckDB lets one process write at a time;
   connections are short-lived and wait for the lock, so concurrent runs take turns.
@@ -253,6 +253,13 @@ TABLES: dict[str, str] = {
         raw_hash VARCHAR, error VARCHAR, raw VARCHAR,
         created_at TIMESTAMP DEFAULT current_timestamp, max_tokens INTEGER, p_first {double},
         PRIMARY KEY (run_key, query, round, a, b))""",
+    # people's pairwise labels (the human study): one per task and annotator, never overwritten
+    "human_labels": """CREATE TABLE IF NOT EXISTS human_labels (
+        task_id VARCHAR, annotator VARCHAR, annotator_email VARCHAR, query VARCHAR,
+        shown_first VARCHAR, shown_second VARCHAR, label VARCHAR, labelled_at TIMESTAMP,
+        lead_time_s {double}, study VARCHAR, ls_task BIGINT, ls_annotation BIGINT,
+        imported_at TIMESTAMP DEFAULT current_timestamp,
+        PRIMARY KEY (task_id, annotator))""",
 }
 MIGRATIONS: dict[str, list[str]] = {
     # columns added after a table was first shipped (their absence reads as NULL)

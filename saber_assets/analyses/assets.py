@@ -17,9 +17,9 @@ from saber_assets.analyses.human_agreement import (
     SUMMARY_SCHEMA,
     human_agreement,
     judge_choices,
-    read_annotations,
     shown_first,
 )
+from saber_assets.analyses.human_study import human_pairs, read_human_file, stored_labels
 from saber_assets.analyses.judging_regimes import SUMMARY_SCHEMA as REGIMES_SCHEMA
 from saber_assets.analyses.judging_regimes import regime_agreement, regime_choices, sample_pairs
 from saber_assets.analyses.math_vs_words import choose_retrievers
@@ -148,17 +148,34 @@ def judge_human_agreement(
     corpus: pl.DataFrame,
     relevance_ratings: dict[str, pl.DataFrame],
 ) -> Output[pl.DataFrame]:
-    """Agreement of the pairwise judge and of the Bradley–Terry ranking with human pairwise
-    annotations (`analyses.human_annotations`), overall and by rank distance, and between
-    annotators. Without an annotation file: empty, with a note saying so."""
+    """Agreement of the pairwise judge and of the Bradley–Terry ranking with people's pairwise
+    labels, overall and by rank distance, and between annotators, beside the paper's figures.
+    The labels: the stores' ``human_labels`` (``saber annotate pull`` / ``import``) of pairs this
+    benchmark rates, and the `analyses.human_annotations` file where one is configured. Without
+    either: empty, with a note saying so."""
     cfg = settings.load()
-    if cfg.analyses.human_annotations is None:
-        note = "no analyses.human_annotations file configured: nothing to compare with"
-        empty = pl.DataFrame(schema=SUMMARY_SCHEMA)
-        return Output(empty, metadata={**stage_metadata(0), "note": note})
     acfg = cfg.analyses
-    humans = read_annotations(acfg.human_annotations)
     ratings = concat_partitions(relevance_ratings)
+    stored = stored_labels(stores.db(), acfg.human_study)
+    rated = ratings.select(query="query_id", candidate="candidate_id").unique()
+    ours = stored.join(
+        rated.rename({"candidate": "shown_first"}), on=["query", "shown_first"], how="semi"
+    ).join(rated.rename({"candidate": "shown_second"}), on=["query", "shown_second"], how="semi")
+    from_file = None
+    if acfg.human_annotations is not None:
+        from_file = read_human_file(acfg.human_annotations)
+    parts = [x for x in (human_pairs(ours) if ours.height else None, from_file) if x is not None]
+    origin = {
+        "labels_stored": ours.height,
+        "labels_stored_for_other_benchmarks": stored.height - ours.height,
+        "labels_from_file": 0 if from_file is None else from_file.height,
+    }
+    if not parts:
+        note = ("no human labels: none stored (saber annotate pull / import) and no "
+                "analyses.human_annotations file configured")  # fmt: skip
+        empty = pl.DataFrame(schema=SUMMARY_SCHEMA)
+        return Output(empty, metadata={**stage_metadata(0), "note": note, **origin})
+    humans = pl.concat(parts, how="diagonal_relaxed")
     tasks, text = prepared_tasks(settings, llm, stores, corpus, ratings)
     pairs = sorted(set(humans.select("query", "a", "b").iter_rows()))
     shown = shown_first(humans)
@@ -174,6 +191,7 @@ def judge_human_agreement(
             "agreement": markdown_table(summary),
             "annotations": humans.height,
             "annotators": humans["annotator"].n_unique(),
+            **origin,
             "pairs_judged": len(choices),
             # the order the judge saw each pair in: as people saw it, or seeded where unrecorded
             "order": f"{len(shown)} pairs as shown to people, {len(pairs) - len(shown)} seeded",

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from saber_assets.settings import REPO_ROOT
+
 CHOICES = ("a", "b", "tie")
 BUCKETS = (0, 25, 50)
 COLUMNS = ("query", "a", "b", "choice", "annotator")
@@ -22,7 +24,13 @@ OPTIONAL = ("shown_first",)
 
 SUMMARY_SCHEMA = {
     "predictor": pl.String, "delta_r_at_least": pl.Int64, "annotations": pl.Int64,
-    "agreement": pl.Float64,
+    "agreement": pl.Float64, "paper": pl.Float64,
+}  # fmt: skip
+FINDINGS_CSV = REPO_ROOT / "data" / "reference" / "saber_math_paper_findings.csv"
+# our predictor -> the paper's name for it (``judge_agreement_with_humans``, by Δr bucket)
+PAPER_NAMES = {
+    "pairwise_judge": "pairwise_judge", "ordinal": "ordinal_ranking",
+    "inter_annotator": "inter_annotator",
 }  # fmt: skip
 
 
@@ -32,7 +40,8 @@ class AnnotationError(ValueError):
 
 def read_annotations(path: str | Path) -> pl.DataFrame:
     """CSV or Parquet with columns query, a, b, choice, annotator; a malformed row is an error
-    that names its line (nothing is dropped silently)."""
+    that names its line (nothing is dropped silently). ``human_study.read_human_file`` also
+    reads a Label Studio export."""
     path = Path(path).expanduser()
     if not path.exists():
         raise AnnotationError(f"analyses.human_annotations: {path} does not exist")
@@ -181,21 +190,50 @@ def human_agreement(
                     "agreement": float(col.mean()) if col.len() else None,
                 }
             )
-    summary += inter_annotator(humans)
+    summary += inter_annotator(humans, ranks)
+    paper = paper_agreement()
+    for row in summary:
+        name = PAPER_NAMES.get(row["predictor"], row["predictor"])
+        if row["predictor"].startswith("majority_vote_"):
+            name = "majority_judge"
+        row["paper"] = paper.get((name, row["delta_r_at_least"]))
     return scored, pl.DataFrame(summary, schema=SUMMARY_SCHEMA)
 
 
-def inter_annotator(humans: pl.DataFrame) -> list[dict]:
-    """Mean agreement over every two annotators of the same pair (same scoring rule)."""
-    scores = []
-    for _, frame in humans.group_by("query", "a", "b"):
-        choices = frame.unique("annotator", keep="first")["choice"].to_list()
-        scores += [agreement(x, y) for x, y in combinations(choices, 2)]
-    return [
-        {
-            "predictor": "inter_annotator",
-            "delta_r_at_least": 0,
-            "annotations": len(scores),
-            "agreement": sum(scores) / len(scores) if scores else None,
-        }
-    ]
+def inter_annotator(humans: pl.DataFrame, ranks: dict[tuple[str, str], int]) -> list[dict]:
+    """Mean agreement over every two annotators of the same pair (same scoring rule), overall
+    and by the pair's rank distance (pairs without a rank count in Δr ≥ 0 only)."""
+    scores: list[tuple[int | None, float]] = []
+    for (q, a, b), frame in humans.group_by("query", "a", "b"):
+        choices = frame.unique("annotator", keep="first", maintain_order=True)["choice"].to_list()
+        gap = rank_gap(ranks, q, a, b)
+        scores += [(gap, agreement(x, y)) for x, y in combinations(choices, 2)]
+    out = []
+    for bucket in BUCKETS:
+        got = [s for g, s in scores if bucket == 0 or (g is not None and g >= bucket)]
+        out.append(
+            {
+                "predictor": "inter_annotator",
+                "delta_r_at_least": bucket,
+                "annotations": len(got),
+                "agreement": sum(got) / len(got) if got else None,
+            }
+        )
+    return out
+
+
+def paper_agreement(path: Path = FINDINGS_CSV) -> dict[tuple[str, int], float]:
+    """The paper's agreement with people (``judge_agreement_with_humans``), as shares:
+    (its predictor name, Δr bucket) -> value; the BT ranking of the Swiss tournament as
+    ``bt_ranking`` at Δr ≥ 0 (``ranking_vs_humans``)."""
+    if not path.exists():
+        return {}
+    rows = pl.read_csv(path).filter(pl.col("unit") == "percent")
+    out = {}
+    for group, name, value in rows.select("finding", "variant", "value").iter_rows():
+        if group == "judge_agreement_with_humans" and "_delta" in name:
+            predictor, bucket = name.rsplit("_delta", 1)
+            out[(predictor, int(bucket))] = float(value) / 100
+        elif group == "ranking_vs_humans" and name == "swiss_tournament_20_rounds":
+            out[("bt_ranking", 0)] = float(value) / 100
+    return out

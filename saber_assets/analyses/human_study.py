@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import hashlib
 import html
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from saber_assets.analyses.human_agreement import rating_ranks
+from saber_assets.analyses.human_agreement import AnnotationError, rating_ranks, read_annotations
 from saber_assets.analyses.math_html import CSS, render
+from saber_resources.stores import StoreDB, ensure_table
 
 STRATA = (0, 25, 50)  # Δr strata [0, 25), [25, 50), ≥ 50 (the agreement's nested buckets)
 FROM_NAME, TO_NAME = "closer", "query"
@@ -100,7 +103,7 @@ def sample_study(
     rng = np.random.default_rng([seed, 1521])  # 1521: the paper's study, so seeds stay apart
     _, ranks = rating_ranks(ratings)
     by_query: dict[str, list[str]] = {}
-    for (q, c), k in sorted(ranks.items(), key=lambda x: (x[0][0], x[1])):
+    for (q, c), _k in sorted(ranks.items(), key=lambda x: (x[0][0], x[1])):
         by_query.setdefault(q, []).append(c)
     domain = dict(ratings.select("query_id", "domain").unique("query_id").iter_rows())
     queries = sorted(by_query)
@@ -149,7 +152,9 @@ def sample_study(
             every = [
                 (q, i, i + d)
                 for q in pool
-                for d in range(max(s, 1), len(by_query[q]) if hi is None else min(hi, len(by_query[q])))
+                for d in range(
+                    max(s, 1), len(by_query[q]) if hi is None else min(hi, len(by_query[q]))
+                )
                 for i in range(len(by_query[q]) - d)
             ]
             picks = [every[k] for k in sorted(rng.choice(len(every), wanted[s], replace=False))]
@@ -181,7 +186,9 @@ def sample_study(
             idx = np.flatnonzero(frame["stratum"].to_numpy() == s)
             doubles.update(rng.choice(idx, min(m, len(idx)), replace=False).tolist())
     frame = frame.with_columns(
-        task_id=pl.Series([task_id(study, q, a, b) for q, a, b in frame.select("query", "a", "b").iter_rows()]),
+        task_id=pl.Series(
+            [task_id(study, q, a, b) for q, a, b in frame.select("query", "a", "b").iter_rows()]
+        ),
         study=pl.lit(study),
         shown_first=pl.when(pl.Series(first_is_a)).then("a").otherwise("b"),
         shown_second=pl.when(pl.Series(first_is_a)).then("b").otherwise("a"),
@@ -205,7 +212,7 @@ def label_config(title: str = "Which candidate is closer to the query in method?
         "</View>"
     )
     return (
-        f'<View>\n  <Style>{CSS}</Style>\n'
+        f"<View>\n  <Style>{CSS}</Style>\n"
         f'  <Header value="{html.escape(title, quote=True)}"/>\n'
         '  <View style="padding: .5em 1em; background: #f0f4ff">'
         f'<Header value="Query" size="5"/><HyperText name="{TO_NAME}" value="$query_html" '
@@ -299,18 +306,21 @@ def parse_time(value: str | None) -> datetime | None:
 
 def labels_from_export(
     export: list[dict],
-    study: pl.DataFrame,
-    benchmark_pairs: set[tuple[str, str]],
+    study: pl.DataFrame | None,
+    benchmark_pairs: set[tuple[str, str]] | None,
     emails: dict[int, str] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(labels, refused) from Label Studio's JSON export (a list of tasks with annotations).
     A label is kept when its task is one of the study's, shows the study's pair in the study's
     order, and both candidates are rated for the query in the benchmark (``benchmark_pairs``:
-    (query, candidate)); otherwise refused with the reason. Cancelled (skipped) annotations are
-    no labels and are not refused."""
+    (query, candidate)); otherwise refused with the reason. Without a study, a task's own data
+    (query_id, first_id, second_id) says what it showed; without ``benchmark_pairs`` the pair is
+    not checked. Cancelled (skipped) annotations are no labels and are not refused."""
     emails = emails or {}
     if not isinstance(export, list):
         raise StudyError("a Label Studio JSON export is a list of tasks")
+    if study is None:
+        study = study_from_export(export)
     by_task = {r["task_id"]: r for r in study.iter_rows(named=True)}
     labels, refused = [], []
     for task in export:
@@ -320,7 +330,7 @@ def labels_from_export(
             if ann.get("was_cancelled"):
                 continue
 
-            def refuse(reason: str, tid=tid, ann=ann) -> None:
+            def refuse(reason: str, tid=tid, ann=ann, task=task) -> None:
                 refused.append({"task": str(tid if tid else task.get("id")),
                                 "annotation": ann.get("id"), "reason": reason})  # fmt: skip
 
@@ -336,7 +346,11 @@ def labels_from_export(
                 refuse(f"task {tid} shows {shown}, the study has "
                        f"{(row['query'], row['shown_first'], row['shown_second'])}")  # fmt: skip
                 continue
-            missing = [c for c in (row["a"], row["b"]) if (row["query"], c) not in benchmark_pairs]
+            missing = [
+                c
+                for c in (row["a"], row["b"])
+                if benchmark_pairs is not None and (row["query"], c) not in benchmark_pairs
+            ]
             if missing:
                 refuse(f"the benchmark has no pair ({row['query']}, {missing[0]}): "
                        "not a rated candidate of that query")  # fmt: skip
@@ -361,6 +375,21 @@ def labels_from_export(
     )
 
 
+def study_from_export(export: list[dict]) -> pl.DataFrame:
+    """The study as the export's tasks describe it (their ``data``), for an export read without
+    its study's files."""
+    rows = []
+    for task in export:
+        d = task.get("data") or {}
+        if all(d.get(k) for k in ("saber_task", "query_id", "first_id", "second_id")):
+            a, b = sorted((d["first_id"], d["second_id"]))
+            rows.append({"task_id": d["saber_task"], "study": d.get("saber_study"),
+                         "domain": None, "query": d["query_id"], "a": a, "b": b,
+                         "delta_r": None, "stratum": None, "shown_first": d["first_id"],
+                         "shown_second": d["second_id"], "annotators": task.get("overlap")})  # fmt: skip
+    return pl.DataFrame(rows, schema=STUDY_SCHEMA)
+
+
 def human_pairs(labels: pl.DataFrame) -> pl.DataFrame:
     """Stored labels as ``human_agreement``'s rows: query, a, b (a < b), choice (a / b / tie),
     annotator, shown_first."""
@@ -380,3 +409,49 @@ def human_pairs(labels: pl.DataFrame) -> pl.DataFrame:
         "annotator",
         "shown_first",
     )
+
+
+def read_human_file(path: str | Path) -> pl.DataFrame:
+    """``analyses.human_annotations``: a Label Studio JSON export of a saber study (a label that
+    cannot be read is an error with its reason), else ``read_annotations``' CSV / Parquet."""
+    path = Path(path).expanduser()
+    if path.suffix != ".json" or not path.exists():
+        return read_annotations(path)
+    try:
+        labels, refused = labels_from_export(json.loads(path.read_text()), None, None)
+    except (StudyError, json.JSONDecodeError) as exc:
+        raise AnnotationError(f"{path}: {exc}") from None
+    if refused.height:
+        r = refused.row(0, named=True)
+        raise AnnotationError(
+            f"{path}: task {r['task']}: {r['reason']} ({refused.height} labels refused)"
+        )
+    return human_pairs(labels)
+
+
+def store_labels(db: StoreDB, labels: pl.DataFrame) -> tuple[int, int]:
+    """(new, already stored): the labels added to the stores' ``human_labels`` by its
+    idempotent insert; a label already there (same task and annotator) is left as it was."""
+    ensure_table(db, "human_labels")
+    if not labels.height:
+        return 0, 0
+    found = db.lookup(
+        "human_labels", ["task_id", "annotator"], {}, "task_id", labels["task_id"].to_list()
+    )
+    have = pl.DataFrame(found, schema={"task_id": pl.String, "annotator": pl.String}, orient="row")
+    new = labels.join(have, on=["task_id", "annotator"], how="anti").unique(
+        ["task_id", "annotator"], keep="first", maintain_order=True
+    )
+    db.insert_ignore("human_labels", new)
+    return new.height, labels.height - new.height
+
+
+def stored_labels(db: StoreDB, study: str | None = None) -> pl.DataFrame:
+    """The stores' human labels (of one study, or all), oldest first."""
+    ensure_table(db, "human_labels")
+    cols = ", ".join(LABEL_SCHEMA)
+    where, params = ("WHERE study = ?", [study]) if study else ("", [])
+    frame = db.frame(
+        f"SELECT {cols} FROM human_labels {where} ORDER BY labelled_at, task_id", params
+    )
+    return frame.cast(LABEL_SCHEMA) if frame.height else pl.DataFrame(schema=LABEL_SCHEMA)

@@ -24,6 +24,8 @@ SPAN = re.compile(
 )
 # latex2mathml writes a command it does not know as a literal identifier: <mi>\foo</mi>
 UNKNOWN = re.compile(r"<m[io]>\\([A-Za-z]+)</m[io]>")
+# operator names LaTeX defines and latex2mathml 3.81 does not: written as \operatorname{...}
+OPERATORS = re.compile(r"\\(arg|hom|ker|Pr|deg|dim)(?![A-Za-z])")
 ESCAPES = {r"\$": "$", r"\%": "%", r"\&": "&", r"\#": "#", r"\_": "_"}
 
 CSS = """
@@ -53,6 +55,7 @@ def formula_mathml(tex: str, display: bool) -> str:
                 raise ValueError("a closing brace without its opening one")
     if depth:
         raise ValueError(f"{depth} unclosed brace(s)")
+    tex = OPERATORS.sub(r"\\operatorname{\1}", tex)
     try:
         out = latex2mathml.converter.convert(tex, display="block" if display else "inline")
     except Exception as exc:  # the converter's own errors carry no common base class
@@ -85,8 +88,10 @@ def render(text: str) -> Rendered:
             continue
         display = g["i"] is None and g["ib"] is None
         tex = next(g[k] for k in ("dd", "db", "de", "i", "ib") if g[k] is not None)
-        if g["de"] is not None:  # an alignment environment is an aligned block inside math
-            tex = f"\\begin{{aligned}}{tex}\\end{{aligned}}"
+        if g["env"] == "align":  # the environment itself: latex2mathml lays it out as a table
+            tex = m.group(0)
+        elif g["env"] is not None:  # the others' alignment marks have no table to align
+            tex = re.sub(r"(?<!\\)&", " ", tex)
         done.formulas += 1
         try:
             out.append(formula_mathml(tex.strip(), display))

@@ -246,7 +246,11 @@ def read_human(summary: pl.DataFrame) -> str:
     if not summary.height:
         return "No human annotations configured (analyses.human_annotations)."
     base = summary.filter(pl.col("delta_r_at_least") == 0)
-    parts = [f"{p.replace('_', ' ')} {_num(a)}" for p, _, _, a in base.iter_rows()]
+    parts = [
+        f"{r['predictor'].replace('_', ' ')} {_num(r['agreement'])}"
+        + (f" (paper {_num(r['paper'])})" if r.get("paper") is not None else "")
+        for r in base.iter_rows(named=True)
+    ]
     return f"Agreement with the human annotators (1 / ½ / 0 rule): {'; '.join(parts)}."
 
 
