@@ -85,8 +85,8 @@ class LabelStudio:
         instructions, created when there is none."""
         fields = {"title": title, "label_config": label_config,
                   "expert_instruction": instructions, "show_instruction": True,
-                  "show_skip_button": True, "enable_empty_annotation": False,
-                  "maximum_annotations": 2}  # fmt: skip
+                  "show_skip_button": True, "enable_empty_annotation": False}  # fmt: skip
+        # no maximum_annotations: a project-wide overlap would overwrite the tasks' own
         project = self.find_project(title)
         if project is None:
             return self.request("POST", "/api/projects", json=fields).json(), True
