@@ -26,6 +26,7 @@ from dagster import (
 )
 from dagster._core.storage.tags import PARTITION_NAME_TAG
 
+from saber_assets.analyses.human_study import labels_version
 from saber_assets.build import Step, partition_filter, runnable_names, stage_steps
 from saber_assets.leaderboard.retrievers.registry import definitions_by_name, load_registry
 from saber_assets.lib.partitions import retriever_partitions
@@ -33,6 +34,7 @@ from saber_assets.ontology.domains import domain_keys
 from saber_assets.resources import SaberSettings
 from saber_assets.stages import STAGES
 from saber_assets.versions import digest, input_versions, registry_versions
+from saber_resources.stores import StoresResource
 
 
 def benchmark_built(settings: SaberSettings) -> bool:
@@ -77,9 +79,10 @@ def retriever_registry_sensor(context: SensorEvaluationContext, settings: SaberS
 
 observe_inputs = define_asset_job(
     "observe_inputs",
-    selection=AssetSelection.assets("corpus_sources", "ontology_files"),
+    selection=AssetSelection.assets("corpus_sources", "ontology_files", "human_labels"),
     executor_def=in_process_executor,
-    description="Observe the corpus source files and the ontology's (content hashes).",
+    description="Observe the corpus source files and the ontology's (content hashes), and "
+    "people's labels in the stores.",
 )
 observe_registry = define_asset_job(
     "observe_registry",
@@ -94,13 +97,16 @@ observe_registry = define_asset_job(
     minimum_interval_seconds=60,
     default_status=DefaultSensorStatus.RUNNING,
 )
-def input_files_sensor(context: SensorEvaluationContext, settings: SaberSettings):
-    """Observes the input files and the registry when their contents move, so that the UI marks
-    what reads them unsynced without anyone running a build."""
+def input_files_sensor(
+    context: SensorEvaluationContext, settings: SaberSettings, stores: StoresResource
+):
+    """Observes the input files, the registry and people's labels when they move, so that the
+    UI marks what reads them unsynced without anyone running a build."""
     cfg = settings.load()
     have = sorted(context.instance.get_dynamic_partitions(retriever_partitions.name))
+    labels = labels_version(stores.db(), cfg.analyses.human_study)
     stamps = {
-        "observe_inputs": digest(input_versions(cfg)),
+        "observe_inputs": digest([input_versions(cfg), labels]),
         # the partitions too: an entry whose partition the registry sensor adds later is
         # observed then
         "observe_registry": digest(
@@ -111,7 +117,7 @@ def input_files_sensor(context: SensorEvaluationContext, settings: SaberSettings
     moved = [job for job, stamp in stamps.items() if seen.get(job) != stamp]
     context.update_cursor(json.dumps(stamps))
     if not moved:
-        return SkipReason("input files and registry unchanged since the last observation")
+        return SkipReason("input files, registry and labels unchanged since the last observation")
     context.log.info(f"observing: {', '.join(moved)}")
     return [RunRequest(job_name=job, tags={"saber/trigger": "input-files-sensor"}) for job in moved]
 

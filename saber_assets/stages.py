@@ -199,7 +199,7 @@ ASSET_INPUTS: dict[str, Inputs] = {
 
 # observable source assets: their data version is the content hash of what they stand for (the
 # input files; one registry entry per `retriever` partition, with the entries it fuses)
-SOURCE_ASSETS = ("corpus_sources", "ontology_files", "retriever_registry")
+SOURCE_ASSETS = ("corpus_sources", "ontology_files", "retriever_registry", "human_labels")
 
 BY_JOB = {s.job: s for s in STAGES}
 BY_ALIAS = {s.alias: s for s in STAGES}

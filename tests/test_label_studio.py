@@ -84,11 +84,31 @@ def agreement(home) -> dict[tuple[str, int], tuple[int, float]]:
     return {(p, d): (n, a) for p, d, n, a, _ in table.iter_rows()}
 
 
+def observe_labels(cfg_path) -> dict[str, list[str]]:
+    """Observe the inputs (as every build does first; the input sensor does it when they move)
+    and say why each of a few assets would run: [] when it is up to date."""
+    from dagster import DagsterInstance
+
+    from saber_assets.build import stale_resolver, why_run
+    from saber_assets.definitions import make_definitions
+
+    defs = make_definitions(str(cfg_path))
+    with DagsterInstance.get() as instance:
+        assert defs.resolve_job_def("observe_inputs").execute_in_process(instance=instance).success
+        graph = defs.resolve_asset_graph()
+        resolver = stale_resolver(instance, graph)
+        return {
+            a: why_run(resolver, instance, graph, a, None)
+            for a in ("judge_human_agreement", "corpus", "benchmark_export")
+        }
+
+
 def materialize_agreement(cfg_path) -> None:
     from dagster import AssetKey, DagsterInstance
 
     from saber_assets.definitions import make_definitions
 
+    observe_labels(cfg_path)
     defs = make_definitions(str(cfg_path))
     job = defs.resolve_job_def("build_analyses")
     with DagsterInstance.get() as instance:
@@ -136,8 +156,14 @@ def test_human_study_through_label_studio(tiny_config, tmp_path, monkeypatch, ca
         assert annotate(ls, project, ls.TOKEN, picks, reverse=False, overlap_only=False) == 12
         assert annotate(ls, project, second, picks, reverse=False, overlap_only=True) == 3
 
+        materialize_agreement(cfg)  # before any label: empty, and says why
+        assert agreement(home) == {}
         assert main(["annotate", "pull", *base]) == 0
         assert "15 labels read: 15 new, 0 already stored; 2 annotators" in capsys.readouterr().out
+        # the new labels mark the agreement unsynced, and nothing upstream
+        why = observe_labels(cfg)
+        assert any("human_labels" in w for w in why["judge_human_agreement"]), why
+        assert why["corpus"] == [] and why["benchmark_export"] == []
         assert main(["annotate", "pull", *base]) == 0
         assert "15 labels read: 0 new, 15 already stored" in capsys.readouterr().out
         exports = sorted((folder / "exports").glob("export-*.json"))
@@ -154,6 +180,7 @@ def test_human_study_through_label_studio(tiny_config, tmp_path, monkeypatch, ca
         assert "0 new" in captured.out
 
         materialize_agreement(cfg)
+        assert observe_labels(cfg)["judge_human_agreement"] == []
         got = agreement(home)
         assert got[("pairwise_judge", 0)] == (15, 1.0)
         assert got[("inter_annotator", 0)] == (3, 1.0)

@@ -7,7 +7,7 @@ import zlib
 
 import numpy as np
 import polars as pl
-from dagster import AssetKey, MetadataValue, Output
+from dagster import AssetKey, DataVersion, MetadataValue, Output, observable_source_asset
 
 from saber_assets.analyses import plots
 from saber_assets.analyses import robustness as rb
@@ -19,7 +19,12 @@ from saber_assets.analyses.human_agreement import (
     judge_choices,
     shown_first,
 )
-from saber_assets.analyses.human_study import human_pairs, read_human_file, stored_labels
+from saber_assets.analyses.human_study import (
+    human_pairs,
+    labels_version,
+    read_human_file,
+    stored_labels,
+)
 from saber_assets.analyses.judging_regimes import SUMMARY_SCHEMA as REGIMES_SCHEMA
 from saber_assets.analyses.judging_regimes import regime_agreement, regime_choices, sample_pairs
 from saber_assets.analyses.math_vs_words import choose_retrievers
@@ -140,7 +145,14 @@ def configured_regimes(pairs, text: dict[str, str], tasks, acfg):
     )  # fmt: skip
 
 
-@analysis(pool="llm")
+@observable_source_asset(group_name="analyses")
+def human_labels(settings: SaberSettings, stores: StoresResource) -> DataVersion:
+    """People's pairwise labels in the stores (`saber annotate pull` / `import`), of the study
+    `analyses.human_study` or all: a new label marks the agreement unsynced."""
+    return DataVersion(labels_version(stores.db(), settings.load().analyses.human_study))
+
+
+@analysis(pool="llm", deps=[human_labels])
 def judge_human_agreement(
     settings: SaberSettings,
     llm: LLMResource,

@@ -455,3 +455,11 @@ def stored_labels(db: StoreDB, study: str | None = None) -> pl.DataFrame:
         f"SELECT {cols} FROM human_labels {where} ORDER BY labelled_at, task_id", params
     )
     return frame.cast(LABEL_SCHEMA) if frame.height else pl.DataFrame(schema=LABEL_SCHEMA)
+
+
+def labels_version(db: StoreDB, study: str | None = None) -> str:
+    """A digest of the stored labels (of one study, or all): it moves when a pull or an import
+    adds one, so what reads them is marked unsynced."""
+    labels = stored_labels(db, study).sort("task_id", "annotator")
+    rows = labels.select("task_id", "annotator", "label").rows()
+    return hashlib.blake2b(json.dumps(rows).encode(), digest_size=12).hexdigest()

@@ -26,6 +26,7 @@ SPAN = re.compile(
 UNKNOWN = re.compile(r"<m[io]>\\([A-Za-z]+)</m[io]>")
 # operator names LaTeX defines and latex2mathml 3.81 does not: written as \operatorname{...}
 OPERATORS = re.compile(r"\\(arg|hom|ker|Pr|deg|dim)(?![A-Za-z])")
+MTD = re.compile(r"<mtd(?: [^>]*)?>")
 ESCAPES = {r"\$": "$", r"\%": "%", r"\&": "&", r"\#": "#", r"\_": "_"}
 
 CSS = """
@@ -63,7 +64,9 @@ def formula_mathml(tex: str, display: bool) -> str:
     unknown = UNKNOWN.search(out)
     if unknown:
         raise ValueError(f"unknown command \\{unknown.group(1)}")
-    return out
+    # a table cell's several children in one row: Chromium stacks them otherwise (seen in an
+    # aligned derivation, one symbol per line)
+    return MTD.sub(r"\g<0><mrow>", out).replace("</mtd>", "</mrow></mtd>")
 
 
 def prose_html(text: str) -> str:
