@@ -103,6 +103,8 @@ def test_latex_becomes_mathml_and_what_does_not_convert_stays_marked():
     assert 'class="asy"' in render("[asy]draw((0,0)--(1,1));[/asy]").html
     with_align = render(r"\begin{align*} a&=b\\ c&=d \end{align*}")
     assert "<mtable" in with_align.html and not with_align.unconverted
+    # no self-closing tags: Label Studio's sanitiser reads <mi /> as an open element
+    assert "/>" not in with_align.html and "<mspace" in render(r"$a \quad b$").html
 
 
 def study_and_export(tmp_path):

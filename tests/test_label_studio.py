@@ -237,6 +237,11 @@ def screenshot_of_a_task(ls: LabelStudioServer, project: int, study: pl.DataFram
             "[...document.querySelectorAll('.saber-text math')].map(m => m.getBoundingClientRect().width)"
         )
         assert widths and all(w > 0 for w in widths), widths
+        # a token element (mi, mn, mo) holding elements: a row swallowed, drawn one per line
+        swallowed = browser.evaluate(
+            "document.querySelectorAll('.saber-text :is(mi, mn, mo, mtext) > *').length"
+        )
+        assert swallowed == 0
         browser.screenshot(SCREENSHOT)
     finally:
         browser.close()

@@ -26,7 +26,7 @@ SPAN = re.compile(
 UNKNOWN = re.compile(r"<m[io]>\\([A-Za-z]+)</m[io]>")
 # operator names LaTeX defines and latex2mathml 3.81 does not: written as \operatorname{...}
 OPERATORS = re.compile(r"\\(arg|hom|ker|Pr|deg|dim)(?![A-Za-z])")
-MTD = re.compile(r"<mtd(?: [^>]*)?>")
+SELF_CLOSING = re.compile(r"<([a-z]+)((?: [^<>]*?)?)\s*/>")
 ESCAPES = {r"\$": "$", r"\%": "%", r"\&": "&", r"\#": "#", r"\_": "_"}
 
 CSS = """
@@ -64,9 +64,9 @@ def formula_mathml(tex: str, display: bool) -> str:
     unknown = UNKNOWN.search(out)
     if unknown:
         raise ValueError(f"unknown command \\{unknown.group(1)}")
-    # a table cell's several children in one row: Chromium stacks them otherwise (seen in an
-    # aligned derivation, one symbol per line)
-    return MTD.sub(r"\g<0><mrow>", out).replace("</mtd>", "</mrow></mtd>")
+    # explicit end tags: a page that sanitises HTML (Label Studio's does) reads <mi /> as an
+    # open <mi> that swallows the rest of its row, which then stacks one symbol per line
+    return SELF_CLOSING.sub(lambda m: f"<{m[1]}{m[2].rstrip()}></{m[1]}>", out)
 
 
 def prose_html(text: str) -> str:
