@@ -158,7 +158,7 @@ def test_human_agreement_perfect_partial_and_inter_annotator(tmp_path):
     perfect = dict(truth)
     contrary = {p: ("b" if c == "a" else "a") for p, c in truth.items()}
     scored, summary = human_agreement(humans, {"perfect": perfect, "contrary": contrary}, ratings)
-    at = {(p, d): (n, a) for p, d, n, a in summary.iter_rows()}
+    at = {(p, d): (n, a) for p, d, n, a, _ in summary.iter_rows()}
     # ann2 said tie once where truth is decided: 9 full agreements + one half = 9.5 / 10
     assert at[("perfect", 0)] == (10, pytest.approx(0.95))
     assert at[("bt_ranking", 0)] == (10, pytest.approx(0.95))

@@ -3,8 +3,10 @@
 from collections.abc import Sequence
 
 import dagster as dg
+import polars as pl
 from dagster._core.definitions.data_version import extract_data_version_from_entry
 
+from saber_assets.analyses.human_study import store_labels
 from saber_assets.definitions import make_definitions
 
 DOMAINS = ["Algebra", "Geometry", "Number Theory", "Combinatorics", "Calculus and Analysis"]
@@ -127,8 +129,9 @@ def test_input_files_sensor_observes_what_moved_and_the_observations_mark_the_re
         instance.add_dynamic_partitions("retriever", ["bm25", "tfidf"])
         defs = _defs(tmp_path, ["bm25", "tfidf"])
         sensor = defs.resolve_sensor_def("input_files_sensor")
+        resources = {"settings": defs.resources["settings"], "stores": defs.resources["stores"]}
         with dg.build_sensor_context(
-            instance=instance, definitions=defs, resources={"settings": defs.resources["settings"]}
+            instance=instance, definitions=defs, resources=resources
         ) as ctx:
             first = sensor(ctx)
             assert sorted(r.job_name for r in first) == ["observe_inputs", "observe_registry"]
@@ -138,6 +141,14 @@ def test_input_files_sensor_observes_what_moved_and_the_observations_mark_the_re
                 reg.read_text().replace("{name: tfidf, kind: bm25}", "{name: tfidf, kind: tfidf}")
             )
             assert [r.job_name for r in sensor(ctx)] == ["observe_registry"]
+            # a label pulled into the stores is observed (it marks the agreement unsynced)
+            label = pl.DataFrame(
+                [{"task_id": "s:1", "annotator": "ls:1", "query": "q", "shown_first": "a",
+                  "shown_second": "b", "label": "first", "study": "s"}],
+            )  # fmt: skip
+            assert store_labels(defs.resources["stores"].db(), label) == (1, 0)
+            assert [r.job_name for r in sensor(ctx)] == ["observe_inputs"]
+            assert isinstance(sensor(ctx), dg.SkipReason)
         for job in ("observe_inputs", "observe_registry"):
             assert defs.resolve_job_def(job).execute_in_process(instance=instance).success
         before = observe_versions(instance, "retriever_registry", ["bm25", "tfidf"])

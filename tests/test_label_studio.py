@@ -181,6 +181,7 @@ def test_human_study_through_label_studio(tiny_config, tmp_path, monkeypatch, ca
 
         materialize_agreement(cfg)
         assert observe_labels(cfg)["judge_human_agreement"] == []
+        print(pl.read_parquet(home / "tiny" / "parquet" / "judge_human_agreement.parquet"))
         got = agreement(home)
         assert got[("pairwise_judge", 0)] == (15, 1.0)
         assert got[("inter_annotator", 0)] == (3, 1.0)
