@@ -187,3 +187,27 @@ def test_postgres_inserts_rows_in_primary_key_order():
     )
     store.insert_ignore("embedding_cache", df)
     assert [r[2] for r in sent] == ["a", "b", "c"]
+
+
+def test_human_labels_on_both_backends_are_stored_once(store):
+    """People's labels: a re-pull adds nothing, on DuckDB and PostgreSQL alike."""
+    from datetime import datetime
+
+    import polars as pl
+
+    from saber_assets.analyses.human_study import LABEL_SCHEMA, store_labels, stored_labels
+
+    rows = [
+        {"task_id": f"s:{k}", "annotator": f"ls:{a}", "annotator_email": None, "query": "q",
+         "shown_first": "c1", "shown_second": "c2", "label": "first" if k % 2 else "tie",
+         "labelled_at": datetime(2026, 12, 1, 10, k), "lead_time_s": 3.5, "study": "s",
+         "ls_task": k, "ls_annotation": 10 * k + a}
+        for k in range(5)
+        for a in (1, 2)
+    ]  # fmt: skip
+    labels = pl.DataFrame(rows, schema=LABEL_SCHEMA)
+    assert store_labels(store, labels) == (10, 0)
+    assert store_labels(store, labels.head(4)) == (0, 4)
+    back = stored_labels(store, "s")
+    assert back.height == 10 and back.schema == pl.Schema(LABEL_SCHEMA)
+    assert back.sort("task_id", "annotator").equals(labels.sort("task_id", "annotator"))
