@@ -11,11 +11,11 @@ from __future__ import annotations
 import re
 import struct
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from datatrove.data import Document
+import orjson
 from datatrove.executor import LocalPipelineExecutor
 from datatrove.pipeline.dedup.minhash import (
     MinhashConfig,
@@ -23,6 +23,7 @@ from datatrove.pipeline.dedup.minhash import (
     MinhashDedupCluster,
     MinhashDedupSignature,
 )
+from datatrove.pipeline.readers import JsonlReader
 from datatrove.utils.text import TextNormConfig
 from datatrove.utils.word_tokenizers import WordTokenizer
 from loguru import logger
@@ -66,10 +67,12 @@ class DuplicateLink:
 
 
 def minhash_config(
-    n_grams: int, num_buckets: int, hashes_per_bucket: int, seed: int
+    n_grams: int, num_buckets: int, hashes_per_bucket: int, seed: int, fold_numbers: bool = False
 ) -> MinhashConfig:
-    # Numbers and symbols carry the meaning of a math problem: do not fold them away.
-    norm = TextNormConfig(norm_numbers=False, remove_punctuation=False)
+    # Numbers and symbols carry the meaning of a math problem: the corpus does not fold them
+    # away. The contamination audit does (``fold_numbers``): a copy with new numbers is still
+    # the same problem.
+    norm = TextNormConfig(norm_numbers=fold_numbers, remove_punctuation=False)
     return MinhashConfig(
         n_grams=n_grams,
         num_buckets=num_buckets,
@@ -79,18 +82,22 @@ def minhash_config(
     )
 
 
-def find_duplicates(
-    items: Sequence[DedupItem], config: MinhashConfig, workdir: Path | None = None
-) -> list[DuplicateLink]:
-    """Cluster near-duplicates; return one link per removed item to the item its cluster keeps."""
-    if len(items) < 2:
-        return []
+def find_clusters(
+    texts: Iterable[str], config: MinhashConfig, workdir: Path | None = None
+) -> dict[int, list[int]]:
+    """Near-duplicate clusters of ``texts`` (any iterable: they stream through datatrove's
+    on-disk signatures, buckets and union-find, never held at once): cluster id -> the positions
+    of its members, sorted; texts in no cluster are absent."""
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         tmp = Path(tmp)
-        docs = [Document(text=it.text, id=str(i)) for i, it in enumerate(items)]
+        # through a file, not a list: a training corpus of millions never sits in memory
+        (tmp / "input").mkdir()
+        with open(tmp / "input" / "docs.jsonl", "wb") as f:
+            for i, t in enumerate(texts):
+                f.write(orjson.dumps({"text": t, "id": str(i)}) + b"\n")
         stages = [
             [
-                docs,
+                JsonlReader(str(tmp / "input"), compression=None, add_file_path=False),
                 MinhashDedupSignature(
                     output_folder=str(tmp / "sigs"), config=config, language=LatexWordTokenizer()
                 ),
@@ -122,11 +129,21 @@ def find_duplicates(
             ).run()
         cluster_file = tmp / "clusters" / "000000.clusters"
         if not cluster_file.exists():
-            return []
+            return {}
         raw = cluster_file.read_bytes()
     members: dict[int, list[int]] = {}
     for doc_idx, cluster in struct.iter_unpack("<II", raw):
         members.setdefault(cluster, []).append(doc_idx)
+    return {c: sorted(m) for c, m in sorted(members.items())}
+
+
+def find_duplicates(
+    items: Sequence[DedupItem], config: MinhashConfig, workdir: Path | None = None
+) -> list[DuplicateLink]:
+    """Cluster near-duplicates; return one link per removed item to the item its cluster keeps."""
+    if len(items) < 2:
+        return []
+    members = find_clusters((it.text for it in items), config, workdir)
     links: list[DuplicateLink] = []
     for cluster, idxs in sorted(members.items()):
         keeper = min(idxs, key=lambda i: (-items[i].priority, items[i].order))
