@@ -87,3 +87,35 @@ def test_a_query_planted_among_its_own_candidates_is_reported():
     hits = own_candidate_hits(cands, texts)
     assert hits.select("query", "candidate").rows() == [(tests[3]["id"], "planted")]
     assert hits["jaccard"][0] > 0.5
+
+
+def test_declared_training_data_names_alone_are_not_checked_and_local_text_is_read(tmp_path):
+    from saber_assets.leaderboard.contamination import declared_training, training_rows
+    from saber_assets.leaderboard.retrievers.registry import load_registry
+
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text(
+        json.dumps({"uid": "a1", "q": "Find $x$ if $x+1=2$."}) + "\n"
+        + json.dumps({"uid": "a2", "q": ""}) + "\n"
+    )  # fmt: skip
+    reg = tmp_path / "retrievers.yaml"
+    reg.write_text(f"""retrievers:
+  - name: rader-like
+    kind: bm25
+    meta:
+      training_data:
+        - NuminaMath-CoT
+        - {{name: math-train, bundled: math, id_prefix: "train/"}}
+        - {{name: mine, path: "{mine}", fields: {{id: uid, problem: q, solution: q}}}}
+  - name: plain
+    kind: bm25
+""")
+    entries = load_registry(reg)
+    decl = declared_training(entries)
+    assert decl["plain"] == {}
+    assert decl["rader-like"]["NuminaMath-CoT"] is None  # declared, not checked
+    rows = list(training_rows(decl["rader-like"]["math-train"]))
+    assert rows and all(i.startswith("train/") for i, _ in rows)
+    math_ids = {r["id"] for r in read("math")}
+    assert len(rows) == sum(i.startswith("train/") for i in math_ids)
+    assert list(training_rows(decl["rader-like"]["mine"])) == [("a1", "Find $x$ if $x+1=2$.")]

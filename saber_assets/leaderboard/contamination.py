@@ -22,6 +22,9 @@ from dataclasses import dataclass
 import polars as pl
 
 from saber_assets.corpus.dedup import find_clusters, minhash_config
+from saber_assets.corpus.sources import read_source
+from saber_assets.leaderboard.retrievers.registry import TrainingCorpus
+from saber_assets.settings import SourceConfig
 
 # spacing and sizing that changes how a formula looks, never what it says
 _SPACING = re.compile(
@@ -139,3 +142,44 @@ def own_candidate_hits(
         schema={"query": pl.String, "candidate": pl.String, "jaccard": pl.Float64},
         orient="row",
     )
+
+
+def training_corpus_source(corpus: TrainingCorpus) -> SourceConfig | None:
+    """The corpus-source config that reads a training corpus's local text (None: a Hub id or
+    a name alone, which this reader does not open)."""
+    if corpus.path is None and corpus.bundled is None:
+        return None
+    return SourceConfig(name=corpus.name, path=corpus.path, bundled=corpus.bundled,
+                        fields=corpus.fields)  # fmt: skip
+
+
+def training_rows(corpus: TrainingCorpus) -> Iterator[tuple[str, str]]:
+    """(native id, problem) of a training corpus's readable rows, those under its ``id_prefix``;
+    a row without a problem is skipped (it cannot match a statement)."""
+    source = training_corpus_source(corpus)
+    if source is None:
+        raise ValueError(f"training corpus {corpus.name!r}: no local text to read")
+    mapping = source.field_mapping()
+    read = read_source(corpus.name, source.file(), mapping)
+    for row in read.rows:
+        native = str(row.record.get(mapping["id"], row.line))
+        problem = row.record.get(mapping["problem"])
+        if corpus.id_prefix and not native.startswith(corpus.id_prefix):
+            continue
+        if isinstance(problem, str) and problem.strip():
+            yield native, problem
+
+
+def declared_training(entries) -> dict[str, dict[str, TrainingCorpus | None]]:
+    """Retriever name -> its declared training corpora by name: the corpus where it carries
+    text to check, None where it is declared, not checked."""
+    out = {}
+    for e in entries:
+        decl = {}
+        for t in e.meta.training_data:
+            if isinstance(t, str):
+                decl[t] = None
+            else:
+                decl[t.name] = t if t.checkable() else None
+        out[e.name] = decl
+    return out

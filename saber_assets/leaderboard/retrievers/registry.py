@@ -35,6 +35,25 @@ KINDS: dict[str, Any] = {
 NEEDS_EMBEDDINGS = {"dense", "ssemb"}
 
 
+class TrainingCorpus(BaseModel):
+    """A corpus a model was trained on, with its text where it can be read: a local JSONL /
+    Parquet file in the corpus source format (``path`` + ``fields``), a bundled source, or a Hub
+    dataset id (read when online). Only rows whose native id starts with ``id_prefix`` (e.g.
+    MATH's ``train/``) count. A name alone is declared, not checked."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[a-z0-9_\-]+$")
+    path: str | None = None
+    fields: dict[str, str] | None = None
+    bundled: str | None = None
+    hub: str | None = None
+    id_prefix: str | None = None
+
+    def checkable(self) -> bool:
+        return any(x is not None for x in (self.path, self.bundled, self.hub))
+
+
 class ModelMeta(BaseModel):
     """What a user filters a leaderboard on, after MTEB's ``ModelMeta``: never read by scoring."""
 
@@ -49,7 +68,8 @@ class ModelMeta(BaseModel):
     backend: str | None = None  # how the reference code ran it
     paper_system: str | None = None  # its name in the paper's tables
     variant: str = "reference"  # "reference" (the paper's protocol) or e.g. "vendor-prompts"
-    training_data: list[str] = Field(default_factory=list)  # declared training corpora
+    # declared training corpora: a name (declared, not checked) or a corpus with its text
+    training_data: list[str | TrainingCorpus] = Field(default_factory=list)
     reference: str | None = None  # the model card or paper
     notes: str = ""
 
