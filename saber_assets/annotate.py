@@ -12,7 +12,6 @@ was pushed where, every raw export pulled, and the labels refused with their rea
 from __future__ import annotations
 
 import json
-import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,6 +52,16 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from saber_resources.label_studio import LabelStudioError
+
+    try:
+        return act(args)
+    except LabelStudioError as exc:  # the server's answer, never the key
+        print(f"saber: {exc}", file=sys.stderr)
+        return 2
+
+
+def act(args) -> int:
     cfg = load_config(args.config)
     folder = Path(args.study_dir) if args.study_dir else data_home() / cfg.name / "human_study"
     if args.action == "export":
@@ -230,25 +239,17 @@ def read_project(folder: Path, ls) -> dict:
     return found
 
 
-def stores_db(cfg):
-    from saber_resources.stores import StoresResource
-
-    if cfg.stores.kind == "postgres":
-        dsn = os.environ.get(cfg.stores.dsn_env)
-        return StoresResource(kind="postgres", dsn=dsn).db()
-    return StoresResource(kind="duckdb", path=str(data_home() / cfg.name / "stores.duckdb")).db()
-
-
 def import_labels(cfg, folder: Path, export_json, bench: str | None, emails) -> int:
     """Read an export against the study and the benchmark; store what is valid; refused labels
     go to refused.csv with their reasons (and the exit status says so)."""
     from saber_assets.analyses.human_study import labels_from_export, store_labels
+    from saber_assets.resources import open_stores
 
     pairs, meta = read_study(folder)
     ratings, _ = benchmark_ratings(benchmark_dir(bench or meta.get("benchmark"), cfg))
     rated = set(ratings.select("query_id", "candidate_id").iter_rows())
     labels, refused = labels_from_export(export_json, pairs, rated, emails)
-    new, already = store_labels(stores_db(cfg), labels)
+    new, already = store_labels(open_stores(cfg), labels)
     refused.write_csv(folder / FILES["refused"])
     print(f"saber annotate: {labels.height} labels read: {new} new, {already} already stored; "
           f"{labels['annotator'].n_unique()} annotators")  # fmt: skip

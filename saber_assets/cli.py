@@ -11,7 +11,6 @@ from pathlib import Path
 from saber_assets import annotate
 from saber_assets.settings import DEFAULT_CONFIG, REPO_ROOT, data_home, load_config
 from saber_assets.stages import select_help
-from saber_resources.label_studio import LabelStudioError
 
 # datatrove draws progress bars on stderr; the build prints its own summary.
 os.environ.setdefault("TQDM_DISABLE", "1")
@@ -841,7 +840,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "annotate":
             return annotate.run(args)
         return ui(args.port)
-    except (FileNotFoundError, ValueError, LabelStudioError) as exc:  # config, registry, ...
+    except (FileNotFoundError, ValueError) as exc:  # config, registry and benchmark errors
         print(f"saber: {exc}", file=sys.stderr)
         return 2
 

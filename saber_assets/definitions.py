@@ -28,7 +28,7 @@ from saber_assets.lib.partitions import stage_partitions
 from saber_assets.lib.pods import check_pod_jobs, k8s_tags
 from saber_assets.ontology import assets as ontology_assets
 from saber_assets.ratings import assets as rating_assets
-from saber_assets.resources import SaberSettings
+from saber_assets.resources import SaberSettings, stores_resource
 from saber_assets.schedules import retriever_runs_backstop
 from saber_assets.sensors import (
     build_sync_sensor,
@@ -43,7 +43,6 @@ from saber_assets.stages import SOURCE_ASSETS, STAGES, stage_of_asset
 from saber_assets.tournament import assets as tournament_assets
 from saber_assets.versions import asset_code_versions
 from saber_resources.llm import LLMResource
-from saber_resources.stores import StoresResource
 from saber_resources.templates import load_templates
 from saber_resources.warehouse import Warehouse
 
@@ -80,16 +79,6 @@ def stage_executor(kind: str) -> ExecutorDefinition:
 
         return k8s_job_executor
     return in_process_executor if kind == "in_process" else multiprocess_executor
-
-
-def stores_resource(cfg, home: Path) -> StoresResource:
-    if cfg.stores.kind == "postgres":
-        return StoresResource(kind="postgres", dsn=EnvVar(cfg.stores.dsn_env))
-    return StoresResource(
-        kind="duckdb",
-        path=str(home / cfg.name / "stores.duckdb"),
-        legacy_path=str(home / cfg.name / "warehouse.duckdb"),
-    )
 
 
 def with_code_versions(assets: list, cfg) -> list:

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from dagster import ConfigurableResource
+from dagster import ConfigurableResource, EnvVar
 
 from saber_assets.settings import (
     DEFAULT_CONFIG,
@@ -10,6 +10,7 @@ from saber_assets.settings import (
     data_home,
     load_config,
 )
+from saber_resources.stores import StoreDB, StoresResource
 
 
 class SaberSettings(ConfigurableResource):
@@ -28,3 +29,22 @@ class SaberSettings(ConfigurableResource):
     def registry_path(self) -> Path:
         """The retriever registry file (``leaderboard.registry``, relative to the repository)."""
         return self.load().leaderboard.registry_path()
+
+
+def stores_resource(cfg: PipelineConfig, home: Path) -> StoresResource:
+    """The config's stores: DuckDB under the outputs, or PostgreSQL with the DSN from the
+    environment variable the config names (an ``EnvVar``: never logged)."""
+    if cfg.stores.kind == "postgres":
+        return StoresResource(kind="postgres", dsn=EnvVar(cfg.stores.dsn_env))
+    return StoresResource(
+        kind="duckdb",
+        path=str(home / cfg.name / "stores.duckdb"),
+        legacy_path=str(home / cfg.name / "warehouse.duckdb"),
+    )
+
+
+def open_stores(cfg: PipelineConfig, home: Path | None = None) -> StoreDB:
+    """The config's stores outside a Dagster run (the command line): the resource with its
+    environment variables resolved, as Dagster resolves them for a run."""
+    resource = stores_resource(cfg, home or data_home())
+    return resource.process_config_and_initialize().db()

@@ -26,14 +26,13 @@ from dagster import (
 )
 from dagster._core.storage.tags import PARTITION_NAME_TAG
 
-from saber_assets.analyses.human_study import labels_version
 from saber_assets.build import Step, partition_filter, runnable_names, stage_steps
 from saber_assets.leaderboard.retrievers.registry import definitions_by_name, load_registry
 from saber_assets.lib.partitions import retriever_partitions
 from saber_assets.ontology.domains import domain_keys
 from saber_assets.resources import SaberSettings
 from saber_assets.stages import STAGES
-from saber_assets.versions import digest, input_versions, registry_versions
+from saber_assets.versions import digest, input_versions, labels_version, registry_versions
 from saber_resources.stores import StoresResource
 
 

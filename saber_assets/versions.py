@@ -19,6 +19,7 @@ import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from saber_assets.analyses.human_study import stored_labels
 from saber_assets.ontology.tree import resolve_path
 from saber_assets.settings import BUNDLED_ONTOLOGIES, DATA_DIR, PipelineConfig
 from saber_assets.stages import ASSET_INPUTS
@@ -140,3 +141,10 @@ def closure(name: str, registry: Mapping[str, dict]) -> list[str]:
     for comp in registry.get(name, {}).get("params", {}).get("retrievers", []) or []:
         out += closure(comp, registry)
     return out
+
+
+def labels_version(db, study: str | None = None) -> str:
+    """The data version of the stored human labels (of one study, or all): it moves when a pull
+    or an import adds one, so what reads them is marked unsynced."""
+    labels = stored_labels(db, study).sort("task_id", "annotator")
+    return digest(labels.select("task_id", "annotator", "label").rows())

@@ -55,9 +55,6 @@ class LabelStudio:
     def version(self) -> str:
         return self.request("GET", "/api/version").json().get("release", "?")
 
-    def whoami(self) -> dict:
-        return self.request("GET", "/api/current-user/whoami").json()
-
     def find_project(self, title: str) -> dict | None:
         """The project with this title (Label Studio allows several: the newest is taken)."""
         found = [p for p in self.pages("/api/projects", "results") if p.get("title") == title]
@@ -73,10 +70,8 @@ class LabelStudio:
                 return body
             rows = body.get(key) or []
             out += rows
-            total = body.get("total", body.get("count"))
-            if not rows or len(out) >= (total if total is not None else len(out) + 1):
-                return out
-            if total is None and not body.get("next"):
+            total = body.get("total", body.get("count"))  # tasks say total, projects count
+            if not rows or (len(out) >= total if total is not None else not body.get("next")):
                 return out
             page += 1
 

@@ -80,6 +80,11 @@ def allocate(n_pairs: int, strata: Iterable[int]) -> dict[int, int]:
     return {s: base + (k < extra) for k, s in enumerate(strata)}
 
 
+def gaps(n: int, lower: int, upper: int | None) -> range:
+    """The rank distances of a stratum [lower, upper) that a query with n candidates has."""
+    return range(max(lower, 1), n if upper is None else min(upper, n))
+
+
 def stratum_of(delta_r: int, strata: tuple[int, ...] = STRATA) -> int:
     return max(s for s in strata if delta_r >= s)
 
@@ -113,8 +118,7 @@ def sample_study(
     for s, hi in zip(strata, bounds, strict=True):
         for q in queries:
             n = len(by_query[q])
-            top = n if hi is None else min(hi, n)
-            available[(q, s)] = sum(n - d for d in range(max(s, 1), top))
+            available[(q, s)] = sum(n - d for d in gaps(n, s, hi))
     notes = []
     can = {s: sum(available[(q, s)] for q in queries) for s in strata}
     wanted = allocate(n_pairs, strata)
@@ -146,26 +150,22 @@ def sample_study(
         if not wanted[s]:
             continue
         # a query uniformly, then a gap d with weight (n - d), then the pair (i, i + d)
-        seen: set[tuple[str, int, int]] = set()
         exhaustive = wanted[s] * 4 > can[s]  # dense: draw from the full list instead
         if exhaustive:
             every = [
                 (q, i, i + d)
                 for q in pool
-                for d in range(
-                    max(s, 1), len(by_query[q]) if hi is None else min(hi, len(by_query[q]))
-                )
+                for d in gaps(len(by_query[q]), s, hi)
                 for i in range(len(by_query[q]) - d)
             ]
             picks = [every[k] for k in sorted(rng.choice(len(every), wanted[s], replace=False))]
         else:
-            picks = []
+            picks, seen = [], set()
             while len(picks) < wanted[s]:
                 q = pool[rng.integers(len(pool))]
                 n = len(by_query[q])
-                gaps = np.arange(max(s, 1), n if hi is None else min(hi, n))
-                weights = (n - gaps) / (n - gaps).sum()
-                d = int(rng.choice(gaps, p=weights))
+                ds = np.array(gaps(n, s, hi))
+                d = int(rng.choice(ds, p=(n - ds) / (n - ds).sum()))
                 i = int(rng.integers(n - d))
                 if (q, i, i + d) not in seen:
                     seen.add((q, i, i + d))
@@ -455,11 +455,3 @@ def stored_labels(db: StoreDB, study: str | None = None) -> pl.DataFrame:
         f"SELECT {cols} FROM human_labels {where} ORDER BY labelled_at, task_id", params
     )
     return frame.cast(LABEL_SCHEMA) if frame.height else pl.DataFrame(schema=LABEL_SCHEMA)
-
-
-def labels_version(db: StoreDB, study: str | None = None) -> str:
-    """A digest of the stored labels (of one study, or all): it moves when a pull or an import
-    adds one, so what reads them is marked unsynced."""
-    labels = stored_labels(db, study).sort("task_id", "annotator")
-    rows = labels.select("task_id", "annotator", "label").rows()
-    return hashlib.blake2b(json.dumps(rows).encode(), digest_size=12).hexdigest()

@@ -58,9 +58,13 @@ def near_form(text: str, fold_numbers: bool = True) -> str:
     return _SPACES.sub(" ", text).strip()
 
 
-def exact_form(text: str, fold_numbers: bool = True) -> str:
+def exact_key(near: str) -> str:
     """The key of the exact pass: the near form without any whitespace."""
-    return _SPACES.sub("", near_form(text, fold_numbers))
+    return _SPACES.sub("", near)
+
+
+def exact_form(text: str, fold_numbers: bool = True) -> str:
+    return exact_key(near_form(text, fold_numbers))
 
 
 def audit(
@@ -73,19 +77,20 @@ def audit(
     fold = config.fold_numbers
     keys: dict[str, list[int]] = {}
     rows = items.select("item", "role", "domain", "text").rows()
-    for k, (_, _, _, text) in enumerate(rows):
-        keys.setdefault(exact_form(text, fold), []).append(k)
+    near_items = [near_form(text, fold) for _, _, _, text in rows]
+    for k, near in enumerate(near_items):
+        keys.setdefault(exact_key(near), []).append(k)
     training_ids: list[str] = []
     exact: set[tuple[int, int]] = set()
 
     def texts() -> Iterator[str]:
-        for _, _, _, text in rows:
-            yield near_form(text, fold)
+        yield from near_items
         for tid, text in training:
-            for k in keys.get(exact_form(text, fold), ()):
+            near = near_form(text, fold)  # once per row: it is also the exact pass's key
+            for k in keys.get(exact_key(near), ()):
                 exact.add((k, len(training_ids)))
             training_ids.append(str(tid))
-            yield near_form(text, fold)
+            yield near
 
     cfg = minhash_config(
         config.n_grams, config.num_buckets, config.hashes_per_bucket, config.seed, fold
