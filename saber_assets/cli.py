@@ -50,16 +50,25 @@ def _report(result, seconds: float) -> None:
     )
 
 
-def sync_retriever_partitions(instance, cfg) -> list[str]:
-    """Add a `retriever` partition for every registry entry that lacks one (never removes any)."""
+def sync_partitions(instance, cfg) -> dict[str, list[str]]:
+    """Add a `retriever` partition for every registry entry, and a `training_corpus` partition
+    for every training corpus with text it declares, that lacks one (never removes any); returns
+    the new keys by partitioning."""
+    from saber_assets.leaderboard.contamination import checked_corpora
     from saber_assets.leaderboard.retrievers.registry import load_registry
 
-    names = [e.name for e in load_registry(cfg.leaderboard.registry_path())]
-    have = set(instance.get_dynamic_partitions("retriever"))
-    new = [n for n in names if n not in have]
-    if new:
-        instance.add_dynamic_partitions("retriever", new)
-    return new
+    entries = load_registry(cfg.leaderboard.registry_path())
+    wanted = {
+        "retriever": [e.name for e in entries],
+        "training_corpus": list(checked_corpora(entries)),
+    }
+    added = {}
+    for name, keys in wanted.items():
+        have = set(instance.get_dynamic_partitions(name))
+        added[name] = [k for k in keys if k not in have]
+        if added[name]:
+            instance.add_dynamic_partitions(name, added[name])
+    return added
 
 
 def domain_selection(select: list[str], keys: dict[str, str]) -> list[str]:
@@ -104,7 +113,7 @@ def build_remote(url: str, defs, cfg, force: bool, select: list[str], stages: li
     from saber_assets.remote import build_on
 
     with DagsterInstance.ephemeral() as scratch:  # the partitions, not run history
-        names = sync_retriever_partitions(scratch, cfg)
+        names = sync_partitions(scratch, cfg)
         repo = defs.get_repository_def()
         retrievers = runnable_names(cfg)
         domains = [x.split("=", 1)[1] for x in select if x.startswith("domain=")]
@@ -155,7 +164,7 @@ def build(
     run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
     for run_id in reap_dead_runs(instance):
         print(f"  run {run_id} of a killed build marked failed, its pool slots freed", flush=True)
-    sync_retriever_partitions(instance, cfg)
+    sync_partitions(instance, cfg)
     observe_sources(defs, instance)
     retrievers = runnable_names(cfg)
     domains = [x.split("=", 1)[1] for x in select if x.startswith("domain=")]

@@ -23,6 +23,7 @@ from saber_assets.candidates import assets as candidate_assets
 from saber_assets.corpus import assets as corpus_assets
 from saber_assets.io_managers import WarehouseParquetIOManager
 from saber_assets.leaderboard import assets as leaderboard_assets
+from saber_assets.leaderboard import contamination_assets
 from saber_assets.lib.declare import declared_in
 from saber_assets.lib.partitions import stage_partitions
 from saber_assets.lib.pods import check_pod_jobs, k8s_tags
@@ -57,6 +58,7 @@ STAGE_MODULES = [
     tournament_assets,
     rating_assets,
     leaderboard_assets,
+    contamination_assets,
     analysis_assets,
     report_assets,
 ]

@@ -226,17 +226,19 @@ def failure_summary(data: dict, limit: int = 1500) -> str:
 def build_on(
     url: str,
     plan: list,
-    retrievers: list[str],
+    partitions: dict[str, list[str]],
     force: bool,
     poll_s: float = 2.0,
     fan_in: dict | None = None,
 ) -> int:
     """Run the build on the deployment at ``url``: ``plan`` is [(stage, its partitions)] in
     order, ``fan_in`` {(asset, partition): [(parent, its partitions)]} the edges to check past
-    the stale status (``build.fan_in_parents``); 0 on success, 1 naming a failed run."""
+    the stale status (``build.fan_in_parents``), ``partitions`` the dynamic partitions (by
+    partitioning name) to add first; 0 on success, 1 naming a failed run."""
     fan_in = fan_in or {}
     dep = Deployment(url)
-    dep.add_partitions("retriever", retrievers)
+    for name, keys in partitions.items():
+        dep.add_partitions(name, keys)
     t0 = time.perf_counter()
     launched = skipped = 0
     peak = 0

@@ -27,8 +27,9 @@ from dagster import (
 from dagster._core.storage.tags import PARTITION_NAME_TAG
 
 from saber_assets.build import Step, partition_filter, runnable_names, stage_steps
+from saber_assets.leaderboard.contamination import checked_corpora, corpus_version
 from saber_assets.leaderboard.retrievers.registry import definitions_by_name, load_registry
-from saber_assets.lib.partitions import retriever_partitions
+from saber_assets.lib.partitions import retriever_partitions, training_partitions
 from saber_assets.ontology.domains import domain_keys
 from saber_assets.resources import SaberSettings
 from saber_assets.stages import STAGES
@@ -56,23 +57,37 @@ def run_requests(names: list[str], domains: list[str], tag: str) -> list[RunRequ
     job_name="build_runs", minimum_interval_seconds=60, default_status=DefaultSensorStatus.RUNNING
 )
 def retriever_registry_sensor(context: SensorEvaluationContext, settings: SaberSettings):
-    """Adds a partition for each new registry entry and requests only its runs."""
-    names = [e.name for e in load_registry(settings.registry_path())]
+    """Adds a partition for each new registry entry and requests only its runs; a training
+    corpus a new entry declares with text gets its `training_corpus` partition (audited by the
+    next build, or by the sync sensor)."""
+    entries = load_registry(settings.registry_path())
+    names = [e.name for e in entries]
     have = set(context.instance.get_dynamic_partitions(retriever_partitions.name))
     new = [n for n in names if n not in have]
+    have_corpora = set(context.instance.get_dynamic_partitions(training_partitions.name))
+    corpora = [c for c in checked_corpora(entries) if c not in have_corpora]
+    requests = [retriever_partitions.build_add_request(new)] if new else []
+    if corpora:
+        context.log.info(f"new training corpora to audit: {corpora}")
+        requests.append(training_partitions.build_add_request(corpora))
     if not new:
-        return SkipReason(f"no new retriever among {len(names)} registered")
+        why = f"no new retriever among {len(names)} registered"
+        return (
+            SensorResult(dynamic_partitions_requests=requests, skip_reason=why)
+            if corpora
+            else SkipReason(why)
+        )
     context.log.info(f"new retrievers: {new}")
     if not benchmark_built(settings):  # its runs would fail: the build runs them later
         return SensorResult(
-            dynamic_partitions_requests=[retriever_partitions.build_add_request(new)],
+            dynamic_partitions_requests=requests,
             skip_reason="no benchmark to score yet: partitions added, runs left to the build",
         )
     return SensorResult(
         run_requests=run_requests(
             new, list(domain_keys(settings.load().ontology).values()), "registry-sensor"
         ),
-        dynamic_partitions_requests=[retriever_partitions.build_add_request(new)],
+        dynamic_partitions_requests=requests,
     )
 
 
@@ -85,9 +100,10 @@ observe_inputs = define_asset_job(
 )
 observe_registry = define_asset_job(
     "observe_registry",
-    selection=AssetSelection.assets("retriever_registry"),
+    selection=AssetSelection.assets("retriever_registry", "training_corpora"),
     executor_def=in_process_executor,
-    description="Observe the retriever registry, one data version per entry.",
+    description="Observe the retriever registry, one data version per entry, and the training "
+    "corpora it declares, one per corpus.",
 )
 
 
@@ -103,13 +119,20 @@ def input_files_sensor(
     UI marks what reads them unsynced without anyone running a build."""
     cfg = settings.load()
     have = sorted(context.instance.get_dynamic_partitions(retriever_partitions.name))
+    have_corpora = sorted(context.instance.get_dynamic_partitions(training_partitions.name))
+    corpora = checked_corpora(load_registry(settings.registry_path()))
     labels = labels_version(stores.db(), cfg.analyses.human_study)
     stamps = {
         "observe_inputs": digest([input_versions(cfg), labels]),
         # the partitions too: an entry whose partition the registry sensor adds later is
         # observed then
         "observe_registry": digest(
-            [registry_versions(definitions_by_name(settings.registry_path())), have]
+            [
+                registry_versions(definitions_by_name(settings.registry_path())),
+                have,
+                {k: corpus_version(c) for k, c in corpora.items()},
+                have_corpora,
+            ]
         ),
     }
     seen = json.loads(context.cursor) if context.cursor else {}

@@ -277,6 +277,25 @@ class RatingsConfig(_Strict):
     c: float = Field(default=1.0, gt=0)
 
 
+class ContaminationConfig(_Strict):
+    """The contamination audit of the registry's declared training corpora (its MinHash at the
+    corpus stage's defaults; numbers folded, so a copy with new numbers still matches)."""
+
+    fold_numbers: bool = True
+    n_grams: int = Field(default=5, ge=1)
+    num_buckets: int = Field(default=14, ge=1)
+    hashes_per_bucket: int = Field(default=8, ge=1)
+    seed: int = 1
+    # a query counts as contaminated when its statement or one of its `top_candidates`
+    # best-rated candidates occurs in the training corpus
+    top_candidates: int = Field(default=5, ge=1)
+    # a query with a rephrasing of itself among its own candidates (word 3-gram Jaccard at least
+    # this, after the audit's folding) is reported; with `exclude_own_matches`, left out of the
+    # leaderboard's scores
+    own_match_jaccard: float = Field(default=0.5, gt=0, le=1)
+    exclude_own_matches: bool = False
+
+
 class LeaderboardConfig(_Strict):
     # An exchange-format directory to score (e.g. the published SABER-Math files); null = the
     # benchmark this pipeline built.
@@ -293,6 +312,7 @@ class LeaderboardConfig(_Strict):
     # paired tests between systems: the randomization test's resamples, the level (Holm-corrected)
     test_resamples: int = Field(default=10_000, ge=100)
     alpha: float = Field(default=0.05, gt=0, lt=1)
+    contamination: ContaminationConfig = ContaminationConfig()
 
     def registry_path(self) -> Path:
         """The registry file; a relative path is relative to the repository."""

@@ -101,9 +101,18 @@ STAGES: tuple[Stage, ...] = (
     Stage(
         "build_benchmark",
         "benchmark",
-        "Exchange-format export and the benchmark to score.",
-        ("benchmark_export", "evaluation_benchmark"),
+        "Exchange-format export, the benchmark to score and its queries with a rephrasing of "
+        "themselves among their own candidates.",
+        ("benchmark_export", "evaluation_benchmark", "own_candidate_matches"),
         "build_domains",
+    ),
+    Stage(
+        "build_contamination",
+        "contamination",
+        "The benchmark's queries and candidates found in one declared training corpus per run.",
+        ("contamination",),
+        "build_benchmark",
+        "training corpus",
     ),
     Stage(
         "build_indexes",
@@ -185,6 +194,16 @@ ASSET_INPUTS: dict[str, Inputs] = {
     "relevance_ratings": Inputs(("ratings", "tournament"), ("ratings",)),
     "benchmark_export": _EXPORT,
     "evaluation_benchmark": _EXPORT,
+    "own_candidate_matches": Inputs(
+        ("leaderboard.contamination.own_match_jaccard",), ("leaderboard/contamination.py",)
+    ),
+    "contamination": Inputs(
+        tuple(
+            f"leaderboard.contamination.{key}"
+            for key in ("fold_numbers", "n_grams", "num_buckets", "hashes_per_bucket", "seed")
+        ),
+        ("leaderboard/contamination.py", "corpus/dedup.py", "corpus/sources.py"),
+    ),
     "retriever_index": Inputs(
         ("leaderboard.settings", "leaderboard.full_corpus"),
         ("leaderboard/indexes.py", "leaderboard/retrievers", "saber_resources"),
@@ -199,7 +218,13 @@ ASSET_INPUTS: dict[str, Inputs] = {
 
 # observable source assets: their data version is the content hash of what they stand for (the
 # input files; one registry entry per `retriever` partition, with the entries it fuses)
-SOURCE_ASSETS = ("corpus_sources", "ontology_files", "retriever_registry", "human_labels")
+SOURCE_ASSETS = (
+    "corpus_sources",
+    "ontology_files",
+    "retriever_registry",
+    "training_corpora",
+    "human_labels",
+)
 
 BY_JOB = {s.job: s for s in STAGES}
 BY_ALIAS = {s.alias: s for s in STAGES}

@@ -9,12 +9,11 @@ import re
 import polars as pl
 
 from saber_assets.leaderboard.contamination import (
-    AuditConfig,
     audit,
     exact_form,
     own_candidate_hits,
 )
-from saber_assets.settings import REPO_ROOT
+from saber_assets.settings import REPO_ROOT, ContaminationConfig
 
 CORPORA = REPO_ROOT / "data" / "corpora"
 
@@ -61,9 +60,8 @@ def test_a_training_corpus_with_planted_queries_flags_exactly_those():
     assert set(matches.filter(pl.col("item").is_in([r["id"] for r in tests[:10]]))["how"]) == {
         "exact"
     }
-    assert set(matches["role"]) == {"query"}
     # without number folding, copies with new numbers are no longer the same statement
-    exact_only = audit(items, iter(training), AuditConfig(fold_numbers=False))[0]
+    exact_only = audit(items, iter(training), ContaminationConfig(fold_numbers=False))[0]
     assert exact_form(changed[0][1], False) != exact_form(tests[10]["problem"], False)
     assert {r["id"] for r in tests[:10]} <= set(exact_only["item"])
     assert len(set(exact_only["item"]) & {r["id"] for r in tests[10:15]}) < 5  # folding mattered
@@ -90,7 +88,12 @@ def test_a_query_planted_among_its_own_candidates_is_reported():
 
 
 def test_declared_training_data_names_alone_are_not_checked_and_local_text_is_read(tmp_path):
-    from saber_assets.leaderboard.contamination import declared_training, training_rows
+    from saber_assets.leaderboard.contamination import (
+        TrainingRead,
+        corpus_files,
+        declared_training,
+        training_rows,
+    )
     from saber_assets.leaderboard.retrievers.registry import load_registry
 
     mine = tmp_path / "mine.jsonl"
@@ -106,7 +109,7 @@ def test_declared_training_data_names_alone_are_not_checked_and_local_text_is_re
       training_data:
         - NuminaMath-CoT
         - {{name: math-train, bundled: math, id_prefix: "train/"}}
-        - {{name: mine, path: "{mine}", fields: {{id: uid, problem: q, solution: q}}}}
+        - {{name: mine, path: "{mine}", fields: {{id: uid, problem: q}}}}
   - name: plain
     kind: bm25
 """)
@@ -114,8 +117,16 @@ def test_declared_training_data_names_alone_are_not_checked_and_local_text_is_re
     decl = declared_training(entries)
     assert decl["plain"] == {}
     assert decl["rader-like"]["NuminaMath-CoT"] is None  # declared, not checked
-    rows = list(training_rows(decl["rader-like"]["math-train"]))
+    math_train = decl["rader-like"]["math-train"]
+    got = TrainingRead()
+    rows = list(training_rows(math_train, corpus_files(math_train)[0], got))
     assert rows and all(i.startswith("train/") for i, _ in rows)
     math_ids = {r["id"] for r in read("math")}
-    assert len(rows) == sum(i.startswith("train/") for i in math_ids)
-    assert list(training_rows(decl["rader-like"]["mine"])) == [("a1", "Find $x$ if $x+1=2$.")]
+    assert len(rows) == got.rows == sum(i.startswith("train/") for i in math_ids)
+    mine_corpus = decl["rader-like"]["mine"]
+    got = TrainingRead()
+    assert list(training_rows(mine_corpus, corpus_files(mine_corpus)[0], got)) == [
+        ("a1", "Find $x$ if $x+1=2$.")
+    ]
+    # the row without a problem is counted with its reason, never dropped silently
+    assert got.rows == 1 and got.rejected == [("mine.jsonl", 2, "'q' empty or not text")]

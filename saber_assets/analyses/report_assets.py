@@ -13,6 +13,7 @@ from saber_assets.analyses import report as rp
 from saber_assets.analyses.composition import composition
 from saber_assets.analyses.signal_groups import area_under
 from saber_assets.io_managers import concat_partitions
+from saber_assets.leaderboard.contamination import contamination_paragraph
 from saber_assets.leaderboard.exchange import Benchmark
 from saber_assets.leaderboard.metrics import score_column
 from saber_assets.leaderboard.plots import pvalue_heatmap
@@ -43,7 +44,24 @@ def _board_table(board: pl.DataFrame) -> pl.DataFrame:
         ),
         *[pl.col(d).round(3) for d in domains],
         *[c for c in ("rank_ci", "beats") if c in board.columns],
+        *_clean_columns(board, metric),
     ).sort("setting", metric, descending=[False, True])
+
+
+def _clean_columns(board: pl.DataFrame, metric: str) -> list[pl.Expr]:
+    """The contaminated share and the clean score with its CI, where any row has them."""
+    clean = f"{metric}_clean"
+    if clean not in board.columns or board[clean].is_null().all():
+        return []
+    return [
+        pl.col("contaminated_share").round(3).alias("contaminated"),
+        pl.format(
+            "{} [{}, {}]",
+            pl.col(clean).round(3),
+            pl.col("ci_low_clean").round(3),
+            pl.col("ci_high_clean").round(3),
+        ).alias(f"{metric} clean [95% CI]"),
+    ]
 
 
 @analysis(deps=[AssetKey("leaderboard"), AssetKey("benchmark_export")])
@@ -106,7 +124,9 @@ def benchmark_report(
         ),
         rp.Section(
             "Leaderboard",
-            rp.read_leaderboard(board, tests),
+            " ".join(
+                x for x in (rp.read_leaderboard(board, tests), contamination_paragraph(board)) if x
+            ),
             [
                 (
                     "nDCG@10 with 95% bootstrap CIs, overall and per domain, the rank's 95% interval "

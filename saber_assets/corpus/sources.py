@@ -57,18 +57,27 @@ def _open_lines(path: Path) -> Iterator[bytes]:
 
 def read_source(name: str, path: Path, mapping: dict[str, str]) -> SourceRead:
     """Read one JSONL(.gz) or Parquet file; check that the mapped fields exist."""
+    out = SourceRead()
+    for row in iter_source(name, path, mapping):
+        (out.rows if isinstance(row, RawRow) else out.rejected).append(row)
+    return out
+
+
+def iter_source(name: str, path: Path, mapping: dict[str, str]) -> Iterator[RawRow | Rejected]:
+    """The rows of one JSONL(.gz) or Parquet file, streamed (a Parquet file batch by batch), each
+    read or rejected with its reason; the mapped fields are checked on the first row."""
     if not path.exists():
         raise CorpusSourceError(f"source {name!r}: file not found: {path}")
     suffixes = "".join(path.suffixes[-2:])
     if path.suffix == ".parquet":
-        return _read_parquet(name, path, mapping)
+        yield from _iter_parquet(name, path, mapping)
+        return
     if not any(
         suffixes.endswith(s) for s in (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson")
     ):
         raise CorpusSourceError(
             f"source {name!r}: unsupported file type {path.name!r} (use .jsonl, .jsonl.gz or .parquet)"
         )
-    out = SourceRead()
     checked = False
     for lineno, raw in enumerate(_open_lines(path), start=1):
         if not raw.strip():
@@ -76,59 +85,38 @@ def read_source(name: str, path: Path, mapping: dict[str, str]) -> SourceRead:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            out.rejected.append(
-                Rejected(
-                    name,
-                    lineno,
-                    None,
-                    f"not valid UTF-8 at byte {exc.start} of the line",
-                    _excerpt(raw),
-                )
-            )
+            reason = f"not valid UTF-8 at byte {exc.start} of the line"
+            yield Rejected(name, lineno, None, reason, _excerpt(raw))
             continue
         try:
             record = json.loads(text)
         except json.JSONDecodeError as exc:
-            out.rejected.append(
-                Rejected(
-                    name,
-                    lineno,
-                    None,
-                    f"invalid JSON: {exc.msg} (column {exc.colno})",
-                    _excerpt(text),
-                )
-            )
+            reason = f"invalid JSON: {exc.msg} (column {exc.colno})"
+            yield Rejected(name, lineno, None, reason, _excerpt(text))
             continue
         if not isinstance(record, dict):
-            out.rejected.append(
-                Rejected(
-                    name,
-                    lineno,
-                    None,
-                    f"JSON value is a {type(record).__name__}, not an object",
-                    _excerpt(text),
-                )
-            )
+            reason = f"JSON value is a {type(record).__name__}, not an object"
+            yield Rejected(name, lineno, None, reason, _excerpt(text))
             continue
         if not checked:
             _check_mapping(name, path, lineno, mapping, record.keys())
             checked = True
-        out.rows.append(RawRow(name, lineno, record))
-    return out
+        yield RawRow(name, lineno, record)
 
 
-def _read_parquet(name: str, path: Path, mapping: dict[str, str]) -> SourceRead:
+def _iter_parquet(name: str, path: Path, mapping: dict[str, str]) -> Iterator[RawRow]:
     try:
-        table = pq.read_table(path)
+        file = pq.ParquetFile(path)
     except Exception as exc:
         raise CorpusSourceError(
             f"source {name!r}: cannot read Parquet file {path}: {exc}"
         ) from None
-    _check_mapping(name, path, 1, mapping, table.column_names)
-    out = SourceRead()
-    for i, record in enumerate(table.to_pylist(), start=1):
-        out.rows.append(RawRow(name, i, record))
-    return out
+    _check_mapping(name, path, 1, mapping, file.schema_arrow.names)
+    i = 0
+    for batch in file.iter_batches(batch_size=8192):
+        for record in batch.to_pylist():
+            i += 1
+            yield RawRow(name, i, record)
 
 
 def _check_mapping(name: str, path: Path, line: int, mapping: dict[str, str], present) -> None:

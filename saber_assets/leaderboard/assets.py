@@ -23,10 +23,17 @@ from dagster import (
 
 from saber_assets.corpus.build import corpus_version
 from saber_assets.io_managers import concat_partitions, refresh_warehouse
+from saber_assets.leaderboard.contamination import (
+    audited_items,
+    contamination_columns,
+    contamination_paragraph,
+    declared_training,
+    own_matched_queries,
+)
 from saber_assets.leaderboard.evaluate import document_texts, evaluate, report
 from saber_assets.leaderboard.exchange import QUERY_SCHEMA, Benchmark
 from saber_assets.leaderboard.indexes import IndexInfo, ensure_index, has_index, index_documents
-from saber_assets.leaderboard.locations import index_root, runs_dir
+from saber_assets.leaderboard.locations import contamination_dir, index_root, runs_dir
 from saber_assets.leaderboard.metrics import metric_column, score_column
 from saber_assets.leaderboard.plots import pvalue_heatmap
 from saber_assets.leaderboard.provenance import (
@@ -445,6 +452,19 @@ def _needs_judge(entry, entries) -> bool:
     )
 
 
+def contamination_view(board: pl.DataFrame, metric: str) -> list[pl.Expr]:
+    """The contamination columns of the markdown board, when any row has checked training
+    data (they would be empty otherwise)."""
+    if board["training_checked"].fill_null("").str.len_chars().max() in (None, 0):
+        return []
+    return [
+        pl.col("contaminated_share").round(3),
+        pl.col(f"{metric}_clean").round(4),
+        pl.col("ci_low_clean").round(4),
+        pl.col("ci_high_clean").round(4),
+    ]
+
+
 def _bar_chart(table: pl.DataFrame) -> MetadataValue:
     import matplotlib.pyplot as plt
 
@@ -467,7 +487,7 @@ def _bar_chart(table: pl.DataFrame) -> MetadataValue:
 @stage_asset(
     group_name="leaderboard",
     kinds={"duckdb", "polars"},
-    deps=["retriever_runs", retriever_registry],
+    deps=["retriever_runs", retriever_registry, "contamination", "own_candidate_matches"],
 )
 def leaderboard(
     context: AssetExecutionContext, settings: SaberSettings, warehouse: Warehouse
@@ -482,6 +502,13 @@ def leaderboard(
     domains = bench.domain_list()
     bench_id, code = benchmark_id(bench), code_digest(SCORING_CODE)
     tables, all_runs = [], []
+    lb = cfg.leaderboard
+    declared, audits = declared_training(entries), audited_items(contamination_dir(settings))
+    excluded = own_matched_queries(contamination_dir(settings)) if lb.contamination.exclude_own_matches else set()  # fmt: skip
+
+    def rescore(runs: pl.DataFrame) -> pl.DataFrame:
+        return report(runs, domains, lb.bootstrap_resamples, cfg.seed, k=lb.k)
+
     for e in entries:
         files = sorted((runs_dir(settings) / e.name).glob("*.parquet"))
         if not files:
@@ -491,15 +518,21 @@ def leaderboard(
             )
             continue
         runs = pl.concat([pl.read_parquet(f) for f in files])
+        if excluded:
+            runs = runs.filter(~pl.col("query_id").is_in(sorted(excluded)))
         all_runs.append(runs.with_columns(pl.lit(e.name).alias("retriever")))
-        rep = report(
-            runs, domains, cfg.leaderboard.bootstrap_resamples, cfg.seed, k=cfg.leaderboard.k
-        )
+        rep = rescore(runs)
         if rep.is_empty():
             context.log.warning(
                 f"{e.name!r}: its runs hold no query (the benchmark has no query in any domain)"
             )
             continue
+        rep = rep.join(
+            contamination_columns(
+                rep, runs, bench, declared[e.name], audits, lb.contamination.top_candidates, rescore
+            ),
+            on="setting",
+        )
         rep = with_provenance(rep, e.name, provenance(e, bench_id, code))
         tables.append(
             rep.with_columns(pl.lit(e.name).alias("retriever"), pl.lit(e.kind).alias("kind"))
@@ -513,7 +546,6 @@ def leaderboard(
         )
     if not tables:
         raise ValueError("no retriever has scored any query: materialise retriever_runs first")
-    lb = cfg.leaderboard
     metric = metric_column(lb.k)
     t0 = time.perf_counter()
     cols = ["retriever", "query_id", "setting", "domains", "ndcg"]
@@ -551,6 +583,7 @@ def leaderboard(
             pl.col("median_latency_ms").round(2),
             "rank_ci",
             "beats",
+            *contamination_view(board, metric),
         ),
         max_rows=500,
         max_chars=40,
@@ -575,6 +608,8 @@ def leaderboard(
             "chart": _bar_chart(board),
             "significance": MetadataValue.md(legend),
             "significance_seconds": round(test_seconds, 2),
+            "contamination": MetadataValue.md(contamination_paragraph(board)),
+            "own_match_queries_excluded": len(excluded),
             **heat,
             "csv": MetadataValue.path(str(out / "leaderboard.csv")),
             "best": json.dumps(

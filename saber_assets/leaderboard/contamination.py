@@ -16,15 +16,20 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import polars as pl
 
 from saber_assets.corpus.dedup import find_clusters, minhash_config
-from saber_assets.corpus.sources import read_source
+from saber_assets.corpus.sources import Rejected, iter_source
+from saber_assets.leaderboard.exchange import Benchmark
+from saber_assets.leaderboard.hub import fetch_snapshot
+from saber_assets.leaderboard.metrics import score_column
 from saber_assets.leaderboard.retrievers.registry import TrainingCorpus
-from saber_assets.settings import SourceConfig
+from saber_assets.settings import BUNDLED_SOURCES, DATA_DIR, REPO_ROOT, ContaminationConfig
+from saber_assets.versions import digest, files_version
 
 # spacing and sizing that changes how a formula looks, never what it says
 _SPACING = re.compile(
@@ -34,19 +39,7 @@ _FRAC = re.compile(r"\\[dt]frac(?![A-Za-z])")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _SPACES = re.compile(r"\s+")
 
-MATCH_SCHEMA = {
-    "item": pl.String, "role": pl.String, "domain": pl.String, "training_id": pl.String,
-    "how": pl.String,
-}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class AuditConfig:
-    n_grams: int = 5
-    num_buckets: int = 14
-    hashes_per_bucket: int = 8
-    seed: int = 1
-    fold_numbers: bool = True
+MATCH_SCHEMA = {"item": pl.String, "training_id": pl.String, "how": pl.String}
 
 
 def near_form(text: str, fold_numbers: bool = True) -> str:
@@ -68,16 +61,19 @@ def exact_form(text: str, fold_numbers: bool = True) -> str:
 
 
 def audit(
-    items: pl.DataFrame, training: Iterable[tuple[str, str]], config: AuditConfig = AuditConfig()
+    items: pl.DataFrame,
+    training: Iterable[tuple[str, str]],
+    config: ContaminationConfig | None = None,
 ) -> tuple[pl.DataFrame, int]:
-    """(matches, training rows read). ``items``: item, role (query / candidate), domain, text —
-    one row per benchmark item and role; ``training``: (training id, statement) pairs, read
-    once. A match is one (item, training row), found ``exact`` or ``near``; an item matched both
-    ways is reported as exact."""
+    """(matches, training rows read). ``items``: item, text — one row per benchmark item (a
+    query's statement, a candidate's problem; ``benchmark_items``); ``training``: (training id,
+    statement) pairs, read once. A match is one (item, training row), found ``exact`` or
+    ``near``; an item matched both ways is reported as exact."""
+    config = config or ContaminationConfig()
     fold = config.fold_numbers
     keys: dict[str, list[int]] = {}
-    rows = items.select("item", "role", "domain", "text").rows()
-    near_items = [near_form(text, fold) for _, _, _, text in rows]
+    rows = items.select("item", "text").rows()
+    near_items = [near_form(text, fold) for _, text in rows]
     for k, near in enumerate(near_items):
         keys.setdefault(exact_key(near), []).append(k)
     training_ids: list[str] = []
@@ -105,8 +101,7 @@ def audit(
     out = []
     for (k, t), how in [*((p, "exact") for p in sorted(exact)),
                         *((p, "near") for p in sorted(near - exact))]:  # fmt: skip
-        item, role, domain, _ = rows[k]
-        out.append((item, role, domain, training_ids[t], how))
+        out.append((rows[k][0], training_ids[t], how))
     return pl.DataFrame(out, schema=MATCH_SCHEMA, orient="row"), len(training_ids)
 
 
@@ -149,30 +144,114 @@ def own_candidate_hits(
     )
 
 
-def training_corpus_source(corpus: TrainingCorpus) -> SourceConfig | None:
-    """The corpus-source config that reads a training corpus's local text (None: a Hub id or
-    a name alone, which this reader does not open)."""
-    if corpus.path is None and corpus.bundled is None:
-        return None
-    return SourceConfig(name=corpus.name, path=corpus.path, bundled=corpus.bundled,
-                        fields=corpus.fields)  # fmt: skip
+def benchmark_items(bench: Benchmark) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(items, roles) of a benchmark: ``items`` (item, text) once per id — each query's statement
+    and each candidate's problem; ``roles`` (item, role, domain): a query in its domains, a
+    candidate in the domains of the queries it is a candidate of."""
+    q = bench.queries.select("id", "problem", "candidates", "domains")
+    docs = bench.documents.select("id", "problem").with_row_index("row")
+    cands = (
+        q.select("candidates", "domains")
+        .explode("candidates")
+        .explode("domains")
+        .unique()
+        .join(docs, left_on="candidates", right_on="row")
+    )
+    roles = pl.concat(
+        [
+            q.select(pl.col("id").alias("item"), pl.lit("query").alias("role"), "domains")
+            .explode("domains"),
+            cands.select(pl.col("id").alias("item"), pl.lit("candidate").alias("role"),
+                         "domains"),
+        ]
+    ).rename({"domains": "domain"}).unique().sort("role", "item", "domain")  # fmt: skip
+    items = pl.concat(
+        [q.select(pl.col("id").alias("item"), pl.col("problem").alias("text")),
+         cands.select(pl.col("id").alias("item"), pl.col("problem").alias("text"))]
+    ).unique("item", keep="first").sort("item")  # fmt: skip
+    return items, roles
 
 
-def training_rows(corpus: TrainingCorpus) -> Iterator[tuple[str, str]]:
-    """(native id, problem) of a training corpus's readable rows, those under its ``id_prefix``;
-    a row without a problem is skipped (it cannot match a statement)."""
-    source = training_corpus_source(corpus)
-    if source is None:
-        raise ValueError(f"training corpus {corpus.name!r}: no local text to read")
-    mapping = source.field_mapping()
-    read = read_source(corpus.name, source.file(), mapping)
-    for row in read.rows:
-        native = str(row.record.get(mapping["id"], row.line))
-        problem = row.record.get(mapping["problem"])
-        if corpus.id_prefix and not native.startswith(corpus.id_prefix):
-            continue
-        if isinstance(problem, str) and problem.strip():
-            yield native, problem
+def overlap_summary(matches: pl.DataFrame, roles: pl.DataFrame) -> pl.DataFrame:
+    """Per role and domain (and ``all``): benchmark items, those with a match, their share."""
+    flagged = roles.with_columns(pl.col("item").is_in(matches["item"].implode()).alias("hit"))
+    per_domain = flagged.group_by("role", "domain").agg(
+        pl.len().alias("items"), pl.col("hit").sum().alias("overlapping")
+    )
+    overall = (
+        flagged.unique(["role", "item"])
+        .group_by("role")
+        .agg(pl.len().alias("items"), pl.col("hit").sum().alias("overlapping"))
+        .with_columns(pl.lit("all").alias("domain"))
+    )
+    return (
+        pl.concat([per_domain, overall.select(per_domain.columns)])
+        .with_columns(
+            pl.col("overlapping").cast(pl.Int64),
+            (pl.col("overlapping") / pl.col("items")).alias("share"),
+        )
+        .sort("role", pl.col("domain") == "all", "domain", descending=[True, False, False])
+    )
+
+
+def query_candidate_pairs(bench: Benchmark) -> pl.DataFrame:
+    """(query_id, candidate_id) of every candidate of every query, by id."""
+    docs = bench.documents.select("id").with_row_index("row")
+    return (
+        bench.queries.select(pl.col("id").alias("query_id"), "candidates")
+        .explode("candidates")
+        .join(docs, left_on="candidates", right_on="row")
+        .select("query_id", pl.col("id").alias("candidate_id"))
+    )
+
+
+def minhash_threshold(config: ContaminationConfig) -> float:
+    """The Jaccard similarity at which a pair is as likely as not to share a MinHash bucket
+    ((1/b)^(1/r) for b buckets of r hashes): the near pass's effective threshold."""
+    return (1 / config.num_buckets) ** (1 / config.hashes_per_bucket)
+
+
+def top_candidates(bench: Benchmark, n: int = 5) -> dict[str, list[str]]:
+    """Query id -> the ids of its ``n`` best-rated candidates (ties: the earlier listed first)."""
+    doc_ids = bench.documents["id"].to_list()
+    out = {}
+    for qid, cands, scores in bench.queries.select(
+        "id", "candidates", "relevance_scores"
+    ).iter_rows():
+        order = sorted(range(len(cands)), key=lambda k: -scores[k])[:n]
+        out[qid] = [doc_ids[cands[k]] for k in order]
+    return out
+
+
+def contaminated_queries(bench: Benchmark, matched: Iterable[str], top: int = 5) -> set[str]:
+    """The queries whose statement or any of their ``top`` best-rated candidates is among the
+    ``matched`` items (of a training corpus)."""
+    matched = set(matched)
+    return {
+        qid
+        for qid, best in top_candidates(bench, top).items()
+        if qid in matched or matched.intersection(best)
+    }
+
+
+# ---------------------------------------------------------------------- training corpora
+
+
+def checked_corpora(entries) -> dict[str, TrainingCorpus]:
+    """Every training corpus with text the registry declares, by name (one ``contamination``
+    partition each); one name declared with two different texts is an error naming both."""
+    out: dict[str, tuple[TrainingCorpus, str]] = {}
+    for e in entries:
+        for t in e.meta.training_data:
+            if isinstance(t, str) or not t.checkable():
+                continue
+            if t.name in out and out[t.name][0] != t:
+                raise ValueError(
+                    f"training corpus {t.name!r} is declared differently by {out[t.name][1]!r} "
+                    f"and {e.name!r}: one name, one text (rename one of them)"
+                )
+            out.setdefault(t.name, (t, e.name))
+    return {name: t for name, (t, _) in sorted(out.items())}
 
 
 def declared_training(entries) -> dict[str, dict[str, TrainingCorpus | None]]:
@@ -188,3 +267,228 @@ def declared_training(entries) -> dict[str, dict[str, TrainingCorpus | None]]:
                 decl[t.name] = t if t.checkable() else None
         out[e.name] = decl
     return out
+
+
+def corpus_files(
+    corpus: TrainingCorpus, fetch: Callable[[str, str | None], tuple[Path, str]] | None = None
+) -> tuple[list[Path], str | None]:
+    """(the files a training corpus is read from, the Hub revision they came from): a bundled
+    source's file, a local file, every ``*.parquet`` / ``*.jsonl*`` under a local folder, or the
+    Parquet files of a Hub dataset snapshot (``fetch``: the Hub reader's; tests pass a fake)."""
+    if corpus.bundled is not None:
+        return [DATA_DIR / BUNDLED_SOURCES[corpus.bundled][0]], None
+    if corpus.path is not None:
+        path = Path(corpus.path).expanduser()
+        path = path if path.is_absolute() else REPO_ROOT / path
+        if path.is_dir():
+            files = sorted(f for f in path.rglob("*") if f.is_file() and _readable(f))
+            if not files:
+                raise ValueError(
+                    f"training corpus {corpus.name!r}: no Parquet or JSONL file under {path}"
+                )
+            return files, None
+        return [path], None
+    if corpus.hub is not None:
+        repo, _, revision = corpus.hub.partition("@")
+        folder, sha = (fetch or fetch_snapshot)(repo, revision or None)
+        return sorted(Path(folder).glob("data/**/*.parquet")), sha
+    raise ValueError(f"training corpus {corpus.name!r}: declared by name only, no text to read")
+
+
+def _readable(path: Path) -> bool:
+    return path.suffix == ".parquet" or any(
+        path.name.endswith(s) for s in (".jsonl", ".jsonl.gz", ".ndjson")
+    )
+
+
+@dataclass
+class TrainingRead:
+    """What reading a training corpus met: rows read, rows it could not use (with reasons)."""
+
+    rows: int = 0
+    rejected: list[tuple[str, int, str]] = field(default_factory=list)  # file, line, reason
+
+
+def training_rows(
+    corpus: TrainingCorpus, files: Sequence[Path], read: TrainingRead
+) -> Iterator[tuple[str, str]]:
+    """(native id, problem) of a training corpus's rows under its ``id_prefix``, streamed; a row
+    that cannot be read, or has no problem text, is counted in ``read.rejected`` with its reason
+    (never silently dropped)."""
+    mapping = corpus.mapping()
+    for path in files:
+        for row in iter_source(corpus.name, path, mapping):
+            if isinstance(row, Rejected):
+                read.rejected.append((path.name, row.line, row.reason))
+                continue
+            native = str(row.record.get(mapping["id"], row.line))
+            if corpus.id_prefix and not native.startswith(corpus.id_prefix):
+                continue
+            problem = row.record.get(mapping["problem"])
+            if not isinstance(problem, str) or not problem.strip():
+                read.rejected.append(
+                    (path.name, row.line, f"{mapping['problem']!r} empty or not text")
+                )
+                continue
+            read.rows += 1
+            yield native, problem
+
+
+def corpus_version(corpus: TrainingCorpus) -> str:
+    """The data version of a training corpus: its declaration and its local files' contents (a
+    Hub corpus: its declaration, whose ``@revision`` pins it)."""
+    decl = corpus.model_dump()
+    if corpus.hub is not None:
+        return digest(decl)
+    try:
+        files = corpus_files(corpus)[0]
+    except ValueError as exc:
+        return digest([decl, str(exc)])
+    return digest([decl, files_version(files)])
+
+
+# ---------------------------------------------------------------------- the leaderboard's view
+
+
+def audited_items(root: Path) -> dict[str, set[str]]:
+    """Training corpus name -> the benchmark items its last audit matched (the audits under
+    ``root``, one folder per corpus)."""
+    if not root.is_dir():
+        return {}
+    return {
+        d.name: set(pl.read_parquet(d / "matches.parquet")["item"].to_list())
+        for d in sorted(root.iterdir())
+        if (d / "matches.parquet").exists()
+    }
+
+
+def own_matched_queries(root: Path) -> set[str]:
+    """The queries with a rephrasing of themselves among their candidates (the benchmark's
+    ``own_candidate_matches``; none when it was not built)."""
+    path = root / "own_candidate_matches.parquet"
+    return set(pl.read_parquet(path)["query"].to_list()) if path.exists() else set()
+
+
+def contamination_columns(
+    rep: pl.DataFrame,
+    runs: pl.DataFrame,
+    bench: Benchmark,
+    declared: dict[str, TrainingCorpus | None],
+    matched: dict[str, set[str]],
+    top: int,
+    rescore: Callable[[pl.DataFrame], pl.DataFrame],
+) -> pl.DataFrame:
+    """The leaderboard's contamination columns of one retriever's rows (``rep``, one per
+    setting): ``contaminated_share`` (its scored queries whose statement or one of their ``top``
+    best-rated candidates occurs in a declared training corpus), ``{metric}_clean`` with
+    ``ci_low_clean`` / ``ci_high_clean`` (``rescore`` of the runs of the other queries; null
+    where none is left), and which corpora were checked and which only declared. ``matched``:
+    corpus name -> the benchmark items its audit matched (a corpus with text but no audit yet
+    counts as declared only, said so)."""
+    metric = score_column(rep)
+    checked = [n for n, c in declared.items() if c is not None and n in matched]
+    unchecked = [n for n, c in declared.items() if c is None] + [
+        f"{n} (not audited yet)" for n, c in declared.items() if c is not None and n not in matched
+    ]
+    out = rep.select("setting").with_columns(
+        pl.lit(", ".join(checked)).alias("training_checked"),
+        pl.lit(", ".join(unchecked)).alias("training_declared_only"),
+    )
+    empty = pl.DataFrame(
+        schema={"setting": pl.String, "contaminated_share": pl.Float64,
+                f"{metric}_clean": pl.Float64, "ci_low_clean": pl.Float64,
+                "ci_high_clean": pl.Float64}
+    )  # fmt: skip
+    if not checked:
+        return out.join(empty, on="setting", how="left")
+    bad = contaminated_queries(bench, set().union(*(matched[n] for n in checked)), top)
+    scored = runs.select("setting", "query_id").unique()
+    share = scored.group_by("setting").agg(
+        pl.col("query_id").is_in(sorted(bad)).mean().alias("contaminated_share")
+    )
+    clean_runs = runs.filter(~pl.col("query_id").is_in(sorted(bad)))
+    clean = rescore(clean_runs) if clean_runs.height else empty
+    clean = clean.select(
+        "setting",
+        pl.col(metric).alias(f"{metric}_clean"),
+        pl.col("ci_low").alias("ci_low_clean"),
+        pl.col("ci_high").alias("ci_high_clean"),
+    )
+    return out.join(share, on="setting", how="left").join(clean, on="setting", how="left")
+
+
+def rows_that_move(board: pl.DataFrame) -> pl.DataFrame:
+    """Per setting, the rows whose rank changes when each checked row is scored on its clean
+    queries (the others keep their full score): retriever, setting, rank full / clean, the
+    full and clean scores, the contaminated share."""
+    metric = score_column(board)
+    clean = f"{metric}_clean"
+    if clean not in board.columns:
+        return pl.DataFrame()
+    ranked = board.with_columns(
+        pl.coalesce(clean, metric).alias("_effective"),
+    ).with_columns(
+        pl.col(metric).rank("ordinal", descending=True).over("setting").alias("rank_full"),
+        pl.col("_effective").rank("ordinal", descending=True).over("setting").alias("rank_clean"),
+    )
+    return (
+        ranked.filter(pl.col("rank_full") != pl.col("rank_clean"))
+        .select("retriever", "setting", "rank_full", "rank_clean", metric, clean,
+                "contaminated_share")
+        .sort("setting", "rank_clean")
+    )  # fmt: skip
+
+
+def contamination_paragraph(board: pl.DataFrame) -> str:
+    """What the report says of contamination: which rows had their training data checked, how
+    much of the benchmark it covers, how far the clean score is from the full one, and which
+    rows move in the ranking when scored clean."""
+    metric = score_column(board)
+    if "training_checked" not in board.columns:
+        return ""
+    checked = board.filter(pl.col("training_checked").fill_null("").str.len_chars() > 0)
+    declared = (
+        board.filter(pl.col("training_declared_only").fill_null("").str.len_chars() > 0)[
+            "retriever"
+        ]
+        .unique()
+        .sort()
+        .to_list()
+    )
+    if checked.height == 0:
+        text = "No retriever declares training data with text to check"
+        return text + (
+            f" ({', '.join(declared)} declare corpora by name only: not checked)."
+            if declared
+            else "."
+        )
+    parts = []
+    for r in checked.sort("setting", "retriever").iter_rows(named=True):
+        share, clean = r["contaminated_share"], r[f"{metric}_clean"]
+        delta = "no clean query left" if clean is None else (
+            f"nDCG {r[metric]:.3f} → {clean:.3f} clean [{r['ci_low_clean']:.3f}, "
+            f"{r['ci_high_clean']:.3f}]"
+        )  # fmt: skip
+        parts.append(
+            f"{r['retriever']} / {r['setting']} ({r['training_checked']}): "
+            f"{share:.0%} of the queries overlap, {delta}"
+        )
+    moved = rows_that_move(board)
+    text = (
+        "Training data checked on the text (a query counts when its statement or one of its "
+        "best-rated candidates occurs in the corpus): " + "; ".join(parts) + ". "
+    )
+    if moved.height:
+        text += (
+            "Scored clean, these rows change rank: "
+            + "; ".join(
+                f"{m['retriever']} in {m['setting']} ({m['rank_full']} → {m['rank_clean']})"
+                for m in moved.iter_rows(named=True)
+            )
+            + "."
+        )
+    else:
+        text += "No row changes rank when scored clean."
+    if declared:
+        text += f" Declared by name only, not checked: {', '.join(declared)}."
+    return text

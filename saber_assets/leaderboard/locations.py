@@ -11,3 +11,9 @@ def runs_dir(settings: SaberSettings) -> Path:
 
 def index_root(settings: SaberSettings, name: str) -> Path:
     return settings.output_dir() / "indexes" / name
+
+
+def contamination_dir(settings: SaberSettings) -> Path:
+    """The contamination audit's files: one folder per training corpus, and the benchmark's
+    own-candidate matches."""
+    return settings.output_dir() / "contamination"

@@ -15,6 +15,8 @@ from saber_assets.settings import PipelineConfig
 
 # one partition per registry entry (added by the build and the registry sensor, never removed)
 retriever_partitions = DynamicPartitionsDefinition(name="retriever")
+# one partition per training corpus with text that the registry declares (same lifecycle)
+training_partitions = DynamicPartitionsDefinition(name="training_corpus")
 
 
 def domain_partitions(domains: Sequence[str]) -> StaticPartitionsDefinition:
@@ -52,6 +54,7 @@ def stage_partitions(cfg: PipelineConfig) -> dict[str, PartitionsDefinition]:
         "signal shard": shard_partitions(cfg.signals.shards),
         "domain": by_domain,
         "retriever": retriever_partitions,
+        "training corpus": training_partitions,
         "domain × retriever": MultiPartitionsDefinition(
             {"retriever": retriever_partitions, "domain": by_domain}
         ),

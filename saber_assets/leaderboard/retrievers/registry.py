@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from saber_assets.leaderboard.retrievers.approach0 import Approach0Retriever
 from saber_assets.leaderboard.retrievers.dense import DenseRetriever, SSEmbRetriever, cpu_reranker
@@ -18,7 +18,7 @@ from saber_assets.leaderboard.retrievers.lexical import (
     TfidfRetriever,
 )
 from saber_assets.leaderboard.retrievers.rerank import TwoStageRetriever
-from saber_assets.settings import REPO_ROOT
+from saber_assets.settings import BUNDLED_SOURCES, REPO_ROOT
 
 DEFAULT_REGISTRY = REPO_ROOT / "retrievers.yaml"
 
@@ -50,8 +50,34 @@ class TrainingCorpus(BaseModel):
     hub: str | None = None
     id_prefix: str | None = None
 
+    @model_validator(mode="after")
+    def _one_origin(self) -> TrainingCorpus:
+        origins = [k for k in ("path", "bundled", "hub") if getattr(self, k) is not None]
+        if len(origins) > 1:
+            raise ValueError(
+                f"training corpus {self.name!r}: give at most one of path, bundled, hub "
+                f"(given: {', '.join(origins)})"
+            )
+        if self.bundled is not None and self.bundled not in BUNDLED_SOURCES:
+            raise ValueError(
+                f"training corpus {self.name!r}: unknown bundled source {self.bundled!r} "
+                f"(bundled: {sorted(BUNDLED_SOURCES)})"
+            )
+        if (self.path or self.hub) and not {"id", "problem"} <= set(self.fields or {}):
+            raise ValueError(
+                f"training corpus {self.name!r}: a path or hub corpus needs `fields` naming its "
+                "`id` and `problem` columns"
+            )
+        return self
+
     def checkable(self) -> bool:
         return any(x is not None for x in (self.path, self.bundled, self.hub))
+
+    def mapping(self) -> dict[str, str]:
+        """Its id and problem columns (a bundled source's own, overridden by ``fields``)."""
+        base = dict(BUNDLED_SOURCES[self.bundled][1]) if self.bundled else {}
+        base.update(self.fields or {})
+        return {k: base[k] for k in ("id", "problem") if k in base}
 
 
 class ModelMeta(BaseModel):
