@@ -28,6 +28,7 @@ from dagster._core.definitions.data_version import (
     SKIP_PARTITION_DATA_VERSION_DEPENDENCY_THRESHOLD,
     CachingStaleStatusResolver,
     StaleStatus,
+    extract_data_provenance_from_entry,
     extract_data_version_from_entry,
 )
 from dagster._core.definitions.partitions.context import partition_loading_context
@@ -37,7 +38,7 @@ from saber_assets.leaderboard.retrievers.registry import load_registry, runnable
 from saber_assets.settings import PipelineConfig
 from saber_assets.stages import STAGES, Stage, stage_of
 
-OBSERVE_JOBS = ("observe_inputs", "observe_registry")
+OBSERVE_JOBS = ("observe_inputs", "observe_registry", "observe_training")
 
 
 @dataclass
@@ -81,7 +82,11 @@ def why_run(
                 f" [{dep.partition_key}]" if dep.partition_key else ""
             )
             out.append(f"{asset}: {cause.reason}" + (f" ({where})" if cause.dependency else ""))
-    return out + fan_in_updates(instance, asset_graph, key, partition)
+    return (
+        out
+        + fan_in_updates(instance, asset_graph, key, partition)
+        + first_partitions(instance, asset_graph, key, partition)
+    )
 
 
 def fan_in_parents(
@@ -129,6 +134,39 @@ def fan_in_updates(
                     f"({parent.to_user_string()} [{pk}], one of {len(ups)} partitions)"
                 )
                 break
+    return out
+
+
+def first_partitions(
+    instance: DagsterInstance, asset_graph, key: AssetKey, partition: str | None
+) -> list[str]:
+    """A partitioned parent none of whose partitions was materialised when ``key`` last ran
+    (the leaderboard before the first training corpus was audited): Dagster records no cursor
+    for it and never sees its later partitions as new, so a materialised one is a reason here."""
+    mine = instance.get_latest_data_version_record(key, False, partition)
+    if mine is None:
+        return []
+    provenance = extract_data_provenance_from_entry(mine.event_log_entry)
+    if provenance is None:
+        return []
+    out = []
+    with partition_loading_context(dynamic_partitions_store=instance):
+        for parent in sorted(asset_graph.get(key).parent_keys):
+            node = asset_graph.get(parent)
+            if not node.is_partitioned or provenance.input_storage_ids.get(parent, 0) is not None:
+                continue
+            ups = asset_graph.get_parent_partition_keys_for_child(
+                partition, parent, key
+            ).partitions_subset.get_partition_keys()
+            for pk in ups:
+                if instance.get_latest_data_version_record(
+                    parent, node.is_external, pk, after_cursor=mine.storage_id
+                ):
+                    out.append(
+                        f"{key.to_user_string()}: has a new dependency materialization "
+                        f"({parent.to_user_string()} [{pk}]; none was materialised when it last ran)"
+                    )
+                    break
     return out
 
 

@@ -36,6 +36,7 @@ from saber_assets.sensors import (
     input_files_sensor,
     observe_inputs,
     observe_registry,
+    observe_training,
     retriever_registry_sensor,
 )
 from saber_assets.settings import DEFAULT_CONFIG, SQL_DIR, LLMConfig, data_home, load_config
@@ -153,7 +154,7 @@ def make_definitions(
         for stage in STAGES
     ]
     stage_jobs = list(jobs)
-    jobs += [observe_inputs, observe_registry]
+    jobs += [observe_inputs, observe_registry, observe_training]
     return Definitions(
         assets=assets,
         asset_checks=checks,

@@ -100,15 +100,21 @@ observe_inputs = define_asset_job(
 )
 observe_registry = define_asset_job(
     "observe_registry",
-    selection=AssetSelection.assets("retriever_registry", "training_corpora"),
+    selection=AssetSelection.assets("retriever_registry"),
     executor_def=in_process_executor,
-    description="Observe the retriever registry, one data version per entry, and the training "
-    "corpora it declares, one per corpus.",
+    description="Observe the retriever registry, one data version per entry.",
+)
+observe_training = define_asset_job(
+    "observe_training",
+    selection=AssetSelection.assets("training_corpora"),
+    executor_def=in_process_executor,
+    description="Observe the training corpora the registry declares with text, one data "
+    "version per corpus.",
 )
 
 
 @sensor(
-    jobs=[observe_inputs, observe_registry],
+    jobs=[observe_inputs, observe_registry, observe_training],
     minimum_interval_seconds=60,
     default_status=DefaultSensorStatus.RUNNING,
 )
@@ -127,12 +133,10 @@ def input_files_sensor(
         # the partitions too: an entry whose partition the registry sensor adds later is
         # observed then
         "observe_registry": digest(
-            [
-                registry_versions(definitions_by_name(settings.registry_path())),
-                have,
-                {k: corpus_version(c) for k, c in corpora.items()},
-                have_corpora,
-            ]
+            [registry_versions(definitions_by_name(settings.registry_path())), have]
+        ),
+        "observe_training": digest(
+            [{k: corpus_version(c) for k, c in corpora.items()}, have_corpora]
         ),
     }
     seen = json.loads(context.cursor) if context.cursor else {}

@@ -217,3 +217,50 @@ def test_sync_sensor_requests_what_the_build_would_run_next_stage_by_stage(tiny_
         want = [s.partition for s in stage_steps(defs.get_repository_def(), instance, stage)]
         assert sorted(r.partition_key for r in nxt.run_requests) == sorted(want)
         assert {r.job_name for r in nxt.run_requests} == {"build_annotations"} and len(want) > 1
+
+
+def test_a_declared_training_corpus_gets_its_partition_and_a_changed_file_moves_only_it(tmp_path):
+    """The registry sensor adds a `training_corpus` partition for a corpus an entry declares with
+    text; the input sensor observes the corpora again when one's file changes."""
+    corpus = tmp_path / "mine.jsonl"
+    corpus.write_text('{"id": "a", "p": "Find $x$."}\n')
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("retriever", ["bm25"])
+        defs = _defs(tmp_path, ["bm25"])
+        reg = tmp_path / "retrievers.yaml"
+        reg.write_text(
+            "retrievers:\n  - {name: bm25, kind: bm25, meta: {training_data: [by-name-only, "
+            f"{{name: mine, path: '{corpus}', fields: {{id: id, problem: p}}}}]}}}}\n"
+        )
+        sensor = defs.resolve_sensor_def("retriever_registry_sensor")
+        result = _evaluate(sensor, instance, defs)
+        assert not result.run_requests  # no new retriever: no runs
+        [add] = result.dynamic_partitions_requests
+        assert add.partitions_def_name == "training_corpus" and add.partition_keys == ["mine"]
+        instance.add_dynamic_partitions("training_corpus", ["mine"])
+        assert isinstance(_evaluate(sensor, instance, defs), dg.SkipReason)
+        watch = defs.resolve_sensor_def("input_files_sensor")
+
+        def observe():
+            with dg.build_sensor_context(
+                instance=instance, definitions=defs, cursor=cursor[0],
+                resources={k: defs.resources[k] for k in ("settings", "stores")},
+            ) as ctx:  # fmt: skip
+                out = watch(ctx)
+                cursor[0] = ctx.cursor
+            return [] if isinstance(out, dg.SkipReason) else [r.job_name for r in out]
+
+        cursor = [None]
+        assert "observe_training" in observe()
+        assert observe() == []
+        corpus.write_text('{"id": "a", "p": "Find $y$."}\n')
+        assert observe() == ["observe_training"]
+        # the observation gives the partition the new content's data version
+        res = defs.resolve_job_def("observe_training").execute_in_process(instance=instance)
+        assert res.success
+        [obs] = [
+            e.event_specific_data.asset_observation
+            for e in res.all_events
+            if e.event_type_value == "ASSET_OBSERVATION"
+        ]
+        assert obs.partition == "mine" and obs.tags.get("dagster/data_version")

@@ -243,3 +243,68 @@ def test_incremental_build_runs_only_what_changed(tiny_config, tmp_path, capsys)
     # --force runs everything again; --select limits it
     assert main(["build", "--config", str(cfg), "--select", "leaderboard", "--force"]) == 0
     assert _steps(capsys.readouterr().out)[0] == 1
+    _training_data_is_audited_and_scored_clean(cfg, tmp_path, capsys)
+
+
+def _training_data_is_audited_and_scored_clean(cfg, tmp_path, capsys):
+    """Declared training data: one audit per corpus with text, then the leaderboard and the
+    analyses; no index or run again (the description of a model is not what it computes)."""
+    from saber_assets.leaderboard.evaluate import report
+    from saber_assets.settings import load_config
+
+    registry = tmp_path / "retrievers.yaml"
+    src = tmp_path / "mine.jsonl"
+    registry.write_text(
+        registry.read_text().replace(
+            "{name: bm25, kind: bm25}",
+            "{name: bm25, kind: bm25, meta: {training_data: [numina-by-name, "
+            f"{{name: mine, path: '{src}', fields: {{id: id, problem: problem}}}}, "
+            "{name: math-train, bundled: math, id_prefix: 'train/'}]}}",
+        )
+    )
+    assert main(["build", "--config", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert sorted(re.findall(r"contamination \[(\S+)\]", out)) == ["math-train", "mine"]
+    assert "retriever_runs" not in out and "retriever_index" not in out
+    assert "leaderboard " in out and "benchmark_report" in out
+    home = tmp_path / "home" / "tiny"
+    bench = Benchmark.read(home / "evaluation_benchmark")
+    doc_ids = bench.documents["id"].to_list()
+    items = set(bench.queries["id"]) | {
+        doc_ids[c] for cs in bench.queries["candidates"] for c in cs
+    }
+    matched = {
+        n: set(pl.read_parquet(home / "contamination" / n / "matches.parquet")["item"])
+        for n in ("mine", "math-train")
+    }
+    # each corpus holds its benchmark items verbatim: every one is found, none of the other's
+    for name, prefix in (("mine", "mine:"), ("math-train", "math:train/")):
+        assert {i for i in items if i.startswith(prefix)} <= matched[name]
+    assert not any(i.startswith("mine:") for i in matched["math-train"])
+    # contaminated: a query whose statement or one of its five best-rated candidates is found
+    found = matched["mine"] | matched["math-train"]
+    want = set()
+    for qid, cands, rel in bench.queries.select("id", "candidates", "relevance_scores").iter_rows():
+        best = [doc_ids[c] for _, _, c in sorted(zip(rel, range(len(rel)), cands, strict=True),
+                                                  key=lambda t: (-t[0], t[1]))[:5]]  # fmt: skip
+        if qid in found or found & set(best):
+            want.add(qid)
+    assert 0 < len(want) < bench.queries.height
+    board = pl.read_csv(home / "leaderboard" / "leaderboard.csv")
+    bm25 = board.filter(pl.col("retriever") == "bm25").sort("setting")
+    assert bm25["contaminated_share"].to_list() == [len(want) / bench.queries.height] * 3
+    assert set(bm25["training_checked"]) == {"mine, math-train"}
+    assert set(bm25["training_declared_only"]) == {"numina-by-name"}
+    other = board.filter(pl.col("retriever") != "bm25")
+    assert other["contaminated_share"].is_null().all() and other["ndcg@10_clean"].is_null().all()
+    c = load_config(cfg)
+    runs = pl.concat([pl.read_parquet(f) for f in (home / "runs" / "bm25").glob("*.parquet")])
+    clean = report(
+        runs.filter(~pl.col("query_id").is_in(sorted(want))),
+        bench.domain_list(), c.leaderboard.bootstrap_resamples, c.seed, k=c.leaderboard.k,
+    ).sort("setting")  # fmt: skip
+    assert bm25["ndcg@10_clean"].to_list() == pytest.approx(clean["ndcg@10"].to_list(), abs=1e-12)
+    assert bm25["ci_low_clean"].to_list() == pytest.approx(clean["ci_low"].to_list(), abs=1e-12)
+    page = (home / "report" / "index.html").read_text()
+    assert "Training data checked on the text" in page and "ndcg@10 clean [95% CI]" in page
+    assert (home / "contamination" / "own_candidate_matches.parquet").exists()

@@ -130,3 +130,208 @@ def test_declared_training_data_names_alone_are_not_checked_and_local_text_is_re
     ]
     # the row without a problem is counted with its reason, never dropped silently
     assert got.rows == 1 and got.rejected == [("mine.jsonl", 2, "'q' empty or not text")]
+
+
+def small_benchmark():
+    """Six queries over twelve documents (the bundled MATH test problems), two domains."""
+    from saber_assets.leaderboard.exchange import DOC_SCHEMA, QUERY_SCHEMA, Benchmark
+
+    math = [r for r in read("math") if r["id"].startswith("test/")][:12]
+    docs = pl.DataFrame(
+        [(f"math:{r['id']}", r["problem"], r["solution"]) for r in math],
+        schema=DOC_SCHEMA, orient="row",
+    )  # fmt: skip
+    queries = pl.DataFrame(
+        [
+            {
+                "id": f"math:{math[q]['id']}",
+                "problem": math[q]["problem"],
+                "solution": math[q]["solution"],
+                # candidates: the next six documents, rated 5, 4, ... 0 (query 0: 0 ... 5)
+                "candidates": [(q + 1 + k) % 12 for k in range(6)],
+                "relevance_scores": [5.0, 4.0, 3.0, 2.0, 1.0, 0.0][:: -1 if q == 0 else 1],
+                "domains": ["Algebra" if q % 2 else "Geometry"],
+            }
+            for q in range(6)
+        ],
+        schema=QUERY_SCHEMA,
+    )
+    return Benchmark(queries, docs, {"name": "small"})
+
+
+def runs_of(bench, seed: int = 3):
+    """Per-query nDCG of a made-up retriever, two settings."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for setting in ("statement-statement", "full-full"):
+        for qid, domains in bench.queries.select("id", "domains").iter_rows():
+            v = float(rng.uniform())
+            rows.append({
+                "query_id": qid, "setting": setting, "domains": domains, "ndcg": v,
+                "ndcg_linear": v, "failed": False, "full_ndcg_prime": v,
+                "full_recall_top5_at100": 1.0, "latency_ms": 1.0,
+            })  # fmt: skip
+    return pl.DataFrame(rows)
+
+
+def test_items_roles_and_the_queries_a_match_contaminates():
+    from saber_assets.leaderboard.contamination import (
+        benchmark_items,
+        contaminated_queries,
+        overlap_summary,
+        top_candidates,
+    )
+
+    bench = small_benchmark()
+    items, roles = benchmark_items(bench)
+    ids = bench.documents["id"].to_list()
+    assert items["item"].to_list() == sorted(ids)  # every query and candidate once
+    q0 = bench.queries["id"][0]
+    # query 1 is also a candidate of query 0 (Geometry)
+    assert roles.filter(pl.col("item") == ids[1]).select("role", "domain").rows() == [
+        ("candidate", "Geometry"),
+        ("query", "Algebra"),
+    ]
+    # the five best-rated, not the first listed (query 0 rates its candidates upwards)
+    assert top_candidates(bench)[q0] == [ids[6], ids[5], ids[4], ids[3], ids[2]]
+    # document 7: the sixth candidate of query 1 (rated 0, not counted), among the five best of
+    # queries 2-5
+    assert contaminated_queries(bench, [ids[7]]) == {bench.queries["id"][k] for k in (2, 3, 4, 5)}
+    assert contaminated_queries(bench, [q0]) == {q0}  # its statement; no one's candidate
+    summary = overlap_summary(pl.DataFrame({"item": [q0]}), roles)
+    row = summary.filter((pl.col("role") == "query") & (pl.col("domain") == "all")).row(
+        0, named=True
+    )
+    assert (row["items"], row["overlapping"]) == (6, 1)
+
+
+def test_the_clean_score_is_the_full_score_when_nothing_overlaps_and_recomputed_otherwise():
+    from saber_assets.leaderboard.contamination import contaminated_queries, contamination_columns
+    from saber_assets.leaderboard.evaluate import report
+    from saber_assets.leaderboard.retrievers.registry import TrainingCorpus
+
+    bench = small_benchmark()
+    runs = runs_of(bench)
+
+    def rescore(r):
+        return report(r, ["Algebra", "Geometry"], 200, 7)
+
+    rep = rescore(runs)
+    corpus = TrainingCorpus(name="t", bundled="math")
+    declared = {"t": corpus, "numina": None}
+    cols = contamination_columns(rep, runs, bench, declared, {"t": set()}, 5, rescore)
+    assert cols["contaminated_share"].to_list() == [0.0, 0.0]
+    assert cols["ndcg@10_clean"].to_list() == rep["ndcg@10"].to_list()
+    assert cols["ci_low_clean"].to_list() == rep["ci_low"].to_list()
+    assert cols["ci_high_clean"].to_list() == rep["ci_high"].to_list()
+    assert set(cols["training_checked"]) == {"t"} and set(cols["training_declared_only"]) == {
+        "numina"
+    }
+    # a match: the clean score is the report on the other queries, with its own CI
+    hit = {bench.documents["id"][7]}
+    bad = contaminated_queries(bench, hit)
+    cols = contamination_columns(rep, runs, bench, declared, {"t": hit}, 5, rescore)
+    clean = rescore(runs.filter(~pl.col("query_id").is_in(sorted(bad))))
+    assert cols["contaminated_share"].to_list() == [len(bad) / 6] * 2
+    assert cols["ndcg@10_clean"].to_list() == clean["ndcg@10"].to_list() != rep["ndcg@10"].to_list()
+    # every query contaminated: no clean score; no audit yet: declared only, said so
+    every = set(bench.documents["id"])
+    assert cols.pipe(lambda _: contamination_columns(
+        rep, runs, bench, declared, {"t": every}, 5, rescore))["ndcg@10_clean"].is_null().all()  # fmt: skip
+    cols = contamination_columns(rep, runs, bench, declared, {}, 5, rescore)
+    assert cols["contaminated_share"].is_null().all()
+    assert set(cols["training_declared_only"]) == {"numina, t (not audited yet)"}
+
+
+def test_the_paragraph_names_the_rows_that_move():
+    from saber_assets.leaderboard.contamination import contamination_paragraph, rows_that_move
+
+    board = pl.DataFrame({
+        "retriever": ["a", "b", "c"], "setting": ["s"] * 3, "ndcg@10": [0.6, 0.5, 0.4],
+        "ndcg@10_clean": [0.45, None, None], "ci_low_clean": [0.4, None, None],
+        "ci_high_clean": [0.5, None, None], "contaminated_share": [0.3, None, None],
+        "training_checked": ["math-train", "", ""], "training_declared_only": ["", "numina", ""],
+    })  # fmt: skip
+    moved = rows_that_move(board)
+    assert moved.select("retriever", "rank_full", "rank_clean").rows() == [("b", 2, 1), ("a", 1, 2)]
+    text = contamination_paragraph(board)
+    assert "a / s (math-train): 30% of the queries overlap, nDCG 0.600 → 0.450" in text
+    assert "b in s (2 → 1)" in text and "a in s (1 → 2)" in text
+    assert "Declared by name only, not checked: b." in text
+    still = board.with_columns(pl.Series("ndcg@10_clean", [0.55, None, None]))
+    assert "No row changes rank" in contamination_paragraph(still)
+
+
+def test_training_corpora_from_folders_and_the_hub_and_conflicting_declarations(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import pytest
+
+    from saber_assets.leaderboard.contamination import (
+        TrainingRead,
+        checked_corpora,
+        corpus_files,
+        corpus_version,
+        training_rows,
+    )
+    from saber_assets.leaderboard.retrievers.registry import RegistryError, load_registry
+
+    folder = tmp_path / "numina" / "data"
+    folder.mkdir(parents=True)
+    for k in range(2):
+        pq.write_table(
+            pa.table({"uid": [f"n{k}{j}" for j in range(3)],
+                      "question": ["Solve $x^2=4$.", None, "Add 1 and 2."]}),
+            folder / f"train-0000{k}-of-00002.parquet",
+        )  # fmt: skip
+    reg = tmp_path / "r.yaml"
+    reg.write_text(f"""retrievers:
+  - name: a
+    kind: bm25
+    meta: {{training_data: [{{name: numina, path: "{folder}", fields: {{id: uid, problem: question}}}}]}}
+  - name: b
+    kind: tfidf
+    meta:
+      training_data:
+        - {{name: numina, path: "{folder}", fields: {{id: uid, problem: question}}}}
+        - {{name: hubbed, hub: "org/numina@abc123", fields: {{id: uid, problem: question}}}}
+""")
+    corpora = checked_corpora(load_registry(reg))
+    assert list(corpora) == ["hubbed", "numina"]  # one partition per corpus, declared twice
+    files, revision = corpus_files(corpora["numina"])
+    assert [f.name for f in files] == ["train-00000-of-00002.parquet",
+                                       "train-00001-of-00002.parquet"] and revision is None  # fmt: skip
+    read = TrainingRead()
+    assert [i for i, _ in training_rows(corpora["numina"], files, read)] == [
+        "n00",
+        "n02",
+        "n10",
+        "n12",
+    ]
+    assert [r[1:] for r in read.rejected] == [(2, "'question' empty or not text")] * 2
+    # a Hub id goes through the Hub reader (a fake here), pinned to its revision
+    asked = []
+
+    def fetch(repo, rev):
+        asked.append((repo, rev))
+        return tmp_path / "numina", "abc123" + "0" * 34
+
+    files, revision = corpus_files(corpora["hubbed"], fetch)
+    assert asked == [("org/numina", "abc123")] and len(files) == 2 and revision.startswith("abc123")
+    # the data version follows the files' content
+    before = corpus_version(corpora["numina"])
+    pq.write_table(
+        pa.table({"uid": ["z"], "question": ["new"]}), folder / "train-00000-of-00002.parquet"
+    )
+    assert corpus_version(corpora["numina"]) != before
+    # one name, two texts: an error naming both entries
+    reg.write_text(reg.read_text().replace("name: numina, path", "name: numina, bundled: math, x", 1)
+                   .replace(f', x: "{folder}", fields: {{id: uid, problem: question}}', ""))  # fmt: skip
+    with pytest.raises(ValueError, match="'numina' is declared differently by 'a' and 'b'"):
+        checked_corpora(load_registry(reg))
+    with pytest.raises((RegistryError, ValueError), match="at most one of path, bundled, hub"):
+        reg.write_text("retrievers:\n  - {name: a, kind: bm25, meta: {training_data: "
+                       "[{name: t, bundled: math, hub: x/y}]}}\n")  # fmt: skip
+        load_registry(reg)

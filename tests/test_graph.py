@@ -212,3 +212,37 @@ def test_select_names_stages_by_alias_or_job_and_refuses_an_unknown_one():
     runs = next(s for s in STAGES if s.job == "build_runs")
     keep = partition_filter(runs, ["Algebra"], {"bm25"})
     assert keep("Algebra|bm25") and not keep("Geometry|bm25") and not keep("Algebra|gone")
+
+
+def test_a_first_partition_of_a_parent_that_had_none_makes_its_child_unsynced():
+    """Dagster records no cursor for a partitioned parent none of whose partitions existed when
+    the child ran, and then never calls the child stale (checked: its resolver says FRESH);
+    `why_run` does, naming the partition, and says nothing once the child ran again."""
+    import dagster as dg
+    from dagster._core.definitions.data_version import StaleStatus
+
+    from saber_assets.build import stale_resolver, why_run
+
+    parts = dg.DynamicPartitionsDefinition(name="p")
+
+    @dg.asset(partitions_def=parts, code_version="1")
+    def parent() -> dg.MaterializeResult:
+        return dg.MaterializeResult()
+
+    @dg.asset(deps=[parent], code_version="1")
+    def child() -> dg.MaterializeResult:
+        return dg.MaterializeResult()
+
+    graph = dg.Definitions(assets=[parent, child]).resolve_asset_graph()
+    with dg.instance_for_test() as inst:
+        dg.materialize([parent, child], instance=inst, selection=["child"])
+        inst.add_dynamic_partitions("p", ["a"])
+        dg.materialize([parent, child], instance=inst, selection=["parent"], partition_key="a")
+        resolver = stale_resolver(inst, graph)
+        assert resolver.get_status(dg.AssetKey("child"), None) == StaleStatus.FRESH
+        assert why_run(resolver, inst, graph, "child", None) == [
+            "child: has a new dependency materialization (parent [a]; none was materialised "
+            "when it last ran)"
+        ]
+        dg.materialize([parent, child], instance=inst, selection=["child"])
+        assert why_run(stale_resolver(inst, graph), inst, graph, "child", None) == []

@@ -407,8 +407,11 @@ def contamination_columns(
         pl.col("query_id").is_in(sorted(bad)).mean().alias("contaminated_share")
     )
     clean_runs = runs.filter(~pl.col("query_id").is_in(sorted(bad)))
-    clean = rescore(clean_runs) if clean_runs.height else empty
-    clean = clean.select(
+    if not clean_runs.height:  # every query overlaps: no clean score
+        return out.join(share, on="setting", how="left").join(
+            empty.drop("contaminated_share"), on="setting", how="left"
+        )
+    clean = rescore(clean_runs).select(
         "setting",
         pl.col(metric).alias(f"{metric}_clean"),
         pl.col("ci_low").alias("ci_low_clean"),
