@@ -34,7 +34,8 @@ from dagster._core.definitions.data_version import (
 from dagster._core.definitions.partitions.context import partition_loading_context
 from dagster._time import get_current_datetime
 
-from saber_assets.leaderboard.retrievers.registry import load_registry, runnable
+from saber_assets.leaderboard.discovery import registry_for
+from saber_assets.leaderboard.retrievers.registry import runnable
 from saber_assets.settings import PipelineConfig
 from saber_assets.stages import STAGES, Stage, stage_of
 
@@ -218,8 +219,8 @@ def runnable_entries(entries: list) -> list:
     return run
 
 
-def runnable_names(cfg: PipelineConfig) -> set[str]:
-    return {e.name for e in runnable_entries(load_registry(cfg.leaderboard.registry_path()))}
+def runnable_names(cfg: PipelineConfig, home=None) -> set[str]:
+    return {e.name for e in runnable_entries(registry_for(cfg, home=home))}
 
 
 def selected_stages(select: Sequence[str]) -> list[Stage]:

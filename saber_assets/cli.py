@@ -55,9 +55,9 @@ def sync_partitions(instance, cfg) -> dict[str, list[str]]:
     for every training corpus with text it declares, that lacks one (never removes any); returns
     the new keys by partitioning."""
     from saber_assets.leaderboard.contamination import checked_corpora
-    from saber_assets.leaderboard.retrievers.registry import load_registry
+    from saber_assets.leaderboard.discovery import registry_for
 
-    entries = load_registry(cfg.leaderboard.registry_path())
+    entries = registry_for(cfg)
     wanted = {
         "retriever": [e.name for e in entries],
         "training_corpus": list(checked_corpora(entries)),
@@ -374,9 +374,12 @@ def _entries_to_run(args, entries) -> tuple[list, list[tuple[str, str]]]:
 def _registry(args, cfg) -> tuple[Path, list]:
     """The registry file (``--registry``, else the config's; a path relative to the repository
     or to the working folder) and its entries."""
+    from saber_assets.leaderboard.discovery import registry_for
     from saber_assets.leaderboard.retrievers.registry import load_registry
 
-    registry = args.registry or cfg.leaderboard.registry
+    if not args.registry:  # the config's: with the models discovered on its servers
+        return cfg.leaderboard.registry_path(), registry_for(cfg)
+    registry = args.registry
     path = Path(registry) if Path(registry).is_absolute() else REPO_ROOT / registry
     if not path.exists() and Path(registry).exists():
         path = Path(registry)

@@ -22,9 +22,12 @@ class SaberSettings(ConfigurableResource):
     def load(self) -> PipelineConfig:
         return load_config(self.config_file)
 
+    def home_dir(self) -> Path:
+        return Path(self.home) if self.home else data_home()
+
     def output_dir(self) -> Path:
         """Where this config's outputs live: <home> / <config name>."""
-        return (Path(self.home) if self.home else data_home()) / self.load().name
+        return self.home_dir() / self.load().name
 
     def registry_path(self) -> Path:
         """The retriever registry file (``leaderboard.registry``, relative to the repository)."""

@@ -9,7 +9,7 @@ from dagster import (
     schedule,
 )
 
-from saber_assets.leaderboard.retrievers.registry import load_registry
+from saber_assets.leaderboard.discovery import registry_for
 from saber_assets.lib.partitions import retriever_partitions
 from saber_assets.ontology.domains import domain_keys
 from saber_assets.resources import SaberSettings
@@ -23,7 +23,7 @@ def retriever_runs_backstop(context, settings: SaberSettings):
     """Daily: any registered retriever × domain without a materialised run gets one."""
     if not benchmark_built(settings):
         return SkipReason("no benchmark to score yet")
-    names = [e.name for e in load_registry(settings.registry_path())]
+    names = [e.name for e in registry_for(settings.load(), home=settings.home_dir())]
     have = set(context.instance.get_dynamic_partitions(retriever_partitions.name))
     missing_partitions = [n for n in names if n not in have]
     if missing_partitions:

@@ -28,6 +28,7 @@ from dagster._core.storage.tags import PARTITION_NAME_TAG
 
 from saber_assets.build import Step, partition_filter, runnable_names, stage_steps
 from saber_assets.leaderboard.contamination import checked_corpora, corpus_version
+from saber_assets.leaderboard.discovery import registry_for
 from saber_assets.leaderboard.retrievers.registry import definitions_by_name, load_registry
 from saber_assets.lib.partitions import retriever_partitions, training_partitions
 from saber_assets.ontology.domains import domain_keys
@@ -133,7 +134,7 @@ def input_files_sensor(
         # the partitions too: an entry whose partition the registry sensor adds later is
         # observed then
         "observe_registry": digest(
-            [registry_versions(definitions_by_name(settings.registry_path())), have]
+            [registry_versions(definitions_by_name(registry_for(cfg, stores.db()))), have]
         ),
         "observe_training": digest(
             [{k: corpus_version(c) for k, c in corpora.items()}, have_corpora]
@@ -187,7 +188,7 @@ def build_sync_sensor(jobs: list) -> SensorDefinition:
             run = active[0]
             return SkipReason(f"run {run.run_id} ({run.job_name}) is in progress: waiting")
         repo = context.repository_def
-        retrievers = runnable_names(settings.load())
+        retrievers = runnable_names(settings.load(), settings.home_dir())
         tried = json.loads(context.cursor) if context.cursor else {}
         for stage in STAGES:
             keep = partition_filter(stage, [], retrievers)

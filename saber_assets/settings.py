@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -423,6 +423,34 @@ class PodsConfig(_Strict):
     jobs: dict[str, PodSize] = Field(default_factory=dict)
 
 
+class DiscoveryEndpoint(_Strict):
+    """An OpenAI-compatible inference server whose embedding models become registry entries."""
+
+    # short, stable: part of every discovered retriever's name (`<name>--<model id slug>`)
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_\-]*$")
+    base_url: str  # …/v1
+    api_key_env: str | None = None  # the variable holding its key (never the key itself)
+    include: list[str] = Field(default_factory=lambda: ["*"])  # fnmatch patterns on model ids
+    exclude: list[str] = Field(default_factory=list)
+    timeout_s: float = Field(default=10.0, gt=0)
+    # what a proposed entry carries besides its endpoint and model: `settings`, `full_corpus`,
+    # and dense params (`long_text`, `query_prompt`, `doc_prompt`, `embedder` extras)
+    template: dict[str, Any] = Field(default_factory=dict)
+
+
+class DiscoveryConfig(_Strict):
+    endpoints: list[DiscoveryEndpoint] = Field(default_factory=list)
+    minimum_interval_seconds: int = Field(default=300, ge=30)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> DiscoveryConfig:
+        names = [e.name for e in self.endpoints]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"discovery.endpoints: duplicate names {dupes}")
+        return self
+
+
 class PipelineConfig(_Strict):
     name: str = "sample"
     seed: int = 20261129
@@ -444,6 +472,7 @@ class PipelineConfig(_Strict):
     storage: StorageConfig = StorageConfig()
     pods: PodsConfig = PodsConfig()
     cost: CostConfig = CostConfig()
+    discovery: DiscoveryConfig = DiscoveryConfig()
     # A template file per LLM task replacing its built-in text (saber_resources/prompt_templates/;
     # README "Prompts"): YAML with system/user, or plain text (the user message).
     prompts: dict[LLMTask, str] = Field(default_factory=dict)

@@ -260,6 +260,13 @@ TABLES: dict[str, str] = {
         lead_time_s {double}, study VARCHAR, ls_task BIGINT, ls_annotation BIGINT,
         imported_at TIMESTAMP DEFAULT current_timestamp,
         PRIMARY KEY (task_id, annotator))""",
+    # embedding models found on inference servers (saber_assets/leaderboard/discovery.py): one
+    # row per derived registry name, never deleted (a model that leaves is marked gone)
+    "discovered_retrievers": """CREATE TABLE IF NOT EXISTS discovered_retrievers (
+        name VARCHAR, endpoint VARCHAR, base_url VARCHAR, model_id VARCHAR, status VARCHAR,
+        entry {json}, dimension INTEGER, max_model_len INTEGER, probe VARCHAR,
+        first_seen TIMESTAMP, last_seen TIMESTAMP,
+        PRIMARY KEY (name))""",
 }
 MIGRATIONS: dict[str, list[str]] = {
     # columns added after a table was first shipped (their absence reads as NULL)

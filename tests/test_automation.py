@@ -134,7 +134,12 @@ def test_input_files_sensor_observes_what_moved_and_the_observations_mark_the_re
             instance=instance, definitions=defs, resources=resources
         ) as ctx:
             first = sensor(ctx)
-            assert sorted(r.job_name for r in first) == ["observe_inputs", "observe_registry"]
+            # the training corpora too (none declared here: their first stamp)
+            assert sorted(r.job_name for r in first) == [
+                "observe_inputs",
+                "observe_registry",
+                "observe_training",
+            ]
             assert isinstance(sensor(ctx), dg.SkipReason)
             reg = tmp_path / "retrievers.yaml"
             reg.write_text(

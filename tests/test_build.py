@@ -259,12 +259,12 @@ def _training_data_is_audited_and_scored_clean(cfg, tmp_path, capsys):
             "{name: bm25, kind: bm25}",
             "{name: bm25, kind: bm25, meta: {training_data: [numina-by-name, "
             f"{{name: mine, path: '{src}', fields: {{id: id, problem: problem}}}}, "
-            "{name: math-train, bundled: math, id_prefix: 'train/'}]}}",
+            "{name: math-geometry, bundled: math, id_prefix: 'train/geometry/'}]}}",
         )
     )
     assert main(["build", "--config", str(cfg)]) == 0
     out = capsys.readouterr().out
-    assert sorted(re.findall(r"contamination \[(\S+)\]", out)) == ["math-train", "mine"]
+    assert sorted(re.findall(r"contamination \[(\S+)\]", out)) == ["math-geometry", "mine"]
     assert "retriever_runs" not in out and "retriever_index" not in out
     assert "leaderboard " in out and "benchmark_report" in out
     home = tmp_path / "home" / "tiny"
@@ -275,14 +275,15 @@ def _training_data_is_audited_and_scored_clean(cfg, tmp_path, capsys):
     }
     matched = {
         n: set(pl.read_parquet(home / "contamination" / n / "matches.parquet")["item"])
-        for n in ("mine", "math-train")
+        for n in ("mine", "math-geometry")
     }
     # each corpus holds its benchmark items verbatim: every one is found, none of the other's
-    for name, prefix in (("mine", "mine:"), ("math-train", "math:train/")):
+    for name, prefix in (("mine", "mine:"), ("math-geometry", "math:train/geometry/")):
         assert {i for i in items if i.startswith(prefix)} <= matched[name]
-    assert not any(i.startswith("mine:") for i in matched["math-train"])
+    assert any(i.startswith("math:train/geometry/") for i in items)
+    assert not any(i.startswith("mine:") for i in matched["math-geometry"])
     # contaminated: a query whose statement or one of its five best-rated candidates is found
-    found = matched["mine"] | matched["math-train"]
+    found = matched["mine"] | matched["math-geometry"]
     want = set()
     for qid, cands, rel in bench.queries.select("id", "candidates", "relevance_scores").iter_rows():
         best = [doc_ids[c] for _, _, c in sorted(zip(rel, range(len(rel)), cands, strict=True),
@@ -293,7 +294,7 @@ def _training_data_is_audited_and_scored_clean(cfg, tmp_path, capsys):
     board = pl.read_csv(home / "leaderboard" / "leaderboard.csv")
     bm25 = board.filter(pl.col("retriever") == "bm25").sort("setting")
     assert bm25["contaminated_share"].to_list() == [len(want) / bench.queries.height] * 3
-    assert set(bm25["training_checked"]) == {"mine, math-train"}
+    assert set(bm25["training_checked"]) == {"mine, math-geometry"}
     assert set(bm25["training_declared_only"]) == {"numina-by-name"}
     other = board.filter(pl.col("retriever") != "bm25")
     assert other["contaminated_share"].is_null().all() and other["ndcg@10_clean"].is_null().all()

@@ -32,13 +32,13 @@ from saber_assets.analyses.mteb import STATS_SCHEMA, read_scores
 from saber_assets.analyses.mteb import mteb_correlation as mteb_correlation_table
 from saber_assets.analyses.signal_groups import area_under, group_curves
 from saber_assets.io_managers import concat_partitions
+from saber_assets.leaderboard.discovery import registry_for
 from saber_assets.leaderboard.evaluate import rescore_runs
 from saber_assets.leaderboard.exchange import Benchmark
 from saber_assets.leaderboard.locations import runs_dir
 from saber_assets.leaderboard.retrievers.registry import (
     RetrieverResources,
     build_retriever,
-    load_registry,
 )
 from saber_assets.lib.annotators import prepared_judge, prepared_tasks, tasks_for
 from saber_assets.lib.declare import analysis
@@ -357,7 +357,7 @@ def math_vs_words(
     the math-token ratio; queries with either side empty are dropped and counted."""
     cfg = settings.load()
     acfg = cfg.analyses
-    entries = load_registry(settings.registry_path())
+    entries = registry_for(cfg, stores.db())
     wanted = acfg.math_vs_words_retrievers
     chosen, not_run = choose_retrievers(entries, wanted)
     resources = RetrieverResources(embedding_cache=EmbeddingCache(stores.db()), entries=entries)
@@ -434,7 +434,7 @@ def second_judge(settings: SaberSettings, llm: LLMResource, stores: StoresResour
 def registered_runs(settings: SaberSettings) -> pl.DataFrame:
     """Every registered retriever's stored runs (the files the leaderboard read)."""
     frames = []
-    for e in load_registry(settings.registry_path()):
+    for e in registry_for(settings.load(), home=settings.home_dir()):
         files = sorted((runs_dir(settings) / e.name).glob("*.parquet"))
         if files:
             cols = ["query_id", "setting", "domains", "failed", "scores", "ndcg"]

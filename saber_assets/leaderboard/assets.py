@@ -30,6 +30,7 @@ from saber_assets.leaderboard.contamination import (
     declared_training,
     own_matched_queries,
 )
+from saber_assets.leaderboard.discovery import registry_for
 from saber_assets.leaderboard.evaluate import document_texts, evaluate, report
 from saber_assets.leaderboard.exchange import QUERY_SCHEMA, Benchmark
 from saber_assets.leaderboard.indexes import IndexInfo, ensure_index, has_index, index_documents
@@ -47,7 +48,6 @@ from saber_assets.leaderboard.retrievers.registry import (
     RetrieverResources,
     build_retriever,
     definitions_by_name,
-    load_registry,
     unavailable_reason,
 )
 from saber_assets.leaderboard.significance import beats_column, significance_tables
@@ -184,9 +184,9 @@ def evaluation_benchmark(settings: SaberSettings) -> MaterializeResult:
     )
 
 
-def registered_entry(settings: SaberSettings, name: str):
+def registered_entry(settings: SaberSettings, name: str, db=None):
     """(the registry, the named entry); a name no longer registered is an error that says so."""
-    entries = load_registry(settings.registry_path())
+    entries = registry_for(settings.load(), db, settings.home_dir())
     entry = next((e for e in entries if e.name == name), None)
     if entry is None:
         raise ValueError(
@@ -221,13 +221,16 @@ def prepare_index(
 
 
 @observable_source_asset(group_name="leaderboard", partitions_def=retriever_partitions)
-def retriever_registry(context, settings: SaberSettings) -> DataVersionsByPartition:
+def retriever_registry(
+    context, settings: SaberSettings, stores: StoresResource
+) -> DataVersionsByPartition:
     """One registry entry per `retriever` partition: its data version hashes the entry (and the
     entries a fusion reads), so that adding or changing one entry marks only that retriever's
     index and runs unsynced. A removed entry is not observed again: its partitions keep their
     last version and their runs, and the leaderboard stops showing it."""
     have = set(context.instance.get_dynamic_partitions(retriever_partitions.name))
-    versions = registry_versions(definitions_by_name(settings.registry_path()))
+    entries = registry_for(settings.load(), stores.db())
+    versions = registry_versions(definitions_by_name(entries))
     return DataVersionsByPartition({k: v for k, v in versions.items() if k in have})
 
 
@@ -252,7 +255,7 @@ def retriever_index(
     """One retriever's document-side work per setting (tokens, term statistics and matrices, the
     Approach Zero index, document embeddings), built once per document set and read by every
     domain's run. An index that already matches the documents and the entry is kept as it is."""
-    entries, entry = registered_entry(settings, context.partition_key)
+    entries, entry = registered_entry(settings, context.partition_key, stores.db())
     retriever = build_retriever(
         entry, RetrieverResources(embedding_cache=EmbeddingCache(stores.db()), entries=entries)
     )
@@ -337,7 +340,7 @@ def retriever_runs(
     key = key.keys_by_dimension
     name, domain_key = key["retriever"], key["domain"]
     domain = domain_title(settings.load().ontology, domain_key)
-    entries, entry = registered_entry(settings, name)
+    entries, entry = registered_entry(settings, name, stores.db())
     tasks = (
         tasks_for(llm, stores)
         if entry.kind == "two-stage" or _needs_judge(entry, entries)
@@ -490,13 +493,16 @@ def _bar_chart(table: pl.DataFrame) -> MetadataValue:
     deps=["retriever_runs", retriever_registry, "contamination", "own_candidate_matches"],
 )
 def leaderboard(
-    context: AssetExecutionContext, settings: SaberSettings, warehouse: Warehouse
+    context: AssetExecutionContext,
+    settings: SaberSettings,
+    warehouse: Warehouse,
+    stores: StoresResource,
 ) -> MaterializeResult:
     """One row per retriever × setting: overall and per-domain nDCG@10 with 95% CIs, failures,
     the full-corpus track and latency. Retrievers removed from the registry keep their run files
     but leave the board."""
     cfg = settings.load()
-    entries = load_registry(settings.registry_path())
+    entries = registry_for(cfg, stores.db())
     bench = Benchmark.read(settings.output_dir() / "evaluation_benchmark")
     manifest = bench.manifest
     domains = bench.domain_list()

@@ -100,6 +100,16 @@ class ModelMeta(BaseModel):
     notes: str = ""
 
 
+class DiscoveredFrom(BaseModel):
+    """Where a discovered entry came from (``leaderboard/discovery.py``); never in a file."""
+
+    endpoint: str
+    model_id: str
+    status: str  # proposed | gone
+    first_seen: str
+    last_seen: str
+
+
 class RetrieverEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -114,11 +124,17 @@ class RetrieverEntry(BaseModel):
     # an opt-in variant (e.g. the vendors' prompts): run by name or with --opt-in only
     opt_in: bool = False
     meta: ModelMeta = Field(default_factory=ModelMeta)
+    # set for entries found on an inference server, by the effective registry only
+    discovered: DiscoveredFrom | None = Field(default=None, exclude=True)
 
     def definition(self) -> dict:
-        """The entry without its description of the model (``meta``) and its opt-in flag: what
-        keys its index and its build steps, as before either existed."""
-        return self.model_dump(exclude={"meta", "opt_in"})
+        """The entry without its description of the model (``meta``), its opt-in flag and where
+        it was discovered: what keys its index and its build steps, as before any existed."""
+        return self.model_dump(exclude={"meta", "opt_in", "discovered"})
+
+    @property
+    def origin(self) -> str:
+        return f"discovered on {self.discovered.endpoint}" if self.discovered else "file"
 
 
 class RegistryError(ValueError):
@@ -154,9 +170,9 @@ def load_registry(path: str | Path | None = None) -> list[RetrieverEntry]:
     return out
 
 
-def definitions_by_name(path: Path) -> dict[str, dict]:
+def definitions_by_name(entries: list[RetrieverEntry]) -> dict[str, dict]:
     """Retriever name -> its registry entry as it is hashed and stored."""
-    return {e.name: e.definition() for e in load_registry(path)}
+    return {e.name: e.definition() for e in entries}
 
 
 def _check_params(entry: RetrieverEntry, by_name: dict[str, RetrieverEntry]) -> None:
@@ -267,6 +283,8 @@ def runnable(
         why = unavailable_reason(e, entries)
         if e.opt_in and not opt_in:
             why = "an opt-in variant"
+        if e.discovered and e.discovered.status == "gone":
+            why = f"gone from {e.discovered.endpoint} (last seen {e.discovered.last_seen})"
         if why:
             skipped.append((e.name, why))
         else:
