@@ -8,7 +8,7 @@ import time
 import warnings
 from pathlib import Path
 
-from saber_assets import annotate
+from saber_assets import annotate, registry_cli
 from saber_assets.settings import DEFAULT_CONFIG, REPO_ROOT, data_home, load_config
 from saber_assets.stages import select_help
 
@@ -829,6 +829,7 @@ def main(argv: list[str] | None = None) -> int:
     p_rep = sub.add_parser("report", help="print the path of the HTML benchmark report")
     p_rep.add_argument("--config", help="pipeline config YAML")
     annotate.add_parser(sub)
+    registry_cli.add_parser(sub)
     p_ui = sub.add_parser("ui", help="open the Dagster UI on the project-local instance")
     p_ui.add_argument("--port", type=int, default=3000)
     args = parser.parse_args(argv)
@@ -851,6 +852,8 @@ def main(argv: list[str] | None = None) -> int:
             return report_cmd(args.config)
         if args.command == "annotate":
             return annotate.run(args)
+        if args.command == "registry":
+            return registry_cli.run(args)
         return ui(args.port)
     except (FileNotFoundError, ValueError) as exc:  # config, registry and benchmark errors
         print(f"saber: {exc}", file=sys.stderr)

@@ -32,6 +32,7 @@ from saber_assets.ratings import assets as rating_assets
 from saber_assets.resources import SaberSettings, stores_resource
 from saber_assets.schedules import retriever_runs_backstop
 from saber_assets.sensors import (
+    build_discovery_sensor,
     build_sync_sensor,
     input_files_sensor,
     observe_inputs,
@@ -159,7 +160,12 @@ def make_definitions(
         assets=assets,
         asset_checks=checks,
         jobs=jobs,
-        sensors=[retriever_registry_sensor, input_files_sensor, build_sync_sensor(stage_jobs)],
+        sensors=[
+            retriever_registry_sensor,
+            input_files_sensor,
+            build_sync_sensor(stage_jobs),
+            build_discovery_sensor(cfg.discovery.minimum_interval_seconds),
+        ],
         schedules=[retriever_runs_backstop],
         resources={
             "settings": SaberSettings(config_file=config_file, home=str(home)),

@@ -28,7 +28,7 @@ from dagster._core.storage.tags import PARTITION_NAME_TAG
 
 from saber_assets.build import Step, partition_filter, runnable_names, stage_steps
 from saber_assets.leaderboard.contamination import checked_corpora, corpus_version
-from saber_assets.leaderboard.discovery import registry_for
+from saber_assets.leaderboard.discovery import registry_for, tick
 from saber_assets.leaderboard.retrievers.registry import definitions_by_name, load_registry
 from saber_assets.lib.partitions import retriever_partitions, training_partitions
 from saber_assets.ontology.domains import domain_keys
@@ -225,3 +225,56 @@ def build_sync_sensor(jobs: list) -> SensorDefinition:
         return SkipReason("every stage is synced")
 
     return sync_sensor
+
+
+def build_discovery_sensor(minimum_interval_seconds: int) -> SensorDefinition:
+    """New embedding models on the inference servers of ``discovery.endpoints``: each tick lists
+    and probes (``leaderboard/discovery.py``), and a newly proposed model gets its `retriever`
+    partition and run requests for every domain — nothing else. The cursor keeps the last
+    tick's outcome per endpoint (a skipped one with its reason)."""
+
+    @sensor(
+        name="discovery_sensor",
+        job_name="build_runs",
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=DefaultSensorStatus.RUNNING,
+        description="Embedding models that appear on the configured inference servers.",
+    )
+    def discovery_sensor(
+        context: SensorEvaluationContext, settings: SaberSettings, stores: StoresResource
+    ):
+        cfg = settings.load()
+        if not cfg.discovery.endpoints:
+            return SkipReason("no discovery.endpoints configured")
+        db = stores.db()
+        names = {e.name for e in load_registry(settings.registry_path())}
+        outcome = tick(db, cfg.discovery.endpoints, names)
+        for endpoint, why in outcome.skipped.items():
+            context.log.warning(f"discovery: endpoint {endpoint} skipped this tick: {why}")
+        context.log.info(f"discovery: {outcome.summary()}")
+        context.update_cursor(json.dumps({
+            e.name: {"skipped": outcome.skipped[e.name]} if e.name in outcome.skipped else "ok"
+            for e in cfg.discovery.endpoints
+        }))  # fmt: skip
+        proposed = [
+            e.name
+            for e in registry_for(cfg, db)
+            if e.discovered is not None and e.discovered.status == "proposed"
+        ]
+        have = set(context.instance.get_dynamic_partitions(retriever_partitions.name))
+        new = [n for n in proposed if n not in have]
+        if not new:
+            return SkipReason(f"no new embedding model ({outcome.summary()})")
+        add = [retriever_partitions.build_add_request(new)]
+        if not benchmark_built(settings):
+            return SensorResult(
+                dynamic_partitions_requests=add,
+                skip_reason="no benchmark to score yet: partitions added, runs left to the build",
+            )
+        domains = list(domain_keys(cfg.ontology).values())
+        return SensorResult(
+            run_requests=run_requests(new, domains, "discovery-sensor"),
+            dynamic_partitions_requests=add,
+        )
+
+    return discovery_sensor

@@ -87,8 +87,9 @@ def default_answer(body: dict) -> tuple[int, str | dict]:
 class FakeOpenAI:
     """Start with ``with FakeOpenAI() as srv``; ``srv.url`` is the base URL (…/v1).
 
-    ``faults`` is a list consumed one per request: "500", "timeout", "malformed" or None (answer).
-    ``answer`` may be replaced to script the content.
+    ``faults`` is a list consumed one per request: "500", "401", "timeout", "malformed" or None
+    (answer). ``answer`` may be replaced to script the content; ``models`` is what
+    ``GET /v1/models`` lists (a list of ids or of model cards; change it between calls).
     """
 
     def __init__(
@@ -96,8 +97,10 @@ class FakeOpenAI:
         answer: Callable[[dict], tuple[int, str | dict]] = default_answer,
         faults: list | None = None,
         delay_s: float = 2.0,
+        models: list | None = None,
     ):
         self.answer = answer
+        self.models = list(models or [])
         self.faults = list(faults or [])
         self.delay_s = delay_s
         self.requests: list[dict] = []
@@ -108,8 +111,7 @@ class FakeOpenAI:
             def log_message(self, *args):  # keep test output clean
                 pass
 
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            def _fault(self, body) -> bool:
                 with outer.lock:
                     outer.requests.append(
                         {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
@@ -118,9 +120,26 @@ class FakeOpenAI:
                 if fault == "timeout":
                     time.sleep(outer.delay_s)
                 if fault == "500":
-                    return self._send(500, b'{"error": "boom"}')
-                if fault == "malformed":
-                    return self._send(200, b'{"choices": [ {"message": ')
+                    self._send(500, b'{"error": "boom"}')
+                elif fault == "401":
+                    self._send(401, b'{"error": {"message": "invalid api key"}}')
+                elif fault == "malformed":
+                    self._send(200, b'{"choices": [ {"message": ')
+                return fault in ("500", "401", "malformed")
+
+            def do_GET(self):
+                if self._fault(None):
+                    return
+                if not self.path.endswith("/models"):
+                    return self._send(404, b'{"error": "not found"}')
+                cards = [m if isinstance(m, dict) else {"id": m, "object": "model"}
+                         for m in outer.models]  # fmt: skip
+                self._send(200, json.dumps({"object": "list", "data": cards}).encode())
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self._fault(body):
+                    return
                 status, payload = outer.answer(body)
                 data = payload if isinstance(payload, str) else json.dumps(payload)
                 self._send(status, data.encode())

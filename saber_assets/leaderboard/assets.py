@@ -539,6 +539,12 @@ def leaderboard(
             ),
             on="setting",
         )
+        gone = e.discovered is not None and e.discovered.status == "gone"
+        rep = rep.with_columns(
+            pl.lit(e.origin).alias("origin"),
+            # a discovered model that left its server keeps its rows, flagged
+            pl.lit(e.discovered.last_seen if gone else None, dtype=pl.String).alias("gone_last_seen"),
+        )
         rep = with_provenance(rep, e.name, provenance(e, bench_id, code))
         tables.append(
             rep.with_columns(pl.lit(e.name).alias("retriever"), pl.lit(e.kind).alias("kind"))

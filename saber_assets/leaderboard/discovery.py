@@ -128,7 +128,9 @@ def list_models(client: httpx.Client, endpoint: DiscoveryEndpoint) -> dict[str, 
     }
 
 
-def probe(client: httpx.Client, endpoint: DiscoveryEndpoint, model_id: str) -> tuple[int | None, str]:
+def probe(
+    client: httpx.Client, endpoint: DiscoveryEndpoint, model_id: str
+) -> tuple[int | None, str]:
     """(the vector's dimension, what was seen): a dimension when the model embeds, None when
     the server answers that it does not (a 4xx, or a body without a vector)."""
     url = endpoint.base_url.rstrip("/") + "/embeddings"
