@@ -11,7 +11,8 @@ bundled statements. Each variant runs in its own fresh process (peak RSS is the 
 
 - ``dedup``: the corpus stage's ``find_duplicates`` over the training rows (what building a
   corpus of that size costs in this step) — the baseline;
-- ``audit``: ``contamination.audit`` of the benchmark items against the same rows, streamed.
+- ``audit``: ``contamination.audit`` of the benchmark items against the same rows, streamed
+  through the asset's reader (``contamination.training_rows``).
 
 Printed: seconds, peak RSS, both as ratios to the baseline, and the linear extrapolation of the
 audit to 1M rows (datatrove's signature, bucket and cluster steps are linear in rows).
@@ -68,7 +69,8 @@ def child(variant: str, path: Path) -> None:
     import polars as pl
 
     from saber_assets.corpus.dedup import DedupItem, find_duplicates, minhash_config
-    from saber_assets.leaderboard.contamination import audit
+    from saber_assets.leaderboard.contamination import TrainingRead, audit, training_rows
+    from saber_assets.leaderboard.retrievers.registry import TrainingCorpus
 
     start = time.perf_counter()
     if variant == "dedup":
@@ -76,10 +78,11 @@ def child(variant: str, path: Path) -> None:
         found = len(find_duplicates(items, minhash_config(5, 14, 8, 1)))
     else:
         base = statements()
-        bench = [(i, "query", "x", t) for i, t in base[:100]]
-        bench += [(i, "candidate", "x", t) for i, t in base[100:3100]]
-        items = pl.DataFrame(bench, schema=["item", "role", "domain", "text"], orient="row")
-        matches, _ = audit(items, rows(path))
+        items = pl.DataFrame(base[:3100], schema=["item", "text"], orient="row")
+        # the asset's own reader: the file streamed row by row, as a declared training corpus
+        corpus = TrainingCorpus(name="synthetic", path=str(path),
+                                fields={"id": "id", "problem": "problem"})  # fmt: skip
+        matches, _ = audit(items, training_rows(corpus, [path], TrainingRead()))
         found = matches["item"].n_unique()
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20

@@ -222,7 +222,10 @@ def test_a_discovered_model_runs_only_its_own_work_and_reuses_its_embeddings(
         assert n_domains >= 1
         assert re.findall(r"retriever_runs \[[^|\]]+\|(\S+)\]", out) == ["local--emb-a"] * n_domains
         assert re.findall(r"retriever_index \[(\S+)\]", out) == ["local--emb-a"]
-        assert "leaderboard " in out and "corpus " not in out and "tournament" not in out
+        assert re.search(r"^\s+leaderboard\s+rows=", out, re.M)
+        assert not re.search(
+            r"^\s+(corpus|topic_annotations|tournament_judgments|benchmark_export)\b", out, re.M
+        )
         home = tmp_path / "home" / "tiny"
         board = pl.read_csv(home / "leaderboard" / "leaderboard.csv")
         row = board.filter(pl.col("retriever") == "local--emb-a")
