@@ -309,3 +309,25 @@ def _training_data_is_audited_and_scored_clean(cfg, tmp_path, capsys):
     page = (home / "report" / "index.html").read_text()
     assert "Training data checked on the text" in page and "ndcg@10 clean [95% CI]" in page
     assert (home / "contamination" / "own_candidate_matches.parquet").exists()
+    _own_candidate_matches_can_be_left_out(cfg, home, capsys)
+
+
+def _own_candidate_matches_can_be_left_out(cfg, home, capsys):
+    """Queries with a near-copy of themselves among their candidates, left out of every score
+    when asked: only the check, the leaderboard and the analyses run again."""
+    import yaml
+
+    data = yaml.safe_load(cfg.read_text())
+    data["leaderboard"]["contamination"] = {"own_match_jaccard": 0.05, "exclude_own_matches": True}
+    cfg.write_text(yaml.safe_dump(data))
+    assert main(["build", "--config", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^\s+own_candidate_matches\s+rows=[1-9]", out, re.M)
+    assert "retriever_runs" not in out and "contamination [" not in out
+    excluded = set(
+        pl.read_parquet(home / "contamination" / "own_candidate_matches.parquet")["query"]
+    )
+    n = Benchmark.read(home / "evaluation_benchmark").queries.height
+    assert 0 < len(excluded) < n
+    board = pl.read_csv(home / "leaderboard" / "leaderboard.csv")
+    assert set(board["queries"]) == {n - len(excluded)}

@@ -162,7 +162,11 @@ def test_an_unset_key_skips_the_endpoint_and_names_the_variable(tmp_path, monkey
     monkeypatch.delenv("SABER_TEST_KEY", raising=False)
     with FakeOpenAI(answer=embed_or_refuse, models=["emb-a"]) as srv:
         defs = make_definitions(config(tmp_path, srv.url), tmp_path / "home")
-        t = tick(defs.resources["stores"].db(), load_config(tmp_path / "c.yaml").discovery.endpoints, set())
+        t = tick(
+            defs.resources["stores"].db(),
+            load_config(tmp_path / "c.yaml").discovery.endpoints,
+            set(),
+        )
         assert t.skipped == {"local": "$SABER_TEST_KEY is not set"} and not srv.requests
 
 

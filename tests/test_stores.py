@@ -211,3 +211,30 @@ def test_human_labels_on_both_backends_are_stored_once(store):
     back = stored_labels(store, "s")
     assert back.height == 10 and back.schema == pl.Schema(LABEL_SCHEMA)
     assert back.sort("task_id", "annotator").equals(labels.sort("task_id", "annotator"))
+
+
+def test_discovered_models_on_both_backends(store, tmp_path, monkeypatch):
+    """The discovery table's inserts, status moves and JSON entries read back the same on
+    DuckDB and PostgreSQL."""
+    from saber_assets.leaderboard.discovery import discovered, effective_registry, tick
+    from saber_assets.settings import DiscoveryEndpoint
+    from tests.fake_openai import FakeOpenAI
+    from tests.test_discovery import embed_or_refuse
+
+    reg = tmp_path / "r.yaml"
+    reg.write_text("retrievers:\n  - {name: bm25, kind: bm25}\n")
+    with FakeOpenAI(answer=embed_or_refuse, models=["emb-a", "chat-b"]) as srv:
+        ep = DiscoveryEndpoint(name="gpu", base_url=srv.url, template={"long_text": "truncate"})
+        first = tick(store, [ep], {"bm25"})
+        assert first.proposed == ["gpu--emb-a"] and first.chat == ["chat-b"]
+        [entry] = [e for e in effective_registry(reg, store) if e.discovered]
+        assert entry.params["long_text"] == "truncate" and entry.discovered.status == "proposed"
+        srv.models = ["chat-b"]
+        assert tick(store, [ep], {"bm25"}).gone == ["gpu--emb-a"]
+        srv.models = ["emb-a", "chat-b"]
+        assert tick(store, [ep], {"bm25"}).returned == ["gpu--emb-a"]
+    rows = discovered(store)
+    assert rows.select("name", "status", "dimension").rows() == [
+        ("gpu--chat-b", "chat", None), ("gpu--emb-a", "proposed", 16)
+    ]  # fmt: skip
+    assert (rows["last_seen"] >= rows["first_seen"]).all()

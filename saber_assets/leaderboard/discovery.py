@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import json
 import os
 import re
 from collections.abc import Callable
@@ -191,7 +192,10 @@ def discovered(db: StoreDB) -> pl.DataFrame:
 
 
 def _insert(db: StoreDB, row: dict) -> None:
-    db.insert_ignore(TABLE, pl.DataFrame([row]), json_columns=["entry"])
+    entry = row["entry"]
+    row = {**row, "entry": None if entry is None else json.dumps(entry)}
+    schema = {"dimension": pl.Int64, "max_model_len": pl.Int64, "entry": pl.String}
+    db.insert_ignore(TABLE, pl.DataFrame([row], schema_overrides=schema), json_columns=["entry"])
 
 
 def _set(db: StoreDB, name: str, **values) -> None:
