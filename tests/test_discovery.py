@@ -252,3 +252,17 @@ def test_a_discovered_model_runs_only_its_own_work_and_reuses_its_embeddings(
         asked = len(srv.requests)
         assert main(["evaluate", "local--emb-a", "--config", str(cfg), "--resamples", "10"]) == 0
         assert len(srv.requests) == asked  # every vector from the embedding cache
+
+
+def test_a_bad_template_skips_the_endpoint_with_the_reason(tmp_path):
+    from saber_assets.settings import DiscoveryEndpoint
+
+    with FakeOpenAI(answer=embed_or_refuse, models=["emb-a"]) as srv:
+        defs = make_definitions(config(tmp_path, srv.url), tmp_path / "home")
+        db = defs.resources["stores"].db()
+        bad = DiscoveryEndpoint(name="x", base_url=srv.url, template={"kind": "bm25"})
+        t = tick(db, [bad], set())
+        assert "template: unknown keys ['kind']" in t.skipped["x"]
+        assert discovered(db).height == 0  # nothing half-written
+        odd = DiscoveryEndpoint(name="y", base_url=srv.url, template={"long_text": "sideways"})
+        assert "y" in tick(db, [odd], set()).skipped

@@ -37,6 +37,7 @@ from saber_assets.leaderboard.retrievers.registry import (
 )
 from saber_assets.resources import open_stores
 from saber_assets.settings import DiscoveryEndpoint, PipelineConfig
+from saber_resources.embeddings import LONG_TEXT
 from saber_resources.stores import StoreDB, ensure_table, read_json
 
 TABLE = "discovered_retrievers"
@@ -173,11 +174,14 @@ def proposed_entry(
         **{k: t.pop(k) for k in ("settings", "full_corpus") if k in t},
         "meta": {"model_id": model_id, "max_tokens": max_model_len, "backend": "openai-compatible"},
     }
+    where = f"discovery.endpoints[{endpoint.name}].template"
     if t:
         raise ValueError(
-            f"discovery.endpoints[{endpoint.name}].template: unknown keys {sorted(t)} (known: "
-            "settings, full_corpus, long_text, query_prompt, doc_prompt, embedder)"
+            f"{where}: unknown keys {sorted(t)} (known: settings, full_corpus, long_text, "
+            "query_prompt, doc_prompt, embedder)"
         )
+    if params.get("long_text", "average") not in LONG_TEXT:
+        raise ValueError(f"{where}: long_text {params['long_text']!r} is not one of {LONG_TEXT}")
     RetrieverEntry.model_validate(entry)  # a bad template fails here, not in a run
     return entry
 
@@ -236,7 +240,10 @@ def _tick_endpoint(db, ep, client, rows, file_names, now, out: Tick) -> None:
         if row is None:
             dim, seen = probe(client, ep, model_id)
             status = "chat" if dim is None else ("shadowed" if name in file_names else "proposed")
-            entry = proposed_entry(ep, model_id, name, max_len) if dim else None
+            try:
+                entry = proposed_entry(ep, model_id, name, max_len) if dim else None
+            except ValueError as exc:  # the template: a config error, said every tick
+                raise EndpointError(str(exc).splitlines()[0]) from None
             _insert(db, {
                 "name": name, "endpoint": ep.name, "base_url": ep.base_url,
                 "model_id": model_id, "status": status, "entry": entry, "dimension": dim,
