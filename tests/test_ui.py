@@ -83,7 +83,7 @@ def reload(url: str) -> None:
 
 
 ROUNDS_MOVE = {  # what reads the tournament, all partitions of each
-    "tournament_judgments", "relevance_ratings", "benchmark_export", "evaluation_benchmark",
+    "tournament_judgments", "relevance_ratings", "benchmark_export", "evaluation_benchmark", "own_candidate_matches",
     "retriever_index", "retriever_runs", "leaderboard", "benchmark_composition",
     "tournament_convergence", "signal_group_curves", "judge_human_agreement", "judging_regimes",
     "math_vs_words", "mteb_correlation", "leaderboard_robustness", "benchmark_report",
