@@ -17,8 +17,8 @@ bundled statements. Each variant runs in its own fresh process (peak RSS is the 
 Printed: seconds, peak RSS, both as ratios to the baseline, and the linear extrapolation of the
 audit to 1M rows (datatrove's signature, bucket and cluster steps are linear in rows).
 
-Measured on the 2-core box (100,000 rows): dedup 48.3 s, 0.23 GB; audit 69.5 s (×1.44), 0.24 GB
-(×1.04); ~11.6 min at 1M rows. The rows stream through a file into datatrove's on-disk steps, so
+Measured on the 2-core box (100,000 rows): dedup 42.1 s, 0.25 GB; audit 57.1 s (×1.36), 0.25 GB
+(×1.01); ~9.5 min at 1M rows. The rows stream through a file into datatrove's on-disk steps, so
 memory stays flat with the corpus size.
 """
 
