@@ -258,10 +258,11 @@ def test_the_paragraph_names_the_rows_that_move():
     assert moved.select("retriever", "rank_full", "rank_clean").rows() == [("b", 2, 1), ("a", 1, 2)]
     text = contamination_paragraph(board)
     assert "a / s (math-train): 30% of the queries overlap, nDCG 0.600 → 0.450" in text
-    assert "b in s (2 → 1)" in text and "a in s (1 → 2)" in text
-    assert "Declared by name only, not checked: b." in text
+    # only the checked row is named (b moves because a does)
+    assert "a would rank 2 instead of 1 in s" in text and "b would rank" not in text
+    assert "Declared by name only, not checked: b (numina)." in text
     still = board.with_columns(pl.Series("ndcg@10_clean", [0.55, None, None]))
-    assert "No row changes rank" in contamination_paragraph(still)
+    assert "No checked row changes rank" in contamination_paragraph(still)
 
 
 def test_training_corpora_from_folders_and_the_hub_and_conflicting_declarations(tmp_path):

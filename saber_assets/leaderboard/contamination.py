@@ -444,27 +444,21 @@ def rows_that_move(board: pl.DataFrame) -> pl.DataFrame:
 
 def contamination_paragraph(board: pl.DataFrame) -> str:
     """What the report says of contamination: which rows had their training data checked, how
-    much of the benchmark it covers, how far the clean score is from the full one, and which
-    rows move in the ranking when scored clean."""
+    much of the benchmark it covers, how far the clean score is from the full one, and where a
+    checked row would rank on its clean score among the others' full scores."""
     metric = score_column(board)
     if "training_checked" not in board.columns:
         return ""
-    checked = board.filter(pl.col("training_checked").fill_null("").str.len_chars() > 0)
-    declared = (
-        board.filter(pl.col("training_declared_only").fill_null("").str.len_chars() > 0)[
-            "retriever"
-        ]
-        .unique()
-        .sort()
-        .to_list()
-    )
+    has = lambda c: pl.col(c).fill_null("").str.len_chars() > 0  # noqa: E731
+    checked = board.filter(has("training_checked"))
+    declared = sorted(
+        {(r, d) for r, d in board.filter(has("training_declared_only"))
+         .select("retriever", "training_declared_only").iter_rows()}
+    )  # fmt: skip
+    by_name = "; ".join(f"{r} ({d})" for r, d in declared)
     if checked.height == 0:
         text = "No retriever declares training data with text to check"
-        return text + (
-            f" ({', '.join(declared)} declare corpora by name only: not checked)."
-            if declared
-            else "."
-        )
+        return text + (f"; declared by name only, not checked: {by_name}." if declared else ".")
     parts = []
     for r in checked.sort("setting", "retriever").iter_rows(named=True):
         share, clean = r["contaminated_share"], r[f"{metric}_clean"]
@@ -476,22 +470,25 @@ def contamination_paragraph(board: pl.DataFrame) -> str:
             f"{r['retriever']} / {r['setting']} ({r['training_checked']}): "
             f"{share:.0%} of the queries overlap, {delta}"
         )
-    moved = rows_that_move(board)
     text = (
         "Training data checked on the text (a query counts when its statement or one of its "
         "best-rated candidates occurs in the corpus): " + "; ".join(parts) + ". "
     )
-    if moved.height:
+    mine = set(checked["retriever"])
+    moved = [m for m in rows_that_move(board).iter_rows(named=True) if m["retriever"] in mine]
+    if moved:
         text += (
-            "Scored clean, these rows change rank: "
+            "Scored on its clean queries, against the others' full scores (different query "
+            "sets: read the clean interval), "
             + "; ".join(
-                f"{m['retriever']} in {m['setting']} ({m['rank_full']} → {m['rank_clean']})"
-                for m in moved.iter_rows(named=True)
+                f"{m['retriever']} would rank {m['rank_clean']} instead of {m['rank_full']} in "
+                f"{m['setting']}"
+                for m in moved
             )
             + "."
         )
     else:
-        text += "No row changes rank when scored clean."
+        text += "No checked row changes rank when scored clean."
     if declared:
-        text += f" Declared by name only, not checked: {', '.join(declared)}."
+        text += f" Declared by name only, not checked: {by_name}."
     return text
