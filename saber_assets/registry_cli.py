@@ -39,13 +39,12 @@ def table(cfg, db) -> pl.DataFrame:
          "model": str(e.params.get("model") or ""), "last_seen": "", "probe": ""}
         for e in load_registry(cfg.leaderboard.registry_path())
     ]  # fmt: skip
-    if cfg.discovery.endpoints or db is not None:
-        for r in discovered(db).iter_rows(named=True):
-            rows.append({
-                "name": r["name"], "origin": f"endpoint {r['endpoint']}", "status": r["status"],
-                "kind": "dense" if r["entry"] is not None else "-", "model": r["model_id"],
-                "last_seen": str(r["last_seen"])[:19], "probe": r["probe"] or "",
-            })  # fmt: skip
+    for r in discovered(db).iter_rows(named=True):
+        rows.append({
+            "name": r["name"], "origin": f"endpoint {r['endpoint']}", "status": r["status"],
+            "kind": "dense" if r["entry"] is not None else "-", "model": r["model_id"],
+            "last_seen": str(r["last_seen"])[:19], "probe": r["probe"] or "",
+        })  # fmt: skip
     return pl.DataFrame(rows)
 
 

@@ -54,6 +54,23 @@ def run_requests(names: list[str], domains: list[str], tag: str) -> list[RunRequ
     ]
 
 
+def new_retrievers(
+    settings: SaberSettings, new: list[str], requests: list, tag: str
+) -> SensorResult:
+    """New `retriever` partitions (with the other partition ``requests``) and their runs for
+    every domain; without a benchmark to score, the partitions only (the build runs them)."""
+    requests = [retriever_partitions.build_add_request(new), *requests]
+    if not benchmark_built(settings):
+        return SensorResult(
+            dynamic_partitions_requests=requests,
+            skip_reason="no benchmark to score yet: partitions added, runs left to the build",
+        )
+    domains = list(domain_keys(settings.load().ontology).values())
+    return SensorResult(
+        run_requests=run_requests(new, domains, tag), dynamic_partitions_requests=requests
+    )
+
+
 @sensor(
     job_name="build_runs", minimum_interval_seconds=60, default_status=DefaultSensorStatus.RUNNING
 )
@@ -67,7 +84,7 @@ def retriever_registry_sensor(context: SensorEvaluationContext, settings: SaberS
     new = [n for n in names if n not in have]
     have_corpora = set(context.instance.get_dynamic_partitions(training_partitions.name))
     corpora = [c for c in checked_corpora(entries) if c not in have_corpora]
-    requests = [retriever_partitions.build_add_request(new)] if new else []
+    requests = []
     if corpora:
         context.log.info(f"new training corpora to audit: {corpora}")
         requests.append(training_partitions.build_add_request(corpora))
@@ -79,17 +96,7 @@ def retriever_registry_sensor(context: SensorEvaluationContext, settings: SaberS
             else SkipReason(why)
         )
     context.log.info(f"new retrievers: {new}")
-    if not benchmark_built(settings):  # its runs would fail: the build runs them later
-        return SensorResult(
-            dynamic_partitions_requests=requests,
-            skip_reason="no benchmark to score yet: partitions added, runs left to the build",
-        )
-    return SensorResult(
-        run_requests=run_requests(
-            new, list(domain_keys(settings.load().ontology).values()), "registry-sensor"
-        ),
-        dynamic_partitions_requests=requests,
-    )
+    return new_retrievers(settings, new, requests, "registry-sensor")
 
 
 observe_inputs = define_asset_job(
@@ -127,15 +134,14 @@ def input_files_sensor(
     cfg = settings.load()
     have = sorted(context.instance.get_dynamic_partitions(retriever_partitions.name))
     have_corpora = sorted(context.instance.get_dynamic_partitions(training_partitions.name))
-    corpora = checked_corpora(load_registry(settings.registry_path()))
+    entries = registry_for(cfg, stores.db())
+    corpora = checked_corpora(entries)
     labels = labels_version(stores.db(), cfg.analyses.human_study)
     stamps = {
         "observe_inputs": digest([input_versions(cfg), labels]),
         # the partitions too: an entry whose partition the registry sensor adds later is
         # observed then
-        "observe_registry": digest(
-            [registry_versions(definitions_by_name(registry_for(cfg, stores.db()))), have]
-        ),
+        "observe_registry": digest([registry_versions(definitions_by_name(entries)), have]),
         "observe_training": digest(
             [{k: corpus_version(c) for k, c in corpora.items()}, have_corpora]
         ),
@@ -265,16 +271,6 @@ def build_discovery_sensor(minimum_interval_seconds: int) -> SensorDefinition:
         new = [n for n in proposed if n not in have]
         if not new:
             return SkipReason(f"no new embedding model ({outcome.summary()})")
-        add = [retriever_partitions.build_add_request(new)]
-        if not benchmark_built(settings):
-            return SensorResult(
-                dynamic_partitions_requests=add,
-                skip_reason="no benchmark to score yet: partitions added, runs left to the build",
-            )
-        domains = list(domain_keys(cfg.ontology).values())
-        return SensorResult(
-            run_requests=run_requests(new, domains, "discovery-sensor"),
-            dynamic_partitions_requests=add,
-        )
+        return new_retrievers(settings, new, [], "discovery-sensor")
 
     return discovery_sensor

@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from saber_assets.leaderboard.evaluate import corpus_score_matrix
+from saber_assets.leaderboard.metrics import best_rated
 from saber_assets.leaderboard.retrievers.base import RetrieverFailed, setting_texts
 from saber_assets.leaderboard.retrievers.tokenize import plain_tokens, split_math
 
@@ -86,10 +87,7 @@ def math_vs_words(
             "id", "problem", "solution", "candidates", "relevance_scores", "domains"
         ).iter_rows()
     )
-    best = [
-        [c[k] for k in np.argsort(-np.asarray(r), kind="stable")[:top]]
-        for _, _, _, c, r, _ in items
-    ]
+    best = [best_rated(c, r, top) for _, _, _, c, r, _ in items]
     pool = sorted({d for b in best for d in b})
     at = {d: k for k, d in enumerate(pool)}
     tops = [[at[d] for d in b] for b in best]

@@ -13,7 +13,7 @@ from saber_assets.analyses import report as rp
 from saber_assets.analyses.composition import composition
 from saber_assets.analyses.signal_groups import area_under
 from saber_assets.io_managers import concat_partitions
-from saber_assets.leaderboard.contamination import contamination_paragraph
+from saber_assets.leaderboard.contamination import checked_rows, contamination_paragraph
 from saber_assets.leaderboard.exchange import Benchmark
 from saber_assets.leaderboard.metrics import score_column
 from saber_assets.leaderboard.plots import pvalue_heatmap
@@ -51,7 +51,7 @@ def _board_table(board: pl.DataFrame) -> pl.DataFrame:
 def _clean_columns(board: pl.DataFrame, metric: str) -> list[pl.Expr]:
     """The contaminated share and the clean score with its CI, where any row has them."""
     clean = f"{metric}_clean"
-    if clean not in board.columns or board[clean].is_null().all():
+    if checked_rows(board).is_empty():
         return []
     return [
         pl.col("contaminated_share").round(3).alias("contaminated"),

@@ -63,21 +63,26 @@ def read_source(name: str, path: Path, mapping: dict[str, str]) -> SourceRead:
     return out
 
 
+JSON_LINES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson")
+
+
+def readable(path: Path) -> bool:
+    """A file type the corpus reader opens: Parquet or JSON lines (optionally gzipped)."""
+    return path.suffix == ".parquet" or "".join(path.suffixes[-2:]).endswith(JSON_LINES)
+
+
 def iter_source(name: str, path: Path, mapping: dict[str, str]) -> Iterator[RawRow | Rejected]:
     """The rows of one JSONL(.gz) or Parquet file, streamed (a Parquet file batch by batch), each
     read or rejected with its reason; the mapped fields are checked on the first row."""
     if not path.exists():
         raise CorpusSourceError(f"source {name!r}: file not found: {path}")
-    suffixes = "".join(path.suffixes[-2:])
-    if path.suffix == ".parquet":
-        yield from _iter_parquet(name, path, mapping)
-        return
-    if not any(
-        suffixes.endswith(s) for s in (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson")
-    ):
+    if not readable(path):
         raise CorpusSourceError(
             f"source {name!r}: unsupported file type {path.name!r} (use .jsonl, .jsonl.gz or .parquet)"
         )
+    if path.suffix == ".parquet":
+        yield from _iter_parquet(name, path, mapping)
+        return
     checked = False
     for lineno, raw in enumerate(_open_lines(path), start=1):
         if not raw.strip():

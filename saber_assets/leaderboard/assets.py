@@ -25,6 +25,7 @@ from saber_assets.corpus.build import corpus_version
 from saber_assets.io_managers import concat_partitions, refresh_warehouse
 from saber_assets.leaderboard.contamination import (
     audited_items,
+    checked_rows,
     contamination_columns,
     contamination_paragraph,
     declared_training,
@@ -458,7 +459,7 @@ def _needs_judge(entry, entries) -> bool:
 def contamination_view(board: pl.DataFrame, metric: str) -> list[pl.Expr]:
     """The contamination columns of the markdown board, when any row has checked training
     data (they would be empty otherwise)."""
-    if board["training_checked"].fill_null("").str.len_chars().max() in (None, 0):
+    if checked_rows(board).is_empty():
         return []
     return [
         pl.col("contaminated_share").round(3),
@@ -510,7 +511,11 @@ def leaderboard(
     tables, all_runs = [], []
     lb = cfg.leaderboard
     declared, audits = declared_training(entries), audited_items(contamination_dir(settings))
-    excluded = own_matched_queries(contamination_dir(settings)) if lb.contamination.exclude_own_matches else set()  # fmt: skip
+    excluded = (
+        own_matched_queries(contamination_dir(settings))
+        if lb.contamination.exclude_own_matches
+        else set()
+    )
 
     def rescore(runs: pl.DataFrame) -> pl.DataFrame:
         return report(runs, domains, lb.bootstrap_resamples, cfg.seed, k=lb.k)
@@ -543,7 +548,9 @@ def leaderboard(
         rep = rep.with_columns(
             pl.lit(e.origin).alias("origin"),
             # a discovered model that left its server keeps its rows, flagged
-            pl.lit(e.discovered.last_seen if gone else None, dtype=pl.String).alias("gone_last_seen"),
+            pl.lit(e.discovered.last_seen if gone else None, dtype=pl.String).alias(
+                "gone_last_seen"
+            ),
         )
         rep = with_provenance(rep, e.name, provenance(e, bench_id, code))
         tables.append(

@@ -23,12 +23,13 @@ from pathlib import Path
 import polars as pl
 
 from saber_assets.corpus.dedup import find_clusters, minhash_config
-from saber_assets.corpus.sources import Rejected, iter_source
+from saber_assets.corpus.sources import Rejected, iter_source, readable
 from saber_assets.leaderboard.exchange import Benchmark
 from saber_assets.leaderboard.hub import fetch_snapshot
-from saber_assets.leaderboard.metrics import score_column
+from saber_assets.leaderboard.metrics import best_rated, score_column
 from saber_assets.leaderboard.retrievers.registry import TrainingCorpus
-from saber_assets.settings import BUNDLED_SOURCES, DATA_DIR, REPO_ROOT, ContaminationConfig
+from saber_assets.ontology.tree import resolve_path
+from saber_assets.settings import BUNDLED_SOURCES, DATA_DIR, ContaminationConfig
 from saber_assets.versions import digest, files_version
 
 # spacing and sizing that changes how a formula looks, never what it says
@@ -214,13 +215,12 @@ def minhash_threshold(config: ContaminationConfig) -> float:
 def top_candidates(bench: Benchmark, n: int = 5) -> dict[str, list[str]]:
     """Query id -> the ids of its ``n`` best-rated candidates (ties: the earlier listed first)."""
     doc_ids = bench.documents["id"].to_list()
-    out = {}
-    for qid, cands, scores in bench.queries.select(
-        "id", "candidates", "relevance_scores"
-    ).iter_rows():
-        order = sorted(range(len(cands)), key=lambda k: -scores[k])[:n]
-        out[qid] = [doc_ids[cands[k]] for k in order]
-    return out
+    return {
+        qid: [doc_ids[c] for c in best_rated(cands, scores, n)]
+        for qid, cands, scores in bench.queries.select(
+            "id", "candidates", "relevance_scores"
+        ).iter_rows()
+    }
 
 
 def contaminated_queries(bench: Benchmark, matched: Iterable[str], top: int = 5) -> set[str]:
@@ -278,10 +278,9 @@ def corpus_files(
     if corpus.bundled is not None:
         return [DATA_DIR / BUNDLED_SOURCES[corpus.bundled][0]], None
     if corpus.path is not None:
-        path = Path(corpus.path).expanduser()
-        path = path if path.is_absolute() else REPO_ROOT / path
+        path = resolve_path(corpus.path)
         if path.is_dir():
-            files = sorted(f for f in path.rglob("*") if f.is_file() and _readable(f))
+            files = sorted(f for f in path.rglob("*") if f.is_file() and readable(f))
             if not files:
                 raise ValueError(
                     f"training corpus {corpus.name!r}: no Parquet or JSONL file under {path}"
@@ -293,12 +292,6 @@ def corpus_files(
         folder, sha = (fetch or fetch_snapshot)(repo, revision or None)
         return sorted(Path(folder).glob("data/**/*.parquet")), sha
     raise ValueError(f"training corpus {corpus.name!r}: declared by name only, no text to read")
-
-
-def _readable(path: Path) -> bool:
-    return path.suffix == ".parquet" or any(
-        path.name.endswith(s) for s in (".jsonl", ".jsonl.gz", ".ndjson")
-    )
 
 
 @dataclass
@@ -420,6 +413,13 @@ def contamination_columns(
     return out.join(share, on="setting", how="left").join(clean, on="setting", how="left")
 
 
+def checked_rows(board: pl.DataFrame) -> pl.DataFrame:
+    """The leaderboard rows of models whose training data was checked on the text."""
+    if "training_checked" not in board.columns:
+        return board.clear()
+    return board.filter(pl.col("training_checked").fill_null("").str.len_chars() > 0)
+
+
 def rows_that_move(board: pl.DataFrame) -> pl.DataFrame:
     """Per setting, the rows whose rank changes when each checked row is scored on its clean
     queries (the others keep their full score): retriever, setting, rank full / clean, the
@@ -449,12 +449,10 @@ def contamination_paragraph(board: pl.DataFrame) -> str:
     metric = score_column(board)
     if "training_checked" not in board.columns:
         return ""
-    has = lambda c: pl.col(c).fill_null("").str.len_chars() > 0  # noqa: E731
-    checked = board.filter(has("training_checked"))
+    checked = checked_rows(board)
     declared = sorted(
-        {(r, d) for r, d in board.filter(has("training_declared_only"))
-         .select("retriever", "training_declared_only").iter_rows()}
-    )  # fmt: skip
+        {(r, d) for r, d in board.select("retriever", "training_declared_only").iter_rows() if d}
+    )
     by_name = "; ".join(f"{r} ({d})" for r, d in declared)
     if checked.height == 0:
         text = "No retriever declares training data with text to check"

@@ -128,6 +128,11 @@ def condensed_ndcg(
     return ndcg_at_k(scores, [rel_of[d] for d in order], k, gain)
 
 
+def best_rated(candidates: Sequence, relevance: Sequence[float], top: int = 5) -> list:
+    """A query's ``top`` highest-rated candidates, best first (ties: the earlier listed first)."""
+    return [candidates[i] for i in np.argsort(-np.asarray(relevance), kind="stable")[:top]]
+
+
 def recall_of_top(
     ranked_doc_rows: Sequence[int],
     candidates: Sequence[int],
@@ -136,7 +141,7 @@ def recall_of_top(
     depth: int = 100,
 ) -> float:
     """Share of the query's ``top`` highest-rated candidates among the first ``depth`` retrieved."""
-    best = [candidates[i] for i in np.argsort(-np.asarray(relevance), kind="stable")[:top]]
+    best = best_rated(candidates, relevance, top)
     retrieved = set(list(ranked_doc_rows)[:depth])
     return sum(d in retrieved for d in best) / len(best) if best else 0.0
 
