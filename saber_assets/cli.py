@@ -8,7 +8,7 @@ import time
 import warnings
 from pathlib import Path
 
-from saber_assets import annotate, registry_cli
+from saber_assets import annotate, llm_server_cli, registry_cli
 from saber_assets.settings import DEFAULT_CONFIG, REPO_ROOT, data_home, load_config
 from saber_assets.stages import select_help
 
@@ -830,6 +830,7 @@ def main(argv: list[str] | None = None) -> int:
     p_rep.add_argument("--config", help="pipeline config YAML")
     annotate.add_parser(sub)
     registry_cli.add_parser(sub)
+    llm_server_cli.add_parser(sub)
     p_ui = sub.add_parser("ui", help="open the Dagster UI on the project-local instance")
     p_ui.add_argument("--port", type=int, default=3000)
     args = parser.parse_args(argv)
@@ -854,6 +855,8 @@ def main(argv: list[str] | None = None) -> int:
             return annotate.run(args)
         if args.command == "registry":
             return registry_cli.run(args)
+        if args.command == "llm-server":
+            return llm_server_cli.run(args)
         return ui(args.port)
     except (FileNotFoundError, ValueError) as exc:  # config, registry and benchmark errors
         print(f"saber: {exc}", file=sys.stderr)

@@ -163,6 +163,10 @@ class LLMConfig(_Strict):
     max_retries: int = Field(default=4, ge=0)
     timeout_s: float = Field(default=120.0, gt=0)
     json_mode: Literal["json_schema", "structured_outputs", "none"] = "json_schema"
+    # How the server takes constrained output (JSON schemas, a fixed set of answers): vllm
+    # (`structured_outputs`), llama.cpp (`response_format` + a GBNF `grammar`), openai (hosted
+    # APIs: `response_format` only), or auto: asked once of the server's GET /models.
+    server: Literal["auto", "openai", "vllm", "llama.cpp"] = "auto"
     tensor_parallel_size: int = Field(default=1, ge=1)
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
     # the in-process engine's context length; null: the model's own. It must hold the longest

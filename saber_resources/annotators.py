@@ -8,6 +8,8 @@ Every task reports ``backend``, ``model`` and ``version``: they are stored with 
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
@@ -66,9 +68,19 @@ class TaskStats:
     cached: int = 0  # answers served from the cache
     parse_failures: int = 0  # answers that did not parse (each retried while attempts remain)
     failed: int = 0  # items that never produced a valid answer
+    # retries by cause: "unparsed" (a new seed), "cut_off" (twice the budget), and the
+    # transport's own ("timeout", "connection", "http_503", "malformed_body", ...)
+    retries: Counter = field(default_factory=Counter)
+    prompt_tokens: int = 0  # the server's ``usage`` over fresh answers
+    completion_tokens: int = 0
+    seconds: float = 0.0  # waiting for the backend
+    max_in_flight: int = 0  # the most requests the transport had in flight at once
 
-    def as_dict(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
+    def as_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["retries"] = dict(sorted(self.retries.items()))
+        d["seconds"] = round(self.seconds, 2)
+        return d
 
 
 class TaskFailed(RuntimeError):
@@ -134,9 +146,11 @@ class TaskRunner:
                         continue
                     if cut and not doubled[i]:
                         doubled[i] = True
+                        self.stats.retries["cut_off"] += 1
                         retry.append(i)
                     elif not cut and retries[i] < self.max_retries:
                         retries[i] += 1
+                        self.stats.retries["unparsed"] += 1
                         retry.append(i)
                     else:
                         self.stats.failed += 1
@@ -145,6 +159,21 @@ class TaskRunner:
                         )
             pending = retry
         return outcomes  # type: ignore[return-value]
+
+    def _generate(self, reqs: list[LLMRequest]) -> list[LLMResponse]:
+        """The backend's answers, with what they cost added to the stats."""
+        transport = getattr(self.backend, "transport", None)
+        before = Counter(transport.retries) if transport is not None else Counter()
+        t0 = time.perf_counter()
+        fresh = self.backend.generate(reqs)
+        self.stats.seconds += time.perf_counter() - t0
+        if transport is not None:
+            self.stats.retries.update(transport.retries - before)
+            self.stats.max_in_flight = max(self.stats.max_in_flight, transport.max_in_flight)
+        for r in fresh:
+            self.stats.prompt_tokens += r.prompt_tokens or 0
+            self.stats.completion_tokens += r.completion_tokens or 0
+        return fresh
 
     def _attempt(self, version, reqs: list[LLMRequest], parse, idx: list[int]):
         hashes = [r.hash() for r in reqs]
@@ -155,7 +184,7 @@ class TaskRunner:
         )
         need = [k for k, h in enumerate(hashes) if h not in cached]
         self.stats.cached += len(reqs) - len(need)
-        fresh = self.backend.generate([reqs[k] for k in need]) if need else []
+        fresh = self._generate([reqs[k] for k in need]) if need else []
         self.stats.calls += len(need)
         answers = {
             k: LLMResponse(
@@ -172,8 +201,12 @@ class TaskRunner:
         fresh_idx = set(need)
         for k, i in enumerate(idx):
             ans = answers[k]
+            # a closed answer set is never cut off: its budget fits the longest choice, and a
+            # server that stops at the budget before the end-of-text says "length" (llama.cpp
+            # and vLLM alike for a one-token "Yes")
+            closed = bool(reqs[k].choices)
             try:
-                if ans.finish_reason == "length":
+                if ans.finish_reason == "length" and not closed:
                     raise Truncated(
                         f"answer cut off at the token limit ({reqs[k].max_tokens} tokens)"
                     )
@@ -185,7 +218,7 @@ class TaskRunner:
             except ParseError as exc:
                 value, err = None, str(exc)
                 self.stats.parse_failures += 1
-            cut = ans.finish_reason in ("length", NO_CONTENT)
+            cut = ans.finish_reason == NO_CONTENT or (ans.finish_reason == "length" and not closed)
             results.append((i, value, err, ans.text, cut))
             if k in fresh_idx:
                 rows.append(

@@ -11,8 +11,11 @@ The task layer (prompts, strict parsers, cache) sits on top; this module only mo
 """
 
 import asyncio
+import json
 import math
 import random
+import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Literal, Protocol
 
@@ -60,6 +63,42 @@ class LLMResponse:
     finish_reason: str | None = None  # "length": cut off at max_tokens; NO_CONTENT: no answer
     # every generated token with its alternatives, when the request asked for all_logprobs
     token_logprobs: list | None = None
+    # the server's own count (``usage``), where it gives one; None for cached answers
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+@dataclass
+class TransportStats:
+    """What moving requests cost, for an asset's metadata: HTTP requests (retries included),
+    retries by cause, the server's token counts, seconds inside ``generate``, and the most
+    requests that were in flight at once."""
+
+    requests: int = 0
+    retries: Counter = field(default_factory=Counter)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    in_flight: int = 0
+    max_in_flight: int = 0
+
+    def sent(self) -> None:
+        self.requests += 1
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def done(self) -> None:
+        self.in_flight -= 1
+
+    def snapshot(self) -> dict:
+        return {
+            "requests": self.requests,
+            "retries": dict(self.retries),
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "seconds": self.seconds,
+            "max_in_flight": self.max_in_flight,
+        }
 
 
 # finish reason of an answer whose content was null (a reasoning model that spent its budget
@@ -67,6 +106,32 @@ class LLMResponse:
 NO_CONTENT = "no_content"
 
 THINKING_SWITCHES = ("none", "chat_template_kwargs")
+
+# How an OpenAI-compatible server takes constrained output (README "LLM servers"):
+# - ``vllm``: ``structured_outputs`` ({json: schema} / {choice: [...]}) — vLLM ≥ 0.10's fields;
+# - ``llama.cpp``: ``response_format`` json_schema for JSON, a GBNF ``grammar`` for choices;
+# - ``openai``: ``response_format`` json_schema only (hosted APIs refuse unknown fields), choices
+#   by the prompt alone;
+# - ``auto``: asked once of ``GET /models`` (each server names itself in ``owned_by``).
+SERVERS = ("auto", "openai", "vllm", "llama.cpp")
+
+
+def choice_grammar(choices: tuple[str, ...]) -> str:
+    """A GBNF grammar (llama.cpp's ``grammar`` field) whose only sentences are ``choices``."""
+    return "root ::= " + " | ".join(json.dumps(c) for c in choices)
+
+
+def server_of_models(data: dict) -> str:
+    """The server flavour a ``GET /models`` answer names: llama.cpp's cards say ``owned_by:
+    llamacpp`` (and it adds a top-level ``models`` list), vLLM's ``owned_by: vllm``; anything
+    else is a generic OpenAI-compatible API."""
+    cards = data.get("data") or []
+    owners = {str(c.get("owned_by", "")).lower() for c in cards if isinstance(c, dict)}
+    if "llamacpp" in owners or "models" in data:
+        return "llama.cpp"
+    if "vllm" in owners:
+        return "vllm"
+    return "openai"
 
 
 def thinking_fields(switch: str, thinking: bool | None) -> dict:
@@ -191,27 +256,34 @@ async def post_with_retries(
     backoff_s: float,
     timeout_s: float,
     on_attempt=None,
+    stats: TransportStats | None = None,
 ):
     """POST ``body`` and ``parse`` the JSON answer, retrying with jittered exponential backoff on
     timeouts, connection errors, 408/409/429/5xx and malformed bodies; a 4xx is final. Any failure
-    that survives the retries raises ``LLMServerError`` naming the URL and the last error."""
-    last = ""
+    that survives the retries raises ``LLMServerError`` naming the URL and the last error.
+    ``stats`` counts the requests, the ones in flight and each retry's cause."""
+    stats = stats if stats is not None else TransportStats()
+    last, cause = "", ""
     for attempt in range(max_retries + 1):
         if attempt:
+            stats.retries[cause] += 1
             await asyncio.sleep(backoff_s * 2 ** (attempt - 1) * (0.5 + random.random() / 2))
         async with sem:
             if on_attempt:
                 on_attempt()
+            stats.sent()
             try:
                 resp = await client.post(url, json=body)
             except httpx.TimeoutException:
-                last = f"timed out after {timeout_s:g}s"
+                last, cause = f"timed out after {timeout_s:g}s", "timeout"
                 continue
             except httpx.TransportError as exc:
-                last = f"cannot connect ({type(exc).__name__}: {exc})"
+                last, cause = f"cannot connect ({type(exc).__name__}: {exc})", "connection"
                 continue
+            finally:
+                stats.done()
         if resp.status_code in RETRY_STATUS:
-            last = f"HTTP {resp.status_code}: {resp.text[:200]}"
+            last, cause = f"HTTP {resp.status_code}: {resp.text[:200]}", f"http_{resp.status_code}"
             continue
         if resp.status_code >= 400:
             raise LLMServerError(
@@ -221,6 +293,7 @@ async def post_with_retries(
             return parse(resp.json())
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             last = f"malformed response body ({exc}): {resp.text[:200]}"
+            cause = "malformed_body"
             continue
     raise LLMServerError(f"{url}: giving up after {max_retries + 1} attempts; last error: {last}")
 
@@ -236,10 +309,38 @@ class OpenAIBackend:
     backoff_s: float = 1.0
     json_mode: Literal["json_schema", "structured_outputs", "none"] = "json_schema"
     thinking_switch: str = "none"
+    # how constrained output is sent (``SERVERS``); "auto" asks the server once, at first use
+    server: str = "openai"
     name: str = "openai"
     calls: int = 0  # HTTP requests sent, retries included (tests count these)
+    transport: TransportStats = field(default_factory=TransportStats)
+    server_probe: str | None = None  # what the "auto" probe saw (for metadata and errors)
+
+    def __post_init__(self) -> None:
+        if self.server not in SERVERS:
+            raise ValueError(f"unknown server {self.server!r} (one of {', '.join(SERVERS)})")
+
+    def _headers(self) -> dict:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def resolve_server(self) -> str:
+        """The server flavour: as configured, or (``auto``) from the server's ``GET /models``,
+        asked once; a server that does not answer it is taken for a generic OpenAI API."""
+        if self.server != "auto":
+            return self.server
+        url = self.base_url.rstrip("/") + "/models"
+        try:
+            resp = httpx.get(url, headers=self._headers(), timeout=min(self.timeout_s, 10.0))
+            resp.raise_for_status()
+            self.server = server_of_models(resp.json())
+            self.server_probe = f"GET {url}: {self.server}"
+        except (httpx.HTTPError, ValueError, AttributeError) as exc:
+            self.server = "openai"
+            self.server_probe = f"GET {url} failed ({type(exc).__name__}); generic openai"
+        return self.server
 
     def body(self, req: LLMRequest) -> dict:
+        server = self.server if self.server != "auto" else "openai"
         body: dict = {
             "model": self.model,
             "messages": req.chat(),
@@ -247,15 +348,20 @@ class OpenAIBackend:
             "temperature": req.temperature,
             "seed": req.seed,
         }
-        if req.json_schema is not None and self.json_mode == "json_schema":
+        structured = self.json_mode == "structured_outputs" or (
+            server == "vllm" and self.json_mode != "none"
+        )
+        if req.json_schema is not None and structured:
+            body["structured_outputs"] = {"json": req.json_schema}
+        elif req.json_schema is not None and self.json_mode != "none":
             body["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": "answer", "schema": req.json_schema, "strict": True},
             }
-        elif req.json_schema is not None and self.json_mode == "structured_outputs":
-            body["structured_outputs"] = {"json": req.json_schema}
-        if req.choices and self.json_mode == "structured_outputs":
+        if req.choices and structured:
             body["structured_outputs"] = {"choice": list(req.choices)}
+        elif req.choices and server == "llama.cpp" and self.json_mode != "none":
+            body["grammar"] = choice_grammar(req.choices)
         if req.top_logprobs or req.all_logprobs:
             body["logprobs"] = True
             body["top_logprobs"] = max(req.top_logprobs, 5 if req.all_logprobs else 0)
@@ -279,7 +385,15 @@ class OpenAIBackend:
                 alts.setdefault(pos["token"], pos["logprob"])
                 tokens.append([pos["token"], alts])
             top = tokens[0][1]
-        return LLMResponse(text, top, choice.get("finish_reason"), tokens)
+        usage = data.get("usage") or {}
+        return LLMResponse(
+            text,
+            top,
+            choice.get("finish_reason"),
+            tokens,
+            usage.get("prompt_tokens"),
+            usage.get("completion_tokens"),
+        )
 
     async def _one(
         self, client: httpx.AsyncClient, sem: asyncio.Semaphore, req: LLMRequest
@@ -288,7 +402,7 @@ class OpenAIBackend:
             self.calls += 1
 
         url = self.base_url.rstrip("/") + "/chat/completions"
-        return await post_with_retries(
+        resp = await post_with_retries(
             client,
             sem,
             url,
@@ -298,18 +412,32 @@ class OpenAIBackend:
             self.backoff_s,
             self.timeout_s,
             count,
+            self.transport,
         )
+        self.transport.prompt_tokens += resp.prompt_tokens or 0
+        self.transport.completion_tokens += resp.completion_tokens or 0
+        return resp
 
     async def _all(self, requests: list[LLMRequest]) -> list[LLMResponse]:
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         sem = asyncio.Semaphore(self.max_concurrency)
-        async with httpx.AsyncClient(timeout=self.timeout_s, headers=headers) as client:
+        # one connection per request in flight: no request waits for a socket
+        limits = httpx.Limits(
+            max_connections=self.max_concurrency, max_keepalive_connections=self.max_concurrency
+        )
+        async with httpx.AsyncClient(
+            timeout=self.timeout_s, headers=self._headers(), limits=limits
+        ) as client:
             return list(await asyncio.gather(*(self._one(client, sem, r) for r in requests)))
 
     def generate(self, requests: list[LLMRequest]) -> list[LLMResponse]:
         if not requests:
             return []
-        return asyncio.run(self._all(requests))
+        self.resolve_server()
+        t0 = time.perf_counter()
+        try:
+            return asyncio.run(self._all(requests))
+        finally:
+            self.transport.seconds += time.perf_counter() - t0
 
 
 def p_yes(top_logprobs: dict[str, float] | None) -> float:
@@ -348,6 +476,8 @@ class LLMResource(ConfigurableResource):
     max_retries: int = 4
     timeout_s: float = 120.0
     json_mode: Literal["json_schema", "structured_outputs", "none"] = "json_schema"
+    # how the server takes constrained output: auto (asked of GET /models), openai, vllm, llama.cpp
+    server: Literal["auto", "openai", "vllm", "llama.cpp"] = "auto"
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.9
     max_model_len: int | None = None  # the model's own
@@ -383,6 +513,7 @@ class LLMResource(ConfigurableResource):
             timeout_s=self.timeout_s,
             json_mode=self.json_mode,
             thinking_switch=self.thinking_switch,
+            server=self.server,
         )
 
     def describe(self) -> dict:

@@ -149,3 +149,33 @@ def postgres_dsn():
             [*as_user, pg_ctl, "-D", str(data), "-m", "fast", "stop"], capture_output=True
         )
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _llama_server(embeddings: bool):
+    """A real llama.cpp server with the bundled SmolLM2-135M-Instruct on 127.0.0.1, started once
+    per session (built by .ci/run: `saber llm-server --prepare`); skipped with the reason where
+    it is not built here."""
+    from saber_resources.llama_server import (
+        LlamaServer,
+        ServerUnavailable,
+        bundled_model,
+        server_binary,
+    )
+
+    try:
+        binary, model = server_binary(), bundled_model()
+    except ServerUnavailable as exc:
+        pytest.skip(str(exc))
+    # 2 threads and 4 slots, as a user's 2-core machine runs it (`saber llm-server`)
+    with LlamaServer(binary, model, embeddings=embeddings) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="session")
+def llama_chat():
+    yield from _llama_server(embeddings=False)
+
+
+@pytest.fixture(scope="session")
+def llama_embed():
+    yield from _llama_server(embeddings=True)

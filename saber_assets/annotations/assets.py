@@ -15,7 +15,7 @@ from saber_assets.annotations.traversal import traverse
 from saber_assets.io_managers import concat_partitions
 from saber_assets.lib.annotators import tasks_for
 from saber_assets.lib.declare import table_asset
-from saber_assets.lib.metadata import markdown_table, stage_metadata
+from saber_assets.lib.metadata import llm_metadata, markdown_table, stage_metadata
 from saber_assets.lib.partitions import chunk_of
 from saber_assets.ontology.domains import domain_names
 from saber_assets.ontology.similarity import information_content, subtree_counts
@@ -149,6 +149,7 @@ def topic_annotations(
             "topics_per_problem": _histogram(df["topics"].list.len().to_list(), "topics"),
             "levels": markdown_table(pl.DataFrame(levels)) if levels else "none",
             **_call_metadata(tasks.topic_scorer.stats, elapsed, df.height),
+            **llm_metadata({"topics": scorer}),
         },
     )
 
@@ -195,6 +196,7 @@ def solution_summaries(
                 df.filter(pl.col("status") == "ok").select("id", "summary").head(8)
             ),
             **_call_metadata(summarizer.stats, elapsed, df.height),
+            **llm_metadata({"summaries": summarizer}),
         },
     )
 

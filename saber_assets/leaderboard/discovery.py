@@ -104,7 +104,10 @@ def _request(client: httpx.Client, method: str, url: str, **kw) -> httpx.Respons
         raise EndpointError(f"{method} {url}: {type(exc).__name__}") from None
     if response.status_code in (401, 403):
         raise EndpointError(f"{method} {url}: HTTP {response.status_code} (the key is refused)")
-    if response.status_code >= 500 or response.status_code == 429:
+    # 501 Not Implemented is an answer, not an outage: llama.cpp's chat server says so for
+    # /v1/embeddings (a model that does not embed), where vLLM says 400
+    transient = response.status_code >= 500 and response.status_code != 501
+    if transient or response.status_code == 429:
         raise EndpointError(f"{method} {url}: HTTP {response.status_code}")
     return response
 

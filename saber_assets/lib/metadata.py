@@ -43,3 +43,35 @@ def stage_metadata(
     if by is not None:
         out |= {"backend": by.backend, "model": by.model, "prompt_version": by.version}
     return out
+
+
+def llm_metadata(tasks: dict[str, object]) -> dict[str, object]:
+    """What each LLM task (name -> its task object) cost: calls, answers served from the cache,
+    retries by cause, unparsed answers (retried) and failures (never parsed), the server's tokens
+    in and out, seconds waiting and the most requests in flight; one row per task, under
+    ``llm_calls``. CPU stand-ins report their call counts only."""
+    rows = []
+    for name, task in tasks.items():
+        stats = getattr(task, "stats", None)
+        if stats is None:
+            continue
+        retries = dict(getattr(stats, "retries", {}) or {})
+        rows.append(
+            {
+                "task": name,
+                "calls": stats.calls,
+                "cached": stats.cached,
+                "retries": sum(retries.values()),
+                "retries_by_cause": ", ".join(f"{k} {v}" for k, v in sorted(retries.items()))
+                or "-",
+                "unparsed": stats.parse_failures,
+                "failed": stats.failed,
+                "tokens_in": getattr(stats, "prompt_tokens", 0),
+                "tokens_out": getattr(stats, "completion_tokens", 0),
+                "seconds": round(getattr(stats, "seconds", 0.0), 2),
+                "max_in_flight": getattr(stats, "max_in_flight", 0),
+            }
+        )
+    if not rows:
+        return {}
+    return {"llm_calls": markdown_table(pl.DataFrame(rows), max_chars=120)}

@@ -7,13 +7,16 @@ from dagster import AssetExecutionContext, Output
 
 from saber_assets.lib.annotators import prepared_judge
 from saber_assets.lib.declare import table_asset
-from saber_assets.lib.metadata import markdown_table, stage_metadata
+from saber_assets.lib.metadata import llm_metadata, markdown_table, stage_metadata
 from saber_assets.ratings.rate import configured_prior
 from saber_assets.resources import SaberSettings
 from saber_assets.tournament.engine import TournamentQuery, run_key, run_tournament, wilson_interval
 from saber_assets.tournament.store import SQLJudgmentStore
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
+
+
+UNPARSED_RULE = "played, no winner: the pair is not asked again and neither rating moves"
 
 
 @table_asset("tournament", kinds={"polars", "duckdb"}, pool="llm")
@@ -54,7 +57,16 @@ def tournament_judgments(
         ),
     )
     elapsed = time.perf_counter() - t0
-    df = store.frame(key).drop("created_at")
+    # the one rule for a judgment that never parsed (README "Bad answers are data")
+    df = (
+        store.frame(key)
+        .drop("created_at")
+        .with_columns(
+            counts_as=pl.when(pl.col("winner").is_null())
+            .then(pl.lit(UNPARSED_RULE))
+            .otherwise(pl.lit("a win for the winner"))
+        )
+    )
     decided = sum(s.decided for s in standings.values())
     first = sum(s.first_wins for s in standings.values())
     failures = sum(s.failures for s in standings.values())
@@ -84,5 +96,6 @@ def tournament_judgments(
             "position_bias_first_share": round(first / decided, 4) if decided else None,
             "position_bias_95ci": f"[{lo:.3f}, {hi:.3f}]",
             "per_round": markdown_table(per_round, max_rows=40),
+            **llm_metadata({"judge": judge}),
         },
     )
