@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 from saber_resources.cache import LLMCache
-from saber_resources.llm import NO_CONTENT, LLMBackend, LLMRequest, LLMResponse
+from saber_resources.llm import NO_CONTENT, REFUSED, LLMBackend, LLMRequest, LLMResponse
 from saber_resources.prompts import (
     JUDGE_VERSIONS,
     ORDINAL_VERSION,
@@ -68,6 +68,7 @@ class TaskStats:
     cached: int = 0  # answers served from the cache
     parse_failures: int = 0  # answers that did not parse (each retried while attempts remain)
     failed: int = 0  # items that never produced a valid answer
+    refused: int = 0  # requests the server refused (HTTP 400/413/422: e.g. over its context)
     # retries by cause: "unparsed" (a new seed), "cut_off" (twice the budget), and the
     # transport's own ("timeout", "connection", "http_503", "malformed_body", ...)
     retries: Counter = field(default_factory=Counter)
@@ -95,7 +96,9 @@ class TaskRunner:
     deterministic server would otherwise repeat the same bad answer). An answer cut off by the
     token limit (finish_reason "length"), or one without content (a reasoning model that spent
     the budget thinking), is retried once with twice the budget, same seed and temperature, and
-    is a failure if it is cut off again. Each attempt is its own cache entry.
+    is a failure if it is cut off again. A request the server refuses (HTTP 400/413/422, e.g. a
+    prompt longer than its context) is a failure at once, with the server's reason, and is not
+    cached. Each attempt is its own cache entry.
     Answers are cached after every sub-batch of ``batch_size``, so a crash loses at most one.
     """
 
@@ -144,7 +147,10 @@ class TaskRunner:
                     if ok is not None:
                         outcomes[i] = Outcome(ok[0], raw=raw, attempts=attempts[i])
                         continue
-                    if cut and not doubled[i]:
+                    if cut == REFUSED:  # the same request would be refused again
+                        self.stats.failed += 1
+                        outcomes[i] = Outcome(None, ok=False, error=err, attempts=attempts[i])
+                    elif cut and not doubled[i]:
                         doubled[i] = True
                         self.stats.retries["cut_off"] += 1
                         retry.append(i)
@@ -205,6 +211,11 @@ class TaskRunner:
             # server that stops at the budget before the end-of-text says "length" (llama.cpp
             # and vLLM alike for a one-token "Yes")
             closed = bool(reqs[k].choices)
+            if ans.finish_reason == REFUSED:  # never cached: a rerun asks again, e.g. after the
+                self.stats.refused += 1  # server was given a larger context
+                reason = f"the server refused the request: {ans.text}"
+                results.append((i, None, reason, None, REFUSED))
+                continue
             try:
                 if ans.finish_reason == "length" and not closed:
                     raise Truncated(

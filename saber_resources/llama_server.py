@@ -95,7 +95,8 @@ class LlamaServer:
     """One ``llama-server`` process on 127.0.0.1. ``with LlamaServer(...) as srv: srv.url``.
 
     ``embeddings``: serve ``/v1/embeddings`` (mean pooling) instead of chat. ``parallel`` slots
-    share ``ctx`` tokens of context (each slot gets ctx / parallel). ``--metrics`` is on, so a
+    share ``ctx`` tokens of context (each slot gets ctx / parallel: 4,096 by default; a longer
+    prompt is refused with HTTP 400, which saber records as that item's failure). ``--metrics`` is on, so a
     test can read the server's own request counters."""
 
     binary: Path
@@ -103,7 +104,7 @@ class LlamaServer:
     alias: str = MODEL_ALIAS
     embeddings: bool = False
     threads: int = 2
-    ctx: int = 8192
+    ctx: int = 16384
     parallel: int = 4
     port: int = 0
     log: Path | None = None

@@ -30,6 +30,14 @@ class LLMServerError(RuntimeError):
     """The server could not be reached or kept failing; the message names the URL."""
 
 
+class RequestRefused(LLMServerError):
+    """The server answered 4xx to this one request; ``status`` and the server's ``reason``."""
+
+    def __init__(self, message: str, status: int, reason: str) -> None:
+        super().__init__(message)
+        self.status, self.reason = status, reason
+
+
 @dataclass(frozen=True)
 class LLMRequest:
     messages: tuple[tuple[str, str], ...]  # (role, content)
@@ -100,6 +108,12 @@ class TransportStats:
             "max_in_flight": self.max_in_flight,
         }
 
+
+# finish reason of a request the server refused for what it holds (HTTP 400/413/422: a prompt
+# over the context, a schema it cannot compile); the answer's text is the server's reason. The
+# task runner records the item as failed and goes on: one long problem never stops a chunk.
+REFUSED = "refused"
+REFUSED_STATUS = {400, 413, 422}
 
 # finish reason of an answer whose content was null (a reasoning model that spent its budget
 # thinking, the reasoning parser keeping it all): the task runner retries it with a larger budget
@@ -286,8 +300,10 @@ async def post_with_retries(
             last, cause = f"HTTP {resp.status_code}: {resp.text[:200]}", f"http_{resp.status_code}"
             continue
         if resp.status_code >= 400:
-            raise LLMServerError(
-                f"{url} refused the request: HTTP {resp.status_code}: {resp.text[:300]}"
+            raise RequestRefused(
+                f"{url} refused the request: HTTP {resp.status_code}: {resp.text[:300]}",
+                resp.status_code,
+                resp.text[:500],
             )
         try:
             return parse(resp.json())
@@ -402,18 +418,23 @@ class OpenAIBackend:
             self.calls += 1
 
         url = self.base_url.rstrip("/") + "/chat/completions"
-        resp = await post_with_retries(
-            client,
-            sem,
-            url,
-            self.body(req),
-            self.parse_body,
-            self.max_retries,
-            self.backoff_s,
-            self.timeout_s,
-            count,
-            self.transport,
-        )
+        try:
+            resp = await post_with_retries(
+                client,
+                sem,
+                url,
+                self.body(req),
+                self.parse_body,
+                self.max_retries,
+                self.backoff_s,
+                self.timeout_s,
+                count,
+                self.transport,
+            )
+        except RequestRefused as exc:
+            if exc.status not in REFUSED_STATUS:  # 401/403/404: the key, the URL, the model
+                raise
+            return LLMResponse(f"HTTP {exc.status}: {exc.reason}", None, REFUSED)
         self.transport.prompt_tokens += resp.prompt_tokens or 0
         self.transport.completion_tokens += resp.completion_tokens or 0
         return resp

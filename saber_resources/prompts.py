@@ -106,6 +106,10 @@ def topic_request(
 
 
 def parse_topic_scores(text: str, labels: list[str]) -> dict[str, float]:
+    """Every label's score: a finite number ≥ 0. A score above 1 is kept on the model's own
+    scale: the prompt asks for scores relative to the best and the worst, and the traversal
+    min–max normalises each request's scores before τ (a real 135M model answers 0–10 on a
+    schema whose [0, 1] bounds llama.cpp's grammar does not enforce; what it ranks is the same)."""
     data = _strict_json(text)
     if not isinstance(data, dict) or not isinstance(data.get("scores"), dict):
         raise ParseError('expected an object {"scores": {...}}')
@@ -121,8 +125,8 @@ def parse_topic_scores(text: str, labels: list[str]) -> dict[str, float]:
         v = scores[label]
         if isinstance(v, bool) or not isinstance(v, int | float):
             raise ParseError(f"score of {label!r} is not a number: {v!r}")
-        if not 0.0 <= v <= 1.0:
-            raise ParseError(f"score of {label!r} out of range [0, 1]: {v}")
+        if not (math.isfinite(v) and v >= 0.0):
+            raise ParseError(f"score of {label!r} is negative or not finite: {v}")
         out[label] = float(v)
     return out
 

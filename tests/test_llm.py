@@ -54,7 +54,9 @@ def test_topic_parser_good_and_bad():
             {"scores": {"Geometry": 1, "Number Theory": 0, "Algebra": 0, "Topology": 0.5}}
         ),
         "missing labels": json.dumps({"scores": {"Geometry": 1}}),
-        "out of range": json.dumps({"scores": {"Geometry": 1.5, "Number Theory": 0, "Algebra": 0}}),
+        "negative or not finite": json.dumps(
+            {"scores": {"Geometry": -0.5, "Number Theory": 0, "Algebra": 0}}
+        ),
         "not a number": json.dumps(
             {"scores": {"Geometry": "high", "Number Theory": 0, "Algebra": 0}}
         ),
@@ -62,6 +64,9 @@ def test_topic_parser_good_and_bad():
     for reason, text in bad.items():
         with pytest.raises(ParseError, match=reason):
             parse_topic_scores(text, LABELS)
+    # a model's own scale (llama.cpp's grammar does not bound numbers): kept, normalised later
+    ten = json.dumps({"scores": {"Geometry": 8, "Number Theory": 2, "Algebra": 0}})
+    assert parse_topic_scores(ten, LABELS) == {"Geometry": 8.0, "Number Theory": 2.0, "Algebra": 0.0}
 
 
 def _core(core: str, has: bool = True, **extra) -> str:

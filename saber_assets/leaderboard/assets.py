@@ -54,7 +54,12 @@ from saber_assets.leaderboard.retrievers.registry import (
 from saber_assets.leaderboard.significance import beats_column, significance_tables
 from saber_assets.lib.annotators import tasks_for
 from saber_assets.lib.declare import stage_asset
-from saber_assets.lib.metadata import figure_markdown, markdown_table, stage_metadata
+from saber_assets.lib.metadata import (
+    figure_markdown,
+    llm_metadata,
+    markdown_table,
+    stage_metadata,
+)
 from saber_assets.lib.partitions import retriever_partitions
 from saber_assets.ontology.domains import domain_names, domain_title
 from saber_assets.resources import SaberSettings
@@ -402,6 +407,11 @@ def retriever_runs(
             "median_latency_ms": round(float(result["latency_ms"].median() or 0), 2),
             **stage_metadata(seconds=time.perf_counter() - t0),
             **meta,
+            **(
+                llm_metadata({"pointwise": tasks.pointwise_judge})
+                if resources.pointwise_judge is not None
+                else {}
+            ),
         }
     )
 

@@ -65,6 +65,7 @@ def llm_metadata(tasks: dict[str, object]) -> dict[str, object]:
                 "retries_by_cause": ", ".join(f"{k} {v}" for k, v in sorted(retries.items()))
                 or "-",
                 "unparsed": stats.parse_failures,
+                "refused": getattr(stats, "refused", 0),
                 "failed": stats.failed,
                 "tokens_in": getattr(stats, "prompt_tokens", 0),
                 "tokens_out": getattr(stats, "completion_tokens", 0),
