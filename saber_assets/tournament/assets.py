@@ -15,7 +15,6 @@ from saber_assets.tournament.store import SQLJudgmentStore
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
 
-
 UNPARSED_RULE = "played, no winner: the pair is not asked again and neither rating moves"
 
 
