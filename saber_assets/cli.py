@@ -172,6 +172,15 @@ def build(
     for stage in stages:
         if failed:
             break  # later stages need this one complete
+        if stage.alias == "analyses" and _no_queries(home / cfg.name):
+            # the analyses read queries, ratings and a leaderboard: over none they have nothing
+            # to say, and a build whose model found no viable query still finishes
+            print(
+                "  analyses skipped: the benchmark has no query (no viable query in any domain: "
+                "see relevance_thresholds)",
+                flush=True,
+            )
+            continue
         # asked only now: the previous stage may have given this one new inputs
         keep = partition_filter(stage, domains, retrievers)
         for step in stage_steps(defs.get_repository_def(), instance, stage, keep, force):
@@ -217,6 +226,16 @@ def build(
         return 1
     print(f"saber build finished in {elapsed:.1f}s")
     return 0
+
+
+def _no_queries(outputs: Path) -> bool:
+    """Whether the built evaluation benchmark exists and holds no query."""
+    queries = outputs / "evaluation_benchmark" / "queries.parquet"
+    if not queries.exists():
+        return False
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(queries).metadata.num_rows == 0
 
 
 def _benchmark_dir(given: str | None, cfg) -> Path:

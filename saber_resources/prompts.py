@@ -138,8 +138,10 @@ SUMMARY_SCHEMA = {
     "properties": {
         "has_core_idea": {"type": "boolean"},
         "core_idea": {"type": "string"},
-        "supporting_ideas": {"type": "array", "items": {"type": "string"}},
-        "keywords": {"type": "array", "items": {"type": "string"}},
+        # the prompt's "up to three" / "up to six", in the schema too: without a bound a real
+        # small model repeats one item until the budget runs out (seen with SmolLM2 on llama.cpp)
+        "supporting_ideas": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+        "keywords": {"type": "array", "items": {"type": "string"}, "maxItems": 6},
         "confidence": {"type": "number", "minimum": 0, "maximum": 1},
     },
     "required": ["has_core_idea", "core_idea", "supporting_ideas", "keywords", "confidence"],

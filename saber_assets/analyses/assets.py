@@ -42,7 +42,12 @@ from saber_assets.leaderboard.retrievers.registry import (
 )
 from saber_assets.lib.annotators import prepared_judge, prepared_tasks, tasks_for
 from saber_assets.lib.declare import analysis
-from saber_assets.lib.metadata import figure_markdown, markdown_table, stage_metadata
+from saber_assets.lib.metadata import (
+    figure_markdown,
+    llm_metadata,
+    markdown_table,
+    stage_metadata,
+)
 from saber_assets.ratings.rate import configured_prior
 from saber_assets.resources import SaberSettings
 from saber_assets.versions import labels_version
@@ -254,6 +259,7 @@ def judging_regimes(
             "vote_temperature": acfg.regime_temperature,
             "failed_judgments": MetadataValue.json(failed),
             "plot": figure_markdown(plots.regimes_figure(summary), "judging regimes"),
+            **llm_metadata({"judge + ordinal": judge}),
         },
     )
 
@@ -394,6 +400,7 @@ def math_vs_words(
             "plot": figure_markdown(plots.wins_figure(summary), "math vs words")
             if summary.height
             else "no queries",
+            **(llm_metadata({"math_split": segmenter}) if segmenter is not None else {}),
         },
     )
 
