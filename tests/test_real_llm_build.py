@@ -46,7 +46,7 @@ def _config(tmp_path: Path, chat_url: str, embed_url: str) -> Path:
     doc["name"] = "real"
     doc["corpus"]["sources"][0]["sample_size"] = 12
     doc["llm"]["base_url"] = chat_url
-    reg = yaml.safe_load((REPO_ROOT / "configs" / "local-llm.retrievers.yaml").read_text())
+    reg = yaml.safe_load((REPO_ROOT / "configs" / "local-llm/retrievers.yaml").read_text())
     for entry in reg["retrievers"]:
         if "embedder" in entry.get("params", {}):
             entry["params"]["embedder"]["base_url"] = embed_url
@@ -83,9 +83,9 @@ def test_the_users_config_builds_end_to_end_on_the_real_server(llama_chat, llama
     for frame in (topics, summaries):  # a failure is data: its reason and the raw answer
         failed = frame.filter(pl.col("status") == "failed")
         assert failed["error"].is_not_null().all() and failed["raw_answer"].is_not_null().all()
-    board = pl.read_csv(home / "real" / "leaderboard" / "leaderboard.csv")
     queries = pl.read_parquet(home / "real" / "evaluation_benchmark" / "queries.parquet")
     if queries.height:
+        board = pl.read_csv(home / "real" / "leaderboard" / "leaderboard.csv")
         assert {"bm25", "dense-smollm2", "ssemb-smollm2", "bm25-rerank"} <= set(board["retriever"])
         judged = pl.read_parquet(parquet / "tournament_judgments")
         assert judged["counts_as"].null_count() == 0
@@ -111,10 +111,11 @@ def test_a_tournament_killed_mid_run_on_the_real_server_resumes_without_asking_a
         binary, model = server_binary(), bundled_model()
     except ServerUnavailable as exc:
         pytest.skip(str(exc))
-    cfg = tiny_config(ontology={"domains": {"Algebra": "Algebra"}}, tournament={"rounds": 3})
+    cfg = tiny_config(ontology={"domains": {"Algebra": "Algebra"}})
     # short problems: the judge reads three of them with their solutions on 2 CPU cores
     doc = yaml.safe_load(cfg.read_text())
     doc["corpus"].update(max_problem_chars=240, max_solution_chars=400)
+    doc["tournament"]["rounds"] = 3
     cfg.write_text(yaml.safe_dump(doc))
     home, clean_home = tmp_path / "home", tmp_path / "clean"
     upstream = ["sources", "annotations", "signal-inputs", "shards", "thresholds"]
