@@ -151,31 +151,33 @@ def postgres_dsn():
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _llama_server(embeddings: bool):
-    """A real llama.cpp server with the bundled SmolLM2-135M-Instruct on 127.0.0.1, started once
-    per session (built by .ci/run: `saber llm-server --prepare`); skipped with the reason where
-    it is not built here."""
-    from saber_resources.llama_server import (
-        LlamaServer,
-        ServerUnavailable,
-        bundled_model,
-        server_binary,
-    )
+@pytest.fixture(scope="session")
+def llama_parts():
+    """(llama-server binary, SmolLM2 GGUF), or the test is skipped with the reason (built by
+    .ci/run: `deploy/llama-server/build.sh`; the model comes with `uv sync`)."""
+    from saber_resources.llama_server import ServerUnavailable, bundled_model, server_binary
 
     try:
-        binary, model = server_binary(), bundled_model()
+        return server_binary(), bundled_model()
     except ServerUnavailable as exc:
         pytest.skip(str(exc))
+
+
+def _llama_server(parts, embeddings: bool):
+    """A real llama.cpp server with the bundled SmolLM2-135M-Instruct on 127.0.0.1, started once
+    per session."""
+    from saber_resources.llama_server import LlamaServer
+
     # 2 threads and 4 slots, as a user's 2-core machine runs it (`saber llm-server`)
-    with LlamaServer(binary, model, embeddings=embeddings) as srv:
+    with LlamaServer(*parts, embeddings=embeddings) as srv:
         yield srv
 
 
 @pytest.fixture(scope="session")
-def llama_chat():
-    yield from _llama_server(embeddings=False)
+def llama_chat(llama_parts):
+    yield from _llama_server(llama_parts, embeddings=False)
 
 
 @pytest.fixture(scope="session")
-def llama_embed():
-    yield from _llama_server(embeddings=True)
+def llama_embed(llama_parts):
+    yield from _llama_server(llama_parts, embeddings=True)

@@ -212,19 +212,10 @@ def test_the_chat_server_refuses_embeddings_and_discovery_says_so(
     assert entry["params"]["embedder"]["base_url"] == llama_embed.url
 
 
-def test_the_server_leaves_no_process_behind(tmp_path):
-    from saber_resources.llama_server import (
-        LlamaServer,
-        ServerUnavailable,
-        bundled_model,
-        server_binary,
-    )
+def test_the_server_leaves_no_process_behind(llama_parts, tmp_path):
+    from saber_resources.llama_server import LlamaServer
 
-    try:
-        binary, model = server_binary(), bundled_model()
-    except ServerUnavailable as exc:
-        pytest.skip(str(exc))
-    srv = LlamaServer(binary, model, parallel=1, ctx=2048, log=tmp_path / "log")
+    srv = LlamaServer(*llama_parts, parallel=1, ctx=2048, log=tmp_path / "log")
     with srv:
         pid = srv.proc.pid
         assert httpx.get(srv.url + "/models").json()["data"][0]["id"] == srv.alias

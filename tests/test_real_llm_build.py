@@ -14,7 +14,6 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
-import pytest
 import yaml
 
 from saber_assets.settings import REPO_ROOT
@@ -94,23 +93,14 @@ def test_the_users_config_builds_end_to_end_on_the_real_server(llama_chat, llama
 
 
 def test_a_tournament_killed_mid_run_on_the_real_server_resumes_without_asking_again(
-    tiny_config, tmp_path
+    tiny_config, llama_parts, tmp_path
 ):
     """The tiny config's signals (CPU annotations), then its tournament judged by the real
     server: killed with SIGKILL after a few judgments and run again, the server's own log shows
     that the relaunch asked exactly the judgments that were missing, and the ratings equal those
     of the same tournament run uninterrupted from empty stores."""
-    from saber_resources.llama_server import (
-        LlamaServer,
-        ServerUnavailable,
-        bundled_model,
-        server_binary,
-    )
+    from saber_resources.llama_server import LlamaServer
 
-    try:
-        binary, model = server_binary(), bundled_model()
-    except ServerUnavailable as exc:
-        pytest.skip(str(exc))
     cfg = tiny_config(ontology={"domains": {"Algebra": "Algebra"}})
     # short problems: the judge reads three of them with their solutions on 2 CPU cores
     doc = yaml.safe_load(cfg.read_text())
@@ -121,7 +111,7 @@ def test_a_tournament_killed_mid_run_on_the_real_server_resumes_without_asking_a
     upstream = ["sources", "annotations", "signal-inputs", "shards", "thresholds"]
     _run(["build", "--config", str(cfg), *sum((["--select", s] for s in upstream), [])], home)
     # its own server without a prompt cache: an answer does not depend on what came before it
-    with LlamaServer(binary, model, extra=["--no-cache-prompt"]) as srv:
+    with LlamaServer(*llama_parts, extra=["--no-cache-prompt"]) as srv:
         doc = yaml.safe_load(cfg.read_text())
         doc["llm"] = {"backend": "openai", "model": srv.alias, "base_url": srv.url, "max_retries": 0}
         doc["tournament"].update(judge_prompt="direct", judge_chunk=2)
