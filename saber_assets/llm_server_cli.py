@@ -1,7 +1,7 @@
 """`saber llm-server`: the bundled real LLM server on this machine's CPU (llama.cpp's server with
 SmolLM2-135M-Instruct), for a build with `configs/local-llm.yaml`.
 
-    saber llm-server --prepare       build the server and unpack the model (once per machine)
+    saber llm-server --prepare       build the server (once per machine) and find the model
     saber llm-server                 serve chat on :8080 and embeddings on :8081 until Ctrl-C
 """
 
@@ -13,7 +13,7 @@ import time
 
 def add_parser(sub) -> None:
     p = sub.add_parser("llm-server", help="serve the bundled model with llama.cpp on this CPU")
-    p.add_argument("--prepare", action="store_true", help="build and unpack only, then exit")
+    p.add_argument("--prepare", action="store_true", help="build the server if absent, print its and the model's path, exit")
     p.add_argument("--port", type=int, default=8080, help="chat completions (default 8080)")
     p.add_argument("--embed-port", type=int, default=8081, help="embeddings (default 8081)")
     p.add_argument("--threads", type=int, default=2)

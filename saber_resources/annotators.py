@@ -78,10 +78,7 @@ class TaskStats:
     max_in_flight: int = 0  # the most requests the transport had in flight at once
 
     def as_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["retries"] = dict(sorted(self.retries.items()))
-        d["seconds"] = round(self.seconds, 2)
-        return d
+        return dataclasses.asdict(self)
 
 
 class TaskFailed(RuntimeError):

@@ -41,7 +41,7 @@ class ServerUnavailable(RuntimeError):
 
 
 def cache_home() -> Path:
-    """Where the built server and the model lie: one place per machine, outside any checkout."""
+    """Where the built server lies: one place per machine, outside any checkout."""
     env = os.environ.get("SABER_LLAMA_SERVER_HOME")
     if env:
         return Path(env)
@@ -51,7 +51,7 @@ def cache_home() -> Path:
 
 def server_binary(build: bool = False) -> Path:
     """The built ``llama-server``: ``$SABER_LLAMA_SERVER`` if set, else the cached build (made
-    now when ``build``; a compile of 10–25 minutes on 2 cores)."""
+    now when ``build``; a compile of about 5 minutes on 2 idle cores)."""
     given = os.environ.get("SABER_LLAMA_SERVER")
     if given:
         if not os.access(given, os.X_OK):
@@ -96,8 +96,9 @@ class LlamaServer:
 
     ``embeddings``: serve ``/v1/embeddings`` (mean pooling) instead of chat. ``parallel`` slots
     share ``ctx`` tokens of context (each slot gets ctx / parallel: 4,096 by default; a longer
-    prompt is refused with HTTP 400, which saber records as that item's failure). ``--metrics`` is on, so a
-    test can read the server's own request counters."""
+    prompt is refused with HTTP 400, which saber records as that item's failure). The server's own
+    count of requests is ``requests_served`` (its log); ``--metrics`` serves its Prometheus
+    counters to whoever watches it."""
 
     binary: Path
     model: Path
@@ -173,16 +174,6 @@ class LlamaServer:
             except subprocess.TimeoutExpired:
                 continue
         self.proc = None
-
-    def metrics(self) -> dict[str, float]:
-        """The server's own Prometheus counters (``llamacpp:…``), by name."""
-        text = httpx.get(self.base + "/metrics", timeout=5.0).text
-        out = {}
-        for line in text.splitlines():
-            m = re.match(r"^([a-zA-Z_:][\w:]*)(?:\{[^}]*\})?\s+([-+0-9.eE]+|NaN)$", line)
-            if m:
-                out[m.group(1)] = float(m.group(2))
-        return out
 
     def requests_served(self) -> int:
         """How many requests the server has taken on (its own log: one ``launch_slot_ …

@@ -98,16 +98,6 @@ class TransportStats:
     def done(self) -> None:
         self.in_flight -= 1
 
-    def snapshot(self) -> dict:
-        return {
-            "requests": self.requests,
-            "retries": dict(self.retries),
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "seconds": self.seconds,
-            "max_in_flight": self.max_in_flight,
-        }
-
 
 # finish reason of a request the server refused for what it holds (HTTP 400/413/422: a prompt
 # over the context, a schema it cannot compile); the answer's text is the server's reason. The
