@@ -1,8 +1,10 @@
 """Parquet IO manager that keeps the DuckDB views over the Parquet assets current."""
 
+import typing
+
 import duckdb
 import polars as pl
-from dagster import OutputContext, ResourceDependency
+from dagster import InputContext, OutputContext, ResourceDependency
 from dagster_polars import PolarsParquetIOManager
 
 from saber_resources.warehouse import Warehouse
@@ -16,6 +18,17 @@ class WarehouseParquetIOManager(PolarsParquetIOManager):
     def handle_output(self, context: OutputContext, obj) -> None:
         super().handle_output(context, obj)
         refresh_warehouse(self.warehouse, context)
+
+    def load_partitions(self, context: InputContext):
+        """An input declared as ``dict[str, DataFrame]`` (every partition of the parent) gets a
+        dict even when the parent has one partition (an ontology with one domain): Dagster's
+        own loader hands a single partition over bare, which the input's type check refuses."""
+        loaded = super().load_partitions(context)
+        keys = context.asset_partition_keys
+        hint = getattr(context.dagster_type, "typing_type", None)
+        if len(keys) == 1 and typing.get_origin(hint) is dict and loaded is not None:
+            return {keys[0]: loaded}
+        return loaded
 
 
 def refresh_warehouse(warehouse: Warehouse, context) -> None:

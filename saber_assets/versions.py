@@ -29,6 +29,10 @@ RESOURCES = PACKAGE.parent / "saber_resources"
 SECRETS = {"api_key", "api_key_env", "dsn_env"}  # names only, but never part of a version
 # how fast or in how much memory a stage runs, never what it computes (tested equal both ways)
 RESOURCE_ONLY = {"signals": {"threads", "gather_memory_gib"}}
+# where an input file lies, never what it holds: its content is the data version of the source
+# asset that observes it (corpus_sources, ontology_files, retriever_registry), so a moved
+# checkout, input folder or copied SABER_HOME stays up to date
+INPUT_PATHS = {"ontology": {"path", "nodes", "edges"}, "leaderboard": {"registry"}}
 
 
 def digest(obj) -> str:
@@ -41,7 +45,15 @@ def config_part(cfg: PipelineConfig, dotted: str):
     the `prompts` section by the templates' contents, not their paths."""
     if dotted == "prompts":
         return {task: file_stamp(Path(p)) for task, p in sorted(cfg.prompt_paths().items())}
-    value = cfg.model_dump(exclude={"llm": SECRETS, "stores": SECRETS, **RESOURCE_ONLY})
+    value = cfg.model_dump(
+        exclude={
+            "llm": SECRETS,
+            "stores": SECRETS,
+            **RESOURCE_ONLY,
+            **INPUT_PATHS,
+            "corpus": {"sources": {"__all__": {"path"}}},
+        }
+    )
     for part in dotted.split("."):
         value = value[part]
     return value
@@ -104,26 +116,34 @@ def asset_code_versions(
     return out
 
 
-def ontology_files(cfg: PipelineConfig) -> list[Path]:
-    """The files the ontology is read from (the bundled file, or the configured ones)."""
+def ontology_files(cfg: PipelineConfig) -> dict[str, Path]:
+    """The files the ontology is read from (the bundled file, or the configured ones), by role."""
     o = cfg.ontology
     if o.bundled:
-        return [DATA_DIR / BUNDLED_ONTOLOGIES[o.bundled]]
-    return [resolve_path(p) for p in (o.path, o.nodes, o.edges) if p]
+        return {o.bundled: DATA_DIR / BUNDLED_ONTOLOGIES[o.bundled]}
+    return {
+        k: resolve_path(p)
+        for k, p in (("path", o.path), ("nodes", o.nodes), ("edges", o.edges))
+        if p
+    }
 
 
-def files_version(files: Iterable[Path]) -> str:
-    """One data version for a set of input files: their names and content hashes (a missing
-    file counts as missing, so that its reappearance moves the version too)."""
+def files_version(files: Mapping[str, Path]) -> str:
+    """One data version for a set of input files, each under the name of the role it plays (a
+    source's name, `nodes`): their content hashes, not where they lie (a missing file counts as
+    missing, so that its reappearance moves the version too)."""
     return digest(
-        [[str(p), file_stamp(p) if p.exists() else "missing"] for p in sorted(map(Path, files))]
+        [
+            [k, file_stamp(Path(p)) if Path(p).exists() else "missing"]
+            for k, p in sorted(files.items())
+        ]
     )
 
 
 def input_versions(cfg: PipelineConfig) -> dict[str, str]:
     """Data versions of the unpartitioned observable source assets."""
     return {
-        "corpus_sources": files_version(s.file() for s in cfg.corpus.sources),
+        "corpus_sources": files_version({s.name: s.file() for s in cfg.corpus.sources}),
         "ontology_files": files_version(ontology_files(cfg)),
     }
 

@@ -1,6 +1,10 @@
 import gzip
 import json
 import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -36,11 +40,9 @@ def make_config(tmp_path):
     return _make
 
 
-@pytest.fixture
-def tiny_config(tmp_path, make_config, monkeypatch):
-    """A 330-problem corpus (a JSONL source with a bad row + a MATH sample) through every stage."""
-    monkeypatch.setenv("SABER_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+def write_tiny_inputs(root: Path) -> Path:
+    """The tiny config's own source (30 problems and a bad row) and its retriever registry, in
+    ``root``; returns the registry."""
     rows = [
         {
             "id": i,
@@ -50,43 +52,148 @@ def tiny_config(tmp_path, make_config, monkeypatch):
         for i in range(30)
     ]
     rows.append({"id": 99, "problem": "", "solution": "orphan"})
-    src = write_jsonl(tmp_path / "mine.jsonl", rows)
-    registry = tmp_path / "retrievers.yaml"
+    write_jsonl(root / "mine.jsonl", rows)
+    registry = root / "retrievers.yaml"
     registry.write_text(
         "retrievers:\n  - {name: bm25, kind: bm25}\n  - {name: jaccard-no-tok, kind: jaccard, params: {tokenizer: plain}}\n"
     )
+    return registry
 
-    def _make(**extra):
-        corpus = {
+
+def tiny_doc(root: Path, **extra) -> dict:
+    """The tiny config (inputs in ``root``, written by ``write_tiny_inputs``); a section in
+    ``extra`` replaces its own."""
+    doc = {
+        "name": "tiny",
+        "corpus": {
             "sources": [
                 {
                     "name": "mine",
-                    "path": str(src),
+                    "path": str(root / "mine.jsonl"),
                     "fields": {"id": "id", "problem": "problem", "solution": "solution"},
                 },
                 {"name": "math", "bundled": "math", "sample_size": 300},
             ]
-        }
-        small = {
-            "signals": {
-                "rows_per_shard": 128,
-                "shards": 2,
-                "floor_topic": 0.3,
-                "floor_summary": 0.1,
-            },
-            "candidates": {
-                "queries_per_domain": 2,
-                "candidates_per_group": 3,
-                "quota_per_domain": 3,
-                "topic_threshold": 0.5,
-                "summary_threshold": 0.2,
-            },
-            "tournament": {"rounds": 4},
-            "leaderboard": {"registry": str(registry), "bootstrap_resamples": 100},
-        }
-        return make_config(name="tiny", corpus=corpus, **small, **extra)
+        },
+        "signals": {"rows_per_shard": 128, "shards": 2, "floor_topic": 0.3, "floor_summary": 0.1},
+        "candidates": {
+            "queries_per_domain": 2,
+            "candidates_per_group": 3,
+            "quota_per_domain": 3,
+            "topic_threshold": 0.5,
+            "summary_threshold": 0.2,
+        },
+        "tournament": {"rounds": 4},
+        "leaderboard": {"registry": str(root / "retrievers.yaml"), "bootstrap_resamples": 100},
+    }
+    return {**doc, **extra}
+
+
+@pytest.fixture
+def tiny_config(tmp_path, make_config, monkeypatch):
+    """A 330-problem corpus (a JSONL source with a bad row + a MATH sample) through every stage."""
+    monkeypatch.setenv("SABER_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    write_tiny_inputs(tmp_path)
+
+    def _make(**extra):
+        return make_config(**tiny_doc(tmp_path, **extra))
 
     return _make
+
+
+# The shared builds: a session builds each once (one worker does; the others wait on its lock)
+# and a test that changes one works on its own copy (`SharedBuild.copy_to`). Build versions see
+# input files by content, not path, so a copy is up to date where it lands.
+SHARED_BUILDS = {
+    # the tiny config through every stage
+    "tiny": {},
+    # one domain, short texts (a real judge on 2 CPU cores reads them), three rounds: the
+    # cluster rehearsal's serial reference and the resumed tournaments' starting point
+    "algebra": {
+        "ontology": {"domains": {"Algebra": "Algebra"}},
+        "corpus": {"max_problem_chars": 240, "max_solution_chars": 400},
+        "tournament": {"rounds": 3},
+    },
+}
+
+
+def shared_doc(root: Path, name: str) -> dict:
+    """The config of the ``SHARED_BUILDS`` build ``name``, its inputs in ``root``."""
+    doc = tiny_doc(root)
+    for section, value in SHARED_BUILDS[name].items():  # merged into the tiny config's section
+        doc[section] = {**doc.get(section, {}), **value}
+    return doc
+
+
+@dataclass(frozen=True)
+class SharedBuild:
+    """A finished build of a ``SHARED_BUILDS`` config: its inputs and SABER_HOME in ``root``."""
+
+    name: str
+    root: Path
+    log: str  # what `saber build` printed
+
+    @property
+    def config(self) -> Path:
+        return self.root / "tiny.yaml"
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    def copy_to(self, dest: Path, monkeypatch: pytest.MonkeyPatch | None = None) -> Path:
+        """Copy the inputs and outputs into ``dest`` (the config's paths pointed there); with
+        ``monkeypatch``, SABER_HOME and DAGSTER_HOME set to the copy's (as `saber build` sets
+        them). Returns the copy's config."""
+        shutil.copytree(self.root, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.log"))
+        cfg = dest / self.config.name
+        cfg.write_text(self.config.read_text().replace(str(self.root), str(dest)))
+        if monkeypatch is not None:
+            monkeypatch.setenv("SABER_HOME", str(dest / "home"))
+            monkeypatch.setenv("DAGSTER_HOME", str(dest / "home" / "dagster_home"))
+        return cfg
+
+
+def _shared_root(tmp_path_factory) -> Path:
+    """One folder for the whole session, every xdist worker's."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
+def shared_build(tmp_path_factory):
+    """``shared_build(name)``: the ``SHARED_BUILDS`` build, made once per session by
+    `saber build` in its own process; a failed build fails every test that asks for it with
+    its output."""
+    from filelock import FileLock
+
+    base = _shared_root(tmp_path_factory)
+
+    def _get(name: str) -> SharedBuild:
+        root = base / f"shared-{name}"
+        log, status = root / "build.log", root / "build.status"
+        with FileLock(str(root) + ".lock"):
+            if not status.exists():
+                shutil.rmtree(root, ignore_errors=True)
+                root.mkdir()
+                write_tiny_inputs(root)
+                (root / "tiny.yaml").write_text(yaml.safe_dump(shared_doc(root, name)))
+                env = {**os.environ, "SABER_HOME": str(root / "home")}
+                env.pop("DAGSTER_HOME", None)
+                with open(log, "w") as out:
+                    proc = subprocess.run(
+                        [sys.executable, "-m", "saber_assets.cli", "build", "--config",
+                         str(root / "tiny.yaml")],
+                        cwd=Path(__file__).resolve().parent.parent, env=env, stdout=out,
+                        stderr=subprocess.STDOUT, timeout=1200,
+                    )  # fmt: skip
+                status.write_text(str(proc.returncode))
+        if status.read_text() != "0":
+            pytest.fail(f"the shared build {name!r} failed:\n{log.read_text()[-4000:]}")
+        return SharedBuild(name, root, log.read_text())
+
+    return _get
 
 
 def _pg_bin(name: str) -> str | None:

@@ -36,13 +36,20 @@ def free_port() -> int:
 
 
 class LabelStudioServer:
+    """``template``: a migrated data folder (``migrated_template``) copied into ``data_dir`` first,
+    so that the server starts in seconds instead of migrating an empty database for a minute."""
+
     ADMIN, PASSWORD, TOKEN = "lead@example.com", "lead-password-1", "saber0test0token0lead"
 
-    def __init__(self, data_dir: Path, timeout_s: float = 300) -> None:
+    def __init__(
+        self, data_dir: Path, timeout_s: float = 300, template: Path | None = None
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.data_dir = data_dir
         self.log = data_dir / "label-studio.log"
+        if template is not None:
+            shutil.copytree(template, data_dir, dirs_exist_ok=True)
         data_dir.mkdir(parents=True, exist_ok=True)
         env = {
             **os.environ,
@@ -110,3 +117,30 @@ class LabelStudioServer:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, 9)
                 self.proc.wait()
+
+
+def migrated_template() -> Path:
+    """A data folder whose database Label Studio has migrated and in which the lead's account
+    exists, made once per Label Studio install on this machine (keyed by its pinned
+    requirements; `.ci/run` makes it with the environment) under ``.cache/label-studio-db``."""
+    import hashlib
+
+    from filelock import FileLock
+
+    pins = (REPO_ROOT / "deploy" / "label-studio" / "requirements.txt").read_bytes()
+    key = hashlib.blake2b(pins, digest_size=8).hexdigest()
+    root = REPO_ROOT / ".cache" / "label-studio-db"
+    root.mkdir(parents=True, exist_ok=True)
+    done = root / key
+    with FileLock(str(root / f"{key}.lock")):
+        if not done.exists():
+            scratch = root / f"{key}.partial"
+            shutil.rmtree(scratch, ignore_errors=True)
+            LabelStudioServer(scratch).stop()
+            (scratch / "label-studio.log").unlink()
+            scratch.rename(done)  # whole or not at all
+    return done
+
+
+if __name__ == "__main__":
+    print(migrated_template())

@@ -17,14 +17,16 @@ from saber_assets.settings import REPO_ROOT
 from saber_resources.cpu_annotators import techniques_of
 
 
-def test_saber_build_runs_every_stage(tiny_config, tmp_path, capsys):
-    assert main(["build", "--config", str(tiny_config())]) == 0
-    out = capsys.readouterr().out
+def test_saber_build_runs_every_stage(shared_build, tmp_path, monkeypatch, capsys):
+    """The session's tiny build (`shared_build`): what it printed and what it wrote; the report
+    and `saber evaluate` on a copy of it."""
+    built = shared_build("tiny")
+    out = built.log
     assert "CHECK FAILED" not in out
     assert re.search(r"corpus_quarantine\s+rows=1\n", out) and re.search(
         r"ontology_tree\s+rows=17022\n", out
     )
-    home = tmp_path / "home" / "tiny"
+    home = built.home / "tiny"
     corpus = pl.read_parquet(home / "parquet" / "corpus.parquet")
     assert 300 <= corpus.height <= 330 and corpus["id"].str.starts_with("math:").sum() <= 300
     ann = pl.read_parquet(home / "parquet" / "problem_annotations.parquet")
@@ -43,7 +45,7 @@ def test_saber_build_runs_every_stage(tiny_config, tmp_path, capsys):
     robust = pl.read_parquet(home / "parquet" / "leaderboard_robustness.parquet")
     assert {"linear", "scale3", "ranks", "judge", "halves"} <= set(robust["check"])
     assert "significantly better than" in (home / "leaderboard" / "leaderboard.md").read_text()
-    with duckdb.connect(str(home / "warehouse.duckdb")) as conn:
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as conn:
         assert (
             conn.execute("SELECT sum(problems) FROM corpus_by_source").fetchone()[0]
             == corpus.height
@@ -56,7 +58,7 @@ def test_saber_build_runs_every_stage(tiny_config, tmp_path, capsys):
     # one index per document side (statement; full for statement→full and full→full)
     assert len(list((home / "indexes").glob("*/*/manifest.json"))) == 4
     # Run history is kept in the project-local Dagster home.
-    assert (tmp_path / "home" / "dagster_home" / "dagster.yaml").exists()
+    assert (built.home / "dagster_home" / "dagster.yaml").exists()
     # one candidate selection for every domain partition, each partition its own part of it
     [selection] = list((home / "signals" / "selection").glob("*.parquet"))
     chosen = pl.read_parquet(selection).select("domain", "query_id", "candidate_id", "group")
@@ -64,14 +66,15 @@ def test_saber_build_runs_every_stage(tiny_config, tmp_path, capsys):
     assert cands.height == chosen.height > 0
     assert cands.select(chosen.columns).sort(chosen.columns).equals(chosen.sort(chosen.columns))
     _ratings_follow_shared_technique(home)
-    _report_is_self_contained(tiny_config(), home, out, capsys)
-    _evaluate_reproduces_the_leaderboard(tiny_config(), home, board, capsys)
+    assert f"report:    {home / 'report' / 'index.html'}" in out
+    cfg = built.copy_to(tmp_path, monkeypatch)
+    _report_is_self_contained(cfg, tmp_path / "home" / "tiny", capsys)
+    _evaluate_reproduces_the_leaderboard(cfg, tmp_path / "home" / "tiny", board, capsys)
 
 
-def _report_is_self_contained(cfg, home, build_out, capsys):
+def _report_is_self_contained(cfg, home, capsys):
     """The benchmark report: written by the build, found by `saber report`, nothing fetched."""
     path = home / "report" / "index.html"
-    assert f"report:    {path}" in build_out
     capsys.readouterr()
     assert main(["report", "--config", str(cfg)]) == 0
     assert capsys.readouterr().out.strip() == str(path)
@@ -207,13 +210,14 @@ def _steps(out: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-def test_incremental_build_runs_only_what_changed(tiny_config, tmp_path, capsys):
-    cfg = tiny_config()
-    assert main(["build", "--config", str(cfg)]) == 0
-    first = capsys.readouterr().out
+def test_incremental_build_runs_only_what_changed(shared_build, tmp_path, monkeypatch, capsys):
+    built = shared_build("tiny")
+    first = built.log
     ran, skipped = _steps(first)
     assert skipped == 0 and ran > 10
-    # nothing changed: nothing runs
+    # nothing changed, only moved (a copy, its inputs elsewhere: versions see content, not
+    # paths): nothing runs
+    cfg = built.copy_to(tmp_path, monkeypatch)
     assert main(["build", "--config", str(cfg)]) == 0
     assert _steps(capsys.readouterr().out) == (0, ran)
     # a new retriever: its runs (one per domain), the leaderboard and the analyses, nothing else

@@ -10,6 +10,7 @@ import re
 import dagster as dg
 import polars as pl
 import pytest
+import yaml
 
 from saber_assets.cli import main
 from saber_assets.definitions import make_definitions
@@ -203,19 +204,20 @@ def test_a_name_clash_with_the_file_shadows_the_discovered_entry_and_adopt_write
 
 
 def test_a_discovered_model_runs_only_its_own_work_and_reuses_its_embeddings(
-    tiny_config, tmp_path, monkeypatch, capsys
+    shared_build, tmp_path, monkeypatch, capsys
 ):
     """The build with discovery on: a model that appears on the server gets its index, its runs,
     the leaderboard and the analyses, nothing else; gone, its rows stay flagged; back, its
     embeddings come from the cache."""
     monkeypatch.setenv("SABER_TEST_KEY", KEY)
+    cfg = shared_build("tiny").copy_to(tmp_path, monkeypatch)
     with FakeOpenAI(answer=embed_or_refuse, models=["chat-b"]) as srv:
-        cfg = tiny_config(
-            discovery={"endpoints": [{
-                "name": "local", "base_url": srv.url, "api_key_env": "SABER_TEST_KEY",
-                "template": {"settings": ["statement-statement"], "full_corpus": False},
-            }]},
-        )  # fmt: skip
+        doc = yaml.safe_load(cfg.read_text())
+        doc["discovery"] = {"endpoints": [{
+            "name": "local", "base_url": srv.url, "api_key_env": "SABER_TEST_KEY",
+            "template": {"settings": ["statement-statement"], "full_corpus": False},
+        }]}  # fmt: skip
+        cfg.write_text(yaml.safe_dump(doc))
         assert main(["build", "--config", str(cfg)]) == 0
         capsys.readouterr()
         srv.models = ["chat-b", {"id": "emb-a", "max_model_len": 256}]

@@ -15,18 +15,18 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import polars as pl
 import pytest
+import yaml
 
 from saber_assets.cli import main
 from saber_assets.settings import REPO_ROOT
 
 from .browser import CHROMIUM, Browser
-from .label_studio_server import LabelStudioServer, label_studio_bin
+from .label_studio_server import LabelStudioServer, label_studio_bin, migrated_template
 
 pytestmark = pytest.mark.skipif(
     label_studio_bin() is None,
     reason="needs Label Studio in its own environment (.ci/run makes .cache/label-studio)",
 )
-STAGES = ["sources", "annotations", "signal-inputs", "shards", "thresholds", "domains", "benchmark"]
 SCREENSHOT = REPO_ROOT / ".saber" / "screenshots" / "label-studio-task.png"
 
 
@@ -118,13 +118,28 @@ def materialize_agreement(cfg_path) -> None:
     assert result.success
 
 
-def test_human_study_through_label_studio(tiny_config, tmp_path, monkeypatch, capsys):
+def _study(cfg, name: str) -> None:
+    doc = yaml.safe_load(cfg.read_text())
+    doc["analyses"] = {**doc.get("analyses", {}), "human_study": name}
+    cfg.write_text(yaml.safe_dump(doc))
+
+
+@pytest.fixture(scope="session")
+def label_studio_db():
+    return migrated_template()
+
+
+def test_human_study_through_label_studio(
+    shared_build, label_studio_db, tmp_path, monkeypatch, capsys
+):
+    """On a copy of the session's tiny build."""
     home = tmp_path / "home"
-    with ThreadPoolExecutor(1) as pool:  # Label Studio starts while the benchmark builds
-        starting = pool.submit(LabelStudioServer, tmp_path / "label-studio")
-        cfg = tiny_config(analyses={"human_study": "copy"})
-        select = [x for s in STAGES for x in ("--select", s)]
-        assert main(["build", "--config", str(cfg), *select]) == 0
+    with ThreadPoolExecutor(1) as pool:  # Label Studio starts while the build is copied
+        starting = pool.submit(
+            LabelStudioServer, tmp_path / "label-studio", template=label_studio_db
+        )
+        cfg = shared_build("tiny").copy_to(tmp_path, monkeypatch)
+        _study(cfg, "copy")
         ls = starting.result()
     try:
         monkeypatch.setenv("LABEL_STUDIO_URL", ls.url)
@@ -198,7 +213,7 @@ def test_human_study_through_label_studio(tiny_config, tmp_path, monkeypatch, ca
         annotate(ls, rproject, ls.TOKEN, rpicks, reverse=True, overlap_only=False)
         annotate(ls, rproject, second, rpicks, reverse=True, overlap_only=True)
         assert main(["annotate", "pull", *base, "--study-dir", str(rev)]) == 0
-        tiny_config(analyses={"human_study": "reverse"})
+        _study(cfg, "reverse")
         materialize_agreement(cfg)
         got = agreement(home)
         assert got[("pairwise_judge", 0)] == (10, 0.0)

@@ -58,9 +58,11 @@ def _config(tmp_path: Path, chat_url: str, embed_url: str) -> Path:
 
 
 def _judgments(store: Path) -> list[tuple]:
+    """The real server's (the shared build's CPU-judged tournament is not this test's)."""
     with duckdb.connect(str(store), read_only=True) as con:
         return con.execute(
-            "SELECT query, round, a, b, winner FROM judgments ORDER BY ALL"
+            "SELECT query, round, a, b, winner FROM judgments WHERE judge NOT LIKE 'cpu:%' "
+            "ORDER BY ALL"
         ).fetchall()
 
 
@@ -93,27 +95,26 @@ def test_the_users_config_builds_end_to_end_on_the_real_server(llama_chat, llama
 
 
 def test_a_tournament_killed_mid_run_on_the_real_server_resumes_without_asking_again(
-    tiny_config, llama_parts, tmp_path
+    shared_build, llama_parts, tmp_path
 ):
-    """The tiny config's signals (CPU annotations), then its tournament judged by the real
+    """The one-domain shared build (CPU annotations; short problems, so that the judge reads
+    three of them with their solutions on 2 CPU cores), its tournament judged again by the real
     server: killed with SIGKILL after a few judgments and run again, the server's own log shows
     that the relaunch asked exactly the judgments that were missing, and the ratings equal those
     of the same tournament run uninterrupted from empty stores."""
     from saber_resources.llama_server import LlamaServer
 
-    cfg = tiny_config(ontology={"domains": {"Algebra": "Algebra"}})
-    # short problems: the judge reads three of them with their solutions on 2 CPU cores
-    doc = yaml.safe_load(cfg.read_text())
-    doc["corpus"].update(max_problem_chars=240, max_solution_chars=400)
-    doc["tournament"]["rounds"] = 3
-    cfg.write_text(yaml.safe_dump(doc))
+    cfg = shared_build("algebra").copy_to(tmp_path)
     home, clean_home = tmp_path / "home", tmp_path / "clean"
-    upstream = ["sources", "annotations", "signal-inputs", "shards", "thresholds"]
-    _run(["build", "--config", str(cfg), *sum((["--select", s] for s in upstream), [])], home)
     # its own server without a prompt cache: an answer does not depend on what came before it
     with LlamaServer(*llama_parts, extra=["--no-cache-prompt"]) as srv:
         doc = yaml.safe_load(cfg.read_text())
-        doc["llm"] = {"backend": "openai", "model": srv.alias, "base_url": srv.url, "max_retries": 0}
+        doc["llm"] = {
+            "backend": "openai",
+            "model": srv.alias,
+            "base_url": srv.url,
+            "max_retries": 0,
+        }
         doc["tournament"].update(judge_prompt="direct", judge_chunk=2)
         cfg.write_text(yaml.safe_dump(doc))
         args = ["build", "--config", str(cfg), "--select", "domains", "--select", "domain=Algebra"]
@@ -139,7 +140,9 @@ def test_a_tournament_killed_mid_run_on_the_real_server_resumes_without_asking_a
         # the same tournament, uninterrupted, from empty stores
         (clean_home / "tiny").mkdir(parents=True)
         for name in ("parquet", "signals"):
-            subprocess.run(["cp", "-r", str(home / "tiny" / name), str(clean_home / "tiny")], check=True)
+            subprocess.run(
+                ["cp", "-r", str(home / "tiny" / name), str(clean_home / "tiny")], check=True
+            )
         before_clean = srv.requests_served()
         _run(args + ["--force"], clean_home)
         assert srv.requests_served() - before_clean == len(final)

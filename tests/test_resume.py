@@ -28,9 +28,10 @@ def _saber(args: list[str]) -> subprocess.Popen:
 
 
 def _judgments(store) -> list[tuple]:
+    """The LLM judge's (the shared build's CPU-judged tournament is not this test's)."""
     with duckdb.connect(str(store), read_only=True) as con:
         return con.execute(
-            "SELECT query, round, a, b FROM judgments WHERE error IS NULL"
+            "SELECT query, round, a, b FROM judgments WHERE error IS NULL AND judge NOT LIKE 'cpu:%'"
         ).fetchall()
 
 
@@ -49,12 +50,11 @@ def _last_tournament_metadata(dagster_home) -> dict:
     return {k: getattr(v, "value", v) for k, v in meta.items()}
 
 
-def test_tournament_killed_mid_run_resumes_without_asking_again(tiny_config, tmp_path):
-    cfg = tiny_config(ontology={"domains": {"Algebra": "Algebra"}})
-    upstream = ["sources", "annotations", "signal-inputs", "shards", "thresholds"]
-    built = _saber(["build", "--config", str(cfg), *sum((["--select", s] for s in upstream), [])])
-    out, _ = built.communicate(timeout=900)
-    assert built.returncode == 0, out[-3000:]
+def test_tournament_killed_mid_run_resumes_without_asking_again(
+    shared_build, tmp_path, monkeypatch
+):
+    """From a copy of the one-domain shared build, its tournament judged again by an LLM."""
+    cfg = shared_build("algebra").copy_to(tmp_path, monkeypatch)
 
     def slow(body):  # a judge slow enough to be killed halfway
         time.sleep(0.15)

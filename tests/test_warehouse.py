@@ -80,3 +80,33 @@ def test_parquet_assets_at_a_base_uri(tmp_path):
     )
     io_def = make_definitions(cfg, tmp_path / "home").resources["parquet_io"]
     assert io_def.base_dir == f"{uri}/u/parquet"
+
+
+def test_every_partition_of_a_one_partition_parent_comes_as_a_dict(tmp_path):
+    """A fan-in input (``dict[str, DataFrame]``) over a parent with a single partition (an
+    ontology with one domain) gets {key: frame}, as with two; a one-partition input stays a
+    frame. Dagster's own loader hands the lone partition over bare and the type check failed."""
+    from dagster import StaticPartitionsDefinition, asset, materialize
+
+    from saber_assets.io_managers import WarehouseParquetIOManager
+
+    for keys in (["Algebra"], ["Algebra", "Geometry"]):
+
+        @asset(io_manager_key="parquet_io", partitions_def=StaticPartitionsDefinition(keys))
+        def per_domain(context) -> pl.DataFrame:
+            return pl.DataFrame({"domain": [context.partition_key]})
+
+        @asset(io_manager_key="parquet_io")
+        def fan_in(per_domain: dict[str, pl.DataFrame]) -> pl.DataFrame:
+            assert list(per_domain) == keys
+            return pl.concat(per_domain.values())
+
+        io = WarehouseParquetIOManager(
+            base_dir=str(tmp_path / "-".join(keys)), warehouse=Warehouse(path=":memory:")
+        )
+        for k in keys:
+            assert materialize([per_domain], partition_key=k, resources={"parquet_io": io}).success
+        got = materialize(
+            [per_domain.to_source_asset(), fan_in], resources={"parquet_io": io}, selection=[fan_in]
+        )
+        assert got.success and got.output_for_node("fan_in")["domain"].to_list() == keys

@@ -337,7 +337,7 @@ def corpus_version(corpus: TrainingCorpus) -> str:
         files = corpus_files(corpus)[0]
     except ValueError as exc:
         return digest([decl, str(exc)])
-    return digest([decl, files_version(files)])
+    return digest([decl, files_version({str(f): f for f in files})])
 
 
 # ---------------------------------------------------------------------- the leaderboard's view
