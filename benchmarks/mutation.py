@@ -207,7 +207,7 @@ def _free_port() -> int:
 def run_module(name: str, timeout: float, workers: int = 1) -> dict:
     source, tests = MODULES[name]
     # the copy's package shadows the editable install: tests run against the mutated file
-    pytest_args = f"-x -q -p no:cacheprovider -p no:logging {tests}"
+    pytest_args = f"-x -q -n 0 -p no:cacheprovider -p no:logging {tests}"
     procs: list[subprocess.Popen] = []
     with tempfile.TemporaryDirectory(prefix=f"mut-{name}-") as tmp:
         # one checkout copy, fork server and (with several workers) cosmic-ray HTTP worker each

@@ -288,3 +288,25 @@ def llama_chat(llama_parts):
 @pytest.fixture(scope="session")
 def llama_embed(llama_parts):
     yield from _llama_server(llama_parts, embeddings=True)
+
+
+# ---------------------------------------------------------------- tiers and workers
+# `uv run pytest -m "not e2e"` is the inner loop: everything but the end-to-end builds, the real
+# servers and the environments made for one check. A test is e2e by the fixtures it asks for,
+# or by its own mark.
+E2E_FIXTURES = {"shared_build", "postgres_dsn", "llama_parts", "llama_chat",
+                "llama_embed", "label_studio_db"}  # fmt: skip
+# a server started once per session: its tests run on one xdist worker (`--dist loadgroup`)
+SERVER_GROUPS = {"llama_parts": "llama", "llama_chat": "llama", "llama_embed": "llama",
+                 "postgres_dsn": "postgres"}  # fmt: skip
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        names = set(item.fixturenames)
+        if names & E2E_FIXTURES:
+            item.add_marker(pytest.mark.e2e)
+        groups = {g for f, g in SERVER_GROUPS.items() if f in names}
+        if groups:
+            item.add_marker(pytest.mark.xdist_group("+".join(sorted(groups))))

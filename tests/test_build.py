@@ -154,6 +154,7 @@ def test_dagster_definitions_validate():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.e2e
 def test_build_on_a_foreign_ontology_uses_its_domains(tiny_config, tmp_path, capsys):
     """A subject classification given as nodes + edges, with real ontologies' titles (commas,
     slashes, brackets, a pipe; one title under two ids): its first level becomes the domains,

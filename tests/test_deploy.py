@@ -361,6 +361,7 @@ def _vllm_numba() -> str:
     return re.search(r"^numba==(\S+) \\$", reqs, re.MULTILINE).group(1)
 
 
+@pytest.mark.e2e  # an environment with another numba, every kernel compiled afresh
 @pytest.mark.skipif(shutil.which("uv") is None, reason="needs uv to layer vLLM's numba")
 def test_kernels_on_the_numba_vllm_ships(tmp_path):
     """The in-process `vllm` backend installs vLLM into the project environment, which replaces

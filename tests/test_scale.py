@@ -134,6 +134,7 @@ def test_growth_exponents_are_fitted_per_stage():
     assert exp["sources"] == pytest.approx(1.0)
 
 
+@pytest.mark.e2e
 def test_scale_rehearsal_smoke_at_2000_problems(tmp_path):
     """The rehearsal end to end through Dagster: every stage ran, the near-duplicates were
     folded, the annotations are labelled synthetic, the leaderboard has both retrievers."""

@@ -102,9 +102,11 @@ def wait_for_run(url: str, job: str) -> None:
     assert status == "SUCCESS", dep.failure(run_id)
 
 
-def test_ui_shows_the_asset_graph_the_leaderboard_and_what_is_unsynced(tiny_config, tmp_path):
-    cfg = tiny_config()
-    assert main(["build", "--config", str(cfg)]) == 0
+def test_ui_shows_the_asset_graph_the_leaderboard_and_what_is_unsynced(
+    shared_build, tmp_path, monkeypatch
+):
+    """On a copy of the session's tiny build."""
+    cfg = shared_build("tiny").copy_to(tmp_path, monkeypatch)
     home = tmp_path / "home"
     served = tmp_path / "served" / "tiny.yaml"  # the copy the code location reads; same name
     served.parent.mkdir()
