@@ -270,13 +270,18 @@ def llama_parts():
         pytest.skip(str(exc))
 
 
+# llama.cpp's threads spin while they wait: beside another busy xdist worker on 2 cores, two of
+# them ran the every-task test in 240 s against 63 s for one (41 s alone with two)
+LLAMA_THREADS = 1 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1 else 2
+
+
 def _llama_server(parts, embeddings: bool):
     """A real llama.cpp server with the bundled SmolLM2-135M-Instruct on 127.0.0.1, started once
     per session."""
     from saber_resources.llama_server import LlamaServer
 
-    # 2 threads and 4 slots, as a user's 2-core machine runs it (`saber llm-server`)
-    with LlamaServer(*parts, embeddings=embeddings) as srv:
+    # 4 slots, as a user's 2-core machine runs it (`saber llm-server`)
+    with LlamaServer(*parts, embeddings=embeddings, threads=LLAMA_THREADS) as srv:
         yield srv
 
 
@@ -301,8 +306,16 @@ SERVER_GROUPS = {"llama_parts": "llama", "llama_chat": "llama", "llama_embed": "
                  "postgres_dsn": "postgres"}  # fmt: skip
 
 
+# the longest first, so that two workers finish together (xdist hands work out in this order;
+# a server's group goes where its first test is)
+LONGEST_FIRST = ["test_cluster", "test_real_llm_build", "test_real_llm", "test_ui", "test_scale",
+                 "test_build", "test_label_studio", "test_discovery", "test_resume"]  # fmt: skip
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.module.__name__.rsplit(".", 1)[-1], len(rank)))
     for item in items:
         names = set(item.fixturenames)
         if names & E2E_FIXTURES:
