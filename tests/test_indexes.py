@@ -2,6 +2,8 @@
 nothing of the document side redone; stale, broken or half-written indexes are rebuilt."""
 
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -23,7 +25,7 @@ from saber_assets.leaderboard.retrievers.lexical import (
     tokenize_all,
 )
 from saber_assets.leaderboard.retrievers.tokenize import plain_tokens
-from saber_assets.settings import load_config
+from saber_assets.settings import REPO_ROOT, load_config
 from saber_assets.versions import asset_code_versions, registry_versions
 
 from .test_bulk_scoring import _bench, _dense, _ssemb
@@ -234,6 +236,39 @@ def _code_versions(cfg):
         for k in graph.get_all_asset_keys()
     }
     return asset_code_versions(cfg, parents)
+
+
+def test_where_input_files_lie_moves_no_version_and_what_they_hold_does(tmp_path):
+    """A moved checkout or a copied SABER_HOME is up to date: the config's input paths (corpus
+    source, ontology nodes + edges, registry) are not part of a code version, and a file's data
+    version is its content under its role, not its path."""
+    from saber_assets.versions import input_versions
+
+    data = REPO_ROOT / "tests" / "data"
+
+    def config(where: Path, problem: str = "Find x."):
+        where.mkdir()
+        (where / "mine.jsonl").write_text(
+            json.dumps({"id": 1, "problem": problem, "solution": "x"}) + "\n"
+        )
+        for name in ("msc_nodes.csv", "msc_edges.csv"):
+            shutil.copyfile(data / name, where / name)
+        (where / "retrievers.yaml").write_text("retrievers:\n  - {name: bm25, kind: bm25}\n")
+        return load_config(None).model_validate({
+            "name": "moved",
+            "corpus": {"sources": [{"name": "mine", "path": str(where / "mine.jsonl"),
+                                    "fields": {"id": "id", "problem": "problem", "solution": "solution"}}]},
+            "ontology": {"nodes": str(where / "msc_nodes.csv"), "edges": str(where / "msc_edges.csv")},
+            "leaderboard": {"registry": str(where / "retrievers.yaml")},
+        })  # fmt: skip
+
+    here, there = config(tmp_path / "here"), config(tmp_path / "there")
+    assert _code_versions(here) == _code_versions(there)
+    assert input_versions(here) == input_versions(there)
+    edited = config(tmp_path / "edited", problem="Find y.")
+    assert _code_versions(edited) == _code_versions(here)  # content is data, not code
+    moved = {k for k, v in input_versions(edited).items() if input_versions(here)[k] != v}
+    assert moved == {"corpus_sources"}
 
 
 def test_threads_and_memory_budgets_move_no_code_version_and_the_floors_do():
