@@ -75,7 +75,7 @@ def test_the_server_is_recognised_and_every_task_is_accepted(llama_chat, tmp_pat
     q, a, b = texts
     results = {
         "topics": LLMTopicScorer(runner).score_batch([(t, LABELS) for t in texts]),
-        "summaries": LLMSummarizer(runner, max_tokens=160).summarize_batch(probs),
+        "summaries": LLMSummarizer(runner, max_tokens=96).summarize_batch(probs),
         "judge:direct": LLMPairJudge(runner, prompt="direct").compare_batch([(q, a, b), (q, b, a)]),
         "judge:paper": LLMPairJudge(runner, prompt="paper", max_tokens=48).compare_batch(
             [(q, a, b)]
