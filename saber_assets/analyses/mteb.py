@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from scipy import stats
 
 from saber_assets.leaderboard.metrics import score_column
 
@@ -45,6 +44,8 @@ def read_scores(path: str | Path) -> pl.DataFrame:
 
 def fisher_ci(r: float, n: int, level: float = 0.95, var_factor: float = 1.0):
     """CI of a correlation through Fisher's z (``var_factor`` 1.06 for Spearman)."""
+    from scipy import stats  # at use: scipy.stats is 1.7 s of every process's start
+
     if n <= 3 or not np.isfinite(r):
         return float("nan"), float("nan")
     z = np.arctanh(np.clip(r, -0.999999, 0.999999))
@@ -53,6 +54,8 @@ def fisher_ci(r: float, n: int, level: float = 0.95, var_factor: float = 1.0):
 
 
 def correlate(x: np.ndarray, y: np.ndarray) -> dict:
+    from scipy import stats  # at use: scipy.stats is 1.7 s of every process's start
+
     n = len(x)
     if n < 3 or np.std(x) == 0 or np.std(y) == 0:
         nan = float("nan")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Sequence
@@ -9,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from saber_assets.ontology.similarity import LCAIndex, lin_table
 from saber_assets.signals.kernels import to_csr
@@ -19,14 +19,23 @@ MATH_STOP_WORDS = frozenset(
     "let assume consider given suppose find compute solve show determine value expression equation "
     "result step term method approach solution theorem lemma".split()
 )
-STOP_WORDS = frozenset(ENGLISH_STOP_WORDS) | MATH_STOP_WORDS
+
+
+@functools.cache
+def stop_words() -> frozenset[str]:
+    """scikit-learn's English stop words and ``MATH_STOP_WORDS``; imported at first use, because
+    importing scikit-learn (with scipy.stats) is 2.2 s of every process's start."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return frozenset(ENGLISH_STOP_WORDS) | MATH_STOP_WORDS
 
 
 def summary_tokens(text: str | None) -> list[str]:
     """Lower-cased ``[a-z0-9^_]+`` tokens minus English and math stop words (distinct, in order)."""
     if not text:
         return []
-    return list(dict.fromkeys(t for t in _TOKEN.findall(text.lower()) if t not in STOP_WORDS))
+    stop = stop_words()
+    return list(dict.fromkeys(t for t in _TOKEN.findall(text.lower()) if t not in stop))
 
 
 class SignalInputError(ValueError):
