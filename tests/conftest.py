@@ -40,9 +40,9 @@ def make_config(tmp_path):
     return _make
 
 
-def write_tiny_inputs(root: Path) -> Path:
+def write_tiny_inputs(root: Path) -> None:
     """The tiny config's own source (30 problems and a bad row) and its retriever registry, in
-    ``root``; returns the registry."""
+    ``root``."""
     rows = [
         {
             "id": i,
@@ -53,11 +53,9 @@ def write_tiny_inputs(root: Path) -> Path:
     ]
     rows.append({"id": 99, "problem": "", "solution": "orphan"})
     write_jsonl(root / "mine.jsonl", rows)
-    registry = root / "retrievers.yaml"
-    registry.write_text(
+    (root / "retrievers.yaml").write_text(
         "retrievers:\n  - {name: bm25, kind: bm25}\n  - {name: jaccard-no-tok, kind: jaccard, params: {tokenizer: plain}}\n"
     )
-    return registry
 
 
 def tiny_doc(root: Path, **extra) -> dict:
@@ -299,11 +297,10 @@ def llama_embed(llama_parts):
 # `uv run pytest -m "not e2e"` is the inner loop: everything but the end-to-end builds, the real
 # servers and the environments made for one check. A test is e2e by the fixtures it asks for,
 # or by its own mark.
-E2E_FIXTURES = {"shared_build", "postgres_dsn", "llama_parts", "llama_chat",
-                "llama_embed", "label_studio_db"}  # fmt: skip
 # a server started once per session: its tests run on one xdist worker (`--dist loadgroup`)
 SERVER_GROUPS = {"llama_parts": "llama", "llama_chat": "llama", "llama_embed": "llama",
                  "postgres_dsn": "postgres"}  # fmt: skip
+E2E_FIXTURES = {"shared_build", "label_studio_db", *SERVER_GROUPS}
 
 
 # the longest first, so that two workers finish together (xdist hands work out in this order;
