@@ -10,6 +10,8 @@ from dagster import (
     Definitions,
     EnvVar,
     ExecutorDefinition,
+    MultiPartitionsDefinition,
+    PartitionsDefinition,
     define_asset_job,
     in_process_executor,
     load_assets_from_modules,
@@ -24,10 +26,17 @@ from saber_assets.corpus import assets as corpus_assets
 from saber_assets.io_managers import WarehouseParquetIOManager
 from saber_assets.leaderboard import assets as leaderboard_assets
 from saber_assets.leaderboard import contamination_assets
-from saber_assets.lib.declare import declared_in
-from saber_assets.lib.partitions import stage_partitions
-from saber_assets.lib.pods import check_pod_jobs, k8s_tags
+from saber_assets.lib.declare import Declared, declared_in
+from saber_assets.lib.partitions import (
+    annotation_partitions,
+    domain_partitions,
+    retriever_partitions,
+    shard_partitions,
+    training_partitions,
+)
 from saber_assets.ontology import assets as ontology_assets
+from saber_assets.ontology.domains import domain_keys
+from saber_assets.pods import check_pod_jobs, k8s_tags
 from saber_assets.ratings import assets as rating_assets
 from saber_assets.resources import SaberSettings, stores_resource
 from saber_assets.schedules import retriever_runs_backstop
@@ -40,9 +49,16 @@ from saber_assets.sensors import (
     observe_training,
     retriever_registry_sensor,
 )
-from saber_assets.settings import DEFAULT_CONFIG, SQL_DIR, LLMConfig, data_home, load_config
+from saber_assets.settings import (
+    DEFAULT_CONFIG,
+    SQL_DIR,
+    LLMConfig,
+    PipelineConfig,
+    data_home,
+    load_config,
+)
 from saber_assets.signals import assets as signal_assets
-from saber_assets.stages import SOURCE_ASSETS, STAGES, stage_of_asset
+from saber_assets.stages import ASSET_CONFIG, SOURCE_ASSETS, STAGES, stage_of_asset
 from saber_assets.tournament import assets as tournament_assets
 from saber_assets.versions import asset_code_versions
 from saber_resources.llm import LLMResource
@@ -75,6 +91,21 @@ def llm_resource(cfg: LLMConfig, prompts: dict[str, str] | None = None) -> LLMRe
     return LLMResource(**fields, api_key=api_key, prompts=prompts or {})
 
 
+def stage_partitions(cfg: PipelineConfig) -> dict[str, PartitionsDefinition]:
+    """Each partitioning of the stage table, with the config's chunk, shard and domain counts."""
+    by_domain = domain_partitions(list(domain_keys(cfg.ontology).values()))
+    return {
+        "annotation chunk": annotation_partitions(cfg.annotations.chunks),
+        "signal shard": shard_partitions(cfg.signals.shards),
+        "domain": by_domain,
+        "retriever": retriever_partitions,
+        "training corpus": training_partitions,
+        "domain × retriever": MultiPartitionsDefinition(
+            {"retriever": retriever_partitions, "domain": by_domain}
+        ),
+    }
+
+
 def stage_executor(kind: str) -> ExecutorDefinition:
     """``k8s_job``: a pod per step (the cluster image has dagster-k8s); the others run in the
     run's own process or processes."""
@@ -85,17 +116,23 @@ def stage_executor(kind: str) -> ExecutorDefinition:
     return in_process_executor if kind == "in_process" else multiprocess_executor
 
 
-def with_code_versions(assets: list, cfg) -> list:
+def asset_modules(declared: list[Declared] | None = None) -> dict[str, str]:
+    """Stage asset name -> the module that declares it (what its code version hashes)."""
+    declared = declared_in(STAGE_MODULES) if declared is None else declared
+    return {name: d.module for d in declared for name in d.asset_names}
+
+
+def with_code_versions(assets: list, cfg: PipelineConfig, modules: dict[str, str]) -> list:
     """Every stage asset with its Dagster code version (``versions.asset_code_versions``): the
-    config sections and code it reads and the versions upstream of it."""
+    config sections it reads, the source its module runs and the versions upstream of it."""
     parents: dict[str, list[str]] = {}
     for a in assets:
         for spec in getattr(a, "specs", ()):
             parents[spec.key.to_user_string()] = [d.asset_key.to_user_string() for d in spec.deps]
-    versions = asset_code_versions(cfg, parents)
-    missing = sorted(set(parents) - set(versions) - set(SOURCE_ASSETS))
-    if missing:  # a new asset must say what its version hashes
-        raise ValueError(f"assets without an entry in stages.ASSET_INPUTS: {missing}")
+    missing = sorted(set(parents) - set(ASSET_CONFIG) - set(SOURCE_ASSETS))
+    if missing:  # a new asset must say which config sections it reads
+        raise ValueError(f"assets without an entry in stages.ASSET_CONFIG: {missing}")
+    versions = asset_code_versions(cfg, parents, modules)
 
     def versioned(a):
         if not isinstance(a, AssetsDefinition) or not any(
@@ -132,15 +169,13 @@ def make_definitions(
     check_pod_jobs(cfg)
     executor = stage_executor(cfg.executor)
     partitions = stage_partitions(cfg)
-    built = [
-        d.build(partitions, k8s_tags(stage_of_asset(d.asset_name).job, cfg))
-        for d in declared_in(STAGE_MODULES)
-    ]
+    declared = declared_in(STAGE_MODULES)
+    built = [d.build(partitions, k8s_tags(stage_of_asset(d.asset_name).job, cfg)) for d in declared]
     checks = [b for b in built if isinstance(b, AssetChecksDefinition)]
     # the observable source assets (input files, the registry) are Dagster's own declarations
     sources = load_assets_from_modules(STAGE_MODULES)
     assets = [*sources, *(b for b in built if not isinstance(b, AssetChecksDefinition))]
-    assets = with_code_versions(assets, cfg)
+    assets = with_code_versions(assets, cfg, asset_modules(declared))
     # under the k8s executor every step has its own pod, sized by its asset's op tags: the run's
     # pod only orchestrates, and a job tag would size it like the heaviest step for nothing
     per_step = cfg.executor == "k8s_job"

@@ -13,7 +13,11 @@ import time
 
 def add_parser(sub) -> None:
     p = sub.add_parser("llm-server", help="serve the bundled model with llama.cpp on this CPU")
-    p.add_argument("--prepare", action="store_true", help="build the server if absent, print its and the model's path, exit")
+    p.add_argument(
+        "--prepare",
+        action="store_true",
+        help="build the server if absent, print its and the model's path, exit",
+    )
     p.add_argument("--port", type=int, default=8080, help="chat completions (default 8080)")
     p.add_argument("--embed-port", type=int, default=8081, help="embeddings (default 8081)")
     p.add_argument("--threads", type=int, default=2)

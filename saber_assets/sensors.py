@@ -26,6 +26,7 @@ from dagster import (
 )
 from dagster._core.storage.tags import PARTITION_NAME_TAG
 
+from saber_assets.analyses.human_study import labels_version
 from saber_assets.build import Step, partition_filter, runnable_names, stage_steps
 from saber_assets.leaderboard.contamination import checked_corpora, corpus_version
 from saber_assets.leaderboard.discovery import registry_for, tick
@@ -34,7 +35,7 @@ from saber_assets.lib.partitions import retriever_partitions, training_partition
 from saber_assets.ontology.domains import domain_keys
 from saber_assets.resources import SaberSettings
 from saber_assets.stages import STAGES
-from saber_assets.versions import digest, input_versions, labels_version, registry_versions
+from saber_assets.versions import digest, input_versions, registry_versions
 from saber_resources.stores import StoresResource
 
 

@@ -15,6 +15,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = REPO_ROOT / "data"
+
+
+def resolve_path(p: str) -> Path:
+    """A configured path: `~` expanded, a relative one read from the checkout's root."""
+    path = Path(p).expanduser()
+    return path if path.is_absolute() else REPO_ROOT / path
+
+
 CONFIG_DIR = REPO_ROOT / "configs"
 SQL_DIR = REPO_ROOT / "sql"
 DEFAULT_CONFIG = CONFIG_DIR / "sample.yaml"

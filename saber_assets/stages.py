@@ -2,11 +2,12 @@
 (the order, `--select`) and the CLI's help read, and of what each asset's version hashes.
 
 A stage is a Dagster job over assets of one partitioning: `saber build` runs the stages in this
-order, one run per partition. ``ASSET_INPUTS`` says, per asset, which config sections and which
-source code its outputs depend on; ``versions.asset_code_versions`` turns that, with the asset
-graph, into each asset's Dagster ``code_version``. The input files (corpus sources, ontology
-files) and the retriever registry are not code: they are observable source assets whose data
-version is their content hash (``SOURCE_ASSETS``). Pure: no Dagster here.
+order, one run per partition. ``ASSET_CONFIG`` says, per asset, which config sections its outputs
+depend on; ``versions.asset_code_versions`` turns that, the source its module runs (read from the
+import graph, ``code_graph``) and the asset graph into each asset's Dagster ``code_version``. The
+input files (corpus sources, ontology files) and the retriever registry are not code: they are
+observable source assets whose data version is their content hash (``SOURCE_ASSETS``). Pure: no
+Dagster here.
 """
 
 from __future__ import annotations
@@ -21,17 +22,8 @@ class Stage:
     description: str
     assets: tuple[str, ...]
     upstream: str | None  # the stage that must have finished first
-    # what one run of the job covers: names its assets' partitions (lib/partitions.stage_partitions)
+    # what one run of the job covers: names its assets' partitions (definitions.stage_partitions)
     partitioned_by: str = ""
-
-
-@dataclass(frozen=True)
-class Inputs:
-    """What an asset's code version hashes: config sections (dotted paths into the pipeline
-    config) and package-relative source paths (``saber_resources`` for that package)."""
-
-    config: tuple[str, ...]
-    code: tuple[str, ...]
 
 
 ANALYSES = (
@@ -146,73 +138,52 @@ STAGES: tuple[Stage, ...] = (
     ),
 )
 
-_CORPUS = Inputs(("seed", "corpus"), ("corpus",))
-_ANNOTATE = Inputs(("llm", "annotations", "prompts"), ("annotations", "saber_resources"))
-_EXPORT = Inputs(
-    ("seed", "leaderboard.benchmark"), ("leaderboard/assets.py", "leaderboard/exchange.py")
-)
-_ANALYSIS = Inputs(
-    ("seed", "analyses", "robustness", "tournament", "llm", "prompts", "leaderboard.k"),
-    ("analyses", "saber_resources"),
-)
-_FLOORS = Inputs(
-    (
-        "signals",
-        *(
-            f"candidates.{key}"
-            for key in (
-                "queries_per_domain",
-                "candidates_per_group",
-                "topic_threshold",
-                "summary_threshold",
-                "threshold_method",
-                "percentile",
-            )
-        ),
+_CORPUS = ("seed", "corpus")
+_ANNOTATE = ("llm", "annotations", "prompts")
+_EXPORT = ("seed", "leaderboard.benchmark")
+_ANALYSIS = ("seed", "analyses", "robustness", "tournament", "llm", "prompts", "leaderboard.k")
+# what the shards store depends on the thresholds the candidates section can end up with
+_FLOORS = (
+    "signals",
+    *(
+        f"candidates.{key}"
+        for key in (
+            "queries_per_domain",
+            "candidates_per_group",
+            "topic_threshold",
+            "summary_threshold",
+            "threshold_method",
+            "percentile",
+        )
     ),
-    ("signals",),
 )
-ASSET_INPUTS: dict[str, Inputs] = {
+ASSET_CONFIG: dict[str, tuple[str, ...]] = {
     "corpus": _CORPUS,
     "corpus_quarantine": _CORPUS,
     "corpus_duplicates": _CORPUS,
-    "ontology_tree": Inputs(("ontology",), ("ontology",)),
+    "ontology_tree": ("ontology",),
     "topic_annotations": _ANNOTATE,
     "solution_summaries": _ANNOTATE,
-    "topic_information_content": Inputs(("signals.freeze_ic",), ("annotations",)),
-    "problem_annotations": Inputs((), ("annotations",)),
-    "pair_signal_inputs": Inputs(("signals.freeze_ic",), ("signals",)),
-    # what the shards store depends on the thresholds the candidates section can end up with
+    "topic_information_content": ("signals.freeze_ic",),
+    "problem_annotations": (),
+    "pair_signal_inputs": ("signals.freeze_ic",),
     "pair_signal_bounds": _FLOORS,
     "pair_signal_shards": _FLOORS,
-    "pair_signal_index": Inputs(("signals",), ("signals",)),
-    "relevance_thresholds": Inputs(("signals", "candidates"), ("signals",)),
-    "query_candidates": Inputs(("seed", "candidates"), ("candidates",)),
-    "tournament_judgments": Inputs(
-        ("seed", "tournament", "llm", "prompts"), ("tournament", "ratings", "saber_resources")
-    ),
-    "relevance_ratings": Inputs(("ratings", "tournament"), ("ratings",)),
+    "pair_signal_index": ("signals",),
+    "relevance_thresholds": ("signals", "candidates"),
+    "query_candidates": ("seed", "candidates"),
+    "tournament_judgments": ("seed", "tournament", "llm", "prompts"),
+    "relevance_ratings": ("ratings", "tournament"),
     "benchmark_export": _EXPORT,
     "evaluation_benchmark": _EXPORT,
-    "own_candidate_matches": Inputs(
-        ("leaderboard.contamination.own_match_jaccard",), ("leaderboard/contamination.py",)
+    "own_candidate_matches": ("leaderboard.contamination.own_match_jaccard",),
+    "contamination": tuple(
+        f"leaderboard.contamination.{key}"
+        for key in ("fold_numbers", "n_grams", "num_buckets", "hashes_per_bucket", "seed")
     ),
-    "contamination": Inputs(
-        tuple(
-            f"leaderboard.contamination.{key}"
-            for key in ("fold_numbers", "n_grams", "num_buckets", "hashes_per_bucket", "seed")
-        ),
-        ("leaderboard/contamination.py", "corpus/dedup.py", "corpus/sources.py"),
-    ),
-    "retriever_index": Inputs(
-        ("leaderboard.settings", "leaderboard.full_corpus"),
-        ("leaderboard/indexes.py", "leaderboard/retrievers", "saber_resources"),
-    ),
-    "retriever_runs": Inputs(
-        ("leaderboard.settings", "leaderboard.k", "leaderboard.full_corpus", "llm"),
-        ("leaderboard", "saber_resources"),
-    ),
-    "leaderboard": Inputs(("seed", "leaderboard"), ("leaderboard",)),
+    "retriever_index": ("leaderboard.settings", "leaderboard.full_corpus"),
+    "retriever_runs": ("leaderboard.settings", "leaderboard.k", "leaderboard.full_corpus", "llm"),
+    "leaderboard": ("seed", "leaderboard"),
     **{name: _ANALYSIS for name in ANALYSES},
 }
 

@@ -1,8 +1,11 @@
 """What an asset's version is made of: its Dagster ``code_version`` and the data versions of the
 build's inputs. Pure: no Dagster here.
 
-An asset's code version hashes the config sections it reads, the source code that computes it
-(``stages.ASSET_INPUTS``) and the code versions of the assets upstream of it. The last part makes
+An asset's code version hashes the config sections it reads (``stages.ASSET_CONFIG``), the source
+of the module that defines it and of every project module that module imports, transitively
+(``code_graph``: read from the source, so a new import is counted the day it is written and a
+module only the CLI imports is in no asset's version), and the code versions of the assets
+upstream of it. The last part makes
 a change visible at once all the way down: Dagster itself marks an asset stale for its own new
 code version, but a downstream asset only after the upstream one has been materialised again;
 with the upstream versions folded in, changing `tournament.rounds` shows the tournament, the
@@ -19,13 +22,10 @@ import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from saber_assets.analyses.human_study import stored_labels
-from saber_assets.ontology.tree import resolve_path
-from saber_assets.settings import BUNDLED_ONTOLOGIES, DATA_DIR, PipelineConfig
-from saber_assets.stages import ASSET_INPUTS
+from saber_assets.code_graph import CodeGraph
+from saber_assets.settings import BUNDLED_ONTOLOGIES, DATA_DIR, PipelineConfig, resolve_path
+from saber_assets.stages import ASSET_CONFIG
 
-PACKAGE = Path(__file__).resolve().parent
-RESOURCES = PACKAGE.parent / "saber_resources"
 SECRETS = {"api_key", "api_key_env", "dsn_env"}  # names only, but never part of a version
 # how fast or in how much memory a stage runs, never what it computes (tested equal both ways)
 RESOURCE_ONLY = {"signals": {"threads", "gather_memory_gib"}}
@@ -59,18 +59,10 @@ def config_part(cfg: PipelineConfig, dotted: str):
     return value
 
 
-def code_digest(paths: Iterable[str]) -> str:
-    """Hash of the source files under the given package-relative paths."""
-    h = hashlib.blake2b(digest_size=12)
-    for rel in sorted(paths):
-        root = RESOURCES if rel == "saber_resources" else PACKAGE / rel
-        files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
-        if rel == "saber_resources":
-            files += sorted((RESOURCES / "prompt_templates").glob("*.yaml"))
-        for f in files:
-            h.update(str(f.relative_to(PACKAGE.parent)).encode())
-            h.update(f.read_bytes())
-    return h.hexdigest()
+def code_digest(modules: Iterable[str], graph: CodeGraph | None = None) -> str:
+    """Hash of the source the modules run: theirs and every project module they import."""
+    graph = graph or CodeGraph.of_checkout()
+    return graph.digest(graph.closure(modules))
 
 
 def file_stamp(path: Path) -> str:
@@ -83,13 +75,21 @@ def file_stamp(path: Path) -> str:
 
 
 def asset_code_versions(
-    cfg: PipelineConfig, parents: Mapping[str, Iterable[str]]
+    cfg: PipelineConfig,
+    parents: Mapping[str, Iterable[str]],
+    modules: Mapping[str, str],
+    graph: CodeGraph | None = None,
 ) -> dict[str, str]:
-    """Asset name -> its code version, for every asset of ``stages.ASSET_INPUTS``.
+    """Asset name -> its code version, for every asset of ``stages.ASSET_CONFIG``.
 
     ``parents``: asset name -> the names of the assets it depends on (source assets among them
-    are skipped: their changes arrive as data versions)."""
-    code = {}
+    are skipped: their changes arrive as data versions). ``modules``: asset name -> the module
+    that defines it. ``graph``: the source read (the checkout's by default)."""
+    graph = graph or CodeGraph.of_checkout()
+    missing = sorted(set(ASSET_CONFIG) - set(modules))
+    if missing:
+        raise ValueError(f"no defining module for {missing}")
+    code: dict[str, str] = {}
     out: dict[str, str] = {}
 
     def version(name: str, seen: tuple[str, ...] = ()) -> str:
@@ -97,21 +97,20 @@ def asset_code_versions(
             return out[name]
         if name in seen:
             raise ValueError(f"asset graph cycle through {' -> '.join((*seen, name))}")
-        inputs = ASSET_INPUTS[name]
-        key = inputs.code
-        if key not in code:
-            code[key] = code_digest(key)
-        ups = sorted(version(p, (*seen, name)) for p in parents.get(name, ()) if p in ASSET_INPUTS)
+        module = modules[name]
+        if module not in code:
+            code[module] = code_digest([module], graph)
+        ups = sorted(version(p, (*seen, name)) for p in parents.get(name, ()) if p in ASSET_CONFIG)
         out[name] = digest(
             {
-                "config": {s: config_part(cfg, s) for s in inputs.config},
-                "code": code[key],
+                "config": {s: config_part(cfg, s) for s in ASSET_CONFIG[name]},
+                "code": code[module],
                 "upstream": ups,
             }
         )
         return out[name]
 
-    for name in ASSET_INPUTS:
+    for name in ASSET_CONFIG:
         version(name)
     return out
 
@@ -161,10 +160,3 @@ def closure(name: str, registry: Mapping[str, dict]) -> list[str]:
     for comp in registry.get(name, {}).get("params", {}).get("retrievers", []) or []:
         out += closure(comp, registry)
     return out
-
-
-def labels_version(db, study: str | None = None) -> str:
-    """The data version of the stored human labels (of one study, or all): it moves when a pull
-    or an import adds one, so what reads them is marked unsynced."""
-    labels = stored_labels(db, study).sort("task_id", "annotator")
-    return digest(labels.select("task_id", "annotator", "label").rows())

@@ -200,7 +200,7 @@ def test_every_job_sizes_its_pods_through_the_launchers_tag():
     from dagster_k8s.job import get_user_defined_k8s_config
 
     from saber_assets import definitions
-    from saber_assets.lib.pods import K8S_TAG, pod_size
+    from saber_assets.pods import K8S_TAG, pod_size
     from saber_assets.signals.sizing import shard_pod_memory_gib
 
     path = REPO_ROOT / "configs" / "cluster.yaml"
@@ -232,7 +232,7 @@ def test_every_job_sizes_its_pods_through_the_launchers_tag():
     named = set(re.findall(r"\bbuild_[a-z_]+\b", guide))
     assert named and named <= built, named - built
     # a job `pods.jobs` names must exist (a renamed one would size nothing)
-    from saber_assets.lib.pods import check_pod_jobs
+    from saber_assets.pods import check_pod_jobs
 
     check_pod_jobs(cfg.model_copy(update={"pods": cfg.pods.model_copy(update={"jobs": {
         "build_runs": cfg.pods.runs}})}))  # fmt: skip
@@ -252,7 +252,7 @@ def test_ui_launched_runs_size_their_step_pods_like_the_build_under_the_k8s_exec
     from dagster_k8s.job import get_user_defined_k8s_config
 
     from saber_assets import definitions
-    from saber_assets.lib.pods import K8S_TAG, pod_size
+    from saber_assets.pods import K8S_TAG, pod_size
     from saber_assets.stages import STAGES
 
     text = (REPO_ROOT / "configs" / "cluster.yaml").read_text()
@@ -295,7 +295,7 @@ def test_shard_pod_memory_grows_with_the_corpus_and_the_shard():
 
 
 def test_the_first_pass_pod_holds_every_threads_row_histograms():
-    from saber_assets.lib.pods import pod_size
+    from saber_assets.pods import pod_size
     from saber_assets.settings import PipelineConfig
     from saber_assets.signals.sizing import bounds_memory_bytes
 
@@ -407,7 +407,7 @@ def test_config_expands_only_saber_variables(tmp_path, monkeypatch):
 
 
 def test_shard_pods_fit_the_measured_peak_and_follow_the_configured_stored_share():
-    from saber_assets.lib.pods import pod_size
+    from saber_assets.pods import pod_size
     from saber_assets.signals.sizing import shard_pod_memory_gib
 
     # measured by the scale rehearsal: 70K problems in 4 shards, 11% of pairs stored, the first

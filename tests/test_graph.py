@@ -6,21 +6,23 @@ against ``tests/snapshots/asset_graph.json``. A changed graph is a reviewed snap
 ``SABER_UPDATE_SNAPSHOT=1 uv run pytest tests/test_graph.py`` rewrites it, and the diff is
 part of the change.
 
-``test_imports_read_top_to_bottom``: settings → resources → stage logic → stage assets →
-definitions / sensors / schedules / build / CLI; no import cycle (function-level imports count),
-no `assets` module imported as a library, no private name imported from another module.
+``test_imports_read_top_to_bottom``: settings → resources → the stage table and versions → lib →
+stage logic (each stage's from the earlier stages' only) → stage assets → definitions / sensors /
+schedules / build / CLIs, every module in a layer; no import cycle (function-level imports count),
+no `assets` module imported as a library, no private name imported from another module. The graph
+is the one the code versions read (``saber_assets/code_graph.py``).
 """
 
-import ast
 import json
 import os
 from pathlib import Path
 
 import pytest
 
-from saber_assets.definitions import make_definitions
+from saber_assets.code_graph import CodeGraph
+from saber_assets.definitions import asset_modules, make_definitions
 from saber_assets.settings import DEFAULT_CONFIG, REPO_ROOT
-from saber_assets.stages import ASSET_INPUTS, STAGES
+from saber_assets.stages import ASSET_CONFIG, STAGES
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "asset_graph.json"
 
@@ -39,19 +41,24 @@ def _partitions(pd) -> dict | None:
 def graph_snapshot() -> dict:
     defs = make_definitions(DEFAULT_CONFIG)
     graph = defs.resolve_asset_graph()
+    modules, code = asset_modules(), CodeGraph(REPO_ROOT)
     assets = {}
     for key in sorted(graph.get_all_asset_keys(), key=lambda k: k.to_user_string()):
         node = graph.get(key)
         name = key.to_user_string()
-        inputs = ASSET_INPUTS.get(name)
+        config = ASSET_CONFIG.get(name)
         assets[name] = {
             "group": node.group_name,
             "deps": sorted(p.to_user_string() for p in node.parent_keys),
             "partitions": _partitions(node.partitions_def),
             "observable": node.is_observable,
             "code_version_hashes": (
-                {"config": list(inputs.config), "code": list(inputs.code), "upstream": True}
-                if inputs
+                {
+                    "config": list(config),
+                    "code": sorted(code.closure([modules[name]])),
+                    "upstream": True,
+                }
+                if config is not None
                 else None
             ),
             "has_code_version": node.code_version is not None,
@@ -82,91 +89,84 @@ def test_every_asset_is_in_one_stage_and_says_what_its_version_hashes():
     }
     staged = [a for s in STAGES for a in s.assets]
     assert sorted(staged) == sorted(materialised)  # each exactly once
-    assert set(ASSET_INPUTS) == materialised
+    assert set(ASSET_CONFIG) == materialised
     assert all(graph.get(k).code_version for k in graph.get_all_asset_keys()
                if k.to_user_string() in materialised)  # fmt: skip
 
 
 # ---- layers -------------------------------------------------------------------------------
 
-PACKAGES = ("saber_assets", "saber_resources")
-STAGE_PACKAGES = {
-    "corpus", "ontology", "annotations", "signals", "candidates", "tournament", "ratings",
+# the stage packages, each of whose logic may import an earlier one's, never a later one's: the
+# order the build runs them, but for the ratings, whose Bradley-Terry fit the Swiss pairing runs
+# between rounds
+STAGE_ORDER = (
+    "corpus", "ontology", "annotations", "signals", "candidates", "ratings", "tournament",
     "leaderboard", "analyses",
-}  # fmt: skip
-TOP = {"definitions", "sensors", "schedules", "build", "cli", "remote"}
+)  # fmt: skip
+TOP = {"definitions", "sensors", "schedules", "build", "cli", "remote", "pods", "annotate",
+       "registry_cli", "llm_server_cli"}  # fmt: skip
+LAYERS = ("settings", "resources", "the stage table and versions", "lib", "stage logic",
+          "stage assets", "the top")  # fmt: skip
 
 
-def modules() -> dict[str, Path]:
-    out = {}
-    for pkg in PACKAGES:
-        for f in (REPO_ROOT / pkg).rglob("*.py"):
-            name = ".".join(f.relative_to(REPO_ROOT).with_suffix("").parts)
-            out[name.removesuffix(".__init__")] = f
-    return out
+def layer(module: str) -> tuple[int, int]:
+    """(layer, stage) of a project module; every module has one, or the test says which has none.
 
-
-def layer(module: str) -> int:
-    """0 settings, 1 resources, 2 stage logic and shared helpers, 3 stage assets, 4 the top."""
+    0 settings (and the package, the import graph reader); 1 resources; 2 the stage table and
+    versions (pure descriptions of the build); 3 lib (helpers every stage's assets share) and the
+    IO manager; 4 stage logic, by stage (``STAGE_ORDER``); 5 stage assets; 6 the top (definitions,
+    sensors, schedules, the build, the CLIs)."""
     parts = module.split(".")
     if parts[0] == "saber_resources" or module == "saber_assets.resources":
-        return 1
-    if len(parts) == 1 or module == "saber_assets.settings":
-        return 0
+        return (1, 0)
+    if module in ("saber_assets", "saber_assets.settings", "saber_assets.code_graph"):
+        return (0, 0)
+    if module in ("saber_assets.stages", "saber_assets.versions"):
+        return (2, 0)
+    if parts[1] in ("lib", "io_managers"):
+        return (3, 0)
     if parts[1] in TOP:
-        return 4
-    if parts[-1] in ("assets", "report_assets"):
-        return 3
-    return 2
+        return (6, 0)
+    if parts[1] in STAGE_ORDER:
+        stage = STAGE_ORDER.index(parts[1])
+        return (5, stage) if parts[-1].endswith("assets") else (4, stage)
+    raise AssertionError(f"{module} is in no layer: give it one in tests/test_graph.py")
 
 
-def imports(mods: dict[str, Path]):
-    """(module, imported module, imported name) for every import, function-level ones too."""
-    for mod, path in mods.items():
-        is_pkg = path.name == "__init__.py"
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                for a in node.names:
-                    if a.name in mods:
-                        yield mod, a.name, None
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    parts = mod.split(".")
-                    parts = parts[: len(parts) - node.level + (1 if is_pkg else 0)]
-                    base = ".".join(parts + ([node.module] if node.module else []))
-                for a in node.names:
-                    full = f"{base}.{a.name}"
-                    if full in mods:
-                        yield mod, full, None
-                    elif base in mods:
-                        yield mod, base, a.name
-
-
-def test_imports_read_top_to_bottom():
-    mods = modules()
-    edges: dict[str, set[str]] = {}
+def layer_problems(graph: CodeGraph) -> list[str]:
     problems = []
-    for mod, target, name in imports(mods):
-        if target == mod:
+    for i in graph.imports:
+        if i.target == i.module:
             continue
-        edges.setdefault(mod, set()).add(target)
-        if layer(target) > layer(mod):
-            problems.append(f"upward import: {mod} (layer {layer(mod)}) -> {target}")
-        if layer(target) == 3 and layer(mod) < 4:
-            problems.append(f"an assets module used as a library: {mod} -> {target}")
-        if name and name.startswith("_"):
-            problems.append(f"private name across modules: {mod} imports {target}.{name}")
-    assert not problems, "\n".join(problems)
-    # no cycle between modules, nor between the stage packages
-    pkg_edges: dict[str, set[str]] = {}
+        (lm, sm), (lt, st) = layer(i.module), layer(i.target)
+        if lt > lm or (lt == lm == 4 and st > sm):
+            problems.append(
+                f"upward import: {i.module} ({LAYERS[lm]}) -> {i.target} ({LAYERS[lt]})"
+            )
+        if lt == 5 and lm < 6:
+            problems.append(f"an assets module used as a library: {i.module} -> {i.target}")
+        if i.name and i.name.startswith("_"):
+            problems.append(f"private name across modules: {i.module} imports {i.target}.{i.name}")
+    for edges in (graph.edges, stage_edges(graph.edges)):
+        if cycle := find_cycle(edges):
+            problems.append(f"import cycle: {' -> '.join(cycle)}")
+    return list(dict.fromkeys(problems))
+
+
+def stage_edges(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The imports between stage packages."""
+    out: dict[str, set[str]] = {}
     for a, targets in edges.items():
         for b in targets:
             pa, pb = a.split(".")[:2], b.split(".")[:2]
-            if pa != pb and pa[-1] in STAGE_PACKAGES and pb[-1] in STAGE_PACKAGES:
-                pkg_edges.setdefault(".".join(pa), set()).add(".".join(pb))
-    for graph in (edges, pkg_edges):
-        assert not find_cycle(graph), f"import cycle: {' -> '.join(find_cycle(graph))}"
+            if pa != pb and pa[-1] in STAGE_ORDER and pb[-1] in STAGE_ORDER:
+                out.setdefault(".".join(pa), set()).add(".".join(pb))
+    return out
+
+
+def test_imports_read_top_to_bottom():
+    problems = layer_problems(CodeGraph(REPO_ROOT))
+    assert not problems, "\n".join(problems)
 
 
 def find_cycle(edges: dict[str, set[str]]) -> list[str]:
@@ -191,12 +191,33 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str]:
     return []
 
 
-@pytest.mark.parametrize("planted", ["cycle", "upward"])
-def test_the_layer_check_finds_a_planted_problem(planted):
-    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"} if planted == "cycle" else set()}
-    assert bool(find_cycle(edges)) == (planted == "cycle")
-    assert layer("saber_assets.corpus.assets") > layer("saber_assets.corpus.build")
-    assert layer("saber_assets.definitions") > layer("saber_assets.corpus.assets")
+PLANTED = {
+    # the four this rule missed before it knew every module kind
+    "lib": ("saber_assets/lib/partitions.py", "from saber_assets.ontology.domains import domain_keys"),
+    "versions": ("saber_assets/versions.py", "from saber_assets.analyses.human_study import stored_labels"),
+    "stage order": ("saber_assets/corpus/build.py", "from saber_assets.tournament.engine import run_tournament"),
+    "cycle": ("saber_assets/stages.py", "from saber_assets.versions import digest"),
+    "private": ("saber_assets/corpus/build.py", "from saber_assets.corpus.dedup import _secret"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("planted", sorted(PLANTED))
+def test_the_layer_check_finds_a_planted_problem(planted, tmp_path):
+    import shutil
+
+    from saber_assets.code_graph import PACKAGES
+
+    for pkg in PACKAGES:
+        shutil.copytree(
+            REPO_ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    path, line = PLANTED[planted]
+    target = tmp_path / path
+    target.write_text(target.read_text() + "\n\ndef planted():\n    " + line + "\n")
+    problems = layer_problems(CodeGraph(tmp_path))
+    assert len(problems) >= 1, planted
+    want = {"cycle": "import cycle", "private": "private name"}.get(planted, "upward import")
+    assert any(want in p for p in problems), problems
 
 
 def test_select_names_stages_by_alias_or_job_and_refuses_an_unknown_one():

@@ -2,8 +2,6 @@
 nothing of the document side redone; stale, broken or half-written indexes are rebuilt."""
 
 import json
-import shutil
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -25,8 +23,6 @@ from saber_assets.leaderboard.retrievers.lexical import (
     tokenize_all,
 )
 from saber_assets.leaderboard.retrievers.tokenize import plain_tokens
-from saber_assets.settings import REPO_ROOT, load_config
-from saber_assets.versions import asset_code_versions, registry_versions
 
 from .test_bulk_scoring import _bench, _dense, _ssemb
 
@@ -208,98 +204,6 @@ def test_without_the_full_corpus_an_index_covers_the_candidates_only():
     docs = ["a", "b", "c", "d", "e"]
     assert index_documents(docs, [[3, 1], [1, 4]], full_corpus=False) == ["b", "d", "e"]
     assert index_documents(docs, [[3, 1]], full_corpus=True) == docs
-
-
-def test_a_registry_entry_moves_its_own_partitions_and_its_fusions_only():
-    registry = {
-        "bm25": {"name": "bm25", "kind": "bm25", "params": {}},
-        "dense": {"name": "dense", "kind": "dense", "params": {}},
-        "rrf": {"name": "rrf", "kind": "fusion", "params": {"retrievers": ["bm25", "dense"]}},
-    }
-    base = registry_versions(registry)
-    # a parameter of bm25 moves bm25's partitions and the fusion's that reads it, not dense's
-    changed = dict(registry, bm25={**registry["bm25"], "params": {"k1": 1.2}})
-    moved = {k for k, v in registry_versions(changed).items() if base[k] != v}
-    assert moved == {"bm25", "rrf"}
-    assert registry_versions({**registry, "tfidf": {"name": "tfidf", "kind": "tfidf"}}) == {
-        **base,
-        "tfidf": registry_versions({"tfidf": {"name": "tfidf", "kind": "tfidf"}})["tfidf"],
-    }
-
-
-def _code_versions(cfg):
-    from saber_assets.definitions import make_definitions
-
-    graph = make_definitions().resolve_asset_graph()
-    parents = {
-        k.to_user_string(): [p.to_user_string() for p in graph.get(k).parent_keys]
-        for k in graph.get_all_asset_keys()
-    }
-    return asset_code_versions(cfg, parents)
-
-
-def test_where_input_files_lie_moves_no_version_and_what_they_hold_does(tmp_path):
-    """A moved checkout or a copied SABER_HOME is up to date: the config's input paths (corpus
-    source, ontology nodes + edges, registry) are not part of a code version, and a file's data
-    version is its content under its role, not its path."""
-    from saber_assets.versions import input_versions
-
-    data = REPO_ROOT / "tests" / "data"
-
-    def config(where: Path, problem: str = "Find x."):
-        where.mkdir()
-        (where / "mine.jsonl").write_text(
-            json.dumps({"id": 1, "problem": problem, "solution": "x"}) + "\n"
-        )
-        for name in ("msc_nodes.csv", "msc_edges.csv"):
-            shutil.copyfile(data / name, where / name)
-        (where / "retrievers.yaml").write_text("retrievers:\n  - {name: bm25, kind: bm25}\n")
-        return load_config(None).model_validate({
-            "name": "moved",
-            "corpus": {"sources": [{"name": "mine", "path": str(where / "mine.jsonl"),
-                                    "fields": {"id": "id", "problem": "problem", "solution": "solution"}}]},
-            "ontology": {"nodes": str(where / "msc_nodes.csv"), "edges": str(where / "msc_edges.csv")},
-            "leaderboard": {"registry": str(where / "retrievers.yaml")},
-        })  # fmt: skip
-
-    here, there = config(tmp_path / "here"), config(tmp_path / "there")
-    assert _code_versions(here) == _code_versions(there)
-    assert input_versions(here) == input_versions(there)
-    edited = config(tmp_path / "edited", problem="Find y.")
-    assert _code_versions(edited) == _code_versions(here)  # content is data, not code
-    moved = {k for k, v in input_versions(edited).items() if input_versions(here)[k] != v}
-    assert moved == {"corpus_sources"}
-
-
-def test_threads_and_memory_budgets_move_no_code_version_and_the_floors_do():
-    cfg = load_config(None)
-
-    def versions(**signals):
-        return _code_versions(
-            cfg.model_copy(update={"signals": cfg.signals.model_copy(update=signals)})
-        )
-
-    base = versions()
-    assert versions(threads=7, gather_memory_gib=0.5) == base
-    moved = {k for k, v in versions(floor_summary=0.3).items() if base[k] != v}
-    assert {"pair_signal_shards", "pair_signal_index", "query_candidates", "leaderboard"} <= moved
-    assert not moved & {"corpus", "ontology_tree", "topic_annotations", "problem_annotations"}
-
-
-def test_more_tournament_rounds_move_the_tournament_and_everything_below_it_only():
-    cfg = load_config(None)
-    base = _code_versions(cfg)
-    more = cfg.model_copy(update={"tournament": cfg.tournament.model_copy(update={"rounds": 9})})
-    moved = {k for k, v in _code_versions(more).items() if base[k] != v}
-    below = {
-        "tournament_judgments", "relevance_ratings", "benchmark_export", "evaluation_benchmark",
-        "retriever_index", "retriever_runs", "leaderboard", "benchmark_report",
-    }  # fmt: skip
-    assert below <= moved
-    assert not moved & {
-        "corpus", "ontology_tree", "topic_annotations", "solution_summaries",
-        "problem_annotations", "pair_signal_shards", "relevance_thresholds", "query_candidates",
-    }  # fmt: skip
 
 
 def test_approach0_depth_asks_the_engine_for_its_top_documents_only(monkeypatch):

@@ -21,6 +21,7 @@ from saber_assets.analyses.human_agreement import (
 )
 from saber_assets.analyses.human_study import (
     human_pairs,
+    labels_version,
     read_human_file,
     stored_labels,
 )
@@ -50,7 +51,6 @@ from saber_assets.lib.metadata import (
 )
 from saber_assets.ratings.rate import configured_prior
 from saber_assets.resources import SaberSettings
-from saber_assets.versions import labels_version
 from saber_resources.cache import EmbeddingCache
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource

@@ -23,6 +23,7 @@ import polars as pl
 
 from saber_assets.analyses.human_agreement import AnnotationError, rating_ranks, read_annotations
 from saber_assets.analyses.math_html import CSS, render
+from saber_assets.versions import digest
 from saber_resources.stores import StoreDB, ensure_table
 
 STRATA = (0, 25, 50)  # Δr strata [0, 25), [25, 50), ≥ 50 (the agreement's nested buckets)
@@ -455,3 +456,10 @@ def stored_labels(db: StoreDB, study: str | None = None) -> pl.DataFrame:
         f"SELECT {cols} FROM human_labels {where} ORDER BY labelled_at, task_id", params
     )
     return frame.cast(LABEL_SCHEMA) if frame.height else pl.DataFrame(schema=LABEL_SCHEMA)
+
+
+def labels_version(db, study: str | None = None) -> str:
+    """The data version of the stored human labels (of one study, or all): it moves when a pull
+    or an import adds one, so what reads them is marked unsynced."""
+    labels = stored_labels(db, study).sort("task_id", "annotator")
+    return digest(labels.select("task_id", "annotator", "label").rows())

@@ -28,8 +28,7 @@ from saber_assets.leaderboard.exchange import Benchmark
 from saber_assets.leaderboard.hub import fetch_snapshot
 from saber_assets.leaderboard.metrics import best_rated, score_column
 from saber_assets.leaderboard.retrievers.registry import TrainingCorpus
-from saber_assets.ontology.tree import resolve_path
-from saber_assets.settings import BUNDLED_SOURCES, DATA_DIR, ContaminationConfig
+from saber_assets.settings import BUNDLED_SOURCES, DATA_DIR, ContaminationConfig, resolve_path
 from saber_assets.versions import digest, files_version
 
 # spacing and sizing that changes how a formula looks, never what it says

@@ -25,8 +25,12 @@ from saber_assets.leaderboard.retrievers.registry import (
 )
 from saber_assets.versions import code_digest
 
-# the code a leaderboard row's numbers come from (the runs' own code paths in the build plan)
-SCORING_CODE = ("leaderboard", "saber_resources")
+# the code a leaderboard row's numbers come from: the retriever kinds (through the registry that
+# builds them) and the evaluation, with everything they import (``versions.code_digest``)
+SCORING_CODE = (
+    "saber_assets.leaderboard.retrievers.registry",
+    "saber_assets.leaderboard.evaluate",
+)
 PROVENANCE_COLUMNS = [
     "row_id",
     "model_id",

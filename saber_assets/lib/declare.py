@@ -2,7 +2,7 @@
 its Dagster attributes, the partitions and the pod size left out. ``build`` makes the Dagster
 definition when the definitions load: the partitions are its stage's (``stages.STAGES``, from
 the config's chunk, shard and domain counts) and the op tags its stage's pod size
-(``lib/pods.k8s_tags``), so a run launched from the UI sizes its step pods the way the build's
+(``pods.k8s_tags``), so a run launched from the UI sizes its step pods the way the build's
 jobs do (under ``executor: k8s_job``). The observable source assets are not stage assets and
 are declared with Dagster's own decorators."""
 
@@ -50,13 +50,25 @@ class Declared:
             return next(iter(self.attrs["outs"]))
         return self.attrs.get("name") or self.fn.__name__
 
+    @property
+    def asset_names(self) -> tuple[str, ...]:
+        """Every asset it declares (a multi-asset's outs); none for a check."""
+        if self.is_check:
+            return ()
+        return tuple(self.attrs["outs"]) if "outs" in self.attrs else (self.asset_name,)
+
+    @property
+    def module(self) -> str:
+        """The module that declares it: what its code version hashes, with that module's imports."""
+        return self.fn.__module__
+
     def build(
         self,
         partitions: Mapping[str, PartitionsDefinition] | None = None,
         op_tags: Mapping[str, str] | None = None,
     ) -> AssetsDefinition | AssetChecksDefinition:
         """The Dagster definition, partitioned as its stage (``partitions`` by
-        ``Stage.partitioned_by``, from ``lib/partitions.stage_partitions``)."""
+        ``Stage.partitioned_by``, from ``definitions.stage_partitions``)."""
         attrs = dict(self.attrs)
         by = stage_of_asset(self.asset_name).partitioned_by
         if by:

@@ -5,13 +5,8 @@ from collections.abc import Sequence
 
 from dagster import (
     DynamicPartitionsDefinition,
-    MultiPartitionsDefinition,
-    PartitionsDefinition,
     StaticPartitionsDefinition,
 )
-
-from saber_assets.ontology.domains import domain_keys
-from saber_assets.settings import PipelineConfig
 
 # one partition per registry entry (added by the build and the registry sensor, never removed)
 retriever_partitions = DynamicPartitionsDefinition(name="retriever")
@@ -44,18 +39,3 @@ def shard_keys(n: int) -> list[str]:
 
 def shard_partitions(n: int) -> StaticPartitionsDefinition:
     return StaticPartitionsDefinition(shard_keys(n))
-
-
-def stage_partitions(cfg: PipelineConfig) -> dict[str, PartitionsDefinition]:
-    """Each partitioning of the stage table, with the config's chunk, shard and domain counts."""
-    by_domain = domain_partitions(list(domain_keys(cfg.ontology).values()))
-    return {
-        "annotation chunk": annotation_partitions(cfg.annotations.chunks),
-        "signal shard": shard_partitions(cfg.signals.shards),
-        "domain": by_domain,
-        "retriever": retriever_partitions,
-        "training corpus": training_partitions,
-        "domain × retriever": MultiPartitionsDefinition(
-            {"retriever": retriever_partitions, "domain": by_domain}
-        ),
-    }

@@ -19,9 +19,9 @@ import polars as pl
 from saber_assets.settings import (
     BUNDLED_ONTOLOGIES,
     DATA_DIR,
-    REPO_ROOT,
     OntologyConfig,
     is_json_nodes,
+    resolve_path,
 )
 
 if TYPE_CHECKING:
@@ -281,11 +281,6 @@ def expand_to_tree(
         paths=paths,
         domains=domains,
     )
-
-
-def resolve_path(p: str) -> Path:
-    path = Path(p).expanduser()
-    return path if path.is_absolute() else REPO_ROOT / path
 
 
 def load_dag(cfg: OntologyConfig) -> TopicDag:

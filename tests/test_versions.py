@@ -1,0 +1,170 @@
+"""What moves an asset's version and what does not: the config sections it reads, the source
+its module runs (read from the import graph, so an edit to any module it imports counts and an
+edit to a module only the CLI imports does not), its parents' versions; never where its inputs lie
+or how fast it runs. The registry's entries and the input files are data versions."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from saber_assets.code_graph import PACKAGES, CodeGraph
+from saber_assets.settings import REPO_ROOT, load_config
+from saber_assets.versions import asset_code_versions, registry_versions
+
+
+def test_a_registry_entry_moves_its_own_partitions_and_its_fusions_only():
+    registry = {
+        "bm25": {"name": "bm25", "kind": "bm25", "params": {}},
+        "dense": {"name": "dense", "kind": "dense", "params": {}},
+        "rrf": {"name": "rrf", "kind": "fusion", "params": {"retrievers": ["bm25", "dense"]}},
+    }
+    base = registry_versions(registry)
+    # a parameter of bm25 moves bm25's partitions and the fusion's that reads it, not dense's
+    changed = dict(registry, bm25={**registry["bm25"], "params": {"k1": 1.2}})
+    moved = {k for k, v in registry_versions(changed).items() if base[k] != v}
+    assert moved == {"bm25", "rrf"}
+    assert registry_versions({**registry, "tfidf": {"name": "tfidf", "kind": "tfidf"}}) == {
+        **base,
+        "tfidf": registry_versions({"tfidf": {"name": "tfidf", "kind": "tfidf"}})["tfidf"],
+    }
+
+
+def _code_versions(cfg, graph=None):
+    from saber_assets.definitions import asset_modules, make_definitions
+
+    assets = make_definitions().resolve_asset_graph()
+    parents = {
+        k.to_user_string(): [p.to_user_string() for p in assets.get(k).parent_keys]
+        for k in assets.get_all_asset_keys()
+    }
+    return asset_code_versions(cfg, parents, asset_modules(), graph)
+
+
+def test_where_input_files_lie_moves_no_version_and_what_they_hold_does(tmp_path):
+    """A moved checkout or a copied SABER_HOME is up to date: the config's input paths (corpus
+    source, ontology nodes + edges, registry) are not part of a code version, and a file's data
+    version is its content under its role, not its path."""
+    from saber_assets.versions import input_versions
+
+    data = REPO_ROOT / "tests" / "data"
+
+    def config(where: Path, problem: str = "Find x."):
+        where.mkdir()
+        (where / "mine.jsonl").write_text(
+            json.dumps({"id": 1, "problem": problem, "solution": "x"}) + "\n"
+        )
+        for name in ("msc_nodes.csv", "msc_edges.csv"):
+            shutil.copyfile(data / name, where / name)
+        (where / "retrievers.yaml").write_text("retrievers:\n  - {name: bm25, kind: bm25}\n")
+        return load_config(None).model_validate({
+            "name": "moved",
+            "corpus": {"sources": [{"name": "mine", "path": str(where / "mine.jsonl"),
+                                    "fields": {"id": "id", "problem": "problem", "solution": "solution"}}]},
+            "ontology": {"nodes": str(where / "msc_nodes.csv"), "edges": str(where / "msc_edges.csv")},
+            "leaderboard": {"registry": str(where / "retrievers.yaml")},
+        })  # fmt: skip
+
+    here, there = config(tmp_path / "here"), config(tmp_path / "there")
+    assert _code_versions(here) == _code_versions(there)
+    assert input_versions(here) == input_versions(there)
+    edited = config(tmp_path / "edited", problem="Find y.")
+    assert _code_versions(edited) == _code_versions(here)  # content is data, not code
+    moved = {k for k, v in input_versions(edited).items() if input_versions(here)[k] != v}
+    assert moved == {"corpus_sources"}
+
+
+def test_threads_and_memory_budgets_move_no_code_version_and_the_floors_do():
+    cfg = load_config(None)
+
+    def versions(**signals):
+        return _code_versions(
+            cfg.model_copy(update={"signals": cfg.signals.model_copy(update=signals)})
+        )
+
+    base = versions()
+    assert versions(threads=7, gather_memory_gib=0.5) == base
+    moved = {k for k, v in versions(floor_summary=0.3).items() if base[k] != v}
+    assert {"pair_signal_shards", "pair_signal_index", "query_candidates", "leaderboard"} <= moved
+    assert not moved & {"corpus", "ontology_tree", "topic_annotations", "problem_annotations"}
+
+
+def test_more_tournament_rounds_move_the_tournament_and_everything_below_it_only():
+    cfg = load_config(None)
+    base = _code_versions(cfg)
+    more = cfg.model_copy(update={"tournament": cfg.tournament.model_copy(update={"rounds": 9})})
+    moved = {k for k, v in _code_versions(more).items() if base[k] != v}
+    below = {
+        "tournament_judgments", "relevance_ratings", "benchmark_export", "evaluation_benchmark",
+        "retriever_index", "retriever_runs", "leaderboard", "benchmark_report",
+    }  # fmt: skip
+    assert below <= moved
+    assert not moved & {
+        "corpus", "ontology_tree", "topic_annotations", "solution_summaries",
+        "problem_annotations", "pair_signal_shards", "relevance_thresholds", "query_candidates",
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory) -> Path:
+    """A copy of the project's source to edit."""
+    root = tmp_path_factory.mktemp("checkout")
+    for pkg in PACKAGES:
+        shutil.copytree(REPO_ROOT / pkg, root / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def _edited(checkout: Path, module: str, edit: str = "\n# a reworded comment\n") -> CodeGraph:
+    path = checkout / (module.replace(".", "/") + ".py")
+    original = path.read_text()
+    path.write_text(original + edit)
+    try:
+        graph = CodeGraph(checkout)
+        assert graph.sources  # read now, before the file is put back
+        return graph
+    finally:
+        path.write_text(original)
+
+
+# what reads the contamination assets' outputs (the asset graph's children, all the way down)
+CONTAMINATION_READERS = {"contamination", "own_candidate_matches", "leaderboard"}
+
+
+@pytest.mark.parametrize(
+    ("module", "want"),
+    [
+        # the module that declares the assets
+        ("saber_assets.leaderboard.contamination_assets", CONTAMINATION_READERS),
+        # a module it imports, and one that module imports (transitively)
+        ("saber_assets.leaderboard.contamination", CONTAMINATION_READERS),
+        # modules only the CLI runs: no asset
+        ("saber_assets.leaderboard.paper", set()),
+        ("saber_assets.leaderboard.interchange", set()),
+        ("saber_assets.cli", set()),
+    ],
+)
+def test_an_edited_module_moves_the_assets_that_run_it_and_no_other(checkout, module, want):
+    cfg = load_config(None)
+    base = _code_versions(cfg, CodeGraph(checkout))
+    assert base == _code_versions(cfg), "a moved checkout hashes differently"
+    moved = {k for k, v in _code_versions(cfg, _edited(checkout, module)).items() if base[k] != v}
+    analyses = {k for k in moved if k not in want}
+    # what reads the leaderboard (the analyses that read it) moves with it, nothing else
+    assert want <= moved and all(k in READS_LEADERBOARD for k in analyses), sorted(moved)
+    assert bool(moved) == bool(want)
+
+
+def test_an_edit_deep_in_the_corpus_reader_moves_the_corpus_and_everything_below():
+    cfg = load_config(None)
+    base = _code_versions(cfg)
+    graph = CodeGraph(REPO_ROOT)
+    assert "saber_assets.corpus.normalize" in graph.closure(["saber_assets.corpus.assets"])
+    assert "saber_assets.leaderboard.paper" not in graph.closure(
+        ["saber_assets.leaderboard.assets"]
+    )
+    assert len(base) == len(set(base.values()))  # every asset its own version
+
+
+READS_LEADERBOARD = {"mteb_correlation", "leaderboard_robustness", "benchmark_report",
+                     "math_vs_words"}  # fmt: skip
