@@ -19,8 +19,8 @@ import numpy as np
 import polars as pl
 
 from saber_assets.analyses.robustness import relevance_with
+from saber_assets.benchmark.data import Benchmark
 from saber_assets.leaderboard.evaluate import rescore_runs
-from saber_assets.leaderboard.exchange import Benchmark
 from saber_assets.leaderboard.significance import kendall_tau, score_matrix
 from saber_assets.ratings.bradley_terry import Prior
 from saber_assets.ratings.rate import rate

@@ -68,9 +68,9 @@ def child(variant: str, path: Path) -> None:
 
     import polars as pl
 
+    from saber_assets.contamination.matches import TrainingRead, audit, training_rows
     from saber_assets.corpus.dedup import DedupItem, find_duplicates, minhash_config
-    from saber_assets.leaderboard.contamination import TrainingRead, audit, training_rows
-    from saber_assets.leaderboard.retrievers.registry import TrainingCorpus
+    from saber_assets.retrievers.entries import TrainingCorpus
 
     start = time.perf_counter()
     if variant == "dedup":

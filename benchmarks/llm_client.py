@@ -102,14 +102,18 @@ def main() -> None:
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     reqs = requests_for(args.task, args.n)
-    with LlamaServer(server_binary(), bundled_model(), parallel=max(levels), ctx=1024 * max(levels)) as srv:
+    with LlamaServer(
+        server_binary(), bundled_model(), parallel=max(levels), ctx=1024 * max(levels)
+    ) as srv:
         body_of = OpenAIBackend(base_url=srv.url, model=srv.alias, server="llama.cpp")
         bodies = [body_of.body(r) for r in reqs]
         # warm the server (first requests load pages of the model)
         run_plain(srv.url, bodies[:4], 4)
         print(f"{args.n} {args.task} requests per level, llama-server with {max(levels)} slots, "
               f"2 threads; median of {args.repeats}")  # fmt: skip
-        print("| in flight | plain req/s | saber req/s | plain tok/s | saber tok/s | saber / plain |")
+        print(
+            "| in flight | plain req/s | saber req/s | plain tok/s | saber tok/s | saber / plain |"
+        )
         print("|---|---|---|---|---|---|")
         for k in levels:
             p_runs, s_runs = [], []

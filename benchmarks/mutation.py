@@ -73,7 +73,7 @@ MODULES: dict[str, tuple[str, str]] = {
         "tests/test_leaderboard.py tests/test_bulk_scoring.py "
         "-k 'ndcg or bootstrap or recall or per_domain or full_corpus_metrics'",
     ),
-    "exchange": ("saber_assets/leaderboard/exchange.py", "tests/test_leaderboard.py -k exchange"),
+    "exchange": ("saber_assets/benchmark/data.py", "tests/test_leaderboard.py -k exchange"),
     "normalize": ("saber_assets/corpus/normalize.py", "tests/test_corpus.py"),
     "dedup": ("saber_assets/corpus/dedup.py", "tests/test_corpus.py"),
     "tree": ("saber_assets/ontology/tree.py", "tests/test_ontology.py"),

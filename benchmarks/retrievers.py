@@ -31,11 +31,11 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from saber_assets.leaderboard.evaluate import document_texts, evaluate
-from saber_assets.leaderboard.exchange import QUERY_SCHEMA, Benchmark
-from saber_assets.leaderboard.indexes import ensure_index, has_index
-from saber_assets.leaderboard.retrievers.base import SETTINGS
-from saber_assets.leaderboard.retrievers.registry import build_retriever, load_registry
+from saber_assets.benchmark.data import QUERY_SCHEMA, Benchmark
+from saber_assets.benchmark.texts import SETTINGS, document_texts
+from saber_assets.leaderboard.evaluate import evaluate
+from saber_assets.retrievers.indexes import ensure_index, has_index
+from saber_assets.retrievers.registry import build_retriever, load_registry
 from saber_assets.settings import BUNDLED_SOURCES, DATA_DIR
 
 

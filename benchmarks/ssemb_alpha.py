@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import argparse
 
+from saber_assets.benchmark.data import Benchmark
 from saber_assets.leaderboard.evaluate import evaluate
-from saber_assets.leaderboard.exchange import Benchmark
-from saber_assets.leaderboard.retrievers.dense import SSEmbRetriever
+from saber_assets.retrievers.dense import SSEmbRetriever
 
 
 def main() -> None:

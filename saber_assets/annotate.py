@@ -97,7 +97,7 @@ def benchmark_ratings(path: Path):
     exchange-format benchmark."""
     import polars as pl
 
-    from saber_assets.leaderboard.exchange import Benchmark
+    from saber_assets.benchmark.data import Benchmark
 
     bench = Benchmark.read(path)
     docs = bench.documents["id"].to_list()

@@ -54,8 +54,8 @@ def sync_partitions(instance, cfg) -> dict[str, list[str]]:
     """Add a `retriever` partition for every registry entry, and a `training_corpus` partition
     for every training corpus with text it declares, that lacks one (never removes any); returns
     the new keys by partitioning."""
-    from saber_assets.leaderboard.contamination import checked_corpora
-    from saber_assets.leaderboard.discovery import registry_for
+    from saber_assets.contamination.matches import checked_corpora
+    from saber_assets.retrievers.discovery import registry_for
 
     entries = registry_for(cfg)
     wanted = {
@@ -277,7 +277,7 @@ def _evaluate_run_file(args, cfg, bench, bench_dir: Path) -> int:
     import polars as pl
 
     from saber_assets.leaderboard.evaluate import report
-    from saber_assets.leaderboard.interchange import evaluate_run, read_run, setting_of
+    from saber_assets.leaderboard.outside_runs import evaluate_run, read_run, setting_of
 
     runs = read_run(Path(args.run))
     wanted = args.setting[0] if args.setting and len(args.setting) == 1 else None
@@ -359,8 +359,8 @@ def cost_cmd(args) -> int:
 
 def export_cmd(args) -> int:
     """The built benchmark (or --benchmark DIR) as BEIR, TREC qrels or an MTEB reranking task."""
-    from saber_assets.leaderboard.exchange import Benchmark
-    from saber_assets.leaderboard.interchange import export
+    from saber_assets.benchmark.data import Benchmark
+    from saber_assets.benchmark.formats import export
 
     cfg = load_config(args.config)
     bench_dir = Path(args.benchmark) if args.benchmark else data_home() / cfg.name / "benchmark"
@@ -371,11 +371,8 @@ def export_cmd(args) -> int:
 
 def _entries_to_run(args, entries) -> tuple[list, list[tuple[str, str]]]:
     """The registry entries this evaluation runs, and (name, reason) for each one it does not."""
-    from saber_assets.leaderboard.retrievers.registry import (
-        RegistryError,
-        runnable,
-        unavailable_reason,
-    )
+    from saber_assets.retrievers.entries import RegistryError
+    from saber_assets.retrievers.registry import runnable, unavailable_reason
 
     if not args.retriever:
         run, skipped = runnable(entries, args.opt_in)
@@ -393,8 +390,8 @@ def _entries_to_run(args, entries) -> tuple[list, list[tuple[str, str]]]:
 def _registry(args, cfg) -> tuple[Path, list]:
     """The registry file (``--registry``, else the config's; a path relative to the repository
     or to the working folder) and its entries."""
-    from saber_assets.leaderboard.discovery import registry_for
-    from saber_assets.leaderboard.retrievers.registry import load_registry
+    from saber_assets.retrievers.discovery import registry_for
+    from saber_assets.retrievers.registry import load_registry
 
     if not args.registry:  # the config's: with the models discovered on its servers
         return cfg.leaderboard.registry_path(), registry_for(cfg)
@@ -408,7 +405,7 @@ def _registry(args, cfg) -> tuple[Path, list]:
 def _retriever_resources(args, entries):
     """What the retrievers need, with embeddings cached in the config's stores."""
     from saber_assets.definitions import make_definitions
-    from saber_assets.leaderboard.retrievers.registry import RetrieverResources
+    from saber_assets.retrievers.registry import RetrieverResources
     from saber_resources.cache import EmbeddingCache
 
     stores = make_definitions(args.config).resources["stores"]
@@ -422,11 +419,11 @@ def evaluate_cmd(args) -> int:
 
     import polars as pl
 
+    from saber_assets.benchmark.data import Benchmark
+    from saber_assets.benchmark.texts import SETTINGS
     from saber_assets.leaderboard.evaluate import evaluate, report
-    from saber_assets.leaderboard.exchange import Benchmark
     from saber_assets.leaderboard.paper import apply_protocol
-    from saber_assets.leaderboard.retrievers.base import SETTINGS
-    from saber_assets.leaderboard.retrievers.registry import build_retriever
+    from saber_assets.retrievers.registry import build_retriever
 
     cfg = load_config(args.config)
     bench_dir = _benchmark_dir(args.benchmark, cfg)
@@ -572,7 +569,7 @@ def _reproduce(args, cfg, bench, bench_dir: Path) -> int:
         provenance,
         row_id,
     )
-    from saber_assets.leaderboard.retrievers.registry import build_retriever
+    from saber_assets.retrievers.registry import build_retriever
 
     board_path = (
         Path(args.leaderboard)
@@ -633,7 +630,7 @@ def _revisions(given: list[str] | None) -> dict[str, str]:
 
 def pull_cmd(args) -> int:
     """The published SABER-Math (two Hub datasets, or two snapshot folders) in the exchange format."""
-    from saber_assets.leaderboard.hub import HubUnavailable, pull
+    from saber_assets.benchmark.hub import HubUnavailable, pull
 
     dirs = (args.queries_dir, args.documents_dir)
     try:
@@ -664,8 +661,8 @@ def push_cmd(args) -> int:
     """A built benchmark as two Hub datasets (``PREFIX-queries``, ``PREFIX-documents``)."""
     import tempfile
 
-    from saber_assets.leaderboard.exchange import Benchmark
-    from saber_assets.leaderboard.hub import HubUnavailable, push, stage_push
+    from saber_assets.benchmark.data import Benchmark
+    from saber_assets.benchmark.hub import HubUnavailable, push, stage_push
 
     bench = Benchmark.read(Path(args.dir))
     if args.stage_only:

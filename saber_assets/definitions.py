@@ -21,11 +21,13 @@ from dagster import (
 from saber_assets.analyses import assets as analysis_assets
 from saber_assets.analyses import report_assets
 from saber_assets.annotations import assets as annotation_assets
+from saber_assets.benchmark import assets as benchmark_assets
 from saber_assets.candidates import assets as candidate_assets
+from saber_assets.contamination import assets as contamination_assets
 from saber_assets.corpus import assets as corpus_assets
 from saber_assets.io_managers import WarehouseParquetIOManager
 from saber_assets.leaderboard import assets as leaderboard_assets
-from saber_assets.leaderboard import contamination_assets
+from saber_assets.leaderboard import run_assets
 from saber_assets.lib.declare import Declared, declared_in
 from saber_assets.lib.partitions import (
     annotation_partitions,
@@ -39,6 +41,7 @@ from saber_assets.ontology.domains import domain_keys
 from saber_assets.pods import check_pod_jobs, k8s_tags
 from saber_assets.ratings import assets as rating_assets
 from saber_assets.resources import SaberSettings, stores_resource
+from saber_assets.retrievers import assets as retriever_assets
 from saber_assets.schedules import retriever_runs_backstop
 from saber_assets.sensors import (
     build_discovery_sensor,
@@ -75,6 +78,9 @@ STAGE_MODULES = [
     candidate_assets,
     tournament_assets,
     rating_assets,
+    benchmark_assets,
+    retriever_assets,
+    run_assets,
     leaderboard_assets,
     contamination_assets,
     analysis_assets,

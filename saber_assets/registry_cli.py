@@ -31,8 +31,8 @@ def add_parser(sub) -> None:
 
 def table(cfg, db) -> pl.DataFrame:
     """The file's entries and every discovered row (in the registry or not), one line each."""
-    from saber_assets.leaderboard.discovery import discovered
-    from saber_assets.leaderboard.retrievers.registry import load_registry
+    from saber_assets.retrievers.discovery import discovered
+    from saber_assets.retrievers.registry import load_registry
 
     rows = [
         {"name": e.name, "origin": "file", "status": "registered", "kind": e.kind,
@@ -49,9 +49,9 @@ def table(cfg, db) -> pl.DataFrame:
 
 
 def run(args: argparse.Namespace) -> int:
-    from saber_assets.leaderboard.discovery import adopt, tick
-    from saber_assets.leaderboard.retrievers.registry import load_registry
     from saber_assets.resources import open_stores
+    from saber_assets.retrievers.discovery import adopt, tick
+    from saber_assets.retrievers.registry import load_registry
 
     cfg = load_config(args.config)
     db = open_stores(cfg)

@@ -9,10 +9,10 @@ from dagster import (
     schedule,
 )
 
-from saber_assets.leaderboard.discovery import registry_for
 from saber_assets.lib.partitions import retriever_partitions
 from saber_assets.ontology.domains import domain_keys
 from saber_assets.resources import SaberSettings
+from saber_assets.retrievers.discovery import registry_for
 from saber_assets.sensors import benchmark_built
 
 

@@ -28,12 +28,12 @@ from dagster._core.storage.tags import PARTITION_NAME_TAG
 
 from saber_assets.analyses.human_study import labels_version
 from saber_assets.build import Step, partition_filter, runnable_names, stage_steps
-from saber_assets.leaderboard.contamination import checked_corpora, corpus_version
-from saber_assets.leaderboard.discovery import registry_for, tick
-from saber_assets.leaderboard.retrievers.registry import definitions_by_name, load_registry
+from saber_assets.contamination.matches import checked_corpora, corpus_version
 from saber_assets.lib.partitions import retriever_partitions, training_partitions
 from saber_assets.ontology.domains import domain_keys
 from saber_assets.resources import SaberSettings
+from saber_assets.retrievers.discovery import registry_for, tick
+from saber_assets.retrievers.registry import definitions_by_name, load_registry
 from saber_assets.stages import STAGES
 from saber_assets.versions import digest, input_versions, registry_versions
 from saber_resources.stores import StoresResource
@@ -236,7 +236,7 @@ def build_sync_sensor(jobs: list) -> SensorDefinition:
 
 def build_discovery_sensor(minimum_interval_seconds: int) -> SensorDefinition:
     """New embedding models on the inference servers of ``discovery.endpoints``: each tick lists
-    and probes (``leaderboard/discovery.py``), and a newly proposed model gets its `retriever`
+    and probes (``retrievers/discovery.py``), and a newly proposed model gets its `retriever`
     partition and run requests for every domain — nothing else. The cursor keeps the last
     tick's outcome per endpoint (a skipped one with its reason)."""
 

@@ -260,7 +260,7 @@ TABLES: dict[str, str] = {
         lead_time_s {double}, study VARCHAR, ls_task BIGINT, ls_annotation BIGINT,
         imported_at TIMESTAMP DEFAULT current_timestamp,
         PRIMARY KEY (task_id, annotator))""",
-    # embedding models found on inference servers (saber_assets/leaderboard/discovery.py): one
+    # embedding models found on inference servers (saber_assets/retrievers/discovery.py): one
     # row per derived registry name, never deleted (a model that leaves is marked gone)
     "discovered_retrievers": """CREATE TABLE IF NOT EXISTS discovered_retrievers (
         name VARCHAR, endpoint VARCHAR, base_url VARCHAR, model_id VARCHAR, status VARCHAR,

@@ -264,7 +264,7 @@ class _SeesOnly:
         self.name, self.side = side, side
 
     def score(self, query, docs):
-        from saber_assets.leaderboard.retrievers.tokenize import plain_tokens, split_math
+        from saber_assets.retrievers.tokenize import plain_tokens, split_math
 
         def toks(t):
             prose, formulas = split_math(t)

@@ -11,8 +11,8 @@ import numpy as np
 import polars as pl
 import pytest
 
+from saber_assets.benchmark.data import Benchmark
 from saber_assets.cli import main
-from saber_assets.leaderboard.exchange import Benchmark
 from saber_assets.settings import REPO_ROOT
 from saber_resources.cpu_annotators import techniques_of
 

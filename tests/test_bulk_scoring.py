@@ -4,17 +4,17 @@ import numpy as np
 import polars as pl
 import pytest
 
+from saber_assets.benchmark.data import QUERY_SCHEMA, Benchmark
 from saber_assets.leaderboard.evaluate import (
     corpus_score_matrix,
     evaluate,
     full_corpus_metrics,
     full_corpus_metrics_from_scores,
 )
-from saber_assets.leaderboard.exchange import QUERY_SCHEMA, Benchmark
-from saber_assets.leaderboard.retrievers.approach0 import Approach0Retriever
-from saber_assets.leaderboard.retrievers.base import RetrieverFailed
-from saber_assets.leaderboard.retrievers.dense import DenseRetriever, SSEmbRetriever
-from saber_assets.leaderboard.retrievers.lexical import (
+from saber_assets.retrievers.approach0 import Approach0Retriever
+from saber_assets.retrievers.base import RetrieverFailed
+from saber_assets.retrievers.dense import DenseRetriever, SSEmbRetriever
+from saber_assets.retrievers.lexical import (
     BM25Retriever,
     JaccardRetriever,
     TfidfRetriever,

@@ -8,7 +8,7 @@ import re
 
 import polars as pl
 
-from saber_assets.leaderboard.contamination import (
+from saber_assets.contamination.matches import (
     audit,
     exact_form,
     own_candidate_hits,
@@ -88,13 +88,13 @@ def test_a_query_planted_among_its_own_candidates_is_reported():
 
 
 def test_declared_training_data_names_alone_are_not_checked_and_local_text_is_read(tmp_path):
-    from saber_assets.leaderboard.contamination import (
+    from saber_assets.contamination.matches import (
         TrainingRead,
         corpus_files,
         declared_training,
         training_rows,
     )
-    from saber_assets.leaderboard.retrievers.registry import load_registry
+    from saber_assets.retrievers.registry import load_registry
 
     mine = tmp_path / "mine.jsonl"
     mine.write_text(
@@ -134,7 +134,7 @@ def test_declared_training_data_names_alone_are_not_checked_and_local_text_is_re
 
 def small_benchmark():
     """Six queries over twelve documents (the bundled MATH test problems), two domains."""
-    from saber_assets.leaderboard.exchange import DOC_SCHEMA, QUERY_SCHEMA, Benchmark
+    from saber_assets.benchmark.data import DOC_SCHEMA, QUERY_SCHEMA, Benchmark
 
     math = [r for r in read("math") if r["id"].startswith("test/")][:12]
     docs = pl.DataFrame(
@@ -177,7 +177,7 @@ def runs_of(bench, seed: int = 3):
 
 
 def test_items_roles_and_the_queries_a_match_contaminates():
-    from saber_assets.leaderboard.contamination import (
+    from saber_assets.contamination.matches import (
         benchmark_items,
         contaminated_queries,
         overlap_summary,
@@ -208,9 +208,10 @@ def test_items_roles_and_the_queries_a_match_contaminates():
 
 
 def test_the_clean_score_is_the_full_score_when_nothing_overlaps_and_recomputed_otherwise():
-    from saber_assets.leaderboard.contamination import contaminated_queries, contamination_columns
+    from saber_assets.contamination.matches import contaminated_queries
+    from saber_assets.leaderboard.contamination_columns import contamination_columns
     from saber_assets.leaderboard.evaluate import report
-    from saber_assets.leaderboard.retrievers.registry import TrainingCorpus
+    from saber_assets.retrievers.entries import TrainingCorpus
 
     bench = small_benchmark()
     runs = runs_of(bench)
@@ -246,7 +247,10 @@ def test_the_clean_score_is_the_full_score_when_nothing_overlaps_and_recomputed_
 
 
 def test_the_paragraph_names_the_rows_that_move():
-    from saber_assets.leaderboard.contamination import contamination_paragraph, rows_that_move
+    from saber_assets.leaderboard.contamination_columns import (
+        contamination_paragraph,
+        rows_that_move,
+    )
 
     board = pl.DataFrame({
         "retriever": ["a", "b", "c"], "setting": ["s"] * 3, "ndcg@10": [0.6, 0.5, 0.4],
@@ -270,14 +274,15 @@ def test_training_corpora_from_folders_and_the_hub_and_conflicting_declarations(
     import pyarrow.parquet as pq
     import pytest
 
-    from saber_assets.leaderboard.contamination import (
+    from saber_assets.contamination.matches import (
         TrainingRead,
         checked_corpora,
         corpus_files,
         corpus_version,
         training_rows,
     )
-    from saber_assets.leaderboard.retrievers.registry import RegistryError, load_registry
+    from saber_assets.retrievers.entries import RegistryError
+    from saber_assets.retrievers.registry import load_registry
 
     folder = tmp_path / "numina" / "data"
     folder.mkdir(parents=True)

@@ -14,8 +14,8 @@ import yaml
 
 from saber_assets.cli import main
 from saber_assets.definitions import make_definitions
-from saber_assets.leaderboard.discovery import discovered, discovered_name, registry_for, tick
-from saber_assets.leaderboard.retrievers.registry import runnable
+from saber_assets.retrievers.discovery import discovered, discovered_name, registry_for, tick
+from saber_assets.retrievers.registry import runnable
 from saber_assets.settings import load_config
 from tests.fake_openai import FakeOpenAI
 

@@ -101,7 +101,7 @@ def test_every_asset_is_in_one_stage_and_says_what_its_version_hashes():
 # between rounds
 STAGE_ORDER = (
     "corpus", "ontology", "annotations", "signals", "candidates", "ratings", "tournament",
-    "leaderboard", "analyses",
+    "benchmark", "retrievers", "contamination", "leaderboard", "analyses",
 )  # fmt: skip
 TOP = {"definitions", "sensors", "schedules", "build", "cli", "remote", "pods", "annotate",
        "registry_cli", "llm_server_cli"}  # fmt: skip

@@ -12,9 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from saber_assets.cli import main
-from saber_assets.leaderboard.exchange import Benchmark, BenchmarkFormatError
-from saber_assets.leaderboard.hub import (
+from saber_assets.benchmark.data import Benchmark, BenchmarkFormatError
+from saber_assets.benchmark.hub import (
     DOCUMENTS_REPO,
     QUERIES_REPO,
     HubUnavailable,
@@ -22,6 +21,7 @@ from saber_assets.leaderboard.hub import (
     push,
     read_snapshots,
 )
+from saber_assets.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 SHA_Q, SHA_D = "a" * 40, "b" * 40

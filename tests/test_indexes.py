@@ -8,21 +8,21 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from saber_assets.leaderboard.assets import drop_per_setting_indexes
-from saber_assets.leaderboard.evaluate import document_texts, evaluate
-from saber_assets.leaderboard.exchange import Benchmark
-from saber_assets.leaderboard.indexes import ensure_index, has_index, index_documents
-from saber_assets.leaderboard.retrievers import a0_search
-from saber_assets.leaderboard.retrievers import approach0 as a0
-from saber_assets.leaderboard.retrievers.approach0 import Approach0Retriever
-from saber_assets.leaderboard.retrievers.base import SETTINGS, document_side
-from saber_assets.leaderboard.retrievers.lexical import (
+from saber_assets.benchmark.data import Benchmark
+from saber_assets.benchmark.texts import SETTINGS, document_side, document_texts
+from saber_assets.leaderboard.evaluate import evaluate
+from saber_assets.retrievers import a0_search
+from saber_assets.retrievers import approach0 as a0
+from saber_assets.retrievers.approach0 import Approach0Retriever
+from saber_assets.retrievers.assets import drop_per_setting_indexes
+from saber_assets.retrievers.indexes import ensure_index, has_index, index_documents
+from saber_assets.retrievers.lexical import (
     BM25Retriever,
     JaccardRetriever,
     TfidfRetriever,
     tokenize_all,
 )
-from saber_assets.leaderboard.retrievers.tokenize import plain_tokens
+from saber_assets.retrievers.tokenize import plain_tokens
 
 from .test_bulk_scoring import _bench, _dense, _ssemb
 

@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from saber_assets.cli import main
-from saber_assets.leaderboard.evaluate import evaluate, report
-from saber_assets.leaderboard.exchange import (
+from saber_assets.benchmark.data import (
     DOC_SCHEMA,
     QUERY_SCHEMA,
     Benchmark,
     BenchmarkFormatError,
 )
+from saber_assets.cli import main
+from saber_assets.leaderboard.evaluate import evaluate, report
 from saber_assets.leaderboard.metrics import (
     bootstrap_ci,
     condensed_ndcg,
@@ -25,13 +25,10 @@ from saber_assets.leaderboard.metrics import (
     recall_of_top,
     summarize,
 )
-from saber_assets.leaderboard.retrievers.base import RetrieverFailed
-from saber_assets.leaderboard.retrievers.registry import (
-    RegistryError,
-    build_retriever,
-    load_registry,
-)
-from saber_assets.leaderboard.retrievers.tokenize import formula_tokens, math_tokens, plain_tokens
+from saber_assets.retrievers.base import RetrieverFailed
+from saber_assets.retrievers.entries import RegistryError
+from saber_assets.retrievers.registry import build_retriever, load_registry
+from saber_assets.retrievers.tokenize import formula_tokens, math_tokens, plain_tokens
 
 # ---------------------------------------------------------------------------------- metrics
 
@@ -371,7 +368,7 @@ def test_math_tokens_share_paths_under_renaming():
 
 @pytest.mark.parametrize("name", [e.name for e in load_registry()])
 def test_each_baseline_ranks_the_planted_document_first(name):
-    from saber_assets.leaderboard.retrievers.registry import RetrieverResources
+    from saber_assets.retrievers.registry import RetrieverResources
 
     bench = toy_benchmark()
     entries = load_registry()

@@ -10,9 +10,9 @@ import numpy as np
 import polars as pl
 import pytest
 
+from saber_assets.benchmark.data import QUERY_SCHEMA, Benchmark
 from saber_assets.cli import main
 from saber_assets.leaderboard.evaluate import evaluate, report
-from saber_assets.leaderboard.exchange import QUERY_SCHEMA, Benchmark
 from saber_assets.leaderboard.paper import (
     apply_protocol,
     compare,
@@ -20,14 +20,14 @@ from saber_assets.leaderboard.paper import (
     domain_cells,
     paper_figures,
 )
-from saber_assets.leaderboard.retrievers.base import RetrieverFailed
-from saber_assets.leaderboard.retrievers.lexical import BM25Retriever, TfidfRetriever
-from saber_assets.leaderboard.retrievers.registry import (
+from saber_assets.retrievers.base import RetrieverFailed
+from saber_assets.retrievers.lexical import BM25Retriever, TfidfRetriever
+from saber_assets.retrievers.registry import (
     build_retriever,
     load_registry,
     unavailable_reason,
 )
-from saber_assets.leaderboard.retrievers.tokenize import sklearn_tokens, whitespace_tokens
+from saber_assets.retrievers.tokenize import sklearn_tokens, whitespace_tokens
 
 REPO = Path(__file__).resolve().parent.parent
 ROSTER = REPO / "data" / "reference" / "saber_math_paper_roster.csv"

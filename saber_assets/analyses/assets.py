@@ -32,17 +32,12 @@ from saber_assets.analyses.math_vs_words import math_vs_words as math_vs_words_t
 from saber_assets.analyses.mteb import STATS_SCHEMA, read_scores
 from saber_assets.analyses.mteb import mteb_correlation as mteb_correlation_table
 from saber_assets.analyses.signal_groups import area_under, group_curves
+from saber_assets.benchmark.data import Benchmark
 from saber_assets.io_managers import concat_partitions
-from saber_assets.leaderboard.discovery import registry_for
 from saber_assets.leaderboard.evaluate import rescore_runs
-from saber_assets.leaderboard.exchange import Benchmark
-from saber_assets.leaderboard.locations import runs_dir
-from saber_assets.leaderboard.retrievers.registry import (
-    RetrieverResources,
-    build_retriever,
-)
 from saber_assets.lib.annotators import prepared_judge, prepared_tasks, tasks_for
 from saber_assets.lib.declare import analysis
+from saber_assets.lib.locations import runs_dir
 from saber_assets.lib.metadata import (
     figure_markdown,
     llm_metadata,
@@ -51,6 +46,11 @@ from saber_assets.lib.metadata import (
 )
 from saber_assets.ratings.rate import configured_prior
 from saber_assets.resources import SaberSettings
+from saber_assets.retrievers.discovery import registry_for
+from saber_assets.retrievers.registry import (
+    RetrieverResources,
+    build_retriever,
+)
 from saber_resources.cache import EmbeddingCache
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource

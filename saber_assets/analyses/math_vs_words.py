@@ -18,10 +18,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import polars as pl
 
+from saber_assets.benchmark.data import best_rated
+from saber_assets.benchmark.texts import setting_texts
 from saber_assets.leaderboard.evaluate import corpus_score_matrix
-from saber_assets.leaderboard.metrics import best_rated
-from saber_assets.leaderboard.retrievers.base import RetrieverFailed, setting_texts
-from saber_assets.leaderboard.retrievers.tokenize import plain_tokens, split_math
+from saber_assets.retrievers.base import RetrieverFailed
+from saber_assets.retrievers.tokenize import plain_tokens, split_math
 
 TOP = 5
 _SPACES = re.compile(r"\s+")
@@ -159,7 +160,7 @@ def choose_retrievers(
     """The registry entries the analysis tries, and (name, reason) for those that cannot run
     here: by default every runnable entry but the LLM re-rankers; a named one that cannot run,
     or is not registered, is an error naming it."""
-    from saber_assets.leaderboard.retrievers.registry import runnable
+    from saber_assets.retrievers.registry import runnable
 
     unknown = sorted(set(wanted or []) - {e.name for e in entries})
     if unknown:

@@ -12,9 +12,9 @@ from saber_assets.analyses import plots
 from saber_assets.analyses import report as rp
 from saber_assets.analyses.composition import composition
 from saber_assets.analyses.signal_groups import area_under
+from saber_assets.benchmark.data import Benchmark
 from saber_assets.io_managers import concat_partitions
-from saber_assets.leaderboard.contamination import checked_rows, contamination_paragraph
-from saber_assets.leaderboard.exchange import Benchmark
+from saber_assets.leaderboard.contamination_columns import checked_rows, contamination_paragraph
 from saber_assets.leaderboard.metrics import score_column
 from saber_assets.leaderboard.plots import pvalue_heatmap
 from saber_assets.lib.declare import analysis

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from saber_assets.leaderboard.exchange import Benchmark
+from saber_assets.benchmark.data import Benchmark
+from saber_assets.benchmark.texts import document_texts, setting_texts
 from saber_assets.leaderboard.metrics import (
     condensed_ndcg,
     metric_column,
@@ -18,7 +19,7 @@ from saber_assets.leaderboard.metrics import (
     recall_of_top,
     summarize,
 )
-from saber_assets.leaderboard.retrievers.base import RetrieverFailed, setting_texts
+from saber_assets.retrievers.base import RetrieverFailed
 
 RUN_SCHEMA = {
     "query_id": pl.String,
@@ -134,15 +135,6 @@ def full_corpus_metrics_from_scores(all_scores: np.ndarray, cands, rel, k: int) 
             within.tolist(), cands_l, rel_l, RECALL_TOP, RECALL_DEPTH
         ),
     }
-
-
-def document_texts(bench: Benchmark, setting: str) -> list[str]:
-    """Every document as the setting shows it to a retriever."""
-    docs = bench.documents
-    return [
-        setting_texts(setting, p, s, as_query=False)
-        for p, s in zip(docs["problem"], docs["solution"], strict=True)
-    ]
 
 
 def evaluate(

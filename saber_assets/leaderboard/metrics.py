@@ -22,6 +22,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from saber_assets.benchmark.data import best_rated
+
 
 def _gains(relevance: np.ndarray, gain: str) -> np.ndarray:
     if gain == "exponential":
@@ -126,11 +128,6 @@ def condensed_ndcg(
     order = condensed + rest
     scores = -np.arange(len(order), dtype=np.float64)
     return ndcg_at_k(scores, [rel_of[d] for d in order], k, gain)
-
-
-def best_rated(candidates: Sequence, relevance: Sequence[float], top: int = 5) -> list:
-    """A query's ``top`` highest-rated candidates, best first (ties: the earlier listed first)."""
-    return [candidates[i] for i in np.argsort(-np.asarray(relevance), kind="stable")[:top]]
 
 
 def recall_of_top(

@@ -17,18 +17,15 @@ import time
 
 import polars as pl
 
-from saber_assets.leaderboard.exchange import Benchmark
-from saber_assets.leaderboard.retrievers.registry import (
-    NEEDS_EMBEDDINGS,
-    RetrieverEntry,
-    embedding_model,
-)
+from saber_assets.benchmark.data import Benchmark
+from saber_assets.retrievers.entries import RetrieverEntry
+from saber_assets.retrievers.registry import NEEDS_EMBEDDINGS, embedding_model
 from saber_assets.versions import code_digest
 
 # the code a leaderboard row's numbers come from: the retriever kinds (through the registry that
 # builds them) and the evaluation, with everything they import (``versions.code_digest``)
 SCORING_CODE = (
-    "saber_assets.leaderboard.retrievers.registry",
+    "saber_assets.retrievers.registry",
     "saber_assets.leaderboard.evaluate",
 )
 PROVENANCE_COLUMNS = [

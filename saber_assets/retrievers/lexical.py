@@ -10,7 +10,7 @@ scikit-learn's, with sublinear tf by default; ``sublinear_tf: false`` is the lib
 
 Each retriever's document-side work — tokens, and its corpus structure (the bm25s index, the
 TF-IDF vocabulary, IDF and matrix, the Jaccard token-id sets) — is written once by
-``build_index`` and read back by ``load_index`` (``leaderboard.indexes``); the loaded state is
+``build_index`` and read back by ``load_index`` (``retrievers.indexes``); the loaded state is
 exactly what ``fit_corpus`` would compute, so the scores are identical.
 """
 
@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from saber_assets.leaderboard.retrievers.base import docs_key
-from saber_assets.leaderboard.retrievers.tokenize import TOKENIZERS
+from saber_assets.retrievers.base import docs_key
+from saber_assets.retrievers.tokenize import TOKENIZERS
 
 
 def tokenize_all(tokenize, texts: list[str]) -> list[list[str]]:

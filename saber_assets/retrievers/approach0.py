@@ -30,14 +30,14 @@ from pathlib import Path
 
 import numpy as np
 
-from saber_assets.leaderboard.retrievers.a0_search import (
+from saber_assets.retrievers.a0_search import (
     quiet_c_output,
     score_rows_task,
     search,
     search_task,
 )
-from saber_assets.leaderboard.retrievers.base import RetrieverFailed, docs_key
-from saber_assets.leaderboard.retrievers.tokenize import LATEX_SPAN, plain_tokens, split_math
+from saber_assets.retrievers.base import RetrieverFailed, docs_key
+from saber_assets.retrievers.tokenize import LATEX_SPAN, plain_tokens, split_math
 
 
 def _tmp_root() -> str | None:

@@ -14,6 +14,7 @@ is what ``candidates`` points at). A missing ``id`` is derived from the row (``q
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -163,3 +164,8 @@ class Benchmark:
                 raise BenchmarkFormatError(
                     f"{here}: candidates lists document {dup} more than once"
                 )
+
+
+def best_rated(candidates: Sequence, relevance: Sequence[float], top: int = 5) -> list:
+    """A query's ``top`` highest-rated candidates, best first (ties: the earlier listed first)."""
+    return [candidates[i] for i in np.argsort(-np.asarray(relevance), kind="stable")[:top]]

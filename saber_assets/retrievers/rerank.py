@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from saber_assets.leaderboard.retrievers.base import RetrieverFailed
-from saber_assets.leaderboard.retrievers.lexical import BM25Retriever
+from saber_assets.retrievers.base import RetrieverFailed
+from saber_assets.retrievers.lexical import BM25Retriever
 from saber_resources.annotators import PointwiseJudge
 from saber_resources.prompts import formulas_of
 

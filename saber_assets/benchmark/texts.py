@@ -1,10 +1,12 @@
-"""The retriever interface, the three settings, and the texts each setting shows."""
+"""The benchmark's three retrieval settings and the texts each shows: queries as statements (or
+statement + solution for full→full), documents as statement + solution (or statements for
+statement→statement)."""
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from typing import Literal
 
-import numpy as np
+from saber_assets.benchmark.data import Benchmark
 
 Setting = Literal["statement-statement", "statement-full", "full-full"]
 SETTINGS: tuple[Setting, ...] = ("statement-statement", "statement-full", "full-full")
@@ -34,29 +36,10 @@ def setting_texts(setting: str, problem: str, solution: str, as_query: bool) -> 
     return full_text(problem, solution) if use_full else problem
 
 
-_last_key: list = [None, None]  # the list last keyed, and its key
-
-
-def docs_key(docs: list[str]) -> tuple[int, int]:
-    """In-memory identity of a document set (which fitted or loaded corpus state, or which
-    index, belongs to which documents).
-
-    Asked once per query with the same list, so the last list's key is kept: hashing 283K texts
-    took 37 ms, as long as scoring the query. Document lists are never changed in place."""
-    if _last_key[0] is docs and _last_key[1][0] == len(docs):
-        return _last_key[1]
-    key = (len(docs), hash(tuple(docs)))
-    _last_key[:] = [docs, key]
-    return key
-
-
-class Retriever(Protocol):
-    name: str
-
-    def score(self, query: str, docs: list[str]) -> np.ndarray:
-        """One score per document (higher = more relevant)."""
-        ...
-
-
-class RetrieverFailed(RuntimeError):
-    """The retriever could not score this query; it is counted, never silently dropped."""
+def document_texts(bench: Benchmark, setting: str) -> list[str]:
+    """Every document as the setting shows it to a retriever."""
+    docs = bench.documents
+    return [
+        setting_texts(setting, p, s, as_query=False)
+        for p, s in zip(docs["problem"], docs["solution"], strict=True)
+    ]

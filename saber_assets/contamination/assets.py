@@ -15,7 +15,8 @@ from dagster import (
     observable_source_asset,
 )
 
-from saber_assets.leaderboard.contamination import (
+from saber_assets.benchmark.data import Benchmark
+from saber_assets.contamination.matches import (
     TrainingRead,
     audit,
     benchmark_items,
@@ -29,13 +30,12 @@ from saber_assets.leaderboard.contamination import (
     query_candidate_pairs,
     training_rows,
 )
-from saber_assets.leaderboard.exchange import Benchmark
-from saber_assets.leaderboard.locations import contamination_dir
-from saber_assets.leaderboard.retrievers.registry import load_registry
 from saber_assets.lib.declare import stage_asset
+from saber_assets.lib.locations import contamination_dir
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.lib.partitions import training_partitions
 from saber_assets.resources import SaberSettings
+from saber_assets.retrievers.registry import load_registry
 
 
 @observable_source_asset(group_name="leaderboard", partitions_def=training_partitions)

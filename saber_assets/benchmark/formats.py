@@ -1,4 +1,4 @@
-"""The benchmark in the IR ecosystem's formats, and outside runs scored like our own.
+"""The benchmark in the IR ecosystem's formats: written, and read back.
 
 - BEIR: ``corpus.jsonl`` (_id, title, text), ``queries.jsonl`` (_id, text), ``qrels/test.tsv``
   (query-id, corpus-id, score). BEIR wants integer grades: the continuous rating r ∈ [0, 5] is
@@ -12,28 +12,19 @@
 
 Texts follow a setting: queries are statements (or statement + solution for full-full),
 documents statement + solution (or statements for statement-statement), as the leaderboard shows
-them. ``evaluate_run`` scores a TREC run file from any outside system with the leaderboard's
-metric and CIs.
+them. An outside system's TREC run file is scored in ``leaderboard/outside_runs.py``.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 
-from saber_assets.leaderboard.evaluate import (
-    RUN_SCHEMA,
-    candidate_metrics,
-    failed,
-    full_corpus_metrics,
-)
-from saber_assets.leaderboard.exchange import QUERY_SCHEMA, Benchmark, BenchmarkFormatError
-from saber_assets.leaderboard.retrievers.base import setting_texts
+from saber_assets.benchmark.data import QUERY_SCHEMA, Benchmark, BenchmarkFormatError
+from saber_assets.benchmark.texts import setting_texts
 
 FORMATS = ("beir", "trec", "mteb")
 
@@ -198,76 +189,3 @@ def read_beir(directory: Path) -> Benchmark:
     bench = Benchmark(pl.DataFrame(rows, schema=QUERY_SCHEMA), documents, manifest)
     bench.validate(str(directory))
     return bench
-
-
-def read_run(path: Path) -> dict[str, dict[str, dict[str, float]]]:
-    """A TREC run file (qid Q0 docid rank score tag) as {tag: {qid: {docid: score}}}. A file may
-    hold several runs (one per setting, told apart by their tag); a malformed line is an error
-    naming it."""
-    runs: dict[str, dict[str, dict[str, float]]] = {}
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            parts = line.split()
-            if not parts:
-                continue
-            if len(parts) != 6:
-                raise BenchmarkFormatError(
-                    f"{path}: line {n}: expected 'qid Q0 docid rank score tag', got {len(parts)} fields"
-                )
-            qid, _, doc, _, score, tag = parts
-            try:
-                value = float(score)
-            except ValueError:
-                raise BenchmarkFormatError(
-                    f"{path}: line {n}: score {score!r} is not a number"
-                ) from None
-            runs.setdefault(tag, {}).setdefault(qid, {})[doc] = value
-    if not runs:
-        raise BenchmarkFormatError(f"{path}: empty run file")
-    return runs
-
-
-def setting_of(tag: str, default: str | None) -> str | None:
-    """The setting a run's tag names (``bm25-statement-full`` → statement-full), else ``default``."""
-    from saber_assets.leaderboard.retrievers.base import SETTINGS
-
-    return next((s for s in SETTINGS if tag == s or tag.endswith("-" + s)), default)
-
-
-def evaluate_run(
-    run: Mapping[str, Mapping[str, float]],
-    bench: Benchmark,
-    setting: str,
-    k: int = 10,
-    full_corpus: bool = True,
-) -> pl.DataFrame:
-    """Score an outside system's run like ``evaluate`` scores a retriever (RUN_SCHEMA rows).
-
-    Re-ranking track: each candidate gets its score in the run; candidates the run does not list
-    rank below every listed one (counted in ``doc_failures``). A query the run does not cover is
-    a failure (nDCG 0, named). Full-corpus track: the run's ranking of all documents it lists,
-    the query itself removed."""
-    doc_ids = bench.documents["id"].to_list()
-    doc_row = {d: i for i, d in enumerate(doc_ids)}
-    rows = []
-    for qid, cands, rel, domains in bench.queries.select(
-        "id", "candidates", "relevance_scores", "domains"
-    ).iter_rows():
-        row = {"query_id": qid, "domains": domains, "setting": setting, "failed": False,
-               "error": None, "latency_ms": None, "doc_failures": 0}  # fmt: skip
-        ranked = run.get(qid)
-        if not ranked:
-            rows.append(row | failed("the run has no ranking for this query"))
-            continue
-        listed = [ranked.get(doc_ids[c]) for c in cands]
-        floor = min((s for s in listed if s is not None), default=0.0) - 1.0
-        scores = np.array([floor if s is None else s for s in listed], dtype=np.float64)
-        row["doc_failures"] = sum(s is None for s in listed)
-        row |= candidate_metrics(scores, rel, k)
-        if full_corpus:
-            order = sorted(
-                (d for d in ranked if d in doc_row and d != qid), key=lambda d: (-ranked[d], d)
-            )
-            row |= full_corpus_metrics([doc_row[d] for d in order], cands, rel, k)
-        rows.append(row)
-    return pl.DataFrame(rows, schema=RUN_SCHEMA)

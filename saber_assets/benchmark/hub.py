@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from saber_assets.leaderboard.exchange import QUERY_SCHEMA, Benchmark, BenchmarkFormatError
+from saber_assets.benchmark.data import QUERY_SCHEMA, Benchmark, BenchmarkFormatError
 
 QUERIES_REPO = "INSAIT-Institute/SaberMath-queries"
 DOCUMENTS_REPO = "INSAIT-Institute/SaberMath-documents"

@@ -20,6 +20,11 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from saber_assets.benchmark.data import Benchmark
+from saber_assets.benchmark.texts import document_side, document_texts
+from saber_assets.lib.locations import index_root
+from saber_assets.resources import SaberSettings
+
 INDEX_FORMAT = 1
 
 
@@ -109,3 +114,20 @@ def ensure_index(retriever, entry: dict, setting: str, docs: list[str], path: Pa
     # read back what was written, so a run sees the same state whether it built or loaded
     retriever.load_index(docs, path)
     return IndexInfo(setting, len(docs), True, seconds, _size(path), reason)
+
+
+def prepare_index(
+    settings: SaberSettings, retriever, entry, bench: Benchmark, setting: str
+) -> IndexInfo | None:
+    """Load (or build once and keep) the retriever's index for this setting's documents; None for
+    retrievers without document-side work of their own (fusion, two-stage). Settings that show
+    the same documents (statement→full, full→full) share one index."""
+    full = settings.load().leaderboard.full_corpus and entry.full_corpus
+    if not has_index(retriever, full):
+        return None
+    docs = index_documents(
+        document_texts(bench, setting), bench.queries["candidates"].to_list(), full
+    )
+    side = document_side(setting)
+    path = index_root(settings, entry.name) / side
+    return ensure_index(retriever, entry.definition(), side, docs, path)

@@ -8,18 +8,11 @@ import numpy as np
 import polars as pl
 import pytest
 
+from saber_assets.benchmark.data import QUERY_SCHEMA, Benchmark, BenchmarkFormatError
+from saber_assets.benchmark.formats import export, integer_grade, read_beir, read_qrels
 from saber_assets.cli import main
 from saber_assets.leaderboard.evaluate import evaluate, report
-from saber_assets.leaderboard.exchange import QUERY_SCHEMA, Benchmark, BenchmarkFormatError
-from saber_assets.leaderboard.interchange import (
-    evaluate_run,
-    export,
-    integer_grade,
-    read_beir,
-    read_qrels,
-    read_run,
-    setting_of,
-)
+from saber_assets.leaderboard.outside_runs import evaluate_run, read_run, setting_of
 
 WORDS = "prime modulo square triangle area count arrange integral derivative root sum".split()
 

@@ -30,12 +30,9 @@ from typing import Any
 import httpx
 import polars as pl
 
-from saber_assets.leaderboard.retrievers.registry import (
-    DiscoveredFrom,
-    RetrieverEntry,
-    load_registry,
-)
-from saber_assets.resources import open_stores
+from saber_assets.resources import SaberSettings, open_stores
+from saber_assets.retrievers.entries import DiscoveredFrom, RetrieverEntry
+from saber_assets.retrievers.registry import load_registry
 from saber_assets.settings import DiscoveryEndpoint, PipelineConfig
 from saber_resources.embeddings import LONG_TEXT
 from saber_resources.stores import StoreDB, ensure_table, read_json
@@ -324,3 +321,23 @@ def adopt(db: StoreDB, name: str, registry_path: Path) -> dict:
     load_registry(registry_path)  # the file still reads
     _set(db, name, status="adopted")
     return entry
+
+
+def registered_entry(settings: SaberSettings, name: str, db=None) -> tuple[list, RetrieverEntry]:
+    """(the registry, the named entry); a name no longer registered is an error that says so."""
+    entries = registry_for(settings.load(), db, settings.home_dir())
+    entry = next((e for e in entries if e.name == name), None)
+    if entry is None:
+        raise ValueError(
+            f"retriever {name!r} is no longer in the registry: its earlier outputs are kept, nothing to run"
+        )
+    return entries, entry
+
+
+def entry_settings(settings: SaberSettings, entry: RetrieverEntry) -> list[str]:
+    """The retrieval settings an entry runs in: the configured ones it does not opt out of."""
+    return [
+        x
+        for x in settings.load().leaderboard.settings
+        if entry.settings is None or x in entry.settings
+    ]

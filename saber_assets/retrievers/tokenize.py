@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from saber_assets.leaderboard.retrievers.a0_search import quiet_c_output  # noqa: F401 - re-exported for the retrievers
+from saber_assets.retrievers.a0_search import quiet_c_output  # noqa: F401 - re-exported for the retrievers
 from saber_resources.prompts import LATEX_SPAN
 
 _WORD = re.compile(r"[a-z0-9]+")

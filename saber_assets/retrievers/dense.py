@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from saber_assets.leaderboard.retrievers.base import docs_key
-from saber_assets.leaderboard.retrievers.tokenize import formula_tokens, quiet_c_output, split_math
+from saber_assets.retrievers.base import docs_key
+from saber_assets.retrievers.tokenize import formula_tokens, quiet_c_output, split_math
 from saber_resources.cache import EmbeddingCache
 from saber_resources.cpu_annotators import CPUCosineReranker
 from saber_resources.embeddings import CachedEmbedder, Embedder, make_embedder

@@ -1,0 +1,143 @@
+"""benchmark stage: the exchange-format export of the built benchmark, and the benchmark to score."""
+
+import time
+import zlib
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import polars as pl
+from dagster import (
+    MaterializeResult,
+    MetadataValue,
+)
+
+from saber_assets.benchmark.data import QUERY_SCHEMA, Benchmark
+from saber_assets.corpus.build import corpus_version
+from saber_assets.io_managers import concat_partitions
+from saber_assets.lib.declare import stage_asset
+from saber_assets.lib.metadata import (
+    markdown_table,
+)
+from saber_assets.ontology.domains import domain_names
+from saber_assets.resources import SaberSettings
+
+matplotlib.use("Agg")
+
+
+def shuffled_order(n: int, seed: int, query_id: str) -> np.ndarray:
+    """The exported order of a query's candidates (seeded by the pipeline seed and the query)."""
+    return np.random.default_rng([seed, zlib.crc32(query_id.encode()), 1]).permutation(n)
+
+
+def judges_used(judgments: pl.DataFrame) -> list[dict]:
+    """Which judge configurations produced the judgments: judge, prompt version, token budget."""
+    if judgments.height == 0:
+        return []
+    if "max_tokens" not in judgments.columns:
+        judgments = judgments.with_columns(pl.lit(None, dtype=pl.Int32).alias("max_tokens"))
+    return (
+        judgments.group_by("judge", "prompt_version", "max_tokens")
+        .agg(pl.len().alias("judgments"), pl.col("winner").is_null().sum().alias("failures"))
+        .sort("judge", "prompt_version")
+        .to_dicts()
+    )
+
+
+@stage_asset(group_name="leaderboard", kinds={"parquet"})
+def benchmark_export(
+    settings: SaberSettings,
+    corpus: pl.DataFrame,
+    problem_annotations: pl.DataFrame,
+    relevance_ratings: dict[str, pl.DataFrame],
+    relevance_thresholds: pl.DataFrame,
+    tournament_judgments: dict[str, pl.DataFrame],
+) -> MaterializeResult:
+    """The built benchmark in the exchange format (queries, documents, manifest)."""
+    cfg = settings.load()
+    domain_order = domain_names(cfg.ontology)
+    ratings = concat_partitions(relevance_ratings)
+    row_of = {i: k for k, i in enumerate(corpus["id"].to_list())}
+    text = {r[0]: (r[1], r[2]) for r in corpus.select("id", "problem", "solution").iter_rows()}
+    dom = dict(
+        zip(
+            problem_annotations["id"].to_list(),
+            problem_annotations["domains"].to_list(),
+            strict=True,
+        )
+    )
+    q_rows = []
+    if ratings.height:
+        for (qid,), frame in ratings.sort("query_id", "position").group_by(
+            "query_id", maintain_order=True
+        ):
+            domains = list(
+                dict.fromkeys([*frame["domain"].unique().to_list(), *(dom.get(qid) or [])])
+            )
+            # candidates are selected group by group; a seeded shuffle hides that order
+            frame = frame[shuffled_order(frame.height, cfg.seed, qid)]
+            q_rows.append(
+                {
+                    "id": qid,
+                    "problem": text[qid][0],
+                    "solution": text[qid][1],
+                    "candidates": [row_of[c] for c in frame["candidate_id"]],
+                    "relevance_scores": frame["rating"].to_list(),
+                    "domains": [d for d in domain_order if d in domains],
+                }
+            )
+    queries = pl.DataFrame(q_rows, schema=QUERY_SCHEMA)
+    documents = corpus.select("id", "problem", "solution")
+    manifest = {
+        "name": cfg.name,
+        "corpus_version": corpus_version(corpus),
+        "judge_backend": cfg.llm.judge_backend,
+        "judge_model": cfg.llm.model,
+        "judges": judges_used(concat_partitions(tournament_judgments)),
+        "seed": cfg.seed,
+        "domains": domain_order,
+        "candidate_order": f"shuffled per query: numpy default_rng([{cfg.seed}, crc32(query id), 1])",
+        "thresholds": {
+            "topic": float(relevance_thresholds["topic_threshold"][0]),
+            "summary": float(relevance_thresholds["summary_threshold"][0]),
+            "source": relevance_thresholds["source"][0],
+        },
+        "candidates_per_group": cfg.candidates.candidates_per_group,
+        "tournament": cfg.tournament.model_dump(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    bench = Benchmark(queries, documents, manifest)
+    bench.validate("built benchmark")
+    path = bench.write(settings.output_dir() / "benchmark")
+    return MaterializeResult(
+        metadata={
+            "queries": queries.height,
+            "documents": documents.height,
+            "path": MetadataValue.path(str(path)),
+            "judge_backend": cfg.llm.judge_backend,
+            "manifest": MetadataValue.json(manifest),
+        }
+    )
+
+
+@stage_asset(group_name="leaderboard", kinds={"parquet"}, deps=["benchmark_export"])
+def evaluation_benchmark(settings: SaberSettings) -> MaterializeResult:
+    """The benchmark the retrievers are scored on: the built one, or any exchange-format directory
+    given as ``leaderboard.benchmark`` (validated on import)."""
+    src = settings.load().leaderboard.benchmark
+    path = settings.output_dir() / "benchmark" if src is None else Path(src).expanduser()
+    bench = Benchmark.read(path)
+    out = bench.write(settings.output_dir() / "evaluation_benchmark")
+    per_domain = (
+        bench.queries.select(pl.col("domains").explode()).group_by("domains").len().sort("domains")
+    )
+    return MaterializeResult(
+        metadata={
+            "source": str(path),
+            "queries": bench.queries.height,
+            "documents": bench.documents.height,
+            "candidates_per_query": int(bench.queries["candidates"].list.len().median() or 0),
+            "per_domain": markdown_table(per_domain),
+            "path": MetadataValue.path(str(out)),
+        }
+    )

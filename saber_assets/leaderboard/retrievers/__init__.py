@@ -1,1 +1,0 @@
-"""Retrievers: each scores a query against its candidate documents (``score(query, docs)``)."""

@@ -1,0 +1,142 @@
+"""runs stage: one retriever on one domain's queries per run, every setting: per-query nDCG and
+TREC run files."""
+
+import time
+
+import matplotlib
+import polars as pl
+from dagster import (
+    AssetDep,
+    AssetExecutionContext,
+    AssetIn,
+    MaterializeResult,
+    MultiToSingleDimensionPartitionMapping,
+    Nothing,
+)
+
+from saber_assets.benchmark.data import Benchmark
+from saber_assets.leaderboard.evaluate import evaluate
+from saber_assets.lib.annotators import tasks_for
+from saber_assets.lib.declare import stage_asset
+from saber_assets.lib.locations import runs_dir
+from saber_assets.lib.metadata import (
+    llm_metadata,
+    stage_metadata,
+)
+from saber_assets.ontology.domains import domain_title
+from saber_assets.resources import SaberSettings
+from saber_assets.retrievers.discovery import entry_settings, registered_entry
+from saber_assets.retrievers.indexes import (
+    prepare_index,
+)
+from saber_assets.retrievers.registry import (
+    RetrieverResources,
+    build_retriever,
+    needs_judge,
+)
+from saber_resources.cache import EmbeddingCache
+from saber_resources.llm import LLMResource
+from saber_resources.stores import StoresResource
+
+matplotlib.use("Agg")
+
+
+@stage_asset(
+    group_name="leaderboard",
+    kinds={"ranx", "parquet"},
+    ins={
+        "retriever_index": AssetIn(
+            partition_mapping=MultiToSingleDimensionPartitionMapping("retriever"),
+            dagster_type=Nothing,
+        )
+    },
+    deps=[
+        "evaluation_benchmark",
+        AssetDep(
+            "retriever_registry",
+            partition_mapping=MultiToSingleDimensionPartitionMapping("retriever"),
+        ),
+    ],
+    pool="llm",  # embedding models and the re-ranker's LLM share the GPU / judge server
+)
+def retriever_runs(
+    context: AssetExecutionContext,
+    settings: SaberSettings,
+    stores: StoresResource,
+    llm: LLMResource,
+) -> MaterializeResult:
+    """One retriever on one domain's queries, every setting: per-query nDCG and TREC run files."""
+    from ranx import Run
+
+    cfg = settings.load().leaderboard
+    # a run launched by tag (GraphQL, UI) may carry the key as its string "domain|retriever"
+    key = context.partition_key
+    if not hasattr(key, "keys_by_dimension"):
+        key = context.assets_def.partitions_def.get_partition_key_from_str(str(key))
+    key = key.keys_by_dimension
+    name, domain_key = key["retriever"], key["domain"]
+    domain = domain_title(settings.load().ontology, domain_key)
+    entries, entry = registered_entry(settings, name, stores.db())
+    tasks = tasks_for(llm, stores) if needs_judge(entry, entries) else None
+    resources = RetrieverResources(
+        embedding_cache=EmbeddingCache(stores.db()),
+        # an LLM backend re-ranks with its pointwise judge; the CPU backend's judge is never a
+        # contestant, so two-stage retrievers get a retriever-side re-ranker (registry)
+        pointwise_judge=tasks.pointwise_judge
+        if tasks and tasks.pointwise_judge.backend != "cpu"
+        else None,
+        translator=tasks.translator if tasks else None,
+        entries=entries,
+    )
+    retriever = build_retriever(entry, resources)
+    bench = Benchmark.read(settings.output_dir() / "evaluation_benchmark")
+    rows = [i for i, ds in enumerate(bench.queries["domains"].to_list()) if domain in ds]
+    out_dir = runs_dir(settings) / name
+    out_dir.mkdir(parents=True, exist_ok=True)
+    frames, meta = [], {}
+    t0 = time.perf_counter()
+    doc_ids = bench.documents["id"].to_list()
+    for setting in entry_settings(settings, entry):
+        index = prepare_index(settings, retriever, entry, bench, setting)
+        if index is not None:
+            meta[f"index {setting}"] = (
+                f"{'built' if index.built else 'read'} in {index.seconds:.2f}s"
+                + (f" (rebuilt: {index.rebuilt_because})" if index.rebuilt_because else "")
+            )
+        df = evaluate(retriever, bench, setting, cfg.k, rows, cfg.full_corpus and entry.full_corpus)
+        frames.append(df)
+        run = {}
+        for qid, cands, scores in zip(
+            df["query_id"], bench.queries[rows]["candidates"], df["scores"], strict=True
+        ):
+            if scores is not None:
+                run[qid] = {doc_ids[c]: float(s) for c, s in zip(cands, scores, strict=True)}
+        if run:
+            Run(run, name=f"{name}-{setting}").save(
+                str(out_dir / f"{domain_key}.{setting}.trec"), kind="trec"
+            )
+        meta[f"ndcg@{cfg.k} {setting}"] = round(float(df["ndcg"].mean()), 4) if df.height else None
+    result = pl.concat(frames).with_columns(
+        pl.lit(name).alias("retriever"), pl.lit(domain).alias("partition_domain")
+    )
+    result.write_parquet(out_dir / f"{domain_key}.parquet")
+    failed = int(result["failed"].sum())
+    if failed:
+        context.log.warning(f"{name} failed on {failed} query-settings (counted, scored 0)")
+    return MaterializeResult(
+        metadata={
+            "retriever": name,
+            "kind": entry.kind,
+            "domain": domain,
+            "queries": len(rows),
+            "failed": failed,
+            "median_latency_ms": round(float(result["latency_ms"].median() or 0), 2),
+            **stage_metadata(seconds=time.perf_counter() - t0),
+            **meta,
+            **(
+                llm_metadata({"pointwise": tasks.pointwise_judge})
+                if resources.pointwise_judge is not None
+                else {}
+            ),
+        }
+    )
