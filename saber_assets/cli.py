@@ -726,8 +726,9 @@ def _quiet_dagster_notices() -> None:
     warnings.filterwarnings("ignore", message=r".* is currently in (beta|preview)")
 
 
-def main(argv: list[str] | None = None) -> int:
-    _quiet_dagster_notices()
+def build_parser() -> argparse.ArgumentParser:
+    """The `saber` command line: every command and its options (the docs' command lines are
+    checked against it, tests/test_docs.py)."""
     parser = argparse.ArgumentParser(
         prog="saber", description="Build and evaluate SABER-Math-style benchmarks."
     )
@@ -849,7 +850,12 @@ def main(argv: list[str] | None = None) -> int:
     llm_server_cli.add_parser(sub)
     p_ui = sub.add_parser("ui", help="open the Dagster UI on the project-local instance")
     p_ui.add_argument("--port", type=int, default=3000)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    _quiet_dagster_notices()
+    args = build_parser().parse_args(argv)
     try:
         if args.command == "build":
             return build(args.config, args.log_level, args.force, args.select, args.on)

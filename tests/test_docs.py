@@ -1,0 +1,100 @@
+"""The docs as a user copies from them: every `saber …` command line in the README and under
+`docs/` parses against the real command line (``cli.build_parser``), and every relative link
+points to a file that exists."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from saber_assets.cli import build_parser
+from saber_assets.settings import REPO_ROOT
+
+PAGES = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+SHELL_FENCES = {"bash", "sh", "shell", "console", ""}
+COMMAND = re.compile(r"^(?:\$ )?(?:[A-Z_]+=\S+ )*(?:uv run )?(saber\s.*)$")
+INLINE = re.compile(r"`((?:uv run )?saber [^`]+)`")
+PLACEHOLDER = re.compile(r"[\[\]<>…]|\.\.\.")
+
+
+def command_lines(page: Path) -> list[tuple[int, str]]:
+    """(line number, the command after `saber`) of each command line: in shell code blocks
+    (comments cut, continuation lines joined) and in inline code spans without placeholders."""
+    out, fence, held = [], None, ""
+    for n, line in enumerate(page.read_text().splitlines(), 1):
+        if line.startswith("```"):
+            fence = None if fence is not None else line[3:].strip()
+            continue
+        if fence is None:
+            out += [
+                (n, m.group(1)) for m in INLINE.finditer(line) if not PLACEHOLDER.search(m.group(1))
+            ]
+            continue
+        if fence not in SHELL_FENCES:
+            continue
+        text = (held + " " + line.strip()).strip()
+        held = ""
+        if text.endswith("\\"):
+            held = text[:-1]
+            continue
+        if m := COMMAND.match(text):
+            out.append((n, m.group(1)))
+    return out
+
+
+def argv_of(command: str) -> list[str]:
+    words = shlex.split(command, comments=True)
+    words = words[words.index("saber") + 1 :] if "saber" in words else words
+    return [w for w in words if w != "&"]
+
+
+CASES = [(page, n, cmd) for page in PAGES for n, cmd in command_lines(page)]
+
+
+def test_the_docs_show_commands_to_check():
+    assert len(CASES) >= 25 and {p.name for p, _, _ in CASES} >= {"README.md", "building.md"}
+
+
+@pytest.mark.parametrize(
+    ("page", "line", "command"),
+    CASES,
+    ids=[f"{p.relative_to(REPO_ROOT)}:{n}" for p, n, _ in CASES],
+)
+def test_every_saber_command_line_in_the_docs_parses(page, line, command):
+    argv = argv_of(command)
+    if len(argv) == 1:  # a command named in the text (`saber export writes …`): it exists
+        argv.append("--help")
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            build_parser().parse_args(argv)
+    except SystemExit as exc:
+        if exc.code == 0 and argv[-1] == "--help":
+            return
+        raise AssertionError(
+            f"{page.relative_to(REPO_ROOT)}:{line}: `{command}` does not parse"
+        ) from exc
+
+
+def test_a_wrong_command_line_is_caught():
+    for wrong in ("uv run saber build --selekt domains", "saber evaluat bm25", "saber export out"):
+        with pytest.raises(SystemExit), contextlib.redirect_stderr(io.StringIO()):
+            build_parser().parse_args(argv_of(wrong))
+    assert argv_of("uv run saber build --force  # rebuild") == ["build", "--force"]
+
+
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO_ROOT)))
+def test_every_relative_link_points_to_a_file(page):
+    broken = [
+        target
+        for target in LINK.findall(page.read_text())
+        if "://" not in target and not (page.parent / target).exists()
+    ]
+    assert not broken, f"{page.relative_to(REPO_ROOT)}: {broken}"
