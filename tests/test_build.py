@@ -341,12 +341,12 @@ def _own_candidate_matches_can_be_left_out(cfg, home, capsys):
 def test_an_empty_benchmark_skips_the_analyses_instead_of_failing_them(tmp_path):
     """A model that leaves no viable query (a 135M model on the real server did) gives an empty
     benchmark: the build reports that the analyses have nothing to read instead of failing."""
-    from saber_assets.cli import _no_queries
+    from saber_assets.cli.build import no_queries
 
     bench = tmp_path / "evaluation_benchmark"
-    assert not _no_queries(tmp_path)  # not built yet: nothing to decide
+    assert not no_queries(tmp_path)  # not built yet: nothing to decide
     bench.mkdir()
     pl.DataFrame({"id": pl.Series([], dtype=pl.String)}).write_parquet(bench / "queries.parquet")
-    assert _no_queries(tmp_path)
+    assert no_queries(tmp_path)
     pl.DataFrame({"id": ["q1"]}).write_parquet(bench / "queries.parquet")
-    assert not _no_queries(tmp_path)
+    assert not no_queries(tmp_path)

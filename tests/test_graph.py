@@ -103,8 +103,7 @@ STAGE_ORDER = (
     "corpus", "ontology", "annotations", "signals", "candidates", "ratings", "tournament",
     "benchmark", "retrievers", "contamination", "leaderboard", "analyses",
 )  # fmt: skip
-TOP = {"definitions", "sensors", "schedules", "build", "cli", "remote", "pods", "annotate",
-       "registry_cli", "llm_server_cli"}  # fmt: skip
+TOP = {"definitions", "sensors", "schedules", "build", "cli", "remote", "pods"}
 LAYERS = ("settings", "resources", "the stage table and versions", "lib", "stage logic",
           "stage assets", "the top")  # fmt: skip
 

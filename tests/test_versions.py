@@ -167,7 +167,7 @@ EXPENSIVE = {"benchmark_export", "evaluation_benchmark", "retriever_index", "ret
         ("saber_assets.leaderboard.paper", set(), None),
         ("saber_assets.leaderboard.outside_runs", set(), None),
         ("saber_assets.benchmark.formats", set(), None),
-        ("saber_assets.cli", set(), None),
+        ("saber_assets.cli.evaluate", set(), None),
     ],
 )
 def test_an_edited_module_moves_the_assets_that_run_it_and_no_other(checkout, module, moves, stays):

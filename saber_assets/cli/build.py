@@ -1,0 +1,263 @@
+"""`saber build`: every missing or unsynced step of the asset graph, stage by stage, in this
+process or `--on` a running deployment."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from saber_assets.settings import DEFAULT_CONFIG, REPO_ROOT, data_home, load_config
+from saber_assets.stages import select_help
+
+# datatrove draws progress bars on stderr; the build prints its own summary.
+os.environ.setdefault("TQDM_DISABLE", "1")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("build", help="materialise every asset on a pipeline config")
+    p.add_argument(
+        "--config", help=f"pipeline config YAML (default {DEFAULT_CONFIG.relative_to(REPO_ROOT)})"
+    )
+    p.add_argument(
+        "--log-level", default="WARNING", help="Dagster console log level (default WARNING)"
+    )
+    p.add_argument("--force", action="store_true", help="rebuild every step, up to date or not")
+    p.add_argument(
+        "--on", metavar="URL", help="launch the build on a running Dagster webserver (GraphQL)"
+    )
+    p.add_argument(
+        "--select",
+        action="append",
+        help="only these stages: " + select_help() + "; and/or domain=NAME (a title or its "
+        "partition key); repeatable",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    return build(args.config, args.log_level, args.force, args.select, args.on)
+
+
+def prepare_dagster_home(home: Path) -> Path:
+    """Project-local DAGSTER_HOME with the repo's dagster.yaml, so run history survives restarts."""
+    dagster_home = home / "dagster_home"
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(REPO_ROOT / "dagster.yaml", dagster_home / "dagster.yaml")
+    os.environ["DAGSTER_HOME"] = str(dagster_home)
+    return dagster_home
+
+
+def summary_value(metadata: dict, key: str):
+    v = metadata.get(key)
+    return None if v is None else getattr(v, "value", v)
+
+
+def print_run(result, seconds: float) -> None:
+    """One line per materialisation: asset, partition, rows; failed checks too."""
+    for event in result.get_asset_materialization_events():
+        mat = event.materialization
+        part = f" [{mat.partition}]" if mat.partition else ""
+        rows = summary_value(mat.metadata, "dagster/row_count")
+        print(f"  {mat.asset_key.to_user_string() + part:<40} rows={rows}", flush=True)
+    for check in result.get_asset_check_evaluations():
+        if not check.passed:
+            print(f"  CHECK FAILED: {check.asset_key.to_user_string()} / {check.check_name}")
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+    print(
+        f"  ({result.dagster_run.job_name} {'ok' if result.success else 'FAILED'} in "
+        f"{seconds:.1f}s, process peak RSS {peak:.2f} GB)",
+        flush=True,
+    )
+
+
+def sync_partitions(instance, cfg) -> dict[str, list[str]]:
+    """Add a `retriever` partition for every registry entry, and a `training_corpus` partition
+    for every training corpus with text it declares, that lacks one (never removes any); returns
+    the new keys by partitioning."""
+    from saber_assets.contamination.matches import checked_corpora
+    from saber_assets.retrievers.discovery import registry_for
+
+    entries = registry_for(cfg)
+    wanted = {
+        "retriever": [e.name for e in entries],
+        "training_corpus": list(checked_corpora(entries)),
+    }
+    added = {}
+    for name, keys in wanted.items():
+        have = set(instance.get_dynamic_partitions(name))
+        added[name] = [k for k in keys if k not in have]
+        if added[name]:
+            instance.add_dynamic_partitions(name, added[name])
+    return added
+
+
+def domain_selection(select: list[str], keys: dict[str, str]) -> list[str]:
+    """``domain=NAME`` by a domain's title (as the UI and the leaderboard show it) or its
+    partition key, rewritten to the key; a name that is neither is an error listing the domains
+    (selecting nothing would look like a build with nothing to do)."""
+    out = []
+    by_key = set(keys.values())
+    for x in select:
+        if x.startswith("domain="):
+            name = x.split("=", 1)[1]
+            if name not in keys and name not in by_key:
+                listing = ", ".join(repr(t) for t in keys)
+                raise ValueError(f"--select domain={name}: no such domain; the domains: {listing}")
+            x = f"domain={keys.get(name, name)}"
+        out.append(x)
+    return out
+
+
+def observe_sources(defs, instance) -> None:
+    """Observe the input files and the registry entries (their data versions) before a build
+    asks what is unsynced; a failed observation is an error (the versions would be guesses)."""
+    from saber_assets.build import OBSERVE_JOBS
+
+    for job in OBSERVE_JOBS:
+        res = defs.resolve_job_def(job).execute_in_process(instance=instance, raise_on_error=False)
+        if not res.success:
+            raise RuntimeError(f"{job} failed: the input files or the registry could not be read")
+
+
+def build_remote(url: str, defs, cfg, force: bool, select: list[str], stages: list) -> int:
+    """The build on a running deployment (``saber_assets.remote``): its own Dagster says what is
+    unsynced."""
+    from dagster import AssetKey, DagsterInstance
+
+    from saber_assets.build import (
+        fan_in_parents,
+        partition_filter,
+        runnable_names,
+        stage_partition_keys,
+    )
+    from saber_assets.remote import build_on
+
+    with DagsterInstance.ephemeral() as scratch:  # the partitions, not run history
+        names = sync_partitions(scratch, cfg)
+        repo = defs.get_repository_def()
+        retrievers = runnable_names(cfg)
+        domains = [x.split("=", 1)[1] for x in select if x.startswith("domain=")]
+        plan = [
+            (stage, [p for p in stage_partition_keys(repo, scratch, stage) if keep(p)])
+            for stage in stages
+            for keep in [partition_filter(stage, domains, retrievers)]
+        ]
+        fan_in = {
+            (a, p): [(k.to_user_string(), ups) for k, ups in edges]
+            for stage, partitions in plan
+            for p in partitions
+            for a in stage.assets
+            if (edges := fan_in_parents(scratch, repo.asset_graph, AssetKey(a), p))
+        }
+    print(f"saber build --on {url}: {sum(len(p) for _, p in plan)} steps in the plan", flush=True)
+    return build_on(url, plan, names, force, fan_in=fan_in)
+
+
+def build(
+    config: str | None,
+    log_level: str,
+    force: bool = False,
+    select: list[str] | None = None,
+    on: str | None = None,
+) -> int:
+    cfg = load_config(config)  # fail fast, before Dagster starts, on a bad config file
+    home = data_home()
+    from dagster import DagsterInstance
+
+    from saber_assets.build import partition_filter, runnable_names, selected_stages, stage_steps
+    from saber_assets.definitions import make_definitions
+    from saber_assets.lib.dead_runs import process_tags, reap_dead_runs
+    from saber_assets.ontology.domains import domain_keys
+
+    defs = make_definitions(config, home)
+    select = domain_selection(select or [], domain_keys(cfg.ontology))
+    stages = selected_stages(select)  # an unknown stage name fails here, before anything runs
+    if on:
+        return build_remote(on, defs, cfg, force, select, stages)
+    prepare_dagster_home(home)
+    instance = DagsterInstance.get()
+    t0 = time.perf_counter()
+    print(
+        f"saber build: config {config or DEFAULT_CONFIG} ({cfg.name}), outputs under {home / cfg.name}",
+        flush=True,
+    )
+    run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
+    for run_id in reap_dead_runs(instance):
+        print(f"  run {run_id} of a killed build marked failed, its pool slots freed", flush=True)
+    sync_partitions(instance, cfg)
+    observe_sources(defs, instance)
+    retrievers = runnable_names(cfg)
+    domains = [x.split("=", 1)[1] for x in select if x.startswith("domain=")]
+    failed, ran, skipped = [], 0, 0
+    for stage in stages:
+        if failed:
+            break  # later stages need this one complete
+        if stage.alias == "analyses" and no_queries(home / cfg.name):
+            # the analyses read queries, ratings and a leaderboard: over none they have nothing
+            # to say, and a build whose model found no viable query still finishes
+            print(
+                "  analyses skipped: the benchmark has no query (no viable query in any domain: "
+                "see relevance_thresholds)",
+                flush=True,
+            )
+            continue
+        # asked only now: the previous stage may have given this one new inputs
+        keep = partition_filter(stage, domains, retrievers)
+        for step in stage_steps(defs.get_repository_def(), instance, stage, keep, force):
+            if not step.reasons:
+                skipped += 1
+                continue
+            if log_level.upper() in ("DEBUG", "INFO"):
+                print(f"  {step.label}: {'; '.join(step.reasons[:3])}", flush=True)
+            t1 = time.perf_counter()
+            result = defs.resolve_job_def(step.job).execute_in_process(
+                instance=instance,
+                raise_on_error=False,
+                run_config=run_config,
+                partition_key=step.partition,
+                tags=process_tags(),
+            )
+            ran += 1
+            print_run(result, time.perf_counter() - t1)
+            if not result.success:
+                failed.append(result)
+    elapsed = time.perf_counter() - t0
+    from saber_resources.warehouse import Warehouse
+
+    wh = defs.resources["warehouse"]
+    assert isinstance(wh, Warehouse)
+    views = wh.refresh_views()
+    print(f"steps:     {ran} run, {skipped} up to date (`--force` rebuilds them)")
+    print(f"parquet:   {wh.parquet_dir}")
+    print(f"warehouse: {wh.path} (views: {', '.join(views) or 'none'})")
+    print(f"dagster:   {os.environ['DAGSTER_HOME']} (open the UI with `uv run saber ui`)")
+    report = home / cfg.name / "report" / "index.html"
+    if report.exists():
+        print(f"report:    {report}")
+    if failed:
+        for res in failed:
+            for ev in res.all_events:
+                if ev.is_step_failure:
+                    print(
+                        f"FAILED step {ev.step_key}: {ev.step_failure_data.error.message.strip()}",
+                        file=sys.stderr,
+                    )
+        print(f"saber build FAILED after {elapsed:.1f}s", file=sys.stderr)
+        return 1
+    print(f"saber build finished in {elapsed:.1f}s")
+    return 0
+
+
+def no_queries(outputs: Path) -> bool:
+    """Whether the built evaluation benchmark exists and holds no query."""
+    queries = outputs / "evaluation_benchmark" / "queries.parquet"
+    if not queries.exists():
+        return False
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(queries).metadata.num_rows == 0

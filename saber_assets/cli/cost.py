@@ -1,0 +1,76 @@
+"""`saber cost`: the LLM calls, tokens and GPU-hours of a build, at its size or another."""
+
+from __future__ import annotations
+
+import argparse
+
+from saber_assets.settings import DEFAULT_CONFIG, data_home, load_config
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("cost", help="LLM calls, tokens and GPU-hours of a build")
+    p.add_argument("--config", help="pipeline config YAML")
+    p.add_argument("--problems", type=int, help="corpus size to cost (default: the corpus's own)")
+
+
+def run(args: argparse.Namespace) -> int:
+    return cost_cmd(args)
+
+
+def cost_cmd(args) -> int:
+    """LLM calls, tokens and GPU-hours of a build, per stage, for the config's throughput."""
+    import numpy as np
+    import polars as pl
+
+    from saber_assets.lib.cost import PAPER, build_cost, cost_table
+    from saber_assets.ontology.domains import domain_names
+
+    cfg = load_config(args.config)
+    out = data_home() / cfg.name / "parquet"
+    if (out / "corpus.parquet").exists():
+        corpus = pl.read_parquet(out / "corpus.parquet", columns=["problem", "solution"])
+        origin = f"the built corpus ({corpus.height:,} problems)"
+    else:
+        from saber_assets.corpus.build import build_corpus
+
+        corpus = build_corpus(cfg.corpus, cfg.seed).corpus.select("problem", "solution")
+        origin = f"the configured sources ({corpus.height:,} problems, not built yet)"
+    rng = np.random.default_rng(cfg.seed)
+    rows = corpus.rows()
+    sample = [rows[i] for i in rng.choice(len(rows), min(200, len(rows)), replace=False)]
+    calls = None
+    if (out / "topic_annotations").exists():
+        calls = pl.read_parquet(out / "topic_annotations", columns=["calls"])["calls"].mean()
+    n = args.problems or corpus.height
+    stages = build_cost(cfg, n, sample, len(domain_names(cfg.ontology)), calls)
+    table = cost_table(stages, cfg)
+    c = cfg.cost
+    print(f"saber cost: config {args.config or DEFAULT_CONFIG} ({cfg.name}), {n:,} problems")
+    print(f"  prompts measured on {len(sample)} problems of {origin}")
+    topic = f"{calls:.2f} measured" if calls else f"{c.topic_calls_per_problem} assumed"
+    print(f"  topic-scoring requests per problem: {topic}")
+    print(
+        f"  throughput per GPU (cost.*, assumptions): prefill {c.prefill_tokens_per_s:,.0f} "
+        f"tok/s, decode {c.decode_tokens_per_s:,.0f} tok/s; {c.chars_per_token} chars/token"
+    )
+    with pl.Config(tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True,
+                   tbl_rows=20, tbl_width_chars=120):  # fmt: skip
+        print(table)
+    print(f"the paper: {PAPER}")
+    from saber_assets.lib.cost import model_len_needed
+    from saber_resources.prompts import problem_text
+
+    texts = [problem_text(p, s) for p, s in corpus.iter_rows()]
+    need, detail = model_len_needed(cfg, texts)
+    have = cfg.llm.max_model_len
+    print(
+        f"served context length needed: {need:,} tokens (longest judge prompt "
+        f"{detail['prompt_tokens']:,} + answer budget {detail['answer_tokens']:,}); "
+        f"llm.max_model_len = {have or 'the model’s own'}"
+        + (
+            " — TOO SMALL: raise it and the server's --max-model-len"
+            if have and have < need
+            else ""
+        )
+    )
+    return 0

@@ -1,0 +1,47 @@
+"""`saber push`: a built benchmark as two Hub datasets with a card."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("push", help="a built benchmark as two Hub datasets with a card")
+    p.add_argument("dir", help="exchange-format directory (e.g. .saber/sample/benchmark)")
+    p.add_argument("--repo-prefix", required=True, metavar="OWNER/NAME")
+    p.add_argument("--private", action="store_true")
+    p.add_argument(
+        "--stage-only",
+        metavar="DIR",
+        help="write the two dataset folders under DIR, upload nothing",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    return push_cmd(args)
+
+
+def push_cmd(args) -> int:
+    """A built benchmark as two Hub datasets (``PREFIX-queries``, ``PREFIX-documents``)."""
+    import tempfile
+
+    from saber_assets.benchmark.data import Benchmark
+    from saber_assets.benchmark.hub import HubUnavailable, push, stage_push
+
+    bench = Benchmark.read(Path(args.dir))
+    if args.stage_only:
+        folders = stage_push(bench, Path(args.stage_only), args.repo_prefix)
+        for repo, folder in folders.items():
+            print(f"staged {repo}: {folder}")
+        return 0
+    with tempfile.TemporaryDirectory(prefix="saber-push-") as staging:
+        try:
+            done = push(bench, Path(staging), args.repo_prefix, private=args.private)
+        except HubUnavailable as exc:
+            print(f"saber: {exc}", file=sys.stderr)
+            return 2
+    for repo, url in done.items():
+        print(f"pushed {repo}: {url}")
+    return 0
