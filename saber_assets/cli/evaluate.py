@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from saber_assets.benchmark.texts import SETTINGS
 from saber_assets.settings import REPO_ROOT, data_home, load_config
 
 
@@ -26,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--setting",
         action="append",
-        choices=["statement-statement", "statement-full", "full-full"],
+        choices=SETTINGS,
         help="repeatable; default all three",
     )
     p.add_argument("--k", type=int, default=10)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from saber_assets.benchmark.texts import SETTINGS
 from saber_assets.settings import data_home, load_config
 
 
@@ -15,7 +16,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--setting",
         default="statement-full",
-        choices=["statement-statement", "statement-full", "full-full"],
+        choices=SETTINGS,
         help="which texts queries and documents carry (default statement-full)",
     )
     p.add_argument("--benchmark", help="exchange-format directory (default: the built one)")
