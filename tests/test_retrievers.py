@@ -386,3 +386,32 @@ def test_an_api_key_is_read_from_the_named_environment_variable(monkeypatch):
         OpenAIEmbedder("http://127.0.0.1:1/v1", "m", api_key_env="MY_EMB_KEY").api_key
         == "sk-secret"
     )
+
+
+def test_a_kind_is_declared_in_its_own_module_and_nothing_branches_on_its_name():
+    """Each kind says what it needs in its module (``KINDS`` there, ``base.Kind``); the registry
+    collects them, and no module compares an entry's kind with a kind's name."""
+    import ast
+
+    from saber_assets.code_graph import CodeGraph
+    from saber_assets.retrievers.registry import KIND_MODULES, KINDS
+
+    assert sorted(KINDS) == sorted(k.name for m in KIND_MODULES for k in m.KINDS)
+    assert {"bm25", "tfidf", "jaccard", "approach0", "dense", "ssemb", "two-stage", "fusion"} == set(KINDS)
+    branches = []
+    graph = CodeGraph.of_checkout()
+    for mod, source in graph.sources.items():
+        for node in ast.walk(ast.parse(source)):
+            if not isinstance(node, ast.Compare):
+                continue
+            sides = [node.left, *node.comparators]
+            on_kind = any(isinstance(s, ast.Attribute) and s.attr == "kind" for s in sides)
+            names = {
+                c.value
+                for s in sides
+                for c in ast.walk(s)
+                if isinstance(c, ast.Constant) and isinstance(c.value, str)
+            }
+            if on_kind and names & set(KINDS):
+                branches.append(f"{mod}:{node.lineno}")
+    assert not branches, branches

@@ -160,14 +160,14 @@ def choose_retrievers(
     """The registry entries the analysis tries, and (name, reason) for those that cannot run
     here: by default every runnable entry but the LLM re-rankers; a named one that cannot run,
     or is not registered, is an error naming it."""
-    from saber_assets.retrievers.registry import runnable
+    from saber_assets.retrievers.registry import KINDS, runnable
 
     unknown = sorted(set(wanted or []) - {e.name for e in entries})
     if unknown:
         raise ValueError(f"analyses.math_vs_words_retrievers: {unknown} are not in the registry")
     run, not_run = runnable(entries)
     if wanted is None:
-        return [e for e in run if e.kind != "two-stage"], not_run
+        return [e for e in run if not KINDS[e.kind].judges], not_run
     blocked = [f"{n} ({why})" for n, why in not_run if n in wanted]
     if blocked:
         raise ValueError(f"analyses.math_vs_words_retrievers cannot run here: {blocked}")

