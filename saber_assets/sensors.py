@@ -28,7 +28,7 @@ from dagster._core.storage.tags import PARTITION_NAME_TAG
 
 from saber_assets.analyses.human_study import labels_version
 from saber_assets.build import Step, partition_filter, runnable_names, stage_steps
-from saber_assets.contamination.matches import checked_corpora, corpus_version
+from saber_assets.contamination.matches import checked_corpora, training_corpus_version
 from saber_assets.lib.partitions import retriever_partitions, training_partitions
 from saber_assets.ontology.domains import domain_keys
 from saber_assets.resources import SaberSettings
@@ -144,7 +144,7 @@ def input_files_sensor(
         # observed then
         "observe_registry": digest([registry_versions(definitions_by_name(entries)), have]),
         "observe_training": digest(
-            [{k: corpus_version(c) for k, c in corpora.items()}, have_corpora]
+            [{k: training_corpus_version(c) for k, c in corpora.items()}, have_corpora]
         ),
     }
     seen = json.loads(context.cursor) if context.cursor else {}

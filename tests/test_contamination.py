@@ -278,7 +278,7 @@ def test_training_corpora_from_folders_and_the_hub_and_conflicting_declarations(
         TrainingRead,
         checked_corpora,
         corpus_files,
-        corpus_version,
+        training_corpus_version,
         training_rows,
     )
     from saber_assets.retrievers.entries import RegistryError
@@ -327,11 +327,11 @@ def test_training_corpora_from_folders_and_the_hub_and_conflicting_declarations(
     files, revision = corpus_files(corpora["hubbed"], fetch)
     assert asked == [("org/numina", "abc123")] and len(files) == 2 and revision.startswith("abc123")
     # the data version follows the files' content
-    before = corpus_version(corpora["numina"])
+    before = training_corpus_version(corpora["numina"])
     pq.write_table(
         pa.table({"uid": ["z"], "question": ["new"]}), folder / "train-00000-of-00002.parquet"
     )
-    assert corpus_version(corpora["numina"]) != before
+    assert training_corpus_version(corpora["numina"]) != before
     # one name, two texts: an error naming both entries
     reg.write_text(reg.read_text().replace("name: numina, path", "name: numina, bundled: math, x", 1)
                    .replace(f', x: "{folder}", fields: {{id: uid, problem: question}}', ""))  # fmt: skip

@@ -162,7 +162,7 @@ def read_snapshots(
         "source": "huggingface-datasets",
         "hub": provenance,
         "domains": domains,
-        "benchmark_id": benchmark_id(provenance),
+        "benchmark_id": pulled_benchmark_id(provenance),
         "derived": ["manifest: not in the published files, written from the snapshots read"],
     }
     bench = Benchmark(tables["queries"], tables["documents"], manifest, sources)
@@ -177,7 +177,7 @@ def _is_published(provenance: dict) -> bool:
     )
 
 
-def benchmark_id(provenance: dict) -> str:
+def pulled_benchmark_id(provenance: dict) -> str:
     """``repo@revision`` of both tables (``local`` where a folder's revision is unknown)."""
     parts = []
     for table in ("queries", "documents"):

@@ -23,11 +23,11 @@ from saber_assets.contamination.matches import (
     checked_corpora,
     contaminated_queries,
     corpus_files,
-    corpus_version,
     minhash_threshold,
     overlap_summary,
     own_candidate_hits,
     query_candidate_pairs,
+    training_corpus_version,
     training_rows,
 )
 from saber_assets.lib.declare import stage_asset
@@ -44,7 +44,9 @@ def training_corpora(context, settings: SaberSettings) -> DataVersionsByPartitio
     the declaration and its local files, so a changed file re-audits only that corpus."""
     have = set(context.instance.get_dynamic_partitions(training_partitions.name))
     corpora = checked_corpora(load_registry(settings.registry_path()))
-    return DataVersionsByPartition({k: corpus_version(c) for k, c in corpora.items() if k in have})
+    return DataVersionsByPartition(
+        {k: training_corpus_version(c) for k, c in corpora.items() if k in have}
+    )
 
 
 @stage_asset(group_name="leaderboard", kinds={"parquet"}, deps=["evaluation_benchmark"])

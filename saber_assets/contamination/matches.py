@@ -325,7 +325,7 @@ def training_rows(
             yield native, problem
 
 
-def corpus_version(corpus: TrainingCorpus) -> str:
+def training_corpus_version(corpus: TrainingCorpus) -> str:
     """The data version of a training corpus: its declaration and its local files' contents (a
     Hub corpus: its declaration, whose ``@revision`` pins it)."""
     decl = corpus.model_dump()
