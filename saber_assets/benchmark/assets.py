@@ -4,25 +4,17 @@ import time
 import zlib
 from pathlib import Path
 
-import matplotlib
 import numpy as np
 import polars as pl
-from dagster import (
-    MaterializeResult,
-    MetadataValue,
-)
+from dagster import MaterializeResult, MetadataValue
 
 from saber_assets.benchmark.data import QUERY_SCHEMA, Benchmark
 from saber_assets.corpus.build import corpus_version
 from saber_assets.io_managers import concat_partitions
 from saber_assets.lib.declare import stage_asset
-from saber_assets.lib.metadata import (
-    markdown_table,
-)
+from saber_assets.lib.metadata import markdown_table
 from saber_assets.ontology.domains import domain_names
 from saber_assets.resources import SaberSettings
-
-matplotlib.use("Agg")
 
 
 def shuffled_order(n: int, seed: int, query_id: str) -> np.ndarray:

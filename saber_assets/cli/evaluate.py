@@ -25,10 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--benchmark", help="exchange-format directory (default: the built benchmark)")
     p.add_argument(
-        "--setting",
-        action="append",
-        choices=SETTINGS,
-        help="repeatable; default all three",
+        "--setting", action="append", choices=SETTINGS, help="repeatable; default all three"
     )
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--json", action="store_true", help="machine-readable report")

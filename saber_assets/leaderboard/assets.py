@@ -6,18 +6,10 @@ import time
 import matplotlib
 import numpy as np
 import polars as pl
-from dagster import (
-    AssetExecutionContext,
-    MaterializeResult,
-    MetadataValue,
-)
+from dagster import AssetExecutionContext, MaterializeResult, MetadataValue
 
 from saber_assets.benchmark.data import Benchmark
-from saber_assets.contamination.matches import (
-    audited_items,
-    declared_training,
-    own_matched_queries,
-)
+from saber_assets.contamination.matches import audited_items, declared_training, own_matched_queries
 from saber_assets.io_managers import refresh_warehouse
 from saber_assets.leaderboard.contamination_columns import (
     checked_rows,
@@ -36,16 +28,10 @@ from saber_assets.leaderboard.provenance import (
 from saber_assets.leaderboard.significance import beats_column, significance_tables
 from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.locations import contamination_dir, runs_dir
-from saber_assets.lib.metadata import (
-    figure_markdown,
-    markdown_table,
-    stage_metadata,
-)
+from saber_assets.lib.metadata import figure_markdown, markdown_table, stage_metadata
 from saber_assets.resources import SaberSettings
 from saber_assets.retrievers.discovery import registry_for
-from saber_assets.retrievers.registry import (
-    unavailable_reason,
-)
+from saber_assets.retrievers.registry import unavailable_reason
 from saber_assets.versions import code_digest
 from saber_resources.stores import StoresResource
 from saber_resources.warehouse import Warehouse

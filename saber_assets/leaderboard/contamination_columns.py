@@ -80,9 +80,7 @@ def rows_that_move(board: pl.DataFrame) -> pl.DataFrame:
     clean = f"{metric}_clean"
     if clean not in board.columns:
         return pl.DataFrame()
-    ranked = board.with_columns(
-        pl.coalesce(clean, metric).alias("_effective"),
-    ).with_columns(
+    ranked = board.with_columns(pl.coalesce(clean, metric).alias("_effective")).with_columns(
         pl.col(metric).rank("ordinal", descending=True).over("setting").alias("rank_full"),
         pl.col("_effective").rank("ordinal", descending=True).over("setting").alias("rank_clean"),
     )

@@ -3,7 +3,6 @@ TREC run files."""
 
 import time
 
-import matplotlib
 import polars as pl
 from dagster import (
     AssetDep,
@@ -19,26 +18,15 @@ from saber_assets.leaderboard.evaluate import evaluate
 from saber_assets.lib.annotators import tasks_for
 from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.locations import runs_dir
-from saber_assets.lib.metadata import (
-    llm_metadata,
-    stage_metadata,
-)
+from saber_assets.lib.metadata import llm_metadata, stage_metadata
 from saber_assets.ontology.domains import domain_title
 from saber_assets.resources import SaberSettings
 from saber_assets.retrievers.discovery import entry_settings, registered_entry
-from saber_assets.retrievers.indexes import (
-    prepare_index,
-)
-from saber_assets.retrievers.registry import (
-    RetrieverResources,
-    build_retriever,
-    needs_judge,
-)
+from saber_assets.retrievers.indexes import prepare_index
+from saber_assets.retrievers.registry import RetrieverResources, build_retriever, needs_judge
 from saber_resources.cache import EmbeddingCache
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
-
-matplotlib.use("Agg")
 
 
 @stage_asset(

@@ -4,7 +4,6 @@ document-side index."""
 import shutil
 from pathlib import Path
 
-import matplotlib
 import polars as pl
 from dagster import (
     AssetExecutionContext,
@@ -18,9 +17,7 @@ from saber_assets.benchmark.data import Benchmark
 from saber_assets.benchmark.texts import SETTINGS, document_side
 from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.locations import index_root
-from saber_assets.lib.metadata import (
-    markdown_table,
-)
+from saber_assets.lib.metadata import markdown_table
 from saber_assets.lib.partitions import retriever_partitions
 from saber_assets.resources import SaberSettings
 from saber_assets.retrievers.discovery import entry_settings, registered_entry, registry_for
@@ -33,8 +30,6 @@ from saber_assets.retrievers.registry import (
 from saber_assets.versions import registry_versions
 from saber_resources.cache import EmbeddingCache
 from saber_resources.stores import StoresResource
-
-matplotlib.use("Agg")
 
 
 @observable_source_asset(group_name="leaderboard", partitions_def=retriever_partitions)
