@@ -320,3 +320,12 @@ def pytest_collection_modifyitems(config, items):
         groups = {g for f, g in SERVER_GROUPS.items() if f in names}
         if groups:
             item.add_marker(pytest.mark.xdist_group("+".join(sorted(groups))))
+
+
+def copy_source(dest: Path) -> Path:
+    """A copy of the project's packages under ``dest``, to edit and read a ``CodeGraph`` of."""
+    from saber_assets.code_graph import PACKAGES, ROOT
+
+    for pkg in PACKAGES:
+        shutil.copytree(ROOT / pkg, dest / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest

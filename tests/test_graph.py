@@ -24,6 +24,8 @@ from saber_assets.definitions import asset_modules, make_definitions
 from saber_assets.settings import DEFAULT_CONFIG, REPO_ROOT
 from saber_assets.stages import ASSET_CONFIG, STAGES
 
+from .conftest import copy_source
+
 SNAPSHOT = Path(__file__).parent / "snapshots" / "asset_graph.json"
 
 
@@ -202,14 +204,7 @@ PLANTED = {
 
 @pytest.mark.parametrize("planted", sorted(PLANTED))
 def test_the_layer_check_finds_a_planted_problem(planted, tmp_path):
-    import shutil
-
-    from saber_assets.code_graph import PACKAGES
-
-    for pkg in PACKAGES:
-        shutil.copytree(
-            REPO_ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__")
-        )
+    copy_source(tmp_path)
     path, line = PLANTED[planted]
     target = tmp_path / path
     target.write_text(target.read_text() + "\n\ndef planted():\n    " + line + "\n")

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from saber_assets.code_graph import PACKAGES, CodeGraph
+from saber_assets.code_graph import CodeGraph
 from saber_assets.settings import REPO_ROOT, load_config
 from saber_assets.versions import asset_code_versions, registry_versions
+
+from .conftest import copy_source
 
 
 def test_a_registry_entry_moves_its_own_partitions_and_its_fusions_only():
@@ -109,10 +111,7 @@ def test_more_tournament_rounds_move_the_tournament_and_everything_below_it_only
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory) -> Path:
     """A copy of the project's source to edit."""
-    root = tmp_path_factory.mktemp("checkout")
-    for pkg in PACKAGES:
-        shutil.copytree(REPO_ROOT / pkg, root / pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    return root
+    return copy_source(tmp_path_factory.mktemp("checkout"))
 
 
 def _edited(checkout: Path, module: str, edit: str = "\n# a reworded comment\n") -> CodeGraph:
@@ -180,3 +179,21 @@ def test_an_edited_module_moves_the_assets_that_run_it_and_no_other(checkout, mo
         assert not moved
     else:
         assert not moved & stays, sorted(moved & stays)
+
+
+def test_the_import_graph_is_kept_by_content_and_never_read_stale(checkout):
+    """Parsing every module costs each process start 0.4 s, so the imports are kept on disk by
+    the sources' content: a second read finds the same graph without parsing, and an import
+    added to a module is in the next graph read."""
+    first = CodeGraph(checkout)
+    assert first.imports and len(list((checkout / ".cache" / "code_graph").glob("*.json"))) == 1
+    again = CodeGraph(checkout)
+    again._imports_of = None  # a parse now would fail: the graph must come from the cache
+    assert again.imports == first.imports
+    module = "saber_assets.corpus.normalize"
+    assert "saber_assets.cli.build" not in first.edges[module]
+    edited = _edited(
+        checkout, module, "\n\ndef planted():\n    from saber_assets.cli import build\n"
+    )
+    assert "saber_assets.cli.build" in edited.edges[module]
+    assert CodeGraph(checkout).imports == first.imports  # the file is back: the first graph
