@@ -38,6 +38,7 @@ from saber_assets.lib.partitions import (
 )
 from saber_assets.ontology import assets as ontology_assets
 from saber_assets.ontology.domains import domain_keys
+from saber_assets.outputs import Outputs
 from saber_assets.pods import check_pod_jobs, k8s_tags
 from saber_assets.ratings import assets as rating_assets
 from saber_assets.resources import SaberSettings, stores_resource
@@ -159,7 +160,7 @@ def make_definitions(
     config_file = str(config_file or os.environ.get("SABER_CONFIG") or DEFAULT_CONFIG)
     cfg = load_config(config_file)
     home = Path(home or data_home())
-    parquet_dir = home / cfg.name / "parquet"
+    parquet_dir = Outputs.of(cfg, home).parquet
     # the Parquet assets at storage.base_uri (object stores through UPath); the warehouse's
     # views read the local layout
     parquet_uri = (
@@ -168,7 +169,7 @@ def make_definitions(
         else str(parquet_dir)
     )
     warehouse = Warehouse(
-        path=str(home / cfg.name / "warehouse.duckdb"),
+        path=str(Outputs.of(cfg, home).warehouse),
         parquet_dir=str(parquet_dir),
         sql_dir=str(SQL_DIR),
     )

@@ -4,6 +4,7 @@ from pathlib import Path
 
 from dagster import ConfigurableResource, EnvVar
 
+from saber_assets.outputs import Outputs
 from saber_assets.settings import (
     DEFAULT_CONFIG,
     PipelineConfig,
@@ -29,6 +30,10 @@ class SaberSettings(ConfigurableResource):
         """Where this config's outputs live: <home> / <config name>."""
         return self.home_dir() / self.load().name
 
+    def outputs(self) -> Outputs:
+        """The folders in it that stages and commands share (``saber_assets/outputs.py``)."""
+        return Outputs(self.output_dir())
+
     def registry_path(self) -> Path:
         """The retriever registry file (``leaderboard.registry``, relative to the repository)."""
         return self.load().leaderboard.registry_path()
@@ -41,8 +46,8 @@ def stores_resource(cfg: PipelineConfig, home: Path) -> StoresResource:
         return StoresResource(kind="postgres", dsn=EnvVar(cfg.stores.dsn_env))
     return StoresResource(
         kind="duckdb",
-        path=str(home / cfg.name / "stores.duckdb"),
-        legacy_path=str(home / cfg.name / "warehouse.duckdb"),
+        path=str(Outputs.of(cfg, home).stores),
+        legacy_path=str(Outputs.of(cfg, home).warehouse),
     )
 
 

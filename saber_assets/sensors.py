@@ -40,7 +40,7 @@ from saber_resources.stores import StoresResource
 
 
 def benchmark_built(settings: SaberSettings) -> bool:
-    return (settings.output_dir() / "evaluation_benchmark" / "queries.parquet").exists()
+    return (settings.outputs().evaluation_benchmark / "queries.parquet").exists()
 
 
 def run_requests(names: list[str], domains: list[str], tag: str) -> list[RunRequest]:

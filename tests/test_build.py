@@ -342,11 +342,13 @@ def test_an_empty_benchmark_skips_the_analyses_instead_of_failing_them(tmp_path)
     """A model that leaves no viable query (a 135M model on the real server did) gives an empty
     benchmark: the build reports that the analyses have nothing to read instead of failing."""
     from saber_assets.cli.build import no_queries
+    from saber_assets.outputs import Outputs
 
-    bench = tmp_path / "evaluation_benchmark"
-    assert not no_queries(tmp_path)  # not built yet: nothing to decide
+    out = Outputs(tmp_path)
+    bench = out.evaluation_benchmark
+    assert not no_queries(out)  # not built yet: nothing to decide
     bench.mkdir()
     pl.DataFrame({"id": pl.Series([], dtype=pl.String)}).write_parquet(bench / "queries.parquet")
-    assert no_queries(tmp_path)
+    assert no_queries(out)
     pl.DataFrame({"id": ["q1"]}).write_parquet(bench / "queries.parquet")
-    assert not no_queries(tmp_path)
+    assert not no_queries(out)

@@ -37,7 +37,6 @@ from saber_assets.io_managers import concat_partitions
 from saber_assets.leaderboard.evaluate import rescore_runs
 from saber_assets.lib.annotators import prepared_judge, prepared_tasks, tasks_for
 from saber_assets.lib.declare import analysis
-from saber_assets.lib.locations import runs_dir
 from saber_assets.lib.metadata import (
     figure_markdown,
     llm_metadata,
@@ -51,7 +50,6 @@ from saber_assets.retrievers.registry import (
     RetrieverResources,
     build_retriever,
 )
-from saber_resources.cache import EmbeddingCache
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
 
@@ -87,7 +85,7 @@ def benchmark_composition(
 ) -> Output[pl.DataFrame]:
     """Domain and sub-domain shares of the queries and the documents (first and second tree
     levels), source shares, and the candidate groups' sizes."""
-    bench = Benchmark.read(settings.output_dir() / "benchmark")
+    bench = Benchmark.read(settings.outputs().benchmark)
     tables = composition(
         bench.queries,
         bench.documents,
@@ -122,7 +120,7 @@ def mteb_correlation(settings: SaberSettings) -> Output[pl.DataFrame]:
     retrieval scores of `analyses.mteb_scores`, per setting, for all matched models and for
     `analyses.recent_models`. Without a scores file: empty, with a note saying so."""
     acfg = settings.load().analyses
-    board = pl.read_csv(settings.output_dir() / "leaderboard" / "leaderboard.csv")
+    board = pl.read_csv(settings.outputs().leaderboard / "leaderboard.csv")
     if acfg.mteb_scores is None:
         empty = pl.DataFrame(schema=STATS_SCHEMA)
         note = "no analyses.mteb_scores file configured: nothing to correlate"
@@ -366,9 +364,9 @@ def math_vs_words(
     entries = registry_for(cfg, stores.db())
     wanted = acfg.math_vs_words_retrievers
     chosen, not_run = choose_retrievers(entries, wanted)
-    resources = RetrieverResources(embedding_cache=EmbeddingCache(stores.db()), entries=entries)
+    resources = RetrieverResources.from_stores(stores.db(), entries)
     retrievers = {e.name: build_retriever(e, resources) for e in chosen}
-    bench = Benchmark.read(settings.output_dir() / "evaluation_benchmark")
+    bench = Benchmark.read(settings.outputs().evaluation_benchmark)
     segmenter = None
     how = acfg.math_segmentation
     if how == "auto":
@@ -442,7 +440,7 @@ def registered_runs(settings: SaberSettings) -> pl.DataFrame:
     """Every registered retriever's stored runs (the files the leaderboard read)."""
     frames = []
     for e in registry_for(settings.load(), home=settings.home_dir()):
-        files = sorted((runs_dir(settings) / e.name).glob("*.parquet"))
+        files = sorted((settings.outputs().runs / e.name).glob("*.parquet"))
         if files:
             cols = ["query_id", "setting", "domains", "failed", "scores", "ndcg"]
             runs = pl.concat([pl.read_parquet(f, columns=cols) for f in files])
@@ -465,7 +463,7 @@ def leaderboard_robustness(
     t0 = time.perf_counter()
     cfg = settings.load()
     rcfg = cfg.robustness
-    bench = Benchmark.read(settings.output_dir() / "evaluation_benchmark")
+    bench = Benchmark.read(settings.outputs().evaluation_benchmark)
     runs = registered_runs(settings)
     rel = bench.relevance()
     judge_rel, agree, n_pairs, label = None, None, 0, ""

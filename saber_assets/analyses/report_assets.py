@@ -24,7 +24,7 @@ from saber_assets.resources import SaberSettings
 
 
 def report_path(settings: SaberSettings):
-    return settings.output_dir() / "report" / "index.html"
+    return settings.outputs().report / "index.html"
 
 
 def _by_domain(parts: dict[str, pl.DataFrame]) -> pl.DataFrame:
@@ -88,14 +88,14 @@ def benchmark_report(
     t0 = time.perf_counter()
     cfg = settings.load()
     ratings = concat_partitions(relevance_ratings)
-    bench = Benchmark.read(settings.output_dir() / "benchmark")
+    bench = Benchmark.read(settings.outputs().benchmark)
     tables = composition(
         bench.queries, bench.documents, problem_annotations, ontology_tree, ratings
     )
     judgments = _by_domain(tournament_judgments)
     stats = rp.tournament_stats(judgments)
-    board = pl.read_csv(settings.output_dir() / "leaderboard" / "leaderboard.csv")
-    sig_path = settings.output_dir() / "leaderboard" / "significance.parquet"
+    board = pl.read_csv(settings.outputs().leaderboard / "leaderboard.csv")
+    sig_path = settings.outputs().leaderboard / "significance.parquet"
     tests = pl.read_parquet(sig_path) if sig_path.exists() else pl.DataFrame()
     areas = area_under(signal_group_curves)
     mean_conv = tournament_convergence.group_by("policy", "round").agg(

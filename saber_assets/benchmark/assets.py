@@ -100,7 +100,7 @@ def benchmark_export(
     }
     bench = Benchmark(queries, documents, manifest)
     bench.validate("built benchmark")
-    path = bench.write(settings.output_dir() / "benchmark")
+    path = bench.write(settings.outputs().benchmark)
     return MaterializeResult(
         metadata={
             "queries": queries.height,
@@ -117,9 +117,9 @@ def evaluation_benchmark(settings: SaberSettings) -> MaterializeResult:
     """The benchmark the retrievers are scored on: the built one, or any exchange-format directory
     given as ``leaderboard.benchmark`` (validated on import)."""
     src = settings.load().leaderboard.benchmark
-    path = settings.output_dir() / "benchmark" if src is None else Path(src).expanduser()
+    path = settings.outputs().benchmark if src is None else Path(src).expanduser()
     bench = Benchmark.read(path)
-    out = bench.write(settings.output_dir() / "evaluation_benchmark")
+    out = bench.write(settings.outputs().evaluation_benchmark)
     per_domain = (
         bench.queries.select(pl.col("domains").explode()).group_by("domains").len().sort("domains")
     )

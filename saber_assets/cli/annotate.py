@@ -16,7 +16,8 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from saber_assets.settings import data_home, load_config
+from saber_assets.outputs import Outputs
+from saber_assets.settings import load_config
 
 FILES = {
     "pairs": "pairs.parquet", "tasks": "tasks.json", "config": "label_config.xml",
@@ -63,7 +64,7 @@ def run(args) -> int:
 
 def act(args) -> int:
     cfg = load_config(args.config)
-    folder = Path(args.study_dir) if args.study_dir else data_home() / cfg.name / "human_study"
+    folder = Path(args.study_dir) if args.study_dir else Outputs.of(cfg).human_study
     if args.action == "export":
         return export(args, cfg, folder)
     if args.action == "push":
@@ -84,7 +85,7 @@ def act(args) -> int:
 
 
 def benchmark_dir(given: str | None, cfg) -> Path:
-    path = Path(given) if given else data_home() / cfg.name / "benchmark"
+    path = Path(given) if given else Outputs.of(cfg).benchmark
     if not (path / "queries.parquet").exists():
         raise FileNotFoundError(
             f"no benchmark at {path}: build it first (saber build) or pass --benchmark DIR"

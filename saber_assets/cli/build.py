@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from saber_assets.outputs import Outputs
 from saber_assets.settings import DEFAULT_CONFIG, REPO_ROOT, data_home, load_config
 from saber_assets.stages import select_help
 
@@ -197,7 +198,7 @@ def build(
     for stage in stages:
         if failed:
             break  # later stages need this one complete
-        if stage.alias == "analyses" and no_queries(home / cfg.name):
+        if stage.alias == "analyses" and no_queries(Outputs.of(cfg, home)):
             # the analyses read queries, ratings and a leaderboard: over none they have nothing
             # to say, and a build whose model found no viable query still finishes
             print(
@@ -236,7 +237,7 @@ def build(
     print(f"parquet:   {wh.parquet_dir}")
     print(f"warehouse: {wh.path} (views: {', '.join(views) or 'none'})")
     print(f"dagster:   {os.environ['DAGSTER_HOME']} (open the UI with `uv run saber ui`)")
-    report = home / cfg.name / "report" / "index.html"
+    report = Outputs.of(cfg, home).report / "index.html"
     if report.exists():
         print(f"report:    {report}")
     if failed:
@@ -253,9 +254,9 @@ def build(
     return 0
 
 
-def no_queries(outputs: Path) -> bool:
+def no_queries(outputs: Outputs) -> bool:
     """Whether the built evaluation benchmark exists and holds no query."""
-    queries = outputs / "evaluation_benchmark" / "queries.parquet"
+    queries = outputs.evaluation_benchmark / "queries.parquet"
     if not queries.exists():
         return False
     import pyarrow.parquet as pq

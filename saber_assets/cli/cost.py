@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from saber_assets.settings import DEFAULT_CONFIG, data_home, load_config
+from saber_assets.outputs import Outputs
+from saber_assets.settings import DEFAULT_CONFIG, load_config
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +27,7 @@ def cost_cmd(args) -> int:
     from saber_assets.ontology.domains import domain_names
 
     cfg = load_config(args.config)
-    out = data_home() / cfg.name / "parquet"
+    out = Outputs.of(cfg).parquet
     if (out / "corpus.parquet").exists():
         corpus = pl.read_parquet(out / "corpus.parquet", columns=["problem", "solution"])
         origin = f"the built corpus ({corpus.height:,} problems)"

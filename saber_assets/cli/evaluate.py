@@ -7,7 +7,8 @@ import argparse
 from pathlib import Path
 
 from saber_assets.benchmark.texts import SETTINGS
-from saber_assets.settings import REPO_ROOT, data_home, load_config
+from saber_assets.outputs import Outputs
+from saber_assets.settings import REPO_ROOT, load_config
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -61,8 +62,7 @@ def benchmark_dir(given: str | None, cfg) -> Path:
     """The given exchange-format directory, else the built (evaluation) benchmark."""
     if given:
         return Path(given)
-    built = data_home() / cfg.name / "evaluation_benchmark"
-    return built if built.exists() else data_home() / cfg.name / "benchmark"
+    return Outputs.of(cfg).scored_benchmark()
 
 
 def print_report(label: str, bench_dir: Path, bench, rep, k: int) -> None:
@@ -150,14 +150,13 @@ def registry(args, cfg) -> tuple[Path, list]:
     return path, load_registry(path)
 
 
-def retriever_resources(args, entries):
-    """What the retrievers need, with embeddings cached in the config's stores."""
-    from saber_assets.definitions import make_definitions
+def retriever_resources(cfg, entries):
+    """What the retrievers need, with embeddings cached in the config's stores (as the assets
+    give them)."""
+    from saber_assets.resources import open_stores
     from saber_assets.retrievers.registry import RetrieverResources
-    from saber_resources.cache import EmbeddingCache
 
-    stores = make_definitions(args.config).resources["stores"]
-    return RetrieverResources(embedding_cache=EmbeddingCache(stores.db()), entries=entries)
+    return RetrieverResources.from_stores(open_stores(cfg), entries)
 
 
 def evaluate_cmd(args) -> int:
@@ -169,8 +168,10 @@ def evaluate_cmd(args) -> int:
 
     from saber_assets.benchmark.data import Benchmark
     from saber_assets.benchmark.texts import SETTINGS
-    from saber_assets.leaderboard.evaluate import evaluate, report
+    from saber_assets.leaderboard.evaluate import evaluate
     from saber_assets.leaderboard.paper import apply_protocol
+    from saber_assets.leaderboard.provenance import benchmark_id
+    from saber_assets.leaderboard.rows import entry_rows
     from saber_assets.retrievers.registry import build_retriever
 
     cfg = load_config(args.config)
@@ -184,12 +185,10 @@ def evaluate_cmd(args) -> int:
         raise ValueError("give a retriever name from the registry, --registry FILE, or --run FILE")
     _, entries = registry(args, cfg)
     chosen, skipped = entries_to_run(args, entries)
-    resources = retriever_resources(args, entries)
+    resources = retriever_resources(cfg, entries)
     domains = bench.domain_list()
     relevance = bench.relevance()
     other = "saber" if args.protocol == "reference" else "reference"
-    from saber_assets.leaderboard.provenance import benchmark_id, provenance, with_provenance
-
     bench_id = benchmark_id(bench)
     results = []  # (entry, report under --protocol, report under the other protocol)
     for entry in chosen:
@@ -199,20 +198,14 @@ def evaluate_cmd(args) -> int:
         ]
         full = entry.full_corpus and not args.no_full_corpus
         runs = pl.concat([evaluate(retriever, bench, s, args.k, None, full) for s in settings])
+        # the saber protocol's rows are the leaderboard's: only they carry its row ids
         reps = [
-            report(
-                apply_protocol(runs, relevance, args.k, p),
-                domains,
-                args.resamples,
-                cfg.seed,
-                drop_failed=p == "reference",
-                k=args.k,
+            entry_rows(
+                entry, apply_protocol(runs, relevance, args.k, p), domains, bench_id,
+                resamples=args.resamples, seed=cfg.seed, k=args.k, drop_failed=p == "reference",
             )  # fmt: skip
             for p in (args.protocol, other)
         ]
-        # the saber protocol's rows are the leaderboard's: only they carry its row ids
-        fields = provenance(entry, bench_id)
-        reps = [with_provenance(r, entry.name, fields) for r in reps]
         results.append((entry, *reps))
     if args.json and args.retriever and not args.compare_paper:  # one retriever: its report
         entry, rep, alt = results[0]
@@ -309,20 +302,16 @@ def reproduce(args, cfg, bench, bench_dir: Path) -> int:
     recorded provenance against today's, then its nDCG and interval recomputed."""
     import polars as pl
 
-    from saber_assets.leaderboard.evaluate import evaluate, report
+    from saber_assets.leaderboard.evaluate import evaluate
     from saber_assets.leaderboard.metrics import metric_column, score_column
-    from saber_assets.leaderboard.provenance import (
-        PROVENANCE_COLUMNS,
-        benchmark_id,
-        provenance,
-        row_id,
-    )
+    from saber_assets.leaderboard.provenance import PROVENANCE_COLUMNS, benchmark_id, provenance
+    from saber_assets.leaderboard.rows import entry_rows
     from saber_assets.retrievers.registry import build_retriever
 
     board_path = (
         Path(args.leaderboard)
         if args.leaderboard
-        else data_home() / cfg.name / "leaderboard" / "leaderboard.parquet"
+        else Outputs.of(cfg).leaderboard / "leaderboard.parquet"
     )
     if not board_path.exists():
         raise FileNotFoundError(f"no leaderboard at {board_path}: build it, or pass --leaderboard")
@@ -338,7 +327,8 @@ def reproduce(args, cfg, bench, bench_dir: Path) -> int:
     entry = next((e for e in entries if e.name == row["retriever"]), None)
     if entry is None:
         raise ValueError(f"row {args.reproduce}: no retriever {row['retriever']!r} in the registry")
-    now = provenance(entry, benchmark_id(bench))
+    bench_id = benchmark_id(bench)
+    now = provenance(entry, bench_id)
     print(f"row {args.reproduce}: {row['retriever']} ({row['kind']}), {row['setting']}, "
           f"recorded nDCG@{recorded.split('@')[1]} {row[recorded]:.6f}")  # fmt: skip
     changed = [
@@ -348,12 +338,13 @@ def reproduce(args, cfg, bench, bench_dir: Path) -> int:
     ]
     for line in changed:
         print(f"  provenance changed: {line}")
-    retriever = build_retriever(entry, retriever_resources(args, entries))
+    retriever = build_retriever(entry, retriever_resources(cfg, entries))
     runs = evaluate(retriever, bench, row["setting"], args.k, None, full_corpus=False)
-    rep = report(
-        runs, bench.domain_list(), cfg.leaderboard.bootstrap_resamples, cfg.seed, k=args.k
-    ).row(0, named=True)
-    same_id = row_id(now, entry.name, row["setting"]) == args.reproduce
+    rep = entry_rows(
+        entry, runs, bench.domain_list(), bench_id, resamples=cfg.leaderboard.bootstrap_resamples,
+        seed=cfg.seed, k=args.k,
+    ).row(0, named=True)  # fmt: skip
+    same_id = rep["row_id"] == args.reproduce
     diffs = {c: abs(rep[c] - row[c]) for c in ("ci_low", "ci_high")}
     diffs[m] = abs(rep[m] - row[recorded])
     matches = all(d <= 1e-9 for d in diffs.values())

@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from saber_assets.benchmark.texts import SETTINGS
-from saber_assets.settings import data_home, load_config
+from saber_assets.outputs import Outputs
+from saber_assets.settings import load_config
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +34,7 @@ def export_cmd(args) -> int:
     from saber_assets.benchmark.formats import export
 
     cfg = load_config(args.config)
-    bench_dir = Path(args.benchmark) if args.benchmark else data_home() / cfg.name / "benchmark"
+    bench_dir = Path(args.benchmark) if args.benchmark else Outputs.of(cfg).benchmark
     files = export(Benchmark.read(bench_dir), args.format, Path(args.dir), args.setting)
     print(f"{args.format} ({args.setting}) from {bench_dir}: {len(files)} files under {args.dir}")
     return 0

@@ -31,7 +31,6 @@ from saber_assets.contamination.matches import (
     training_rows,
 )
 from saber_assets.lib.declare import stage_asset
-from saber_assets.lib.locations import contamination_dir
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.lib.partitions import training_partitions
 from saber_assets.resources import SaberSettings
@@ -56,11 +55,11 @@ def own_candidate_matches(settings: SaberSettings) -> MaterializeResult:
     corpus stage's dedup let through; with ``exclude_own_matches`` the leaderboard leaves them
     out."""
     cfg = settings.load().leaderboard.contamination
-    bench = Benchmark.read(settings.output_dir() / "evaluation_benchmark")
+    bench = Benchmark.read(settings.outputs().evaluation_benchmark)
     texts = dict(bench.documents.select("id", "problem").iter_rows())
     texts |= dict(bench.queries.select("id", "problem").iter_rows())
     hits = own_candidate_hits(query_candidate_pairs(bench), texts, cfg.own_match_jaccard)
-    out = contamination_dir(settings)
+    out = settings.outputs().contamination
     out.mkdir(parents=True, exist_ok=True)
     hits.write_parquet(out / "own_candidate_matches.parquet")
     return MaterializeResult(
@@ -94,7 +93,7 @@ def contamination(context: AssetExecutionContext, settings: SaberSettings) -> Ma
             "earlier audit is kept, nothing to run"
         )
     corpus = corpora[name]
-    bench = Benchmark.read(settings.output_dir() / "evaluation_benchmark")
+    bench = Benchmark.read(settings.outputs().evaluation_benchmark)
     items, roles = benchmark_items(bench)
     files, revision = corpus_files(corpus)
     t0 = time.perf_counter()
@@ -108,7 +107,7 @@ def contamination(context: AssetExecutionContext, settings: SaberSettings) -> Ma
     )
     summary = overlap_summary(matches, roles)
     queries = sorted(contaminated_queries(bench, matches["item"], cfg.top_candidates))
-    out = contamination_dir(settings) / name
+    out = settings.outputs().contamination / name
     out.mkdir(parents=True, exist_ok=True)
     matches.write_parquet(out / "matches.parquet")
     summary.write_parquet(out / "summary.parquet")

@@ -19,15 +19,10 @@ from saber_assets.leaderboard.contamination_columns import (
 from saber_assets.leaderboard.evaluate import report
 from saber_assets.leaderboard.metrics import metric_column, score_column
 from saber_assets.leaderboard.plots import pvalue_heatmap
-from saber_assets.leaderboard.provenance import (
-    SCORING_CODE,
-    benchmark_id,
-    provenance,
-    with_provenance,
-)
+from saber_assets.leaderboard.provenance import SCORING_CODE, benchmark_id
+from saber_assets.leaderboard.rows import entry_rows
 from saber_assets.leaderboard.significance import beats_column, significance_tables
 from saber_assets.lib.declare import stage_asset
-from saber_assets.lib.locations import contamination_dir, runs_dir
 from saber_assets.lib.metadata import figure_markdown, markdown_table, stage_metadata
 from saber_assets.resources import SaberSettings
 from saber_assets.retrievers.discovery import registry_for
@@ -126,15 +121,15 @@ def leaderboard(
     but leave the board."""
     cfg = settings.load()
     entries = registry_for(cfg, stores.db())
-    bench = Benchmark.read(settings.output_dir() / "evaluation_benchmark")
+    bench = Benchmark.read(settings.outputs().evaluation_benchmark)
     manifest = bench.manifest
     domains = bench.domain_list()
     bench_id, code = benchmark_id(bench), code_digest(SCORING_CODE)
     tables, all_runs = [], []
     lb = cfg.leaderboard
-    declared, audits = declared_training(entries), audited_items(contamination_dir(settings))
+    declared, audits = declared_training(entries), audited_items(settings.outputs().contamination)
     excluded = (
-        own_matched_queries(contamination_dir(settings))
+        own_matched_queries(settings.outputs().contamination)
         if lb.contamination.exclude_own_matches
         else set()
     )
@@ -143,7 +138,7 @@ def leaderboard(
         return report(runs, domains, lb.bootstrap_resamples, cfg.seed, k=lb.k)
 
     for e in entries:
-        files = sorted((runs_dir(settings) / e.name).glob("*.parquet"))
+        files = sorted((settings.outputs().runs / e.name).glob("*.parquet"))
         if not files:
             why = unavailable_reason(e, entries)
             context.log.warning(
@@ -154,27 +149,33 @@ def leaderboard(
         if excluded:
             runs = runs.filter(~pl.col("query_id").is_in(sorted(excluded)))
         all_runs.append(runs.with_columns(pl.lit(e.name).alias("retriever")))
-        rep = rescore(runs)
+
+        def board_columns(rep: pl.DataFrame, e=e, runs=runs) -> pl.DataFrame:
+            rep = rep.join(
+                contamination_columns(
+                    rep, runs, bench, declared[e.name], audits, lb.contamination.top_candidates,
+                    rescore,
+                ),
+                on="setting",
+            )  # fmt: skip
+            gone = e.discovered is not None and e.discovered.status == "gone"
+            return rep.with_columns(
+                pl.lit(e.origin).alias("origin"),
+                # a discovered model that left its server keeps its rows, flagged
+                pl.lit(e.discovered.last_seen if gone else None, dtype=pl.String).alias(
+                    "gone_last_seen"
+                ),
+            )
+
+        rep = entry_rows(
+            e, runs, domains, bench_id, resamples=lb.bootstrap_resamples, seed=cfg.seed, k=lb.k,
+            code=code, columns=board_columns,
+        )  # fmt: skip
         if rep.is_empty():
             context.log.warning(
                 f"{e.name!r}: its runs hold no query (the benchmark has no query in any domain)"
             )
             continue
-        rep = rep.join(
-            contamination_columns(
-                rep, runs, bench, declared[e.name], audits, lb.contamination.top_candidates, rescore
-            ),
-            on="setting",
-        )
-        gone = e.discovered is not None and e.discovered.status == "gone"
-        rep = rep.with_columns(
-            pl.lit(e.origin).alias("origin"),
-            # a discovered model that left its server keeps its rows, flagged
-            pl.lit(e.discovered.last_seen if gone else None, dtype=pl.String).alias(
-                "gone_last_seen"
-            ),
-        )
-        rep = with_provenance(rep, e.name, provenance(e, bench_id, code))
         tables.append(
             rep.with_columns(pl.lit(e.name).alias("retriever"), pl.lit(e.kind).alias("kind"))
         )
@@ -204,7 +205,7 @@ def leaderboard(
         .select("retriever", "kind", "setting", pl.all().exclude("retriever", "kind", "setting"))
         .sort("setting", metric, descending=[False, True])
     )  # fmt: skip
-    out = settings.output_dir() / "leaderboard"
+    out = settings.outputs().leaderboard
     out.mkdir(parents=True, exist_ok=True)
     tests.write_parquet(out / "significance.parquet")
     tests.write_csv(out / "significance.csv")

@@ -17,14 +17,12 @@ from saber_assets.benchmark.data import Benchmark
 from saber_assets.leaderboard.evaluate import evaluate
 from saber_assets.lib.annotators import tasks_for
 from saber_assets.lib.declare import stage_asset
-from saber_assets.lib.locations import runs_dir
 from saber_assets.lib.metadata import llm_metadata, stage_metadata
 from saber_assets.ontology.domains import domain_title
 from saber_assets.resources import SaberSettings
 from saber_assets.retrievers.discovery import entry_settings, registered_entry
 from saber_assets.retrievers.indexes import prepare_index
 from saber_assets.retrievers.registry import RetrieverResources, build_retriever, needs_judge
-from saber_resources.cache import EmbeddingCache
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
 
@@ -66,20 +64,11 @@ def retriever_runs(
     domain = domain_title(settings.load().ontology, domain_key)
     entries, entry = registered_entry(settings, name, stores.db())
     tasks = tasks_for(llm, stores) if needs_judge(entry, entries) else None
-    resources = RetrieverResources(
-        embedding_cache=EmbeddingCache(stores.db()),
-        # an LLM backend re-ranks with its pointwise judge; the CPU backend's judge is never a
-        # contestant, so two-stage retrievers get a retriever-side re-ranker (registry)
-        pointwise_judge=tasks.pointwise_judge
-        if tasks and tasks.pointwise_judge.backend != "cpu"
-        else None,
-        translator=tasks.translator if tasks else None,
-        entries=entries,
-    )
+    resources = RetrieverResources.from_stores(stores.db(), entries, tasks)
     retriever = build_retriever(entry, resources)
-    bench = Benchmark.read(settings.output_dir() / "evaluation_benchmark")
+    bench = Benchmark.read(settings.outputs().evaluation_benchmark)
     rows = [i for i, ds in enumerate(bench.queries["domains"].to_list()) if domain in ds]
-    out_dir = runs_dir(settings) / name
+    out_dir = settings.outputs().runs / name
     out_dir.mkdir(parents=True, exist_ok=True)
     frames, meta = [], {}
     t0 = time.perf_counter()

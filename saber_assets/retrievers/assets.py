@@ -16,7 +16,6 @@ from dagster import (
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.benchmark.texts import SETTINGS, document_side
 from saber_assets.lib.declare import stage_asset
-from saber_assets.lib.locations import index_root
 from saber_assets.lib.metadata import markdown_table
 from saber_assets.lib.partitions import retriever_partitions
 from saber_assets.resources import SaberSettings
@@ -28,7 +27,6 @@ from saber_assets.retrievers.registry import (
     definitions_by_name,
 )
 from saber_assets.versions import registry_versions
-from saber_resources.cache import EmbeddingCache
 from saber_resources.stores import StoresResource
 
 
@@ -69,10 +67,10 @@ def retriever_index(
     domain's run. An index that already matches the documents and the entry is kept as it is."""
     entries, entry = registered_entry(settings, context.partition_key, stores.db())
     retriever = build_retriever(
-        entry, RetrieverResources(embedding_cache=EmbeddingCache(stores.db()), entries=entries)
+        entry, RetrieverResources.from_stores(stores.db(), entries)
     )
-    bench = Benchmark.read(settings.output_dir() / "evaluation_benchmark")
-    for old in drop_per_setting_indexes(index_root(settings, entry.name)):
+    bench = Benchmark.read(settings.outputs().evaluation_benchmark)
+    for old in drop_per_setting_indexes(settings.outputs().index(entry.name)):
         context.log.info(f"{entry.name}: removed the per-setting index folder {old!r}")
     by_side: dict[str, list[str]] = {}
     for s in entry_settings(settings, entry):
@@ -112,6 +110,6 @@ def retriever_index(
             "indexes": markdown_table(table) if infos else "none: no document-side work of its own",
             "built": sum(i.built for i in infos),
             "MB": round(sum(i.bytes for i in infos) / 2**20, 2),
-            "path": MetadataValue.path(str(index_root(settings, entry.name))),
+            "path": MetadataValue.path(str(settings.outputs().index(entry.name))),
         }
     )

@@ -22,7 +22,6 @@ from pathlib import Path
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.benchmark.texts import document_side, document_texts
-from saber_assets.lib.locations import index_root
 from saber_assets.resources import SaberSettings
 
 INDEX_FORMAT = 1
@@ -129,5 +128,5 @@ def prepare_index(
         document_texts(bench, setting), bench.queries["candidates"].to_list(), full
     )
     side = document_side(setting)
-    path = index_root(settings, entry.name) / side
+    path = settings.outputs().index(entry.name) / side
     return ensure_index(retriever, entry.definition(), side, docs, path)

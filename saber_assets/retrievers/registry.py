@@ -160,6 +160,22 @@ class RetrieverResources:
     translator: Any = None
     entries: list[RetrieverEntry] = field(default_factory=list)
 
+    @classmethod
+    def from_stores(cls, db, entries: list[RetrieverEntry], tasks=None) -> RetrieverResources:
+        """What the assets and the commands give the retrievers: the embedding cache in the
+        config's stores and, with an LLM backend's ``tasks``, its pointwise judge and translator.
+        The CPU backend's judge is never a contestant: two-stage retrievers then get a
+        retriever-side re-ranker (``build_retriever``)."""
+        from saber_resources.cache import EmbeddingCache
+
+        judge = tasks.pointwise_judge if tasks is not None else None
+        return cls(
+            embedding_cache=EmbeddingCache(db),
+            pointwise_judge=judge if judge is not None and judge.backend != "cpu" else None,
+            translator=tasks.translator if tasks is not None else None,
+            entries=entries,
+        )
+
 
 def build_retriever(entry: RetrieverEntry, resources: RetrieverResources | None = None):
     res = resources or RetrieverResources()

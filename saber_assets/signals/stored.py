@@ -15,7 +15,7 @@ from saber_assets.signals.shards import read_header
 
 
 def signals_dir(settings: SaberSettings) -> Path:
-    return settings.output_dir() / "signals"
+    return settings.outputs().signals
 
 
 def segment_versions(inputs: SignalInputs, paths: list[Path]) -> dict[int, str]:

@@ -1,0 +1,81 @@
+"""Where a config's outputs lie: one folder per config (<home>/<config name>) and, in it, every
+folder that one stage writes and another stage or a command reads, named once. The assets reach
+it through their settings resource (``settings.outputs()``), the commands through the config
+(``Outputs.of(cfg)``): both mean the same folders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from saber_assets.settings import PipelineConfig, data_home
+
+
+@dataclass(frozen=True)
+class Outputs:
+    root: Path
+
+    @classmethod
+    def of(cls, cfg: PipelineConfig, home: Path | None = None) -> Outputs:
+        """A config's outputs under ``home`` (default: $SABER_HOME, else .saber/)."""
+        return cls(Path(home or data_home()) / cfg.name)
+
+    @property
+    def parquet(self) -> Path:
+        """The IO manager's tables (one Parquet file, or folder of partitions, per asset)."""
+        return self.root / "parquet"
+
+    @property
+    def warehouse(self) -> Path:
+        return self.root / "warehouse.duckdb"
+
+    @property
+    def stores(self) -> Path:
+        """The DuckDB stores (LLM cache, judgments, embeddings) when they are not PostgreSQL."""
+        return self.root / "stores.duckdb"
+
+    @property
+    def signals(self) -> Path:
+        return self.root / "signals"
+
+    @property
+    def benchmark(self) -> Path:
+        """The exported benchmark (exchange format)."""
+        return self.root / "benchmark"
+
+    @property
+    def evaluation_benchmark(self) -> Path:
+        """The benchmark the retrievers are scored on: the export, or a pulled one."""
+        return self.root / "evaluation_benchmark"
+
+    def scored_benchmark(self) -> Path:
+        """The evaluation benchmark where it was made, else the export."""
+        built = self.evaluation_benchmark
+        return built if built.exists() else self.benchmark
+
+    @property
+    def runs(self) -> Path:
+        """Per retriever: one Parquet run per domain and TREC files per setting."""
+        return self.root / "runs"
+
+    def index(self, retriever: str) -> Path:
+        return self.root / "indexes" / retriever
+
+    @property
+    def contamination(self) -> Path:
+        """The contamination audit's files: one folder per training corpus, and the benchmark's
+        own-candidate matches."""
+        return self.root / "contamination"
+
+    @property
+    def leaderboard(self) -> Path:
+        return self.root / "leaderboard"
+
+    @property
+    def human_study(self) -> Path:
+        return self.root / "human_study"
+
+    @property
+    def report(self) -> Path:
+        """The analyses' HTML report (``index.html`` and its figures)."""
+        return self.root / "report"
