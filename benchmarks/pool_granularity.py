@@ -17,7 +17,7 @@ import warnings
 
 import yaml
 
-from saber_assets.settings import REPO_ROOT
+from saber_assets.config import REPO_ROOT
 
 warnings.filterwarnings("ignore")
 JOBS = ("build_annotations", "build_domains", "build_runs")

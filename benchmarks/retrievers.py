@@ -33,10 +33,10 @@ import polars as pl
 
 from saber_assets.benchmark.data import QUERY_SCHEMA, Benchmark
 from saber_assets.benchmark.texts import SETTINGS, document_texts
+from saber_assets.config import BUNDLED_SOURCES, DATA_DIR
 from saber_assets.leaderboard.evaluate import evaluate
 from saber_assets.retrievers.indexes import ensure_index, has_index
 from saber_assets.retrievers.registry import build_retriever, load_registry
-from saber_assets.settings import BUNDLED_SOURCES, DATA_DIR
 
 
 class OneAtATime:

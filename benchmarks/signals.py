@@ -18,10 +18,10 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
+from saber_assets.config import OntologyConfig
 from saber_assets.ontology.assets import load_dag
 from saber_assets.ontology.similarity import LCAIndex, information_content, lin_table
 from saber_assets.ontology.tree import expand_to_tree
-from saber_assets.settings import OntologyConfig
 from saber_assets.signals.kernels import pairwise_block_naive, signal_block, to_csr
 from saber_assets.signals.shards import BYTES_PER_PAIR
 from saber_assets.signals.sizing import shard_memory_bytes

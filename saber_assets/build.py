@@ -34,9 +34,9 @@ from dagster._core.definitions.data_version import (
 from dagster._core.definitions.partitions.context import partition_loading_context
 from dagster._time import get_current_datetime
 
+from saber_assets.config import PipelineConfig
 from saber_assets.retrievers.discovery import registry_for
 from saber_assets.retrievers.registry import runnable
-from saber_assets.settings import PipelineConfig
 from saber_assets.stages import STAGES, Stage, stage_of
 
 OBSERVE_JOBS = ("observe_inputs", "observe_registry", "observe_training")

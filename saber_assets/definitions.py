@@ -23,6 +23,14 @@ from saber_assets.analyses import report_assets
 from saber_assets.annotations import assets as annotation_assets
 from saber_assets.benchmark import assets as benchmark_assets
 from saber_assets.candidates import assets as candidate_assets
+from saber_assets.config import (
+    DEFAULT_CONFIG,
+    SQL_DIR,
+    LLMConfig,
+    PipelineConfig,
+    data_home,
+    load_config,
+)
 from saber_assets.contamination import assets as contamination_assets
 from saber_assets.corpus import assets as corpus_assets
 from saber_assets.io_managers import WarehouseParquetIOManager
@@ -41,7 +49,7 @@ from saber_assets.ontology.domains import domain_keys
 from saber_assets.outputs import Outputs
 from saber_assets.pods import check_pod_jobs, k8s_tags
 from saber_assets.ratings import assets as rating_assets
-from saber_assets.resources import SaberSettings, stores_resource
+from saber_assets.resources import PipelineResource, stores_resource
 from saber_assets.retrievers import assets as retriever_assets
 from saber_assets.schedules import retriever_runs_backstop
 from saber_assets.sensors import (
@@ -52,14 +60,6 @@ from saber_assets.sensors import (
     observe_registry,
     observe_training,
     retriever_registry_sensor,
-)
-from saber_assets.settings import (
-    DEFAULT_CONFIG,
-    SQL_DIR,
-    LLMConfig,
-    PipelineConfig,
-    data_home,
-    load_config,
 )
 from saber_assets.signals import assets as signal_assets
 from saber_assets.stages import ASSET_CONFIG, SOURCE_ASSETS, STAGES, stage_of_asset
@@ -210,7 +210,7 @@ def make_definitions(
         ],
         schedules=[retriever_runs_backstop],
         resources={
-            "settings": SaberSettings(config_file=config_file, home=str(home)),
+            "pipeline": PipelineResource(config_file=config_file, home=str(home)),
             "warehouse": warehouse,
             "stores": stores_resource(cfg, home),
             "llm": llm_resource(cfg.llm, cfg.prompt_paths()),

@@ -1,6 +1,6 @@
 """Where a config's outputs lie: one folder per config (<home>/<config name>) and, in it, every
 folder that one stage writes and another stage or a command reads, named once. The assets reach
-it through their settings resource (``settings.outputs()``), the commands through the config
+it through their pipeline resource (``pipeline.outputs()``), the commands through the config
 (``Outputs.of(cfg)``): both mean the same folders."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from saber_assets.settings import PipelineConfig, data_home
+from saber_assets.config import PipelineConfig, data_home
 
 
 @dataclass(frozen=True)

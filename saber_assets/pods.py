@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from saber_assets.settings import PipelineConfig, PodSize
+from saber_assets.config import PipelineConfig, PodSize
 from saber_assets.signals.sizing import bounds_pod_memory_gib, shard_pod_memory_gib
 from saber_assets.stages import STAGES
 

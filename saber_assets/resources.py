@@ -4,17 +4,17 @@ from pathlib import Path
 
 from dagster import ConfigurableResource, EnvVar
 
-from saber_assets.outputs import Outputs
-from saber_assets.settings import (
+from saber_assets.config import (
     DEFAULT_CONFIG,
     PipelineConfig,
     data_home,
     load_config,
 )
+from saber_assets.outputs import Outputs
 from saber_resources.stores import StoreDB, StoresResource
 
 
-class SaberSettings(ConfigurableResource):
+class PipelineResource(ConfigurableResource):
     """Which pipeline config file the assets read (``configs/sample.yaml`` by default)."""
 
     config_file: str = str(DEFAULT_CONFIG)

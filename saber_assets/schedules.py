@@ -11,7 +11,7 @@ from dagster import (
 
 from saber_assets.lib.partitions import retriever_partitions
 from saber_assets.ontology.domains import domain_keys
-from saber_assets.resources import SaberSettings
+from saber_assets.resources import PipelineResource
 from saber_assets.retrievers.discovery import registry_for
 from saber_assets.sensors import benchmark_built
 
@@ -19,11 +19,11 @@ from saber_assets.sensors import benchmark_built
 @schedule(
     job_name="build_runs", cron_schedule="0 3 * * *", default_status=DefaultScheduleStatus.RUNNING
 )
-def retriever_runs_backstop(context, settings: SaberSettings):
+def retriever_runs_backstop(context, pipeline: PipelineResource):
     """Daily: any registered retriever × domain without a materialised run gets one."""
-    if not benchmark_built(settings):
+    if not benchmark_built(pipeline):
         return SkipReason("no benchmark to score yet")
-    names = [e.name for e in registry_for(settings.load(), home=settings.home_dir())]
+    names = [e.name for e in registry_for(pipeline.load(), home=pipeline.home_dir())]
     have = set(context.instance.get_dynamic_partitions(retriever_partitions.name))
     missing_partitions = [n for n in names if n not in have]
     if missing_partitions:
@@ -38,7 +38,7 @@ def retriever_runs_backstop(context, settings: SaberSettings):
             tags={"saber/trigger": "daily-backstop"},
         )
         for n in names
-        for d in domain_keys(settings.load().ontology).values()
+        for d in domain_keys(pipeline.load().ontology).values()
         if str(MultiPartitionKey({"retriever": n, "domain": d})) not in done
     ]
     return todo or SkipReason("every registered retriever has runs for every domain")

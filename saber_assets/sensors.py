@@ -31,7 +31,7 @@ from saber_assets.build import Step, partition_filter, runnable_names, stage_ste
 from saber_assets.contamination.matches import checked_corpora, training_corpus_version
 from saber_assets.lib.partitions import retriever_partitions, training_partitions
 from saber_assets.ontology.domains import domain_keys
-from saber_assets.resources import SaberSettings
+from saber_assets.resources import PipelineResource
 from saber_assets.retrievers.discovery import registry_for, tick
 from saber_assets.retrievers.registry import definitions_by_name, load_registry
 from saber_assets.stages import STAGES
@@ -39,8 +39,8 @@ from saber_assets.versions import digest, input_versions, registry_versions
 from saber_resources.stores import StoresResource
 
 
-def benchmark_built(settings: SaberSettings) -> bool:
-    return (settings.outputs().evaluation_benchmark / "queries.parquet").exists()
+def benchmark_built(pipeline: PipelineResource) -> bool:
+    return (pipeline.outputs().evaluation_benchmark / "queries.parquet").exists()
 
 
 def run_requests(names: list[str], domains: list[str], tag: str) -> list[RunRequest]:
@@ -56,17 +56,17 @@ def run_requests(names: list[str], domains: list[str], tag: str) -> list[RunRequ
 
 
 def new_retrievers(
-    settings: SaberSettings, new: list[str], requests: list, tag: str
+    pipeline: PipelineResource, new: list[str], requests: list, tag: str
 ) -> SensorResult:
     """New `retriever` partitions (with the other partition ``requests``) and their runs for
     every domain; without a benchmark to score, the partitions only (the build runs them)."""
     requests = [retriever_partitions.build_add_request(new), *requests]
-    if not benchmark_built(settings):
+    if not benchmark_built(pipeline):
         return SensorResult(
             dynamic_partitions_requests=requests,
             skip_reason="no benchmark to score yet: partitions added, runs left to the build",
         )
-    domains = list(domain_keys(settings.load().ontology).values())
+    domains = list(domain_keys(pipeline.load().ontology).values())
     return SensorResult(
         run_requests=run_requests(new, domains, tag), dynamic_partitions_requests=requests
     )
@@ -75,11 +75,11 @@ def new_retrievers(
 @sensor(
     job_name="build_runs", minimum_interval_seconds=60, default_status=DefaultSensorStatus.RUNNING
 )
-def retriever_registry_sensor(context: SensorEvaluationContext, settings: SaberSettings):
+def retriever_registry_sensor(context: SensorEvaluationContext, pipeline: PipelineResource):
     """Adds a partition for each new registry entry and requests only its runs; a training
     corpus a new entry declares with text gets its `training_corpus` partition (audited by the
     next build, or by the sync sensor)."""
-    entries = load_registry(settings.registry_path())
+    entries = load_registry(pipeline.registry_path())
     names = [e.name for e in entries]
     have = set(context.instance.get_dynamic_partitions(retriever_partitions.name))
     new = [n for n in names if n not in have]
@@ -97,7 +97,7 @@ def retriever_registry_sensor(context: SensorEvaluationContext, settings: SaberS
             else SkipReason(why)
         )
     context.log.info(f"new retrievers: {new}")
-    return new_retrievers(settings, new, requests, "registry-sensor")
+    return new_retrievers(pipeline, new, requests, "registry-sensor")
 
 
 observe_inputs = define_asset_job(
@@ -128,11 +128,11 @@ observe_training = define_asset_job(
     default_status=DefaultSensorStatus.RUNNING,
 )
 def input_files_sensor(
-    context: SensorEvaluationContext, settings: SaberSettings, stores: StoresResource
+    context: SensorEvaluationContext, pipeline: PipelineResource, stores: StoresResource
 ):
     """Observes the input files, the registry and people's labels when they move, so that the
     UI marks what reads them unsynced without anyone running a build."""
-    cfg = settings.load()
+    cfg = pipeline.load()
     have = sorted(context.instance.get_dynamic_partitions(retriever_partitions.name))
     have_corpora = sorted(context.instance.get_dynamic_partitions(training_partitions.name))
     entries = registry_for(cfg, stores.db())
@@ -182,7 +182,7 @@ def build_sync_sensor(jobs: list) -> SensorDefinition:
         description="Runs what `saber build` would run next. It is stopped by default: once on, "
         "it spends LLM time by itself after a config or code change.",
     )
-    def sync_sensor(context: SensorEvaluationContext, settings: SaberSettings):
+    def sync_sensor(context: SensorEvaluationContext, pipeline: PipelineResource):
         """What `saber build` would run next: the earliest stage with missing or unsynced steps
         (``build.stage_steps``, Dagster's stale status plus the ≥ 100-partition edges), one run
         request per step. It requests only while no run is queued or in progress, so the next
@@ -195,7 +195,7 @@ def build_sync_sensor(jobs: list) -> SensorDefinition:
             run = active[0]
             return SkipReason(f"run {run.run_id} ({run.job_name}) is in progress: waiting")
         repo = context.repository_def
-        retrievers = runnable_names(settings.load(), settings.home_dir())
+        retrievers = runnable_names(pipeline.load(), pipeline.home_dir())
         tried = json.loads(context.cursor) if context.cursor else {}
         for stage in STAGES:
             keep = partition_filter(stage, [], retrievers)
@@ -248,13 +248,13 @@ def build_discovery_sensor(minimum_interval_seconds: int) -> SensorDefinition:
         description="Embedding models that appear on the configured inference servers.",
     )
     def discovery_sensor(
-        context: SensorEvaluationContext, settings: SaberSettings, stores: StoresResource
+        context: SensorEvaluationContext, pipeline: PipelineResource, stores: StoresResource
     ):
-        cfg = settings.load()
+        cfg = pipeline.load()
         if not cfg.discovery.endpoints:
             return SkipReason("no discovery.endpoints configured")
         db = stores.db()
-        names = {e.name for e in load_registry(settings.registry_path())}
+        names = {e.name for e in load_registry(pipeline.registry_path())}
         outcome = tick(db, cfg.discovery.endpoints, names)
         for endpoint, why in outcome.skipped.items():
             context.log.warning(f"discovery: endpoint {endpoint} skipped this tick: {why}")
@@ -272,6 +272,6 @@ def build_discovery_sensor(minimum_interval_seconds: int) -> SensorDefinition:
         new = [n for n in proposed if n not in have]
         if not new:
             return SkipReason(f"no new embedding model ({outcome.summary()})")
-        return new_retrievers(settings, new, [], "discovery-sensor")
+        return new_retrievers(pipeline, new, [], "discovery-sensor")
 
     return discovery_sensor

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from saber_assets.code_graph import CodeGraph
-from saber_assets.settings import BUNDLED_ONTOLOGIES, DATA_DIR, PipelineConfig, resolve_path
+from saber_assets.config import BUNDLED_ONTOLOGIES, DATA_DIR, PipelineConfig, resolve_path
 from saber_assets.stages import ASSET_CONFIG
 
 SECRETS = {"api_key", "api_key_env", "dsn_env"}  # names only, but never part of a version

@@ -12,7 +12,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from saber_assets.settings import REPO_ROOT
+from saber_assets.config import REPO_ROOT
 
 
 def free_port() -> int:

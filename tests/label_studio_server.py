@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from saber_assets.settings import REPO_ROOT
+from saber_assets.config import REPO_ROOT
 
 ENV_BIN = REPO_ROOT / ".cache" / "label-studio" / "bin" / "label-studio"
 

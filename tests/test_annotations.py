@@ -12,7 +12,7 @@ from saber_assets.annotations.traversal import normalise_scores, request_labels,
 from saber_assets.io_managers import WarehouseParquetIOManager
 from saber_assets.lib.partitions import annotation_partitions, chunk_of
 from saber_assets.ontology import assets as ontology_assets
-from saber_assets.resources import SaberSettings
+from saber_assets.resources import PipelineResource
 from saber_resources.annotator_set import cpu_embedder
 from saber_resources.annotators import Outcome
 from saber_resources.cpu_annotators import (
@@ -187,7 +187,7 @@ def _resources(tmp_path, llm):
     )
     wh = Warehouse(path=str(tmp_path / "w.duckdb"))
     return {
-        "settings": SaberSettings(config_file=str(cfg)),
+        "pipeline": PipelineResource(config_file=str(cfg)),
         "warehouse": wh,
         "stores": StoresResource(path=str(tmp_path / "stores.duckdb")),
         "llm": llm,

@@ -27,7 +27,7 @@ def _defs(tmp_path, names):
 
 def _evaluate(sensor, instance, defs):
     with dg.build_sensor_context(
-        instance=instance, definitions=defs, resources={"settings": defs.resources["settings"]}
+        instance=instance, definitions=defs, resources={"pipeline": defs.resources["pipeline"]}
     ) as ctx:
         return sensor(ctx)
 
@@ -66,7 +66,7 @@ def test_daily_backstop_requests_missing_runs(tmp_path):
         defs = _defs(tmp_path, ["bm25"])
         schedule = defs.resolve_schedule_def("retriever_runs_backstop")
         with dg.build_schedule_context(
-            instance=instance, resources={"settings": defs.resources["settings"]}
+            instance=instance, resources={"pipeline": defs.resources["pipeline"]}
         ) as ctx:
             requests = schedule(ctx)
         assert len(requests) == len(DOMAINS)
@@ -87,7 +87,7 @@ def test_backstop_requests_only_the_runs_still_missing(tmp_path):
             )
         schedule = defs.resolve_schedule_def("retriever_runs_backstop")
         with dg.build_schedule_context(
-            instance=instance, resources={"settings": defs.resources["settings"]}
+            instance=instance, resources={"pipeline": defs.resources["pipeline"]}
         ) as ctx:
             requests = schedule(ctx)
         wanted = sorted(
@@ -129,7 +129,7 @@ def test_input_files_sensor_observes_what_moved_and_the_observations_mark_the_re
         instance.add_dynamic_partitions("retriever", ["bm25", "tfidf"])
         defs = _defs(tmp_path, ["bm25", "tfidf"])
         sensor = defs.resolve_sensor_def("input_files_sensor")
-        resources = {"settings": defs.resources["settings"], "stores": defs.resources["stores"]}
+        resources = {"pipeline": defs.resources["pipeline"], "stores": defs.resources["stores"]}
         with dg.build_sensor_context(
             instance=instance, definitions=defs, resources=resources
         ) as ctx:
@@ -187,7 +187,7 @@ def test_sync_sensor_requests_what_the_build_would_run_next_stage_by_stage(tiny_
                 instance=instance,
                 definitions=defs,
                 cursor=cursor,
-                resources={"settings": defs.resources["settings"]},
+                resources={"pipeline": defs.resources["pipeline"]},
             ) as ctx:
                 return defs.resolve_sensor_def("sync_sensor")(ctx)
 
@@ -249,7 +249,7 @@ def test_a_declared_training_corpus_gets_its_partition_and_a_changed_file_moves_
         def observe():
             with dg.build_sensor_context(
                 instance=instance, definitions=defs, cursor=cursor[0],
-                resources={k: defs.resources[k] for k in ("settings", "stores")},
+                resources={k: defs.resources[k] for k in ("pipeline", "stores")},
             ) as ctx:  # fmt: skip
                 out = watch(ctx)
                 cursor[0] = ctx.cursor

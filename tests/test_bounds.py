@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from saber_assets.candidates.select import select_candidates
-from saber_assets.settings import CandidateConfig
+from saber_assets.config import CandidateConfig
 from saber_assets.signals.bounds import choose_floors, stored_share
 from saber_assets.signals.kernels import row_histograms, signal_block, to_csr
 from saber_assets.signals.thresholds import (

@@ -13,7 +13,7 @@ import pytest
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.cli import main
-from saber_assets.settings import REPO_ROOT
+from saber_assets.config import REPO_ROOT
 from saber_resources.cpu_annotators import techniques_of
 
 
@@ -254,8 +254,8 @@ def test_incremental_build_runs_only_what_changed(shared_build, tmp_path, monkey
 def _training_data_is_audited_and_scored_clean(cfg, tmp_path, capsys):
     """Declared training data: one audit per corpus with text, then the leaderboard and the
     analyses; no index or run again (the description of a model is not what it computes)."""
+    from saber_assets.config import load_config
     from saber_assets.leaderboard.evaluate import report
-    from saber_assets.settings import load_config
 
     registry = tmp_path / "retrievers.yaml"
     src = tmp_path / "mine.jsonl"

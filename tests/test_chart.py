@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from saber_assets.settings import REPO_ROOT
+from saber_assets.config import REPO_ROOT
 
 from .chart_instance import ChartFail, UnknownValuesKey, check_known, merge, render_instance
 

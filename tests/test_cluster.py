@@ -14,7 +14,7 @@ import psycopg
 import pytest
 import yaml
 
-from saber_assets.settings import REPO_ROOT
+from saber_assets.config import REPO_ROOT
 
 from .conftest import shared_doc, write_tiny_inputs
 from .dagster_dev import dagster_dev

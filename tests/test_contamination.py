@@ -8,12 +8,12 @@ import re
 
 import polars as pl
 
+from saber_assets.config import REPO_ROOT, ContaminationConfig
 from saber_assets.contamination.matches import (
     audit,
     exact_form,
     own_candidate_hits,
 )
-from saber_assets.settings import REPO_ROOT, ContaminationConfig
 
 CORPORA = REPO_ROOT / "data" / "corpora"
 

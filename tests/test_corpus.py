@@ -2,11 +2,11 @@ import json
 
 import pytest
 
+from saber_assets.config import CorpusConfig, SourceConfig, load_config
 from saber_assets.corpus.build import build_corpus, sample_rows
 from saber_assets.corpus.dedup import DedupItem, find_duplicates, minhash_config
 from saber_assets.corpus.normalize import normalize_text, validate_rows
 from saber_assets.corpus.sources import CorpusSourceError, RawRow, read_source
-from saber_assets.settings import CorpusConfig, SourceConfig, load_config
 
 from .conftest import write_jsonl
 
@@ -213,7 +213,7 @@ def test_bundled_sample_config_loads():
 
 
 def test_every_shipped_config_loads():
-    from saber_assets.settings import CONFIG_DIR
+    from saber_assets.config import CONFIG_DIR
 
     for path in sorted(CONFIG_DIR.glob("*.yaml")):
         cfg = load_config(path)

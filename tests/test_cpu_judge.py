@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
+from saber_assets.config import REPO_ROOT
 from saber_assets.retrievers.registry import load_registry, models_of
-from saber_assets.settings import REPO_ROOT
 from saber_resources.annotator_set import cpu_embedder, make_tasks
 from saber_resources.cpu_annotators import CPUPairJudge, CPUPointwiseJudge, techniques_of
 from saber_resources.embeddings import CachedEmbedder

@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from saber_assets.settings import REPO_ROOT, load_config
+from saber_assets.config import REPO_ROOT, load_config
 
 DEPLOY = REPO_ROOT / "deploy"
 K8S_VERSION = "1.33.0"
@@ -164,7 +164,7 @@ def test_helm_values_name_what_the_code_reads(monkeypatch):
     assert (REPO_ROOT / "configs" / config.name).exists()
     src = (REPO_ROOT / "saber_assets" / "definitions.py").read_text()
     assert 'os.environ.get("SABER_CONFIG")' in src
-    assert 'os.environ.get("SABER_HOME"' in (REPO_ROOT / "saber_assets" / "settings.py").read_text()
+    assert 'os.environ.get("SABER_HOME"' in (REPO_ROOT / "saber_assets" / "config.py").read_text()
     # every SABER_* variable the cluster config expands is set by the values
     used = set(re.findall(r"\$\{(SABER_[A-Z_]+)", (REPO_ROOT / "configs/cluster.yaml").read_text()))
     assert used and used <= set(env)
@@ -295,8 +295,8 @@ def test_shard_pod_memory_grows_with_the_corpus_and_the_shard():
 
 
 def test_the_first_pass_pod_holds_every_threads_row_histograms():
+    from saber_assets.config import PipelineConfig
     from saber_assets.pods import pod_size
-    from saber_assets.settings import PipelineConfig
     from saber_assets.signals.sizing import bounds_memory_bytes
 
     one, four = bounds_memory_bytes(283_000, 16, 1), bounds_memory_bytes(283_000, 16, 4)
@@ -428,9 +428,9 @@ def test_the_served_context_holds_the_longest_judge_prompt_and_its_retry_budget(
     """deploy/vllm's --max-model-len and the cluster config's llm.max_model_len agree, and hold
     the longest judge prompt the cluster corpus can make plus twice judge_max_tokens (the retry
     of a cut-off answer); the in-process default is the model's own length."""
+    from saber_assets.config import LLMConfig
     from saber_assets.corpus.build import build_corpus
     from saber_assets.lib.cost import model_len_needed
-    from saber_assets.settings import LLMConfig
     from saber_resources.prompts import problem_text
 
     cfg = load_config(REPO_ROOT / "configs" / "cluster.yaml")

@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from saber_assets.cli import main
+from saber_assets.config import load_config
 from saber_assets.definitions import make_definitions
 from saber_assets.retrievers.discovery import discovered, discovered_name, registry_for, tick
 from saber_assets.retrievers.registry import runnable
-from saber_assets.settings import load_config
 from tests.fake_openai import FakeOpenAI
 
 DOMAINS = ["Algebra", "Geometry", "Number Theory", "Combinatorics", "Calculus and Analysis"]
@@ -60,7 +60,7 @@ def evaluate(defs, instance, cursor=None):
     sensor = defs.resolve_sensor_def("discovery_sensor")
     with dg.build_sensor_context(
         instance=instance, definitions=defs, cursor=cursor,
-        resources={k: defs.resources[k] for k in ("settings", "stores")},
+        resources={k: defs.resources[k] for k in ("pipeline", "stores")},
     ) as ctx:  # fmt: skip
         out = sensor(ctx)
         return out, ctx.cursor
@@ -257,7 +257,7 @@ def test_a_discovered_model_runs_only_its_own_work_and_reuses_its_embeddings(
 
 
 def test_a_bad_template_skips_the_endpoint_with_the_reason(tmp_path):
-    from saber_assets.settings import DiscoveryEndpoint
+    from saber_assets.config import DiscoveryEndpoint
 
     with FakeOpenAI(answer=embed_or_refuse, models=["emb-a"]) as srv:
         defs = make_definitions(config(tmp_path, srv.url), tmp_path / "home")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from saber_assets.cli import build_parser
-from saber_assets.settings import REPO_ROOT
+from saber_assets.config import REPO_ROOT
 
 PAGES = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 SHELL_FENCES = {"bash", "sh", "shell", "console", ""}

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from saber_assets.code_graph import CodeGraph
+from saber_assets.config import DEFAULT_CONFIG, REPO_ROOT
 from saber_assets.definitions import asset_modules, make_definitions
-from saber_assets.settings import DEFAULT_CONFIG, REPO_ROOT
 from saber_assets.stages import ASSET_CONFIG, STAGES
 
 from .conftest import copy_source
@@ -106,7 +106,7 @@ STAGE_ORDER = (
     "benchmark", "retrievers", "contamination", "leaderboard", "analyses",
 )  # fmt: skip
 TOP = {"definitions", "sensors", "schedules", "build", "cli", "remote", "pods"}
-LAYERS = ("settings", "resources", "the stage table and versions", "lib", "stage logic",
+LAYERS = ("config", "resources", "the stage table and versions", "lib", "stage logic",
           "stage assets", "the top")  # fmt: skip
 
 
@@ -120,7 +120,7 @@ def layer(module: str) -> tuple[int, int]:
     parts = module.split(".")
     if parts[0] == "saber_resources" or module == "saber_assets.resources":
         return (1, 0)
-    if module in ("saber_assets", "saber_assets.settings", "saber_assets.outputs",
+    if module in ("saber_assets", "saber_assets.config", "saber_assets.outputs",
                   "saber_assets.code_graph"):  # fmt: skip
         return (0, 0)
     if module in ("saber_assets.stages", "saber_assets.versions"):

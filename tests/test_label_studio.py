@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from saber_assets.cli import main
-from saber_assets.settings import REPO_ROOT
+from saber_assets.config import REPO_ROOT
 
 from .browser import CHROMIUM, Browser
 from .label_studio_server import LabelStudioServer, label_studio_bin, migrated_template
@@ -41,12 +41,12 @@ def judge_picks(cfg_path, home, study: pl.DataFrame) -> dict[str, str]:
     out = home / "tiny" / "parquet"
     corpus = pl.read_parquet(out / "corpus.parquet")
     ratings = pl.read_parquet(out / "relevance_ratings")
-    tasks, text = prepared_tasks(res["settings"], res["llm"], res["stores"], corpus, ratings)
+    tasks, text = prepared_tasks(res["pipeline"], res["llm"], res["stores"], corpus, ratings)
     pairs = list(study.select("query", "a", "b").iter_rows())
     shown = {
         (q, a, b): f for q, a, b, f in study.select("query", "a", "b", "shown_first").iter_rows()
     }
-    seed = res["settings"].load().seed
+    seed = res["pipeline"].load().seed
     choices = judge_choices(tasks.pair_judge, text, pairs, shown, seed)
     return {
         t: (a if choices[(q, a, b)] == "a" else b)

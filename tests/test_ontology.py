@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from dagster import MultiPartitionsDefinition, StaticPartitionsDefinition
 
+from saber_assets.config import BUNDLED_ONTOLOGIES, DATA_DIR, OntologyConfig
 from saber_assets.ontology.domains import (
     DomainError,
     check_domain_name,
@@ -31,7 +32,6 @@ from saber_assets.ontology.tree import (
     first_level_nodes,
     load_dag,
 )
-from saber_assets.settings import BUNDLED_ONTOLOGIES, DATA_DIR, OntologyConfig
 
 
 def _diamond(tmp_path):

@@ -7,6 +7,7 @@ import yaml
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.cli import main
+from saber_assets.config import load_config
 from saber_assets.leaderboard.evaluate import evaluate, report
 from saber_assets.leaderboard.provenance import (
     PROVENANCE_COLUMNS,
@@ -17,7 +18,6 @@ from saber_assets.leaderboard.provenance import (
 )
 from saber_assets.retrievers.entries import RetrieverEntry
 from saber_assets.retrievers.registry import build_retriever
-from saber_assets.settings import load_config
 
 from .test_paper import sample_benchmark
 

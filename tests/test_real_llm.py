@@ -19,8 +19,8 @@ import httpx
 import numpy as np
 import pytest
 
+from saber_assets.config import DiscoveryEndpoint
 from saber_assets.retrievers.discovery import discovered, tick
-from saber_assets.settings import DiscoveryEndpoint
 from saber_resources.annotators import (
     LLMOrdinalJudge,
     LLMPairJudge,

@@ -16,7 +16,7 @@ import duckdb
 import polars as pl
 import yaml
 
-from saber_assets.settings import REPO_ROOT
+from saber_assets.config import REPO_ROOT
 
 from .conftest import LLAMA_THREADS
 

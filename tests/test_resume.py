@@ -10,7 +10,7 @@ import time
 import duckdb
 import yaml
 
-from saber_assets.settings import REPO_ROOT
+from saber_assets.config import REPO_ROOT
 
 from .fake_openai import FakeOpenAI, default_answer
 

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from saber_assets.annotations.traversal import traverse
-from saber_assets.settings import LLMConfig
+from saber_assets.config import LLMConfig
 from saber_resources.annotator_set import make_tasks
 from saber_resources.prompts import MAX_SUMMARY_WORDS, check_summary
 from saber_resources.synthetic_annotators import (

@@ -795,7 +795,7 @@ def test_two_shards_through_dagster_and_growth(tmp_path, monkeypatch):
     from saber_assets.io_managers import WarehouseParquetIOManager
     from saber_assets.lib.partitions import shard_partitions
     from saber_assets.ontology.tree import TopicTree
-    from saber_assets.resources import SaberSettings
+    from saber_assets.resources import PipelineResource
     from saber_assets.signals import assets as sa
     from saber_resources.warehouse import Warehouse
 
@@ -851,7 +851,7 @@ def test_two_shards_through_dagster_and_growth(tmp_path, monkeypatch):
         )
         wh = Warehouse(path=str(tmp_path / "w.duckdb"))
         res = {
-            "settings": SaberSettings(config_file=str(cfg)),
+            "pipeline": PipelineResource(config_file=str(cfg)),
             "warehouse": wh,
             "parquet_io": WarehouseParquetIOManager(base_dir=str(tmp_path / "pq"), warehouse=wh),
         }
@@ -919,7 +919,7 @@ def test_two_shards_through_dagster_and_growth(tmp_path, monkeypatch):
     )
     wh = Warehouse(path=str(tmp_path / "w.duckdb"))
     res = {
-        "settings": SaberSettings(config_file=str(tmp_path / "c.yaml")),
+        "pipeline": PipelineResource(config_file=str(tmp_path / "c.yaml")),
         "warehouse": wh,
         "parquet_io": WarehouseParquetIOManager(base_dir=str(tmp_path / "pq"), warehouse=wh),
     }

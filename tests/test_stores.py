@@ -216,8 +216,8 @@ def test_human_labels_on_both_backends_are_stored_once(store):
 def test_discovered_models_on_both_backends(store, tmp_path, monkeypatch):
     """The discovery table's inserts, status moves and JSON entries read back the same on
     DuckDB and PostgreSQL."""
+    from saber_assets.config import DiscoveryEndpoint
     from saber_assets.retrievers.discovery import discovered, effective_registry, tick
-    from saber_assets.settings import DiscoveryEndpoint
     from tests.fake_openai import FakeOpenAI
     from tests.test_discovery import embed_or_refuse
 

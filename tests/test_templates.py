@@ -194,9 +194,9 @@ def test_user_templates_for_each_task_are_used(tmp_path):
 
 
 def test_config_prompts_are_checked_when_the_definitions_load(tmp_path, make_config, monkeypatch):
+    from saber_assets.config import load_config
     from saber_assets.definitions import make_definitions
     from saber_assets.lib.annotators import tasks_for
-    from saber_assets.settings import load_config
 
     home = tmp_path / "home"
     good = tmp_path / "judge.txt"

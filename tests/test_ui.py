@@ -17,7 +17,7 @@ import urllib.request
 import pytest
 
 from saber_assets.cli import main
-from saber_assets.settings import REPO_ROOT
+from saber_assets.config import REPO_ROOT
 
 from .browser import CHROMIUM, Browser
 from .dagster_dev import dagster_dev

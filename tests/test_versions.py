@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from saber_assets.code_graph import CodeGraph
-from saber_assets.settings import REPO_ROOT, load_config
+from saber_assets.config import REPO_ROOT, load_config
 from saber_assets.versions import asset_code_versions, registry_versions
 
 from .conftest import copy_source

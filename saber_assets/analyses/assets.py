@@ -44,7 +44,7 @@ from saber_assets.lib.metadata import (
     stage_metadata,
 )
 from saber_assets.ratings.rate import configured_prior
-from saber_assets.resources import SaberSettings
+from saber_assets.resources import PipelineResource
 from saber_assets.retrievers.discovery import registry_for
 from saber_assets.retrievers.registry import (
     RetrieverResources,
@@ -78,14 +78,14 @@ def signal_group_curves(relevance_ratings: dict[str, pl.DataFrame]) -> Output[pl
     deps=[AssetKey("benchmark_export")],
 )
 def benchmark_composition(
-    settings: SaberSettings,
+    pipeline: PipelineResource,
     problem_annotations: pl.DataFrame,
     ontology_tree: pl.DataFrame,
     relevance_ratings: dict[str, pl.DataFrame],
 ) -> Output[pl.DataFrame]:
     """Domain and sub-domain shares of the queries and the documents (first and second tree
     levels), source shares, and the candidate groups' sizes."""
-    bench = Benchmark.read(settings.outputs().benchmark)
+    bench = Benchmark.read(pipeline.outputs().benchmark)
     tables = composition(
         bench.queries,
         bench.documents,
@@ -115,12 +115,12 @@ def benchmark_composition(
 @analysis(
     deps=[AssetKey("leaderboard")],
 )
-def mteb_correlation(settings: SaberSettings) -> Output[pl.DataFrame]:
+def mteb_correlation(pipeline: PipelineResource) -> Output[pl.DataFrame]:
     """Pearson and Spearman (with 95% CIs) between the leaderboard's nDCG@10 and the MTEB
     retrieval scores of `analyses.mteb_scores`, per setting, for all matched models and for
     `analyses.recent_models`. Without a scores file: empty, with a note saying so."""
-    acfg = settings.load().analyses
-    board = pl.read_csv(settings.outputs().leaderboard / "leaderboard.csv")
+    acfg = pipeline.load().analyses
+    board = pl.read_csv(pipeline.outputs().leaderboard / "leaderboard.csv")
     if acfg.mteb_scores is None:
         empty = pl.DataFrame(schema=STATS_SCHEMA)
         note = "no analyses.mteb_scores file configured: nothing to correlate"
@@ -149,15 +149,15 @@ def configured_regimes(pairs, text: dict[str, str], tasks, acfg):
 
 
 @observable_source_asset(group_name="analyses")
-def human_labels(settings: SaberSettings, stores: StoresResource) -> DataVersion:
+def human_labels(pipeline: PipelineResource, stores: StoresResource) -> DataVersion:
     """People's pairwise labels in the stores (`saber annotate pull` / `import`), of the study
     `analyses.human_study` or all: a new label marks the agreement unsynced."""
-    return DataVersion(labels_version(stores.db(), settings.load().analyses.human_study))
+    return DataVersion(labels_version(stores.db(), pipeline.load().analyses.human_study))
 
 
 @analysis(pool="llm", deps=[human_labels])
 def judge_human_agreement(
-    settings: SaberSettings,
+    pipeline: PipelineResource,
     llm: LLMResource,
     stores: StoresResource,
     corpus: pl.DataFrame,
@@ -168,7 +168,7 @@ def judge_human_agreement(
     The labels: the stores' ``human_labels`` (``saber annotate pull`` / ``import``) of pairs this
     benchmark rates, and the `analyses.human_annotations` file where one is configured. Without
     either: empty, with a note saying so."""
-    cfg = settings.load()
+    cfg = pipeline.load()
     acfg = cfg.analyses
     ratings = concat_partitions(relevance_ratings)
     stored = stored_labels(stores.db(), acfg.human_study)
@@ -191,7 +191,7 @@ def judge_human_agreement(
         empty = pl.DataFrame(schema=SUMMARY_SCHEMA)
         return Output(empty, metadata={**stage_metadata(0), "note": note, **origin})
     humans = pl.concat(parts, how="diagonal_relaxed")
-    tasks, text = prepared_tasks(settings, llm, stores, corpus, ratings)
+    tasks, text = prepared_tasks(pipeline, llm, stores, corpus, ratings)
     pairs = sorted(set(humans.select("query", "a", "b").iter_rows()))
     shown = shown_first(humans)
     choices = judge_choices(tasks.pair_judge, text, pairs, shown, cfg.seed)
@@ -218,7 +218,7 @@ def judge_human_agreement(
 
 @analysis(pool="llm")
 def judging_regimes(
-    settings: SaberSettings,
+    pipeline: PipelineResource,
     llm: LLMResource,
     stores: StoresResource,
     corpus: pl.DataFrame,
@@ -228,7 +228,7 @@ def judging_regimes(
     ordinal 0–100 judge and a majority vote of `analyses.regime_votes` pairwise draws, with the
     single pairwise answer beside them; agreement with the tournament's BT ranking, overall and
     by rank distance Δr ≥ 0, 25, 50."""
-    cfg = settings.load()
+    cfg = pipeline.load()
     acfg = cfg.analyses
     if acfg.regime_pairs == 0:
         note = "analyses.regime_pairs is 0: no pairs judged"
@@ -236,7 +236,7 @@ def judging_regimes(
             pl.DataFrame(schema=REGIMES_SCHEMA), metadata={**stage_metadata(0), "note": note}
         )
     ratings = concat_partitions(relevance_ratings)
-    tasks, text = prepared_tasks(settings, llm, stores, corpus, ratings)
+    tasks, text = prepared_tasks(pipeline, llm, stores, corpus, ratings)
     pairs = sample_pairs(ratings, acfg.regime_pairs, cfg.seed)
     t0 = time.perf_counter()
     choices, failed = configured_regimes(pairs, text, tasks, acfg)
@@ -264,7 +264,7 @@ def judging_regimes(
 
 @analysis(pool="llm")
 def tournament_convergence(
-    settings: SaberSettings,
+    pipeline: PipelineResource,
     llm: LLMResource,
     stores: StoresResource,
     corpus: pl.DataFrame,
@@ -274,13 +274,13 @@ def tournament_convergence(
     configured judge (cached answers reused), and the inversions of Swiss, random, adaptive and
     efficient rankings against it after each round's worth of calls. Opt-in
     (`analyses.convergence: true`): it costs n(n−1)/2 judge calls per query."""
-    cfg = settings.load()
+    cfg = pipeline.load()
     if not cfg.analyses.convergence:
         note = "analyses.convergence is off (it costs n(n-1)/2 judge calls per query)"
         empty = pl.DataFrame(schema=CONVERGENCE_SCHEMA)
         return Output(empty, metadata={**stage_metadata(0), "note": note})
     cands = concat_partitions(query_candidates).sort("query_id", "position")
-    judge, text = prepared_judge(settings, llm, stores, corpus, cands)
+    judge, text = prepared_judge(pipeline, llm, stores, corpus, cands)
     ids = sorted(cands["query_id"].unique().to_list())
     k = min(cfg.analyses.convergence_queries, len(ids))
     chosen = sorted(np.random.default_rng([cfg.seed, 7]).choice(ids, k, replace=False).tolist())
@@ -354,19 +354,19 @@ def llm_segment(segmenter):
     pool="llm",
 )
 def math_vs_words(
-    settings: SaberSettings, llm: LLMResource, stores: StoresResource
+    pipeline: PipelineResource, llm: LLMResource, stores: StoresResource
 ) -> Output[pl.DataFrame]:
     """Per retriever, setting and domain: the share of queries whose math-only variant (LaTeX
     spans) is closer to the query's 5 best-rated candidates than its words-only variant, with
     the math-token ratio; queries with either side empty are dropped and counted."""
-    cfg = settings.load()
+    cfg = pipeline.load()
     acfg = cfg.analyses
     entries = registry_for(cfg, stores.db())
     wanted = acfg.math_vs_words_retrievers
     chosen, not_run = choose_retrievers(entries, wanted)
     resources = RetrieverResources.from_stores(stores.db(), entries)
     retrievers = {e.name: build_retriever(e, resources) for e in chosen}
-    bench = Benchmark.read(settings.outputs().evaluation_benchmark)
+    bench = Benchmark.read(pipeline.outputs().evaluation_benchmark)
     segmenter = None
     how = acfg.math_segmentation
     if how == "auto":
@@ -403,9 +403,9 @@ def math_vs_words(
     )
 
 
-def second_judge(settings: SaberSettings, llm: LLMResource, stores: StoresResource, tasks):
+def second_judge(pipeline: PipelineResource, llm: LLMResource, stores: StoresResource, tasks):
     """(the robustness check's second judge, whether it sees the other order, a label)."""
-    cfg = settings.load()
+    cfg = pipeline.load()
     jc = cfg.robustness.judge
     variant = jc.variant
     if variant == "auto":
@@ -436,11 +436,11 @@ def second_judge(settings: SaberSettings, llm: LLMResource, stores: StoresResour
     return t2.pair_judge, False, f"{first.backend}:{first.model}, the {prompt!r} judge prompt"
 
 
-def registered_runs(settings: SaberSettings) -> pl.DataFrame:
+def registered_runs(pipeline: PipelineResource) -> pl.DataFrame:
     """Every registered retriever's stored runs (the files the leaderboard read)."""
     frames = []
-    for e in registry_for(settings.load(), home=settings.home_dir()):
-        files = sorted((settings.outputs().runs / e.name).glob("*.parquet"))
+    for e in registry_for(pipeline.load(), home=pipeline.home_dir()):
+        files = sorted((pipeline.outputs().runs / e.name).glob("*.parquet"))
         if files:
             cols = ["query_id", "setting", "domains", "failed", "scores", "ndcg"]
             runs = pl.concat([pl.read_parquet(f, columns=cols) for f in files])
@@ -450,7 +450,7 @@ def registered_runs(settings: SaberSettings) -> pl.DataFrame:
 
 @analysis(deps=[AssetKey("leaderboard")], pool="llm")
 def leaderboard_robustness(
-    settings: SaberSettings,
+    pipeline: PipelineResource,
     llm: LLMResource,
     stores: StoresResource,
     corpus: pl.DataFrame,
@@ -461,10 +461,10 @@ def leaderboard_robustness(
     ratings on [0, 3], rating ranks, a second judge on a seeded share of the tournament's pairs
     (ratings of the affected queries refitted) and halves of the queries; the flipped pairs."""
     t0 = time.perf_counter()
-    cfg = settings.load()
+    cfg = pipeline.load()
     rcfg = cfg.robustness
-    bench = Benchmark.read(settings.outputs().evaluation_benchmark)
-    runs = registered_runs(settings)
+    bench = Benchmark.read(pipeline.outputs().evaluation_benchmark)
+    runs = registered_runs(pipeline)
     rel = bench.relevance()
     judge_rel, agree, n_pairs, label = None, None, 0, ""
     if rcfg.judge_share > 0 and cfg.leaderboard.benchmark is None:  # our own tournament only
@@ -472,8 +472,8 @@ def leaderboard_robustness(
         judgments = concat_partitions(tournament_judgments).unique(
             ["query", "a", "b", "round"], keep="first"
         )
-        tasks, text = prepared_tasks(settings, llm, stores, corpus, ratings)
-        judge, swap, label = second_judge(settings, llm, stores, tasks)
+        tasks, text = prepared_tasks(pipeline, llm, stores, corpus, ratings)
+        judge, swap, label = second_judge(pipeline, llm, stores, tasks)
         if hasattr(judge, "evidence") and judge is not tasks.pair_judge:
             judge.evidence.update(tasks.pair_judge.evidence)  # the same pair signals to weigh
         sample = rb.sample_judgments(judgments, rcfg.judge_share, cfg.seed)

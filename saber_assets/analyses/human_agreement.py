@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from saber_assets.settings import REPO_ROOT
+from saber_assets.config import REPO_ROOT
 
 CHOICES = ("a", "b", "tie")
 BUCKETS = (0, 25, 50)

@@ -20,11 +20,11 @@ from saber_assets.leaderboard.plots import pvalue_heatmap
 from saber_assets.lib.declare import analysis
 from saber_assets.lib.figures import png_base64
 from saber_assets.lib.metadata import markdown_table, stage_metadata
-from saber_assets.resources import SaberSettings
+from saber_assets.resources import PipelineResource
 
 
-def report_path(settings: SaberSettings):
-    return settings.outputs().report / "index.html"
+def report_path(pipeline: PipelineResource):
+    return pipeline.outputs().report / "index.html"
 
 
 def _by_domain(parts: dict[str, pl.DataFrame]) -> pl.DataFrame:
@@ -66,7 +66,7 @@ def _clean_columns(board: pl.DataFrame, metric: str) -> list[pl.Expr]:
 
 @analysis(deps=[AssetKey("leaderboard"), AssetKey("benchmark_export")])
 def benchmark_report(
-    settings: SaberSettings,
+    pipeline: PipelineResource,
     corpus: pl.DataFrame,
     problem_annotations: pl.DataFrame,
     ontology_tree: pl.DataFrame,
@@ -86,16 +86,16 @@ def benchmark_report(
     `<outputs>/report/index.html`: composition, thresholds, candidates, tournament statistics,
     the leaderboard with CIs and every analysis, each with a paragraph read off its numbers."""
     t0 = time.perf_counter()
-    cfg = settings.load()
+    cfg = pipeline.load()
     ratings = concat_partitions(relevance_ratings)
-    bench = Benchmark.read(settings.outputs().benchmark)
+    bench = Benchmark.read(pipeline.outputs().benchmark)
     tables = composition(
         bench.queries, bench.documents, problem_annotations, ontology_tree, ratings
     )
     judgments = _by_domain(tournament_judgments)
     stats = rp.tournament_stats(judgments)
-    board = pl.read_csv(settings.outputs().leaderboard / "leaderboard.csv")
-    sig_path = settings.outputs().leaderboard / "significance.parquet"
+    board = pl.read_csv(pipeline.outputs().leaderboard / "leaderboard.csv")
+    sig_path = pipeline.outputs().leaderboard / "significance.parquet"
     tests = pl.read_parquet(sig_path) if sig_path.exists() else pl.DataFrame()
     areas = area_under(signal_group_curves)
     mean_conv = tournament_convergence.group_by("policy", "round").agg(
@@ -205,7 +205,7 @@ def benchmark_report(
         f"· generated {when}",
         sections,
     )
-    path = report_path(settings)
+    path = report_path(pipeline)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(page, encoding="utf-8")

@@ -20,7 +20,7 @@ from saber_assets.lib.partitions import chunk_of
 from saber_assets.ontology.domains import domain_names
 from saber_assets.ontology.similarity import information_content, subtree_counts
 from saber_assets.ontology.tree import TopicTree
-from saber_assets.resources import SaberSettings
+from saber_assets.resources import PipelineResource
 from saber_resources.annotators import Outcome
 from saber_resources.cpu_annotators import humanize_title
 from saber_resources.llm import LLMResource
@@ -73,12 +73,12 @@ def _chunk_rows(corpus: pl.DataFrame, context: AssetExecutionContext) -> pl.Data
 def _chunk_work(
     context: AssetExecutionContext,
     corpus: pl.DataFrame,
-    settings: SaberSettings,
+    pipeline: PipelineResource,
     llm: LLMResource,
     stores: StoresResource,
 ):
     """An annotation chunk's config, rows and the tasks (scorer, summarizer) that annotate them."""
-    cfg = settings.load().annotations
+    cfg = pipeline.load().annotations
     return cfg, _chunk_rows(corpus, context), tasks_for(llm, stores, cfg.max_parse_retries)
 
 
@@ -101,12 +101,12 @@ def topic_annotations(
     context: AssetExecutionContext,
     corpus: pl.DataFrame,
     ontology_tree: pl.DataFrame,
-    settings: SaberSettings,
+    pipeline: PipelineResource,
     llm: LLMResource,
     stores: StoresResource,
 ) -> Output[pl.DataFrame]:
     """Ontology topics per problem by top-down traversal (τ from config), most specific kept."""
-    cfg, rows, tasks = _chunk_work(context, corpus, settings, llm, stores)
+    cfg, rows, tasks = _chunk_work(context, corpus, pipeline, llm, stores)
     tree = TopicTree.from_frame(ontology_tree)
     scorer = tasks.topic_scorer
     labels = [humanize_title(t) for t in tree.titles]
@@ -158,12 +158,12 @@ def topic_annotations(
 def solution_summaries(
     context: AssetExecutionContext,
     corpus: pl.DataFrame,
-    settings: SaberSettings,
+    pipeline: PipelineResource,
     llm: LLMResource,
     stores: StoresResource,
 ) -> Output[pl.DataFrame]:
     """One imperative ≤30-word sentence naming the solution's core idea, or null when there is none."""
-    cfg, rows, tasks = _chunk_work(context, corpus, settings, llm, stores)
+    cfg, rows, tasks = _chunk_work(context, corpus, pipeline, llm, stores)
     summarizer = tasks.summarizer
     t0 = time.perf_counter()
     outcomes = summarizer.summarize_batch(list(zip(rows["problem"], rows["solution"], strict=True)))
@@ -239,7 +239,7 @@ def topic_information_content(
 
 @table_asset("annotations")
 def problem_annotations(
-    settings: SaberSettings,
+    pipeline: PipelineResource,
     corpus: pl.DataFrame,
     topic_annotations: dict[str, pl.DataFrame],
     solution_summaries: dict[str, pl.DataFrame],
@@ -265,7 +265,7 @@ def problem_annotations(
         raise ValueError(
             f"{missing.height} corpus problems have no annotation row (first: {missing['id'][0]}): materialise every annotation chunk"
         )
-    order = domain_names(settings.load().ontology)
+    order = domain_names(pipeline.load().ontology)
     domains = [
         [d for d in order if d in {domain_of[t] for t in ts}] for ts in df["topics"].to_list()
     ]

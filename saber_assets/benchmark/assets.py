@@ -14,7 +14,7 @@ from saber_assets.io_managers import concat_partitions
 from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import markdown_table
 from saber_assets.ontology.domains import domain_names
-from saber_assets.resources import SaberSettings
+from saber_assets.resources import PipelineResource
 
 
 def shuffled_order(n: int, seed: int, query_id: str) -> np.ndarray:
@@ -38,7 +38,7 @@ def judges_used(judgments: pl.DataFrame) -> list[dict]:
 
 @stage_asset(group_name="leaderboard", kinds={"parquet"})
 def benchmark_export(
-    settings: SaberSettings,
+    pipeline: PipelineResource,
     corpus: pl.DataFrame,
     problem_annotations: pl.DataFrame,
     relevance_ratings: dict[str, pl.DataFrame],
@@ -46,7 +46,7 @@ def benchmark_export(
     tournament_judgments: dict[str, pl.DataFrame],
 ) -> MaterializeResult:
     """The built benchmark in the exchange format (queries, documents, manifest)."""
-    cfg = settings.load()
+    cfg = pipeline.load()
     domain_order = domain_names(cfg.ontology)
     ratings = concat_partitions(relevance_ratings)
     row_of = {i: k for k, i in enumerate(corpus["id"].to_list())}
@@ -100,7 +100,7 @@ def benchmark_export(
     }
     bench = Benchmark(queries, documents, manifest)
     bench.validate("built benchmark")
-    path = bench.write(settings.outputs().benchmark)
+    path = bench.write(pipeline.outputs().benchmark)
     return MaterializeResult(
         metadata={
             "queries": queries.height,
@@ -113,13 +113,13 @@ def benchmark_export(
 
 
 @stage_asset(group_name="leaderboard", kinds={"parquet"}, deps=["benchmark_export"])
-def evaluation_benchmark(settings: SaberSettings) -> MaterializeResult:
+def evaluation_benchmark(pipeline: PipelineResource) -> MaterializeResult:
     """The benchmark the retrievers are scored on: the built one, or any exchange-format directory
     given as ``leaderboard.benchmark`` (validated on import)."""
-    src = settings.load().leaderboard.benchmark
-    path = settings.outputs().benchmark if src is None else Path(src).expanduser()
+    src = pipeline.load().leaderboard.benchmark
+    path = pipeline.outputs().benchmark if src is None else Path(src).expanduser()
     bench = Benchmark.read(path)
-    out = bench.write(settings.outputs().evaluation_benchmark)
+    out = bench.write(pipeline.outputs().evaluation_benchmark)
     per_domain = (
         bench.queries.select(pl.col("domains").explode()).group_by("domains").len().sort("domains")
     )

@@ -16,7 +16,7 @@ from saber_assets.candidates.select import GROUPS, select_candidates, selection_
 from saber_assets.lib.declare import stage_check, table_asset
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.ontology.domains import domain_names, domain_title
-from saber_assets.resources import SaberSettings
+from saber_assets.resources import PipelineResource
 from saber_assets.signals.stored import gather_budget, signals_dir, stored_pairs
 from saber_assets.signals.thresholds import Cut, ExactSignals
 
@@ -24,14 +24,14 @@ from saber_assets.signals.thresholds import Cut, ExactSignals
 @table_asset("candidates", deps=["pair_signal_index"])
 def query_candidates(
     context: AssetExecutionContext,
-    settings: SaberSettings,
+    pipeline: PipelineResource,
     problem_annotations: pl.DataFrame,
     relevance_thresholds: pl.DataFrame,
 ) -> Output[pl.DataFrame]:
     """The domain's queries and their 3K candidates (group label and both signals kept)."""
-    cfg = settings.load()
+    cfg = pipeline.load()
     cand = cfg.candidates
-    inputs, pairs = stored_pairs(settings, problem_annotations["id"].to_list())
+    inputs, pairs = stored_pairs(pipeline, problem_annotations["id"].to_list())
     row = relevance_thresholds.row(0, named=True)
     # exact where given or taken as a percentile (a `*_tau`), else the derived quanta
     t_thr, s_thr = (
@@ -52,7 +52,7 @@ def query_candidates(
     # every domain partition needs the same selection over all stored pairs (two passes over
     # every shard file): the first computes it, the others read it back by its content key
     key = selection_key(pairs.digests(), **select)
-    path = signals_dir(settings) / "selection" / f"{key}.parquet"
+    path = signals_dir(pipeline) / "selection" / f"{key}.parquet"
     t0 = time.perf_counter()
     reused = path.exists()
     if reused:
@@ -111,9 +111,9 @@ def query_candidates(
     description="3K candidates per query, K per group, no self-candidate, no duplicates.",
 )
 def candidates_well_formed(
-    context, settings: SaberSettings, query_candidates: pl.DataFrame
+    context, pipeline: PipelineResource, query_candidates: pl.DataFrame
 ) -> AssetCheckResult:
-    k = settings.load().candidates.candidates_per_group
+    k = pipeline.load().candidates.candidates_per_group
     df = query_candidates
     per_query = df.group_by("query_id").agg(
         pl.len().alias("n"), pl.col("candidate_id").n_unique().alias("distinct")

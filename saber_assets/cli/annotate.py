@@ -16,8 +16,8 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from saber_assets.config import load_config
 from saber_assets.outputs import Outputs
-from saber_assets.settings import load_config
 
 FILES = {
     "pairs": "pairs.parquet", "tasks": "tasks.json", "config": "label_config.xml",

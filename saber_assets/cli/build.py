@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from saber_assets.config import DEFAULT_CONFIG, REPO_ROOT, data_home, load_config
 from saber_assets.outputs import Outputs
-from saber_assets.settings import DEFAULT_CONFIG, REPO_ROOT, data_home, load_config
 from saber_assets.stages import select_help
 
 # datatrove draws progress bars on stderr; the build prints its own summary.

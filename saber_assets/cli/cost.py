@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from saber_assets.config import DEFAULT_CONFIG, load_config
 from saber_assets.outputs import Outputs
-from saber_assets.settings import DEFAULT_CONFIG, load_config
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

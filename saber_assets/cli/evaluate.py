@@ -7,8 +7,8 @@ import argparse
 from pathlib import Path
 
 from saber_assets.benchmark.texts import SETTINGS
+from saber_assets.config import REPO_ROOT, load_config
 from saber_assets.outputs import Outputs
-from saber_assets.settings import REPO_ROOT, load_config
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -201,8 +201,14 @@ def evaluate_cmd(args) -> int:
         # the saber protocol's rows are the leaderboard's: only they carry its row ids
         reps = [
             entry_rows(
-                entry, apply_protocol(runs, relevance, args.k, p), domains, bench_id,
-                resamples=args.resamples, seed=cfg.seed, k=args.k, drop_failed=p == "reference",
+                entry,
+                apply_protocol(runs, relevance, args.k, p),
+                domains,
+                bench_id,
+                resamples=args.resamples,
+                seed=cfg.seed,
+                k=args.k,
+                drop_failed=p == "reference",
             )  # fmt: skip
             for p in (args.protocol, other)
         ]

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from saber_assets.benchmark.texts import SETTINGS
+from saber_assets.config import load_config
 from saber_assets.outputs import Outputs
-from saber_assets.settings import load_config
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -12,7 +12,7 @@ import argparse
 
 import polars as pl
 
-from saber_assets.settings import load_config
+from saber_assets.config import load_config
 
 
 def add_parser(sub) -> None:

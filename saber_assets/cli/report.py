@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from saber_assets.settings import DEFAULT_CONFIG, load_config
+from saber_assets.config import DEFAULT_CONFIG, load_config
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -20,10 +20,10 @@ def run(args: argparse.Namespace) -> int:
 def report_cmd(config: str | None) -> int:
     """Print the path of the benchmark report (the `benchmark_report` asset writes it)."""
     from saber_assets.analyses.report_assets import report_path
-    from saber_assets.resources import SaberSettings
+    from saber_assets.resources import PipelineResource
 
     load_config(config)  # a bad config is reported like everywhere else
-    path = report_path(SaberSettings(config_file=str(config or DEFAULT_CONFIG)))
+    path = report_path(PipelineResource(config_file=str(config or DEFAULT_CONFIG)))
     if not path.exists():
         print(
             f"saber: no report at {path} yet: run `saber build` (or materialise "

@@ -7,7 +7,7 @@ import os
 import sys
 
 from saber_assets.cli.build import prepare_dagster_home
-from saber_assets.settings import REPO_ROOT, data_home
+from saber_assets.config import REPO_ROOT, data_home
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

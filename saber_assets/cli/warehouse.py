@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from saber_assets.settings import load_config
+from saber_assets.config import load_config
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -33,33 +33,33 @@ from saber_assets.contamination.matches import (
 from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.lib.partitions import training_partitions
-from saber_assets.resources import SaberSettings
+from saber_assets.resources import PipelineResource
 from saber_assets.retrievers.registry import load_registry
 
 
 @observable_source_asset(group_name="leaderboard", partitions_def=training_partitions)
-def training_corpora(context, settings: SaberSettings) -> DataVersionsByPartition:
+def training_corpora(context, pipeline: PipelineResource) -> DataVersionsByPartition:
     """One declared training corpus per `training_corpus` partition: its data version hashes
     the declaration and its local files, so a changed file re-audits only that corpus."""
     have = set(context.instance.get_dynamic_partitions(training_partitions.name))
-    corpora = checked_corpora(load_registry(settings.registry_path()))
+    corpora = checked_corpora(load_registry(pipeline.registry_path()))
     return DataVersionsByPartition(
         {k: training_corpus_version(c) for k, c in corpora.items() if k in have}
     )
 
 
 @stage_asset(group_name="leaderboard", kinds={"parquet"}, deps=["evaluation_benchmark"])
-def own_candidate_matches(settings: SaberSettings) -> MaterializeResult:
+def own_candidate_matches(pipeline: PipelineResource) -> MaterializeResult:
     """Queries whose rephrasing is among their own candidates (word 3-gram Jaccard at least
     ``leaderboard.contamination.own_match_jaccard`` after folding): an easy, meaningless hit the
     corpus stage's dedup let through; with ``exclude_own_matches`` the leaderboard leaves them
     out."""
-    cfg = settings.load().leaderboard.contamination
-    bench = Benchmark.read(settings.outputs().evaluation_benchmark)
+    cfg = pipeline.load().leaderboard.contamination
+    bench = Benchmark.read(pipeline.outputs().evaluation_benchmark)
     texts = dict(bench.documents.select("id", "problem").iter_rows())
     texts |= dict(bench.queries.select("id", "problem").iter_rows())
     hits = own_candidate_hits(query_candidate_pairs(bench), texts, cfg.own_match_jaccard)
-    out = settings.outputs().contamination
+    out = pipeline.outputs().contamination
     out.mkdir(parents=True, exist_ok=True)
     hits.write_parquet(out / "own_candidate_matches.parquet")
     return MaterializeResult(
@@ -79,21 +79,21 @@ def own_candidate_matches(settings: SaberSettings) -> MaterializeResult:
     kinds={"parquet", "datatrove"},
     deps=["evaluation_benchmark", training_corpora],
 )
-def contamination(context: AssetExecutionContext, settings: SaberSettings) -> MaterializeResult:
+def contamination(context: AssetExecutionContext, pipeline: PipelineResource) -> MaterializeResult:
     """One declared training corpus, streamed against the benchmark's query statements and
     candidate problems: exact matches of the folded statement and MinHash near-duplicates
     (numbers folded); per corpus the matched items with their training row, the shares per
     role and domain, and the queries that count as contaminated on the leaderboard."""
-    cfg = settings.load().leaderboard.contamination
+    cfg = pipeline.load().leaderboard.contamination
     name = context.partition_key
-    corpora = checked_corpora(load_registry(settings.registry_path()))
+    corpora = checked_corpora(load_registry(pipeline.registry_path()))
     if name not in corpora:
         raise ValueError(
             f"training corpus {name!r} is no longer declared with text in the registry: its "
             "earlier audit is kept, nothing to run"
         )
     corpus = corpora[name]
-    bench = Benchmark.read(settings.outputs().evaluation_benchmark)
+    bench = Benchmark.read(pipeline.outputs().evaluation_benchmark)
     items, roles = benchmark_items(bench)
     files, revision = corpus_files(corpus)
     t0 = time.perf_counter()
@@ -107,7 +107,7 @@ def contamination(context: AssetExecutionContext, settings: SaberSettings) -> Ma
     )
     summary = overlap_summary(matches, roles)
     queries = sorted(contaminated_queries(bench, matches["item"], cfg.top_candidates))
-    out = settings.outputs().contamination / name
+    out = pipeline.outputs().contamination / name
     out.mkdir(parents=True, exist_ok=True)
     matches.write_parquet(out / "matches.parquet")
     summary.write_parquet(out / "summary.parquet")

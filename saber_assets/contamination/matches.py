@@ -24,10 +24,10 @@ import polars as pl
 
 from saber_assets.benchmark.data import Benchmark, best_rated
 from saber_assets.benchmark.hub import fetch_snapshot
+from saber_assets.config import BUNDLED_SOURCES, DATA_DIR, ContaminationConfig, resolve_path
 from saber_assets.corpus.dedup import find_clusters, minhash_config
 from saber_assets.corpus.sources import Rejected, iter_source, readable
 from saber_assets.retrievers.entries import TrainingCorpus
-from saber_assets.settings import BUNDLED_SOURCES, DATA_DIR, ContaminationConfig, resolve_path
 from saber_assets.versions import digest, files_version
 
 # spacing and sizing that changes how a formula looks, never what it says

@@ -12,7 +12,7 @@ from dagster import (
 from saber_assets.corpus.build import build_corpus, corpus_version
 from saber_assets.lib.declare import input_files_asset, stage_check, stage_multi_asset
 from saber_assets.lib.metadata import markdown_table, stage_metadata
-from saber_assets.resources import SaberSettings
+from saber_assets.resources import PipelineResource
 
 corpus_sources = input_files_asset(
     "corpus_sources", "corpus", "The corpus source files (`corpus.sources`), by content hash."
@@ -40,8 +40,8 @@ corpus_sources = input_files_asset(
         ),
     },
 )
-def corpus_assets(context: AssetExecutionContext, settings: SaberSettings):
-    cfg = settings.load()
+def corpus_assets(context: AssetExecutionContext, pipeline: PipelineResource):
+    cfg = pipeline.load()
     built = build_corpus(cfg.corpus, cfg.seed)
     corpus = built.corpus
     version = corpus_version(corpus)

@@ -8,10 +8,10 @@ from dataclasses import asdict, dataclass, field
 
 import polars as pl
 
+from saber_assets.config import CorpusConfig
 from saber_assets.corpus.dedup import DedupItem, find_duplicates, minhash_config
 from saber_assets.corpus.normalize import CorpusRow, validate_rows
 from saber_assets.corpus.sources import Rejected, read_source
-from saber_assets.settings import CorpusConfig
 
 CORPUS_SCHEMA = {
     "id": pl.String,

@@ -24,7 +24,7 @@ from saber_assets.leaderboard.rows import entry_rows
 from saber_assets.leaderboard.significance import beats_column, significance_tables
 from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import figure_markdown, markdown_table, stage_metadata
-from saber_assets.resources import SaberSettings
+from saber_assets.resources import PipelineResource
 from saber_assets.retrievers.discovery import registry_for
 from saber_assets.retrievers.registry import unavailable_reason
 from saber_assets.versions import code_digest
@@ -112,24 +112,24 @@ def _bar_chart(table: pl.DataFrame) -> MetadataValue:
 )
 def leaderboard(
     context: AssetExecutionContext,
-    settings: SaberSettings,
+    pipeline: PipelineResource,
     warehouse: Warehouse,
     stores: StoresResource,
 ) -> MaterializeResult:
     """One row per retriever × setting: overall and per-domain nDCG@10 with 95% CIs, failures,
     the full-corpus track and latency. Retrievers removed from the registry keep their run files
     but leave the board."""
-    cfg = settings.load()
+    cfg = pipeline.load()
     entries = registry_for(cfg, stores.db())
-    bench = Benchmark.read(settings.outputs().evaluation_benchmark)
+    bench = Benchmark.read(pipeline.outputs().evaluation_benchmark)
     manifest = bench.manifest
     domains = bench.domain_list()
     bench_id, code = benchmark_id(bench), code_digest(SCORING_CODE)
     tables, all_runs = [], []
     lb = cfg.leaderboard
-    declared, audits = declared_training(entries), audited_items(settings.outputs().contamination)
+    declared, audits = declared_training(entries), audited_items(pipeline.outputs().contamination)
     excluded = (
-        own_matched_queries(settings.outputs().contamination)
+        own_matched_queries(pipeline.outputs().contamination)
         if lb.contamination.exclude_own_matches
         else set()
     )
@@ -138,7 +138,7 @@ def leaderboard(
         return report(runs, domains, lb.bootstrap_resamples, cfg.seed, k=lb.k)
 
     for e in entries:
-        files = sorted((settings.outputs().runs / e.name).glob("*.parquet"))
+        files = sorted((pipeline.outputs().runs / e.name).glob("*.parquet"))
         if not files:
             why = unavailable_reason(e, entries)
             context.log.warning(
@@ -205,7 +205,7 @@ def leaderboard(
         .select("retriever", "kind", "setting", pl.all().exclude("retriever", "kind", "setting"))
         .sort("setting", metric, descending=[False, True])
     )  # fmt: skip
-    out = settings.outputs().leaderboard
+    out = pipeline.outputs().leaderboard
     out.mkdir(parents=True, exist_ok=True)
     tests.write_parquet(out / "significance.parquet")
     tests.write_csv(out / "significance.csv")

@@ -19,7 +19,7 @@ from saber_assets.lib.annotators import tasks_for
 from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import llm_metadata, stage_metadata
 from saber_assets.ontology.domains import domain_title
-from saber_assets.resources import SaberSettings
+from saber_assets.resources import PipelineResource
 from saber_assets.retrievers.discovery import entry_settings, registered_entry
 from saber_assets.retrievers.indexes import prepare_index
 from saber_assets.retrievers.registry import RetrieverResources, build_retriever, needs_judge
@@ -47,34 +47,34 @@ from saber_resources.stores import StoresResource
 )
 def retriever_runs(
     context: AssetExecutionContext,
-    settings: SaberSettings,
+    pipeline: PipelineResource,
     stores: StoresResource,
     llm: LLMResource,
 ) -> MaterializeResult:
     """One retriever on one domain's queries, every setting: per-query nDCG and TREC run files."""
     from ranx import Run
 
-    cfg = settings.load().leaderboard
+    cfg = pipeline.load().leaderboard
     # a run launched by tag (GraphQL, UI) may carry the key as its string "domain|retriever"
     key = context.partition_key
     if not hasattr(key, "keys_by_dimension"):
         key = context.assets_def.partitions_def.get_partition_key_from_str(str(key))
     key = key.keys_by_dimension
     name, domain_key = key["retriever"], key["domain"]
-    domain = domain_title(settings.load().ontology, domain_key)
-    entries, entry = registered_entry(settings, name, stores.db())
+    domain = domain_title(pipeline.load().ontology, domain_key)
+    entries, entry = registered_entry(pipeline, name, stores.db())
     tasks = tasks_for(llm, stores) if needs_judge(entry, entries) else None
     resources = RetrieverResources.from_stores(stores.db(), entries, tasks)
     retriever = build_retriever(entry, resources)
-    bench = Benchmark.read(settings.outputs().evaluation_benchmark)
+    bench = Benchmark.read(pipeline.outputs().evaluation_benchmark)
     rows = [i for i, ds in enumerate(bench.queries["domains"].to_list()) if domain in ds]
-    out_dir = settings.outputs().runs / name
+    out_dir = pipeline.outputs().runs / name
     out_dir.mkdir(parents=True, exist_ok=True)
     frames, meta = [], {}
     t0 = time.perf_counter()
     doc_ids = bench.documents["id"].to_list()
-    for setting in entry_settings(settings, entry):
-        index = prepare_index(settings, retriever, entry, bench, setting)
+    for setting in entry_settings(pipeline, entry):
+        index = prepare_index(pipeline, retriever, entry, bench, setting)
         if index is not None:
             meta[f"index {setting}"] = (
                 f"{'built' if index.built else 'read'} in {index.seconds:.2f}s"
@@ -99,7 +99,7 @@ def retriever_runs(
     result.write_parquet(out_dir / f"{domain_key}.parquet")
     failed = int(result["failed"].sum())
     if failed:
-        context.log.warning(f"{name} failed on {failed} query-settings (counted, scored 0)")
+        context.log.warning(f"{name} failed on {failed} query-pipeline (counted, scored 0)")
     return MaterializeResult(
         metadata={
             "retriever": name,

@@ -2,7 +2,7 @@
 
 import polars as pl
 
-from saber_assets.resources import SaberSettings
+from saber_assets.resources import PipelineResource
 from saber_resources.annotator_set import TaskSet, make_tasks
 from saber_resources.cache import EmbeddingCache, LLMCache
 from saber_resources.llm import LLMResource
@@ -50,7 +50,7 @@ def thinking_by_task(llm: LLMResource, judge_prompt: str) -> dict[str, bool]:
 
 
 def prepared_judge(
-    settings: SaberSettings,
+    pipeline: PipelineResource,
     llm: LLMResource,
     stores: StoresResource,
     corpus: pl.DataFrame,
@@ -58,19 +58,19 @@ def prepared_judge(
 ):
     """The configured pair judge and the text it reads per problem id (the CPU judge also gets
     the pipeline's topic and summary signals of each query–candidate pair, where given)."""
-    tasks, text = prepared_tasks(settings, llm, stores, corpus, query_candidates)
+    tasks, text = prepared_tasks(pipeline, llm, stores, corpus, query_candidates)
     return tasks.pair_judge, text
 
 
 def prepared_tasks(
-    settings: SaberSettings,
+    pipeline: PipelineResource,
     llm: LLMResource,
     stores: StoresResource,
     corpus: pl.DataFrame,
     query_candidates: pl.DataFrame | None = None,
 ):
     """``prepared_judge`` for every judge of the task set (pair, ordinal): (tasks, text)."""
-    tcfg = settings.load().tournament
+    tcfg = pipeline.load().tournament
     tasks = tasks_for(llm, stores, tcfg.max_parse_retries, tcfg.judge_prompt, tcfg.judge_max_tokens)
     judge = tasks.pair_judge
     text = {

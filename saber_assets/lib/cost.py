@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from saber_assets.settings import PipelineConfig
+from saber_assets.config import PipelineConfig
 from saber_resources.llm import LLMRequest
 from saber_resources.prompts import (
     judge_request,

@@ -24,7 +24,7 @@ from dagster import (
     observable_source_asset,
 )
 
-from saber_assets.resources import SaberSettings
+from saber_assets.resources import PipelineResource
 from saber_assets.stages import stage_of_asset
 from saber_assets.versions import input_versions
 
@@ -124,7 +124,7 @@ def input_files_asset(name: str, group: str, description: str):
     build and by the input files sensor)."""
 
     @observable_source_asset(name=name, group_name=group, description=description)
-    def observe(settings: SaberSettings) -> DataVersion:
-        return DataVersion(input_versions(settings.load())[name])
+    def observe(pipeline: PipelineResource) -> DataVersion:
+        return DataVersion(input_versions(pipeline.load())[name])
 
     return observe

@@ -11,7 +11,7 @@ from saber_assets.lib.declare import input_files_asset, table_asset
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.ontology.domains import domain_spec, keys_for, resolve_domains
 from saber_assets.ontology.tree import expand_to_tree, load_dag
-from saber_assets.resources import SaberSettings
+from saber_assets.resources import PipelineResource
 
 ontology_files = input_files_asset(
     "ontology_files", "ontology", "The ontology's files (bundled or configured), by content hash."
@@ -19,9 +19,11 @@ ontology_files = input_files_asset(
 
 
 @table_asset("ontology", kinds={"networkx", "parquet"}, deps=[ontology_files])
-def ontology_tree(context: AssetExecutionContext, settings: SaberSettings) -> Output[pl.DataFrame]:
+def ontology_tree(
+    context: AssetExecutionContext, pipeline: PipelineResource
+) -> Output[pl.DataFrame]:
     """The topic DAG expanded to a tree (one node per root path), preorder, with each node's domain."""
-    cfg = settings.load()
+    cfg = pipeline.load()
     dag = load_dag(cfg.ontology)
     domain_of, domains = resolve_domains(dag, domain_spec(cfg.ontology))
     tree = expand_to_tree(dag, domain_of)

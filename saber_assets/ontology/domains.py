@@ -20,8 +20,8 @@ import re
 from collections import Counter
 from functools import lru_cache
 
+from saber_assets.config import OntologyConfig
 from saber_assets.ontology.tree import TopicDag, first_level_nodes, load_dag
-from saber_assets.settings import OntologyConfig
 
 # The paper's five domains over MathWorld's first level (DESIGN.md, ontology).
 # Order matters: it is the domain order of partitions, quotas and leaderboard columns.

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from saber_assets.settings import (
+from saber_assets.config import (
     BUNDLED_ONTOLOGIES,
     DATA_DIR,
     OntologyConfig,

@@ -6,15 +6,15 @@ from dagster import AssetCheckResult, Output
 from saber_assets.lib.declare import stage_check, table_asset
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.ratings.rate import configured_prior, rate
-from saber_assets.resources import SaberSettings
+from saber_assets.resources import PipelineResource
 
 
 @table_asset("ratings")
 def relevance_ratings(
-    settings: SaberSettings, query_candidates: pl.DataFrame, tournament_judgments: pl.DataFrame
+    pipeline: PipelineResource, query_candidates: pl.DataFrame, tournament_judgments: pl.DataFrame
 ) -> Output[pl.DataFrame]:
     """One rating per (query, candidate) in [0, 5]; a candidate that never played gets the prior."""
-    cfg = settings.load()
+    cfg = pipeline.load()
     tcfg = cfg.tournament
     prior = configured_prior(cfg)
     df = rate(
@@ -44,9 +44,9 @@ def relevance_ratings(
 
 @stage_check("relevance_ratings", description="3K ratings per query, min 0, max 5, no NaN.")
 def ratings_well_formed(
-    settings: SaberSettings, relevance_ratings: pl.DataFrame
+    pipeline: PipelineResource, relevance_ratings: pl.DataFrame
 ) -> AssetCheckResult:
-    k3 = 3 * settings.load().candidates.candidates_per_group
+    k3 = 3 * pipeline.load().candidates.candidates_per_group
     per_q = relevance_ratings.group_by("query_id").agg(
         pl.len().alias("n"), pl.col("rating").min().alias("lo"), pl.col("rating").max().alias("hi")
     )

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from saber_assets.config import PipelineConfig
 from saber_assets.ratings.bradley_terry import Prior, fit_many, rescale
 from saber_assets.ratings.soft import estimate_strengths
-from saber_assets.settings import PipelineConfig
 
 
 def configured_prior(cfg: PipelineConfig) -> Prior:

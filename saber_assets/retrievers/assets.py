@@ -18,7 +18,7 @@ from saber_assets.benchmark.texts import SETTINGS, document_side
 from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import markdown_table
 from saber_assets.lib.partitions import retriever_partitions
-from saber_assets.resources import SaberSettings
+from saber_assets.resources import PipelineResource
 from saber_assets.retrievers.discovery import entry_settings, registered_entry, registry_for
 from saber_assets.retrievers.indexes import prepare_index
 from saber_assets.retrievers.registry import (
@@ -32,14 +32,14 @@ from saber_resources.stores import StoresResource
 
 @observable_source_asset(group_name="leaderboard", partitions_def=retriever_partitions)
 def retriever_registry(
-    context, settings: SaberSettings, stores: StoresResource
+    context, pipeline: PipelineResource, stores: StoresResource
 ) -> DataVersionsByPartition:
     """One registry entry per `retriever` partition: its data version hashes the entry (and the
     entries a fusion reads), so that adding or changing one entry marks only that retriever's
     index and runs unsynced. A removed entry is not observed again: its partitions keep their
     last version and their runs, and the leaderboard stops showing it."""
     have = set(context.instance.get_dynamic_partitions(retriever_partitions.name))
-    entries = registry_for(settings.load(), stores.db())
+    entries = registry_for(pipeline.load(), stores.db())
     versions = registry_versions(definitions_by_name(entries))
     return DataVersionsByPartition({k: v for k, v in versions.items() if k in have})
 
@@ -60,22 +60,20 @@ def drop_per_setting_indexes(root: Path) -> list[str]:
     pool="llm",  # document embeddings share the GPU with the judge and the re-ranker
 )
 def retriever_index(
-    context: AssetExecutionContext, settings: SaberSettings, stores: StoresResource
+    context: AssetExecutionContext, pipeline: PipelineResource, stores: StoresResource
 ) -> MaterializeResult:
     """One retriever's document-side work per setting (tokens, term statistics and matrices, the
     Approach Zero index, document embeddings), built once per document set and read by every
     domain's run. An index that already matches the documents and the entry is kept as it is."""
-    entries, entry = registered_entry(settings, context.partition_key, stores.db())
-    retriever = build_retriever(
-        entry, RetrieverResources.from_stores(stores.db(), entries)
-    )
-    bench = Benchmark.read(settings.outputs().evaluation_benchmark)
-    for old in drop_per_setting_indexes(settings.outputs().index(entry.name)):
+    entries, entry = registered_entry(pipeline, context.partition_key, stores.db())
+    retriever = build_retriever(entry, RetrieverResources.from_stores(stores.db(), entries))
+    bench = Benchmark.read(pipeline.outputs().evaluation_benchmark)
+    for old in drop_per_setting_indexes(pipeline.outputs().index(entry.name)):
         context.log.info(f"{entry.name}: removed the per-setting index folder {old!r}")
     by_side: dict[str, list[str]] = {}
-    for s in entry_settings(settings, entry):
+    for s in entry_settings(pipeline, entry):
         by_side.setdefault(document_side(s), []).append(s)
-    infos = [prepare_index(settings, retriever, entry, bench, s[0]) for s in by_side.values()]
+    infos = [prepare_index(pipeline, retriever, entry, bench, s[0]) for s in by_side.values()]
     infos = [i for i in infos if i is not None]
     for i in infos:
         if i.rebuilt_because:
@@ -110,6 +108,6 @@ def retriever_index(
             "indexes": markdown_table(table) if infos else "none: no document-side work of its own",
             "built": sum(i.built for i in infos),
             "MB": round(sum(i.bytes for i in infos) / 2**20, 2),
-            "path": MetadataValue.path(str(settings.outputs().index(entry.name))),
+            "path": MetadataValue.path(str(pipeline.outputs().index(entry.name))),
         }
     )

@@ -30,10 +30,10 @@ from typing import Any
 import httpx
 import polars as pl
 
-from saber_assets.resources import SaberSettings, open_stores
+from saber_assets.config import DiscoveryEndpoint, PipelineConfig
+from saber_assets.resources import PipelineResource, open_stores
 from saber_assets.retrievers.entries import DiscoveredFrom, RetrieverEntry
 from saber_assets.retrievers.registry import load_registry
-from saber_assets.settings import DiscoveryEndpoint, PipelineConfig
 from saber_resources.embeddings import LONG_TEXT
 from saber_resources.stores import StoreDB, ensure_table, read_json
 
@@ -323,9 +323,9 @@ def adopt(db: StoreDB, name: str, registry_path: Path) -> dict:
     return entry
 
 
-def registered_entry(settings: SaberSettings, name: str, db=None) -> tuple[list, RetrieverEntry]:
+def registered_entry(pipeline: PipelineResource, name: str, db=None) -> tuple[list, RetrieverEntry]:
     """(the registry, the named entry); a name no longer registered is an error that says so."""
-    entries = registry_for(settings.load(), db, settings.home_dir())
+    entries = registry_for(pipeline.load(), db, pipeline.home_dir())
     entry = next((e for e in entries if e.name == name), None)
     if entry is None:
         raise ValueError(
@@ -334,10 +334,10 @@ def registered_entry(settings: SaberSettings, name: str, db=None) -> tuple[list,
     return entries, entry
 
 
-def entry_settings(settings: SaberSettings, entry: RetrieverEntry) -> list[str]:
-    """The retrieval settings an entry runs in: the configured ones it does not opt out of."""
+def entry_settings(pipeline: PipelineResource, entry: RetrieverEntry) -> list[str]:
+    """The retrieval pipeline an entry runs in: the configured ones it does not opt out of."""
     return [
         x
-        for x in settings.load().leaderboard.settings
+        for x in pipeline.load().leaderboard.settings
         if entry.settings is None or x in entry.settings
     ]

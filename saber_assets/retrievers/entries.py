@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from saber_assets.settings import BUNDLED_SOURCES
+from saber_assets.config import BUNDLED_SOURCES
 
 
 class TrainingCorpus(BaseModel):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.benchmark.texts import document_side, document_texts
-from saber_assets.resources import SaberSettings
+from saber_assets.resources import PipelineResource
 
 INDEX_FORMAT = 1
 
@@ -116,17 +116,17 @@ def ensure_index(retriever, entry: dict, setting: str, docs: list[str], path: Pa
 
 
 def prepare_index(
-    settings: SaberSettings, retriever, entry, bench: Benchmark, setting: str
+    pipeline: PipelineResource, retriever, entry, bench: Benchmark, setting: str
 ) -> IndexInfo | None:
     """Load (or build once and keep) the retriever's index for this setting's documents; None for
     retrievers without document-side work of their own (fusion, two-stage). Settings that show
     the same documents (statement→full, full→full) share one index."""
-    full = settings.load().leaderboard.full_corpus and entry.full_corpus
+    full = pipeline.load().leaderboard.full_corpus and entry.full_corpus
     if not has_index(retriever, full):
         return None
     docs = index_documents(
         document_texts(bench, setting), bench.queries["candidates"].to_list(), full
     )
     side = document_side(setting)
-    path = settings.outputs().index(entry.name) / side
+    path = pipeline.outputs().index(entry.name) / side
     return ensure_index(retriever, entry.definition(), side, docs, path)

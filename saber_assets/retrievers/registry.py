@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from saber_assets.config import REPO_ROOT
 from saber_assets.retrievers import approach0, dense, fusion, lexical, rerank
 from saber_assets.retrievers.base import Kind
 from saber_assets.retrievers.dense import cpu_reranker
@@ -15,7 +16,6 @@ from saber_assets.retrievers.entries import (
     RegistryError,
     RetrieverEntry,
 )
-from saber_assets.settings import REPO_ROOT
 
 DEFAULT_REGISTRY = REPO_ROOT / "retrievers.yaml"
 
@@ -80,6 +80,17 @@ def _check_params(entry: RetrieverEntry, by_name: dict[str, RetrieverEntry]) -> 
             )
 
 
+def components_of(
+    entry: RetrieverEntry, entries: list[RetrieverEntry]
+) -> list[tuple[str, RetrieverEntry | None]]:
+    """The retrievers a fusion combines, by name, each with its registry entry (None where the
+    registry holds none); an entry of any other kind has none."""
+    if not KINDS[entry.kind].fuses:
+        return []
+    by_name = {e.name: e for e in entries}
+    return [(c, by_name.get(c)) for c in entry.params.get("retrievers", [])]
+
+
 def models_of(
     entry: RetrieverEntry, entries: list[RetrieverEntry], llm_model: str = "cpu"
 ) -> set[str]:
@@ -87,9 +98,8 @@ def models_of(
     is the e5 cosine re-ranker; an LLM backend re-ranks with ``llm_model``)."""
     kind = KINDS[entry.kind]
     if kind.fuses:
-        by_name = {e.name: e for e in entries}
         return set().union(
-            *(models_of(by_name[c], entries, llm_model) for c in entry.params["retrievers"])
+            *(models_of(c, entries, llm_model) for _, c in components_of(entry, entries))
         )
     return kind.models(entry, llm_model) if kind.models else set()
 
@@ -110,12 +120,10 @@ def unavailable_reason(entry: RetrieverEntry, entries: list[RetrieverEntry]) -> 
     kind = KINDS[entry.kind]
     if kind.unavailable and (why := kind.unavailable(entry)):
         return why
-    if kind.fuses:
-        by_name = {e.name: e for e in entries}
-        for c in entry.params.get("retrievers", []):
-            why = unavailable_reason(by_name[c], entries) if c in by_name else "not registered"
-            if why:
-                return f"component {c!r}: {why}"
+    for name, c in components_of(entry, entries):
+        why = unavailable_reason(c, entries) if c is not None else "not registered"
+        if why:
+            return f"component {name!r}: {why}"
     return None
 
 
@@ -141,13 +149,9 @@ def runnable(
 def needs_judge(entry: RetrieverEntry, entries: list[RetrieverEntry]) -> bool:
     """Whether running the entry asks the pointwise judge: a two-stage retriever, or a fusion
     with one among its components (recursively)."""
-    kind = KINDS[entry.kind]
-    if kind.judges:
-        return True
-    if not kind.fuses:
-        return False
-    by_name = {e.name: e for e in entries}
-    return any(needs_judge(by_name[c], entries) for c in entry.params.get("retrievers", []))
+    return KINDS[entry.kind].judges or any(
+        needs_judge(c, entries) for _, c in components_of(entry, entries)
+    )
 
 
 @dataclass

@@ -18,7 +18,7 @@ from saber_assets.lib.declare import stage_asset, table_asset
 from saber_assets.lib.metadata import figure_markdown, markdown_table, stage_metadata
 from saber_assets.ontology.domains import domain_names
 from saber_assets.ontology.tree import TopicTree
-from saber_assets.resources import SaberSettings
+from saber_assets.resources import PipelineResource
 from saber_assets.signals.bounds import choose_floors, stored_share
 from saber_assets.signals.compute import compute_segment
 from saber_assets.signals.kernels import quantize
@@ -70,7 +70,7 @@ def _manifest_path(d: Path) -> Path:
 )
 def pair_signal_inputs(
     context: AssetExecutionContext,
-    settings: SaberSettings,
+    pipeline: PipelineResource,
     problem_annotations: pl.DataFrame,
     topic_information_content: pl.DataFrame,
     ontology_tree: pl.DataFrame,
@@ -80,8 +80,8 @@ def pair_signal_inputs(
     With ``signals.freeze_ic`` the IC of the first computation is kept (new topics get their current
     IC), so appending problems leaves every finished shard valid; a changed corpus prefix resets.
     """
-    cfg = settings.load().signals
-    d = signals_dir(settings)
+    cfg = pipeline.load().signals
+    d = signals_dir(pipeline)
     d.mkdir(parents=True, exist_ok=True)
     tree = TopicTree.from_frame(ontology_tree)
     ic = topic_information_content.sort("node")["ic"].to_numpy()
@@ -138,15 +138,15 @@ def pair_signal_inputs(
 
 @stage_asset(group_name="signals", deps=["pair_signal_inputs"], kinds={"numba"})
 def pair_signal_bounds(
-    context: AssetExecutionContext, settings: SaberSettings, problem_annotations: pl.DataFrame
+    context: AssetExecutionContext, pipeline: PipelineResource, problem_annotations: pl.DataFrame
 ) -> MaterializeResult:
     """The storage floors: the lowest bytes a threshold the candidates section can end up with
     may select, bounded from every row's coarse histogram of its pairs (a first kernel pass
     over every pair, storing none; given thresholds need none). The shards store only what
     lies above them."""
-    full = settings.load()
+    full = pipeline.load()
     cfg = full.signals
-    d = signals_dir(settings)
+    d = signals_dir(pipeline)
     inputs = SignalInputs.load(d / "inputs.npz")
     t0 = time.perf_counter()
     hist_seconds: list[float] = []
@@ -187,11 +187,11 @@ def pair_signal_bounds(
 
 @stage_asset(group_name="signals", deps=["pair_signal_bounds"], kinds={"numba"})
 def pair_signal_shards(
-    context: AssetExecutionContext, settings: SaberSettings
+    context: AssetExecutionContext, pipeline: PipelineResource
 ) -> MaterializeResult:
     """One row block of all-pairs signals (upper segment), plus lower segments for appended rows."""
-    cfg = settings.load().signals
-    d = signals_dir(settings)
+    cfg = pipeline.load().signals
+    d = signals_dir(pipeline)
     inputs = SignalInputs.load(d / "inputs.npz")
     manifest = json.loads(_manifest_path(d).read_text())
     keys = context.assets_def.partitions_def.get_partition_keys()
@@ -269,12 +269,12 @@ def _hist_plot(hist_all: np.ndarray, bins: int) -> MetadataValue:
 
 @table_asset("signals", deps=["pair_signal_shards"])
 def pair_signal_index(
-    context: AssetExecutionContext, settings: SaberSettings
+    context: AssetExecutionContext, pipeline: PipelineResource
 ) -> Output[pl.DataFrame]:
     """Summary of every shard segment (rows, pairs, bytes), checked to cover every pair once;
     the 2-D histogram of all pairs."""
-    cfg = settings.load().signals
-    d = signals_dir(settings)
+    cfg = pipeline.load().signals
+    d = signals_dir(pipeline)
     inputs = SignalInputs.load(d / "inputs.npz")
     paths = sorted(d.glob("*.sig"))
     rows = []
@@ -323,15 +323,15 @@ def pair_signal_index(
 
 @table_asset("signals", deps=["pair_signal_index"])
 def relevance_thresholds(
-    context: AssetExecutionContext, settings: SaberSettings, problem_annotations: pl.DataFrame
+    context: AssetExecutionContext, pipeline: PipelineResource, problem_annotations: pl.DataFrame
 ) -> Output[pl.DataFrame]:
     """Topic / summary relevance thresholds: given in config (compared exactly), or derived from
     the stored pairs: per domain the strictest with >= Q viable queries (exact at 1/255), or a
     percentile of all pair similarities (exact); the minimum over domains."""
-    full = settings.load()
+    full = pipeline.load()
     cfg, cand = full.signals, full.candidates
     domain_order = domain_names(full.ontology)
-    inputs, pairs = stored_pairs(settings, problem_annotations["id"].to_list())
+    inputs, pairs = stored_pairs(pipeline, problem_annotations["id"].to_list())
     domains = problem_annotations["domains"].to_list()
     ft, fs = pairs.floors()
     k = cand.candidates_per_group
@@ -360,7 +360,7 @@ def relevance_thresholds(
         # the search starts at this config's floors: segments reused from a config with lower
         # floors hold more pairs, and a derivation over them could end below what a fresh
         # build can choose (there it refuses instead)
-        need = read_floors(signals_dir(settings))
+        need = read_floors(signals_dir(pipeline))
         ft, fs = max(ft, need[0]), max(fs, need[1])
         blocks = pairs.row_blocks(budget, degrees)
         choice = derive_thresholds(

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numba as nb
 import numpy as np
 
-from saber_assets.settings import CandidateConfig
+from saber_assets.config import CandidateConfig
 from saber_assets.signals.thresholds import QMAX, Cut, domain_rows
 
 Q_BYTES = QMAX + 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from saber_assets.settings import DEFAULT_STORED_FRACTION
+from saber_assets.config import DEFAULT_STORED_FRACTION
 from saber_assets.signals.shards import BYTES_PER_PAIR
 
 

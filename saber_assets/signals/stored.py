@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from saber_assets.resources import SaberSettings
+from saber_assets.resources import PipelineResource
 from saber_assets.signals.bounds import StorageFloors
 from saber_assets.signals.compute import csr_take, memory_available
 from saber_assets.signals.kernels import row_histograms
@@ -14,18 +14,18 @@ from saber_assets.signals.prepare import SignalInputs
 from saber_assets.signals.shards import read_header
 
 
-def signals_dir(settings: SaberSettings) -> Path:
-    return settings.outputs().signals
+def signals_dir(pipeline: PipelineResource) -> Path:
+    return pipeline.outputs().signals
 
 
 def segment_versions(inputs: SignalInputs, paths: list[Path]) -> dict[int, str]:
     return {n: inputs.prefix_version(n) for n in {read_header(p)["n"] for p in paths}}
 
 
-def stored_pairs(settings: SaberSettings, ids: list[str]) -> tuple[SignalInputs, StoredPairs]:
+def stored_pairs(pipeline: PipelineResource, ids: list[str]) -> tuple[SignalInputs, StoredPairs]:
     """The kernel inputs and the stored pairs (read shard by shard), each shard checked against
     the corpus prefix it was computed for."""
-    d = signals_dir(settings)
+    d = signals_dir(pipeline)
     inputs = SignalInputs.load(d / "inputs.npz")
     if inputs.ids != ids:
         raise ValueError(

@@ -9,7 +9,7 @@ from saber_assets.lib.annotators import prepared_judge
 from saber_assets.lib.declare import table_asset
 from saber_assets.lib.metadata import llm_metadata, markdown_table, stage_metadata
 from saber_assets.ratings.rate import configured_prior
-from saber_assets.resources import SaberSettings
+from saber_assets.resources import PipelineResource
 from saber_assets.tournament.engine import TournamentQuery, run_key, run_tournament, wilson_interval
 from saber_assets.tournament.store import SQLJudgmentStore
 from saber_resources.llm import LLMResource
@@ -21,16 +21,16 @@ UNPARSED_RULE = "played, no winner: the pair is not asked again and neither rati
 @table_asset("tournament", kinds={"polars", "duckdb"}, pool="llm")
 def tournament_judgments(
     context: AssetExecutionContext,
-    settings: SaberSettings,
+    pipeline: PipelineResource,
     llm: LLMResource,
     stores: StoresResource,
     query_candidates: pl.DataFrame,
     corpus: pl.DataFrame,
 ) -> Output[pl.DataFrame]:
     """Every judgment of the domain's tournament (query, pair, shown first, winner, judge, round)."""
-    cfg = settings.load()
+    cfg = pipeline.load()
     tcfg = cfg.tournament
-    judge, text = prepared_judge(settings, llm, stores, corpus, query_candidates)
+    judge, text = prepared_judge(pipeline, llm, stores, corpus, query_candidates)
     queries = []
     for (qid,), frame in query_candidates.sort("query_id", "position").group_by(
         "query_id", maintain_order=True
