@@ -338,7 +338,7 @@ class AnalysesConfig(_Strict):
     mteb_scores: str | None = None
     model_names: dict[str, str] = Field(default_factory=dict)
     recent_models: list[str] = Field(default_factory=list)  # correlated again on their own
-    # people's pairwise labels: the stores' human_labels (`saber annotate pull` / `import`) of
+    # people's pairwise labels: the stores' human_labels (`saber study pull` / `import`) of
     # the pairs this benchmark rates, of one study (`human_study`, a name given at export) or of
     # all; and/or a file (`human_annotations`): CSV/Parquet with query, a, b, choice in
     # {a, b, tie}, annotator (optional shown_first), or a Label Studio JSON export of a study

@@ -62,7 +62,9 @@ def server_binary(build: bool = False) -> Path:
     done = subprocess.run(args, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ServerUnavailable(f"llama-server is not built ({why}); run: uv run saber llm-server --prepare")
+        raise ServerUnavailable(
+            f"llama-server is not built ({why}); run: uv run saber llm-server --prepare"
+        )
     return Path(done.stdout.strip().splitlines()[-1])
 
 
@@ -157,7 +159,9 @@ class LlamaServer:
                 pass
             time.sleep(0.2)
         self.stop()
-        raise ServerUnavailable(f"llama-server did not answer /health within {self.start_timeout_s:g} s")
+        raise ServerUnavailable(
+            f"llama-server did not answer /health within {self.start_timeout_s:g} s"
+        )
 
     def stop(self) -> None:
         """SIGTERM to the process group, SIGKILL after ``stop_timeout_s``; waits for the exit."""

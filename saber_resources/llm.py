@@ -4,7 +4,7 @@
   structured JSON / choice output, prefix caching.
 - ``openai``: any OpenAI-compatible server (``vllm serve``, llama.cpp's server, hosted APIs), async
   with bounded concurrency and retries with exponential backoff on 429/5xx/timeouts/bad bodies.
-- ``cpu``: no LLM at all; the task layer (``saber_resources.annotators``) uses deterministic CPU
+- ``cpu``: no LLM at all; the task layer (``saber_resources.llm_tasks``) uses deterministic CPU
   implementations instead.
 
 The task layer (prompts, strict parsers, cache) sits on top; this module only moves requests.

@@ -195,7 +195,7 @@ def test_human_agreement_perfect_partial_and_inter_annotator(tmp_path):
 
 def test_judge_choices_asks_once_in_the_order_people_saw():
     from saber_assets.analyses.human_agreement import judge_choices
-    from saber_resources.annotators import Outcome
+    from saber_resources.llm_tasks import Outcome
 
     class Judge:  # prefers the shorter text; says "first" on equal lengths (position bias)
         def __init__(self):
@@ -379,7 +379,7 @@ def test_math_vs_words_a_math_only_retriever_makes_math_win():
 def test_llm_segmenter_keeps_only_verbatim_expressions():
     import json
 
-    from saber_resources.annotators import LLMSegmenter, TaskRunner
+    from saber_resources.llm_tasks import LLMSegmenter, TaskRunner
     from saber_resources.prompts import ParseError, parse_segment
 
     src = "Show that x + y = 10 when x = 4."
@@ -418,7 +418,7 @@ class _TruthJudge:
         self.bias, self.fail_draw, self.draws = bias, fail_draw, []
 
     def compare_batch(self, items, sample=0, temperature=0.7):
-        from saber_resources.annotators import Outcome
+        from saber_resources.llm_tasks import Outcome
 
         self.draws.append((sample, temperature))
         if sample == self.fail_draw:
@@ -430,7 +430,7 @@ class _BandJudge:
     """Ordinal 0-5 from the truth in bands of 10 candidates (neighbours share a grade)."""
 
     def score_batch(self, items):
-        from saber_resources.annotators import Outcome
+        from saber_resources.llm_tasks import Outcome
 
         return [Outcome(5 - int(c[1:]) // 10) for _, c in items]
 
@@ -502,8 +502,8 @@ def test_judging_regimes_known_answers():
 
 
 def test_cpu_ordinal_judge_grades_on_the_scale():
-    from saber_resources.annotator_set import cpu_embedder
-    from saber_resources.cpu_annotators import CPUOrdinalJudge
+    from saber_resources.cpu_tasks import CPUOrdinalJudge
+    from saber_resources.task_set import cpu_embedder
 
     judge = CPUOrdinalJudge(cpu_embedder())
     q = "Problem:\nFind all primes p with p^2+2 prime.\n\nSolution:\nReduce modulo 3."

@@ -13,9 +13,7 @@ from saber_assets.io_managers import WarehouseParquetIOManager
 from saber_assets.lib.partitions import annotation_partitions, chunk_of
 from saber_assets.ontology import assets as ontology_assets
 from saber_assets.resources import PipelineResource
-from saber_resources.annotator_set import cpu_embedder
-from saber_resources.annotators import Outcome
-from saber_resources.cpu_annotators import (
+from saber_resources.cpu_tasks import (
     CPUPairJudge,
     CPUSummarizer,
     CPUTopicScorer,
@@ -23,7 +21,9 @@ from saber_resources.cpu_annotators import (
 )
 from saber_resources.embeddings import CachedEmbedder, average_windows, token_windows
 from saber_resources.llm import LLMResource
+from saber_resources.llm_tasks import Outcome
 from saber_resources.stores import StoresResource
+from saber_resources.task_set import cpu_embedder
 from saber_resources.templates import builtin_template
 from saber_resources.warehouse import Warehouse
 

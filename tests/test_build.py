@@ -14,7 +14,7 @@ import pytest
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.cli import main
 from saber_assets.config import REPO_ROOT
-from saber_resources.cpu_annotators import techniques_of
+from saber_resources.cpu_tasks import techniques_of
 
 
 def test_saber_build_runs_every_stage(shared_build, tmp_path, monkeypatch, capsys):

@@ -8,10 +8,10 @@ import pytest
 
 from saber_assets.config import REPO_ROOT
 from saber_assets.retrievers.registry import load_registry, models_of
-from saber_resources.annotator_set import cpu_embedder, make_tasks
-from saber_resources.cpu_annotators import CPUPairJudge, CPUPointwiseJudge, techniques_of
+from saber_resources.cpu_tasks import CPUPairJudge, CPUPointwiseJudge, techniques_of
 from saber_resources.embeddings import CachedEmbedder
 from saber_resources.prompts import problem_text
+from saber_resources.task_set import cpu_embedder, make_tasks
 
 TRIPLES = json.loads((REPO_ROOT / "tests" / "data" / "judge_triples.json").read_text())
 

@@ -1,4 +1,4 @@
-"""The human study through a real Label Studio: a small benchmark is built, `saber annotate
+"""The human study through a real Label Studio: a small benchmark is built, `saber study
 export` samples its pairs, `push` creates the project in Label Studio (started here, SQLite, a
 fresh folder, nothing fetched), two annotators label through its API with their own tokens,
 `pull` brings the labels into the stores, and the agreement asset reads them: labels that copy
@@ -35,7 +35,7 @@ def judge_picks(cfg_path, home, study: pl.DataFrame) -> dict[str, str]:
     it (once, in the order people saw)."""
     from saber_assets.analyses.human_agreement import judge_choices
     from saber_assets.definitions import make_definitions
-    from saber_assets.lib.annotators import prepared_tasks
+    from saber_assets.lib.tasks import prepared_tasks
 
     res = make_definitions(str(cfg_path)).resources
     out = home / "tiny" / "parquet"
@@ -152,16 +152,16 @@ def test_human_study_through_label_studio(
 
         # export and push, twice: the second push adds nothing
         base = ["--config", str(cfg)]
-        assert main(["annotate", "export", *base, "--pairs", "12", "--double-share", "0.25",
+        assert main(["study", "export", *base, "--pairs", "12", "--double-share", "0.25",
                      "--name", "copy"]) == 0  # fmt: skip
         folder = home / "tiny" / "human_study"
         study = pl.read_parquet(folder / "pairs.parquet")
         assert study.height == 12 and int((study["annotators"] == 2).sum()) == 3
-        assert main(["annotate", "push", *base]) == 0
+        assert main(["study", "push", *base]) == 0
         out = capsys.readouterr().out
         assert "(created)" in out and "12 tasks added, 0 already there" in out
         assert ls.TOKEN not in out  # the key is never printed
-        assert main(["annotate", "push", *base]) == 0
+        assert main(["study", "push", *base]) == 0
         assert "0 tasks added, 12 already there" in capsys.readouterr().out
         project = json.loads((folder / "project.json").read_text())["id"]
 
@@ -173,13 +173,13 @@ def test_human_study_through_label_studio(
 
         materialize_agreement(cfg)  # before any label: empty, and says why
         assert agreement(home) == {}
-        assert main(["annotate", "pull", *base]) == 0
+        assert main(["study", "pull", *base]) == 0
         assert "15 labels read: 15 new, 0 already stored; 2 annotators" in capsys.readouterr().out
         # the new labels mark the agreement unsynced, and nothing upstream
         why = observe_labels(cfg)
         assert any("human_labels" in w for w in why["judge_human_agreement"]), why
         assert why["corpus"] == [] and why["benchmark_export"] == []
-        assert main(["annotate", "pull", *base]) == 0
+        assert main(["study", "pull", *base]) == 0
         assert "15 labels read: 0 new, 15 already stored" in capsys.readouterr().out
         exports = sorted((folder / "exports").glob("export-*.json"))
         assert exports  # every pull kept as pulled
@@ -189,7 +189,7 @@ def test_human_study_through_label_studio(
         raw[0]["data"]["saber_task"] = "copy:from-another-study"
         bad = tmp_path / "edited-export.json"
         bad.write_text(json.dumps(raw))
-        assert main(["annotate", "import", *base, str(bad)]) == 1
+        assert main(["annotate", "import", *base, str(bad)]) == 1  # the old name still works
         captured = capsys.readouterr()
         assert "unknown task copy:from-another-study: not in this study" in captured.err
         assert "0 new" in captured.out
@@ -203,16 +203,16 @@ def test_human_study_through_label_studio(
 
         # a second study whose labels reverse the judge
         rev = tmp_path / "reverse-study"
-        assert main(["annotate", "export", *base, "--pairs", "8", "--double-share", "0.25",
+        assert main(["study", "export", *base, "--pairs", "8", "--double-share", "0.25",
                      "--name", "reverse", "--seed", "5", "--study-dir", str(rev)]) == 0  # fmt: skip
-        assert main(["annotate", "push", *base, "--study-dir", str(rev)]) == 0
+        assert main(["study", "push", *base, "--study-dir", str(rev)]) == 0
         rstudy = pl.read_parquet(rev / "pairs.parquet")
         rproject = json.loads((rev / "project.json").read_text())["id"]
         assert rproject != project
         rpicks = judge_picks(cfg, home, rstudy)
         annotate(ls, rproject, ls.TOKEN, rpicks, reverse=True, overlap_only=False)
         annotate(ls, rproject, second, rpicks, reverse=True, overlap_only=True)
-        assert main(["annotate", "pull", *base, "--study-dir", str(rev)]) == 0
+        assert main(["study", "pull", *base, "--study-dir", str(rev)]) == 0
         _study(cfg, "reverse")
         materialize_agreement(cfg)
         got = agreement(home)

@@ -5,13 +5,6 @@ import math
 
 import pytest
 
-from saber_resources.annotators import (
-    LLMPairJudge,
-    LLMPointwiseJudge,
-    LLMSummarizer,
-    LLMTopicScorer,
-    TaskRunner,
-)
 from saber_resources.cache import LLMCache
 from saber_resources.llm import (
     LLMRequest,
@@ -20,6 +13,13 @@ from saber_resources.llm import (
     OpenAIBackend,
     VLLMBackend,
     p_yes,
+)
+from saber_resources.llm_tasks import (
+    LLMPairJudge,
+    LLMPointwiseJudge,
+    LLMSummarizer,
+    LLMTopicScorer,
+    TaskRunner,
 )
 from saber_resources.prompts import (
     ParseError,
@@ -440,7 +440,7 @@ def test_judges_give_p_first_from_logprobs():
 
 
 def test_ordinal_judge_parser_and_openai_round_trip():
-    from saber_resources.annotators import LLMOrdinalJudge
+    from saber_resources.llm_tasks import LLMOrdinalJudge
     from saber_resources.prompts import parse_ordinal
 
     assert parse_ordinal("Close in method.\n\\boxed{85}") == 85
@@ -479,7 +479,7 @@ def test_thinking_is_switched_per_task_in_the_request_body():
     """`llm.thinking`: the judge thinks with the paper prompt, not with the direct one; P(yes)
     never; the switch travels as `chat_template_kwargs` for Qwen3-style templates and not at
     all for a model without it (whose requests keep their cache keys)."""
-    from saber_assets.lib.annotators import thinking_by_task
+    from saber_assets.lib.tasks import thinking_by_task
     from saber_resources.llm import LLMResource
 
     qwen = LLMResource(backend="openai", model="m", thinking_switch="chat_template_kwargs",

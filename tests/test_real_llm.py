@@ -21,7 +21,10 @@ import pytest
 
 from saber_assets.config import DiscoveryEndpoint
 from saber_assets.retrievers.discovery import discovered, tick
-from saber_resources.annotators import (
+from saber_resources.cache import LLMCache
+from saber_resources.embeddings import CachedEmbedder, make_embedder
+from saber_resources.llm import LLMResource, OpenAIBackend
+from saber_resources.llm_tasks import (
     LLMOrdinalJudge,
     LLMPairJudge,
     LLMPointwiseJudge,
@@ -31,9 +34,6 @@ from saber_resources.annotators import (
     LLMTranslator,
     TaskRunner,
 )
-from saber_resources.cache import LLMCache
-from saber_resources.embeddings import CachedEmbedder, make_embedder
-from saber_resources.llm import LLMResource, OpenAIBackend
 from saber_resources.prompts import pointwise_request
 from saber_resources.stores import as_store
 from saber_resources.warehouse import Warehouse

@@ -17,7 +17,6 @@ from saber_assets.retrievers.rerank import (
     TwoStageRetriever,
     check_latex_preserved,
 )
-from saber_resources.annotators import Outcome
 from saber_resources.cache import EmbeddingCache
 from saber_resources.embeddings import (
     MINILM_TOKENIZER,
@@ -28,6 +27,7 @@ from saber_resources.embeddings import (
     _WindowedRemote,
 )
 from saber_resources.llm import LLMServerError
+from saber_resources.llm_tasks import Outcome
 from saber_resources.warehouse import Warehouse
 
 from .fake_openai import FakeOpenAI
@@ -296,7 +296,7 @@ def test_rrf_matches_ranx_by_hand():
 
 
 def test_translation_prompt_parser_and_two_stage_translation():
-    from saber_resources.annotators import LLMTranslator, TaskRunner
+    from saber_resources.llm_tasks import LLMTranslator, TaskRunner
     from saber_resources.prompts import ParseError, parse_translation, translate_request
 
     src = "Find all $x$ with $x^2 = 4$."

@@ -12,13 +12,13 @@ import pytest
 
 from saber_assets.annotations.traversal import traverse
 from saber_assets.config import LLMConfig
-from saber_resources.annotator_set import make_tasks
 from saber_resources.prompts import MAX_SUMMARY_WORDS, check_summary
-from saber_resources.synthetic_annotators import (
+from saber_resources.synthetic_tasks import (
     SyntheticSummarizer,
     SyntheticTopicScorer,
     synthetic_summary,
 )
+from saber_resources.task_set import make_tasks
 
 REPO = Path(__file__).resolve().parent.parent
 

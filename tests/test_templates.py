@@ -4,7 +4,9 @@ import json
 
 import pytest
 
-from saber_resources.annotators import (
+from saber_resources.cache import LLMCache
+from saber_resources.llm import LLMResponse
+from saber_resources.llm_tasks import (
     LLMOrdinalJudge,
     LLMPairJudge,
     LLMSegmenter,
@@ -12,8 +14,6 @@ from saber_resources.annotators import (
     LLMTopicScorer,
     TaskRunner,
 )
-from saber_resources.cache import LLMCache
-from saber_resources.llm import LLMResponse
 from saber_resources.prompts import parse_judgment
 from saber_resources.templates import (
     BUILTIN,
@@ -196,7 +196,7 @@ def test_user_templates_for_each_task_are_used(tmp_path):
 def test_config_prompts_are_checked_when_the_definitions_load(tmp_path, make_config, monkeypatch):
     from saber_assets.config import load_config
     from saber_assets.definitions import make_definitions
-    from saber_assets.lib.annotators import tasks_for
+    from saber_assets.lib.tasks import tasks_for
 
     home = tmp_path / "home"
     good = tmp_path / "judge.txt"

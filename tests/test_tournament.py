@@ -19,7 +19,7 @@ from saber_assets.tournament.adaptive import pair_round_adaptive
 from saber_assets.tournament.engine import MemoryStore, TournamentQuery, run_tournament
 from saber_assets.tournament.store import DuckDBJudgmentStore
 from saber_assets.tournament.swiss import pair_round
-from saber_resources.annotators import Outcome
+from saber_resources.llm_tasks import Outcome
 from saber_resources.warehouse import Warehouse
 
 # ------------------------------------------------------------------------------- pairing

@@ -35,7 +35,6 @@ from saber_assets.analyses.signal_groups import area_under, group_curves
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.io_managers import concat_partitions
 from saber_assets.leaderboard.evaluate import rescore_runs
-from saber_assets.lib.annotators import prepared_judge, prepared_tasks, tasks_for
 from saber_assets.lib.declare import analysis
 from saber_assets.lib.metadata import (
     figure_markdown,
@@ -43,6 +42,7 @@ from saber_assets.lib.metadata import (
     markdown_table,
     stage_metadata,
 )
+from saber_assets.lib.tasks import prepared_judge, prepared_tasks, tasks_for
 from saber_assets.ratings.rate import configured_prior
 from saber_assets.resources import PipelineResource
 from saber_assets.retrievers.discovery import registry_for
@@ -150,7 +150,7 @@ def configured_regimes(pairs, text: dict[str, str], tasks, acfg):
 
 @observable_source_asset(group_name="analyses")
 def human_labels(pipeline: PipelineResource, stores: StoresResource) -> DataVersion:
-    """People's pairwise labels in the stores (`saber annotate pull` / `import`), of the study
+    """People's pairwise labels in the stores (`saber study pull` / `import`), of the study
     `analyses.human_study` or all: a new label marks the agreement unsynced."""
     return DataVersion(labels_version(stores.db(), pipeline.load().analyses.human_study))
 
@@ -165,7 +165,7 @@ def judge_human_agreement(
 ) -> Output[pl.DataFrame]:
     """Agreement of the pairwise judge and of the Bradley–Terry ranking with people's pairwise
     labels, overall and by rank distance, and between annotators, beside the paper's figures.
-    The labels: the stores' ``human_labels`` (``saber annotate pull`` / ``import``) of pairs this
+    The labels: the stores' ``human_labels`` (``saber study pull`` / ``import``) of pairs this
     benchmark rates, and the `analyses.human_annotations` file where one is configured. Without
     either: empty, with a note saying so."""
     cfg = pipeline.load()
@@ -186,7 +186,7 @@ def judge_human_agreement(
         "labels_from_file": 0 if from_file is None else from_file.height,
     }
     if not parts:
-        note = ("no human labels: none stored (saber annotate pull / import) and no "
+        note = ("no human labels: none stored (saber study pull / import) and no "
                 "analyses.human_annotations file configured")  # fmt: skip
         empty = pl.DataFrame(schema=SUMMARY_SCHEMA)
         return Output(empty, metadata={**stage_metadata(0), "note": note, **origin})
@@ -412,7 +412,7 @@ def second_judge(pipeline: PipelineResource, llm: LLMResource, stores: StoresRes
         variant = "no-signals" if llm.backend in ("cpu", "synthetic") else "other-order"
     first = tasks.pair_judge
     if variant == "no-signals":
-        from saber_resources.cpu_annotators import CPUPairJudge
+        from saber_resources.cpu_tasks import CPUPairJudge
 
         if not isinstance(first, CPUPairJudge):
             raise ValueError("robustness.judge.variant no-signals needs the CPU judge backend")

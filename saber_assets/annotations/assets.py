@@ -13,17 +13,17 @@ from dagster import (
 
 from saber_assets.annotations.traversal import traverse
 from saber_assets.io_managers import concat_partitions
-from saber_assets.lib.annotators import tasks_for
 from saber_assets.lib.declare import table_asset
 from saber_assets.lib.metadata import llm_metadata, markdown_table, stage_metadata
 from saber_assets.lib.partitions import chunk_of
+from saber_assets.lib.tasks import tasks_for
 from saber_assets.ontology.domains import domain_names
 from saber_assets.ontology.similarity import information_content, subtree_counts
 from saber_assets.ontology.tree import TopicTree
 from saber_assets.resources import PipelineResource
-from saber_resources.annotators import Outcome
-from saber_resources.cpu_annotators import humanize_title
+from saber_resources.cpu_tasks import humanize_title
 from saber_resources.llm import LLMResource
+from saber_resources.llm_tasks import Outcome
 from saber_resources.stores import StoresResource
 
 TOPIC_SCHEMA = {

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from saber_resources.annotators import TopicScorer
+from saber_resources.llm_tasks import TopicScorer
 
 
 def normalise_scores(scores: dict[str, float]) -> dict[str, float]:

@@ -8,7 +8,6 @@ import sys
 import warnings
 
 from saber_assets.cli import (
-    annotate,
     build,
     cost,
     evaluate,
@@ -18,6 +17,7 @@ from saber_assets.cli import (
     push,
     registry,
     report,
+    study,
     ui,
     warehouse,
 )
@@ -32,11 +32,13 @@ COMMANDS = {
     "cost": cost,
     "export": export,
     "report": report,
-    "annotate": annotate,
+    "study": study,
     "registry": registry,
     "llm-server": llm_server,
     "ui": ui,
 }
+
+ALIASES = {"annotate": "study"}  # old names that still work
 
 
 def quiet_dagster_notices() -> None:
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet_dagster_notices()
     args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.command].run(args)
+        return COMMANDS[ALIASES.get(args.command, args.command)].run(args)
     except (FileNotFoundError, ValueError) as exc:  # config, registry and benchmark errors
         print(f"saber: {exc}", file=sys.stderr)
         return 2

@@ -15,9 +15,9 @@ from dagster import (
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.leaderboard.evaluate import evaluate
-from saber_assets.lib.annotators import tasks_for
 from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import llm_metadata, stage_metadata
+from saber_assets.lib.tasks import tasks_for
 from saber_assets.ontology.domains import domain_title
 from saber_assets.resources import PipelineResource
 from saber_assets.retrievers.discovery import entry_settings, registered_entry

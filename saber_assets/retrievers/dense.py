@@ -10,7 +10,7 @@ import numpy as np
 from saber_assets.retrievers.base import Kind, docs_key
 from saber_assets.retrievers.tokenize import formula_tokens, quiet_c_output, split_math
 from saber_resources.cache import EmbeddingCache
-from saber_resources.cpu_annotators import CPUCosineReranker
+from saber_resources.cpu_tasks import CPUCosineReranker
 from saber_resources.embeddings import CachedEmbedder, Embedder, make_embedder
 
 _EMBEDDERS: dict[tuple, Embedder] = {}  # one model per process, shared by every retriever using it

@@ -191,7 +191,7 @@ def build_retriever(entry: RetrieverEntry, resources: RetrieverResources | None 
         if kind.judges:
             if res.pointwise_judge is None:
                 # CPU backend: a retriever-side re-ranker (e5 cosine), never the CPU judge
-                from saber_resources.cpu_annotators import CPUTranslator
+                from saber_resources.cpu_tasks import CPUTranslator
 
                 res.pointwise_judge = cpu_reranker(res.embedding_cache)
                 res.translator = res.translator or CPUTranslator()

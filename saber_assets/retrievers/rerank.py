@@ -17,7 +17,7 @@ import numpy as np
 from saber_assets.retrievers.base import Kind, RetrieverFailed
 from saber_assets.retrievers.dense import embedding_model
 from saber_assets.retrievers.lexical import BM25Retriever
-from saber_resources.annotators import PointwiseJudge
+from saber_resources.llm_tasks import PointwiseJudge
 from saber_resources.prompts import formulas_of
 
 

@@ -5,9 +5,9 @@ import time
 import polars as pl
 from dagster import AssetExecutionContext, Output
 
-from saber_assets.lib.annotators import prepared_judge
 from saber_assets.lib.declare import table_asset
 from saber_assets.lib.metadata import llm_metadata, markdown_table, stage_metadata
+from saber_assets.lib.tasks import prepared_judge
 from saber_assets.ratings.rate import configured_prior
 from saber_assets.resources import PipelineResource
 from saber_assets.tournament.engine import TournamentQuery, run_key, run_tournament, wilson_interval

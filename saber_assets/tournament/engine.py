@@ -22,7 +22,7 @@ from saber_assets.ratings.bradley_terry import DEFAULT_PRIOR, Prior, fit_many
 from saber_assets.tournament.adaptive import pair_round_adaptive
 from saber_assets.tournament.efficient import pair_round_efficient
 from saber_assets.tournament.swiss import pair_round, pair_round_random
-from saber_resources.annotators import PairJudge
+from saber_resources.llm_tasks import PairJudge
 
 
 @dataclass(frozen=True)

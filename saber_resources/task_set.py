@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from saber_resources.annotators import (
+from saber_resources.cache import EmbeddingCache, LLMCache
+from saber_resources.cpu_tasks import (
+    CPUOrdinalJudge,
+    CPUPairJudge,
+    CPUPointwiseJudge,
+    CPUSummarizer,
+    CPUTopicScorer,
+    CPUTranslator,
+)
+from saber_resources.embeddings import CachedEmbedder, MiniLMOnnxEmbedder
+from saber_resources.llm import LLMBackend
+from saber_resources.llm_tasks import (
     LLMOrdinalJudge,
     LLMPairJudge,
     LLMPointwiseJudge,
@@ -19,18 +30,7 @@ from saber_resources.annotators import (
     TaskRunner,
     TopicScorer,
 )
-from saber_resources.cache import EmbeddingCache, LLMCache
-from saber_resources.cpu_annotators import (
-    CPUOrdinalJudge,
-    CPUPairJudge,
-    CPUPointwiseJudge,
-    CPUSummarizer,
-    CPUTopicScorer,
-    CPUTranslator,
-)
-from saber_resources.embeddings import CachedEmbedder, MiniLMOnnxEmbedder
-from saber_resources.llm import LLMBackend
-from saber_resources.synthetic_annotators import SyntheticSummarizer, SyntheticTopicScorer
+from saber_resources.synthetic_tasks import SyntheticSummarizer, SyntheticTopicScorer
 from saber_resources.templates import PromptTemplate
 
 

@@ -1,9 +1,10 @@
-"""`saber annotate`: the paper's human study on a built benchmark, with Label Studio.
+"""`saber study` (once `saber annotate`, still accepted): the paper's human study on a built
+benchmark, with Label Studio.
 
-    saber annotate export            pairs sampled by Δr, written as a Label Studio project
-    saber annotate push              the project into a running Label Studio
-    saber annotate pull              people's labels out of it, into the stores' human_labels
-    saber annotate import FILE       the same from a JSON export saved by hand
+    saber study export            pairs sampled by Δr, written as a Label Studio project
+    saber study push              the project into a running Label Studio
+    saber study pull              people's labels out of it, into the stores' human_labels
+    saber study import FILE       the same from a JSON export saved by hand
 
 The study lives in one folder (default ``<outputs>/<config name>/human_study``): the sampled
 pairs with their strata and shown order, the tasks, the labelling config, the instructions, what
@@ -27,7 +28,10 @@ FILES = {
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("annotate", help="the human study: pairs for people in Label Studio")
+    # `annotate` was its name: it also meant the LLM's labels of problems (the annotations stage)
+    p = sub.add_parser(
+        "study", aliases=["annotate"], help="the human study: pairs for people in Label Studio"
+    )
     acts = p.add_subparsers(dest="action", required=True)
     common = [("--config", "pipeline config YAML"),
               ("--study-dir", "the study's folder (default <outputs>/<name>/human_study)")]  # fmt: skip
@@ -78,7 +82,7 @@ def act(args) -> int:
         raw = folder / "exports" / f"export-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"
         raw.parent.mkdir(parents=True, exist_ok=True)
         raw.write_text(json.dumps(export_json))  # kept as pulled: nothing people did is lost
-        print(f"saber annotate pull: {ls.url} project {project['id']} -> {raw}")
+        print(f"saber study pull: {ls.url} project {project['id']} -> {raw}")
         return import_labels(cfg, folder, export_json, args.benchmark, ls.user_emails())
     export_json = json.loads(Path(args.file).read_text())
     return import_labels(cfg, folder, export_json, args.benchmark, {})
@@ -163,7 +167,7 @@ def export(args, cfg, folder: Path) -> int:
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }  # fmt: skip
     (folder / FILES["study"]).write_text(json.dumps(meta, indent=2, ensure_ascii=False))
-    print(f"saber annotate export: {meta['pairs']} pairs ({meta['two_annotator_tasks']} for two "
+    print(f"saber study export: {meta['pairs']} pairs ({meta['two_annotator_tasks']} for two "
           f"annotators), strata {meta['strata']}, seed {seed} -> {folder}")  # fmt: skip
     for note in sample.notes:
         print(f"  note: {note}")
@@ -196,7 +200,7 @@ def read_study(folder: Path):
     import polars as pl
 
     if not (folder / FILES["pairs"]).exists():
-        raise FileNotFoundError(f"no study in {folder}: run `saber annotate export` first")
+        raise FileNotFoundError(f"no study in {folder}: run `saber study export` first")
     meta = json.loads((folder / FILES["study"]).read_text())
     return pl.read_parquet(folder / FILES["pairs"]), meta
 
@@ -223,7 +227,7 @@ def push(folder: Path) -> int:
          "label_studio": ls.version(),
          "pushed_at": datetime.now(UTC).isoformat(timespec="seconds")}, indent=2,
     ))  # fmt: skip
-    print(f"saber annotate push: project {project['id']} ({'created' if created else 'updated'}) "
+    print(f"saber study push: project {project['id']} ({'created' if created else 'updated'}) "
           f"at {ls.url}/projects/{project['id']}: {len(new)} tasks added, "
           f"{len(tasks) - len(new)} already there")  # fmt: skip
     return 0
@@ -252,7 +256,7 @@ def import_labels(cfg, folder: Path, export_json, bench: str | None, emails) -> 
     labels, refused = labels_from_export(export_json, pairs, rated, emails)
     new, already = store_labels(open_stores(cfg), labels)
     refused.write_csv(folder / FILES["refused"])
-    print(f"saber annotate: {labels.height} labels read: {new} new, {already} already stored; "
+    print(f"saber study: {labels.height} labels read: {new} new, {already} already stored; "
           f"{labels['annotator'].n_unique()} annotators")  # fmt: skip
     if refused.height:
         print(f"  {refused.height} refused (reasons in {folder / FILES['refused']}):",

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from saber_resources.annotators import Outcome, TaskStats
 from saber_resources.embeddings import Embedder
+from saber_resources.llm_tasks import Outcome, TaskStats
 from saber_resources.prompts import ParseError, check_summary, problem_text
 
 _GLUED = re.compile(r"(?<=[a-z])(and|of|in|on|the|for|with|to)(?=[A-Z])")

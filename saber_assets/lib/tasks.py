@@ -3,10 +3,10 @@
 import polars as pl
 
 from saber_assets.resources import PipelineResource
-from saber_resources.annotator_set import TaskSet, make_tasks
 from saber_resources.cache import EmbeddingCache, LLMCache
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
+from saber_resources.task_set import TaskSet, make_tasks
 from saber_resources.templates import load_templates
 
 

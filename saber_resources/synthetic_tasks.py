@@ -26,8 +26,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from saber_resources.annotators import Outcome, TaskStats
-from saber_resources.cpu_annotators import MATH_SPAN, TECHNIQUES
+from saber_resources.cpu_tasks import MATH_SPAN, TECHNIQUES
+from saber_resources.llm_tasks import Outcome, TaskStats
 from saber_resources.prompts import check_summary
 
 P_SECOND = 0.12
