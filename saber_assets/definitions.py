@@ -62,7 +62,7 @@ from saber_assets.sensors import (
     retriever_registry_sensor,
 )
 from saber_assets.signals import assets as signal_assets
-from saber_assets.stages import ASSET_CONFIG, SOURCE_ASSETS, STAGES, stage_of_asset
+from saber_assets.stages import ANALYSES, ASSET_CONFIG, SOURCE_ASSETS, STAGES, stage_of_asset
 from saber_assets.tournament import assets as tournament_assets
 from saber_assets.versions import asset_code_versions
 from saber_resources.llm import LLMResource
@@ -85,8 +85,17 @@ STAGE_MODULES = [
     leaderboard_assets,
     contamination_assets,
     analysis_assets,
-    report_assets,
 ]
+
+
+def stage_declarations() -> list[Declared]:
+    """Every stage asset and check, and the report over the analyses that declare a section (in
+    the order of ``stages.ANALYSES``)."""
+    declared = declared_in(STAGE_MODULES)
+    sections = {d.asset_name: d.section for d in declared if d.section is not None}
+    order = {name: n for n, name in enumerate(ANALYSES)}
+    ordered = dict(sorted(sections.items(), key=lambda kv: order[kv[0]]))
+    return [*declared, report_assets.benchmark_report(ordered)]
 
 
 def llm_resource(cfg: LLMConfig, prompts: dict[str, str] | None = None) -> LLMResource:
@@ -125,7 +134,7 @@ def stage_executor(kind: str) -> ExecutorDefinition:
 
 def asset_modules(declared: list[Declared] | None = None) -> dict[str, str]:
     """Stage asset name -> the module that declares it (what its code version hashes)."""
-    declared = declared_in(STAGE_MODULES) if declared is None else declared
+    declared = stage_declarations() if declared is None else declared
     return {name: d.module for d in declared for name in d.asset_names}
 
 
@@ -176,7 +185,7 @@ def make_definitions(
     check_pod_jobs(cfg)
     executor = stage_executor(cfg.executor)
     partitions = stage_partitions(cfg)
-    declared = declared_in(STAGE_MODULES)
+    declared = stage_declarations()
     built = [d.build(partitions, k8s_tags(stage_of_asset(d.asset_name).job, cfg)) for d in declared]
     checks = [b for b in built if isinstance(b, AssetChecksDefinition)]
     # the observable source assets (input files, the registry) are Dagster's own declarations

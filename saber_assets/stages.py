@@ -26,15 +26,16 @@ class Stage:
     partitioned_by: str = ""
 
 
+# the analyses, in the order of their sections in the report (``benchmark_report``, last)
 ANALYSES = (
     "benchmark_composition",
-    "tournament_convergence",
-    "signal_group_curves",
-    "judge_human_agreement",
-    "judging_regimes",
-    "math_vs_words",
-    "mteb_correlation",
     "leaderboard_robustness",
+    "signal_group_curves",
+    "tournament_convergence",
+    "judging_regimes",
+    "judge_human_agreement",
+    "mteb_correlation",
+    "math_vs_words",
     "benchmark_report",
 )
 

@@ -614,3 +614,30 @@ def test_report_html_is_self_contained_and_escaped():
     assert "<script>" not in page and "&lt;script&gt;" in page and "0.123" in page
     assert "T &lt;1&gt;" in page and 'id="a---b"' in page and 'href="#a---b"' in page
     assert page.count("data:image/png;base64,iVBOR") == 1  # a real PNG, inline
+
+
+def test_an_analysis_declares_its_report_section_and_the_report_reads_it():
+    """Adding an analysis touches its own module and assets.py, never the report: the report
+    asset reads every analysis that declares a section, in the order of `stages.ANALYSES`."""
+    import polars as pl
+
+    from saber_assets.analyses import report as rp
+    from saber_assets.analyses.report_assets import benchmark_report
+    from saber_assets.definitions import stage_declarations
+    from saber_assets.stages import ANALYSES
+
+    declared = stage_declarations()
+    report = next(d for d in declared if d.asset_name == "benchmark_report")
+    sectioned = [d.asset_name for d in declared if d.section is not None]
+    assert len(sectioned) == 7
+    assert list(report.attrs["ins"]) == [a for a in ANALYSES if a in sectioned]
+    built = report.build()
+    reads = {k.to_user_string() for k in built.keys_by_input_name.values()}
+    assert set(sectioned) | {"benchmark_composition", "relevance_ratings"} <= reads
+
+    def planted(table: pl.DataFrame, cfg) -> rp.Section:
+        return rp.Section("Planted", "a reading", [("rows", table)])
+
+    sections = {d.asset_name: d.section for d in declared if d.section is not None}
+    grown = benchmark_report({**sections, "planted_analysis": planted}).build()
+    assert "planted_analysis" in {k.to_user_string() for k in grown.keys_by_input_name.values()}

@@ -10,6 +10,7 @@ import polars as pl
 from dagster import AssetKey, DataVersion, MetadataValue, Output, observable_source_asset
 
 from saber_assets.analyses import plots
+from saber_assets.analyses import report as rp
 from saber_assets.analyses import robustness as rb
 from saber_assets.analyses.composition import composition
 from saber_assets.analyses.convergence import convergence, round_robin
@@ -33,9 +34,11 @@ from saber_assets.analyses.mteb import STATS_SCHEMA, read_scores
 from saber_assets.analyses.mteb import mteb_correlation as mteb_correlation_table
 from saber_assets.analyses.signal_groups import area_under, group_curves
 from saber_assets.benchmark.data import Benchmark
+from saber_assets.config import PipelineConfig
 from saber_assets.io_managers import concat_partitions
 from saber_assets.leaderboard.evaluate import rescore_runs
 from saber_assets.lib.declare import analysis
+from saber_assets.lib.figures import png_base64
 from saber_assets.lib.metadata import (
     figure_markdown,
     llm_metadata,
@@ -59,7 +62,75 @@ CONVERGENCE_SCHEMA = {
 }  # fmt: skip
 
 
-@analysis()
+def figures(table: pl.DataFrame, draw, caption: str) -> list[tuple[str, str]]:
+    """A section's figure, drawn where its table has rows."""
+    return [(caption, png_base64(draw(table)))] if table.height else []
+
+
+def signal_groups_section(curves: pl.DataFrame, cfg: PipelineConfig) -> rp.Section:
+    areas = area_under(curves)
+    return rp.Section(
+        "Signal-group curves",
+        rp.read_signal_groups(areas),
+        [("mean of each curve, per scope", areas)],
+        [("cumulative share of each group", png_base64(plots.curves_figure(curves)))],
+    )
+
+
+def mteb_section(table: pl.DataFrame, cfg: PipelineConfig) -> rp.Section:
+    return rp.Section(
+        "MTEB correlation", rp.read_mteb(table), [("correlations with 95% CIs", table)]
+    )
+
+
+def human_section(table: pl.DataFrame, cfg: PipelineConfig) -> rp.Section:
+    return rp.Section(
+        "Agreement with people", rp.read_human(table), [("agreement by rank distance", table)]
+    )
+
+
+def regimes_section(table: pl.DataFrame, cfg: PipelineConfig) -> rp.Section:
+    return rp.Section(
+        "Judging regimes",
+        rp.read_regimes(table),
+        [("agreement with the BT ranking by rank distance", table)],
+        figures(table, plots.regimes_figure, "agreement by Δr"),
+    )
+
+
+def convergence_section(table: pl.DataFrame, cfg: PipelineConfig) -> rp.Section:
+    mean = (
+        table.group_by("policy", "round")
+        .agg(pl.col("calls", "inversions", "share").mean())
+        .sort("policy", "round")
+    )
+    return rp.Section(
+        "Tournament convergence",
+        rp.read_convergence(table, cfg.tournament.rounds),
+        [("mean over the queries, per policy and round", mean)],
+        figures(mean, plots.convergence_figure, "inversions vs judge calls"),
+    )
+
+
+def math_vs_words_section(table: pl.DataFrame, cfg: PipelineConfig) -> rp.Section:
+    return rp.Section(
+        "Math vs words",
+        rp.read_math_vs_words(table),
+        [("math-only wins per retriever, setting and domain", table)],
+        figures(table, plots.wins_figure, "math-only wins (%)"),
+    )
+
+
+def robustness_section(table: pl.DataFrame, cfg: PipelineConfig) -> rp.Section:
+    return rp.Section(
+        "Robustness of the ordering",
+        rp.read_robustness_section(table),
+        [("Kendall τ to the leaderboard's ordering, per setting and check", table)],
+        figures(table, plots.robustness_figure, "τ per check"),
+    )
+
+
+@analysis(section=signal_groups_section)
 def signal_group_curves(relevance_ratings: dict[str, pl.DataFrame]) -> Output[pl.DataFrame]:
     """Cumulative fraction of each candidate group (topic-only, summary-only, both) within the
     top r of the final ratings, over all queries and per domain."""
@@ -112,9 +183,7 @@ def benchmark_composition(
     )
 
 
-@analysis(
-    deps=[AssetKey("leaderboard")],
-)
+@analysis(section=mteb_section, deps=[AssetKey("leaderboard")])
 def mteb_correlation(pipeline: PipelineResource) -> Output[pl.DataFrame]:
     """Pearson and Spearman (with 95% CIs) between the leaderboard's nDCG@10 and the MTEB
     retrieval scores of `analyses.mteb_scores`, per setting, for all matched models and for
@@ -155,7 +224,7 @@ def human_labels(pipeline: PipelineResource, stores: StoresResource) -> DataVers
     return DataVersion(labels_version(stores.db(), pipeline.load().analyses.human_study))
 
 
-@analysis(pool="llm", deps=[human_labels])
+@analysis(section=human_section, pool="llm", deps=[human_labels])
 def judge_human_agreement(
     pipeline: PipelineResource,
     llm: LLMResource,
@@ -216,7 +285,7 @@ def judge_human_agreement(
     )
 
 
-@analysis(pool="llm")
+@analysis(section=regimes_section, pool="llm")
 def judging_regimes(
     pipeline: PipelineResource,
     llm: LLMResource,
@@ -262,7 +331,7 @@ def judging_regimes(
     )
 
 
-@analysis(pool="llm")
+@analysis(section=convergence_section, pool="llm")
 def tournament_convergence(
     pipeline: PipelineResource,
     llm: LLMResource,
@@ -349,10 +418,7 @@ def llm_segment(segmenter):
     return segment
 
 
-@analysis(
-    deps=[AssetKey("evaluation_benchmark")],
-    pool="llm",
-)
+@analysis(section=math_vs_words_section, deps=[AssetKey("evaluation_benchmark")], pool="llm")
 def math_vs_words(
     pipeline: PipelineResource, llm: LLMResource, stores: StoresResource
 ) -> Output[pl.DataFrame]:
@@ -448,7 +514,7 @@ def registered_runs(pipeline: PipelineResource) -> pl.DataFrame:
     return pl.concat(frames) if frames else pl.DataFrame()
 
 
-@analysis(deps=[AssetKey("leaderboard")], pool="llm")
+@analysis(section=robustness_section, deps=[AssetKey("leaderboard")], pool="llm")
 def leaderboard_robustness(
     pipeline: PipelineResource,
     llm: LLMResource,

@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Callable, Mapping
 
 import polars as pl
-from dagster import AssetKey, MetadataValue, Output
+from dagster import AssetIn, AssetKey, MetadataValue, Output
 
 from saber_assets.analyses import plots
 from saber_assets.analyses import report as rp
 from saber_assets.analyses.composition import composition
-from saber_assets.analyses.signal_groups import area_under
 from saber_assets.benchmark.data import Benchmark
+from saber_assets.config import PipelineConfig
 from saber_assets.io_managers import concat_partitions
 from saber_assets.leaderboard.contamination_columns import checked_rows, contamination_paragraph
 from saber_assets.leaderboard.metrics import score_column
 from saber_assets.leaderboard.plots import pvalue_heatmap
-from saber_assets.lib.declare import analysis
+from saber_assets.lib.declare import Declared, analysis
 from saber_assets.lib.figures import png_base64
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.resources import PipelineResource
+
+# an analysis's section: (its table, the config) -> the report's section
+SectionOf = Callable[[pl.DataFrame, PipelineConfig], rp.Section]
 
 
 def report_path(pipeline: PipelineResource):
@@ -64,45 +68,67 @@ def _clean_columns(board: pl.DataFrame, metric: str) -> list[pl.Expr]:
     ]
 
 
-@analysis(deps=[AssetKey("leaderboard"), AssetKey("benchmark_export")])
-def benchmark_report(
-    pipeline: PipelineResource,
+def benchmark_report(sections: Mapping[str, SectionOf]) -> Declared:
+    """The report asset over the analyses that declare a section (``@analysis(section=...)``),
+    in the order ``sections`` gives them: adding an analysis adds its section, here untouched."""
+
+    @analysis(
+        name="benchmark_report",
+        deps=[AssetKey("leaderboard"), AssetKey("benchmark_export")],
+        ins={name: AssetIn(name) for name in sections},
+    )
+    def report(
+        pipeline: PipelineResource,
+        corpus: pl.DataFrame,
+        problem_annotations: pl.DataFrame,
+        ontology_tree: pl.DataFrame,
+        relevance_thresholds: pl.DataFrame,
+        relevance_ratings: dict[str, pl.DataFrame],
+        tournament_judgments: dict[str, pl.DataFrame],
+        benchmark_composition: pl.DataFrame,
+        **analyses: pl.DataFrame,
+    ) -> Output[pl.DataFrame]:
+        """One self-contained HTML file (inline figures, no network) under
+        `<outputs>/report/index.html`: composition, thresholds, candidates, tournament
+        statistics, the leaderboard with CIs and every analysis, each with a paragraph read off
+        its numbers."""
+        t0 = time.perf_counter()
+        cfg = pipeline.load()
+        bench = Benchmark.read(pipeline.outputs().benchmark)
+        board = pl.read_csv(pipeline.outputs().leaderboard / "leaderboard.csv")
+        sig_path = pipeline.outputs().leaderboard / "significance.parquet"
+        tests = pl.read_parquet(sig_path) if sig_path.exists() else pl.DataFrame()
+        own = built_sections(
+            bench, board, tests, corpus, problem_annotations, ontology_tree,
+            relevance_thresholds, concat_partitions(relevance_ratings),
+            _by_domain(tournament_judgments), benchmark_composition,
+        )  # fmt: skip
+        every = own + [section(analyses[name], cfg) for name, section in sections.items()]
+        return write_report(pipeline, cfg, bench, every, t0)
+
+    return report
+
+
+def built_sections(
+    bench: Benchmark,
+    board: pl.DataFrame,
+    tests: pl.DataFrame,
     corpus: pl.DataFrame,
     problem_annotations: pl.DataFrame,
     ontology_tree: pl.DataFrame,
     relevance_thresholds: pl.DataFrame,
-    relevance_ratings: dict[str, pl.DataFrame],
-    tournament_judgments: dict[str, pl.DataFrame],
+    ratings: pl.DataFrame,
+    judgments: pl.DataFrame,
     benchmark_composition: pl.DataFrame,
-    signal_group_curves: pl.DataFrame,
-    tournament_convergence: pl.DataFrame,
-    judging_regimes: pl.DataFrame,
-    judge_human_agreement: pl.DataFrame,
-    mteb_correlation: pl.DataFrame,
-    math_vs_words: pl.DataFrame,
-    leaderboard_robustness: pl.DataFrame,
-) -> Output[pl.DataFrame]:
-    """One self-contained HTML file (inline figures, no network) under
-    `<outputs>/report/index.html`: composition, thresholds, candidates, tournament statistics,
-    the leaderboard with CIs and every analysis, each with a paragraph read off its numbers."""
-    t0 = time.perf_counter()
-    cfg = pipeline.load()
-    ratings = concat_partitions(relevance_ratings)
-    bench = Benchmark.read(pipeline.outputs().benchmark)
+) -> list[rp.Section]:
+    """The report's own sections, on what the build made: the corpus and composition, the
+    thresholds and candidates, the tournament, the leaderboard."""
     tables = composition(
         bench.queries, bench.documents, problem_annotations, ontology_tree, ratings
     )
-    judgments = _by_domain(tournament_judgments)
     stats = rp.tournament_stats(judgments)
-    board = pl.read_csv(pipeline.outputs().leaderboard / "leaderboard.csv")
-    sig_path = pipeline.outputs().leaderboard / "significance.parquet"
-    tests = pl.read_parquet(sig_path) if sig_path.exists() else pl.DataFrame()
-    areas = area_under(signal_group_curves)
-    mean_conv = tournament_convergence.group_by("policy", "round").agg(
-        pl.col("calls", "inversions", "share").mean()
-    )
     fig = lambda f, caption: [(caption, png_base64(f))]  # noqa: E731
-    sections = [
+    return [
         rp.Section(
             "Corpus and composition",
             rp.read_composition(corpus, tables),
@@ -144,60 +170,13 @@ def benchmark_report(
                 if tests.height and tests.filter(pl.col("setting") == s).height
             ],
         ),
-        rp.Section(
-            "Robustness of the ordering",
-            rp.read_robustness_section(leaderboard_robustness),
-            [
-                (
-                    "Kendall τ to the leaderboard's ordering, per setting and check",
-                    leaderboard_robustness,
-                )
-            ],
-            fig(plots.robustness_figure(leaderboard_robustness), "τ per check")
-            if leaderboard_robustness.height
-            else [],
-        ),
-        rp.Section(
-            "Signal-group curves",
-            rp.read_signal_groups(areas),
-            [("mean of each curve, per scope", areas)],
-            fig(plots.curves_figure(signal_group_curves), "cumulative share of each group"),
-        ),
-        rp.Section(
-            "Tournament convergence",
-            rp.read_convergence(tournament_convergence, cfg.tournament.rounds),
-            [("mean over the queries, per policy and round", mean_conv.sort("policy", "round"))],
-            fig(plots.convergence_figure(mean_conv), "inversions vs judge calls")
-            if mean_conv.height
-            else [],
-        ),
-        rp.Section(
-            "Judging regimes",
-            rp.read_regimes(judging_regimes),
-            [("agreement with the BT ranking by rank distance", judging_regimes)],
-            fig(plots.regimes_figure(judging_regimes), "agreement by Δr")
-            if judging_regimes.height
-            else [],
-        ),
-        rp.Section(
-            "Agreement with people",
-            rp.read_human(judge_human_agreement),
-            [("agreement by rank distance", judge_human_agreement)],
-        ),
-        rp.Section(
-            "MTEB correlation",
-            rp.read_mteb(mteb_correlation),
-            [("correlations with 95% CIs", mteb_correlation)],
-        ),
-        rp.Section(
-            "Math vs words",
-            rp.read_math_vs_words(math_vs_words),
-            [("math-only wins per retriever, setting and domain", math_vs_words)],
-            fig(plots.wins_figure(math_vs_words), "math-only wins (%)")
-            if math_vs_words.height
-            else [],
-        ),
     ]
+
+
+def write_report(
+    pipeline: PipelineResource, cfg, bench: Benchmark, sections: list[rp.Section], t0: float
+) -> Output[pl.DataFrame]:
+    """The page written (a reader never sees half of it) and one reading per section."""
     when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     page = rp.render_html(
         f"SABER benchmark report: {cfg.name}",

@@ -36,6 +36,8 @@ class Declared:
     fn: Callable[..., Any]
     make: Callable[..., Callable[[Callable[..., Any]], Any]]
     attrs: Mapping[str, Any] = field(default_factory=dict)
+    # an analysis's section of the HTML report: (its table, the config) -> report.Section
+    section: Callable[..., Any] | None = None
 
     @property
     def is_check(self) -> bool:
@@ -100,9 +102,14 @@ def table_asset(group: str, **extra: Any) -> Callable[[Callable[..., Any]], Decl
     return stage_asset(group_name=group, io_manager_key="parquet_io", **extra)
 
 
-def analysis(**extra: Any) -> Callable[[Callable[..., Any]], Declared]:
-    """The declaration of every analysis: group `analyses`, a Parquet output."""
-    return table_asset("analyses", **extra)
+def analysis(
+    section: Callable[..., Any] | None = None, **extra: Any
+) -> Callable[[Callable[..., Any]], Declared]:
+    """The declaration of every analysis: group `analyses`, a Parquet output, and its section of
+    the report (the report asset reads every analysis that declares one)."""
+    extra.setdefault("kinds", {"polars", "parquet"})
+    attrs = {"group_name": "analyses", "io_manager_key": "parquet_io", **extra}
+    return lambda fn: Declared(fn, asset, attrs, section)
 
 
 def declared_in(modules: Iterable[ModuleType]) -> list[Declared]:
