@@ -249,6 +249,10 @@ class CandidateConfig(_Strict):
 
     queries_per_domain: int = Field(default=150, ge=1)
     candidates_per_group: int = Field(default=50, ge=1)
+    # Leave problems with no topic or no core idea out of both pools (queries and candidates),
+    # as the reference drops them before selection (post_process_datasets.py); false keeps them
+    # with signal 0 on their missing side, where they are drawn as topic-only or summary-only.
+    require_annotations: bool = True
     # Queries drawn per domain (paper: 1000 in all, 200 per domain).
     quota_per_domain: int = Field(default=200, ge=1)
     # Given thresholds (0..1), compared exactly (sim > τ: a pair within one quantum of τ is

@@ -167,7 +167,7 @@ ASSET_CONFIG: dict[str, tuple[str, ...]] = {
     "solution_summaries": _ANNOTATE,
     "topic_information_content": ("signals.freeze_ic",),
     "problem_annotations": (),
-    "pair_signal_inputs": ("signals.freeze_ic",),
+    "pair_signal_inputs": ("signals.freeze_ic", "candidates.require_annotations"),
     "pair_signal_bounds": _FLOORS,
     "pair_signal_shards": _FLOORS,
     "pair_signal_index": ("signals",),

@@ -151,6 +151,8 @@ SUMMARY_FIELDS = tuple(SUMMARY_SCHEMA["required"])
 
 _EQUATION = re.compile(r"[$\\=^_{}]|\d\s*[-+*/<>]\s*\d|[a-z]\s*[-+*/]\s*\d")
 _NOT_IMPERATIVE = re.compile(r"^(we|i|the|this|it|a|an|there)\b", re.IGNORECASE)
+# abbreviations whose full stop ends no sentence
+_ABBREVIATION = re.compile(r"\b(?:e\.g|i\.e|etc|cf|vs|resp|approx)\.", re.IGNORECASE)
 
 
 def summary_request(
@@ -199,29 +201,43 @@ def parse_summary(text: str) -> tuple[str | None, dict]:
     core = " ".join(data["core_idea"].split())
     if has and core.lower().rstrip(".") in ("", "none"):
         raise ParseError("has_core_idea is true but core_idea is empty")
+    idea = check_summary(core, strict=False) if has else None
     detail = {
         "has_core_idea": has,
         "core_idea": core if has else "",
         "supporting_ideas": _strings(data, "supporting_ideas"),
         "keywords": _strings(data, "keywords"),
         "confidence": float(conf),
+        "style_flags": summary_style(idea) if idea else [],
     }
-    return (check_summary(core) if has else None), detail
+    return idea, detail
 
 
-def check_summary(s: str) -> str:
-    """The rules every summary obeys, whichever backend wrote it."""
+def summary_style(s: str) -> list[str]:
+    """What the prompt asks of a core idea beyond the hard rules, as flags: a formula, more than
+    one sentence, not imperative. The reference accepts such answers (a formula such as "n+1",
+    "e.g.", an idea starting "A ..."), so an LLM's answer keeps its idea with its flags."""
+    flags = []
+    if _EQUATION.search(s):
+        flags.append("formula")
+    if re.search(r"[.!?]\s+\S", _ABBREVIATION.sub("", s)):
+        flags.append("more than one sentence")
+    if _NOT_IMPERATIVE.match(s):
+        flags.append("not imperative")
+    return flags
+
+
+def check_summary(s: str, strict: bool = True) -> str:
+    """The hard rules of every summary, whichever backend wrote it: not empty, at most
+    ``MAX_SUMMARY_WORDS`` words. ``strict`` (the CPU and synthetic summarizers, which pick among
+    sentences of their own) also refuses what ``summary_style`` flags."""
     if not s:
         raise ParseError("empty summary")
     words = s.split()
     if len(words) > MAX_SUMMARY_WORDS:
         raise ParseError(f"summary has {len(words)} words (at most {MAX_SUMMARY_WORDS})")
-    if _EQUATION.search(s):
-        raise ParseError(f"summary contains an equation or formula: {s!r}")
-    if re.search(r"[.!?]\s+\S", s):
-        raise ParseError("summary has more than one sentence")
-    if _NOT_IMPERATIVE.match(s):
-        raise ParseError(f"summary is not imperative (starts with {words[0]!r})")
+    if strict and (flags := summary_style(s)):
+        raise ParseError(f"summary: {', '.join(flags)}: {s!r}")
     return s
 
 

@@ -65,6 +65,14 @@ def test_saber_build_runs_every_stage(shared_build, tmp_path, monkeypatch, capsy
     cands = pl.read_parquet(home / "parquet" / "query_candidates")
     assert cands.height == chosen.height > 0
     assert cands.select(chosen.columns).sort(chosen.columns).equals(chosen.sort(chosen.columns))
+    # no problem without a topic or a core idea in either pool (candidates.require_annotations),
+    # and the tiny corpus has such problems to leave out
+    unannotated = ann.filter(
+        (pl.col("topics").list.len() == 0) | pl.col("summary").is_null() | (pl.col("summary") == "")
+    )["id"]
+    assert unannotated.len() > 0
+    assert not cands["query_id"].is_in(unannotated).any()
+    assert not cands["candidate_id"].is_in(unannotated).any()
     _ratings_follow_shared_technique(home)
     assert f"report:    {home / 'report' / 'index.html'}" in out
     cfg = built.copy_to(tmp_path, monkeypatch)

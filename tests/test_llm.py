@@ -89,15 +89,26 @@ def test_summary_parser_reads_the_papers_fields_good_and_bad():
         "supporting_ideas": ["pair the terms"],
         "keywords": ["AM-GM", "symmetry"],
         "confidence": 0.8,
+        "style_flags": [],
     }
     none, detail = parse_summary(_core("", has=False))
     assert none is None and detail["has_core_idea"] is False and detail["keywords"]
     assert parse_summary(_core("whatever", has=False))[0] is None  # no idea: the text is moot
+    # what the reference accepts is kept, flagged; the 30-word cap and an empty idea refuse
+    flagged = {
+        "Set $x=2$ and substitute.": ["formula"],
+        "Use n+1 pigeons in n holes.": ["formula"],
+        "Use induction. Then conclude.": ["more than one sentence"],
+        "We use induction on the number of vertices.": ["not imperative"],
+        "A parity argument on the sum settles it.": ["not imperative"],
+        "Apply a classical inequality, e.g. AM-GM, to each pair.": [],
+        "Reduce modulo 3, i.e. split by residues.": [],
+    }
+    for idea, flags in flagged.items():
+        value, detail = parse_summary(_core(idea))
+        assert value == idea and detail["style_flags"] == flags, idea
     bad = {
         "words": " ".join(["Use"] + ["induction"] * 30) + ".",
-        "equation": "Set $x=2$ and substitute.",
-        "more than one sentence": "Use induction. Then conclude.",
-        "not imperative": "We use induction on the number of vertices.",
         "core_idea is empty": "",
     }
     for reason, s in bad.items():

@@ -1017,3 +1017,22 @@ def test_group_counts_count_both_directions_by_group():
             direct[a, g] += 1
             direct[b, g] += 1
     assert np.array_equal(got, direct)
+
+
+def test_the_pools_leave_out_problems_without_a_topic_or_a_core_idea():
+    """`candidates.require_annotations`: the signals' rows (and with them both pools) hold only
+    problems with a topic and a core idea, in corpus order; off, every annotated problem."""
+    import polars as pl
+
+    from saber_assets.signals.prepare import signal_pool
+
+    ann = pl.DataFrame(
+        {
+            "id": ["a", "no-idea", "blank-idea", "no-topic", "b"],
+            "topics": [[3], [4], [5], [], [6, 7]],
+            "summary": ["Use induction.", None, "  ", "Count pairs.", "Bound the sum."],
+            "domains": [["Algebra"]] * 5,
+        }
+    )
+    assert signal_pool(ann)["id"].to_list() == ["a", "b"]
+    assert signal_pool(ann, require_annotations=False)["id"].to_list() == ann["id"].to_list()

@@ -47,6 +47,9 @@ SUMMARY_SCHEMA = {
     "supporting_ideas": pl.List(pl.String),
     "keywords": pl.List(pl.String),
     "confidence": pl.Float64,
+    # what the prompt asks beyond the hard rules and the idea does not do (kept, as the
+    # reference keeps it): formula, more than one sentence, not imperative
+    "style_flags": pl.List(pl.String),
     "status": pl.String,
     "error": pl.String,
     "raw_answer": pl.String,
@@ -176,6 +179,7 @@ def solution_summaries(
             "supporting_ideas": [detail(o, "supporting_ideas") for o in outcomes],
             "keywords": [detail(o, "keywords") for o in outcomes],
             "confidence": [detail(o, "confidence") for o in outcomes],
+            "style_flags": [detail(o, "style_flags") for o in outcomes],
             "status": ["failed" if not o.ok else "ok" if o.value else "none" for o in outcomes],
             "error": [o.error for o in outcomes],
             "raw_answer": [o.raw for o in outcomes],
@@ -192,6 +196,8 @@ def solution_summaries(
             **stage_metadata(df.height, seconds=elapsed, by=summarizer),
             "status": markdown_table(status),
             "failed": int((df["status"] == "failed").sum()),
+            # kept, flagged: what the prompt asks beyond the 30-word cap and the idea does not do
+            "style_flagged": int((df["style_flags"].list.len() > 0).sum()),
             "examples": markdown_table(
                 df.filter(pl.col("status") == "ok").select("id", "summary").head(8)
             ),

@@ -17,6 +17,7 @@ from saber_assets.lib.declare import stage_check, table_asset
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.ontology.domains import domain_names, domain_title
 from saber_assets.resources import PipelineResource
+from saber_assets.signals.prepare import signal_pool
 from saber_assets.signals.stored import gather_budget, signals_dir, stored_pairs
 from saber_assets.signals.thresholds import Cut, ExactSignals
 
@@ -31,7 +32,8 @@ def query_candidates(
     """The domain's queries and their 3K candidates (group label and both signals kept)."""
     cfg = pipeline.load()
     cand = cfg.candidates
-    inputs, pairs = stored_pairs(pipeline, problem_annotations["id"].to_list())
+    pool = signal_pool(problem_annotations, cand.require_annotations)
+    inputs, pairs = stored_pairs(pipeline, pool["id"].to_list())
     row = relevance_thresholds.row(0, named=True)
     # exact where given or taken as a percentile (a `*_tau`), else the derived quanta
     t_thr, s_thr = (
@@ -41,7 +43,7 @@ def query_candidates(
     exact = ExactSignals.of(inputs)
     select = {
         "ids": inputs.ids,
-        "domains": problem_annotations["domains"].to_list(),
+        "domains": pool["domains"].to_list(),
         "domain_order": domain_names(cfg.ontology),
         "t_thr": t_thr,
         "s_thr": s_thr,

@@ -23,7 +23,7 @@ from saber_assets.signals.bounds import choose_floors, stored_share
 from saber_assets.signals.compute import compute_segment
 from saber_assets.signals.kernels import quantize
 from saber_assets.signals.pairs import HeldPairs, row_groups
-from saber_assets.signals.prepare import SignalInputs, ic_hash, prepare_inputs
+from saber_assets.signals.prepare import SignalInputs, ic_hash, prepare_inputs, signal_pool
 from saber_assets.signals.shards import (
     BYTES_PER_PAIR,
     LOWER,
@@ -80,7 +80,9 @@ def pair_signal_inputs(
     With ``signals.freeze_ic`` the IC of the first computation is kept (new topics get their current
     IC), so appending problems leaves every finished shard valid; a changed corpus prefix resets.
     """
-    cfg = pipeline.load().signals
+    full = pipeline.load()
+    cfg = full.signals
+    pool = signal_pool(problem_annotations, full.candidates.require_annotations)
     d = signals_dir(pipeline)
     d.mkdir(parents=True, exist_ok=True)
     tree = TopicTree.from_frame(ontology_tree)
@@ -95,9 +97,9 @@ def pair_signal_inputs(
         ic_used, base_ic_hash = ic, ic_hash(ic)
     t0 = time.perf_counter()
     inputs = prepare_inputs(
-        problem_annotations["id"].to_list(),
-        problem_annotations["topics"].to_list(),
-        problem_annotations["summary"].to_list(),
+        pool["id"].to_list(),
+        pool["topics"].to_list(),
+        pool["summary"].to_list(),
         ic_used,
         tree.parent,
         tree.depth,
@@ -124,6 +126,8 @@ def pair_signal_inputs(
     return MaterializeResult(
         metadata={
             "problems": inputs.n,
+            # no topic or no core idea: out of both pools (candidates.require_annotations)
+            "left_out_unannotated": problem_annotations.height - pool.height,
             "used_topics": int(inputs.lin.shape[0]),
             "lin_table_mb": round(inputs.lin.nbytes / 1e6, 1),
             "summary_vocabulary": len(inputs.vocab),
@@ -159,7 +163,7 @@ def pair_signal_bounds(
 
     floors, hist = choose_floors(
         first_pass,
-        problem_annotations["domains"].to_list(),
+        signal_pool(problem_annotations, full.candidates.require_annotations)["domains"].to_list(),
         domain_names(full.ontology),
         full.candidates,
         (int(quantize(cfg.floor_topic)), int(quantize(cfg.floor_summary))),
@@ -331,8 +335,9 @@ def relevance_thresholds(
     full = pipeline.load()
     cfg, cand = full.signals, full.candidates
     domain_order = domain_names(full.ontology)
-    inputs, pairs = stored_pairs(pipeline, problem_annotations["id"].to_list())
-    domains = problem_annotations["domains"].to_list()
+    pool = signal_pool(problem_annotations, cand.require_annotations)
+    inputs, pairs = stored_pairs(pipeline, pool["id"].to_list())
+    domains = pool["domains"].to_list()
     ft, fs = pairs.floors()
     k = cand.candidates_per_group
     t0 = time.perf_counter()

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 
 from saber_assets.ontology.similarity import LCAIndex, lin_table
 from saber_assets.signals.kernels import to_csr
@@ -36,6 +37,16 @@ def summary_tokens(text: str | None) -> list[str]:
         return []
     stop = stop_words()
     return list(dict.fromkeys(t for t in _TOKEN.findall(text.lower()) if t not in stop))
+
+
+def signal_pool(annotations: pl.DataFrame, require_annotations: bool = True) -> pl.DataFrame:
+    """The problems the pair signals are computed over, in their order: every annotated problem,
+    or (``require_annotations``) those with at least one topic and a core idea. Every stage that
+    reads the signals' rows reads them through this, so row n means the same problem in each."""
+    if not require_annotations:
+        return annotations
+    has_idea = pl.col("summary").is_not_null() & (pl.col("summary").str.strip_chars() != "")
+    return annotations.filter((pl.col("topics").list.len() > 0) & has_idea)
 
 
 class SignalInputError(ValueError):
