@@ -192,6 +192,14 @@ class LLMConfig(_Strict):
     # model (GPT-OSS, Qwen3 thinking) needs its reasoning on top: e.g. 4096. A cut-off answer is
     # retried once with twice the budget. The judge's is tournament.judge_max_tokens.
     max_tokens: dict[BudgetTask, int] = Field(default_factory=dict)
+    # Decoding per task where it is not saber's (temperature 0, no reasoning effort, the
+    # template's system line). The reference judges at temperature 1.0 with reasoning_effort
+    # high and the system line "You are a helpful expert." (configs/paper.yaml). The effort is
+    # sent as the OpenAI API's `reasoning_effort` (vLLM's server takes it; llama.cpp and the
+    # in-process engine: as a chat-template kwarg, which GPT-OSS templates read).
+    temperature: dict[LLMTask, float] = Field(default_factory=dict)
+    reasoning_effort: dict[LLMTask, Literal["low", "medium", "high"]] = Field(default_factory=dict)
+    system_prompt: dict[LLMTask, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _positive_budgets(self) -> LLMConfig:

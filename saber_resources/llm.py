@@ -50,11 +50,14 @@ class LLMRequest:
     all_logprobs: bool = False  # also every generated token's alternatives (top_logprobs of them)
     # a reasoning model's thinking switched on or off for this request; None: the model's default
     thinking: bool | None = None
+    # a reasoning model's effort ("low", "medium", "high"; GPT-OSS); None: the model's default
+    reasoning_effort: str | None = None
 
     def to_json(self) -> dict:
         d = asdict(self)
-        if d["thinking"] is None:  # requests without the switch keep their cache keys
-            del d["thinking"]
+        for key in ("thinking", "reasoning_effort"):
+            if d[key] is None:  # requests without the field keep their cache keys
+                del d[key]
         return d
 
     def hash(self) -> str:
@@ -214,13 +217,17 @@ class VLLMBackend:
         # one chat call per thinking switch: vLLM takes the template's kwargs per call
         groups: dict = {}
         for k, r in enumerate(requests):
-            groups.setdefault(r.thinking, []).append(k)
-        for thinking, idx in groups.items():
+            groups.setdefault((r.thinking, r.reasoning_effort), []).append(k)
+        for (thinking, effort), idx in groups.items():
+            fields = thinking_fields(self.thinking_switch, thinking)
+            if effort is not None:  # GPT-OSS's chat template reads it
+                kwargs = fields.setdefault("chat_template_kwargs", {})
+                kwargs["reasoning_effort"] = effort
             got = llm.chat(
                 [requests[k].chat() for k in idx],
                 [self.sampling_params(requests[k]) for k in idx],
                 use_tqdm=False,
-                **thinking_fields(self.thinking_switch, thinking),
+                **fields,
             )
             for k, out in zip(idx, got, strict=True):
                 outputs[k] = out
@@ -372,6 +379,12 @@ class OpenAIBackend:
             body["logprobs"] = True
             body["top_logprobs"] = max(req.top_logprobs, 5 if req.all_logprobs else 0)
         body.update(thinking_fields(self.thinking_switch, req.thinking))
+        if req.reasoning_effort is not None:
+            if server == "llama.cpp":  # its chat templates (gpt-oss) read it from their kwargs
+                kwargs = body.setdefault("chat_template_kwargs", {})
+                kwargs["reasoning_effort"] = req.reasoning_effort
+            else:  # the OpenAI API's field, which vLLM's server takes as well
+                body["reasoning_effort"] = req.reasoning_effort
         return body
 
     @staticmethod
@@ -499,6 +512,11 @@ class LLMResource(ConfigurableResource):
     thinking_switch: str = "none"
     # per task: output budget in tokens (absent: the task's default)
     max_tokens: dict[str, int] = Field(default_factory=dict)
+    # per task: sampling temperature (absent: 0), reasoning effort (absent: the model's
+    # default) and the system line in place of the template's (absent: the template's)
+    temperature: dict[str, float] = Field(default_factory=dict)
+    reasoning_effort: dict[str, str] = Field(default_factory=dict)
+    system_prompt: dict[str, str] = Field(default_factory=dict)
     # per task: a template file replacing the built-in prompt (``prompts:`` in the config)
     prompts: dict[str, str] = Field(default_factory=dict)
 

@@ -85,6 +85,37 @@ class TaskFailed(RuntimeError):
     pass
 
 
+@dataclass(frozen=True)
+class Decoding:
+    """One task's decoding where it differs from saber's: the sampling temperature, a reasoning
+    model's effort, the system line in place of the template's."""
+
+    temperature: float | None = None
+    reasoning_effort: str | None = None
+    system: str | None = None
+
+    def apply(self, req: LLMRequest) -> LLMRequest:
+        changes: dict = {}
+        if self.temperature is not None:
+            changes["temperature"] = self.temperature
+        if self.reasoning_effort is not None:
+            changes["reasoning_effort"] = self.reasoning_effort
+        if self.system is not None:
+            rest = tuple(m for m in req.messages if m[0] != "system")
+            changes["messages"] = (("system", self.system), *rest)
+        return dataclasses.replace(req, **changes)
+
+
+def decoding_by_task(
+    temperature: dict[str, float], reasoning_effort: dict[str, str], system_prompt: dict[str, str]
+) -> dict[str, Decoding]:
+    tasks = set(temperature) | set(reasoning_effort) | set(system_prompt)
+    return {
+        t: Decoding(temperature.get(t), reasoning_effort.get(t), system_prompt.get(t))
+        for t in sorted(tasks)
+    }
+
+
 @dataclass
 class TaskRunner:
     """Cache lookup -> batched generate for the misses -> strict parse -> retry the failures.
@@ -107,6 +138,8 @@ class TaskRunner:
     stats: TaskStats = field(default_factory=TaskStats)
     # task -> thinking on (True) / off (False); a task absent: the model's default
     thinking: dict[str, bool] = field(default_factory=dict)
+    # task -> how its requests are decoded where not saber's default (``Decoding``)
+    decoding: dict[str, Decoding] = field(default_factory=dict)
 
     @property
     def backend_name(self) -> str:
@@ -328,6 +361,9 @@ class _LLMTask:
         thinking = self.runner.thinking.get(self.task)
         if thinking is not None:
             requests = [dataclasses.replace(r, thinking=thinking) for r in requests]
+        decoding = self.runner.decoding.get(self.task)
+        if decoding is not None:
+            requests = [decoding.apply(r) for r in requests]
         return self.runner.run(self.version, requests, parse)
 
     @property

@@ -16,6 +16,7 @@ from saber_resources.cpu_tasks import (
 from saber_resources.embeddings import CachedEmbedder, MiniLMOnnxEmbedder
 from saber_resources.llm import LLMBackend
 from saber_resources.llm_tasks import (
+    Decoding,
     LLMOrdinalJudge,
     LLMPairJudge,
     LLMPointwiseJudge,
@@ -68,6 +69,7 @@ def make_tasks(
     thinking: dict[str, bool] | None = None,
     templates: dict[str, PromptTemplate] | None = None,
     max_tokens: dict[str, int] | None = None,
+    decoding: dict[str, Decoding] | None = None,
 ) -> TaskSet:
     """LLM tasks over ``backend`` (sharing one runner, so stats add up), or the CPU tasks if None
     (``synthetic``: hash-drawn topics and summaries, the CPU judges).
@@ -86,7 +88,13 @@ def make_tasks(
             CPUTranslator(),
             CPUOrdinalJudge(emb, pair.scorer),
         )
-    runner = TaskRunner(backend, llm_cache, max_retries=max_retries, thinking=dict(thinking or {}))
+    runner = TaskRunner(
+        backend,
+        llm_cache,
+        max_retries=max_retries,
+        thinking=dict(thinking or {}),
+        decoding=dict(decoding or {}),
+    )
     t, budget = templates or {}, max_tokens or {}
 
     def task(cls, name: str):

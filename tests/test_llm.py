@@ -526,3 +526,49 @@ def test_vllm_in_process_gets_the_switch_per_call(monkeypatch):
     runner = TaskRunner(backend, thinking={"judge": False})
     LLMPairJudge(runner, prompt="direct").compare("q", "a", "b")
     assert record["template_kwargs"] == [{"enable_thinking": False}]
+
+
+def test_a_tasks_decoding_from_the_config_reaches_the_request_body(tmp_path):
+    """`llm.temperature`, `llm.reasoning_effort`, `llm.system_prompt` per task (the reference
+    judges at temperature 1.0, effort high, "You are a helpful expert."): the judge's requests
+    carry them, the summarizer's do not; llama.cpp gets the effort as a chat-template kwarg."""
+    from saber_assets.config import LLMConfig
+    from saber_assets.definitions import llm_resource
+    from saber_assets.lib.tasks import tasks_for
+    from saber_resources.stores import StoresResource
+
+    stores = StoresResource(kind="duckdb", path=str(tmp_path / "stores.duckdb"))
+    with FakeOpenAI() as srv:
+        cfg = LLMConfig(
+            backend="openai", model="m", base_url=srv.url, server="vllm",
+            temperature={"judge": 1.0}, reasoning_effort={"judge": "high"},
+            system_prompt={"judge": "You are a helpful expert."},
+        )  # fmt: skip
+        tasks = tasks_for(llm_resource(cfg), stores, judge_prompt="direct")
+        tasks.pair_judge.compare("q", "a", "b")
+        tasks.summarizer.summarize("p", "s")
+    judge, summary = [r["body"] for r in srv.requests if r["body"]]
+    assert judge["temperature"] == 1.0 and judge["reasoning_effort"] == "high"
+    assert judge["messages"][0] == {"role": "system", "content": "You are a helpful expert."}
+    assert [m["role"] for m in judge["messages"]] == ["system", "user"]
+    assert summary["temperature"] == 0.0 and "reasoning_effort" not in summary
+    assert summary["messages"][0]["content"] != "You are a helpful expert."
+    llama = OpenAIBackend(base_url="http://x", model="m", server="llama.cpp")
+    req = judge_request("q", "a", "b")
+    import dataclasses
+
+    body = llama.body(dataclasses.replace(req, reasoning_effort="high"))
+    assert body["chat_template_kwargs"] == {"reasoning_effort": "high"}
+    assert "reasoning_effort" not in req.to_json()  # unset: the cache keys stay as they were
+
+
+def test_vllm_in_process_gets_the_reasoning_effort_as_a_template_kwarg(monkeypatch):
+    from saber_resources.llm_tasks import Decoding
+
+    record = fake_vllm.install(monkeypatch, lambda m, p: ("1", None))
+    runner = TaskRunner(
+        VLLMBackend(model="openai/gpt-oss-120b"),
+        decoding={"judge": Decoding(temperature=1.0, reasoning_effort="high")},
+    )
+    LLMPairJudge(runner, prompt="direct").compare("q", "a", "b")
+    assert record["template_kwargs"] == [{"reasoning_effort": "high"}]

@@ -5,6 +5,7 @@ import polars as pl
 from saber_assets.resources import PipelineResource
 from saber_resources.cache import EmbeddingCache, LLMCache
 from saber_resources.llm import LLMResource
+from saber_resources.llm_tasks import decoding_by_task
 from saber_resources.stores import StoresResource
 from saber_resources.task_set import TaskSet, make_tasks
 from saber_resources.templates import load_templates
@@ -34,6 +35,7 @@ def tasks_for(
         thinking=thinking_by_task(llm, judge_prompt),
         templates=templates,
         max_tokens=dict(llm.max_tokens),
+        decoding=decoding_by_task(llm.temperature, llm.reasoning_effort, llm.system_prompt),
     )
 
 
