@@ -107,8 +107,30 @@ def test_traversal_batches_levels_across_problems_and_records_failures():
     scorer = ScriptedScorer(script)
     results, _ = traverse(["ok", "broken"], CHILDREN, LABELS, scorer, tau=0.85)
     assert results[0].topics == [2] and not results[0].failed
-    assert results[1].failed and results[1].topics == [] and results[1].raw == "???"
+    # A's request failed: only A's branch is pruned, A stays as its most specific topic
+    assert not results[1].failed and results[1].topics == [1] and results[1].raw == "???"
+    assert results[1].pruned == [(1, "bad")]
     assert len(scorer.seen[0]) == 2  # both problems' root requests in one batch
+
+
+def test_a_failed_request_prunes_its_branch_alone():
+    """Two kept branches, one request failing: the other branch is annotated to its leaves;
+    only a failed root request leaves a problem without topics."""
+
+    def script(text, labels):
+        if labels == ("A1", "A2", "A"):
+            return None  # A's children never parse
+        if text == "root fails" and labels == ("A", "B", "C"):
+            return None
+        return {lab: 1.0 if lab in ("A", "B", "B1") else 0.0 for lab in labels}
+
+    results, levels = traverse(
+        ["two", "root fails"], CHILDREN, LABELS, ScriptedScorer(script), 0.85
+    )
+    assert results[0].topics == [1, 6]  # A (pruned below), B's leaf B1
+    assert results[0].pruned == [(1, "bad")] and not results[0].failed
+    assert results[1].failed and results[1].topics == [] and results[1].pruned == []
+    assert levels[1]["pruned"] == 1
 
 
 def test_request_labels_are_unique():

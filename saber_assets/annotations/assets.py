@@ -32,6 +32,8 @@ TOPIC_SCHEMA = {
     "topic_paths": pl.List(pl.String),
     "status": pl.String,
     "calls": pl.Int32,
+    # branches whose request failed (answers never parsed): pruned there, the rest annotated
+    "pruned": pl.Int32,
     "error": pl.String,
     "raw_answer": pl.String,
     "backend": pl.String,
@@ -126,6 +128,7 @@ def topic_annotations(
                 "failed" if r.failed else "ok" if r.topics else "no_topics" for r in results
             ],
             "calls": [r.calls for r in results],
+            "pruned": [len(r.pruned) for r in results],
             "error": [r.error for r in results],
             "raw_answer": [r.raw for r in results],
             "backend": scorer.backend,
@@ -140,12 +143,19 @@ def topic_annotations(
         context.log.warning(
             f"{failed} problems got no topics: the scorer's answers never parsed (see error/raw_answer)"
         )
+    pruned = int(df["pruned"].sum())
+    if pruned:
+        context.log.warning(
+            f"{pruned} branches pruned in {int((df['pruned'] > 0).sum())} problems: their "
+            "requests never parsed (the rest of each problem's topics kept; see error/raw_answer)"
+        )
     return Output(
         df,
         metadata={
             **stage_metadata(df.height, seconds=elapsed, by=scorer),
             "tau": cfg.tau,
             "failed": failed,
+            "pruned_branches": pruned,
             "no_topics": int((df["status"] == "no_topics").sum()),
             "scorer_requests": int(df["calls"].sum()),
             "requests_per_problem": round(float(df["calls"].mean() or 0), 2),

@@ -5,6 +5,11 @@ except at the root, in [0, 1] (most relevant 1, least 0); children scoring >= ta
 recursed into; at the end only the most specific kept nodes remain (ancestors are dropped). The
 requests of one tree level across all problems go to the scorer as one batch.
 
+A request that fails (its answers never parsed) prunes only its branch, as the reference does:
+the node it asked about stays kept (now the most specific of its branch), the rest of the
+problem's traversal goes on, and the failure is recorded (``ProblemTopics.pruned``). Only a
+failed root request leaves the problem without topics (``failed``).
+
 Scores are normalised here, for every backend alike, before tau is applied: min–max over the
 scores of one request (the parent competitor included), so the best candidate has 1 and the
 worst 0 — exactly what the prompt asks for, whatever the model actually returned (an LLM whose
@@ -40,8 +45,10 @@ class ProblemTopics:
     topics: list[int] = field(default_factory=list)  # most specific kept tree nodes, preorder
     kept: set[int] = field(default_factory=set)
     calls: int = 0
-    failed: bool = False
-    error: str | None = None
+    failed: bool = False  # the root request failed: no topics at all
+    # (node, error) of each failed request below the root: its branch pruned, the node kept
+    pruned: list[tuple[int, str]] = field(default_factory=list)
+    error: str | None = None  # the first failed request's error and raw answer
     raw: str | None = None
 
 
@@ -80,18 +87,21 @@ def traverse(
                 continue
             req_labels = request_labels(kids, labels, None if node == root else node)
             items.append((texts[p], req_labels))
-            meta.append((p, kids, req_labels))
+            meta.append((p, node, kids, req_labels))
         if not items:
             break
         outcomes = scorer.score_batch(items)
         nxt = []
-        for (p, kids, req_labels), out in zip(meta, outcomes, strict=True):
+        for (p, node, kids, req_labels), out in zip(meta, outcomes, strict=True):
             res = results[p]
             res.calls += 1
-            if res.failed:
-                continue
             if not out.ok:
-                res.failed, res.error, res.raw = True, out.error, out.raw
+                if res.error is None:
+                    res.error, res.raw = out.error, out.raw
+                if node == root:
+                    res.failed = True
+                else:
+                    res.pruned.append((node, out.error or "failed"))
                 continue
             scores = normalise_scores(out.value)
             # the parent competitor is last: it competes but is never kept
@@ -105,14 +115,12 @@ def traverse(
                 "requests": len(items),
                 "labels": sum(len(x[1]) for x in items),
                 "kept": len(nxt),
+                "pruned": sum(not o.ok for o in outcomes),
             }
         )
-        frontier = [(p, k) for p, k in nxt if not results[p].failed]
+        frontier = nxt
         depth += 1
     for res in results:
-        if res.failed:
-            res.kept.clear()
-            continue
         # most specific: a kept node none of whose children is kept
         res.topics = sorted(k for k in res.kept if not any(c in res.kept for c in children[k]))
     return results, levels
