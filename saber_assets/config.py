@@ -246,6 +246,10 @@ class SignalConfig(_Strict):
     threads: int = Field(default=2, ge=1, le=256)
     # Lin uses the IC of the first computation, so appended problems never invalidate shards.
     freeze_ic: bool = True
+    # What an annotation is when IC counts them: a problem's most specific topics (the paper's
+    # wording), or every node its traversal accepted, ancestors included (the reference code's,
+    # with which the published thresholds were computed: configs/paper.yaml)
+    ic_counts: Literal["most_specific", "all_accepted"] = "most_specific"
     # Memory for the threshold sweep's gathered pairs (both directions of a group of rows at a
     # time, one pass over the shard files per group). None: a quarter of what this process may
     # use, at most 4 GiB.

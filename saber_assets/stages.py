@@ -165,7 +165,7 @@ ASSET_CONFIG: dict[str, tuple[str, ...]] = {
     "ontology_tree": ("ontology",),
     "topic_annotations": _ANNOTATE,
     "solution_summaries": _ANNOTATE,
-    "topic_information_content": ("signals.freeze_ic",),
+    "topic_information_content": ("signals.freeze_ic", "signals.ic_counts"),
     "problem_annotations": (),
     "pair_signal_inputs": ("signals.freeze_ic", "candidates.require_annotations"),
     "pair_signal_bounds": _FLOORS,

@@ -574,3 +574,22 @@ def test_build_selects_a_domain_by_its_title_or_its_key():
         ValueError, match=r"domain=Topology: no such domain; the domains: 'Algebra'"
     ):
         domain_selection(["domain=Topology"], keys)
+
+
+def test_ic_counts_most_specific_topics_or_every_accepted_node():
+    """`signals.ic_counts`: on root(0) -> A(1) -> {A1(2), A2(3)}, B(4), problems with topics
+    [A1, A2] and [B]: most specific counts A1, A2, B once each; all accepted adds A once for the
+    first problem (not twice: its two paths share it), never the root."""
+    from saber_assets.ontology.similarity import annotation_counts
+
+    parent = np.array([-1, 0, 1, 1, 0])
+    topics = [[2, 3], [4]]
+    assert annotation_counts(topics, parent).tolist() == [0, 0, 1, 1, 1]
+    assert annotation_counts(topics, parent, "all_accepted").tolist() == [0, 1, 1, 1, 1]
+    ic_specific = information_content(parent, annotation_counts(topics, parent))
+    ic_all = information_content(parent, annotation_counts(topics, parent, "all_accepted"))
+    # A's subtree holds 2 of 3 annotations one way, 3 of 4 the other
+    assert ic_specific[1] == pytest.approx(-np.log(2 / 3))
+    assert ic_all[1] == pytest.approx(-np.log(3 / 4))
+    with pytest.raises(ValueError, match="unknown IC counting"):
+        annotation_counts(topics, parent, "paths")

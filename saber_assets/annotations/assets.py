@@ -18,7 +18,11 @@ from saber_assets.lib.metadata import llm_metadata, markdown_table, stage_metada
 from saber_assets.lib.partitions import chunk_of
 from saber_assets.lib.tasks import tasks_for
 from saber_assets.ontology.domains import domain_names
-from saber_assets.ontology.similarity import information_content, subtree_counts
+from saber_assets.ontology.similarity import (
+    annotation_counts,
+    information_content,
+    subtree_counts,
+)
 from saber_assets.ontology.tree import TopicTree
 from saber_assets.resources import PipelineResource
 from saber_resources.cpu_tasks import humanize_title
@@ -219,14 +223,16 @@ def solution_summaries(
 
 @table_asset("annotations")
 def topic_information_content(
-    topic_annotations: dict[str, pl.DataFrame], ontology_tree: pl.DataFrame
+    pipeline: PipelineResource,
+    topic_annotations: dict[str, pl.DataFrame],
+    ontology_tree: pl.DataFrame,
 ) -> Output[pl.DataFrame]:
-    """IC per tree node: c(t) = annotations of t or a descendant, p = c / c(root), IC = -ln p."""
+    """IC per tree node: c(t) = annotations of t or a descendant, p = c / c(root), IC = -ln p;
+    an annotation is a most specific topic, or every accepted node (``signals.ic_counts``)."""
+    how = pipeline.load().signals.ic_counts
     ann = concat_partitions(topic_annotations)
     tree = TopicTree.from_frame(ontology_tree)
-    counts = np.bincount(
-        ann["topics"].explode().drop_nulls().to_numpy().astype(np.int64), minlength=tree.n_nodes
-    )
+    counts = annotation_counts(ann["topics"].to_list(), tree.parent, how)
     ic = information_content(tree.parent, counts) if counts.sum() else np.full(tree.n_nodes, np.inf)
     df = pl.DataFrame(
         {
@@ -242,6 +248,7 @@ def topic_information_content(
         metadata={
             **stage_metadata(df.height),
             "annotations": int(counts.sum()),
+            "counting": how,
             "nodes_annotated": used.height,
             "nodes_with_finite_ic": int(np.isfinite(ic).sum()),
             "most_used": markdown_table(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 
@@ -64,6 +66,29 @@ class LCAIndex:
             b = self._levels[level][hi[m] - (1 << int(level)) + 1]
             out[m] = self.tour[np.where(self._tour_depth[a] <= self._tour_depth[b], a, b)]
         return int(out) if out.ndim == 0 else out
+
+
+def annotation_counts(
+    topics: Sequence[Sequence[int]], parent: np.ndarray, how: str = "most_specific"
+) -> np.ndarray:
+    """Annotations per tree node, from each problem's most specific topics: ``most_specific``
+    counts those (the paper's wording), ``all_accepted`` every node the traversal accepted on
+    the way down, ancestors included, once per problem (the reference code's counting, with
+    which the published thresholds were computed). The root is never accepted."""
+    if how not in ("most_specific", "all_accepted"):
+        raise ValueError(f"unknown IC counting {how!r}: most_specific or all_accepted")
+    counts = np.zeros(len(parent), dtype=np.int64)
+    for ts in topics:
+        nodes = set(int(t) for t in ts)
+        if how == "all_accepted":
+            for t in list(nodes):
+                p = int(parent[t])
+                while p > 0 and p not in nodes:
+                    nodes.add(p)
+                    p = int(parent[p])
+        for n in nodes:
+            counts[n] += 1
+    return counts
 
 
 def subtree_counts(parent: np.ndarray, counts: np.ndarray) -> np.ndarray:
