@@ -75,6 +75,9 @@ class SourceConfig(_Strict):
     priority: int = 0
     # Keep a deterministic sample of this many rows (by hash of native id and the pipeline seed).
     sample_size: int | None = Field(default=None, ge=1)
+    # Where a source that is not bundled comes from: a build refuses with it until the file is
+    # there (configs/paper.yaml names the paper's sources this way).
+    obtain: str | None = None
 
     @model_validator(mode="after")
     def _one_origin(self) -> SourceConfig:

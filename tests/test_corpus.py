@@ -253,3 +253,17 @@ def test_near_duplicates_that_differ_only_in_operators_are_kept_apart():
     words = "let a {o} b and c {o} d so e {o} f but g {o} h then i {o} j when k {o} l find m {o} n"
     items = [DedupItem(f"s:{k}", words.format(o=o), 0, k) for k, o in enumerate("+-")]
     assert find_duplicates(items, minhash_config(5, 14, 8, 1)) == []
+
+
+def test_a_missing_source_stops_the_corpus_before_any_is_read(tmp_path):
+    cfg = CorpusConfig(
+        sources=[
+            SourceConfig(name="math", bundled="math"),
+            SourceConfig(
+                name="aops", path=str(tmp_path / "aops.parquet"), fields=MAP,
+                obtain="the AoPS dump, saved as aops.parquet",
+            ),
+        ]
+    )  # fmt: skip
+    with pytest.raises(CorpusSourceError, match=r"source 'aops': .*aops.parquet is not there; get it: the AoPS dump"):
+        build_corpus(cfg, seed=1)

@@ -180,6 +180,11 @@ def build(
     stages = selected_stages(select)  # an unknown stage name fails here, before anything runs
     if on:
         return build_remote(on, defs, cfg, force, select, stages)
+    from saber_assets.corpus.sources import missing_sources
+
+    if missing := missing_sources(cfg.corpus):  # before any step: the first reads them
+        print("saber build: the corpus cannot be read yet:", *missing, sep="\n  ", file=sys.stderr)
+        return 2
     prepare_dagster_home(home)
     instance = DagsterInstance.get()
     t0 = time.perf_counter()

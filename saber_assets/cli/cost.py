@@ -34,15 +34,27 @@ def cost_cmd(args) -> int:
     else:
         from saber_assets.corpus.build import build_corpus
 
-        corpus = build_corpus(cfg.corpus, cfg.seed).corpus.select("problem", "solution")
+        present = [s for s in cfg.corpus.sources if s.file().exists()]
+        if not present:
+            raise FileNotFoundError("saber cost: none of the configured sources is there")
+        sources = cfg.corpus.model_copy(update={"sources": present})
+        corpus = build_corpus(sources, cfg.seed).corpus.select("problem", "solution")
         origin = f"the configured sources ({corpus.height:,} problems, not built yet)"
+        if len(present) < len(cfg.corpus.sources):
+            absent = [s.name for s in cfg.corpus.sources if s not in present]
+            origin = (
+                f"the sources that are there ({', '.join(s.name for s in present)}: "
+                f"{corpus.height:,} problems; not there: {', '.join(absent)})"
+            )
     rng = np.random.default_rng(cfg.seed)
     rows = corpus.rows()
     sample = [rows[i] for i in rng.choice(len(rows), min(200, len(rows)), replace=False)]
     calls = None
     if (out / "topic_annotations").exists():
         calls = pl.read_parquet(out / "topic_annotations", columns=["calls"])["calls"].mean()
-    n = args.problems or corpus.height
+    # a corpus not all there: costed at the size the config expects (pods.expected_problems)
+    expected = cfg.pods.expected_problems if "not there" in origin else None
+    n = args.problems or expected or corpus.height
     stages = build_cost(cfg, n, sample, len(domain_names(cfg.ontology)), calls)
     table = cost_table(stages, cfg)
     c = cfg.cost

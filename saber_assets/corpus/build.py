@@ -11,7 +11,12 @@ import polars as pl
 from saber_assets.config import CorpusConfig
 from saber_assets.corpus.dedup import DedupItem, find_duplicates, minhash_config
 from saber_assets.corpus.normalize import CorpusRow, validate_rows
-from saber_assets.corpus.sources import Rejected, read_source
+from saber_assets.corpus.sources import (
+    CorpusSourceError,
+    Rejected,
+    missing_sources,
+    read_source,
+)
 
 CORPUS_SCHEMA = {
     "id": pl.String,
@@ -60,6 +65,10 @@ def sample_rows(rows: list[CorpusRow], size: int | None, seed: int) -> list[Corp
 
 
 def build_corpus(cfg: CorpusConfig, seed: int) -> CorpusBuild:
+    """Every declared source read, validated, sampled and de-duplicated; a source whose file is
+    not there stops it before any is read, with where to get it."""
+    if missing := missing_sources(cfg):
+        raise CorpusSourceError("the corpus cannot be read yet:\n  " + "\n  ".join(missing))
     t0 = time.perf_counter()
     kept: list[tuple[CorpusRow, int, int]] = []  # row, priority, source order
     rejected: list[Rejected] = []

@@ -16,6 +16,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from saber_assets.config import CorpusConfig
+
 
 class CorpusSourceError(ValueError):
     """A source cannot be read at all (configuration error); the message names file and line."""
@@ -61,6 +63,16 @@ def read_source(name: str, path: Path, mapping: dict[str, str]) -> SourceRead:
     for row in iter_source(name, path, mapping):
         (out.rows if isinstance(row, RawRow) else out.rejected).append(row)
     return out
+
+
+def missing_sources(cfg: CorpusConfig) -> list[str]:
+    """One line per declared source whose file is not there, with where to get it."""
+    return [
+        f"source {s.name!r}: {s.file()} is not there"
+        + (f"; get it: {s.obtain}" if s.obtain else "")
+        for s in cfg.sources
+        if not s.file().exists()
+    ]
 
 
 JSON_LINES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson")
