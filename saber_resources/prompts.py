@@ -81,7 +81,7 @@ def topic_request(
     template: PromptTemplate | None = None,
     max_tokens: int | None = None,
 ) -> LLMRequest:
-    listing = "\n".join(f"- {label}" for label in labels)
+    listing = ", ".join(labels)  # the appendix's comma-separated list; the JSON keys are exact
     messages = _template(template, "topics").messages(problem=text, topics=listing)
     schema = {
         "type": "object",

@@ -63,11 +63,22 @@ CORE_IDEA = {
 }
 
 
+def topic_labels(body: dict, user: str) -> list[str]:
+    """The topics a request asks about: its JSON schema's keys where it sends one (exact, a
+    title with a comma included), else the prompt's comma-separated list."""
+    schema = (body.get("structured_outputs") or {}).get("json") or (
+        (body.get("response_format") or {}).get("json_schema") or {}
+    ).get("schema")
+    if schema:
+        return list(schema["properties"]["scores"]["properties"])
+    return re.search(r"Candidate topics: (.+)", user).group(1).split(", ")
+
+
 def default_answer(body: dict) -> tuple[int, str | dict]:
     """Answer each task like a (very simple) model would."""
     user = body["messages"][-1]["content"]
     if "Candidate topics:" in user:
-        labels = re.findall(r"^- (.+)$", user.split("Candidate topics:")[1], re.MULTILINE)
+        labels = topic_labels(body, user)
         return 200, chat_body(
             json.dumps({"scores": {lab: (1.0 if i == 0 else 0.0) for i, lab in enumerate(labels)}})
         )

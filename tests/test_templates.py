@@ -168,7 +168,8 @@ def test_budgets_per_task_reach_the_requests():
 def test_the_summarizer_keeps_every_field_of_the_answer():
     backend = Recording(lambda r: LLMResponse(json.dumps(CORE_IDEA)))
     [out] = LLMSummarizer(TaskRunner(backend)).summarize_batch([("p", "s")])
-    assert out.ok and out.value == CORE_IDEA["core_idea"] and out.detail == CORE_IDEA
+    assert out.ok and out.value == CORE_IDEA["core_idea"]
+    assert out.detail == {**CORE_IDEA, "style_flags": []}  # the answer, and what it was checked for
     user = backend.requests[0].messages[-1][1]
     assert "Problem:\np" in user and "Solution:\ns" in user and "at most 30 words" in user
 
