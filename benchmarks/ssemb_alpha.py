@@ -1,4 +1,5 @@
-"""SSEmb α sweep on a built benchmark: α·cos_struct + (1 − α)·cos_text.
+"""SSEmb-style α sweep on a built benchmark: α·cos_struct + (1 − α)·cos_text (structure from
+hashed operator paths and text from e5, not the paper's GIN encoder).
 
 uv run python benchmarks/ssemb_alpha.py [--benchmark .saber/sample/evaluation_benchmark] [--setting statement-statement]
 """
@@ -22,7 +23,7 @@ def main() -> None:
     args = ap.parse_args()
     bench = Benchmark.read(args.benchmark)
     print(
-        f"SSEmb alpha sweep on {args.benchmark} ({bench.queries.height} queries), setting {args.setting}"
+        f"SSEmb-style alpha sweep on {args.benchmark} ({bench.queries.height} queries), setting {args.setting}"
     )
     print(f"{'alpha':>6} {'nDCG@10':>8} {'queries with formulas':>22}")
     for alpha in (0.0, 0.25, 0.5, 0.75, 1.0):

@@ -227,3 +227,24 @@ def test_config_prompts_are_checked_when_the_definitions_load(tmp_path, make_con
     assert other.pair_judge.template.source == "built-in judge-direct.yaml"
     with pytest.raises(ValueError, match="max_tokens"):
         load_config(make_config(name="x", corpus=corpus, llm={"max_tokens": {"judge": 5}}))
+
+
+def test_the_topic_and_ordinal_prompts_follow_the_appendix():
+    """The topic request lists its topics as one comma-separated list and adds no sentence of
+    its own; the ordinal judge writes technique profiles and scores by eight bands; the CLMIR
+    question defines no relevance."""
+    import re
+
+    from saber_resources.prompts import topic_request
+    from saber_resources.templates import builtin_template
+
+    user = topic_request("Problem: x", ["Number Theory", "Geometry", "Algebra"]).messages[-1][1]
+    assert "Candidate topics: Number Theory, Geometry, Algebra\n" in user
+    assert "surface words" not in user and "- Geometry" not in user
+    ordinal = builtin_template("ordinal").messages(target_problem="T", candidate="C")[-1][1]
+    assert "Target: Technique Profile" in ordinal and "Candidate: Technique Profile" in ordinal
+    bands = re.findall(r"^- (\d+)-(\d+): ", ordinal, re.MULTILINE)
+    assert len(bands) == 8 and bands[0][0] == "0" and bands[-1][1] == "100"
+    assert all(int(b[0]) == int(a[1]) + 1 for a, b in zip(bands, bands[1:]))
+    pointwise = builtin_template("pointwise").messages(query="Q", candidate="C")[-1][1]
+    assert pointwise.endswith("Is the candidate relevant to the query? Answer Yes or No.")
