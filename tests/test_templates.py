@@ -245,6 +245,6 @@ def test_the_topic_and_ordinal_prompts_follow_the_appendix():
     assert "Target: Technique Profile" in ordinal and "Candidate: Technique Profile" in ordinal
     bands = re.findall(r"^- (\d+)-(\d+): ", ordinal, re.MULTILINE)
     assert len(bands) == 8 and bands[0][0] == "0" and bands[-1][1] == "100"
-    assert all(int(b[0]) == int(a[1]) + 1 for a, b in zip(bands, bands[1:]))
+    assert all(int(b[0]) == int(a[1]) + 1 for a, b in zip(bands, bands[1:], strict=False))
     pointwise = builtin_template("pointwise").messages(query="Q", candidate="C")[-1][1]
     assert pointwise.endswith("Is the candidate relevant to the query? Answer Yes or No.")
