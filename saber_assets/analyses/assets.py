@@ -77,25 +77,33 @@ def signal_groups_section(curves: pl.DataFrame, cfg: PipelineConfig) -> rp.Secti
     )
 
 
-def mteb_section(table: pl.DataFrame, cfg: PipelineConfig) -> rp.Section:
-    return rp.Section(
-        "MTEB correlation", rp.read_mteb(table), [("correlations with 95% CIs", table)]
-    )
+def table_section(title: str, read, caption: str, draw=None, drawn: str = ""):
+    """The section of an analysis that is one table: its reading, the table, and a figure
+    (``draw``) where the table has rows."""
+
+    def section(table: pl.DataFrame, cfg: PipelineConfig) -> rp.Section:
+        return rp.Section(
+            title, read(table), [(caption, table)], figures(table, draw, drawn) if draw else []
+        )
+
+    return section
 
 
-def human_section(table: pl.DataFrame, cfg: PipelineConfig) -> rp.Section:
-    return rp.Section(
-        "Agreement with people", rp.read_human(table), [("agreement by rank distance", table)]
-    )
-
-
-def regimes_section(table: pl.DataFrame, cfg: PipelineConfig) -> rp.Section:
-    return rp.Section(
-        "Judging regimes",
-        rp.read_regimes(table),
-        [("agreement with the BT ranking by rank distance", table)],
-        figures(table, plots.regimes_figure, "agreement by Δr"),
-    )
+mteb_section = table_section("MTEB correlation", rp.read_mteb, "correlations with 95% CIs")
+human_section = table_section("Agreement with people", rp.read_human, "agreement by rank distance")
+regimes_section = table_section(
+    "Judging regimes", rp.read_regimes, "agreement with the BT ranking by rank distance",
+    plots.regimes_figure, "agreement by Δr",
+)  # fmt: skip
+math_vs_words_section = table_section(
+    "Math vs words", rp.read_math_vs_words, "math-only wins per retriever, setting and domain",
+    plots.wins_figure, "math-only wins (%)",
+)  # fmt: skip
+robustness_section = table_section(
+    "Robustness of the ordering", rp.read_robustness_section,
+    "Kendall τ to the leaderboard's ordering, per setting and check",
+    plots.robustness_figure, "τ per check",
+)  # fmt: skip
 
 
 def convergence_section(table: pl.DataFrame, cfg: PipelineConfig) -> rp.Section:
@@ -109,24 +117,6 @@ def convergence_section(table: pl.DataFrame, cfg: PipelineConfig) -> rp.Section:
         rp.read_convergence(table, cfg.tournament.rounds),
         [("mean over the queries, per policy and round", mean)],
         figures(mean, plots.convergence_figure, "inversions vs judge calls"),
-    )
-
-
-def math_vs_words_section(table: pl.DataFrame, cfg: PipelineConfig) -> rp.Section:
-    return rp.Section(
-        "Math vs words",
-        rp.read_math_vs_words(table),
-        [("math-only wins per retriever, setting and domain", table)],
-        figures(table, plots.wins_figure, "math-only wins (%)"),
-    )
-
-
-def robustness_section(table: pl.DataFrame, cfg: PipelineConfig) -> rp.Section:
-    return rp.Section(
-        "Robustness of the ordering",
-        rp.read_robustness_section(table),
-        [("Kendall τ to the leaderboard's ordering, per setting and check", table)],
-        figures(table, plots.robustness_figure, "τ per check"),
     )
 
 
