@@ -904,3 +904,33 @@ def test_greedy_closest_known_answers():
     assert greedy_closest(np.array([3, 2, 1, 0]), np.array([0.0, 0, 5, 5]), set()) == [
         (3, 2), (1, 0),
     ]  # fmt: skip
+
+
+def test_a_changed_candidate_set_keeps_its_old_judgments_out_of_the_tournament():
+    """The same queries with other candidates (new thresholds, a changed pool), under the same
+    run key: pairs that come back are replayed, the rest asked; the tournament's table holds only
+    the judgments it stands on, so the ratings never meet a candidate the query no longer has."""
+    qs, strength = _queries(nq=2, n=16)
+    store = DuckDBJudgmentStore(Warehouse(path=":memory:").connect)
+    key = "k"
+    run_tournament(qs, SimJudge(strength), store, rounds=4, seed=7, key=key)
+    changed = []
+    for q in qs:  # half the candidates replaced
+        new = [f"{c}-new" for c in q.candidates[8:]]
+        for c in new:
+            strength[c] = 0.0
+        kept = q.candidates[:8] + new
+        changed.append(TournamentQuery(q.query_id, q.text, kept, kept))
+    _, stats = run_tournament(changed, SimJudge(strength), store, rounds=4, seed=7, key=key)
+    current = store.frame(key, stats["used"])
+    assert store.count(key) > current.height == len(stats["used"]) == 2 * 4 * 8
+    for q in changed:
+        mine = current.filter(pl.col("query") == q.query_id)
+        assert set(mine["a"]) | set(mine["b"]) <= set(q.candidates)
+    cands = pl.DataFrame(
+        [(q.query_id, c, k) for q in changed for k, c in enumerate(q.candidates)],
+        schema=["query_id", "candidate_id", "position"], orient="row",
+    )  # fmt: skip
+    assert rate(cands, current, DEFAULT_PRIOR).height == cands.height
+    with pytest.raises(KeyError):  # the whole store: judgments of candidates now gone
+        rate(cands, store.frame(key), DEFAULT_PRIOR)

@@ -57,14 +57,11 @@ def tournament_judgments(
     )
     elapsed = time.perf_counter() - t0
     # the one rule for a judgment that never parsed (README "Bad answers are data")
-    df = (
-        store.frame(key)
-        .drop("created_at")
-        .with_columns(
-            counts_as=pl.when(pl.col("winner").is_null())
-            .then(pl.lit(UNPARSED_RULE))
-            .otherwise(pl.lit("a win for the winner"))
-        )
+    current = store.frame(key, stats["used"])  # what this tournament stands on (store.frame)
+    df = current.drop("created_at").with_columns(
+        counts_as=pl.when(pl.col("winner").is_null())
+        .then(pl.lit(UNPARSED_RULE))
+        .otherwise(pl.lit("a win for the winner"))
     )
     decided = sum(s.decided for s in standings.values())
     first = sum(s.first_wins for s in standings.values())
@@ -89,6 +86,7 @@ def tournament_judgments(
             "run_key": key,
             "judgments_requested": stats["requested"],
             "judgments_replayed": stats["replayed"],
+            "stored_judgments_of_other_candidates": store.count(key) - current.height,
             "judge_calls_made": getattr(getattr(judge, "stats", None), "calls", 0),
             "judge_calls_cached": getattr(getattr(judge, "stats", None), "cached", 0),
             "failures": failures,

@@ -165,9 +165,13 @@ def run_tournament(
         "run_key": key,
         "policy": policy,
         "seed": seed,
+        # (query, round, a, b) of every judgment this tournament stands on: the store may hold
+        # others under the same key, from an earlier candidate set of the same queries
+        "used": [],
     }
 
     def apply(q: TournamentQuery, j: Judgment) -> None:
+        stats["used"].append((j.query, j.round, j.a, j.b))
         idx = index[q.query_id]
         first = idx[j.shown_first]
         second = idx[j.b] if j.shown_first == j.a else idx[j.a]

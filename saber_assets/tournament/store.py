@@ -3,6 +3,7 @@ arrive; the primary key (run, query, round, pair) makes a duplicated write a no-
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, fields
 
 import polars as pl
@@ -35,9 +36,27 @@ class SQLJudgmentStore:
         )
         self.db.insert_ignore(self.TABLE, df.with_columns(pl.lit(run_key).alias("run_key")))
 
-    def frame(self, run_key: str) -> pl.DataFrame:
-        return self.db.frame(
+    def count(self, run_key: str) -> int:
+        return int(
+            self.db.fetch(f"SELECT count(*) FROM {self.TABLE} WHERE run_key = ?", [run_key])[0][0]
+        )
+
+    def frame(
+        self, run_key: str, used: Sequence[tuple[str, int, str, str]] | None = None
+    ) -> pl.DataFrame:
+        """Every judgment stored under the key, or only those a tournament stood on (``used``:
+        its (query, round, a, b)): a changed candidate set of the same queries (new thresholds,
+        a changed pool) leaves the old set's judgments stored, replayable where a pair comes
+        back, but they are no part of this tournament."""
+        df = self.db.frame(
             f"SELECT * FROM {self.TABLE} WHERE run_key = ? ORDER BY query, round, a, b", [run_key]
+        )
+        if used is None:
+            return df
+        key = ["query", "round", "a", "b"]
+        schema = {c: df.schema[c] for c in key}
+        return df.join(pl.DataFrame(used, schema=schema, orient="row"), on=key, how="semi").sort(
+            key
         )
 
 
