@@ -1,5 +1,7 @@
 """Signal kernels against a plain-Python reference, shard files, thresholds, growth, Dagster shards."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -832,7 +834,7 @@ def test_two_shards_through_dagster_and_growth(tmp_path, monkeypatch):
         {"node": np.arange(7, dtype=np.int32), "ic": [0.0, 0.7, 0.7, 1.4, 1.4, 1.4, 1.4]}
     )
 
-    def run(frame):
+    def run(frame, signals=""):
         @asset(name="problem_annotations", io_manager_key="parquet_io")
         def pa() -> pl.DataFrame:
             return frame
@@ -847,7 +849,9 @@ def test_two_shards_through_dagster_and_growth(tmp_path, monkeypatch):
 
         cfg = tmp_path / "c.yaml"
         cfg.write_text(
-            "name: g\ncorpus: {sources: [{name: math, bundled: math}]}\nsignals: {shards: 2, rows_per_shard: 64, floor_topic: 0.3, floor_summary: 0.2, hist_bins: 8}\ncandidates: {queries_per_domain: 5, candidates_per_group: 3}\n"
+            "name: g\ncorpus: {sources: [{name: math, bundled: math}]}\nsignals: {shards: 2, rows_per_shard: 64, floor_topic: 0.3, floor_summary: 0.2, hist_bins: 8"
+            + signals
+            + "}\ncandidates: {queries_per_domain: 5, candidates_per_group: 3}\n"
         )
         wh = Warehouse(path=str(tmp_path / "w.duckdb"))
         res = {
@@ -892,6 +896,7 @@ def test_two_shards_through_dagster_and_growth(tmp_path, monkeypatch):
     ] == [1, 1]
     assert {p: d.joinpath(p).stat().st_mtime_ns for p in first} == first
     assert index["pairs"].value == 230 * 229 // 2
+    assert json.loads((d / "manifest.json").read_text())["ic_counts"] == "most_specific"
     appended = {p.name for p in d.glob("*.sig")} - set(first)
     assert appended == {"shard-001.lower-000000200-000000230.sig"}
     # the stored pairs equal a full recomputation on the grown corpus
@@ -949,6 +954,11 @@ def test_two_shards_through_dagster_and_growth(tmp_path, monkeypatch):
     write_floors(d, StorageFloors(250, 250, "viability"))
     with pytest.raises(Exception, match="no domain has 5 queries"):
         materialize([pa, sa.relevance_thresholds.build()], resources=res)
+    # another IC counting is no append: the frozen IC goes, every shard is computed again
+    metas, index = run(grown, ", ic_counts: all_accepted")
+    assert [m["segments_computed"].value for m in metas] == [1, 1]
+    assert [m["segments_reused"].value for m in metas] == [0, 0]
+    assert json.loads((d / "manifest.json").read_text())["ic_counts"] == "all_accepted"
 
 
 def test_threads_split_gives_identical_results():

@@ -89,7 +89,11 @@ def pair_signal_inputs(
     ic = topic_information_content.sort("node")["ic"].to_numpy()
     manifest = json.loads(_manifest_path(d).read_text()) if _manifest_path(d).exists() else None
     snapshot_path = d / "ic_snapshot.npy"
-    if cfg.freeze_ic and manifest and snapshot_path.exists():
+    # the frozen IC stands for appended problems, not for another way of counting: a changed
+    # `signals.ic_counts` computes everything again (a manifest from before it counted the
+    # most specific topics)
+    same_counting = manifest and manifest.get("ic_counts", "most_specific") == cfg.ic_counts
+    if cfg.freeze_ic and same_counting and snapshot_path.exists():
         snap = np.load(snapshot_path)
         ic_used = np.where(np.isfinite(snap), snap, ic)
         base_ic_hash = manifest["ic_hash"]
@@ -107,6 +111,7 @@ def pair_signal_inputs(
     inputs.ic_hash = base_ic_hash
     reset = (
         manifest is None
+        or not same_counting
         or manifest["ic_hash"] != base_ic_hash
         or manifest["base_n"] > inputs.n
         or (inputs.prefix_version(manifest["base_n"]) != manifest["base_version"])
@@ -120,6 +125,7 @@ def pair_signal_inputs(
             "base_n": inputs.n,
             "base_version": inputs.prefix_version(inputs.n),
             "ic_hash": base_ic_hash,
+            "ic_counts": cfg.ic_counts,
         }
         _manifest_path(d).write_text(json.dumps(manifest, indent=1))
     inputs.save(d / "inputs.npz")
