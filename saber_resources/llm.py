@@ -257,6 +257,15 @@ class VLLMBackend:
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
 
+def retry_after(resp: httpx.Response, cap_s: float = 60.0) -> float:
+    """The wait a 429 / 503 asks for in ``Retry-After`` (seconds; an HTTP date is not honoured),
+    at most ``cap_s``; 0 when it asks none."""
+    try:
+        return min(max(float(resp.headers.get("retry-after", 0)), 0.0), cap_s)
+    except ValueError:
+        return 0.0
+
+
 async def post_with_retries(
     client: httpx.AsyncClient,
     sem: asyncio.Semaphore,
@@ -270,15 +279,18 @@ async def post_with_retries(
     stats: TransportStats | None = None,
 ):
     """POST ``body`` and ``parse`` the JSON answer, retrying with jittered exponential backoff on
-    timeouts, connection errors, 408/409/429/5xx and malformed bodies; a 4xx is final. Any failure
+    timeouts, connection errors, 408/409/429/5xx and malformed bodies (waiting at least what a
+    ``Retry-After`` asks); a 4xx is final. Any failure
     that survives the retries raises ``LLMServerError`` naming the URL and the last error.
     ``stats`` counts the requests, the ones in flight and each retry's cause."""
     stats = stats if stats is not None else TransportStats()
-    last, cause = "", ""
+    last, cause, asked_wait = "", "", 0.0
     for attempt in range(max_retries + 1):
         if attempt:
             stats.retries[cause] += 1
-            await asyncio.sleep(backoff_s * 2 ** (attempt - 1) * (0.5 + random.random() / 2))
+            backoff = backoff_s * 2 ** (attempt - 1) * (0.5 + random.random() / 2)
+            await asyncio.sleep(max(backoff, asked_wait))
+            asked_wait = 0.0
         async with sem:
             if on_attempt:
                 on_attempt()
@@ -295,6 +307,7 @@ async def post_with_retries(
                 stats.done()
         if resp.status_code in RETRY_STATUS:
             last, cause = f"HTTP {resp.status_code}: {resp.text[:200]}", f"http_{resp.status_code}"
+            asked_wait = retry_after(resp)
             continue
         if resp.status_code >= 400:
             raise RequestRefused(

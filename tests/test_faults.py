@@ -1,0 +1,106 @@
+"""Faults are routine: every fault of `saber_resources.fault_proxy` between saber's OpenAI
+transport and a server, met and retried into the right answer, counted by cause; and a run of
+judgments through the proxy at a 10% fault rate that comes out identical to a clean run, asking
+the server nothing twice beyond the answers the faults lost."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from saber_resources.fault_proxy import FAULTS, REACH_UPSTREAM, FaultProxy
+from saber_resources.llm import OpenAIBackend
+from saber_resources.llm_tasks import LLMPairJudge, LLMSummarizer, TaskRunner
+
+from .fake_openai import FakeOpenAI
+
+# the client's cause for each fault (TransportStats.retries); a slow stream is no fault to it
+CAUSE = {
+    "reset_before_read": "connection",
+    "reset_after_read": "connection",
+    "http_500": "http_500",
+    "http_503": "http_503",
+    "http_429": "http_429",
+    "stall": "timeout",
+    "truncated_body": "connection",
+    "html_200": "malformed_body",
+    "wrong_shape_200": "malformed_body",
+}
+
+
+def _backend(url: str, **kw) -> OpenAIBackend:
+    # a timeout that a loaded 2-core box (the suite runs beside) does not hit by accident
+    kw = {"timeout_s": 3.0, "backoff_s": 0.01, "max_retries": 3, **kw}
+    return OpenAIBackend(base_url=url + "/v1", model="m", server="openai", **kw)
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_each_fault_is_retried_into_the_right_answer_and_counted(fault):
+    with FakeOpenAI() as srv:
+        upstream = srv.url.rsplit("/v1", 1)[0]
+        with FaultProxy(upstream, rate=1.0, mix={fault: 1}, max_per_request=1, stall_s=4.0,
+                        retry_after_s=1) as proxy:  # fmt: skip
+            backend = _backend(proxy.url)
+            t0 = time.monotonic()
+            idea = LLMSummarizer(TaskRunner(backend)).summarize("Problem: p", "Solution: s")
+            waited = time.monotonic() - t0
+        reached = len(srv.requests)
+    assert idea == "Apply the pigeonhole principle to the residues."
+    assert proxy.counts() == {fault: 1, "forwarded": 1} or (
+        fault == "slow_stream" and proxy.counts() == {"slow_stream": 1}
+    )
+    if fault == "slow_stream":  # slow, whole and correct: the client waits, nothing is retried
+        assert not backend.transport.retries and reached == 1
+        return
+    assert backend.transport.retries == {CAUSE[fault]: 1}
+    # the server saw the request twice only where the fault lost an answer it had given
+    assert reached == (2 if fault in REACH_UPSTREAM else 1)
+    if fault == "http_429":
+        assert waited >= 1.0  # Retry-After: 1 was honoured, not the 10 ms backoff
+
+
+def test_a_run_through_ten_percent_faults_equals_a_clean_run_and_asks_nothing_twice():
+    """120 judge requests through the proxy at a 10% rate, every fault in the mix: the same
+    answers as a clean run; the server answered the clean run's requests plus exactly the ones
+    whose answers a fault lost; the transport's retries by cause match the proxy's log."""
+    items = [(f"query {i}", f"candidate {i}a", f"candidate {i}b") for i in range(120)]
+    with FakeOpenAI() as srv:
+        clean = LLMPairJudge(TaskRunner(_backend(srv.url.rsplit("/v1", 1)[0])), "direct")
+        want = [o.value for o in clean.compare_batch(items)]
+        clean_requests = len(srv.requests)
+        srv.requests.clear()
+        with FaultProxy(srv.url.rsplit("/v1", 1)[0], rate=0.1, seed=3, stall_s=4.0,
+                        retry_after_s=0) as proxy:  # fmt: skip
+            backend = _backend(proxy.url, max_retries=6, max_concurrency=16)
+            got = [o.value for o in LLMPairJudge(TaskRunner(backend), "direct").compare_batch(items)]
+        faulted = len(srv.requests)
+    counts = proxy.counts()
+    faults = {k: v for k, v in counts.items() if k != "forwarded"}
+    assert got == want and all(o is not None for o in got)
+    assert sum(faults.values()) >= 6 and len(faults) >= 4  # a real mix at this rate and seed
+    lost = sum(counts.get(f, 0) for f in ("reset_after_read", "truncated_body"))
+    slow = counts.get("slow_stream", 0)
+    retried = dict(backend.transport.retries)
+    # a forwarded answer the client gave up waiting for (a loaded machine): asked again, counted
+    abandoned = retried.get("timeout", 0) - counts.get("stall", 0)
+    assert counts["forwarded"] + slow == clean_requests + abandoned
+    assert faulted == clean_requests + lost + abandoned
+    expected: dict[str, int] = {"timeout": abandoned} if abandoned else {}
+    for fault, n in faults.items():
+        if fault != "slow_stream":
+            expected[CAUSE[fault]] = expected.get(CAUSE[fault], 0) + n
+    assert retried == expected
+
+
+def test_a_fault_mix_is_checked_and_the_draw_is_seeded():
+    with pytest.raises(ValueError, match="unknown faults"):
+        FaultProxy("http://x", mix={"meteor": 1})
+    with pytest.raises(ValueError, match="not in"):
+        FaultProxy("http://x", rate=1.5)
+    a, b = FaultProxy("http://x", rate=0.3, seed=5), FaultProxy("http://x", rate=0.3, seed=5)
+    bodies = [f"body {i}".encode() for i in range(200)]
+    draws = [a.draw(x) for x in bodies]
+    assert draws == [b.draw(x) for x in reversed(bodies)][::-1]  # order does not matter
+    assert 30 <= sum(d is not None for d in draws) <= 90
+    assert [a.draw(x) for x in bodies] != draws  # a retried request draws again
