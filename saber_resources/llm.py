@@ -87,6 +87,9 @@ class TransportStats:
 
     requests: int = 0
     retries: Counter = field(default_factory=Counter)
+    # seconds lost to faults: failed attempts and the waits before their retries (summed over
+    # requests: concurrent losses add up)
+    lost_s: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
@@ -284,13 +287,16 @@ async def post_with_retries(
     that survives the retries raises ``LLMServerError`` naming the URL and the last error.
     ``stats`` counts the requests, the ones in flight and each retry's cause."""
     stats = stats if stats is not None else TransportStats()
-    last, cause, asked_wait = "", "", 0.0
+    last, cause, asked_wait, t_attempt = "", "", 0.0, 0.0
     for attempt in range(max_retries + 1):
         if attempt:
             stats.retries[cause] += 1
+            stats.lost_s += time.perf_counter() - t_attempt
             backoff = backoff_s * 2 ** (attempt - 1) * (0.5 + random.random() / 2)
             await asyncio.sleep(max(backoff, asked_wait))
+            stats.lost_s += max(backoff, asked_wait)
             asked_wait = 0.0
+        t_attempt = time.perf_counter()
         async with sem:
             if on_attempt:
                 on_attempt()

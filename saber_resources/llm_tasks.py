@@ -62,6 +62,10 @@ class Outcome(Generic[T]):
     detail: dict | None = None  # summaries: every field of the answer (the value is the core idea)
 
 
+# the task runner's own retries (an answer, not a fault): a new seed, twice the budget
+TASK_RETRIES = ("unparsed", "cut_off")
+
+
 @dataclass
 class TaskStats:
     calls: int = 0  # requests sent to the backend
@@ -72,6 +76,7 @@ class TaskStats:
     # retries by cause: "unparsed" (a new seed), "cut_off" (twice the budget), and the
     # transport's own ("timeout", "connection", "http_503", "malformed_body", ...)
     retries: Counter = field(default_factory=Counter)
+    lost_s: float = 0.0  # seconds the transport lost to faults (failed attempts, their waits)
     prompt_tokens: int = 0  # the server's ``usage`` over fresh answers
     completion_tokens: int = 0
     seconds: float = 0.0  # waiting for the backend
@@ -200,11 +205,13 @@ class TaskRunner:
         """The backend's answers, with what they cost added to the stats."""
         transport = getattr(self.backend, "transport", None)
         before = Counter(transport.retries) if transport is not None else Counter()
+        lost_before = transport.lost_s if transport is not None else 0.0
         t0 = time.perf_counter()
         fresh = self.backend.generate(reqs)
         self.stats.seconds += time.perf_counter() - t0
         if transport is not None:
             self.stats.retries.update(transport.retries - before)
+            self.stats.lost_s += transport.lost_s - lost_before
             self.stats.max_in_flight = max(self.stats.max_in_flight, transport.max_in_flight)
         for r in fresh:
             self.stats.prompt_tokens += r.prompt_tokens or 0

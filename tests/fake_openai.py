@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
@@ -72,6 +73,35 @@ def topic_labels(body: dict, user: str) -> list[str]:
     if schema:
         return list(schema["properties"]["scores"]["properties"])
     return re.search(r"Candidate topics: (.+)", user).group(1).split(", ")
+
+
+IDEA_WORDS = ("induction parity pigeonhole invariant symmetry coloring bijection telescoping "
+              "substitution modular extremal counting").split()  # fmt: skip
+
+
+def _draw(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=4).digest(), "big")
+
+
+def varied_answer(body: dict) -> tuple[int, str | dict]:
+    """Answers that differ by problem, drawn from the prompt's text, like a model that reads it:
+    topic scores per (kind of problem, topic), the problems falling into three kinds that each
+    take their own path down the ontology; a core idea of three words from ``IDEA_WORDS``; a
+    judge's 1 or 2 per pair. The same prompt always gets the same answer."""
+    user = body["messages"][-1]["content"]
+    if "Candidate topics:" in user:
+        labels = topic_labels(body, user)
+        kind = _draw(user.split("Candidate topics:")[0]) % 3
+        scores = {lab: (_draw(f"{kind}|{lab}") % 101) / 100 for lab in labels}
+        return 200, chat_body(json.dumps({"scores": scores}))
+    if "core idea" in user:
+        h = _draw(user)
+        words = [IDEA_WORDS[(h >> (4 * k)) % len(IDEA_WORDS)] for k in range(3)]
+        idea = f"Use {words[0]} with {words[1]} and {words[2]}."
+        return 200, chat_body(json.dumps({**CORE_IDEA, "core_idea": idea}))
+    if "Answer with 1 or 2" in user:
+        return 200, chat_body(str(1 + _draw(user) % 2))
+    return default_answer(body)
 
 
 def default_answer(body: dict) -> tuple[int, str | dict]:

@@ -56,13 +56,36 @@ def summary_value(metadata: dict, key: str):
     return None if v is None else getattr(v, "value", v)
 
 
+def faults_line(metadatas) -> str | None:
+    """One line for the faults a run's LLM calls met (``llm_faults`` of its materialisations):
+    by cause, the retries and the seconds they cost; None when it met none."""
+    import json
+    from collections import Counter
+
+    faults: Counter = Counter()
+    lost = 0.0
+    for metadata in metadatas:
+        value = summary_value(metadata, "llm_faults")
+        if value:
+            seen = json.loads(value)
+            faults.update(seen["by_cause"])
+            lost += seen["lost_s"]
+    if not faults:
+        return None
+    causes = ", ".join(f"{k} {v}" for k, v in sorted(faults.items()))
+    return f"faults met: {causes} ({sum(faults.values())} retries, {lost:.1f}s lost)"
+
+
 def print_run(result, seconds: float) -> None:
-    """One line per materialisation: asset, partition, rows; failed checks too."""
-    for event in result.get_asset_materialization_events():
-        mat = event.materialization
+    """One line per materialisation: asset, partition, rows; the faults its LLM calls met;
+    failed checks too."""
+    mats = [event.materialization for event in result.get_asset_materialization_events()]
+    for mat in mats:
         part = f" [{mat.partition}]" if mat.partition else ""
         rows = summary_value(mat.metadata, "dagster/row_count")
         print(f"  {mat.asset_key.to_user_string() + part:<40} rows={rows}", flush=True)
+    if line := faults_line(m.metadata for m in mats):
+        print(f"  {line}", flush=True)
     for check in result.get_asset_check_evaluations():
         if not check.passed:
             print(f"  CHECK FAILED: {check.asset_key.to_user_string()} / {check.check_name}")

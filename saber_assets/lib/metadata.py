@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from collections import Counter
+
 import polars as pl
 from dagster import MetadataValue
 
 from saber_assets.lib.figures import png_base64
+from saber_resources.llm_tasks import TASK_RETRIES
 
 
 def markdown_table(df: pl.DataFrame, max_rows: int = 20, max_chars: int = 80) -> MetadataValue:
@@ -51,11 +55,15 @@ def llm_metadata(tasks: dict[str, object]) -> dict[str, object]:
     in and out, seconds waiting and the most requests in flight; one row per task, under
     ``llm_calls``. CPU stand-ins report their call counts only."""
     rows = []
+    faults: Counter = Counter()  # the transport's retries by cause, over every task
+    lost = 0.0
     for name, task in tasks.items():
         stats = getattr(task, "stats", None)
         if stats is None:
             continue
         retries = dict(getattr(stats, "retries", {}) or {})
+        faults.update({k: v for k, v in retries.items() if k not in TASK_RETRIES})
+        lost += getattr(stats, "lost_s", 0.0)
         rows.append(
             {
                 "task": name,
@@ -75,4 +83,10 @@ def llm_metadata(tasks: dict[str, object]) -> dict[str, object]:
         )
     if not rows:
         return {}
-    return {"llm_calls": markdown_table(pl.DataFrame(rows), max_chars=120)}
+    return {
+        "llm_calls": markdown_table(pl.DataFrame(rows), max_chars=120),
+        # what `saber build` prints per run, and what a faulted build's runs are compared by
+        "llm_faults": json.dumps(
+            {"by_cause": dict(sorted(faults.items())), "lost_s": round(lost, 2)}
+        ),
+    }
