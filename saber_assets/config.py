@@ -173,6 +173,8 @@ class LLMConfig(_Strict):
     max_concurrency: int = Field(default=8, ge=1)
     max_retries: int = Field(default=4, ge=0)
     timeout_s: float = Field(default=120.0, gt=0)
+    # the first retry's wait (doubled per retry, jittered; at least what a Retry-After asks)
+    backoff_s: float = Field(default=1.0, gt=0)
     json_mode: Literal["json_schema", "structured_outputs", "none"] = "json_schema"
     # How the server takes constrained output (JSON schemas, a fixed set of answers): vllm
     # (`structured_outputs`), llama.cpp (`response_format` + a GBNF `grammar`), openai (hosted

@@ -518,6 +518,7 @@ class LLMResource(ConfigurableResource):
     max_concurrency: int = 8
     max_retries: int = 4
     timeout_s: float = 120.0
+    backoff_s: float = 1.0
     json_mode: Literal["json_schema", "structured_outputs", "none"] = "json_schema"
     # how the server takes constrained output: auto (asked of GET /models), openai, vllm, llama.cpp
     server: Literal["auto", "openai", "vllm", "llama.cpp"] = "auto"
@@ -559,6 +560,7 @@ class LLMResource(ConfigurableResource):
             max_concurrency=self.max_concurrency,
             max_retries=self.max_retries,
             timeout_s=self.timeout_s,
+            backoff_s=self.backoff_s,
             json_mode=self.json_mode,
             thinking_switch=self.thinking_switch,
             server=self.server,

@@ -86,13 +86,15 @@ def _draw(text: str) -> int:
 def varied_answer(body: dict) -> tuple[int, str | dict]:
     """Answers that differ by problem, drawn from the prompt's text, like a model that reads it:
     topic scores per (kind of problem, topic), the problems falling into three kinds that each
-    take their own path down the ontology; a core idea of three words from ``IDEA_WORDS``; a
+    take their own path down the ontology below Algebra; a core idea of three words from ``IDEA_WORDS``; a
     judge's 1 or 2 per pair. The same prompt always gets the same answer."""
     user = body["messages"][-1]["content"]
     if "Candidate topics:" in user:
         labels = topic_labels(body, user)
         kind = _draw(user.split("Candidate topics:")[0]) % 3
         scores = {lab: (_draw(f"{kind}|{lab}") % 101) / 100 for lab in labels}
+        if {"Algebra", "Geometry"} <= set(scores):  # the root: every problem is an algebra one
+            scores = {lab: float(lab == "Algebra") for lab in labels}
         return 200, chat_body(json.dumps({"scores": scores}))
     if "core idea" in user:
         h = _draw(user)

@@ -5,25 +5,24 @@ the server nothing twice beyond the answers the faults lost."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 
-import duckdb
-import numpy as np
-import polars as pl
 import pytest
-import yaml
 
-from saber_assets.config import REPO_ROOT
 from saber_resources.fault_proxy import FAULTS, REACH_UPSTREAM, FaultProxy
 from saber_resources.llm import OpenAIBackend
 from saber_resources.llm_tasks import LLMPairJudge, LLMSummarizer, TaskRunner
 
-from .conftest import tiny_doc, write_tiny_inputs
+from .conftest import write_tiny_inputs
 from .fake_openai import FakeOpenAI, varied_answer
+from .rehearsal import (
+    build_process,
+    build_with_kills,
+    judgments,
+    no_run_left_started,
+    outcome,
+    rehearsal_config,
+)
 
 # the client's cause for each fault (TransportStats.retries); a slow stream is no fault to it
 CAUSE = {
@@ -116,48 +115,6 @@ def test_a_fault_mix_is_checked_and_the_draw_is_seeded():
     assert [a.draw(x) for x in bodies] != draws  # a retried request draws again
 
 
-def _build(cfg, home, env_extra=None) -> subprocess.Popen:
-    env = {**os.environ, "SABER_HOME": str(home), **(env_extra or {})}
-    env.pop("DAGSTER_HOME", None)
-    return subprocess.Popen(
-        [sys.executable, "-m", "saber_assets.cli", "build", "--config", str(cfg), *STAGES],
-        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-
-
-# every stage that asks the LLM or reads what it answered, through the leaderboard
-STAGES = [a for s in ("sources", "annotations", "signal-inputs", "shards", "thresholds",
-                      "domains", "benchmark", "indexes", "runs", "leaderboard")
-          for a in ("--select", s)]  # fmt: skip
-
-
-def _rehearsal_config(root, url: str):
-    """The tiny config, smaller (130 problems), judged by an LLM at `url` with the direct judge."""
-    doc = tiny_doc(root)
-    doc["corpus"]["sources"][1]["sample_size"] = 100
-    doc["llm"] = {"backend": "openai", "model": "fake", "base_url": url, "server": "openai",
-                  "timeout_s": 3, "max_retries": 8}  # fmt: skip
-    doc["tournament"].update(judge_prompt="direct", rounds=3, judge_chunk=16)
-    path = root / "rehearsal.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
-
-
-def _outcome(home) -> dict:
-    out = home / "tiny"
-    queries = pl.read_parquet(out / "benchmark" / "queries.parquet").sort("id")
-    ratings = pl.read_parquet(out / "parquet" / "relevance_ratings")
-    board = pl.read_csv(out / "leaderboard" / "leaderboard.csv")
-    return {
-        "queries": queries.select("id", "candidates", "relevance_scores").to_dicts(),
-        "ratings": ratings.select("query_id", "candidate_id", "rating")
-        .sort("query_id", "candidate_id").to_dicts(),
-        "board": board.select("retriever", "setting", "ndcg@10").sort("retriever", "setting")
-        .to_dicts(),
-    }  # fmt: skip
-
-
 @pytest.mark.e2e
 def test_a_build_through_faults_and_kills_equals_a_clean_build(tmp_path):
     """The tiny config judged by an LLM (the fake, answering by content) built clean, then again
@@ -167,59 +124,27 @@ def test_a_build_through_faults_and_kills_equals_a_clean_build(tmp_path):
     faults its runs met, by cause."""
     write_tiny_inputs(tmp_path)
     with FakeOpenAI(answer=varied_answer) as srv:
-        cfg = _rehearsal_config(tmp_path, srv.url)
-        clean = _build(cfg, tmp_path / "clean")
+        cfg = rehearsal_config(tmp_path, srv.url, problems=60)
+        clean = build_process(cfg, tmp_path / "clean")
         out, _ = clean.communicate(timeout=900)
         assert clean.returncode == 0, out[-3000:]
-        want = _outcome(tmp_path / "clean")
+        want = outcome(tmp_path / "clean")
         assert want["queries"] and want["board"], "the rehearsal needs a benchmark to compare"
         upstream = srv.url.rsplit("/v1", 1)[0]
-        with FaultProxy(upstream, rate=0.1, seed=11, stall_s=4.0, retry_after_s=0) as proxy:
-            cfg = _rehearsal_config(tmp_path, proxy.url + "/v1")
+        with FaultProxy(upstream, rate=0.1, seed=11, stall_s=3.0, retry_after_s=0) as proxy:
+            cfg = rehearsal_config(tmp_path, proxy.url + "/v1", problems=60)
             home = tmp_path / "faulted"
-            rng = np.random.default_rng(5)
-            kills, outputs = 0, []
-            for _ in range(8):
-                build = _build(cfg, home)
-                if kills < 3:  # a seeded moment in this run, somewhere between two stages' work
-                    try:
-                        out, _ = build.communicate(timeout=float(rng.uniform(6, 30)))
-                    except subprocess.TimeoutExpired:
-                        os.killpg(build.pid, signal.SIGKILL)
-                        build.wait()
-                        kills += 1
-                        continue
-                else:
-                    out, _ = build.communicate(timeout=900)
-                outputs.append(out)
-                if build.returncode == 0:
-                    break
-            assert build.returncode == 0, out[-3000:]
-    assert kills >= 1, "the build ended before any kill point"
-    assert _outcome(home) == want
+            killed = build_with_kills(cfg, home, kills=2, seed=5, window=(5, 20))
+            assert killed.returncode == 0, killed.outputs[-1][-3000:]
+    assert killed.kills >= 1, "the build ended before any kill point"
+    assert outcome(home) == want
     faults = {k: v for k, v in proxy.counts().items() if k != "forwarded"}
     assert sum(faults.values()) >= 10
-    printed = " ".join(line for o in outputs for line in o.splitlines() if "faults met:" in line)
+    printed = " ".join(line for o in killed.outputs for line in o.splitlines() if "faults met:" in line)
     assert printed, "no run said which faults it met"
     # every judgment once (the primary key), and as many as the clean build's
-    with duckdb.connect(str(home / "tiny" / "stores.duckdb"), read_only=True) as con:
-        n, distinct = con.execute(
-            "SELECT count(*), count(DISTINCT (run_key, query, round, a, b)) FROM judgments"
-        ).fetchone()
-    with duckdb.connect(str(tmp_path / "clean" / "tiny" / "stores.duckdb"), read_only=True) as con:
-        (n_clean,) = con.execute("SELECT count(*) FROM judgments").fetchone()
-    assert n == distinct == n_clean
-    _no_run_left_started(home / "dagster_home")
+    n, distinct = judgments(home)
+    assert n == distinct == judgments(tmp_path / "clean")[0]
+    no_run_left_started(home / "dagster_home")
 
 
-def _no_run_left_started(dagster_home) -> None:
-    """No run of the killed builds is left STARTED (the next build marked it failed) and no
-    `llm` pool slot is held or waited for."""
-    from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
-    from dagster._core.instance.ref import InstanceRef
-
-    instance = DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home)))
-    started = instance.get_runs(filters=RunsFilter(statuses=[DagsterRunStatus.STARTED]))
-    assert not started, [r.job_name for r in started]
-    info = instance.event_log_storage.get_concurrency_info("llm")
-    assert not info.claimed_slots and not info.pending_steps
