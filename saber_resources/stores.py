@@ -13,6 +13,7 @@ placeholders and ``{json}``/``{blob}``/``{double}`` types; each backend translat
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -151,10 +152,12 @@ class PostgresStore(StoreDB):
     kind = "postgres"
     types = {"json": "JSONB", "blob": "BYTEA", "double": "DOUBLE PRECISION"}
 
-    def __init__(self, dsn: str, connect_timeout_s: float = 30.0) -> None:
+    def __init__(self, dsn: str, connect_timeout_s: float = 30.0, attempts: int = 5) -> None:
         self._dsn = dsn  # never logged: it may hold a password
         self._timeout = connect_timeout_s
+        self._attempts = attempts
         self._local = threading.local()
+        self.reconnects = 0  # connections lost mid-statement (killed, restarted) and retried
 
     def __repr__(self) -> str:
         return "PostgresStore(<dsn from the environment>)"
@@ -182,27 +185,54 @@ class PostgresStore(StoreDB):
     def _sql(sql: str) -> str:
         return re.sub(r"\?", "%s", sql)
 
+    def _retry_lost(self, action: Callable[[Any], Any]) -> Any:
+        """``action(connection)``, again on a new connection when the server dropped this one
+        mid-statement (``pg_terminate_backend``, a restart, a failover): a transaction the drop
+        interrupted was rolled back whole, and every write here is idempotent (inserts ignore
+        rows already there), so a retry loses nothing and doubles nothing."""
+        import psycopg
+
+        for attempt in range(self._attempts):
+            conn = self._conn()
+            try:
+                return action(conn)
+            except psycopg.OperationalError:
+                # the session is gone or unusable (a dropped pipeline leaves it "busy" before
+                # psycopg marks it broken): a new one, whatever the server said
+                self._local.conn = None
+                with contextlib.suppress(Exception):
+                    conn.close()
+                if attempt == self._attempts - 1:
+                    raise
+                self.reconnects += 1
+                time.sleep(0.2 * attempt)
+
     def execute(self, sql: str, params: Sequence = ()) -> None:
-        self._conn().execute(self._sql(sql), list(params))
+        self._retry_lost(lambda conn: conn.execute(self._sql(sql), list(params)))
 
     def execute_ddl(self, statements: Sequence[str]) -> None:
         # Two sessions running CREATE TABLE IF NOT EXISTS at once can both miss the table and
         # the second then fails on pg_type's unique index (annotation chunks starting together
         # on a fresh database did, in CI). One transaction-scoped advisory lock takes them in
         # turn; DDL is transactional, so a session that waited sees the table and skips it.
-        conn = self._conn()
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s::bigint)", [DDL_LOCK])
-            for sql in statements:
-                conn.execute(self.ddl(sql))
+
+        def ddl(conn) -> None:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s::bigint)", [DDL_LOCK])
+                for sql in statements:
+                    conn.execute(self.ddl(sql))
+
+        self._retry_lost(ddl)
 
     def fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
-        return self._conn().execute(self._sql(sql), list(params)).fetchall()
+        return self._retry_lost(lambda conn: conn.execute(self._sql(sql), list(params)).fetchall())
 
     def frame(self, sql: str, params: Sequence = ()) -> pl.DataFrame:
-        cur = self._conn().execute(self._sql(sql), list(params))
-        names = [d.name for d in cur.description]
-        rows = cur.fetchall()
+        def read(conn):
+            cur = conn.execute(self._sql(sql), list(params))
+            return [d.name for d in cur.description], cur.fetchall()
+
+        names, rows = self._retry_lost(read)
         return pl.DataFrame(rows, schema=names, orient="row", infer_schema_length=None)
 
     def insert_ignore(self, table: str, df: pl.DataFrame, json_columns: Sequence[str] = ()) -> int:
@@ -216,9 +246,12 @@ class PostgresStore(StoreDB):
         # order, and cannot deadlock (they did, in CI's cluster test)
         key = [c for c in primary_key(table) if c in df.columns]
         rows = df.sort(key).rows() if key else df.rows()
-        conn = self._conn()
-        with conn.transaction(), conn.cursor() as cur:
-            cur.executemany(sql, rows)
+
+        def insert(conn) -> None:
+            with conn.transaction(), conn.cursor() as cur:
+                cur.executemany(sql, rows)
+
+        self._retry_lost(insert)
         return df.height
 
     def lookup(self, table, columns, where, key, keys) -> list[tuple]:
@@ -227,7 +260,7 @@ class PostgresStore(StoreDB):
             return []
         conds = "".join(f" AND {c} = %s" for c in where)
         sql = f"SELECT {', '.join(columns)} FROM {table} WHERE {key} = ANY(%s){conds}"
-        return self._conn().execute(sql, [keys, *where.values()]).fetchall()
+        return self._retry_lost(lambda conn: conn.execute(sql, [keys, *where.values()]).fetchall())
 
 
 def primary_key(table: str) -> list[str]:

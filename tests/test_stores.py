@@ -1,6 +1,7 @@
 """The stores on both backends: same answers, idempotent writes, many writers at once."""
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -238,3 +239,58 @@ def test_discovered_models_on_both_backends(store, tmp_path, monkeypatch):
         ("gpu--chat-b", "chat", None), ("gpu--emb-a", "proposed", 16)
     ]  # fmt: skip
     assert (rows["last_seen"] >= rows["first_seen"]).all()
+
+
+def test_a_connection_killed_mid_insert_is_retried_and_loses_nothing(postgres_dsn):
+    """`pg_terminate_backend` on the store's sessions while judgments and LLM answers are being
+    inserted (a large batch in flight, and between batches): each interrupted transaction is
+    rolled back by the server and retried on a new connection; afterwards every row is there
+    exactly once (the primary keys checked)."""
+    import polars as pl
+
+    from saber_resources.stores import ensure_table
+
+    schema = "killed_mid_insert"
+    admin = PostgresStore(postgres_dsn)
+    admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    admin.execute(f"CREATE SCHEMA {schema}")
+    db = PostgresStore(f"{postgres_dsn}?options=-csearch_path%3D{schema}")
+    ensure_table(db, "judgments")
+    store = SQLJudgmentStore(db)
+    mine = (
+        "SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+        "AND backend_type = 'client backend' AND datname = current_database()"
+    )
+    stop = threading.Event()
+    killed: list[int] = []
+
+    def killer() -> None:
+        killer_db = PostgresStore(postgres_dsn)
+        while not stop.is_set():
+            time.sleep(0.03)
+            for (pid,) in killer_db.fetch(mine):
+                if pid not in (admin_pid, killer_pid(killer_db)):
+                    killer_db.fetch("SELECT pg_terminate_backend(?)", [pid])
+                    killed.append(pid)
+
+    def killer_pid(kdb) -> int:
+        return kdb.fetch("SELECT pg_backend_pid()")[0][0]
+
+    admin_pid = admin.fetch("SELECT pg_backend_pid()")[0][0]
+    thread = threading.Thread(target=killer)
+    thread.start()
+    try:
+        batches = 40
+        for b in range(batches):
+            store.add("run", [_judgment(f"q{b}", r, f"a{k}", f"b{k}") for r in range(5) for k in range(100)])
+    finally:
+        stop.set()
+        thread.join()
+    n, distinct = db.fetch(
+        "SELECT count(*), count(DISTINCT (run_key, query, round, a, b)) FROM judgments"
+    )[0]
+    assert len(killed) >= 3 and db.reconnects >= 3, (len(killed), db.reconnects)
+    assert n == distinct == batches * 5 * 100
+    frame = store.frame("run")
+    assert frame.height == n and frame["query"].n_unique() == batches
+    assert isinstance(frame, pl.DataFrame)
