@@ -1,12 +1,15 @@
 """Parquet IO manager that keeps the DuckDB views over the Parquet assets current."""
 
 import typing
+from pathlib import Path
 
 import duckdb
 import polars as pl
 from dagster import InputContext, OutputContext, ResourceDependency
 from dagster_polars import PolarsParquetIOManager
+from upath import UPath
 
+from saber_assets.outputs import written_whole
 from saber_resources.warehouse import Warehouse
 
 
@@ -18,6 +21,14 @@ class WarehouseParquetIOManager(PolarsParquetIOManager):
     def handle_output(self, context: OutputContext, obj) -> None:
         super().handle_output(context, obj)
         refresh_warehouse(self.warehouse, context)
+
+    def write_df_to_path(self, context: OutputContext, df: pl.DataFrame, path) -> None:
+        """A local table is written whole or not at all (``outputs.written_whole``); an object
+        store's put is already whole."""
+        if getattr(path, "protocol", "") not in ("", "file", "local"):
+            return super().write_df_to_path(context, df, path)
+        with written_whole(Path(path)) as tmp:
+            super().write_df_to_path(context, df, UPath(tmp))
 
     def load_partitions(self, context: InputContext):
         """An input declared as ``dict[str, DataFrame]`` (every partition of the parent) gets a
@@ -32,10 +43,11 @@ class WarehouseParquetIOManager(PolarsParquetIOManager):
 
 
 def refresh_warehouse(warehouse: Warehouse, context) -> None:
-    """Refresh the views; another process holding the file lock only delays them."""
+    """Refresh the views; another process holding the file lock, or a full disk, only delays
+    them (they are derived from the Parquet files: the table itself was written)."""
     try:
         warehouse.refresh_views()
-    except duckdb.IOException as exc:
+    except (duckdb.IOException, duckdb.TransactionException) as exc:
         context.log.warning(
             f"DuckDB views not refreshed ({exc}); `saber build` / `saber warehouse` refresh them"
         )

@@ -5,6 +5,9 @@ it through their pipeline resource (``pipeline.outputs()``), the commands throug
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,3 +82,16 @@ class Outputs:
     def report(self) -> Path:
         """The analyses' HTML report (``index.html`` and its figures)."""
         return self.root / "report"
+
+
+@contextmanager
+def written_whole(path: Path) -> Iterator[Path]:
+    """Where to write ``path``'s new content: a file beside it, renamed into place when the block
+    ends without an error. A reader never sees half a file, and a build killed or stopped by a
+    full disk leaves the old file as it was, never a partial one."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

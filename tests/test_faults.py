@@ -5,10 +5,13 @@ the server nothing twice beyond the answers the faults lost."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 
+import polars as pl
 import pytest
 
+from saber_assets.signals.shards import read_shard
 from saber_resources.fault_proxy import FAULTS, REACH_UPSTREAM, FaultProxy
 from saber_resources.llm import OpenAIBackend
 from saber_resources.llm_tasks import LLMPairJudge, LLMSummarizer, TaskRunner
@@ -82,7 +85,9 @@ def test_a_run_through_ten_percent_faults_equals_a_clean_run_and_asks_nothing_tw
         with FaultProxy(srv.url.rsplit("/v1", 1)[0], rate=0.1, seed=3, stall_s=4.0,
                         retry_after_s=0) as proxy:  # fmt: skip
             backend = _backend(proxy.url, max_retries=6, max_concurrency=16)
-            got = [o.value for o in LLMPairJudge(TaskRunner(backend), "direct").compare_batch(items)]
+            got = [
+                o.value for o in LLMPairJudge(TaskRunner(backend), "direct").compare_batch(items)
+            ]
         faulted = len(srv.requests)
     counts = proxy.counts()
     faults = {k: v for k, v in counts.items() if k != "forwarded"}
@@ -140,7 +145,9 @@ def test_a_build_through_faults_and_kills_equals_a_clean_build(tmp_path):
     assert outcome(home) == want
     faults = {k: v for k, v in proxy.counts().items() if k != "forwarded"}
     assert sum(faults.values()) >= 10
-    printed = " ".join(line for o in killed.outputs for line in o.splitlines() if "faults met:" in line)
+    printed = " ".join(
+        line for o in killed.outputs for line in o.splitlines() if "faults met:" in line
+    )
     assert printed, "no run said which faults it met"
     # every judgment once (the primary key), and as many as the clean build's
     n, distinct = judgments(home)
@@ -148,3 +155,44 @@ def test_a_build_through_faults_and_kills_equals_a_clean_build(tmp_path):
     no_run_left_started(home / "dagster_home")
 
 
+def _mount_tmpfs(path, size: str, remount: bool = False) -> bool:
+    opts = f"remount,size={size}" if remount else f"size={size}"
+    args = ["mount", "-o", opts, str(path)] if remount else ["mount", "-t", "tmpfs", "-o", opts,
+                                                              "tmpfs", str(path)]  # fmt: skip
+    return subprocess.run(args, capture_output=True).returncode == 0
+
+
+@pytest.mark.e2e
+def test_a_full_disk_stops_the_build_in_one_line_and_it_completes_once_space_is_freed(tmp_path):
+    """The outputs folder on a 1.5 MiB tmpfs: the build stops with one line naming the folder
+    and the stage, leaves no half-written Parquet or shard file, and once the filesystem is
+    grown it completes to exactly what a build on a roomy disk makes."""
+    write_tiny_inputs(tmp_path)
+    out = tmp_path / "full" / "tiny"
+    out.mkdir(parents=True)
+    if not _mount_tmpfs(out, "1536k"):
+        pytest.skip("cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN)")
+    try:
+        with FakeOpenAI(answer=varied_answer) as srv:
+            cfg = rehearsal_config(tmp_path, srv.url, problems=60)
+            clean = build_process(cfg, tmp_path / "clean")
+            log, _ = clean.communicate(timeout=900)
+            assert clean.returncode == 0, log[-3000:]
+            full = build_process(cfg, tmp_path / "full")
+            log, _ = full.communicate(timeout=900)
+            assert full.returncode == 1, log[-3000:]
+            lines = [x for x in log.splitlines() if "the disk is full" in x]
+            assert len(lines) == 1 and str(out) in lines[0] and "in stage " in lines[0], log[-3000:]
+            assert "FAILED step" not in log  # the one line, not a traceback per step
+            assert not list(out.rglob("*.tmp"))
+            for f in out.rglob("*.parquet"):
+                pl.read_parquet(f)  # every table there is whole
+            for f in out.rglob("*.sig"):
+                read_shard(f)
+            assert _mount_tmpfs(out, "64m", remount=True)
+            resumed = build_process(cfg, tmp_path / "full")
+            log, _ = resumed.communicate(timeout=900)
+            assert resumed.returncode == 0, log[-3000:]
+        assert outcome(tmp_path / "full") == outcome(tmp_path / "clean")
+    finally:
+        subprocess.run(["umount", "-l", str(out)], capture_output=True)

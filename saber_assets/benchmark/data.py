@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from saber_assets.outputs import written_whole
+
 QUERY_SCHEMA = {
     "id": pl.String,  # optional in files: derived from the row when absent
     "problem": pl.String,
@@ -86,9 +88,14 @@ class Benchmark:
     def write(self, directory: Path) -> Path:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        self.queries.write_parquet(directory / "queries.parquet")
-        self.documents.write_parquet(directory / "documents.parquet")
-        (directory / "manifest.json").write_text(json.dumps(self.manifest, indent=2, default=str))
+        for frame, name in (
+            (self.queries, "queries.parquet"),
+            (self.documents, "documents.parquet"),
+        ):
+            with written_whole(directory / name) as tmp:
+                frame.write_parquet(tmp)
+        with written_whole(directory / "manifest.json") as tmp:
+            tmp.write_text(json.dumps(self.manifest, indent=2, default=str))
         return directory
 
     @classmethod

@@ -256,11 +256,18 @@ def build(
             if not result.success:
                 failed.append(result)
     elapsed = time.perf_counter() - t0
+    import duckdb
+
     from saber_resources.warehouse import Warehouse
 
     wh = defs.resources["warehouse"]
     assert isinstance(wh, Warehouse)
-    views = wh.refresh_views()
+    try:
+        views = wh.refresh_views()
+    except duckdb.Error as exc:  # views are derived: `saber warehouse` makes them again
+        if not failed:
+            raise
+        views = [f"not refreshed: {str(exc).splitlines()[0][:120]}"]
     print(f"steps:     {ran} run, {skipped} up to date (`--force` rebuilds them)")
     print(f"parquet:   {wh.parquet_dir}")
     print(f"warehouse: {wh.path} (views: {', '.join(views) or 'none'})")
@@ -269,17 +276,41 @@ def build(
     if report.exists():
         print(f"report:    {report}")
     if failed:
-        for res in failed:
-            for ev in res.all_events:
-                if ev.is_step_failure:
-                    print(
-                        f"FAILED step {ev.step_key}: {ev.step_failure_data.error.message.strip()}",
-                        file=sys.stderr,
-                    )
+        failures = [
+            (res.dagster_run.job_name, ev.step_key, ev.step_failure_data.error)
+            for res in failed
+            for ev in res.all_events
+            if ev.is_step_failure
+        ]
+        if full := disk_full(failures, Outputs.of(cfg, home).root):
+            print(full, file=sys.stderr)  # one line: the rest is the same error, many times
+        else:
+            for _, step_key, error in failures:
+                print(f"FAILED step {step_key}: {error.message.strip()}", file=sys.stderr)
         print(f"saber build FAILED after {elapsed:.1f}s", file=sys.stderr)
         return 1
     print(f"saber build finished in {elapsed:.1f}s")
     return 0
+
+
+def disk_full(failures: list[tuple[str, str, object]], outputs: Path) -> str | None:
+    """The one line a build stopped by a full disk prints (errno 28 anywhere in a failed step's
+    error, its causes included): where, how much is free, which stage and step; None otherwise.
+    Every output is written whole or not at all, so nothing finished is lost."""
+    for job, step_key, error in failures:
+        chain, seen = [], error
+        while seen is not None:
+            chain.append(f"{seen.message} {''.join(seen.stack or [])}")
+            seen = seen.cause or seen.context
+        if any("No space left on device" in text or "os error 28" in text for text in chain):
+            free = shutil.disk_usage(outputs).free if outputs.exists() else 0
+            stage = job.removeprefix("build_")
+            return (
+                f"saber build: the disk is full under {outputs} ({free / 2**20:.1f} MiB free), "
+                f"in stage {stage} (step {step_key}): free space there and run the build again "
+                "(what finished is kept, no file was left half written)"
+            )
+    return None
 
 
 def no_queries(outputs: Outputs) -> bool:

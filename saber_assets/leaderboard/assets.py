@@ -24,6 +24,7 @@ from saber_assets.leaderboard.rows import entry_rows
 from saber_assets.leaderboard.significance import beats_column, significance_tables
 from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import figure_markdown, markdown_table, stage_metadata
+from saber_assets.outputs import written_whole
 from saber_assets.resources import PipelineResource
 from saber_assets.retrievers.discovery import registry_for
 from saber_assets.retrievers.registry import unavailable_reason
@@ -207,10 +208,11 @@ def leaderboard(
     )  # fmt: skip
     out = pipeline.outputs().leaderboard
     out.mkdir(parents=True, exist_ok=True)
-    tests.write_parquet(out / "significance.parquet")
-    tests.write_csv(out / "significance.csv")
-    board.write_csv(out / "leaderboard.csv")
-    board.write_parquet(out / "leaderboard.parquet")  # the warehouse's `leaderboard` view
+    for write, name in ((tests.write_parquet, "significance.parquet"),
+                        (tests.write_csv, "significance.csv"), (board.write_csv, "leaderboard.csv"),
+                        (board.write_parquet, "leaderboard.parquet")):  # fmt: skip
+        with written_whole(out / name) as tmp:  # the warehouse's `leaderboard` view reads it
+            write(tmp)
     refresh_warehouse(warehouse, context)
     md = markdown_table(
         board.select(

@@ -19,6 +19,7 @@ from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import llm_metadata, stage_metadata
 from saber_assets.lib.tasks import tasks_for
 from saber_assets.ontology.domains import domain_title
+from saber_assets.outputs import written_whole
 from saber_assets.resources import PipelineResource
 from saber_assets.retrievers.discovery import entry_settings, registered_entry
 from saber_assets.retrievers.indexes import prepare_index
@@ -96,7 +97,8 @@ def retriever_runs(
     result = pl.concat(frames).with_columns(
         pl.lit(name).alias("retriever"), pl.lit(domain).alias("partition_domain")
     )
-    result.write_parquet(out_dir / f"{domain_key}.parquet")
+    with written_whole(out_dir / f"{domain_key}.parquet") as tmp:
+        result.write_parquet(tmp)
     failed = int(result["failed"].sum())
     if failed:
         context.log.warning(f"{name} failed on {failed} query-pipeline (counted, scored 0)")
