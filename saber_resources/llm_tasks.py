@@ -85,6 +85,10 @@ class TaskStats:
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    def faults(self) -> dict[str, int]:
+        """The transport's retries by cause (faults met), without the runner's own."""
+        return {k: v for k, v in self.retries.items() if k not in TASK_RETRIES}
+
 
 class TaskFailed(RuntimeError):
     pass

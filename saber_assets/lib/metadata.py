@@ -9,7 +9,6 @@ import polars as pl
 from dagster import MetadataValue
 
 from saber_assets.lib.figures import png_base64
-from saber_resources.llm_tasks import TASK_RETRIES
 
 
 def markdown_table(df: pl.DataFrame, max_rows: int = 20, max_chars: int = 80) -> MetadataValue:
@@ -62,7 +61,7 @@ def llm_metadata(tasks: dict[str, object]) -> dict[str, object]:
         if stats is None:
             continue
         retries = dict(getattr(stats, "retries", {}) or {})
-        faults.update({k: v for k, v in retries.items() if k not in TASK_RETRIES})
+        faults.update(stats.faults() if hasattr(stats, "faults") else {})
         lost += getattr(stats, "lost_s", 0.0)
         rows.append(
             {
