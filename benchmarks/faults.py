@@ -77,7 +77,9 @@ def main() -> int:
         t1 = time.perf_counter()
         with FaultProxy(upstream, rate=args.rate, seed=args.seed, stall_s=3.0) as proxy:
             cfg = rehearsal_config(root, proxy.url + "/v1", args.problems)
-            killed = build_with_kills(cfg, root / "faulted", args.kills, args.seed, (5, 20))
+            # kill moments spread over a whole build's time: every stage can be hit
+            window = (5.0, max(10.0, 0.9 * clean_s))
+            killed = build_with_kills(cfg, root / "faulted", args.kills, args.seed, window)
         faulted_s = time.perf_counter() - t1
     finally:
         if fake is not None:
