@@ -7,7 +7,6 @@ import duckdb
 import polars as pl
 from dagster import InputContext, OutputContext, ResourceDependency
 from dagster_polars import PolarsParquetIOManager
-from upath import UPath
 
 from saber_assets.outputs import written_whole
 from saber_resources.warehouse import Warehouse
@@ -28,7 +27,7 @@ class WarehouseParquetIOManager(PolarsParquetIOManager):
         if getattr(path, "protocol", "") not in ("", "file", "local"):
             return super().write_df_to_path(context, df, path)
         with written_whole(Path(path)) as tmp:
-            super().write_df_to_path(context, df, UPath(tmp))
+            super().write_df_to_path(context, df, path.with_name(tmp.name))
 
     def load_partitions(self, context: InputContext):
         """An input declared as ``dict[str, DataFrame]`` (every partition of the parent) gets a
