@@ -196,3 +196,17 @@ def test_a_full_disk_stops_the_build_in_one_line_and_it_completes_once_space_is_
         assert outcome(tmp_path / "full") == outcome(tmp_path / "clean")
     finally:
         subprocess.run(["umount", "-l", str(out)], capture_output=True)
+
+
+def test_a_runs_faults_are_one_line_and_none_is_no_line():
+    import json
+
+    from saber_assets.cli.build import faults_line
+
+    met = [
+        {"llm_faults": json.dumps({"by_cause": {"http_503": 2, "timeout": 1}, "lost_s": 3.25})},
+        {"llm_faults": json.dumps({"by_cause": {"http_503": 1}, "lost_s": 0.5})},
+        {"dagster/row_count": 4},
+    ]
+    assert faults_line(met) == "faults met: http_503 3, timeout 1 (4 retries, 3.8s lost)"
+    assert faults_line([{"llm_faults": json.dumps({"by_cause": {}, "lost_s": 0})}]) is None
