@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
+UPSTREAM_FAILED = 502  # what the client gets when the server could not be reached
+
 # faults whose request reached the server (its work done, the answer lost or slow on the way)
 REACH_UPSTREAM = ("reset_after_read", "truncated_body", "slow_stream")
 FAULTS = (
@@ -133,7 +135,8 @@ class FaultProxy:
 
     async def _answer(self, writer, method, path, headers, body, fault) -> bool:
         """Answer one request; False when the connection is finished."""
-        self._record(fault or "forwarded", path, body)
+        if fault is not None:
+            self._record(fault, path, body)
         if fault == "reset_before_read":
             # dropped before the server saw it (an RST, not a FIN): no answer
             writer.transport.abort()
@@ -165,6 +168,8 @@ class FaultProxy:
             await self._send(writer, 200, json.dumps({"object": "list", "data": []}).encode())
             return True
         status, payload, ctype = await self._forward(method, path, headers, body)
+        if fault is None:  # the server's own failure is its own entry, not a faithful forward
+            self._record("forwarded" if status != UPSTREAM_FAILED else "upstream_error", path, body)
         if fault == "truncated_body":
             # the promised length, half the bytes, then the connection ends
             head = self._head(status, len(payload), ctype)
@@ -190,11 +195,8 @@ class FaultProxy:
                 method, self.upstream + path, content=body, headers=keep
             )
         except httpx.HTTPError as exc:
-            return (
-                502,
-                json.dumps({"error": {"message": f"upstream: {exc}"}}).encode(),
-                "application/json",
-            )
+            error = json.dumps({"error": {"message": f"upstream: {exc}"}}).encode()
+            return UPSTREAM_FAILED, error, "application/json"
         return resp.status_code, resp.content, resp.headers.get("content-type", "application/json")
 
     @staticmethod
@@ -218,7 +220,11 @@ class FaultProxy:
             loop = asyncio.new_event_loop()
             self._loop = loop
             asyncio.set_event_loop(loop)
-            self._client = httpx.AsyncClient(timeout=None)
+            # a fresh connection per forward: an HTTP/1.0 server closes each one, and a pooled
+            # connection it closed would fail a forward for nothing
+            self._client = httpx.AsyncClient(
+                timeout=None, limits=httpx.Limits(max_keepalive_connections=0)
+            )
             self._server = loop.run_until_complete(
                 asyncio.start_server(self._handle, "127.0.0.1", 0)
             )

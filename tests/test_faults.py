@@ -38,6 +38,7 @@ CAUSE = {
     "truncated_body": "connection",
     "html_200": "malformed_body",
     "wrong_shape_200": "malformed_body",
+    "upstream_error": "http_502",  # the server itself failed a forward (a loaded machine)
 }
 
 
