@@ -298,15 +298,17 @@ def llama_embed(llama_parts):
 # servers and the environments made for one check. A test is e2e by the fixtures it asks for,
 # or by its own mark.
 # a server started once per session: its tests run on one xdist worker (`--dist loadgroup`)
+# (and the faults rehearsal's clean build, made once for the tests that compare with it)
 SERVER_GROUPS = {"llama_parts": "llama", "llama_chat": "llama", "llama_embed": "llama",
-                 "postgres_dsn": "postgres"}  # fmt: skip
+                 "postgres_dsn": "postgres", "clean_rehearsal": "faults"}  # fmt: skip
 E2E_FIXTURES = {"shared_build", "label_studio_db", *SERVER_GROUPS}
 
 
 # the longest first, so that two workers finish together (xdist hands work out in this order;
 # a server's group goes where its first test is)
-LONGEST_FIRST = ["test_cluster", "test_real_llm_build", "test_real_llm", "test_ui", "test_scale",
-                 "test_build", "test_label_studio", "test_discovery", "test_resume"]  # fmt: skip
+LONGEST_FIRST = ["test_cluster", "test_real_llm_build", "test_real_llm", "test_ui", "test_faults",
+                 "test_scale", "test_build", "test_label_studio", "test_discovery",
+                 "test_resume"]  # fmt: skip
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups

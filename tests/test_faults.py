@@ -121,21 +121,30 @@ def test_a_fault_mix_is_checked_and_the_draw_is_seeded():
     assert [a.draw(x) for x in bodies] != draws  # a retried request draws again
 
 
-@pytest.mark.e2e
-def test_a_build_through_faults_and_kills_equals_a_clean_build(tmp_path):
+@pytest.fixture(scope="module")
+def clean_rehearsal(tmp_path_factory) -> tuple[dict, int]:
+    """The rehearsal config built on a healthy server and disk, once for the tests that compare
+    with it (one xdist group: one worker builds it): (its outcome, its judgments)."""
+    root = tmp_path_factory.mktemp("clean-rehearsal")
+    write_tiny_inputs(root)
+    with FakeOpenAI(answer=varied_answer) as srv:
+        clean = build_process(rehearsal_config(root, srv.url, problems=60), root / "clean")
+        out, _ = clean.communicate(timeout=900)
+    assert clean.returncode == 0, out[-3000:]
+    want = outcome(root / "clean")
+    assert want["queries"] and want["board"], "the rehearsal needs a benchmark to compare"
+    return want, judgments(root / "clean")[0]
+
+
+def test_a_build_through_faults_and_kills_equals_a_clean_build(tmp_path, clean_rehearsal):
     """The tiny config judged by an LLM (the fake, answering by content) built clean, then again
     through the fault proxy at 10% and killed with SIGKILL at seeded moments, resumed each time:
     the benchmark, the ratings and the leaderboard are the clean build's; no judgment is stored
     twice; no Dagster run is left STARTED and no `llm` pool slot held; the build printed the
     faults its runs met, by cause."""
+    want, clean_judgments = clean_rehearsal
     write_tiny_inputs(tmp_path)
     with FakeOpenAI(answer=varied_answer) as srv:
-        cfg = rehearsal_config(tmp_path, srv.url, problems=60)
-        clean = build_process(cfg, tmp_path / "clean")
-        out, _ = clean.communicate(timeout=900)
-        assert clean.returncode == 0, out[-3000:]
-        want = outcome(tmp_path / "clean")
-        assert want["queries"] and want["board"], "the rehearsal needs a benchmark to compare"
         upstream = srv.url.rsplit("/v1", 1)[0]
         with FaultProxy(upstream, rate=0.1, seed=11, stall_s=3.0, retry_after_s=0) as proxy:
             cfg = rehearsal_config(tmp_path, proxy.url + "/v1", problems=60)
@@ -152,7 +161,7 @@ def test_a_build_through_faults_and_kills_equals_a_clean_build(tmp_path):
     assert printed, "no run said which faults it met"
     # every judgment once (the primary key), and as many as the clean build's
     n, distinct = judgments(home)
-    assert n == distinct == judgments(tmp_path / "clean")[0]
+    assert n == distinct == clean_judgments
     no_run_left_started(home / "dagster_home")
 
 
@@ -163,8 +172,9 @@ def _mount_tmpfs(path, size: str, remount: bool = False) -> bool:
     return subprocess.run(args, capture_output=True).returncode == 0
 
 
-@pytest.mark.e2e
-def test_a_full_disk_stops_the_build_in_one_line_and_it_completes_once_space_is_freed(tmp_path):
+def test_a_full_disk_stops_the_build_in_one_line_and_it_completes_once_space_is_freed(
+    tmp_path, clean_rehearsal
+):
     """The outputs folder on a 1.5 MiB tmpfs: the build stops with one line naming the folder
     and the stage, leaves no half-written Parquet or shard file, and once the filesystem is
     grown it completes to exactly what a build on a roomy disk makes."""
@@ -176,9 +186,6 @@ def test_a_full_disk_stops_the_build_in_one_line_and_it_completes_once_space_is_
     try:
         with FakeOpenAI(answer=varied_answer) as srv:
             cfg = rehearsal_config(tmp_path, srv.url, problems=60)
-            clean = build_process(cfg, tmp_path / "clean")
-            log, _ = clean.communicate(timeout=900)
-            assert clean.returncode == 0, log[-3000:]
             full = build_process(cfg, tmp_path / "full")
             log, _ = full.communicate(timeout=900)
             assert full.returncode == 1, log[-3000:]
@@ -194,7 +201,7 @@ def test_a_full_disk_stops_the_build_in_one_line_and_it_completes_once_space_is_
             resumed = build_process(cfg, tmp_path / "full")
             log, _ = resumed.communicate(timeout=900)
             assert resumed.returncode == 0, log[-3000:]
-        assert outcome(tmp_path / "full") == outcome(tmp_path / "clean")
+        assert outcome(tmp_path / "full") == clean_rehearsal[0]
     finally:
         subprocess.run(["umount", "-l", str(out)], capture_output=True)
 
