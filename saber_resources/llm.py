@@ -155,6 +155,15 @@ def thinking_fields(switch: str, thinking: bool | None) -> dict:
     raise ValueError(f"unknown thinking switch {switch!r} (one of {', '.join(THINKING_SWITCHES)})")
 
 
+def with_effort(fields: dict, effort: str | None) -> dict:
+    """``fields`` (a request's or a ``chat`` call's) with a reasoning effort as a chat-template
+    kwarg, where GPT-OSS templates read it (llama.cpp, the in-process engine); unchanged for
+    None."""
+    if effort is not None:
+        fields.setdefault("chat_template_kwargs", {})["reasoning_effort"] = effort
+    return fields
+
+
 class LLMBackend(Protocol):
     name: str
     model: str
@@ -222,10 +231,7 @@ class VLLMBackend:
         for k, r in enumerate(requests):
             groups.setdefault((r.thinking, r.reasoning_effort), []).append(k)
         for (thinking, effort), idx in groups.items():
-            fields = thinking_fields(self.thinking_switch, thinking)
-            if effort is not None:  # GPT-OSS's chat template reads it
-                kwargs = fields.setdefault("chat_template_kwargs", {})
-                kwargs["reasoning_effort"] = effort
+            fields = with_effort(thinking_fields(self.thinking_switch, thinking), effort)
             got = llm.chat(
                 [requests[k].chat() for k in idx],
                 [self.sampling_params(requests[k]) for k in idx],
@@ -398,12 +404,10 @@ class OpenAIBackend:
             body["logprobs"] = True
             body["top_logprobs"] = max(req.top_logprobs, 5 if req.all_logprobs else 0)
         body.update(thinking_fields(self.thinking_switch, req.thinking))
-        if req.reasoning_effort is not None:
-            if server == "llama.cpp":  # its chat templates (gpt-oss) read it from their kwargs
-                kwargs = body.setdefault("chat_template_kwargs", {})
-                kwargs["reasoning_effort"] = req.reasoning_effort
-            else:  # the OpenAI API's field, which vLLM's server takes as well
-                body["reasoning_effort"] = req.reasoning_effort
+        if server == "llama.cpp":
+            with_effort(body, req.reasoning_effort)
+        elif req.reasoning_effort is not None:  # the OpenAI API's field, which vLLM's server takes
+            body["reasoning_effort"] = req.reasoning_effort
         return body
 
     @staticmethod

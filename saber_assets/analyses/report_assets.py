@@ -21,6 +21,7 @@ from saber_assets.leaderboard.plots import pvalue_heatmap
 from saber_assets.lib.declare import Declared, analysis
 from saber_assets.lib.figures import png_base64
 from saber_assets.lib.metadata import markdown_table, stage_metadata
+from saber_assets.outputs import written_whole
 from saber_assets.resources import PipelineResource
 
 # an analysis's section: (its table, the config) -> the report's section
@@ -186,9 +187,8 @@ def write_report(
     )
     path = report_path(pipeline)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(path)  # a reader never sees half a report
+    with written_whole(path) as tmp:  # a reader never sees half a report
+        tmp.write_text(page, encoding="utf-8")
     readings = pl.DataFrame(
         {"section": [s.title for s in sections], "reading": [s.reading for s in sections]}
     )

@@ -1,7 +1,6 @@
 """candidates stage: per domain, viable queries with K topic-only, K summary-only, K both."""
 
 import json
-import os
 import time
 
 import polars as pl
@@ -16,6 +15,7 @@ from saber_assets.candidates.select import GROUPS, select_candidates, selection_
 from saber_assets.lib.declare import stage_check, table_asset
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.ontology.domains import domain_names, domain_title
+from saber_assets.outputs import written_whole
 from saber_assets.resources import PipelineResource
 from saber_assets.signals.prepare import signal_pool
 from saber_assets.signals.stored import gather_budget, signals_dir, stored_pairs
@@ -64,9 +64,8 @@ def query_candidates(
         held = pairs.held(gather_budget(cfg.signals.gather_memory_gib))
         all_sel = select_candidates(pairs=held.chunks, exact=exact, **select)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        all_sel.write_parquet(tmp)
-        tmp.replace(path)
+        with written_whole(path) as tmp:
+            all_sel.write_parquet(tmp)
         for old in path.parent.glob("*.parquet"):
             if old != path:
                 old.unlink(missing_ok=True)

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from saber_assets.outputs import written_whole
+
 MAGIC = b"SABERSIG"
 FORMAT_VERSION = 1
 # magic, version, kind, N, row_start, row_end, floor_t, floor_s, scale, bins, pairs, corpus_version, checksum
@@ -103,12 +105,10 @@ def write_shard(path: Path, shard: Shard) -> int:
     )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "wb") as f:
+    with written_whole(path) as tmp, open(tmp, "wb") as f:
         f.write(header)
         for p in parts:
             f.write(p)
-    tmp.replace(path)
     return path.stat().st_size
 
 
