@@ -15,6 +15,12 @@ os.environ.setdefault(
     "NUMBA_CACHE_DIR", str(Path(__file__).resolve().parent.parent / ".cache" / "numba")
 )
 os.environ.setdefault("TQDM_DISABLE", "1")
+# Every process the suite starts (xdist workers, `saber` commands, Dagster's run workers and code
+# servers) imports the project: with PYTHONDONTWRITEBYTECODE set (as in this project's machines)
+# each compiled it from source again, 5 s of a 7 s import. Its bytecode goes to the ignored
+# __pycache__ folders once; the installed packages' is compiled by `uv sync --compile-bytecode`.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 
 def write_jsonl(path: Path, rows: list, raw_lines: list[bytes] | None = None) -> Path:
