@@ -57,6 +57,22 @@ def test_saber_build_runs_every_stage(shared_build, tmp_path, monkeypatch, capsy
     assert re.findall(r"retriever_index \[(\S+)\]", out) == ["bm25", "jaccard-no-tok"]
     # one index per document side (statement; full for statement→full and full→full)
     assert len(list((home / "indexes").glob("*/*/manifest.json"))) == 4
+    # each run's TREC file: every scored query, its candidates ranked by the stored scores
+    from saber_assets.leaderboard.outside_runs import read_run
+
+    docs = Benchmark.read(home / "evaluation_benchmark").documents["id"].to_list()
+    scored = pl.read_parquet(home / "runs" / "bm25" / "Algebra.parquet").filter(
+        pl.col("setting") == "statement-statement", pl.col("scores").is_not_null()
+    )
+    cands = Benchmark.read(home / "evaluation_benchmark").queries.select("id", "candidates")
+    want = {
+        q: dict(zip([docs[c] for c in cs], s, strict=True))
+        for q, s, cs in scored.join(cands, left_on="query_id", right_on="id")
+        .select("query_id", "scores", "candidates").iter_rows()
+    }  # fmt: skip
+    assert want and read_run(home / "runs" / "bm25" / "Algebra.statement-statement.trec") == {
+        "bm25-statement-statement": want
+    }
     # Run history is kept in the project-local Dagster home.
     assert (built.home / "dagster_home" / "dagster.yaml").exists()
     # one candidate selection for every domain partition, each partition its own part of it

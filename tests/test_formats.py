@@ -12,7 +12,7 @@ from saber_assets.benchmark.data import QUERY_SCHEMA, Benchmark, BenchmarkFormat
 from saber_assets.benchmark.formats import export, integer_grade, read_beir, read_qrels
 from saber_assets.cli import main
 from saber_assets.leaderboard.evaluate import evaluate, report
-from saber_assets.leaderboard.outside_runs import evaluate_run, read_run, setting_of
+from saber_assets.leaderboard.outside_runs import evaluate_run, read_run, setting_of, write_run
 
 WORDS = "prime modulo square triangle area count arrange integral derivative root sum".split()
 
@@ -111,12 +111,28 @@ def test_trec_qrels_keep_the_continuous_ratings(tmp_path):
 
 
 def _write_run(path, runs: dict[str, dict[str, dict[str, float]]]) -> None:
-    """As an outside system would: ranked, one line per document, the tag naming the setting."""
-    with open(path, "w") as f:
-        for tag, run in runs.items():
-            for q, docs in run.items():
-                ranked = sorted(docs.items(), key=lambda x: -x[1])
-                f.writelines(f"{q} Q0 {d} {i + 1} {s!r} {tag}\n" for i, (d, s) in enumerate(ranked))
+    """As an outside system would: ranked, one line per document, the tag naming the setting
+    (several runs in one file)."""
+    parts = []
+    for tag, run in runs.items():
+        write_run(path, run, tag)
+        parts.append(path.read_text())
+    path.write_text("".join(parts))
+
+
+def test_a_saved_run_is_ranked_by_score_and_reads_back_as_written(tmp_path):
+    run = {"q:2": {"d:a": 0.5, "d:b": 2.0, "d:c": 0.5}, "q:1": {"d:x": -1.0, "d:y": 1e-9}}
+    write_run(tmp_path / "r.trec", run, "bm25-statement-statement")
+    lines = (tmp_path / "r.trec").read_text().splitlines()
+    assert lines == [
+        "q:1 Q0 d:y 1 1e-09 bm25-statement-statement",
+        "q:1 Q0 d:x 2 -1.0 bm25-statement-statement",
+        "q:2 Q0 d:b 1 2.0 bm25-statement-statement",
+        "q:2 Q0 d:a 2 0.5 bm25-statement-statement",  # a tie keeps the order given
+        "q:2 Q0 d:c 3 0.5 bm25-statement-statement",
+    ]
+    assert read_run(tmp_path / "r.trec") == {"bm25-statement-statement": run}
+    assert [p.name for p in tmp_path.iterdir()] == ["r.trec"]
 
 
 def test_an_outside_run_scores_exactly_like_the_retriever_that_made_it(tmp_path):

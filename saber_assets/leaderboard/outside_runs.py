@@ -19,6 +19,21 @@ from saber_assets.leaderboard.evaluate import (
 )
 
 
+def write_run(path: Path, run: Mapping[str, Mapping[str, float]], tag: str) -> None:
+    """``run`` ({qid: {docid: score}}) as a TREC run file that ``read_run`` reads back: queries in
+    key order, each one's documents by score, highest first (ties in the order given), ranks
+    from 1, the score as Python prints it. Written whole (no half file on a failure)."""
+    from saber_assets.outputs import written_whole
+
+    with written_whole(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        for qid in sorted(run):
+            ranked = sorted(run[qid].items(), key=lambda item: -item[1])
+            f.writelines(
+                f"{qid} Q0 {doc} {rank} {score!r} {tag}\n"
+                for rank, (doc, score) in enumerate(ranked, 1)
+            )
+
+
 def read_run(path: Path) -> dict[str, dict[str, dict[str, float]]]:
     """A TREC run file (qid Q0 docid rank score tag) as {tag: {qid: {docid: score}}}. A file may
     hold several runs (one per setting, told apart by their tag); a malformed line is an error
