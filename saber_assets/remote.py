@@ -178,12 +178,37 @@ class Deployment:
     def status(self, run_id: str) -> str:
         return self.client.get_run_status(run_id).value
 
+    def statuses(self, run_ids: list[str]) -> dict[str, str]:
+        """Each run's status, in one query (a stage may wait on hundreds of partitions' runs)."""
+        data = self._query(RUNS_QUERY, runs_variables(run_ids))
+        try:
+            return run_statuses(data, run_ids)
+        except RemoteBuildError as exc:
+            raise RemoteBuildError(f"{self.url}: {exc}") from None
+
     def failure(self, run_id: str) -> str:
         """Why a run failed, as its event log says; never raises (the build is failing already)."""
         try:
             return failure_summary(self._query(RUN_ERRORS, {"runId": run_id}))
         except Exception as exc:  # the server may be going away; the run id still names it
             return f"(its event log could not be read: {exc})"
+
+
+def runs_variables(run_ids: list[str]) -> dict:
+    """``RUNS_QUERY``'s variables for these runs."""
+    return {"filter": {"runIds": run_ids}, "limit": len(run_ids)}
+
+
+def run_statuses(data: dict, run_ids: list[str]) -> dict[str, str]:
+    """{run id: status} from ``RUNS_QUERY``'s answer; a run it does not list is an error."""
+    runs = data["runsOrError"]
+    if runs["__typename"] != "Runs":
+        raise RemoteBuildError(f"cannot read run statuses: {runs.get('message', runs)}")
+    found = {r["runId"]: r["status"] for r in runs["results"]}
+    lost = [r for r in run_ids if r not in found]
+    if lost:
+        raise RemoteBuildError(f"the deployment has no run {lost[0]}")
+    return found
 
 
 def changed_since(child_ms: float, events: list[dict]) -> list[str]:
@@ -228,13 +253,15 @@ def build_on(
     plan: list,
     partitions: dict[str, list[str]],
     force: bool,
-    poll_s: float = 2.0,
+    poll_s: tuple[float, float] = (0.25, 2.0),
     fan_in: dict | None = None,
 ) -> int:
     """Run the build on the deployment at ``url``: ``plan`` is [(stage, its partitions)] in
     order, ``fan_in`` {(asset, partition): [(parent, its partitions)]} the edges to check past
     the stale status (``build.fan_in_parents``), ``partitions`` the dynamic partitions (by
-    partitioning name) to add first; 0 on success, 1 naming a failed run."""
+    partitioning name) to add first; 0 on success, 1 naming a failed run. Runs are polled every
+    ``poll_s[0]`` seconds, the wait doubling to ``poll_s[1]`` while none ends: a stage of short
+    runs goes on a moment after its last one, a long one is not asked about every moment."""
     fan_in = fan_in or {}
     dep = Deployment(url)
     for name, keys in partitions.items():
@@ -251,10 +278,13 @@ def build_on(
             run_id = dep.submit(job, partition, {})
             pending[run_id] = label
             print(f"  launched {label:<45} run {run_id}", flush=True)
+        wait = poll_s[0]
         while pending:
-            time.sleep(poll_s)
-            statuses = {rid: dep.status(rid) for rid in pending}
+            time.sleep(wait)
+            statuses = dep.statuses(list(pending))
             peak = max(peak, sum(s == "STARTED" for s in statuses.values()))
+            ended = any(s in TERMINAL for s in statuses.values())
+            wait = poll_s[0] if ended else min(wait * 2, poll_s[1])
             for rid, status in statuses.items():
                 if status in TERMINAL:
                     label = pending.pop(rid)

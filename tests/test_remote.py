@@ -1,10 +1,18 @@
 """`saber build --on`: a failed run is reported with the error its step raised, read through the
 same GraphQL query the command sends, against Dagster's own schema and event log."""
 
+import pytest
 from dagster import DagsterInstance, job, op
 from dagster_graphql.test.utils import execute_dagster_graphql
 
-from saber_assets.remote import RUN_ERRORS, failure_summary
+from saber_assets.remote import (
+    RUN_ERRORS,
+    RUNS_QUERY,
+    RemoteBuildError,
+    failure_summary,
+    run_statuses,
+    runs_variables,
+)
 
 
 class _Context:
@@ -47,6 +55,25 @@ def test_a_failed_run_is_reported_with_its_root_cause():
         'annotate: ValueError: duplicate key value violates unique constraint "pg_type_typname_nsp_index"'
     )
     assert failure_summary(data, limit=20) == why[:20] + " …"
+
+
+@job
+def works():
+    fine()
+
+
+def test_the_runs_a_stage_waits_on_are_read_in_one_query():
+    instance = DagsterInstance.ephemeral()
+    ok = works.execute_in_process(instance=instance).run_id
+    bad = broken.execute_in_process(instance=instance, raise_on_error=False).run_id
+    works.execute_in_process(instance=instance)  # a run the build does not wait on
+
+    def ask(ids):
+        return execute_dagster_graphql(_Context(instance), RUNS_QUERY, runs_variables(ids)).data
+
+    assert run_statuses(ask([ok, bad]), [ok, bad]) == {ok: "SUCCESS", bad: "FAILURE"}
+    with pytest.raises(RemoteBuildError, match="no run 0000"):
+        run_statuses(ask([ok, "0000"]), [ok, "0000"])
 
 
 def test_an_unreadable_log_or_a_run_without_step_failures_says_so():

@@ -103,9 +103,10 @@ def wait_for_run(url: str, job: str) -> None:
 
 
 def test_ui_shows_the_asset_graph_the_leaderboard_and_what_is_unsynced(
-    shared_build, tmp_path, monkeypatch
+    shared_build, tmp_path, monkeypatch, capsys
 ):
-    """On a copy of the session's tiny build."""
+    """On a copy of the session's tiny build. (The rounds change is also the incremental build's
+    case: its build runs the tournaments and what reads them, never the annotations or shards.)"""
     cfg = shared_build("tiny").copy_to(tmp_path, monkeypatch)
     home = tmp_path / "home"
     served = tmp_path / "served" / "tiny.yaml"  # the copy the code location reads; same name
@@ -153,7 +154,11 @@ def test_ui_shows_the_asset_graph_the_leaderboard_and_what_is_unsynced(
             assert all(a in listed for a in unpartitioned), listed
 
             # the build asks the same instance the same question: it runs exactly that
+            capsys.readouterr()
             assert main(["build", "--config", str(served)]) == 0
+            out = capsys.readouterr().out
+            assert "tournament_judgments [" in out and "benchmark_export" in out
+            assert "topic_annotations" not in out and "pair_signal_shards" not in out
             assert stale_assets(url) == {}
             browser.open_until(board, ["leaderboard", "Latest materialization"])
             time.sleep(5)
