@@ -165,6 +165,8 @@ EXPENSIVE = {"benchmark_export", "evaluation_benchmark", "retriever_index", "ret
         # modules only the CLI runs: no asset
         ("saber_assets.leaderboard.paper", set(), None),
         ("saber_assets.leaderboard.outside_runs", set(), None),
+        # the run files' format: the runs stage writes them (and what reads the runs moves)
+        ("saber_assets.leaderboard.trec_runs", {"retriever_runs"}, {"evaluation_benchmark"}),
         ("saber_assets.benchmark.formats", set(), None),
         ("saber_assets.cli.evaluate", set(), None),
     ],

@@ -96,7 +96,8 @@ def evaluate_run_file(args, cfg, bench, bench_dir: Path) -> int:
     import polars as pl
 
     from saber_assets.leaderboard.evaluate import report
-    from saber_assets.leaderboard.outside_runs import evaluate_run, read_run, setting_of
+    from saber_assets.leaderboard.outside_runs import evaluate_run, setting_of
+    from saber_assets.leaderboard.trec_runs import read_run
 
     runs = read_run(Path(args.run))
     wanted = args.setting[0] if args.setting and len(args.setting) == 1 else None

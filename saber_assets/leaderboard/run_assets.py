@@ -15,7 +15,7 @@ from dagster import (
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.leaderboard.evaluate import evaluate
-from saber_assets.leaderboard.outside_runs import write_run
+from saber_assets.leaderboard.trec_runs import write_run
 from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import llm_metadata, stage_metadata
 from saber_assets.lib.tasks import tasks_for
