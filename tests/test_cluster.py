@@ -48,11 +48,17 @@ def deployment(postgres_dsn, make_config, tmp_path, monkeypatch):
                     }
                 },
                 # the daemon looks at the queue every second, not every 5: a stage's runs start
-                # sooner, what runs is the same
+                # sooner, what runs is the same; and it launches them from 4 threads as the
+                # chart's daemon does (deploy/helm/chart: dequeueUseThreads), not one by one
+                # (a run worker takes seconds to start)
                 "run_coordinator": {
                     "module": "dagster.core.run_coordinator",
                     "class": "QueuedRunCoordinator",
-                    "config": {"dequeue_interval_seconds": 1},
+                    "config": {
+                        "dequeue_interval_seconds": 1,
+                        "dequeue_use_threads": True,
+                        "dequeue_num_workers": 4,
+                    },
                 },
                 "concurrency": {"runs": {"max_concurrent_runs": 3}, "pools": {"default_limit": 3}},
                 "telemetry": {"enabled": False},
