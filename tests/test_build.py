@@ -75,6 +75,17 @@ def test_saber_build_runs_every_stage(shared_build, tmp_path, monkeypatch, capsy
     }
     # Run history is kept in the project-local Dagster home.
     assert (built.home / "dagster_home" / "dagster.yaml").exists()
+    # every analysis says how long it took (which one is the build's long one)
+    from dagster import AssetKey, DagsterInstance
+
+    from saber_assets.stages import ANALYSES
+
+    with DagsterInstance.from_config(str(built.home / "dagster_home")) as instance:
+        for name in ANALYSES:
+            event = instance.get_latest_materialization_event(AssetKey(name))
+            assert event is not None, name
+            seconds = event.asset_materialization.metadata["seconds"].value
+            assert 0 <= seconds < 600, (name, seconds)
     # one candidate selection for every domain partition, each partition its own part of it
     [selection] = list((home / "signals" / "selection").glob("*.parquet"))
     chosen = pl.read_parquet(selection).select("domain", "query_id", "candidate_id", "group")
@@ -354,6 +365,35 @@ def _own_candidate_matches_can_be_left_out(cfg, home, capsys):
     assert 0 < len(excluded) < n
     board = pl.read_csv(home / "leaderboard" / "leaderboard.csv")
     assert set(board["queries"]) == {n - len(excluded)}
+
+
+@pytest.mark.e2e
+def test_a_model_that_finds_no_core_idea_leaves_an_empty_pool_and_the_build_goes_on(tmp_path):
+    """Every summary "no core idea" (a 135M model on the real server answered so for all four
+    problems under load): no problem is left in the signal pool, and the signal stages and the
+    candidates still materialise, empty, instead of failing on a table with no columns."""
+    from .conftest import write_tiny_inputs
+    from .fake_openai import CORE_IDEA, FakeOpenAI, chat_body, varied_answer
+    from .rehearsal import build_process, rehearsal_config
+
+    def no_idea(body: dict):
+        if "core idea" in body["messages"][-1]["content"]:
+            return 200, chat_body(
+                json.dumps({**CORE_IDEA, "has_core_idea": False, "core_idea": ""})
+            )
+        return varied_answer(body)
+
+    write_tiny_inputs(tmp_path)
+    with FakeOpenAI(answer=no_idea) as srv:
+        cfg = rehearsal_config(tmp_path, srv.url, problems=10)
+        build = build_process(cfg, tmp_path / "home")
+        out, _ = build.communicate(timeout=600)
+    assert build.returncode == 0, out[-3000:]
+    parquet = tmp_path / "home" / "tiny" / "parquet"
+    assert pl.read_parquet(parquet / "problem_annotations.parquet")["summary"].is_null().all()
+    index = pl.read_parquet(parquet / "pair_signal_index.parquet")
+    assert index.height == 0 and "pairs_stored" in index.columns
+    assert re.search(r"query_candidates \[Algebra\]\s+rows=0", out), out[-3000:]
 
 
 def test_an_empty_benchmark_skips_the_analyses_instead_of_failing_them(tmp_path):

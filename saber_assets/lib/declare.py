@@ -8,6 +8,8 @@ are declared with Dagster's own decorators."""
 
 from __future__ import annotations
 
+import functools
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -17,6 +19,7 @@ from dagster import (
     AssetChecksDefinition,
     AssetsDefinition,
     DataVersion,
+    Output,
     PartitionsDefinition,
     asset,
     asset_check,
@@ -109,7 +112,25 @@ def analysis(
     the report (the report asset reads every analysis that declares one)."""
     extra.setdefault("kinds", {"polars", "parquet"})
     attrs = {"group_name": "analyses", "io_manager_key": "parquet_io", **extra}
-    return lambda fn: Declared(fn, asset, attrs, section)
+    return lambda fn: Declared(timed(fn), asset, attrs, section)
+
+
+def timed(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` whose output carries the seconds it took in its metadata (``seconds``, unless it
+    measured its own): which analysis is the build's long one, per materialisation."""
+
+    @functools.wraps(fn)  # Dagster reads the parameters (inputs, resources) through it
+    def run(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        out = fn(*args, **kwargs)
+        seconds = round(time.perf_counter() - t0, 2)
+        if not isinstance(out, Output):
+            return Output(out, metadata={"seconds": seconds})
+        if "seconds" in out.metadata:
+            return out
+        return out.with_metadata({**out.metadata, "seconds": seconds})
+
+    return run
 
 
 def declared_in(modules: Iterable[ModuleType]) -> list[Declared]:

@@ -277,6 +277,12 @@ def _hist_plot(hist_all: np.ndarray, bins: int) -> MetadataValue:
     return figure_markdown(fig, "histogram")
 
 
+INDEX_SCHEMA = {
+    "file": pl.String, "kind": pl.String, "n": pl.Int64, "row_start": pl.Int64,
+    "row_end": pl.Int64, "pairs_stored": pl.Int64, "bytes": pl.Int64,
+}  # fmt: skip
+
+
 @table_asset("signals", deps=["pair_signal_shards"])
 def pair_signal_index(
     context: AssetExecutionContext, pipeline: PipelineResource
@@ -312,7 +318,7 @@ def pair_signal_index(
         raise ValueError(
             f"shards cover {covered:,} pairs, the corpus has {total:,}: materialise every shard partition"
         )
-    df = pl.DataFrame(rows)
+    df = pl.DataFrame(rows, schema=INDEX_SCHEMA)  # no row: a pool no problem is left in
     stored_bytes = int(df["bytes"].sum()) if df.height else 0
     return Output(
         df,
