@@ -305,9 +305,11 @@ def llama_embed(llama_parts):
 # or by its own mark.
 # a server started once per session: its tests run on one xdist worker (`--dist loadgroup`)
 # (and the faults rehearsal's clean build, made once for the tests that compare with it)
-SERVER_GROUPS = {"llama_parts": "llama", "llama_chat": "llama", "llama_embed": "llama",
-                 "postgres_dsn": "postgres", "clean_rehearsal": "faults"}  # fmt: skip
-E2E_FIXTURES = {"shared_build", "label_studio_db", *SERVER_GROUPS}
+# (`llama_parts` is the binary and the model, no server: a test that starts its own server from
+# them runs on either worker, beside the shared ones)
+SERVER_GROUPS = {"llama_chat": "llama", "llama_embed": "llama", "postgres_dsn": "postgres",
+                 "clean_rehearsal": "faults"}  # fmt: skip
+E2E_FIXTURES = {"shared_build", "label_studio_db", "llama_parts", *SERVER_GROUPS}
 
 
 # the longest first, so that two workers finish together (xdist hands work out in this order;
