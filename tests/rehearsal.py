@@ -26,13 +26,12 @@ STAGES = [a for s in ("sources", "annotations", "signal-inputs", "shards", "thre
           for a in ("--select", s)]  # fmt: skip
 
 
-def build_process(cfg: Path, home: Path, stages: list[str] = STAGES) -> subprocess.Popen:
-    """`saber build` of the rehearsal's stages (``--select`` arguments) in its own process group
-    (to be killed whole)."""
+def build_process(cfg: Path, home: Path) -> subprocess.Popen:
+    """`saber build` of the rehearsal's stages in its own process group (to be killed whole)."""
     env = {**os.environ, "SABER_HOME": str(home)}
     env.pop("DAGSTER_HOME", None)
     return subprocess.Popen(
-        [sys.executable, "-m", "saber_assets.cli", "build", "--config", str(cfg), *stages],
+        [sys.executable, "-m", "saber_assets.cli", "build", "--config", str(cfg), *STAGES],
         cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True,
     )  # fmt: skip

@@ -371,11 +371,11 @@ def _own_candidate_matches_can_be_left_out(cfg, home, capsys):
 def test_a_model_that_finds_no_core_idea_leaves_an_empty_pool_and_the_build_goes_on(tmp_path):
     """Every summary "no core idea" (a 135M model on the real server answered so for all four
     problems under load): no problem is left in the signal pool, and the signal stages and the
-    candidates still materialise, empty, instead of failing on a table with no columns (the
-    stages after an empty benchmark: tests/test_real_llm_build.py)."""
+    candidates still materialise, empty, instead of failing on a table with no columns, and the
+    build ends with an empty benchmark and leaderboard."""
     from .conftest import write_tiny_inputs
     from .fake_openai import CORE_IDEA, FakeOpenAI, chat_body, varied_answer
-    from .rehearsal import STAGES, build_process, rehearsal_config
+    from .rehearsal import build_process, rehearsal_config
 
     def no_idea(body: dict):
         if "core idea" in body["messages"][-1]["content"]:
@@ -387,8 +387,7 @@ def test_a_model_that_finds_no_core_idea_leaves_an_empty_pool_and_the_build_goes
     write_tiny_inputs(tmp_path)
     with FakeOpenAI(answer=no_idea) as srv:
         cfg = rehearsal_config(tmp_path, srv.url, problems=10)
-        # through the candidates: what follows an empty benchmark is the real-LLM build's case
-        build = build_process(cfg, tmp_path / "home", STAGES[: STAGES.index("domains") + 1])
+        build = build_process(cfg, tmp_path / "home")
         out, _ = build.communicate(timeout=600)
     assert build.returncode == 0, out[-3000:]
     parquet = tmp_path / "home" / "tiny" / "parquet"
@@ -396,6 +395,9 @@ def test_a_model_that_finds_no_core_idea_leaves_an_empty_pool_and_the_build_goes
     index = pl.read_parquet(parquet / "pair_signal_index.parquet")
     assert index.height == 0 and "pairs_stored" in index.columns
     assert re.search(r"query_candidates \[Algebra\]\s+rows=0", out), out[-3000:]
+    home = tmp_path / "home" / "tiny"
+    assert pl.read_parquet(home / "evaluation_benchmark" / "queries.parquet").height == 0
+    assert "the benchmark has no queries" in out
 
 
 def test_an_empty_benchmark_skips_the_analyses_instead_of_failing_them(tmp_path):
