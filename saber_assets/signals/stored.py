@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
+from saber_assets.outputs import written_whole
 from saber_assets.resources import PipelineResource
 from saber_assets.signals.bounds import StorageFloors
 from saber_assets.signals.compute import csr_take, memory_available
@@ -90,9 +91,8 @@ def cached_row_histograms(inputs: SignalInputs, d: Path, bins: int, threads: int
         hist = row_histograms(
             inputs.t_ptr, inputs.t_idx, inputs.lin, inputs.s_ptr, inputs.s_idx, bins, threads
         )
-    tmp = path.with_suffix(".tmp.npy")
-    np.save(tmp, hist)
-    tmp.replace(path)
+    with written_whole(path) as tmp, open(tmp, "wb") as f:  # a file: np.save adds no suffix
+        np.save(f, hist)
     for old in d.glob("row_hist-*.npy"):
         if old != path:
             old.unlink(missing_ok=True)
