@@ -361,3 +361,36 @@ def test_settings_that_show_the_same_documents_share_one_index(tmp_path):
         (tmp_path / d / "manifest.json").write_text("{}")
     assert drop_per_setting_indexes(tmp_path) == ["statement-statement", "full-full"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["full", "statement"]
+
+
+def test_approach0_temporary_indexes_leave_with_their_process_or_the_next_one(tmp_path):
+    """A kept corpus index lives on tmpfs (memory) for its process's life, not longer: gone when
+    the process exits; one that a killed process left is removed by the next process that
+    indexes."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import os, sys\n"
+        "from saber_assets.retrievers import approach0 as a0\n"
+        "a0._tmp_root = lambda: sys.argv[1]\n"
+        "r = a0.Approach0Retriever(workers=1)\n"
+        "r.corpus_scores('solve $x^2 = 4$ for prime x', ['solve $x^2 = 4$', 'a prime number x'])\n"
+        "assert [d for d in os.listdir(sys.argv[1]) if d.startswith(f'a0-{os.getpid()}-')]\n"
+        "if sys.argv[2] == 'kill':\n"
+        "    os._exit(9)\n"
+    )
+    root = tmp_path / "shm"
+    root.mkdir()
+    subprocess.run([sys.executable, "-c", script, str(root), "exit"], check=True)
+    assert os.listdir(root) == []
+    killed = subprocess.run([sys.executable, "-c", script, str(root), "kill"])
+    assert killed.returncode == 9
+    (left,) = os.listdir(root)
+    mine = root / f"a0-{os.getpid()}-live"  # this process runs: kept
+    mine.mkdir()
+    other = root / "a0-notapid"  # not named for a process: left alone
+    other.mkdir()
+    assert a0.remove_orphans(str(root)) == [str(root / left)]
+    assert sorted(os.listdir(root)) == sorted([mine.name, other.name])

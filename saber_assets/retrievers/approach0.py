@@ -23,6 +23,7 @@ return scores 0. An engine failure raises ``RetrieverFailed``: the query is coun
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -47,6 +48,48 @@ def _tmp_root() -> str | None:
 # Full-corpus indexes outlive one retriever object: every domain partition of a run in the same
 # process reuses them (key: the document texts).
 _CORPUS_INDEXES: dict[tuple, str] = {}
+# Temporary index folders are named for the process that made them and removed when it exits:
+# tmpfs is memory, and kept indexes outlived their processes (190 of them, 1.3 GB of RAM, after
+# a day of builds on one machine); a killed process's are removed by the next one that makes one
+TMP_PREFIX = "a0-"
+_OWN_TMP: set[str] = set()
+
+
+def _tmp_dir() -> str:
+    """A new folder for an engine index, owned by this process."""
+    root = _tmp_root() or tempfile.gettempdir()
+    remove_orphans(root)
+    tmp = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-", dir=root)
+    _OWN_TMP.add(tmp)
+    return tmp
+
+
+def _discard(tmp: str) -> None:
+    shutil.rmtree(tmp, ignore_errors=True)
+    _OWN_TMP.discard(tmp)
+
+
+@atexit.register
+def _remove_own_tmp() -> None:
+    for tmp in list(_OWN_TMP):
+        _discard(tmp)
+
+
+def remove_orphans(root: str) -> list[str]:
+    """Remove the index folders under ``root`` whose process no longer runs; returns them."""
+    gone = []
+    for entry in os.scandir(root):
+        owner = entry.name[len(TMP_PREFIX) :].split("-", 1)[0]
+        if not (entry.name.startswith(TMP_PREFIX) and owner.isdigit() and entry.is_dir()):
+            continue
+        try:
+            os.kill(int(owner), 0)
+        except ProcessLookupError:
+            shutil.rmtree(entry.path, ignore_errors=True)
+            gone.append(entry.path)
+        except PermissionError:  # another user's live process
+            pass
+    return gone
 
 
 def to_engine_text(text: str) -> str:
@@ -153,7 +196,7 @@ class Approach0Retriever:
         try:
             shutil.copytree(ix_path, path / "ix")
         finally:
-            shutil.rmtree(os.path.dirname(ix_path), ignore_errors=True)
+            _discard(os.path.dirname(ix_path))
 
     def load_index(self, docs: list[str], path: Path) -> None:
         if not (path / "ix").is_dir():
@@ -165,12 +208,12 @@ class Approach0Retriever:
         key = docs_key(docs)
         if keep and key in _CORPUS_INDEXES:
             return _CORPUS_INDEXES[key]
-        tmp = tempfile.mkdtemp(prefix="a0-", dir=_tmp_root())
+        tmp = _tmp_dir()
         ix_path = os.path.join(tmp, "ix")
         try:
             _write_index(ix_path, docs)
         except RetrieverFailed:
-            shutil.rmtree(tmp, ignore_errors=True)
+            _discard(tmp)
             raise
         if keep:
             _CORPUS_INDEXES[key] = ix_path
@@ -186,7 +229,7 @@ class Approach0Retriever:
             scores = search(ix_path, kws, len(docs), self.depth)
         finally:
             if not keep and ix_path:
-                shutil.rmtree(os.path.dirname(ix_path), ignore_errors=True)
+                _discard(os.path.dirname(ix_path))
         if isinstance(scores, str):
             raise RetrieverFailed(scores)
         return scores
