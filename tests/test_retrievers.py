@@ -287,12 +287,40 @@ class Fixed:
         return self.scores
 
 
-def test_rrf_matches_ranx_by_hand():
+def test_rrf_by_hand():
     a, b = Fixed("a", [3.0, 2.0, 1.0]), Fixed("b", [1.0, 3.0, 2.0])
     s = FusionRetriever("f", [a, b], method="rrf", params={"k": 60}).score("q", ["x", "y", "z"])
     want = [1 / 61 + 1 / 63, 1 / 62 + 1 / 61, 1 / 63 + 1 / 62]
     assert np.allclose(s, want)
     assert np.argsort(-s).tolist() == [1, 0, 2]
+
+
+def test_fusion_ranks_tied_documents_in_the_order_given_and_weighs_min_max_scores():
+    # b ties its first three documents: they take ranks 1, 2, 3 in the order given
+    a, b = Fixed("a", [1.0, 2.0, 3.0, 4.0]), Fixed("b", [5.0, 5.0, 5.0, 0.0])
+    s = FusionRetriever("f", [a, b], params={"k": 10}).score("q", list("wxyz"))
+    assert s.tolist() == [1 / 14 + 1 / 11, 1 / 13 + 1 / 12, 1 / 12 + 1 / 13, 1 / 11 + 1 / 14]
+    w = FusionRetriever("w", [a, b], method="wsum", params={"weights": [0.25, 0.75]})
+    assert np.allclose(w.score("q", list("wxyz")), [0.75, 0.25 / 3 + 0.75, 0.5 / 3 + 0.75, 0.25])
+    with pytest.raises(ValueError, match="one weight per fused retriever: 1 weights for 2"):
+        FusionRetriever("w", [a, b], method="wsum", params={"weights": [1.0]}).score("q", ["x"])
+
+
+@pytest.mark.e2e  # ranx's fusion compiles for ~25 s in a fresh process
+def test_native_fusion_gives_ranx_scores_where_no_score_is_tied():
+    from saber_assets.retrievers.fusion import ranx_fuse
+
+    rng = np.random.default_rng(3)
+    for n in (3, 40, 700):
+        comps = [rng.normal(size=n) for _ in range(3)]
+        fixed = [Fixed(str(i), c) for i, c in enumerate(comps)]
+        for method, params in (("rrf", {"k": 60}), ("rrf", {"k": 5}),
+                               ("wsum", {"weights": [0.2, 0.5, 0.3]})):  # fmt: skip
+            native = FusionRetriever("f", fixed, method, params).score("q", [""] * n)
+            assert np.allclose(native, ranx_fuse(comps, method, params), rtol=0, atol=1e-12)
+    # any other method is ranx's own
+    mnz = FusionRetriever("f", fixed, "mnz").score("q", [""] * n)
+    assert np.array_equal(mnz, ranx_fuse(comps, "mnz", None))
 
 
 def test_translation_prompt_parser_and_two_stage_translation():

@@ -1,4 +1,14 @@
-"""Rank fusion over registered retrievers through ranx (reciprocal rank fusion, weighted sum, …)."""
+"""Rank fusion over registered retrievers: reciprocal rank fusion and the min-max weighted sum
+in numpy; ranx's other methods (CombMNZ, ISR, Borda, …) through ranx.
+
+Why not ranx for all: its fusion builds Numba typed dictionaries, which compile in every process
+(30 s of the sample build's first fusion run, against 0.5–2 s for each later domain in the same
+process; every run worker of a deployment is a fresh process), while a query's fusion over
+scores that every component gives every document is a sort and a sum. ``rrf`` and ``wsum`` give
+ranx's scores exactly where a component has no tied scores (tests/test_retrievers.py checks
+against ranx itself). Tied documents take consecutive ranks in the order given: ranx's order
+for them is Numba's quicksort's (not stable past a few documents), so its RRF varied with the
+library's sort."""
 
 from __future__ import annotations
 
@@ -7,6 +17,42 @@ import warnings
 import numpy as np
 
 from saber_assets.retrievers.base import Kind
+
+
+def given_order_ranks(scores: np.ndarray) -> np.ndarray:
+    """1-based ranks by score, highest first; tied scores in the order given."""
+    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
+    ranks = np.empty(len(order), dtype=np.int64)
+    ranks[order] = np.arange(1, len(order) + 1)
+    return ranks
+
+
+def rrf(per_component: list[np.ndarray], k: float = 60) -> np.ndarray:
+    """Reciprocal rank fusion (Cormack et al. 2009): Σ 1 / (k + rank)."""
+    total = np.zeros(len(per_component[0]))
+    for scores in per_component:
+        total = total + 1.0 / (k + given_order_ranks(scores))
+    return total
+
+
+def min_max(scores: np.ndarray) -> np.ndarray:
+    """Scores scaled to [0, 1] as ranx's ``min-max`` norm does (a constant list gives zeros)."""
+    s = np.asarray(scores, dtype=np.float64)
+    return (s - s.min()) / max(float(s.max() - s.min()), 1e-9)
+
+
+def wsum(per_component: list[np.ndarray], weights: list[float]) -> np.ndarray:
+    """Weighted sum of min-max normalised scores."""
+    if len(weights) != len(per_component):
+        raise ValueError(f"wsum needs one weight per fused retriever: {len(weights)} weights "
+                         f"for {len(per_component)} retrievers")  # fmt: skip
+    total = np.zeros(len(per_component[0]))
+    for w, scores in zip(weights, per_component, strict=True):
+        total = total + float(w) * min_max(scores)
+    return total
+
+
+NATIVE = {"rrf": rrf, "wsum": wsum}
 
 
 class FusionRetriever:
@@ -23,36 +69,43 @@ class FusionRetriever:
         )
 
     def _fuse(self, per_component: list[np.ndarray]) -> np.ndarray:
-        from numba.core.errors import NumbaTypeSafetyWarning
-        from ranx import Run, fuse
-
-        n = len(per_component[0])
-        runs = [
-            Run({"q": {str(i): float(s) for i, s in enumerate(scores)}}) for scores in per_component
-        ]
-        with warnings.catch_warnings():
-            # ranx's parallel RRF kernel indexes a list by its prange counter (uint64 → int64
-            # when Numba compiles it): lossless below 2**63 queries, so not the user's concern
-            warnings.simplefilter("ignore", NumbaTypeSafetyWarning)
-            fused = fuse(
-                runs=runs,
-                method=self.method,
-                params=self.params or None,
-                norm="min-max" if self.method == "wsum" else None,
-            )
-        out = np.full(n, -np.inf)
-        for doc, s in fused.to_dict()["q"].items():
-            out[int(doc)] = s
-        missing = ~np.isfinite(out)
-        if missing.any():  # a document no component returned ranks last
-            out[missing] = (out[~missing].min() if (~missing).any() else 0.0) - 1.0
-        return out
+        if self.method in NATIVE:
+            return NATIVE[self.method](per_component, **self.params)
+        return ranx_fuse(per_component, self.method, self.params)
 
     def score(self, query: str, docs: list[str]) -> np.ndarray:
         return self._fuse([np.asarray(c.score(query, docs)) for c in self.components])
 
     def corpus_scores(self, query: str, all_docs: list[str]) -> np.ndarray:
         return self._fuse([np.asarray(c.corpus_scores(query, all_docs)) for c in self.components])
+
+
+def ranx_fuse(per_component: list[np.ndarray], method: str, params: dict | None) -> np.ndarray:
+    """One query's fused scores by ranx's ``method`` (its ``min-max`` norm for ``wsum``)."""
+    from numba.core.errors import NumbaTypeSafetyWarning
+    from ranx import Run, fuse
+
+    n = len(per_component[0])
+    runs = [
+        Run({"q": {str(i): float(s) for i, s in enumerate(scores)}}) for scores in per_component
+    ]
+    with warnings.catch_warnings():
+        # ranx's parallel RRF kernel indexes a list by its prange counter (uint64 → int64
+        # when Numba compiles it): lossless below 2**63 queries, so not the user's concern
+        warnings.simplefilter("ignore", NumbaTypeSafetyWarning)
+        fused = fuse(
+            runs=runs,
+            method=method,
+            params=params or None,
+            norm="min-max" if method == "wsum" else None,
+        )
+    out = np.full(n, -np.inf)
+    for doc, s in fused.to_dict()["q"].items():
+        out[int(doc)] = s
+    missing = ~np.isfinite(out)
+    if missing.any():  # a document no component returned ranks last
+        out[missing] = (out[~missing].min() if (~missing).any() else 0.0) - 1.0
+    return out
 
 
 KINDS = (Kind("fusion", FusionRetriever, fuses=True),)
