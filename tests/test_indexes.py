@@ -15,7 +15,12 @@ from saber_assets.retrievers import a0_search
 from saber_assets.retrievers import approach0 as a0
 from saber_assets.retrievers.approach0 import Approach0Retriever
 from saber_assets.retrievers.assets import drop_per_setting_indexes
-from saber_assets.retrievers.indexes import ensure_index, has_index, index_documents
+from saber_assets.retrievers.indexes import (
+    documents_to_index,
+    ensure_index,
+    has_index,
+    index_documents,
+)
 from saber_assets.retrievers.lexical import (
     BM25Retriever,
     JaccardRetriever,
@@ -114,6 +119,33 @@ def test_approach0_reads_its_prebuilt_index_and_scores_the_same(tmp_path, monkey
     assert not has_index(Approach0Retriever(candidates="own-index"), full_corpus=False)
     assert not has_index(Approach0Retriever(depth=100), full_corpus=False)
     assert has_index(Approach0Retriever(depth=100), full_corpus=True)
+
+
+def test_without_the_corpus_track_approach0_reads_the_corpus_index_it_built(tmp_path, monkeypatch):
+    """Approach Zero scores candidates in the index over every document even without the
+    full-corpus track: that is the index the stage builds, and a run in a new process reads it
+    instead of indexing again; a lexical retriever without the track indexes the candidates."""
+    bench = _bench(n_docs=120, n_queries=8)
+    setting = "statement-statement"
+    docs = documents_to_index(Approach0Retriever(workers=1), bench, setting, full_corpus=False)
+    assert docs == document_texts(bench, setting)
+    union = documents_to_index(MAKERS["bm25"](), bench, setting, full_corpus=False)
+    assert len(union) < len(docs)
+    a0._CORPUS_INDEXES.clear()
+    ensure_index(Approach0Retriever(workers=1), {"kind": "approach0"}, setting, docs, tmp_path)
+    a0._CORPUS_INDEXES.clear()  # a new process
+
+    def no_writes(*_):
+        raise AssertionError("the index was built again")
+
+    fresh = Approach0Retriever(workers=1)
+    ensure_index(fresh, {"kind": "approach0"}, setting, docs, tmp_path)
+    with monkeypatch.context() as m:
+        m.setattr(a0, "_write_index", no_writes)
+        read = evaluate(fresh, bench, setting, 10, full_corpus=False)
+    a0._CORPUS_INDEXES.clear()
+    built = evaluate(Approach0Retriever(workers=1), bench, setting, 10, full_corpus=False)
+    assert read["scores"].to_list() == built["scores"].to_list()
 
 
 def test_approach0_candidates_without_the_corpus_track_are_its_corpus_scores(monkeypatch):
