@@ -182,6 +182,12 @@ class Approach0Retriever:
         return self.candidates_from_corpus and self.depth == 0
 
     @property
+    def index_covers_corpus(self) -> bool:
+        """Whether its candidates are scored in the index over every document (their scores
+        depend on the other documents' statistics): that index is the one to build and keep."""
+        return self.candidates_by_row
+
+    @property
     def index_needs_corpus(self) -> bool:
         """Whether the index over every document serves the full-corpus track only. With
         ``candidates: corpus`` it serves the candidates too; ``own-index`` builds one per query."""

@@ -61,11 +61,11 @@ def index_documents(
 
 def documents_to_index(retriever, bench: Benchmark, setting: str, full_corpus: bool) -> list[str]:
     """The documents of the retriever's index in ``setting``: every document where it searches
-    the whole corpus, or where it reads its candidates' scores from an index over every document
-    (Approach Zero's ``candidates_by_row``: the index over the candidates alone was built and
-    never read, and every process built the corpus index again, 24 of the sample's first
-    domain's 25 s); else the union of the queries' candidates."""
-    every = full_corpus or getattr(retriever, "candidates_by_row", False)
+    the whole corpus, or where its candidates' scores depend on every document (Approach Zero's
+    ``index_covers_corpus``: its index over the candidates alone was built and never read, and
+    every process indexed the corpus again, 24 of the sample's first domain's 25 s); else the
+    union of the queries' candidates (a dense retriever's vectors do not depend on the others)."""
+    every = full_corpus or getattr(retriever, "index_covers_corpus", False)
     return index_documents(
         document_texts(bench, setting), bench.queries["candidates"].to_list(), every
     )
