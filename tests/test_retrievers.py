@@ -306,8 +306,10 @@ def test_fusion_ranks_tied_documents_in_the_order_given_and_weighs_min_max_score
         FusionRetriever("w", [a, b], method="wsum", params={"weights": [1.0]}).score("q", ["x"])
 
 
+# ranx builds typed dictionaries that compile in every process: 48 s inside the loaded suite,
+# too long for the inner loop
+@pytest.mark.e2e
 def test_native_fusion_gives_ranx_scores_where_no_score_is_tied():
-    # ranx compiles its fusion for ~25 s on a cold Numba cache, ~7 s warm (the inner loop's case)
     from saber_assets.retrievers.fusion import ranx_fuse
 
     rng = np.random.default_rng(3)
