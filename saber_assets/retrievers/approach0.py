@@ -53,12 +53,15 @@ _CORPUS_INDEXES: dict[tuple, str] = {}
 # a day of builds on one machine); a killed process's are removed by the next one that makes one
 TMP_PREFIX = "a0-"
 _OWN_TMP: set[str] = set()
+_SWEPT: set[str] = set()
 
 
 def _tmp_dir() -> str:
     """A new folder for an engine index, owned by this process."""
     root = _tmp_root() or tempfile.gettempdir()
-    remove_orphans(root)
+    if root not in _SWEPT:  # once per process: own-index mode makes a folder per query
+        remove_orphans(root)
+        _SWEPT.add(root)
     tmp = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-", dir=root)
     _OWN_TMP.add(tmp)
     return tmp
