@@ -180,6 +180,7 @@ def _block(
     hist,
     store,
     both,
+    full,
 ):
     n = t_ptr.shape[0] - 1
     n_topics = lin.shape[0]
@@ -245,8 +246,8 @@ def _block(
                 a = union_topics[u]
                 for t in range(t0, t1):
                     gathered[np.int64(t) * n_union + u] = lin[a, t]
-        # --- column tiles from the row tile's first row onwards
-        for c0 in range(r0, n, TILE):
+        # --- column tiles from the row tile's first row onwards (``full``: every column)
+        for c0 in range(0 if full else r0, n, TILE):
             cn = min(TILE, n - c0)
             # best_col over the row tile's topics only: max over a column's topics of the
             # gathered rows (n_union contiguous floats each), then transposed for 64-lane sums
@@ -300,7 +301,7 @@ def _block(
                         planes[p] ^= carry
                         carry = nxt
                         p += 1
-                r_stop = min(rn, j - r0)  # upper triangle: i < j
+                r_stop = rn if full else min(rn, j - r0)  # upper triangle: i < j
                 # all 64 intersection sizes at once, lane by lane (vectorises)
                 for r in range(TILE):
                     inter_r[r] = 0
@@ -310,6 +311,8 @@ def _block(
                         inter_r[r] |= np.int64((plane >> np.uint64(r)) & np.uint64(1)) << p
                 for r in range(r_stop):
                     i = r0 + r
+                    if i == j:  # only in a full row: a problem is not its own pair
+                        continue
                     tq = np.uint8(0)
                     if nb_ > 0 and row_na[r] > 0:
                         # v in [0, 1]: truncation of v·255 + 0.5 rounds
@@ -375,9 +378,7 @@ def signal_block(
     per-row histograms hist[row - row_start, topic_bin, summary_bin] (uint32, all pairs).
     ``threads`` > 1 splits the rows into ranges of equal pair counts computed at once (the kernel
     releases the GIL), so one shard run uses every core it is given."""
-    lin = np.ascontiguousarray(lin, dtype=np.float32)
-    if s_idx.size and np.diff(s_ptr).max() > MAX_TOKENS:
-        raise ValueError(f"a token set has more than {MAX_TOKENS} distinct tokens")
+    lin = _checked_inputs(lin, s_ptr, s_idx)[0]
     ranges = split_rows(row_start, row_end, len(t_ptr) - 1, threads)
     args = (t_ptr, t_idx, lin, s_ptr, s_idx)
     if len(ranges) == 1:
@@ -444,6 +445,7 @@ def _signal_range(
             hist,
             True,
             False,
+            False,
         )
         if kept >= 0:
             break
@@ -470,18 +472,15 @@ def row_histograms(
     The block kernel over every pair j > i, storing nothing: each thread adds into its own
     (n, bins, bins) array, summed at the end. ``rows``: only the pairs whose smaller index
     lies in that range."""
-    lin = np.ascontiguousarray(lin, dtype=np.float32)
+    lin, lut = _checked_inputs(lin, s_ptr, s_idx)
     n = len(t_ptr) - 1
-    if s_idx.size and np.diff(s_ptr).max() > MAX_TOKENS:
-        raise ValueError(f"a token set has more than {MAX_TOKENS} distinct tokens")
-    lut = jaccard_lut()
     none_i64, none_i32, none_u8 = (np.empty(1, t) for t in (np.int64, np.int32, np.uint8))
 
     def run(r: tuple[int, int]) -> np.ndarray:
         hist = np.zeros((n, n_bins, n_bins), dtype=np.uint32)
         _block(
             t_ptr, t_idx, lin, s_ptr, s_idx, lut, r[0], r[1], np.uint8(0), np.uint8(0), n_bins,
-            none_i64, none_i32, none_u8, none_u8, hist, False, True,
+            none_i64, none_i32, none_u8, none_u8, hist, False, True, False,
         )  # fmt: skip
         return hist
 
@@ -497,6 +496,65 @@ def row_histograms(
             total += part
             del part
     return total
+
+
+def full_row_histograms(
+    t_ptr: np.ndarray,
+    t_idx: np.ndarray,
+    lin: np.ndarray,
+    s_ptr: np.ndarray,
+    s_idx: np.ndarray,
+    row_start: int,
+    row_end: int,
+) -> np.ndarray:
+    """hist[r - row_start, q_t, q_s] (uint32, 256 × 256 per row): every pair of each row in
+    [row_start, row_end) with every other problem, whichever index is smaller, by both bytes.
+    A pair's bytes are the same from either of its rows (the kernel's two sums swap places)."""
+    lin, lut = _checked_inputs(lin, s_ptr, s_idx)
+    hist = np.zeros((row_end - row_start, SCALE + 1, SCALE + 1), dtype=np.uint32)
+    none_i64, none_i32, none_u8 = (np.empty(1, t) for t in (np.int64, np.int32, np.uint8))
+    _block(
+        t_ptr, t_idx, lin, s_ptr, s_idx, lut, row_start, row_end, np.uint8(0), np.uint8(0),
+        SCALE + 1, none_i64, none_i32, none_u8, none_u8, hist, False, False, True,
+    )  # fmt: skip
+    return hist
+
+
+def full_row_pairs(
+    t_ptr: np.ndarray,
+    t_idx: np.ndarray,
+    lin: np.ndarray,
+    s_ptr: np.ndarray,
+    s_idx: np.ndarray,
+    row: int,
+    floor_topic: int,
+    floor_summary: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One row's pairs with every other problem whose topic or summary byte reaches its floor:
+    (other rows ascending, q_t, q_s)."""
+    lin, lut = _checked_inputs(lin, s_ptr, s_idx)
+    n = len(t_ptr) - 1
+    out_rows = np.empty(max(n, 1), dtype=np.int64)
+    out_cols = np.empty(max(n, 1), dtype=np.int32)
+    out_t = np.empty(max(n, 1), dtype=np.uint8)
+    out_s = np.empty(max(n, 1), dtype=np.uint8)
+    hist = np.zeros((1, 1, 1), dtype=np.uint32)
+    kept = _block(
+        t_ptr, t_idx, lin, s_ptr, s_idx, lut, row, row + 1, np.uint8(floor_topic),
+        np.uint8(floor_summary), 1, out_rows, out_cols, out_t, out_s, hist, True, False, True,
+    )  # fmt: skip
+    order = np.argsort(out_cols[:kept], kind="stable")
+    return out_cols[:kept][order].astype(np.int64), out_t[:kept][order], out_s[:kept][order]
+
+
+def _checked_inputs(
+    lin: np.ndarray, s_ptr: np.ndarray, s_idx: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel's Lin table (float32, contiguous) and Jaccard table; token sets over the cap
+    refused."""
+    if s_idx.size and np.diff(s_ptr).max() > MAX_TOKENS:
+        raise ValueError(f"a token set has more than {MAX_TOKENS} distinct tokens")
+    return np.ascontiguousarray(lin, dtype=np.float32), jaccard_lut()
 
 
 # ------------------------------------------------------------------------ exact pairs, on demand

@@ -41,6 +41,7 @@ import numpy as np
 from saber_assets.signals.kernels import pair_values, quantize
 
 QMAX = 255  # quanta 0..255; thresholds 0..254 (q > 255 is impossible)
+EMPTY_LO, EMPTY_HI = QMAX, 0  # an empty interval of viable τ_s (lo > hi)
 
 
 class RowBlock(NamedTuple):
@@ -120,70 +121,88 @@ def _sort_rows(indptr, t_out, s_out):  # pragma: no cover - compiled
 
 
 @nb.njit(cache=True, nogil=True)
+def viable_intervals(
+    tq, sq, a, b, k, t_min, s_min, cnt_hi, cnt_lo, lo_out, hi_out
+):  # pragma: no cover
+    """One row's viable τ_s interval for every τ_t >= t_min (module docstring): its pairs
+    [a, b) of (tq, sq), sorted by q_t descending; lo_out[τ_t] <= hi_out[τ_t] where some τ_s
+    leaves the row viable, else (EMPTY_LO, EMPTY_HI). ``cnt_hi``/``cnt_lo``: QMAX + 1 scratch."""
+    lo_out[:] = EMPTY_LO
+    hi_out[:] = EMPTY_HI
+    cnt_hi[:] = 0
+    cnt_lo[:] = 0
+    n_hi = 0
+    for p in range(a, b):
+        cnt_lo[sq[p]] += 1
+    # K-th largest q_s among the lo set (q_t <= τ_t): a3, with c3 = #lo >= a3
+    a3 = 0
+    c3 = b - a
+    while c3 - cnt_lo[a3] >= k:
+        c3 -= cnt_lo[a3]
+        a3 += 1
+    a1 = QMAX  # K-th smallest q_s among the hi set, c1 = #hi <= a1
+    c1 = 0
+    a2 = 0  # K-th largest q_s among the hi set, c2 = #hi >= a2
+    c2 = 0
+    started = False
+    p = a
+    for tt in range(QMAX - 1, t_min - 1, -1):
+        while p < b and tq[p] > tt:  # pairs with q_t = tt + 1 join the hi set
+            v = sq[p]
+            p += 1
+            cnt_hi[v] += 1
+            n_hi += 1
+            cnt_lo[v] -= 1
+            if v >= a3:
+                c3 -= 1
+            while c3 < k and a3 > 0:
+                a3 -= 1
+                c3 += cnt_lo[a3]
+            if started:
+                if v <= a1:
+                    c1 += 1
+                if v >= a2:
+                    c2 += 1
+            elif n_hi >= k:
+                started = True
+                a1, c1, a2, c2 = QMAX, n_hi, 0, n_hi
+            if started:
+                while c1 - cnt_hi[a1] >= k:
+                    c1 -= cnt_hi[a1]
+                    a1 -= 1
+                while c2 - cnt_hi[a2] >= k:
+                    c2 -= cnt_hi[a2]
+                    a2 += 1
+        if c3 < k:
+            break  # the lo set only shrinks: summary-only stays short for smaller τ_t
+        if n_hi < 2 * k:
+            continue
+        lo = max(a1, s_min)
+        hi = min(a2 - 1, a3 - 1, QMAX - 1)
+        if lo <= hi:
+            lo_out[tt] = lo
+            hi_out[tt] = hi
+
+
+@nb.njit(cache=True, nogil=True)
 def _viable_diff(indptr, tq, sq, dom_ptr, dom_idx, n_domains, k, t_min, s_min):  # pragma: no cover
     diff = np.zeros((n_domains, QMAX, QMAX + 1), dtype=np.int32)
     cnt_hi = np.zeros(QMAX + 1, dtype=np.int64)
     cnt_lo = np.zeros(QMAX + 1, dtype=np.int64)
+    lo = np.empty(QMAX, dtype=np.uint8)
+    hi = np.empty(QMAX, dtype=np.uint8)
     n = len(indptr) - 1
     for r in range(n):
         d0, d1 = dom_ptr[r], dom_ptr[r + 1]
         a, b = indptr[r], indptr[r + 1]
         if d0 == d1 or b - a < 3 * k:
             continue
-        cnt_hi[:] = 0
-        cnt_lo[:] = 0
-        for p in range(a, b):
-            cnt_lo[sq[p]] += 1
-        n_hi = 0
-        # K-th largest q_s among the lo set (q_t <= τ_t): a3, with c3 = #lo >= a3
-        a3 = 0
-        c3 = b - a
-        while c3 - cnt_lo[a3] >= k:
-            c3 -= cnt_lo[a3]
-            a3 += 1
-        a1 = QMAX  # K-th smallest q_s among the hi set, c1 = #hi <= a1
-        c1 = 0
-        a2 = 0  # K-th largest q_s among the hi set, c2 = #hi >= a2
-        c2 = 0
-        started = False
-        p = a
-        for tt in range(QMAX - 1, t_min - 1, -1):
-            while p < b and tq[p] > tt:  # pairs with q_t = tt + 1 join the hi set
-                v = sq[p]
-                p += 1
-                cnt_hi[v] += 1
-                n_hi += 1
-                cnt_lo[v] -= 1
-                if v >= a3:
-                    c3 -= 1
-                while c3 < k and a3 > 0:
-                    a3 -= 1
-                    c3 += cnt_lo[a3]
-                if started:
-                    if v <= a1:
-                        c1 += 1
-                    if v >= a2:
-                        c2 += 1
-                elif n_hi >= k:
-                    started = True
-                    a1, c1, a2, c2 = QMAX, n_hi, 0, n_hi
-                if started:
-                    while c1 - cnt_hi[a1] >= k:
-                        c1 -= cnt_hi[a1]
-                        a1 -= 1
-                    while c2 - cnt_hi[a2] >= k:
-                        c2 -= cnt_hi[a2]
-                        a2 += 1
-            if c3 < k:
-                break  # the lo set only shrinks: summary-only stays short for smaller τ_t
-            if n_hi < 2 * k:
-                continue
-            lo = max(a1, s_min)
-            hi = min(a2 - 1, a3 - 1, QMAX - 1)
-            if lo <= hi:
+        viable_intervals(tq, sq, a, b, k, t_min, s_min, cnt_hi, cnt_lo, lo, hi)
+        for tt in range(t_min, QMAX):
+            if lo[tt] <= hi[tt]:
                 for q in range(d0, d1):
-                    diff[dom_idx[q], tt, lo] += 1
-                    diff[dom_idx[q], tt, hi + 1] -= 1
+                    diff[dom_idx[q], tt, lo[tt]] += 1
+                    diff[dom_idx[q], tt, np.int64(hi[tt]) + 1] -= 1
     return diff
 
 
@@ -199,7 +218,7 @@ def domain_rows(
     row_domains: Sequence[Sequence[str]], domains: Sequence[str]
 ) -> tuple[np.ndarray, np.ndarray]:
     """CSR (offsets, domain indices) of each row's domains among ``domains``."""
-    return domain_csr(_domain_rows(row_domains, domains)[1])
+    return domain_csr(domain_index(row_domains, domains)[1])
 
 
 def viable_counts(
@@ -371,9 +390,10 @@ def in_memory_blocks(
     return [RowBlock(0, *row_pairs(n, *pairs))]
 
 
-def _domain_rows(
+def domain_index(
     row_domains: Sequence[Sequence[str]], domains: Sequence[str]
 ) -> tuple[dict[str, int], list[list[int]]]:
+    """({domain: its index}, each row's domain indices among ``domains``)."""
     index = {d: x for x, d in enumerate(domains)}
     return index, [[index[d] for d in ds if d in index] for ds in row_domains]
 
@@ -389,13 +409,22 @@ def derive_thresholds(
 ) -> ThresholdChoice:
     """Per domain the strictest thresholds with >= q_min viable queries; final = minimum.
     The viability counts add up over row blocks, so the blocks may cover the rows in any cut."""
-    index, rows = _domain_rows(row_domains, domains)
+    index, rows = domain_index(row_domains, domains)
     t_min, s_min = max(floor_topic_q - 1, 0), max(floor_summary_q - 1, 0)
     counts = np.zeros((len(domains), QMAX, QMAX), dtype=np.int64)
     for b in blocks:
         block_rows = rows[b.start : b.start + len(b.indptr) - 1]
         counts += viable_counts(b.indptr, b.tq, b.sq, block_rows, len(domains), k, t_min, s_min)
         del b  # released before the next block is gathered: one block in memory, not two
+    return pick_thresholds(counts, index, q_min, k)
+
+
+def pick_thresholds(
+    counts: np.ndarray, index: dict[str, int], q_min: int, k: int
+) -> ThresholdChoice:
+    """The rule on viability counts[d, τ_t, τ_s] (domain d = ``index[name]``): per domain the
+    strictest point with >= q_min viable queries (``k`` candidates a group: named in the error);
+    final = the minimum of each coordinate."""
     per_domain: dict[str, tuple[int, int, int] | None] = {}
     for d, x in index.items():
         point = strictest(counts[x], q_min)
@@ -421,7 +450,7 @@ def viable_per_domain(
 ) -> dict[str, int]:
     """Viable queries per domain at given thresholds (quanta), counted directly from the stored
     pairs (i, j, q_t, q_s) in any cut: one pass, nothing gathered or sorted."""
-    _, rows = _domain_rows(row_domains, domains)
+    _, rows = domain_index(row_domains, domains)
     counts = np.zeros((len(row_domains), 3), dtype=np.int64)
     for i, j, tq, sq in chunks:
         counts += group_counts(len(row_domains), i, j, tq, sq, t_thr, s_thr, exact)

@@ -1,0 +1,178 @@
+"""Per-row viability summaries: what the threshold derivation needs of every pair, in two bytes
+per topic threshold and row, instead of the pairs themselves (DESIGN.md, pair signals).
+
+For a row (a query) and a topic threshold τ_t, the summary thresholds τ_s that leave it viable
+(K topic-only, K summary-only and K "both" candidates) form one interval (``thresholds``' module
+docstring). A pass of the block kernel over *full* rows (every other problem, both directions,
+nothing stored) counts each row's pairs in a 256 × 256 joint histogram of their bytes, and the
+row's sweep (``viable_intervals``, the one the stored pairs' derivation runs) turns it into
+``summary[row, τ_t] = (lo, hi)``, (EMPTY_LO, EMPTY_HI) where no τ_s does.
+
+A full row sees every pair, so a summary is exact at every threshold, not only above storage
+floors; the derivation bounds itself to the floors where it must agree with the stored pairs'.
+A pair's bytes do not depend on which of its problems is the row: the kernel's two sums swap
+places and each keeps its order (``tests/test_summaries.py`` checks it against the triangle).
+
+The candidate lists then need only the chosen queries' pairs: ``query_rows`` computes those
+rows in full, on demand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numba as nb
+import numpy as np
+
+from saber_assets.signals.kernels import full_row_histograms, full_row_pairs
+from saber_assets.signals.thresholds import (
+    QMAX,
+    ThresholdChoice,
+    domain_csr,
+    domain_index,
+    pick_thresholds,
+    viable_intervals,
+)
+
+# rows per kernel call: a 256 × 256 uint32 histogram each (16 MiB at 64, one tile of rows)
+BLOCK_ROWS = 64
+
+
+@nb.njit(cache=True, nogil=True)
+def _intervals_of_histograms(hist, k, out):  # pragma: no cover - compiled
+    """out[r, τ_t] = (lo, hi) from hist[r, q_t, q_s]: each row's pairs laid out by q_t
+    descending, then its sweep."""
+    rows = hist.shape[0]
+    longest = 0
+    for r in range(rows):
+        longest = max(longest, np.int64(hist[r].sum()))
+    tq = np.empty(longest, dtype=np.uint8)
+    sq = np.empty(longest, dtype=np.uint8)
+    cnt_hi = np.zeros(QMAX + 1, dtype=np.int64)
+    cnt_lo = np.zeros(QMAX + 1, dtype=np.int64)
+    lo = np.empty(QMAX, dtype=np.uint8)
+    hi = np.empty(QMAX, dtype=np.uint8)
+    for r in range(rows):
+        m = 0
+        for t in range(QMAX, -1, -1):
+            for s in range(QMAX + 1):
+                for _ in range(hist[r, t, s]):
+                    tq[m] = t
+                    sq[m] = s
+                    m += 1
+        viable_intervals(tq, sq, 0, m, k, 0, 0, cnt_hi, cnt_lo, lo, hi)
+        out[r, :, 0] = lo
+        out[r, :, 1] = hi
+
+
+def viability_summaries(
+    t_ptr: np.ndarray,
+    t_idx: np.ndarray,
+    lin: np.ndarray,
+    s_ptr: np.ndarray,
+    s_idx: np.ndarray,
+    row_start: int,
+    row_end: int,
+    k: int,
+    threads: int = 1,
+) -> np.ndarray:
+    """summary[row - row_start, τ_t] = (lo, hi) uint8 for the rows [row_start, row_end): the
+    τ_s interval at which the row has >= ``k`` candidates in each group, every pair counted.
+    ``threads``: blocks of rows at once (the kernels release the GIL)."""
+    out = np.empty((row_end - row_start, QMAX, 2), dtype=np.uint8)
+    arrays = (t_ptr, t_idx, lin, s_ptr, s_idx)
+
+    def run(r0: int) -> None:
+        r1 = min(r0 + BLOCK_ROWS, row_end)
+        hist = full_row_histograms(*arrays, r0, r1)
+        _intervals_of_histograms(hist, k, out[r0 - row_start : r1 - row_start])
+
+    starts = range(row_start, row_end, BLOCK_ROWS)
+    if threads <= 1 or len(starts) <= 1:
+        for r0 in starts:
+            run(r0)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(run, starts))
+    return out
+
+
+def summary_counts(
+    summary: np.ndarray,
+    row_domains: Sequence[Sequence[int]],
+    n_domains: int,
+    t_min: int = 0,
+    s_min: int = 0,
+) -> np.ndarray:
+    """counts[d, τ_t, τ_s] = rows of domain d viable at (τ_t, τ_s), for τ_t >= t_min and
+    τ_s >= s_min (0 elsewhere): ``thresholds.viable_counts`` of the same rows' pairs."""
+    if len(row_domains) != len(summary):
+        raise ValueError(f"{len(row_domains)} rows of domains for {len(summary)} summaries")
+    dom_ptr, dom_idx = domain_csr(row_domains)
+    return np.cumsum(_summary_diff(summary, dom_ptr, dom_idx, n_domains, t_min, s_min), axis=2)[
+        :, :, :QMAX
+    ]
+
+
+@nb.njit(cache=True)
+def _summary_diff(summary, dom_ptr, dom_idx, n_domains, t_min, s_min):  # pragma: no cover
+    diff = np.zeros((n_domains, QMAX, QMAX + 1), dtype=np.int64)
+    for r in range(summary.shape[0]):
+        for tt in range(t_min, QMAX):
+            lo = max(np.int64(summary[r, tt, 0]), s_min)
+            hi = np.int64(summary[r, tt, 1])
+            if lo <= hi:
+                for q in range(dom_ptr[r], dom_ptr[r + 1]):
+                    diff[dom_idx[q], tt, lo] += 1
+                    diff[dom_idx[q], tt, hi + 1] -= 1
+    return diff
+
+
+def thresholds_from_summaries(
+    summary: np.ndarray,
+    row_domains: Sequence[Sequence[str]],
+    domains: Sequence[str],
+    q_min: int,
+    k: int,
+    floor_topic_q: int = 0,
+    floor_summary_q: int = 0,
+) -> ThresholdChoice:
+    """``thresholds.derive_thresholds`` from the rows' summaries (made with this ``k``): the
+    same rule, the same answer where both look (at and above one quantum under the floors)."""
+    index, rows = domain_index(row_domains, domains)
+    t_min, s_min = max(floor_topic_q - 1, 0), max(floor_summary_q - 1, 0)
+    counts = summary_counts(summary, rows, len(domains), t_min, s_min)
+    return pick_thresholds(counts, index, q_min, k)
+
+
+def viable_at(summary: np.ndarray, topic_q: int, summary_q: int) -> np.ndarray:
+    """Which rows are viable at (τ_t, τ_s) in quanta."""
+    lo, hi = summary[:, topic_q, 0], summary[:, topic_q, 1]
+    return (lo <= summary_q) & (summary_q <= hi)
+
+
+def query_rows(
+    t_ptr: np.ndarray,
+    t_idx: np.ndarray,
+    lin: np.ndarray,
+    s_ptr: np.ndarray,
+    s_idx: np.ndarray,
+    rows: Sequence[int],
+    floor_topic: int,
+    floor_summary: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every pair of the given rows with any other problem whose topic or summary byte reaches
+    its floor: (query row, candidate row, q_t, q_s), by query row then candidate row. The chosen
+    queries' pairs, which their candidate lists are drawn from."""
+    parts = []
+    for r in sorted({int(x) for x in rows}):
+        cols, tq, sq = full_row_pairs(
+            t_ptr, t_idx, lin, s_ptr, s_idx, r, floor_topic, floor_summary
+        )
+        parts.append((np.full(len(cols), r, dtype=np.int64), cols, tq, sq))
+    if not parts:
+        return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.uint8),
+                np.zeros(0, np.uint8))  # fmt: skip
+    return tuple(np.concatenate([p[x] for p in parts]) for x in range(4))  # type: ignore[return-value]

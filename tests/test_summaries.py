@@ -1,0 +1,124 @@
+"""Per-row viability summaries (saber_assets/signals/summaries.py) against the stored pairs'
+design: the same bytes from either side of a pair, the same viability counts, thresholds,
+viable rows and chosen rows' pairs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from saber_assets.signals.kernels import full_row_histograms, signal_block, to_csr
+from saber_assets.signals.summaries import (
+    query_rows,
+    summary_counts,
+    thresholds_from_summaries,
+    viability_summaries,
+    viable_at,
+)
+from saber_assets.signals.thresholds import (
+    QMAX,
+    derive_thresholds,
+    group_counts,
+    in_memory_blocks,
+    viable_counts,
+)
+
+from .test_signals import _dense_ids, random_case
+
+
+def _case(n: int, seed: int, spread: int = 6):
+    """Kernel inputs of a random corpus and every pair (i < j) with its bytes, floors 0."""
+    topics, lin, tokens = random_case(n=n, t=24, v=30, seed=seed)
+    rng = np.random.default_rng(seed)
+    # a few near-copies, so that some rows have many strong pairs in both signals
+    for r in range(5, n, 9):
+        src = int(rng.integers(0, 5))
+        topics[r] = list(topics[src + 5]) + list(rng.integers(0, 24, rng.integers(0, spread)))
+        tokens[r] = list(tokens[src + 5]) + list(rng.integers(0, 30, 2) * 7 + 3)
+    arrays = (*to_csr(topics), lin, *to_csr(_dense_ids(tokens)))
+    t_ptr, t_idx, lin, s_ptr, s_idx = arrays[0], arrays[1], arrays[2], arrays[3], arrays[4]
+    arrays = (t_ptr, t_idx, lin, s_ptr, s_idx)
+    indptr, cols, tq, sq, _ = signal_block(*arrays, 0, n, 0, 0)
+    rows = np.repeat(np.arange(n), np.diff(indptr))
+    return arrays, (rows, cols.astype(np.int64), tq, sq)
+
+
+@pytest.mark.parametrize("n,start,end", [(150, 0, 150), (200, 70, 139)])
+def test_a_full_row_holds_the_triangles_bytes_from_either_side(n, start, end):
+    """Every pair of a row, whether the row is its smaller index or its larger, has the bytes the
+    triangle pass stored for it: row ranges that start and end inside a 64-row tile."""
+    arrays, (i, j, tq, sq) = _case(n, seed=n)
+    want = np.zeros((n, QMAX + 1, QMAX + 1), dtype=np.uint32)
+    np.add.at(want, (i, tq, sq), 1)
+    np.add.at(want, (j, tq, sq), 1)
+    got = full_row_histograms(*arrays, start, end)
+    assert got.shape == (end - start, QMAX + 1, QMAX + 1)
+    assert (got.sum(axis=(1, 2)) == n - 1).all()  # every other problem, not itself
+    assert np.array_equal(got, want[start:end])
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+def test_thresholds_from_summaries_are_the_stored_pairs_derivation(k):
+    """Viability counts, per-domain points, final thresholds and the viable counts there equal
+    the stored pairs' (``derive_thresholds``), above storage floors and without any; summaries
+    made in threads equal those made in one."""
+    n = 190
+    arrays, pairs = _case(n, seed=7 + k)
+    summary = viability_summaries(*arrays, 0, n, k)
+    assert summary.shape == (n, QMAX, 2) and summary.dtype == np.uint8
+    assert np.array_equal(summary, viability_summaries(*arrays, 0, n, k, threads=2))
+    names = ["Algebra", "Geometry", "Number Theory"]
+    row_domains = [[names[r % 3]] + (["Geometry"] if r % 5 == 0 else []) for r in range(n)]
+    row_domains[3] = []  # a problem in no domain counts nowhere
+    idx = [[names.index(d) for d in ds] for ds in row_domains]
+    for floors in ((0, 0), (60, 40), (120, 90)):
+        i, j, tq, sq = pairs
+        keep = (tq >= floors[0]) | (sq >= floors[1])
+        stored = tuple(a[keep] for a in pairs)
+        blocks = in_memory_blocks(n, stored)
+        t_min, s_min = max(floors[0] - 1, 0), max(floors[1] - 1, 0)
+        want_counts = viable_counts(*blocks[0][1:], idx, 3, k, t_min, s_min)
+        got_counts = summary_counts(summary, idx, 3, t_min, s_min)
+        assert np.array_equal(got_counts, want_counts), floors
+        assert got_counts.max() > 0
+        for q_min in (1, 3, 8):
+            try:
+                want = derive_thresholds(blocks, row_domains, names, q_min, k, *floors)
+            except ValueError as exc:
+                with pytest.raises(ValueError, match="no domain has"):
+                    thresholds_from_summaries(summary, row_domains, names, q_min, k, *floors)
+                assert "no domain has" in str(exc)
+                continue
+            got = thresholds_from_summaries(summary, row_domains, names, q_min, k, *floors)
+            assert got == want, (floors, q_min)
+
+
+def test_viable_rows_and_chosen_rows_pairs_are_the_stored_pairs():
+    """At given thresholds the summaries' viable rows are the rows with k pairs in each group of
+    the stored pairs; a chosen row's pairs above the floors are the stored pairs it is in, from
+    its side."""
+    n, k = 170, 2
+    arrays, (i, j, tq, sq) = _case(n, seed=5)
+    summary = viability_summaries(*arrays, 0, n, k)
+    for t_thr, s_thr in ((60, 30), (100, 20), (140, 60)):
+        counts = group_counts(n, i, j, tq, sq, t_thr, s_thr)
+        want = counts.min(axis=1) >= k
+        assert np.array_equal(viable_at(summary, t_thr, s_thr), want)
+    assert viable_at(summary, 60, 30).any()
+    floors = (90, 50)
+    rows = [0, 5, 64, 169, 5]  # a tile's first row, the last row, a repeat
+    q, c, qt, qs = query_rows(*arrays, rows, *floors)
+    keep = (tq >= floors[0]) | (sq >= floors[1])
+    want = sorted(
+        (int(a), int(b), int(x), int(y))
+        for a, b, x, y in zip(
+            np.concatenate([i, j])[np.tile(keep, 2)],
+            np.concatenate([j, i])[np.tile(keep, 2)],
+            np.tile(tq, 2)[np.tile(keep, 2)],
+            np.tile(sq, 2)[np.tile(keep, 2)],
+            strict=True,
+        )
+        if a in rows
+    )
+    got = list(zip(q.tolist(), c.tolist(), qt.tolist(), qs.tolist(), strict=True))
+    assert got == want and len(got) > 10
