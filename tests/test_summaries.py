@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from saber_assets.candidates.select import select_candidates, select_from_rows
 from saber_assets.signals.kernels import full_row_histograms, signal_block, to_csr
 from saber_assets.signals.summaries import (
     query_rows,
@@ -17,6 +18,8 @@ from saber_assets.signals.summaries import (
 )
 from saber_assets.signals.thresholds import (
     QMAX,
+    Cut,
+    ExactSignals,
     derive_thresholds,
     group_counts,
     in_memory_blocks,
@@ -122,3 +125,32 @@ def test_viable_rows_and_chosen_rows_pairs_are_the_stored_pairs():
     )
     got = list(zip(q.tolist(), c.tolist(), qt.tolist(), qs.tolist(), strict=True))
     assert got == want and len(got) > 10
+
+
+@pytest.mark.parametrize("thresholds", [(100, 40), (140, 60), "exact"])
+def test_candidates_from_summaries_and_query_rows_are_the_stored_pairs_selection(thresholds):
+    """The same queries and candidate lists, drawn the same way, from the summaries' viable rows
+    and the chosen rows' own pairs as from two passes over every stored pair; thresholds given
+    as numbers (``Cut``) decide the pairs within a quantum on their exact values either way."""
+    n, k, floors = 220, 2, (80, 30)
+    arrays, pairs = _case(n, seed=31)
+    keep = (pairs[2] >= floors[0]) | (pairs[3] >= floors[1])
+    stored = tuple(a[keep] for a in pairs)
+    exact = ExactSignals(*arrays)
+    if thresholds == "exact":
+        t_thr, s_thr = Cut(100.4 / 255), Cut(40.6 / 255)
+        viable = group_counts(n, *stored, t_thr, s_thr, exact).min(axis=1) >= k
+    else:
+        t_thr, s_thr = thresholds
+        viable = viable_at(viability_summaries(*arrays, 0, n, k), t_thr, s_thr)
+    ids = [f"p{r:04d}" for r in range(n)]
+    names = ["Algebra", "Geometry", "Number Theory"]
+    domains = [[names[r % 3]] + (["Algebra"] if r % 4 == 0 else []) for r in range(n)]
+    select = {"ids": ids, "domains": domains, "domain_order": names, "t_thr": t_thr,
+              "s_thr": s_thr, "k": k, "quota": 4, "seed": 9, "exact": exact}  # fmt: skip
+    want = select_candidates(pairs=lambda: [stored], **select)
+    got = select_from_rows(
+        viable=viable, query_pairs=lambda rows: query_rows(*arrays, rows, *floors), **select
+    )
+    assert want.height >= 3 * k * 6, want.height  # queries in several domains
+    assert got.equals(want)

@@ -28,22 +28,29 @@ PairChunks = Callable[[], Iterable[Chunk]]
 
 
 def group_table(
-    i: np.ndarray, j: np.ndarray, tq: np.ndarray, sq: np.ndarray, rel: Relevance
+    i: np.ndarray,
+    j: np.ndarray,
+    tq: np.ndarray,
+    sq: np.ndarray,
+    rel: Relevance,
+    both_directions: bool = True,
 ) -> pl.DataFrame:
-    """Every relevant (query row, candidate row) in both directions, with its group and signals.
-    Pairs relevant in neither signal are dropped before the frame is built: at scale most stored
+    """Every relevant (query row, candidate row) with its group and signals: of the unordered
+    pairs (i, j) in both directions, or (``both_directions=False``) of query i and candidate j
+    only. Pairs relevant in neither signal are dropped before the frame is built: at scale most
     pairs lie between the storage floors and the thresholds."""
     t_rel, s_rel = rel.masks(i, j, tq, sq)
     keep = t_rel | s_rel
     i, j, tq, sq, t_rel, s_rel = i[keep], j[keep], tq[keep], sq[keep], t_rel[keep], s_rel[keep]
+    sides = (lambda a, b: np.concatenate([a, b])) if both_directions else (lambda a, b: a)
     df = pl.DataFrame(
         {
-            "query_row": np.concatenate([i, j]).astype(np.int64),
-            "candidate_row": np.concatenate([j, i]).astype(np.int64),
-            "topic_q": np.concatenate([tq, tq]).astype(np.int32),
-            "summary_q": np.concatenate([sq, sq]).astype(np.int32),
-            "t_rel": np.concatenate([t_rel, t_rel]),
-            "s_rel": np.concatenate([s_rel, s_rel]),
+            "query_row": sides(i, j).astype(np.int64),
+            "candidate_row": sides(j, i).astype(np.int64),
+            "topic_q": sides(tq, tq).astype(np.int32),
+            "summary_q": sides(sq, sq).astype(np.int32),
+            "t_rel": sides(t_rel, t_rel),
+            "s_rel": sides(s_rel, s_rel),
         }
     )
     t_rel, s_rel = pl.col("t_rel"), pl.col("s_rel")
@@ -96,20 +103,7 @@ def select_candidates(
     counts = np.zeros((len(ids), 3), dtype=np.int64)
     for chunk in pairs():
         counts += group_counts(len(ids), *chunk, t_thr, s_thr, exact)
-    viable = np.flatnonzero(counts.min(axis=1) >= k).tolist()
-    taken: set[int] = set()
-    chosen: list[tuple[str, int]] = []
-    for d_idx, d in enumerate(domain_order):
-        pool = [r for r in viable if r not in taken and d in domains[r]]
-        rng = np.random.default_rng([seed, d_idx])
-        pick = (
-            sorted(rng.choice(len(pool), size=min(quota, len(pool)), replace=False).tolist())
-            if pool
-            else []
-        )
-        for p in pick:
-            chosen.append((d, pool[p]))
-            taken.add(pool[p])
+    chosen = choose_queries(counts.min(axis=1) >= k, domains, domain_order, quota, seed)
     rel = Relevance(t_thr, s_thr, exact)
     is_chosen = np.zeros(len(ids), dtype=np.bool_)
     is_chosen[[r for _, r in chosen]] = True
@@ -119,6 +113,66 @@ def select_candidates(
         touched.append(group_table(i[touch], j[touch], tq[touch], sq[touch], rel))
     empty = (np.zeros(0, np.int64),) * 4
     groups = pl.concat(touched) if touched else group_table(*empty, Relevance(0, 0))
+    return candidate_lists(ids, chosen, groups, k, seed)
+
+
+def select_from_rows(
+    ids: Sequence[str],
+    domains: Sequence[Sequence[str]],
+    domain_order: Sequence[str],
+    viable: np.ndarray,
+    query_pairs: Callable[[list[int]], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+    t_thr: Threshold,
+    s_thr: Threshold,
+    k: int,
+    quota: int,
+    seed: int,
+    exact: ExactSignals | None = None,
+) -> pl.DataFrame:
+    """``select_candidates`` from which rows are ``viable`` (``summaries.viable_at``) and the
+    chosen queries' own pairs, ``query_pairs(rows)`` -> (query row, candidate row, q_t, q_s)
+    (``summaries.query_rows``): the same selection without a pass over every pair."""
+    chosen = choose_queries(viable, domains, domain_order, quota, seed)
+    q, c, tq, sq = query_pairs(sorted(r for _, r in chosen))
+    groups = group_table(q, c, tq, sq, Relevance(t_thr, s_thr, exact), both_directions=False)
+    return candidate_lists(ids, chosen, groups, k, seed)
+
+
+def choose_queries(
+    viable: np.ndarray,
+    domains: Sequence[Sequence[str]],
+    domain_order: Sequence[str],
+    quota: int,
+    seed: int,
+) -> list[tuple[str, int]]:
+    """(domain, row) of the queries: per domain in order, up to ``quota`` of its viable rows not
+    taken by an earlier domain, drawn with a generator seeded by (seed, domain index)."""
+    viable_rows = np.flatnonzero(viable).tolist()
+    taken: set[int] = set()
+    chosen: list[tuple[str, int]] = []
+    for d_idx, d in enumerate(domain_order):
+        pool = [r for r in viable_rows if r not in taken and d in domains[r]]
+        rng = np.random.default_rng([seed, d_idx])
+        pick = (
+            sorted(rng.choice(len(pool), size=min(quota, len(pool)), replace=False).tolist())
+            if pool
+            else []
+        )
+        for p in pick:
+            chosen.append((d, pool[p]))
+            taken.add(pool[p])
+    return chosen
+
+
+def candidate_lists(
+    ids: Sequence[str],
+    chosen: list[tuple[str, int]],
+    groups: pl.DataFrame,
+    k: int,
+    seed: int,
+) -> pl.DataFrame:
+    """K candidates of each group per chosen query, drawn with a generator seeded by (seed,
+    query id) from its relevant pairs (``group_table``), with ids, signals and positions."""
     by_query = groups.filter(pl.col("query_row").is_in([r for _, r in chosen])).sort(
         "query_row", "group", "candidate_row"
     )
