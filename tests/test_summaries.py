@@ -11,6 +11,7 @@ from saber_assets.candidates.select import select_candidates, select_from_rows
 from saber_assets.signals.kernels import full_row_histograms, signal_block, to_csr
 from saber_assets.signals.summaries import (
     query_rows,
+    row_group_counts,
     summary_counts,
     thresholds_from_summaries,
     viability_summaries,
@@ -54,10 +55,12 @@ def test_a_full_row_holds_the_triangles_bytes_from_either_side(n, start, end):
     want = np.zeros((n, QMAX + 1, QMAX + 1), dtype=np.uint32)
     np.add.at(want, (i, tq, sq), 1)
     np.add.at(want, (j, tq, sq), 1)
-    got = full_row_histograms(*arrays, start, end)
+    got = full_row_histograms(*arrays, np.arange(start, end))
     assert got.shape == (end - start, QMAX + 1, QMAX + 1)
     assert (got.sum(axis=(1, 2)) == n - 1).all()  # every other problem, not itself
     assert np.array_equal(got, want[start:end])
+    scattered = np.array([end - 1, start, (start + end) // 2, start])  # any rows, in any order
+    assert np.array_equal(full_row_histograms(*arrays, scattered), want[scattered])
 
 
 @pytest.mark.parametrize("k", [1, 2, 4])
@@ -139,7 +142,7 @@ def test_candidates_from_summaries_and_query_rows_are_the_stored_pairs_selection
     exact = ExactSignals(*arrays)
     if thresholds == "exact":
         t_thr, s_thr = Cut(100.4 / 255), Cut(40.6 / 255)
-        viable = group_counts(n, *stored, t_thr, s_thr, exact).min(axis=1) >= k
+        viable = row_group_counts(*arrays, 0, n, t_thr, s_thr, exact).min(axis=1) >= k
     else:
         t_thr, s_thr = thresholds
         viable = viable_at(viability_summaries(*arrays, 0, n, k), t_thr, s_thr)
@@ -154,3 +157,17 @@ def test_candidates_from_summaries_and_query_rows_are_the_stored_pairs_selection
     )
     assert want.height >= 3 * k * 6, want.height  # queries in several domains
     assert got.equals(want)
+
+
+@pytest.mark.parametrize("t_thr,s_thr", [(90, 35), (Cut(0.4), Cut(0.15)), (Cut(100.2 / 255), 40)])
+def test_row_group_counts_at_any_threshold_are_the_stored_pairs_counts(t_thr, s_thr):
+    """Counted from full rows, a block at a time: the stored pairs' ``group_counts``, with the
+    pairs within a quantum of a number decided on their exact values."""
+    n = 150
+    arrays, pairs = _case(n, seed=13)
+    exact = ExactSignals(*arrays)
+    want = group_counts(n, *pairs, t_thr, s_thr, ExactSignals(*arrays))
+    got = row_group_counts(*arrays, 20, 140, t_thr, s_thr, exact)
+    assert np.array_equal(got, want[20:140]) and got.min() >= 0 and got.max() > 0
+    if isinstance(t_thr, Cut):
+        assert exact.recomputed > 0

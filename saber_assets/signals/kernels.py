@@ -168,6 +168,7 @@ def _block(
     s_ptr,
     s_idx,
     lut,
+    row_of,
     row_start,
     row_end,
     floor_t,
@@ -190,7 +191,8 @@ def _block(
     local_of = np.full(n_topics, -1, dtype=np.int32)
     union_topics = np.empty(n_topics, dtype=np.int32)
     max_set = 1
-    for i in range(row_start, row_end):
+    for p in range(row_start, row_end):
+        i = row_of[p]
         if t_ptr[i + 1] - t_ptr[i] > max_set:
             max_set = t_ptr[i + 1] - t_ptr[i]
     max_union = min(n_topics, TILE * max_set)
@@ -220,7 +222,7 @@ def _block(
         best_row[:, :] = 0.0
         n_union = 0
         for r in range(rn):
-            i = r0 + r
+            i = row_of[r0 + r]
             for k in range(t_ptr[i], t_ptr[i + 1]):
                 a = t_idx[k]
                 if local_of[a] < 0:
@@ -237,8 +239,9 @@ def _block(
             row_na[r] = 0
             row_ns[r] = 0
         for r in range(rn):
-            row_na[r] = t_ptr[r0 + r + 1] - t_ptr[r0 + r]
-            row_ns[r] = s_ptr[r0 + r + 1] - s_ptr[r0 + r]
+            i = row_of[r0 + r]
+            row_na[r] = t_ptr[i + 1] - t_ptr[i]
+            row_ns[r] = s_ptr[i + 1] - s_ptr[i]
         # Lin columns of the tile's own topics, row-major by topic with stride n_union
         for t0 in range(0, n_topics, TILE):  # blocked transpose: contiguous reads, cached writes
             t1 = min(t0 + TILE, n_topics)
@@ -276,7 +279,7 @@ def _block(
                         fwd[c, r] += best_row[b, r]
             # reverse sums: for row r, add best_col rows of its topics (64 lanes over c)
             for r in range(rn):
-                i = r0 + r
+                i = row_of[r0 + r]
                 for c in range(TILE):
                     rev[r, c] = 0.0
                 for k in range(t_ptr[i], t_ptr[i + 1]):
@@ -310,7 +313,7 @@ def _block(
                     for r in range(TILE):
                         inter_r[r] |= np.int64((plane >> np.uint64(r)) & np.uint64(1)) << p
                 for r in range(r_stop):
-                    i = r0 + r
+                    i = row_of[r0 + r]
                     if i == j:  # only in a full row: a problem is not its own pair
                         continue
                     tq = np.uint8(0)
@@ -325,7 +328,7 @@ def _block(
                         hist[i, bin_of[tq], bin_of[sq]] += 1
                         hist[j, bin_of[tq], bin_of[sq]] += 1
                     else:
-                        hist[i - row_start, bin_of[tq], bin_of[sq]] += 1
+                        hist[r0 + r - row_start, bin_of[tq], bin_of[sq]] += 1
                     if store and (tq >= floor_t or sq >= floor_s):
                         if kept >= out_rows.shape[0]:
                             return -1  # buffers full: the caller grows them and retries
@@ -338,7 +341,7 @@ def _block(
         for u in range(n_union):
             local_of[union_topics[u]] = -1
         for r in range(rn):
-            i = r0 + r
+            i = row_of[r0 + r]
             for k in range(s_ptr[i], s_ptr[i + 1]):
                 token_mask[s_idx[k]] = 0
     return kept
@@ -433,6 +436,7 @@ def _signal_range(
             s_ptr,
             s_idx,
             lut,
+            np.arange(len(t_ptr) - 1, dtype=np.int64),
             row_start,
             row_end,
             np.uint8(floor_topic),
@@ -479,7 +483,8 @@ def row_histograms(
     def run(r: tuple[int, int]) -> np.ndarray:
         hist = np.zeros((n, n_bins, n_bins), dtype=np.uint32)
         _block(
-            t_ptr, t_idx, lin, s_ptr, s_idx, lut, r[0], r[1], np.uint8(0), np.uint8(0), n_bins,
+            t_ptr, t_idx, lin, s_ptr, s_idx, lut, np.arange(n, dtype=np.int64), r[0], r[1],
+            np.uint8(0), np.uint8(0), n_bins,
             none_i64, none_i32, none_u8, none_u8, hist, False, True, False,
         )  # fmt: skip
         return hist
@@ -504,17 +509,17 @@ def full_row_histograms(
     lin: np.ndarray,
     s_ptr: np.ndarray,
     s_idx: np.ndarray,
-    row_start: int,
-    row_end: int,
+    rows: np.ndarray,
 ) -> np.ndarray:
-    """hist[r - row_start, q_t, q_s] (uint32, 256 × 256 per row): every pair of each row in
-    [row_start, row_end) with every other problem, whichever index is smaller, by both bytes.
-    A pair's bytes are the same from either of its rows (the kernel's two sums swap places)."""
+    """hist[x, q_t, q_s] (uint32, 256 × 256 per row): every pair of row ``rows[x]`` with every
+    other problem, whichever index is smaller, by both bytes. A pair's bytes are the same from
+    either of its rows (the kernel's two sums swap places)."""
     lin, lut = _checked_inputs(lin, s_ptr, s_idx)
-    hist = np.zeros((row_end - row_start, SCALE + 1, SCALE + 1), dtype=np.uint32)
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    hist = np.zeros((len(rows), SCALE + 1, SCALE + 1), dtype=np.uint32)
     none_i64, none_i32, none_u8 = (np.empty(1, t) for t in (np.int64, np.int32, np.uint8))
     _block(
-        t_ptr, t_idx, lin, s_ptr, s_idx, lut, row_start, row_end, np.uint8(0), np.uint8(0),
+        t_ptr, t_idx, lin, s_ptr, s_idx, lut, rows, 0, len(rows), np.uint8(0), np.uint8(0),
         SCALE + 1, none_i64, none_i32, none_u8, none_u8, hist, False, False, True,
     )  # fmt: skip
     return hist
@@ -526,25 +531,34 @@ def full_row_pairs(
     lin: np.ndarray,
     s_ptr: np.ndarray,
     s_idx: np.ndarray,
-    row: int,
+    rows: np.ndarray,
     floor_topic: int,
     floor_summary: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One row's pairs with every other problem whose topic or summary byte reaches its floor:
-    (other rows ascending, q_t, q_s)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The given rows' pairs with every other problem whose topic or summary byte reaches its
+    floor: (row, other row, q_t, q_s), by the order of ``rows`` then the other row, in tiles of
+    64 rows (rows need not be neighbours)."""
     lin, lut = _checked_inputs(lin, s_ptr, s_idx)
-    n = len(t_ptr) - 1
-    out_rows = np.empty(max(n, 1), dtype=np.int64)
-    out_cols = np.empty(max(n, 1), dtype=np.int32)
-    out_t = np.empty(max(n, 1), dtype=np.uint8)
-    out_s = np.empty(max(n, 1), dtype=np.uint8)
-    hist = np.zeros((1, 1, 1), dtype=np.uint32)
-    kept = _block(
-        t_ptr, t_idx, lin, s_ptr, s_idx, lut, row, row + 1, np.uint8(floor_topic),
-        np.uint8(floor_summary), 1, out_rows, out_cols, out_t, out_s, hist, True, False, True,
-    )  # fmt: skip
-    order = np.argsort(out_cols[:kept], kind="stable")
-    return out_cols[:kept][order].astype(np.int64), out_t[:kept][order], out_s[:kept][order]
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    hist = np.zeros((len(rows), 1, 1), dtype=np.uint32)
+    capacity = max(1024, len(rows) * 64)
+    while True:
+        out_rows = np.empty(capacity, dtype=np.int64)
+        out_cols = np.empty(capacity, dtype=np.int32)
+        out_t = np.empty(capacity, dtype=np.uint8)
+        out_s = np.empty(capacity, dtype=np.uint8)
+        kept = _block(
+            t_ptr, t_idx, lin, s_ptr, s_idx, lut, rows, 0, len(rows), np.uint8(floor_topic),
+            np.uint8(floor_summary), 1, out_rows, out_cols, out_t, out_s, hist, True, False, True,
+        )  # fmt: skip
+        if kept >= 0:
+            break
+        capacity *= 4
+    position = np.empty(len(t_ptr) - 1, dtype=np.int64)
+    position[rows] = np.arange(len(rows))
+    order = np.lexsort((out_cols[:kept], position[out_rows[:kept]]))
+    return (out_rows[:kept][order], out_cols[:kept][order].astype(np.int64), out_t[:kept][order],
+            out_s[:kept][order])  # fmt: skip
 
 
 def _checked_inputs(

@@ -27,6 +27,10 @@ import numpy as np
 from saber_assets.signals.kernels import full_row_histograms, full_row_pairs
 from saber_assets.signals.thresholds import (
     QMAX,
+    Cut,
+    ExactSignals,
+    Relevance,
+    Threshold,
     ThresholdChoice,
     domain_csr,
     domain_index,
@@ -84,7 +88,7 @@ def viability_summaries(
 
     def run(r0: int) -> None:
         r1 = min(r0 + BLOCK_ROWS, row_end)
-        hist = full_row_histograms(*arrays, r0, r1)
+        hist = full_row_histograms(*arrays, np.arange(r0, r1))
         _intervals_of_histograms(hist, k, out[r0 - row_start : r1 - row_start])
 
     starts = range(row_start, row_end, BLOCK_ROWS)
@@ -166,13 +170,33 @@ def query_rows(
     """Every pair of the given rows with any other problem whose topic or summary byte reaches
     its floor: (query row, candidate row, q_t, q_s), by query row then candidate row. The chosen
     queries' pairs, which their candidate lists are drawn from."""
-    parts = []
-    for r in sorted({int(x) for x in rows}):
-        cols, tq, sq = full_row_pairs(
-            t_ptr, t_idx, lin, s_ptr, s_idx, r, floor_topic, floor_summary
-        )
-        parts.append((np.full(len(cols), r, dtype=np.int64), cols, tq, sq))
-    if not parts:
-        return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.uint8),
-                np.zeros(0, np.uint8))  # fmt: skip
-    return tuple(np.concatenate([p[x] for p in parts]) for x in range(4))  # type: ignore[return-value]
+    wanted = np.array(sorted({int(x) for x in rows}), dtype=np.int64)
+    return full_row_pairs(t_ptr, t_idx, lin, s_ptr, s_idx, wanted, floor_topic, floor_summary)
+
+
+def row_group_counts(
+    t_ptr: np.ndarray,
+    t_idx: np.ndarray,
+    lin: np.ndarray,
+    s_ptr: np.ndarray,
+    s_idx: np.ndarray,
+    row_start: int,
+    row_end: int,
+    t_thr: Threshold,
+    s_thr: Threshold,
+    exact: ExactSignals | None = None,
+) -> np.ndarray:
+    """(rows, 3) topic-only, summary-only and both counts of each row in [row_start, row_end)
+    at given thresholds, from full rows: what a threshold the summaries cannot answer (one given
+    as a number, ``Cut``: its undecided bytes need the exact values) is counted with, a block of
+    rows at a time, nothing stored."""
+    floors = [thr.lowest if isinstance(thr, Cut) else thr + 1 for thr in (t_thr, s_thr)]
+    rel = Relevance(t_thr, s_thr, exact)
+    out = np.zeros((row_end - row_start, 3), dtype=np.int64)
+    for r0 in range(row_start, row_end, BLOCK_ROWS):
+        rows = np.arange(r0, min(r0 + BLOCK_ROWS, row_end))
+        q, c, tq, sq = full_row_pairs(t_ptr, t_idx, lin, s_ptr, s_idx, rows, *floors)
+        t_rel, s_rel = rel.masks(q, c, tq, sq)
+        for g, mask in enumerate((t_rel & ~s_rel, s_rel & ~t_rel, t_rel & s_rel)):
+            out[:, g] += np.bincount(q[mask] - row_start, minlength=row_end - row_start)
+    return out
