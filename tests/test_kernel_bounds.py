@@ -18,7 +18,8 @@ def test_signal_kernels_and_thresholds_stay_in_bounds(tmp_path):
     # a cache of its own: Numba's cache key ignores the bounds-check flag, so a cached unchecked
     # compile would be reused
     env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
-    args = ["-n", "0", "-p", "no:logging", "tests/test_signals.py", "tests/test_pairs.py"]
+    args = ["-n", "0", "-p", "no:logging", "tests/test_signals.py", "tests/test_pairs.py",
+            "tests/test_summaries.py"]  # fmt: skip
     # the Dagster tests add nothing here; the thread-split test repeats the block kernel
     args += ["-k", "not dagster and not threads"]
     run = subprocess.run(
