@@ -312,9 +312,13 @@ def _block(
                     plane = planes[p]
                     for r in range(TILE):
                         inter_r[r] |= np.int64((plane >> np.uint64(r)) & np.uint64(1)) << p
+                skip = -1  # a full row's own column: a problem is not its own pair
+                if full:
+                    for r in range(rn):
+                        if row_of[r0 + r] == j:
+                            skip = r
                 for r in range(r_stop):
-                    i = row_of[r0 + r]
-                    if i == j:  # only in a full row: a problem is not its own pair
+                    if r == skip:
                         continue
                     tq = np.uint8(0)
                     if nb_ > 0 and row_na[r] > 0:
@@ -325,6 +329,7 @@ def _block(
                     inter = inter_r[r]
                     sq = lut[inter, row_ns[r] + ns_b - inter]
                     if both:  # the pair in both rows' histograms, indexed globally
+                        i = row_of[r0 + r]
                         hist[i, bin_of[tq], bin_of[sq]] += 1
                         hist[j, bin_of[tq], bin_of[sq]] += 1
                     else:
@@ -332,7 +337,7 @@ def _block(
                     if store and (tq >= floor_t or sq >= floor_s):
                         if kept >= out_rows.shape[0]:
                             return -1  # buffers full: the caller grows them and retries
-                        out_rows[kept] = i
+                        out_rows[kept] = row_of[r0 + r]
                         out_cols[kept] = j
                         out_t[kept] = tq
                         out_s[kept] = sq
@@ -515,7 +520,7 @@ def full_row_histograms(
     other problem, whichever index is smaller, by both bytes. A pair's bytes are the same from
     either of its rows (the kernel's two sums swap places)."""
     lin, lut = _checked_inputs(lin, s_ptr, s_idx)
-    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    rows = _distinct_rows(rows, len(t_ptr) - 1)
     hist = np.zeros((len(rows), SCALE + 1, SCALE + 1), dtype=np.uint32)
     none_i64, none_i32, none_u8 = (np.empty(1, t) for t in (np.int64, np.int32, np.uint8))
     _block(
@@ -539,7 +544,7 @@ def full_row_pairs(
     floor: (row, other row, q_t, q_s), by the order of ``rows`` then the other row, in tiles of
     64 rows (rows need not be neighbours)."""
     lin, lut = _checked_inputs(lin, s_ptr, s_idx)
-    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    rows = _distinct_rows(rows, len(t_ptr) - 1)
     hist = np.zeros((len(rows), 1, 1), dtype=np.uint32)
     capacity = max(1024, len(rows) * 64)
     while True:
@@ -559,6 +564,15 @@ def full_row_pairs(
     order = np.lexsort((out_cols[:kept], position[out_rows[:kept]]))
     return (out_rows[:kept][order], out_cols[:kept][order].astype(np.int64), out_t[:kept][order],
             out_s[:kept][order])  # fmt: skip
+
+
+def _distinct_rows(rows: np.ndarray, n: int) -> np.ndarray:
+    """Rows for a full-row pass: distinct (a tile skips one column per row as its own) and in
+    the corpus."""
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    if len(np.unique(rows)) != len(rows) or (len(rows) and not 0 <= rows.min() <= rows.max() < n):
+        raise ValueError(f"full rows must be distinct rows in [0, {n})")
+    return rows
 
 
 def _checked_inputs(
