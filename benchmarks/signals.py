@@ -25,6 +25,7 @@ from saber_assets.ontology.tree import expand_to_tree
 from saber_assets.signals.kernels import pairwise_block_naive, signal_block, to_csr
 from saber_assets.signals.shards import BYTES_PER_PAIR
 from saber_assets.signals.sizing import shard_memory_bytes
+from saber_assets.signals.summaries import viability_summaries
 
 PAPER_ORDERED_PAIRS_PER_S = 0.87e6
 
@@ -76,6 +77,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=512, help="rows per measured block")
     ap.add_argument("--floor-topic", type=float, default=0.80)
     ap.add_argument("--floor-summary", type=float, default=0.30)
+    ap.add_argument("--k", type=int, default=50, help="candidates per group, for the summaries")
     args = ap.parse_args()
     t0 = time.perf_counter()
     global _DATA
@@ -119,6 +121,16 @@ def main() -> None:
     threaded, _, _ = rate(
         lambda: signal_block(t_ptr, t_idx, lin, s_ptr, s_idx, r0, r1, ft, fs, threads=2), pairs
     )
+    # the viability summaries' pass: full rows (every pair seen from both of its rows), nothing
+    # stored but two bytes per row and topic threshold
+    viability_summaries(t_ptr, t_idx, lin, s_ptr, s_idx, 0, 64, args.k, (ft, fs))  # warm (compile)
+    s_rows = min(args.rows, args.n)
+    t0 = time.perf_counter()
+    summary = viability_summaries(t_ptr, t_idx, lin, s_ptr, s_idx, 0, s_rows, args.k, (ft, fs))
+    summary_rows_s = s_rows / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    viability_summaries(t_ptr, t_idx, lin, s_ptr, s_idx, 0, s_rows, args.k, (ft, fs), threads=2)
+    summary_rows_s2 = s_rows / (time.perf_counter() - t0)
     frac = kept / pairs
     bytes_per_corpus_pair = frac * BYTES_PER_PAIR
     n_big = 283_000
@@ -142,6 +154,11 @@ def main() -> None:
         f"peak RSS here: {peak_mb:,.0f} MB; a {shard_rows:,}-row shard at N={n_big:,} needs about {est / 1e9:.2f} GB"
         f" (Lin table of {t_big:,} topics, gathered columns, buffers, histograms, inputs)",
         f"  (Lin table of {lin.shape[0]:,} used topics here: {lin.nbytes / 1e6:.0f} MB)",
+        f"viability summaries (k={args.k}), full rows of {args.n:,} columns: {summary_rows_s:,.0f} rows/s"
+        f" on one core ({summary_rows_s * (args.n - 1) / 1e6:.1f} M row-pairs/s), {summary_rows_s2:,.0f}"
+        f" rows/s with 2 threads; {summary.nbytes / s_rows:.0f} bytes per row",
+        f"  extrapolated N={n_big:,}: the summary pass {n_big / (summary_rows_s2 * args.n / n_big) / 60:.1f} min"
+        f" on 2 cores (rows cost in proportion to N), {n_big * summary.nbytes / s_rows / 1e6:.0f} MB of summaries",
     ]
     print("\n".join(lines))
 

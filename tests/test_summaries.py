@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from saber_assets.candidates.select import select_candidates, select_from_rows
-from saber_assets.signals.kernels import full_row_histograms, signal_block, to_csr
+from saber_assets.signals.kernels import full_row_pairs, signal_block, to_csr
 from saber_assets.signals.summaries import (
     query_rows,
     row_group_counts,
@@ -50,20 +50,22 @@ def _case(n: int, seed: int, spread: int = 6):
 @pytest.mark.parametrize("n,start,end", [(150, 0, 150), (200, 70, 139)])
 def test_a_full_row_holds_the_triangles_bytes_from_either_side(n, start, end):
     """Every pair of a row, whether the row is its smaller index or its larger, has the bytes the
-    triangle pass stored for it: row ranges that start and end inside a 64-row tile."""
+    triangle pass stored for it: row ranges that start and end inside a 64-row tile, and rows
+    given in any order."""
     arrays, (i, j, tq, sq) = _case(n, seed=n)
-    want = np.zeros((n, QMAX + 1, QMAX + 1), dtype=np.uint32)
-    np.add.at(want, (i, tq, sq), 1)
-    np.add.at(want, (j, tq, sq), 1)
-    got = full_row_histograms(*arrays, np.arange(start, end))
-    assert got.shape == (end - start, QMAX + 1, QMAX + 1)
-    assert (got.sum(axis=(1, 2)) == n - 1).all()  # every other problem, not itself
-    assert np.array_equal(got, want[start:end])
-    scattered = np.array([end - 1, start, (start + end) // 2])  # any rows, in any order
-    assert np.array_equal(full_row_histograms(*arrays, scattered), want[scattered])
+    both = (np.concatenate([i, j]), np.concatenate([j, i]), np.tile(tq, 2), np.tile(sq, 2))
+    for rows in (np.arange(start, end), np.array([end - 1, start, (start + end) // 2])):
+        got = full_row_pairs(*arrays, rows, 0, 0)
+        position = np.full(n, -1)
+        position[rows] = np.arange(len(rows))
+        sel = position[both[0]] >= 0
+        order = np.lexsort((both[1][sel], position[both[0][sel]]))
+        want = tuple(a[sel][order] for a in both)
+        assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
+        assert len(got[0]) == len(rows) * (n - 1)  # every other problem, not itself
     for bad in ([start, start], [n]):
         with pytest.raises(ValueError, match="distinct rows"):
-            full_row_histograms(*arrays, np.array(bad))
+            full_row_pairs(*arrays, np.array(bad), 0, 0)
 
 
 @pytest.mark.parametrize("k", [1, 2, 4])
@@ -73,14 +75,15 @@ def test_thresholds_from_summaries_are_the_stored_pairs_derivation(k):
     made in threads equal those made in one."""
     n = 190
     arrays, pairs = _case(n, seed=7 + k)
-    summary = viability_summaries(*arrays, 0, n, k)
-    assert summary.shape == (n, QMAX, 2) and summary.dtype == np.uint8
-    assert np.array_equal(summary, viability_summaries(*arrays, 0, n, k, threads=2))
     names = ["Algebra", "Geometry", "Number Theory"]
     row_domains = [[names[r % 3]] + (["Geometry"] if r % 5 == 0 else []) for r in range(n)]
     row_domains[3] = []  # a problem in no domain counts nowhere
     idx = [[names.index(d) for d in ds] for ds in row_domains]
     for floors in ((0, 0), (60, 40), (120, 90)):
+        summary = viability_summaries(*arrays, 0, n, k, floors)
+        assert summary.shape == (n, QMAX, 2) and summary.dtype == np.uint8
+        blocks = viability_summaries(*arrays, 0, n, k, floors, threads=2, block_rows=64)
+        assert np.array_equal(summary, blocks)  # three blocks of rows, two at once
         i, j, tq, sq = pairs
         keep = (tq >= floors[0]) | (sq >= floors[1])
         stored = tuple(a[keep] for a in pairs)
@@ -108,7 +111,7 @@ def test_viable_rows_and_chosen_rows_pairs_are_the_stored_pairs():
     its side."""
     n, k = 170, 2
     arrays, (i, j, tq, sq) = _case(n, seed=5)
-    summary = viability_summaries(*arrays, 0, n, k)
+    summary = viability_summaries(*arrays, 0, n, k, (0, 0))
     for t_thr, s_thr in ((60, 30), (100, 20), (140, 60)):
         counts = group_counts(n, i, j, tq, sq, t_thr, s_thr)
         want = counts.min(axis=1) >= k
@@ -148,7 +151,7 @@ def test_candidates_from_summaries_and_query_rows_are_the_stored_pairs_selection
         viable = row_group_counts(*arrays, 0, n, t_thr, s_thr, exact).min(axis=1) >= k
     else:
         t_thr, s_thr = thresholds
-        viable = viable_at(viability_summaries(*arrays, 0, n, k), t_thr, s_thr)
+        viable = viable_at(viability_summaries(*arrays, 0, n, k, floors), t_thr, s_thr)
     ids = [f"p{r:04d}" for r in range(n)]
     names = ["Algebra", "Geometry", "Number Theory"]
     domains = [[names[r % 3]] + (["Algebra"] if r % 4 == 0 else []) for r in range(n)]

@@ -189,6 +189,7 @@ def _block(
     best_row = np.zeros((n_topics, TILE), dtype=np.float32)
     token_mask = np.zeros(np.int64(s_idx.max()) + 1 if s_idx.shape[0] > 0 else 1, dtype=np.uint64)
     local_of = np.full(n_topics, -1, dtype=np.int32)
+    tile_pos = np.full(n if full else 0, -1, dtype=np.int64)  # row -> its place in the tile
     union_topics = np.empty(n_topics, dtype=np.int32)
     max_set = 1
     for p in range(row_start, row_end):
@@ -235,6 +236,8 @@ def _block(
                         best_row[t, r] = v
             for k in range(s_ptr[i], s_ptr[i + 1]):
                 token_mask[s_idx[k]] |= np.uint64(1) << np.uint64(r)
+            if full:
+                tile_pos[i] = r
         for r in range(TILE):
             row_na[r] = 0
             row_ns[r] = 0
@@ -312,11 +315,7 @@ def _block(
                     plane = planes[p]
                     for r in range(TILE):
                         inter_r[r] |= np.int64((plane >> np.uint64(r)) & np.uint64(1)) << p
-                skip = -1  # a full row's own column: a problem is not its own pair
-                if full:
-                    for r in range(rn):
-                        if row_of[r0 + r] == j:
-                            skip = r
+                skip = tile_pos[j] if full else -1  # a problem is not its own pair
                 for r in range(r_stop):
                     if r == skip:
                         continue
@@ -349,6 +348,8 @@ def _block(
             i = row_of[r0 + r]
             for k in range(s_ptr[i], s_ptr[i + 1]):
                 token_mask[s_idx[k]] = 0
+            if full:
+                tile_pos[i] = -1
     return kept
 
 
@@ -506,28 +507,6 @@ def row_histograms(
             total += part
             del part
     return total
-
-
-def full_row_histograms(
-    t_ptr: np.ndarray,
-    t_idx: np.ndarray,
-    lin: np.ndarray,
-    s_ptr: np.ndarray,
-    s_idx: np.ndarray,
-    rows: np.ndarray,
-) -> np.ndarray:
-    """hist[x, q_t, q_s] (uint32, 256 × 256 per row): every pair of row ``rows[x]`` with every
-    other problem, whichever index is smaller, by both bytes. A pair's bytes are the same from
-    either of its rows (the kernel's two sums swap places)."""
-    lin, lut = _checked_inputs(lin, s_ptr, s_idx)
-    rows = _distinct_rows(rows, len(t_ptr) - 1)
-    hist = np.zeros((len(rows), SCALE + 1, SCALE + 1), dtype=np.uint32)
-    none_i64, none_i32, none_u8 = (np.empty(1, t) for t in (np.int64, np.int32, np.uint8))
-    _block(
-        t_ptr, t_idx, lin, s_ptr, s_idx, lut, rows, 0, len(rows), np.uint8(0), np.uint8(0),
-        SCALE + 1, none_i64, none_i32, none_u8, none_u8, hist, False, False, True,
-    )  # fmt: skip
-    return hist
 
 
 def full_row_pairs(

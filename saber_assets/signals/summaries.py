@@ -3,18 +3,18 @@ per topic threshold and row, instead of the pairs themselves (DESIGN.md, pair si
 
 For a row (a query) and a topic threshold τ_t, the summary thresholds τ_s that leave it viable
 (K topic-only, K summary-only and K "both" candidates) form one interval (``thresholds``' module
-docstring). A pass of the block kernel over *full* rows (every other problem, both directions,
-nothing stored) counts each row's pairs in a 256 × 256 joint histogram of their bytes, and the
-row's sweep (``viable_intervals``, the one the stored pairs' derivation runs) turns it into
-``summary[row, τ_t] = (lo, hi)``, (EMPTY_LO, EMPTY_HI) where no τ_s does.
+docstring). A pass of the block kernel over *full* rows (every other problem, both directions)
+keeps a block of rows' pairs at or above the storage floors in memory, and each row's sweep
+(``viable_intervals``, the one the stored pairs' derivation runs) turns them into
+``summary[row, τ_t] = (lo, hi)``, (EMPTY_LO, EMPTY_HI) where no τ_s does. Nothing is stored but
+the summaries. Like the stored pairs, a summary is exact at thresholds from one quantum under
+the floors up: a pair under both floors is in no group there.
 
-A full row sees every pair, so a summary is exact at every threshold, not only above storage
-floors; the derivation bounds itself to the floors where it must agree with the stored pairs'.
 A pair's bytes do not depend on which of its problems is the row: the kernel's two sums swap
 places and each keeps its order (``tests/test_summaries.py`` checks it against the triangle).
-
 The candidate lists then need only the chosen queries' pairs: ``query_rows`` computes those
-rows in full, on demand.
+rows in full, on demand; ``row_group_counts`` counts groups at thresholds the summaries cannot
+answer (numbers, whose undecided bytes need exact values).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numba as nb
 import numpy as np
 
-from saber_assets.signals.kernels import full_row_histograms, full_row_pairs
+from saber_assets.signals.kernels import full_row_pairs
 from saber_assets.signals.thresholds import (
     QMAX,
     Cut,
@@ -35,36 +35,23 @@ from saber_assets.signals.thresholds import (
     domain_csr,
     domain_index,
     pick_thresholds,
+    sort_rows_by_topic,
     viable_intervals,
 )
 
-# rows per kernel call: a 256 × 256 uint32 histogram each (16 MiB at 64, one tile of rows)
-BLOCK_ROWS = 64
+# rows per kernel call: enough tiles of 64 that the kernel's per-call tables are made rarely
+BLOCK_ROWS = 256
 
 
 @nb.njit(cache=True, nogil=True)
-def _intervals_of_histograms(hist, k, out):  # pragma: no cover - compiled
-    """out[r, τ_t] = (lo, hi) from hist[r, q_t, q_s]: each row's pairs laid out by q_t
-    descending, then its sweep."""
-    rows = hist.shape[0]
-    longest = 0
-    for r in range(rows):
-        longest = max(longest, np.int64(hist[r].sum()))
-    tq = np.empty(longest, dtype=np.uint8)
-    sq = np.empty(longest, dtype=np.uint8)
+def _intervals_of_rows(indptr, tq, sq, k, t_min, s_min, out):  # pragma: no cover - compiled
+    """out[r, τ_t] = (lo, hi): each CSR row's sweep over its pairs (sorted by q_t descending)."""
     cnt_hi = np.zeros(QMAX + 1, dtype=np.int64)
     cnt_lo = np.zeros(QMAX + 1, dtype=np.int64)
     lo = np.empty(QMAX, dtype=np.uint8)
     hi = np.empty(QMAX, dtype=np.uint8)
-    for r in range(rows):
-        m = 0
-        for t in range(QMAX, -1, -1):
-            for s in range(QMAX + 1):
-                for _ in range(hist[r, t, s]):
-                    tq[m] = t
-                    sq[m] = s
-                    m += 1
-        viable_intervals(tq, sq, 0, m, k, 0, 0, cnt_hi, cnt_lo, lo, hi)
+    for r in range(len(indptr) - 1):
+        viable_intervals(tq, sq, indptr[r], indptr[r + 1], k, t_min, s_min, cnt_hi, cnt_lo, lo, hi)
         out[r, :, 0] = lo
         out[r, :, 1] = hi
 
@@ -78,20 +65,27 @@ def viability_summaries(
     row_start: int,
     row_end: int,
     k: int,
+    floors: tuple[int, int],
     threads: int = 1,
+    block_rows: int = BLOCK_ROWS,
 ) -> np.ndarray:
     """summary[row - row_start, τ_t] = (lo, hi) uint8 for the rows [row_start, row_end): the
-    τ_s interval at which the row has >= ``k`` candidates in each group, every pair counted.
-    ``threads``: blocks of rows at once (the kernels release the GIL)."""
+    τ_s interval at which the row has >= ``k`` candidates in each group, exact for thresholds
+    from one quantum under the ``floors`` (bytes) up. ``threads``: blocks of ``block_rows`` rows
+    at once (the kernel releases the GIL)."""
     out = np.empty((row_end - row_start, QMAX, 2), dtype=np.uint8)
     arrays = (t_ptr, t_idx, lin, s_ptr, s_idx)
+    t_min, s_min = max(floors[0] - 1, 0), max(floors[1] - 1, 0)
 
     def run(r0: int) -> None:
-        r1 = min(r0 + BLOCK_ROWS, row_end)
-        hist = full_row_histograms(*arrays, np.arange(r0, r1))
-        _intervals_of_histograms(hist, k, out[r0 - row_start : r1 - row_start])
+        r1 = min(r0 + block_rows, row_end)
+        q, _, tq, sq = full_row_pairs(*arrays, np.arange(r0, r1), *floors)
+        indptr = np.zeros(r1 - r0 + 1, dtype=np.int64)
+        np.cumsum(np.bincount(q - r0, minlength=r1 - r0), out=indptr[1:])
+        sort_rows_by_topic(indptr, tq, sq)
+        _intervals_of_rows(indptr, tq, sq, k, t_min, s_min, out[r0 - row_start : r1 - row_start])
 
-    starts = range(row_start, row_end, BLOCK_ROWS)
+    starts = range(row_start, row_end, block_rows)
     if threads <= 1 or len(starts) <= 1:
         for r0 in starts:
             run(r0)
