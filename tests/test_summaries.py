@@ -177,3 +177,31 @@ def test_row_group_counts_at_any_threshold_are_the_stored_pairs_counts(t_thr, s_
     assert np.array_equal(got, want[20:140]) and got.min() >= 0 and got.max() > 0
     if isinstance(t_thr, Cut):
         assert exact.recomputed > 0
+
+
+def test_both_designs_give_the_builds_thresholds_and_candidates(shared_build, tmp_path):
+    """``benchmarks/summaries.py`` on the session's tiny build: its given thresholds and every
+    domain's candidate lists from the rows equal the build's and the stored pairs'; with the
+    thresholds derived instead, both designs derive the same ones and select the same lists."""
+    import importlib.util
+
+    import yaml
+
+    from saber_assets.config import REPO_ROOT
+
+    spec = importlib.util.spec_from_file_location(
+        "summaries_bench", REPO_ROOT / "benchmarks" / "summaries.py"
+    )
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    built = shared_build("tiny")
+    res = bench.compare(built.config, built.home, threads=2)
+    assert res["identical"], res["differences"]
+    assert res["thresholds"] == "given" and res["queries"] >= 5 and res["stored_pairs"] > 0
+    doc = yaml.safe_load(built.config.read_text())
+    doc["candidates"].update(topic_threshold=None, summary_threshold=None, queries_per_domain=1)
+    derived = tmp_path / "tiny.yaml"
+    derived.write_text(yaml.safe_dump(doc))
+    res = bench.compare(derived, built.home, threads=2, against_build=False)
+    assert res["identical"], res["differences"]
+    assert res["thresholds"] != "given" and res["queries"] > 0 and res["summary_bytes"] > 0

@@ -1,0 +1,98 @@
+"""Thresholds and candidates from full rows instead of stored pairs (DESIGN.md, pair signals):
+the rows' viability summaries decide the thresholds and which queries are viable, and only the
+chosen queries' rows are computed in full for their candidate lists. Same rule, same seeds,
+same answer as ``signals.thresholds.derive_thresholds`` and ``select.select_candidates`` over
+the stored pairs (``tests/test_summaries.py``, ``benchmarks/summaries.py``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from saber_assets.candidates.select import select_from_rows
+from saber_assets.config import CandidateConfig
+from saber_assets.signals.prepare import SignalInputs
+from saber_assets.signals.summaries import (
+    query_rows,
+    row_group_counts,
+    thresholds_from_summaries,
+    viability_summaries,
+    viable_at,
+)
+from saber_assets.signals.thresholds import Cut, ExactSignals, Threshold, ThresholdChoice
+
+
+@dataclass
+class RowsSelection:
+    """What the rows design decided: thresholds (quanta, or ``Cut`` where given as numbers), the
+    derivation where there was one, the candidate lists and the seconds of each step."""
+
+    topic: Threshold
+    summary: Threshold
+    choice: ThresholdChoice | None
+    candidates: pl.DataFrame
+    summary_bytes: int
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def select_by_rows(
+    inputs: SignalInputs,
+    domains: Sequence[Sequence[str]],
+    domain_order: Sequence[str],
+    cand: CandidateConfig,
+    seed: int,
+    floors: tuple[int, int],
+    threads: int = 1,
+) -> RowsSelection:
+    """The thresholds (derived by viability, or given) and every domain's candidate lists for
+    the problems of ``inputs`` (rows in the signal pool's order) with their ``domains``.
+    Percentile thresholds are not derived here: they need every pair's value, not a row's
+    viability."""
+    if cand.threshold_method == "percentile" and cand.topic_threshold is None:
+        raise ValueError(
+            "percentile thresholds are taken over every pair's value: derive them from the "
+            "stored pairs (threshold_method: viability, or thresholds given, select by rows)"
+        )
+    arrays = (inputs.t_ptr, inputs.t_idx, inputs.lin, inputs.s_ptr, inputs.s_idx)
+    exact = ExactSignals.of(inputs)
+    k, seconds = cand.candidates_per_group, {}
+    t0 = time.perf_counter()
+    choice, summary_bytes = None, 0
+    t_thr: Threshold
+    s_thr: Threshold
+    if cand.topic_threshold is not None and cand.summary_threshold is not None:
+        # a number's undecided bytes need exact values: counted from full rows
+        t_thr, s_thr = Cut(cand.topic_threshold), Cut(cand.summary_threshold)
+        counts = row_group_counts(*arrays, 0, inputs.n, t_thr, s_thr, exact)
+        viable = counts.min(axis=1) >= k
+        seconds["viability"] = time.perf_counter() - t0
+    else:
+        summary = viability_summaries(*arrays, 0, inputs.n, k, floors, threads)
+        summary_bytes = summary.nbytes
+        seconds["summaries"] = time.perf_counter() - t0
+        choice = thresholds_from_summaries(
+            summary, domains, domain_order, cand.queries_per_domain, k, *floors
+        )
+        t_thr, s_thr = choice.topic_q, choice.summary_q
+        viable = viable_at(summary, t_thr, s_thr)
+    t1 = time.perf_counter()
+    selection = select_from_rows(
+        ids=inputs.ids,
+        domains=domains,
+        domain_order=domain_order,
+        viable=np.asarray(viable),
+        query_pairs=lambda rows: query_rows(*arrays, rows, *floors),
+        t_thr=t_thr,
+        s_thr=s_thr,
+        k=k,
+        quota=cand.quota_per_domain,
+        seed=seed,
+        exact=exact,
+    )
+    seconds["selection"] = time.perf_counter() - t1
+    return RowsSelection(t_thr, s_thr, choice, selection, summary_bytes, seconds)
