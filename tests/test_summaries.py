@@ -10,6 +10,7 @@ import pytest
 from saber_assets.candidates.select import select_candidates, select_from_rows
 from saber_assets.signals.kernels import full_row_pairs, signal_block, to_csr
 from saber_assets.signals.summaries import (
+    grown_summaries,
     query_rows,
     row_group_counts,
     summary_counts,
@@ -205,3 +206,19 @@ def test_both_designs_give_the_builds_thresholds_and_candidates(shared_build, tm
     res = bench.compare(derived, built.home, threads=2, against_build=False)
     assert res["identical"], res["differences"]
     assert res["thresholds"] != "given" and res["queries"] > 0 and res["summary_bytes"] > 0
+
+
+@pytest.mark.parametrize("start,end", [(0, 120), (64, 150), (130, 160)])
+def test_a_grown_corpus_recomputes_only_the_rows_a_new_problem_reaches(start, end):
+    """From 130 problems to 160: the shard's summaries updated from its old ones equal a fresh
+    computation at 160; old rows no new problem pairs with at or above a floor are kept, not
+    recomputed; a shard past the old end (rows new to it) is computed whole."""
+    n0, n, k, floors = 130, 160, 2, (120, 60)
+    arrays, _ = _case(n, seed=41)
+    t_ptr, t_idx, lin, s_ptr, s_idx = arrays
+    prefix = (t_ptr[: n0 + 1], t_idx[: t_ptr[n0]], lin, s_ptr[: n0 + 1], s_idx[: s_ptr[n0]])
+    old = viability_summaries(*prefix, start, min(end, n0), k, floors)
+    got, recomputed = grown_summaries(*arrays, start, end, old, n0, k, floors)
+    assert np.array_equal(got, viability_summaries(*arrays, start, end, k, floors))
+    assert 0 < recomputed < min(end, n0) - start if start < n0 else recomputed == 0
+    assert not np.array_equal(old, got[: len(old)]) if start < n0 else len(old) == 0

@@ -73,28 +73,84 @@ def viability_summaries(
     τ_s interval at which the row has >= ``k`` candidates in each group, exact for thresholds
     from one quantum under the ``floors`` (bytes) up. ``threads``: blocks of ``block_rows`` rows
     at once (the kernel releases the GIL)."""
-    out = np.empty((row_end - row_start, QMAX, 2), dtype=np.uint8)
+    rows = np.arange(row_start, row_end)
+    return summaries_of_rows(t_ptr, t_idx, lin, s_ptr, s_idx, rows, k, floors, threads, block_rows)
+
+
+def summaries_of_rows(
+    t_ptr: np.ndarray,
+    t_idx: np.ndarray,
+    lin: np.ndarray,
+    s_ptr: np.ndarray,
+    s_idx: np.ndarray,
+    rows: np.ndarray,
+    k: int,
+    floors: tuple[int, int],
+    threads: int = 1,
+    block_rows: int = BLOCK_ROWS,
+) -> np.ndarray:
+    """``viability_summaries`` of any distinct rows, in their order."""
+    rows = np.asarray(rows, dtype=np.int64)
+    out = np.empty((len(rows), QMAX, 2), dtype=np.uint8)
     arrays = (t_ptr, t_idx, lin, s_ptr, s_idx)
     t_min, s_min = max(floors[0] - 1, 0), max(floors[1] - 1, 0)
+    position = np.full(len(t_ptr) - 1, -1, dtype=np.int64)
+    position[rows] = np.arange(len(rows))
 
-    def run(r0: int) -> None:
-        r1 = min(r0 + block_rows, row_end)
-        q, _, tq, sq = full_row_pairs(*arrays, np.arange(r0, r1), *floors)
-        indptr = np.zeros(r1 - r0 + 1, dtype=np.int64)
-        np.cumsum(np.bincount(q - r0, minlength=r1 - r0), out=indptr[1:])
+    def run(b0: int) -> None:
+        block = rows[b0 : b0 + block_rows]
+        q, _, tq, sq = full_row_pairs(*arrays, block, *floors)
+        indptr = np.zeros(len(block) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(position[q] - b0, minlength=len(block)), out=indptr[1:])
         sort_rows_by_topic(indptr, tq, sq)
-        _intervals_of_rows(indptr, tq, sq, k, t_min, s_min, out[r0 - row_start : r1 - row_start])
+        _intervals_of_rows(indptr, tq, sq, k, t_min, s_min, out[b0 : b0 + len(block)])
 
-    starts = range(row_start, row_end, block_rows)
+    starts = range(0, len(rows), block_rows)
     if threads <= 1 or len(starts) <= 1:
-        for r0 in starts:
-            run(r0)
+        for b0 in starts:
+            run(b0)
     else:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(threads) as pool:
             list(pool.map(run, starts))
     return out
+
+
+def grown_summaries(
+    t_ptr: np.ndarray,
+    t_idx: np.ndarray,
+    lin: np.ndarray,
+    s_ptr: np.ndarray,
+    s_idx: np.ndarray,
+    row_start: int,
+    row_end: int,
+    old: np.ndarray,
+    n0: int,
+    k: int,
+    floors: tuple[int, int],
+    threads: int = 1,
+) -> tuple[np.ndarray, int]:
+    """The summaries of rows [row_start, row_end) after the corpus grew from ``n0`` problems to
+    the inputs' n, from ``old`` (the rows below ``n0``, summarised at ``n0``): an old row's
+    summary changes only if a new problem pairs with it at or above a floor (a pair under both
+    is in no group where a summary is exact), so only those rows and the new ones are computed,
+    in full. Returns the summaries and how many old rows were recomputed."""
+    arrays = (t_ptr, t_idx, lin, s_ptr, s_idx)
+    n = len(t_ptr) - 1
+    old_end = min(row_end, n0)
+    if len(old) != max(old_end - row_start, 0):
+        raise ValueError(f"{len(old)} old summaries for rows [{row_start}, {old_end})")
+    out = np.empty((row_end - row_start, QMAX, 2), dtype=np.uint8)
+    out[: len(old)] = old
+    touched: set[int] = set()
+    for b0 in range(n0, n, BLOCK_ROWS):  # the new problems' pairs, a block at a time
+        _, c, _, _ = full_row_pairs(*arrays, np.arange(b0, min(b0 + BLOCK_ROWS, n)), *floors)
+        touched.update(np.unique(c[(c >= row_start) & (c < old_end)]).tolist())
+    again = np.array(sorted(touched) + list(range(max(row_start, n0), row_end)), dtype=np.int64)
+    if len(again):
+        out[again - row_start] = summaries_of_rows(*arrays, again, k, floors, threads)
+    return out, len(touched)
 
 
 def summary_counts(
