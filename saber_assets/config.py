@@ -255,6 +255,12 @@ class SignalConfig(_Strict):
     # wording), or every node its traversal accepted, ancestors included (the reference code's,
     # with which the published thresholds were computed: configs/paper.yaml)
     ic_counts: Literal["most_specific", "all_accepted"] = "most_specific"
+    # What the shards keep: `pairs`, every pair at or above the floors (read by the thresholds
+    # and the candidates); or `summaries`, each row's viability summary (two bytes per topic
+    # threshold: which summary thresholds leave it K candidates in each group) from a pass over
+    # full rows, the chosen queries' rows computed again for their candidates (no stored pair;
+    # twice the kernel work, a fraction of the bytes; percentile thresholds need `pairs`)
+    layout: Literal["pairs", "summaries"] = "pairs"
     # Memory for the threshold sweep's gathered pairs (both directions of a group of rows at a
     # time, one pass over the shard files per group). None: a quarter of what this process may
     # use, at most 4 GiB.

@@ -4,6 +4,8 @@ viable rows and chosen rows' pairs."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -222,3 +224,75 @@ def test_a_grown_corpus_recomputes_only_the_rows_a_new_problem_reaches(start, en
     assert np.array_equal(got, viability_summaries(*arrays, start, end, k, floors))
     assert 0 < recomputed < min(end, n0) - start if start < n0 else recomputed == 0
     assert not np.array_equal(old, got[: len(old)]) if start < n0 else len(old) == 0
+
+
+def test_a_build_that_keeps_summaries_selects_what_one_that_keeps_pairs_does(
+    shared_build, tmp_path, monkeypatch, capsys
+):
+    """``signals.layout: summaries`` on a copy of the session's tiny build: its shards keep no
+    pair, and its thresholds (given), candidate lists and leaderboard are the pairs build's.
+    Then with the thresholds derived: the build's thresholds and candidates are what the stored
+    pairs' design gives on the same inputs (computed here, every pair at the floors)."""
+    import polars as pl
+    import yaml
+
+    from saber_assets.cli import main
+    from saber_assets.config import load_config
+    from saber_assets.ontology.domains import domain_names
+    from saber_assets.signals.prepare import SignalInputs, signal_pool
+    from saber_assets.signals.stored import read_floors
+
+    built = shared_build("tiny")
+    cfg = built.copy_to(tmp_path, monkeypatch)
+    doc = yaml.safe_load(cfg.read_text())
+    doc["signals"]["layout"] = "summaries"
+    cfg.write_text(yaml.safe_dump(doc))
+    capsys.readouterr()
+    assert main(["build", "--config", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "pair_signal_shards [" in out and "topic_annotations" not in out
+    home, ref = tmp_path / "home" / "tiny", built.home / "tiny"
+    assert len(list((home / "signals").glob("*.summary.npz"))) == doc["signals"]["shards"]
+
+    def frame(root: Path, name: str, key: list[str]) -> pl.DataFrame:
+        return pl.read_parquet(root / "parquet" / name).sort(key)
+
+    key = ["domain", "query_id", "position"]
+    assert frame(home, "query_candidates", key).equals(frame(ref, "query_candidates", key))
+    assert frame(home, "relevance_thresholds.parquet", ["domain"]).equals(
+        frame(ref, "relevance_thresholds.parquet", ["domain"])
+    )
+    boards = [pl.read_csv(h / "leaderboard" / "leaderboard.csv").sort("retriever", "setting")
+              for h in (home, ref)]  # fmt: skip
+    assert (
+        boards[0]
+        .select("retriever", "setting", "ndcg@10")
+        .equals(boards[1].select("retriever", "setting", "ndcg@10"))
+    )
+
+    doc["candidates"].update(topic_threshold=None, summary_threshold=None, queries_per_domain=1)
+    cfg.write_text(yaml.safe_dump(doc))
+    stages = ["shards", "thresholds", "domains"]
+    assert main(["build", "--config", str(cfg), *(f"--select={s}" for s in stages)]) == 0
+    pcfg = load_config(cfg)
+    inputs = SignalInputs.load(home / "signals" / "inputs.npz")
+    pool = signal_pool(pl.read_parquet(home / "parquet" / "problem_annotations.parquet"))
+    domains, order = pool["domains"].to_list(), domain_names(pcfg.ontology)
+    floors = read_floors(home / "signals")
+    arrays = (inputs.t_ptr, inputs.t_idx, inputs.lin, inputs.s_ptr, inputs.s_idx)
+    indptr, cols, tq, sq, _ = signal_block(*arrays, 0, inputs.n, *floors)
+    stored = (np.repeat(np.arange(inputs.n), np.diff(indptr)), cols.astype(np.int64), tq, sq)
+    cand = pcfg.candidates
+    want = derive_thresholds(in_memory_blocks(inputs.n, stored), domains, order,
+                             cand.queries_per_domain, cand.candidates_per_group, *floors)  # fmt: skip
+    got = pl.read_parquet(home / "parquet" / "relevance_thresholds.parquet").row(0, named=True)
+    assert (got["topic_threshold_q"], got["summary_threshold_q"]) == (want.topic_q, want.summary_q)
+    assert got["source"] == "derived"
+    sel = select_candidates(
+        ids=inputs.ids, domains=domains, domain_order=order, pairs=lambda: [stored],
+        t_thr=want.topic_q, s_thr=want.summary_q, k=cand.candidates_per_group,
+        quota=cand.quota_per_domain, seed=pcfg.seed,
+    )  # fmt: skip
+    cols_ = ["domain", "query_id", "candidate_id", "group", "topic", "summary", "position"]
+    made = frame(home, "query_candidates", key).select(cols_)
+    assert sel.height > 0 and made.equals(sel.select(cols_).sort(key))

@@ -11,14 +11,22 @@ from dagster import (
     Output,
 )
 
+from saber_assets.candidates.rows import candidates_by_rows
 from saber_assets.candidates.select import GROUPS, select_candidates, selection_key
 from saber_assets.lib.declare import stage_check, table_asset
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.ontology.domains import domain_names, domain_title
 from saber_assets.outputs import written_whole
 from saber_assets.resources import PipelineResource
-from saber_assets.signals.prepare import signal_pool
-from saber_assets.signals.stored import gather_budget, signals_dir, stored_pairs
+from saber_assets.signals.prepare import SignalInputs, signal_pool
+from saber_assets.signals.stored import (
+    gather_budget,
+    load_summaries,
+    read_floors,
+    signals_dir,
+    stored_pairs,
+    summary_digests,
+)
 from saber_assets.signals.thresholds import Cut, ExactSignals
 
 
@@ -33,7 +41,15 @@ def query_candidates(
     cfg = pipeline.load()
     cand = cfg.candidates
     pool = signal_pool(problem_annotations, cand.require_annotations)
-    inputs, pairs = stored_pairs(pipeline, pool["id"].to_list())
+    by_rows = cfg.signals.layout == "summaries"
+    if by_rows:
+        inputs = SignalInputs.load(signals_dir(pipeline) / "inputs.npz")
+        if inputs.ids != pool["id"].to_list():
+            raise ValueError(
+                "the signal inputs were computed for another corpus: rematerialise them"
+            )
+    else:
+        inputs, pairs = stored_pairs(pipeline, pool["id"].to_list())
     row = relevance_thresholds.row(0, named=True)
     # exact where given or taken as a percentile (a `*_tau`), else the derived quanta
     t_thr, s_thr = (
@@ -53,12 +69,20 @@ def query_candidates(
     }
     # every domain partition needs the same selection over all stored pairs (two passes over
     # every shard file): the first computes it, the others read it back by its content key
-    key = selection_key(pairs.digests(), **select)
-    path = signals_dir(pipeline) / "selection" / f"{key}.parquet"
+    d = signals_dir(pipeline)
+    key = selection_key(summary_digests(d) if by_rows else pairs.digests(), **select)
+    path = d / "selection" / f"{key}.parquet"
     t0 = time.perf_counter()
     reused = path.exists()
     if reused:
         all_sel = pl.read_parquet(path)
+    elif by_rows:
+        # the summaries answer thresholds in quanta; numbers are counted over full rows
+        floors = read_floors(d)
+        quanta = not isinstance(t_thr, Cut) and not isinstance(s_thr, Cut)
+        summary = load_summaries(d, inputs, cand.candidates_per_group, floors) if quanta else None
+        args = {key: v for key, v in select.items() if key != "ids"}
+        all_sel = candidates_by_rows(inputs, floors=floors, summary=summary, exact=exact, **args)
     else:
         # one read of the shard files where the pairs fit in memory, else one per pass
         held = pairs.held(gather_budget(cfg.signals.gather_memory_gib))

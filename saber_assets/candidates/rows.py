@@ -62,26 +62,51 @@ def select_by_rows(
     exact = ExactSignals.of(inputs)
     k, seconds = cand.candidates_per_group, {}
     t0 = time.perf_counter()
-    choice, summary_bytes = None, 0
+    choice, summary = None, None
     t_thr: Threshold
     s_thr: Threshold
     if cand.topic_threshold is not None and cand.summary_threshold is not None:
-        # a number's undecided bytes need exact values: counted from full rows
         t_thr, s_thr = Cut(cand.topic_threshold), Cut(cand.summary_threshold)
-        counts = row_group_counts(*arrays, 0, inputs.n, t_thr, s_thr, exact)
-        viable = counts.min(axis=1) >= k
-        seconds["viability"] = time.perf_counter() - t0
     else:
         summary = viability_summaries(*arrays, 0, inputs.n, k, floors, threads)
-        summary_bytes = summary.nbytes
         seconds["summaries"] = time.perf_counter() - t0
         choice = thresholds_from_summaries(
             summary, domains, domain_order, cand.queries_per_domain, k, *floors
         )
         t_thr, s_thr = choice.topic_q, choice.summary_q
-        viable = viable_at(summary, t_thr, s_thr)
     t1 = time.perf_counter()
-    selection = select_from_rows(
+    selection = candidates_by_rows(
+        inputs, domains, domain_order, t_thr, s_thr, k, cand.quota_per_domain, seed, floors,
+        summary, exact,
+    )  # fmt: skip
+    seconds["selection"] = time.perf_counter() - t1
+    nbytes = 0 if summary is None else summary.nbytes
+    return RowsSelection(t_thr, s_thr, choice, selection, nbytes, seconds)
+
+
+def candidates_by_rows(
+    inputs: SignalInputs,
+    domains: Sequence[Sequence[str]],
+    domain_order: Sequence[str],
+    t_thr: Threshold,
+    s_thr: Threshold,
+    k: int,
+    quota: int,
+    seed: int,
+    floors: tuple[int, int],
+    summary: np.ndarray | None,
+    exact: ExactSignals,
+) -> pl.DataFrame:
+    """The candidate lists at given thresholds: the viable rows from the ``summary`` where it
+    answers (thresholds in quanta), else counted over full rows (numbers: their undecided bytes
+    need exact values); then the chosen queries' own rows."""
+    arrays = (inputs.t_ptr, inputs.t_idx, inputs.lin, inputs.s_ptr, inputs.s_idx)
+    if summary is not None and not isinstance(t_thr, Cut) and not isinstance(s_thr, Cut):
+        viable = viable_at(summary, t_thr, s_thr)
+    else:
+        counts = row_group_counts(*arrays, 0, inputs.n, t_thr, s_thr, exact)
+        viable = counts.min(axis=1) >= k
+    return select_from_rows(
         ids=inputs.ids,
         domains=domains,
         domain_order=domain_order,
@@ -90,9 +115,7 @@ def select_by_rows(
         t_thr=t_thr,
         s_thr=s_thr,
         k=k,
-        quota=cand.quota_per_domain,
+        quota=quota,
         seed=seed,
         exact=exact,
     )
-    seconds["selection"] = time.perf_counter() - t1
-    return RowsSelection(t_thr, s_thr, choice, selection, summary_bytes, seconds)

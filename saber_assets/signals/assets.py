@@ -35,11 +35,21 @@ from saber_assets.signals.shards import (
 from saber_assets.signals.stored import (
     cached_row_histograms,
     gather_budget,
+    load_summaries,
     read_floors,
+    read_summary_header,
     segment_versions,
     signals_dir,
     stored_pairs,
+    summary_path,
     write_floors,
+    write_summaries,
+)
+from saber_assets.signals.summaries import (
+    grown_summaries,
+    row_group_counts,
+    thresholds_from_summaries,
+    viability_summaries,
 )
 from saber_assets.signals.thresholds import (
     Cut,
@@ -208,6 +218,10 @@ def pair_signal_shards(
     start, end = block_rows(
         keys.index(context.partition_key), len(keys), cfg.rows_per_shard, inputs.n
     )
+    if cfg.layout == "summaries":
+        k = pipeline.load().candidates.candidates_per_group
+        return _summary_shard(summary_path(d, context.partition_key), inputs, start, end, k,
+                              read_floors(d), cfg.threads)  # fmt: skip
     base_n = manifest["base_n"]
     ft, fs = read_floors(d)
     todo: list[tuple[int, int, int, Path]] = []
@@ -263,6 +277,59 @@ def pair_signal_shards(
     )
 
 
+def _summary_shard(
+    path: Path,
+    inputs: SignalInputs,
+    start: int,
+    end: int,
+    k: int,
+    floors: tuple[int, int],
+    threads: int,
+) -> MaterializeResult:
+    """The rows' viability summaries over full rows: kept where they are this corpus's, this K's
+    and these floors'; after growth, only the rows a new problem reaches computed again."""
+    header = {"row_start": start, "row_end": end, "n": inputs.n,
+              "corpus_version": inputs.prefix_version(inputs.n), "k": k, "floors": list(floors)}  # fmt: skip
+    arrays = (inputs.t_ptr, inputs.t_idx, inputs.lin, inputs.s_ptr, inputs.s_idx)
+    t0 = time.perf_counter()
+    old = read_summary_header(path) if path.exists() else None
+    how, recomputed = "computed", end - start
+    if old == header:
+        how, recomputed, size = "reused", 0, path.stat().st_size
+    else:
+        n0 = old and old["n"]
+        grows = (
+            old is not None
+            and (old["row_start"], old["k"], old["floors"]) == (start, k, list(floors))
+            and n0 < inputs.n
+            and old["row_end"] == min(end, n0)
+            and old["corpus_version"] == inputs.prefix_version(n0)
+        )
+        if grows:
+            with np.load(path) as z:
+                summary, touched = grown_summaries(
+                    *arrays, start, end, z["summary"], n0, k, floors, threads
+                )
+            how, recomputed = f"grown from {n0:,} problems", touched + max(end - max(start, n0), 0)
+        else:
+            summary = viability_summaries(*arrays, start, end, k, floors, threads)
+        size = write_summaries(path, summary, header)
+    elapsed = time.perf_counter() - t0
+    return MaterializeResult(
+        metadata={
+            "rows": MetadataValue.text(f"[{start}, {end})"),
+            "layout": "summaries",
+            "summaries": how,
+            "rows_computed": recomputed,
+            "row_pairs_computed": recomputed * max(inputs.n - 1, 0),
+            "bytes_written": size if how != "reused" else 0,
+            "floors_quanta": MetadataValue.text(f"topic >= {floors[0]} or summary >= {floors[1]}"),
+            "candidates_per_group_K": k,
+            **stage_metadata(seconds=elapsed),
+        }
+    )
+
+
 def _hist_plot(hist_all: np.ndarray, bins: int) -> MetadataValue:
     import matplotlib.pyplot as plt
 
@@ -289,9 +356,12 @@ def pair_signal_index(
 ) -> Output[pl.DataFrame]:
     """Summary of every shard segment (rows, pairs, bytes), checked to cover every pair once;
     the 2-D histogram of all pairs."""
-    cfg = pipeline.load().signals
+    full = pipeline.load()
+    cfg = full.signals
     d = signals_dir(pipeline)
     inputs = SignalInputs.load(d / "inputs.npz")
+    if cfg.layout == "summaries":
+        return _summary_index(d, inputs, full.candidates.candidates_per_group)
     paths = sorted(d.glob("*.sig"))
     rows = []
     hist_all = np.zeros((cfg.hist_bins, cfg.hist_bins), dtype=np.int64)
@@ -337,6 +407,126 @@ def pair_signal_index(
     )
 
 
+def _summary_index(d: Path, inputs: SignalInputs, k: int) -> Output[pl.DataFrame]:
+    """The summary files, checked to be this corpus's and to cover every row once."""
+    load_summaries(d, inputs, k, read_floors(d))  # raises naming what is missing or stale
+    rows = []
+    for p in sorted(d.glob("*.summary.npz")):
+        h = read_summary_header(p)
+        rows.append({"file": p.name, "kind": "summary", "n": h["n"], "row_start": h["row_start"],
+                     "row_end": h["row_end"], "pairs_stored": 0, "bytes": p.stat().st_size})  # fmt: skip
+    df = pl.DataFrame(rows, schema=INDEX_SCHEMA)
+    total = inputs.n * (inputs.n - 1) // 2
+    stored_bytes = int(df["bytes"].sum()) if df.height else 0
+    return Output(
+        df,
+        metadata={
+            **stage_metadata(df.height),
+            "layout": "summaries",
+            "problems": inputs.n,
+            "pairs": total,
+            "pairs_stored": 0,
+            "bytes_on_disk": stored_bytes,
+            "bytes_per_corpus_pair": round(stored_bytes / max(total, 1), 5),
+            "bytes_per_problem": round(stored_bytes / max(inputs.n, 1), 1),
+            "segments": markdown_table(df),
+        },
+    )
+
+
+def _thresholds_frame(
+    domain_order: list[str],
+    domains: list[list[str]],
+    per_domain: dict,
+    viable: dict[str, int],
+    quanta: tuple[int, int],
+    taus: tuple[float, float] | None,
+    source: str,
+) -> pl.DataFrame:
+    """One row per domain (its queries, viable queries, its own strictest point) with the final
+    thresholds: in quanta, and exact where given or taken as a percentile."""
+    rows = []
+    for dname in domain_order:
+        pd_ = per_domain.get(dname)
+        rows.append(
+            {
+                "domain": dname,
+                "queries_in_domain": sum(dname in ds for ds in domains),
+                "viable_queries": viable[dname],
+                "domain_topic_threshold": None if pd_ is None else round(pd_[0] / 255, 4),
+                "domain_summary_threshold": None if pd_ is None else round(pd_[1] / 255, 4),
+                "domain_viable_queries": None if pd_ is None else pd_[2],
+            }
+        )
+    tq, sq = quanta
+    return pl.DataFrame(rows).with_columns(
+        pl.lit(round(tq / 255, 4)).alias("topic_threshold"),
+        pl.lit(round(sq / 255, 4)).alias("summary_threshold"),
+        pl.lit(tq).alias("topic_threshold_q"),
+        pl.lit(sq).alias("summary_threshold_q"),
+        # the exact thresholds (sim > τ) where given or taken as a percentile; null: the quanta
+        pl.lit(taus and taus[0], pl.Float64).alias("topic_tau"),
+        pl.lit(taus and taus[1], pl.Float64).alias("summary_tau"),
+        pl.lit(source).alias("source"),
+    )
+
+
+def _thresholds_by_rows(
+    pipeline: PipelineResource, pool: pl.DataFrame, domain_order: list[str]
+) -> Output[pl.DataFrame]:
+    """``relevance_thresholds`` from the rows' viability summaries (derived), or from group
+    counts over full rows (given as numbers); the same columns as from the stored pairs."""
+    full = pipeline.load()
+    cand = full.candidates
+    d = signals_dir(pipeline)
+    inputs = SignalInputs.load(d / "inputs.npz")
+    if inputs.ids != pool["id"].to_list():
+        raise ValueError("the signal inputs were computed for another corpus: rematerialise them")
+    domains, k, floors = pool["domains"].to_list(), cand.candidates_per_group, read_floors(d)
+    t0 = time.perf_counter()
+    exact = ExactSignals.of(inputs)
+    taus = None
+    if cand.topic_threshold is not None and cand.summary_threshold is not None:
+        taus, source, per_domain = (cand.topic_threshold, cand.summary_threshold), "config", {}
+        cuts = Cut(taus[0]), Cut(taus[1])
+        check_floors(*cuts, floors)
+        arrays = (inputs.t_ptr, inputs.t_idx, inputs.lin, inputs.s_ptr, inputs.s_idx)
+        counts = row_group_counts(*arrays, 0, inputs.n, *cuts, exact)
+        ok = counts.min(axis=1) >= k
+        viable = {dn: sum(bool(ok[r]) for r, ds in enumerate(domains) if dn in ds)
+                  for dn in domain_order}  # fmt: skip
+        quanta = cuts[0].q, cuts[1].q
+    elif cand.threshold_method == "percentile":
+        raise ValueError(
+            "percentile thresholds are taken over every pair's value, which signals.layout: "
+            "summaries does not keep: use layout: pairs, or give the thresholds"
+        )
+    else:
+        summary = load_summaries(d, inputs, k, floors)
+        choice = thresholds_from_summaries(
+            summary, domains, domain_order, cand.queries_per_domain, k, *floors
+        )
+        quanta, source = (choice.topic_q, choice.summary_q), "derived"
+        per_domain, viable = choice.per_domain, choice.viable_at_final
+    df = _thresholds_frame(domain_order, domains, per_domain, viable, quanta, taus, source)
+    return Output(
+        df,
+        metadata={
+            "topic_threshold": round(quanta[0] / 255, 4),
+            "summary_threshold": round(quanta[1] / 255, 4),
+            "topic_threshold_quanta": quanta[0],
+            "summary_threshold_quanta": quanta[1],
+            "source": source,
+            "layout": "summaries",
+            "recomputed_pairs": exact.recomputed,
+            "queries_per_domain_Q": cand.queries_per_domain,
+            "candidates_per_group_K": k,
+            **stage_metadata(seconds=time.perf_counter() - t0),
+            "per_domain": markdown_table(df.select(df.columns[:6])),
+        },
+    )
+
+
 @table_asset("signals", deps=["pair_signal_index"])
 def relevance_thresholds(
     context: AssetExecutionContext, pipeline: PipelineResource, problem_annotations: pl.DataFrame
@@ -348,6 +538,8 @@ def relevance_thresholds(
     cfg, cand = full.signals, full.candidates
     domain_order = domain_names(full.ontology)
     pool = signal_pool(problem_annotations, cand.require_annotations)
+    if cfg.layout == "summaries":
+        return _thresholds_by_rows(pipeline, pool, domain_order)
     inputs, pairs = stored_pairs(pipeline, pool["id"].to_list())
     domains = pool["domains"].to_list()
     ft, fs = pairs.floors()
@@ -390,29 +582,7 @@ def relevance_thresholds(
         tq, sq = cuts[0].q, cuts[1].q
         viable = viable_per_domain(pairs.chunks(), domains, domain_order, k, *cuts, exact)
     check_floors(*(cuts if taus is not None else (tq, sq)), (ft, fs))
-    rows = []
-    for dname in domain_order:
-        pd_ = per_domain.get(dname)
-        rows.append(
-            {
-                "domain": dname,
-                "queries_in_domain": sum(dname in ds for ds in domains),
-                "viable_queries": viable[dname],
-                "domain_topic_threshold": None if pd_ is None else round(pd_[0] / 255, 4),
-                "domain_summary_threshold": None if pd_ is None else round(pd_[1] / 255, 4),
-                "domain_viable_queries": None if pd_ is None else pd_[2],
-            }
-        )
-    df = pl.DataFrame(rows).with_columns(
-        pl.lit(round(tq / 255, 4)).alias("topic_threshold"),
-        pl.lit(round(sq / 255, 4)).alias("summary_threshold"),
-        pl.lit(tq).alias("topic_threshold_q"),
-        pl.lit(sq).alias("summary_threshold_q"),
-        # the exact thresholds (sim > τ) where given or taken as a percentile; null: the quanta
-        pl.lit(taus and taus[0], pl.Float64).alias("topic_tau"),
-        pl.lit(taus and taus[1], pl.Float64).alias("summary_tau"),
-        pl.lit(source).alias("source"),
-    )
+    df = _thresholds_frame(domain_order, domains, per_domain, viable, (tq, sq), taus, source)
     return Output(
         df,
         metadata={

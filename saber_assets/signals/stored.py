@@ -1,5 +1,6 @@
 """Where the signal stage keeps its files, and the stored pairs as the later stages read them."""
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -97,3 +98,62 @@ def cached_row_histograms(inputs: SignalInputs, d: Path, bins: int, threads: int
         if old != path:
             old.unlink(missing_ok=True)
     return hist
+
+
+# ------------------------------------------------------------------ viability summaries' files
+
+
+def summary_path(d: Path, partition: str) -> Path:
+    return d / f"{partition}.summary.npz"
+
+
+def write_summaries(path: Path, summary: np.ndarray, header: dict) -> int:
+    """One shard's rows' summaries and what they were computed for (rows, n, corpus version,
+    k, floors), written whole; returns the bytes written."""
+    with written_whole(path) as tmp, open(tmp, "wb") as f:  # a file: savez adds no suffix
+        np.savez(f, summary=summary, header=np.array(json.dumps(header)))
+    return path.stat().st_size
+
+
+def read_summary_header(path: Path) -> dict:
+    with np.load(path) as z:
+        return json.loads(str(z["header"]))
+
+
+def load_summaries(d: Path, inputs: SignalInputs, k: int, floors: tuple[int, int]) -> np.ndarray:
+    """Every row's summary, from the shard files: each must be of this corpus (its n and
+    version), this K and these floors, and together they must cover every row once."""
+    out = np.empty((inputs.n, 255, 2), dtype=np.uint8)
+    covered = np.zeros(inputs.n, dtype=np.int64)
+    version = inputs.prefix_version(inputs.n)
+    for path in sorted(d.glob("*.summary.npz")):
+        with np.load(path) as z:
+            h = json.loads(str(z["header"]))
+            want = {"n": inputs.n, "corpus_version": version, "k": k, "floors": list(floors)}
+            got = {key: h.get(key) for key in want}
+            if got != want:
+                raise ValueError(
+                    f"{path.name}: summaries of {got}, not {want}: materialise pair_signal_shards"
+                )
+            out[h["row_start"] : h["row_end"]] = z["summary"]
+            covered[h["row_start"] : h["row_end"]] += 1
+    if (covered != 1).any():
+        missing = int((covered == 0).sum())
+        raise ValueError(
+            f"the summary files cover {inputs.n - missing:,} of {inputs.n:,} rows"
+            + (" (some twice)" if (covered > 1).any() else "")
+            + ": materialise every pair_signal_shards partition"
+        )
+    return out
+
+
+def summary_digests(d: Path) -> list[str]:
+    """Each summary file's name and content hash: what a selection from them read."""
+    out = []
+    for path in sorted(d.glob("*.summary.npz")):
+        h = hashlib.blake2b(digest_size=12)
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                h.update(block)
+        out.append(f"{path.name}:{h.hexdigest()}")
+    return out
