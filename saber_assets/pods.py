@@ -34,8 +34,12 @@ def pod_size(job: str, cfg: PipelineConfig) -> PodSize:
     if job in pods.jobs:
         return pods.jobs[job]
     if job == "build_signal_shards":
+        sig = cfg.signals
         gib = shard_pod_memory_gib(
-            pods.expected_problems, largest_shard_rows(cfg), stored_fraction=pods.stored_fraction
+            pods.expected_problems,
+            largest_shard_rows(cfg),
+            stored_fraction=pods.stored_fraction,
+            summaries_threads=sig.threads if sig.layout == "summaries" else None,
         )
         return PodSize(cpu=str(cfg.signals.threads), memory=f"{gib}Gi")
     if job == "build_signal_inputs":  # the first, storage-free pass over every pair

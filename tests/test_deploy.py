@@ -451,3 +451,28 @@ def test_the_served_context_holds_the_longest_judge_prompt_and_its_retry_budget(
         update={"tournament": cfg.tournament.model_copy(update={"judge_prompt": "direct"})}
     )
     assert model_len_needed(direct, texts)[1]["answer_tokens"] == 4
+
+
+def test_a_summaries_shard_pod_holds_a_block_of_full_rows_per_thread_not_the_shards_pairs():
+    from saber_assets.pods import largest_shard_rows, pod_size
+    from saber_assets.signals.sizing import shard_pod_memory_gib, summary_shard_memory_bytes
+
+    # the pairs layout grows with the shard's rows; the summaries layout with its threads
+    assert summary_shard_memory_bytes(283_000, 70_000, 2) < summary_shard_memory_bytes(
+        283_000, 70_000, 4
+    )
+    assert shard_pod_memory_gib(283_000, 70_000, summaries_threads=2) < shard_pod_memory_gib(
+        283_000, 70_000
+    )
+    cfg = load_config(REPO_ROOT / "configs" / "cluster.yaml")
+    pairs = pod_size("build_signal_shards", cfg)
+    cfg.signals.layout = "summaries"
+    summaries = pod_size("build_signal_shards", cfg)
+    assert summaries.memory != pairs.memory and summaries.cpu == pairs.cpu
+    want = shard_pod_memory_gib(
+        cfg.pods.expected_problems,
+        largest_shard_rows(cfg),
+        stored_fraction=cfg.pods.stored_fraction,
+        summaries_threads=cfg.signals.threads,
+    )
+    assert summaries.memory == f"{want}Gi"

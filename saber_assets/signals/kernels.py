@@ -518,14 +518,16 @@ def full_row_pairs(
     rows: np.ndarray,
     floor_topic: int,
     floor_summary: int,
+    capacity: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The given rows' pairs with every other problem whose topic or summary byte reaches its
     floor: (row, other row, q_t, q_s), by the order of ``rows`` then the other row, in tiles of
-    64 rows (rows need not be neighbours)."""
+    64 rows (rows need not be neighbours). ``capacity``: pairs to make room for at first (the
+    kernel starts again with four times the room when they do not fit)."""
     lin, lut = _checked_inputs(lin, s_ptr, s_idx)
     rows = _distinct_rows(rows, len(t_ptr) - 1)
     hist = np.zeros((len(rows), 1, 1), dtype=np.uint32)
-    capacity = max(1024, len(rows) * 64)
+    capacity = capacity or max(1024, len(rows) * 64)
     while True:
         out_rows = np.empty(capacity, dtype=np.int64)
         out_cols = np.empty(capacity, dtype=np.int32)

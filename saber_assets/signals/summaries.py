@@ -96,10 +96,13 @@ def summaries_of_rows(
     t_min, s_min = max(floors[0] - 1, 0), max(floors[1] - 1, 0)
     position = np.full(len(t_ptr) - 1, -1, dtype=np.int64)
     position[rows] = np.arange(len(rows))
+    kept = [0]  # the last block's pairs: the next block's first guess at its room
 
     def run(b0: int) -> None:
         block = rows[b0 : b0 + block_rows]
-        q, _, tq, sq = full_row_pairs(*arrays, block, *floors)
+        room = max(1024, kept[0] + kept[0] // 2)
+        q, _, tq, sq = full_row_pairs(*arrays, block, *floors, capacity=room)
+        kept[0] = len(q)
         indptr = np.zeros(len(block) + 1, dtype=np.int64)
         np.cumsum(np.bincount(position[q] - b0, minlength=len(block)), out=indptr[1:])
         sort_rows_by_topic(indptr, tq, sq)
