@@ -5,6 +5,8 @@
     uv run python benchmarks/scale.py --n 283000 --resume-from indexes   # a stopped run, on
     uv run python benchmarks/scale.py --n 20000 --unbound --home .saber-scale-unbound \
         --out benchmarks/out/unbound    # the store before pair_signal_bounds: the baseline
+    uv run python benchmarks/scale.py --n 20000 --layout summaries \
+        --home .saber-scale-summaries --out benchmarks/out/summaries   # no stored pair
 
 
 For each N: a synthetic corpus (texts drawn from the bundled MATH corpus's word frequencies and
@@ -131,6 +133,7 @@ def write_inputs(
     near_dup: float,
     retrievers: list[str],
     bound_floors: bool = True,
+    layout: str = "pairs",
 ) -> Path:
     """The corpus Parquet, a lexical registry and the pipeline config; returns the config."""
     import polars as pl
@@ -167,6 +170,7 @@ def write_inputs(
             "rows_per_shard": math.ceil(n / shards),
             "shards": shards,
             "bound_floors": bound_floors,
+            "layout": layout,
         },
         "candidates": {
             "queries_per_domain": queries_per_domain,
@@ -251,6 +255,7 @@ def rehearse(
     saved: dict | None = None,
     save=lambda entry: None,
     bound_floors: bool = True,
+    layout: str = "pairs",
 ) -> dict:
     from saber_assets.stages import BY_ALIAS
 
@@ -267,8 +272,9 @@ def rehearse(
     work = home / f"scale-{n}-inputs"
     t0 = time.perf_counter()
     config = write_inputs(
-        n, work, queries_per_domain, candidates_per_group, near_dup, retrievers, bound_floors
-    )
+        n, work, queries_per_domain, candidates_per_group, near_dup, retrievers, bound_floors,
+        layout,
+    )  # fmt: skip
     gen = time.perf_counter() - t0
     log = home / f"scale-{n}.log"
     entry = {
@@ -420,6 +426,13 @@ def main(argv: list[str] | None = None) -> None:
         "pair_signal_bounds; give it its own --home and --out",
     )
     ap.add_argument(
+        "--layout",
+        choices=["pairs", "summaries"],
+        default="pairs",
+        help="signals.layout: stored pairs, or each row's viability summary (give it its own "
+        "--home and --out)",
+    )
+    ap.add_argument(
         "--resume-from",
         choices=STAGES,
         help="run the stages from this one on over the outputs a stopped run left",
@@ -447,6 +460,7 @@ def main(argv: list[str] | None = None) -> None:
             saved=results.get(str(n)),
             save=save,
             bound_floors=not args.unbound,
+            layout=args.layout,
         )
     complete = {k: r for k, r in results.items() if len(r["stages"]) == len(STAGES)}
     if complete:
