@@ -177,13 +177,18 @@ def pair_signal_bounds(
         hist_seconds.append(time.perf_counter() - t)
         return hist
 
+    cand = full.candidates
+    given = cand.topic_threshold is not None and cand.summary_threshold is not None
+    # the summaries keep no pair: a first pass (a third of their kernel work) would only
+    # bound the memory of a block of rows, so derived thresholds start at the configured floors
+    bound = cfg.bound_floors and (cfg.layout == "pairs" or given)
     floors, hist = choose_floors(
         first_pass,
-        signal_pool(problem_annotations, full.candidates.require_annotations)["domains"].to_list(),
+        signal_pool(problem_annotations, cand.require_annotations)["domains"].to_list(),
         domain_names(full.ontology),
-        full.candidates,
+        cand,
         (int(quantize(cfg.floor_topic)), int(quantize(cfg.floor_summary))),
-        cfg.bound_floors,
+        bound,
     )
     write_floors(d, floors)
     pairs = inputs.n * (inputs.n - 1) // 2
