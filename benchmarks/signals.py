@@ -22,7 +22,7 @@ from saber_assets.config import OntologyConfig
 from saber_assets.ontology.assets import load_dag
 from saber_assets.ontology.similarity import LCAIndex, information_content, lin_table
 from saber_assets.ontology.tree import expand_to_tree
-from saber_assets.signals.kernels import pairwise_block_naive, signal_block, to_csr
+from saber_assets.signals.kernels import KernelArrays, pairwise_block_naive, signal_block, to_csr
 from saber_assets.signals.shards import BYTES_PER_PAIR
 from saber_assets.signals.sizing import shard_memory_bytes
 from saber_assets.signals.summaries import viability_summaries
@@ -123,13 +123,14 @@ def main() -> None:
     )
     # the viability summaries' pass: full rows (every pair seen from both of its rows), nothing
     # stored but two bytes per row and topic threshold
-    viability_summaries(t_ptr, t_idx, lin, s_ptr, s_idx, 0, 64, args.k, (ft, fs))  # warm (compile)
+    arrays = KernelArrays(t_ptr, t_idx, lin, s_ptr, s_idx)
+    viability_summaries(arrays, 0, 64, args.k, (ft, fs))  # warm (compile)
     s_rows = min(args.rows, args.n)
     t0 = time.perf_counter()
-    summary = viability_summaries(t_ptr, t_idx, lin, s_ptr, s_idx, 0, s_rows, args.k, (ft, fs))
+    summary = viability_summaries(arrays, 0, s_rows, args.k, (ft, fs))
     summary_rows_s = s_rows / (time.perf_counter() - t0)
     t0 = time.perf_counter()
-    viability_summaries(t_ptr, t_idx, lin, s_ptr, s_idx, 0, s_rows, args.k, (ft, fs), threads=2)
+    viability_summaries(arrays, 0, s_rows, args.k, (ft, fs), threads=2)
     summary_rows_s2 = s_rows / (time.perf_counter() - t0)
     frac = kept / pairs
     bytes_per_corpus_pair = frac * BYTES_PER_PAIR

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from saber_assets.candidates.select import select_candidates, select_from_rows
-from saber_assets.signals.kernels import full_row_pairs, signal_block, to_csr
+from saber_assets.signals.kernels import KernelArrays, full_row_pairs, signal_block, to_csr
 from saber_assets.signals.summaries import (
     grown_summaries,
     query_rows,
@@ -42,9 +42,7 @@ def _case(n: int, seed: int, spread: int = 6):
         src = int(rng.integers(0, 5))
         topics[r] = list(topics[src + 5]) + list(rng.integers(0, 24, rng.integers(0, spread)))
         tokens[r] = list(tokens[src + 5]) + list(rng.integers(0, 30, 2) * 7 + 3)
-    arrays = (*to_csr(topics), lin, *to_csr(_dense_ids(tokens)))
-    t_ptr, t_idx, lin, s_ptr, s_idx = arrays[0], arrays[1], arrays[2], arrays[3], arrays[4]
-    arrays = (t_ptr, t_idx, lin, s_ptr, s_idx)
+    arrays = KernelArrays(*to_csr(topics), lin, *to_csr(_dense_ids(tokens)))
     indptr, cols, tq, sq, _ = signal_block(*arrays, 0, n, 0, 0)
     rows = np.repeat(np.arange(n), np.diff(indptr))
     return arrays, (rows, cols.astype(np.int64), tq, sq)
@@ -83,9 +81,9 @@ def test_thresholds_from_summaries_are_the_stored_pairs_derivation(k):
     row_domains[3] = []  # a problem in no domain counts nowhere
     idx = [[names.index(d) for d in ds] for ds in row_domains]
     for floors in ((0, 0), (60, 40), (120, 90)):
-        summary = viability_summaries(*arrays, 0, n, k, floors)
+        summary = viability_summaries(arrays, 0, n, k, floors)
         assert summary.shape == (n, QMAX, 2) and summary.dtype == np.uint8
-        blocks = viability_summaries(*arrays, 0, n, k, floors, threads=2, block_rows=64)
+        blocks = viability_summaries(arrays, 0, n, k, floors, threads=2, block_rows=64)
         assert np.array_equal(summary, blocks)  # three blocks of rows, two at once
         i, j, tq, sq = pairs
         keep = (tq >= floors[0]) | (sq >= floors[1])
@@ -114,7 +112,7 @@ def test_viable_rows_and_chosen_rows_pairs_are_the_stored_pairs():
     its side."""
     n, k = 170, 2
     arrays, (i, j, tq, sq) = _case(n, seed=5)
-    summary = viability_summaries(*arrays, 0, n, k, (0, 0))
+    summary = viability_summaries(arrays, 0, n, k, (0, 0))
     for t_thr, s_thr in ((60, 30), (100, 20), (140, 60)):
         counts = group_counts(n, i, j, tq, sq, t_thr, s_thr)
         want = counts.min(axis=1) >= k
@@ -122,7 +120,7 @@ def test_viable_rows_and_chosen_rows_pairs_are_the_stored_pairs():
     assert viable_at(summary, 60, 30).any()
     floors = (90, 50)
     rows = [0, 5, 64, 169, 5]  # a tile's first row, the last row, a repeat
-    q, c, qt, qs = query_rows(*arrays, rows, *floors)
+    q, c, qt, qs = query_rows(arrays, rows, *floors)
     keep = (tq >= floors[0]) | (sq >= floors[1])
     want = sorted(
         (int(a), int(b), int(x), int(y))
@@ -151,10 +149,10 @@ def test_candidates_from_summaries_and_query_rows_are_the_stored_pairs_selection
     exact = ExactSignals(*arrays)
     if thresholds == "exact":
         t_thr, s_thr = Cut(100.4 / 255), Cut(40.6 / 255)
-        viable = row_group_counts(*arrays, 0, n, t_thr, s_thr, exact).min(axis=1) >= k
+        viable = row_group_counts(arrays, 0, n, t_thr, s_thr, exact).min(axis=1) >= k
     else:
         t_thr, s_thr = thresholds
-        viable = viable_at(viability_summaries(*arrays, 0, n, k, floors), t_thr, s_thr)
+        viable = viable_at(viability_summaries(arrays, 0, n, k, floors), t_thr, s_thr)
     ids = [f"p{r:04d}" for r in range(n)]
     names = ["Algebra", "Geometry", "Number Theory"]
     domains = [[names[r % 3]] + (["Algebra"] if r % 4 == 0 else []) for r in range(n)]
@@ -162,7 +160,7 @@ def test_candidates_from_summaries_and_query_rows_are_the_stored_pairs_selection
               "s_thr": s_thr, "k": k, "quota": 4, "seed": 9, "exact": exact}  # fmt: skip
     want = select_candidates(pairs=lambda: [stored], **select)
     got = select_from_rows(
-        viable=viable, query_pairs=lambda rows: query_rows(*arrays, rows, *floors), **select
+        viable=viable, query_pairs=lambda rows: query_rows(arrays, rows, *floors), **select
     )
     assert want.height >= 3 * k * 6, want.height  # queries in several domains
     assert got.equals(want)
@@ -176,7 +174,7 @@ def test_row_group_counts_at_any_threshold_are_the_stored_pairs_counts(t_thr, s_
     arrays, pairs = _case(n, seed=13)
     exact = ExactSignals(*arrays)
     want = group_counts(n, *pairs, t_thr, s_thr, ExactSignals(*arrays))
-    got = row_group_counts(*arrays, 20, 140, t_thr, s_thr, exact)
+    got = row_group_counts(arrays, 20, 140, t_thr, s_thr, exact)
     assert np.array_equal(got, want[20:140]) and got.min() >= 0 and got.max() > 0
     if isinstance(t_thr, Cut):
         assert exact.recomputed > 0
@@ -218,10 +216,12 @@ def test_a_grown_corpus_recomputes_only_the_rows_a_new_problem_reaches(start, en
     n0, n, k, floors = 130, 160, 2, (120, 60)
     arrays, _ = _case(n, seed=41)
     t_ptr, t_idx, lin, s_ptr, s_idx = arrays
-    prefix = (t_ptr[: n0 + 1], t_idx[: t_ptr[n0]], lin, s_ptr[: n0 + 1], s_idx[: s_ptr[n0]])
-    old = viability_summaries(*prefix, start, min(end, n0), k, floors)
-    got, recomputed = grown_summaries(*arrays, start, end, old, n0, k, floors)
-    assert np.array_equal(got, viability_summaries(*arrays, start, end, k, floors))
+    prefix = KernelArrays(
+        t_ptr[: n0 + 1], t_idx[: t_ptr[n0]], lin, s_ptr[: n0 + 1], s_idx[: s_ptr[n0]]
+    )
+    old = viability_summaries(prefix, start, min(end, n0), k, floors)
+    got, recomputed = grown_summaries(arrays, start, end, old, n0, k, floors)
+    assert np.array_equal(got, viability_summaries(arrays, start, end, k, floors))
     assert 0 < recomputed < min(end, n0) - start if start < n0 else recomputed == 0
     assert not np.array_equal(old, got[: len(old)]) if start < n0 else len(old) == 0
 
@@ -275,7 +275,7 @@ def test_a_build_that_keeps_summaries_selects_what_one_that_keeps_pairs_does(
     pool = signal_pool(pl.read_parquet(home / "parquet" / "problem_annotations.parquet"))
     domains, order = pool["domains"].to_list(), domain_names(pcfg.ontology)
     floors = read_floors(home / "signals")
-    arrays = (inputs.t_ptr, inputs.t_idx, inputs.lin, inputs.s_ptr, inputs.s_idx)
+    arrays = inputs.arrays
     indptr, cols, tq, sq, _ = signal_block(*arrays, 0, inputs.n, *floors)
     stored = (np.repeat(np.arange(inputs.n), np.diff(indptr)), cols.astype(np.int64), tq, sq)
     cand = pcfg.candidates

@@ -58,7 +58,7 @@ def select_by_rows(
             "percentile thresholds are taken over every pair's value: derive them from the "
             "stored pairs (threshold_method: viability, or thresholds given, select by rows)"
         )
-    arrays = (inputs.t_ptr, inputs.t_idx, inputs.lin, inputs.s_ptr, inputs.s_idx)
+    arrays = inputs.arrays
     exact = ExactSignals.of(inputs)
     k, seconds = cand.candidates_per_group, {}
     t0 = time.perf_counter()
@@ -68,7 +68,7 @@ def select_by_rows(
     if cand.topic_threshold is not None and cand.summary_threshold is not None:
         t_thr, s_thr = Cut(cand.topic_threshold), Cut(cand.summary_threshold)
     else:
-        summary = viability_summaries(*arrays, 0, inputs.n, k, floors, threads)
+        summary = viability_summaries(arrays, 0, inputs.n, k, floors, threads)
         seconds["summaries"] = time.perf_counter() - t0
         choice = thresholds_from_summaries(
             summary, domains, domain_order, cand.queries_per_domain, k, *floors
@@ -100,18 +100,18 @@ def candidates_by_rows(
     """The candidate lists at given thresholds: the viable rows from the ``summary`` where it
     answers (thresholds in quanta), else counted over full rows (numbers: their undecided bytes
     need exact values); then the chosen queries' own rows."""
-    arrays = (inputs.t_ptr, inputs.t_idx, inputs.lin, inputs.s_ptr, inputs.s_idx)
+    arrays = inputs.arrays
     if summary is not None and not isinstance(t_thr, Cut) and not isinstance(s_thr, Cut):
         viable = viable_at(summary, t_thr, s_thr)
     else:
-        counts = row_group_counts(*arrays, 0, inputs.n, t_thr, s_thr, exact)
+        counts = row_group_counts(arrays, 0, inputs.n, t_thr, s_thr, exact)
         viable = counts.min(axis=1) >= k
     return select_from_rows(
         ids=inputs.ids,
         domains=domains,
         domain_order=domain_order,
         viable=np.asarray(viable),
-        query_pairs=lambda rows: query_rows(*arrays, rows, *floors),
+        query_pairs=lambda rows: query_rows(arrays, rows, *floors),
         t_thr=t_thr,
         s_thr=s_thr,
         k=k,

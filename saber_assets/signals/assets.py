@@ -295,7 +295,7 @@ def _summary_shard(
     and these floors'; after growth, only the rows a new problem reaches computed again."""
     header = {"row_start": start, "row_end": end, "n": inputs.n,
               "corpus_version": inputs.prefix_version(inputs.n), "k": k, "floors": list(floors)}  # fmt: skip
-    arrays = (inputs.t_ptr, inputs.t_idx, inputs.lin, inputs.s_ptr, inputs.s_idx)
+    arrays = inputs.arrays
     t0 = time.perf_counter()
     old = read_summary_header(path) if path.exists() else None
     how, recomputed = "computed", end - start
@@ -317,7 +317,7 @@ def _summary_shard(
                 )
             how, recomputed = f"grown from {n0:,} problems", touched + max(end - max(start, n0), 0)
         else:
-            summary = viability_summaries(*arrays, start, end, k, floors, threads)
+            summary = viability_summaries(arrays, start, end, k, floors, threads)
         size = write_summaries(path, summary, header)
     elapsed = time.perf_counter() - t0
     return MaterializeResult(
@@ -495,8 +495,8 @@ def _thresholds_by_rows(
         taus, source, per_domain = (cand.topic_threshold, cand.summary_threshold), "config", {}
         cuts = Cut(taus[0]), Cut(taus[1])
         check_floors(*cuts, floors)
-        arrays = (inputs.t_ptr, inputs.t_idx, inputs.lin, inputs.s_ptr, inputs.s_idx)
-        counts = row_group_counts(*arrays, 0, inputs.n, *cuts, exact)
+        arrays = inputs.arrays
+        counts = row_group_counts(arrays, 0, inputs.n, *cuts, exact)
         ok = counts.min(axis=1) >= k
         viable = {dn: sum(bool(ok[r]) for r, ds in enumerate(domains) if dn in ds)
                   for dn in domain_order}  # fmt: skip

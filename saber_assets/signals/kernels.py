@@ -29,6 +29,7 @@ Values are quantised to uint8 (q = round(255·v)); pairs with topic ≥ floor or
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numba as nb
 import numpy as np
@@ -37,6 +38,21 @@ SCALE = 255  # value = q / SCALE; quantisation error <= 1 / (2 * SCALE)
 TILE = 64
 PLANES = 8  # bit-planes of the intersection counter: token sets of up to 255 tokens
 MAX_TOKENS = (1 << PLANES) - 1
+
+
+class KernelArrays(NamedTuple):
+    """What the kernels read of a corpus: topic CSR (local topic ids), the Lin table of the used
+    topics, summary-token CSR (``prepare.SignalInputs.arrays``)."""
+
+    t_ptr: np.ndarray
+    t_idx: np.ndarray
+    lin: np.ndarray
+    s_ptr: np.ndarray
+    s_idx: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.t_ptr) - 1
 
 
 def quantize(v: np.ndarray | float) -> np.ndarray:

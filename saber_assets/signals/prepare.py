@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from saber_assets.ontology.similarity import LCAIndex, lin_table
-from saber_assets.signals.kernels import to_csr
+from saber_assets.signals.kernels import KernelArrays, to_csr
 
 _TOKEN = re.compile(r"[a-z0-9^_]+")
 MATH_STOP_WORDS = frozenset(
@@ -68,6 +68,10 @@ class SignalInputs:
     @property
     def n(self) -> int:
         return len(self.ids)
+
+    @property
+    def arrays(self) -> KernelArrays:
+        return KernelArrays(self.t_ptr, self.t_idx, self.lin, self.s_ptr, self.s_idx)
 
     def prefix_version(self, n: int) -> str:
         """Hash of the first n problems' signal inputs: a shard computed on them stays valid."""

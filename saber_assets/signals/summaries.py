@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numba as nb
 import numpy as np
 
-from saber_assets.signals.kernels import full_row_pairs
+from saber_assets.signals.kernels import KernelArrays, full_row_pairs
 from saber_assets.signals.thresholds import (
     QMAX,
     Cut,
@@ -57,11 +57,7 @@ def _intervals_of_rows(indptr, tq, sq, k, t_min, s_min, out):  # pragma: no cove
 
 
 def viability_summaries(
-    t_ptr: np.ndarray,
-    t_idx: np.ndarray,
-    lin: np.ndarray,
-    s_ptr: np.ndarray,
-    s_idx: np.ndarray,
+    arrays: KernelArrays,
     row_start: int,
     row_end: int,
     k: int,
@@ -74,15 +70,11 @@ def viability_summaries(
     from one quantum under the ``floors`` (bytes) up. ``threads``: blocks of ``block_rows`` rows
     at once (the kernel releases the GIL)."""
     rows = np.arange(row_start, row_end)
-    return summaries_of_rows(t_ptr, t_idx, lin, s_ptr, s_idx, rows, k, floors, threads, block_rows)
+    return summaries_of_rows(arrays, rows, k, floors, threads, block_rows)
 
 
 def summaries_of_rows(
-    t_ptr: np.ndarray,
-    t_idx: np.ndarray,
-    lin: np.ndarray,
-    s_ptr: np.ndarray,
-    s_idx: np.ndarray,
+    arrays: KernelArrays,
     rows: np.ndarray,
     k: int,
     floors: tuple[int, int],
@@ -92,9 +84,8 @@ def summaries_of_rows(
     """``viability_summaries`` of any distinct rows, in their order."""
     rows = np.asarray(rows, dtype=np.int64)
     out = np.empty((len(rows), QMAX, 2), dtype=np.uint8)
-    arrays = (t_ptr, t_idx, lin, s_ptr, s_idx)
     t_min, s_min = max(floors[0] - 1, 0), max(floors[1] - 1, 0)
-    position = np.full(len(t_ptr) - 1, -1, dtype=np.int64)
+    position = np.full(arrays.n, -1, dtype=np.int64)
     position[rows] = np.arange(len(rows))
     kept = [0]  # the last block's pairs: the next block's first guess at its room
 
@@ -121,11 +112,7 @@ def summaries_of_rows(
 
 
 def grown_summaries(
-    t_ptr: np.ndarray,
-    t_idx: np.ndarray,
-    lin: np.ndarray,
-    s_ptr: np.ndarray,
-    s_idx: np.ndarray,
+    arrays: KernelArrays,
     row_start: int,
     row_end: int,
     old: np.ndarray,
@@ -139,8 +126,7 @@ def grown_summaries(
     summary changes only if a new problem pairs with it at or above a floor (a pair under both
     is in no group where a summary is exact), so only those rows and the new ones are computed,
     in full. Returns the summaries and how many old rows were recomputed."""
-    arrays = (t_ptr, t_idx, lin, s_ptr, s_idx)
-    n = len(t_ptr) - 1
+    n = arrays.n
     old_end = min(row_end, n0)
     if len(old) != max(old_end - row_start, 0):
         raise ValueError(f"{len(old)} old summaries for rows [{row_start}, {old_end})")
@@ -152,7 +138,7 @@ def grown_summaries(
         touched.update(np.unique(c[(c >= row_start) & (c < old_end)]).tolist())
     again = np.array(sorted(touched) + list(range(max(row_start, n0), row_end)), dtype=np.int64)
     if len(again):
-        out[again - row_start] = summaries_of_rows(*arrays, again, k, floors, threads)
+        out[again - row_start] = summaries_of_rows(arrays, again, k, floors, threads)
     return out, len(touched)
 
 
@@ -211,11 +197,7 @@ def viable_at(summary: np.ndarray, topic_q: int, summary_q: int) -> np.ndarray:
 
 
 def query_rows(
-    t_ptr: np.ndarray,
-    t_idx: np.ndarray,
-    lin: np.ndarray,
-    s_ptr: np.ndarray,
-    s_idx: np.ndarray,
+    arrays: KernelArrays,
     rows: Sequence[int],
     floor_topic: int,
     floor_summary: int,
@@ -224,15 +206,11 @@ def query_rows(
     its floor: (query row, candidate row, q_t, q_s), by query row then candidate row. The chosen
     queries' pairs, which their candidate lists are drawn from."""
     wanted = np.array(sorted({int(x) for x in rows}), dtype=np.int64)
-    return full_row_pairs(t_ptr, t_idx, lin, s_ptr, s_idx, wanted, floor_topic, floor_summary)
+    return full_row_pairs(*arrays, wanted, floor_topic, floor_summary)
 
 
 def row_group_counts(
-    t_ptr: np.ndarray,
-    t_idx: np.ndarray,
-    lin: np.ndarray,
-    s_ptr: np.ndarray,
-    s_idx: np.ndarray,
+    arrays: KernelArrays,
     row_start: int,
     row_end: int,
     t_thr: Threshold,
@@ -248,7 +226,7 @@ def row_group_counts(
     out = np.zeros((row_end - row_start, 3), dtype=np.int64)
     for r0 in range(row_start, row_end, BLOCK_ROWS):
         rows = np.arange(r0, min(r0 + BLOCK_ROWS, row_end))
-        q, c, tq, sq = full_row_pairs(t_ptr, t_idx, lin, s_ptr, s_idx, rows, *floors)
+        q, c, tq, sq = full_row_pairs(*arrays, rows, *floors)
         t_rel, s_rel = rel.masks(q, c, tq, sq)
         for g, mask in enumerate((t_rel & ~s_rel, s_rel & ~t_rel, t_rel & s_rel)):
             out[:, g] += np.bincount(q[mask] - row_start, minlength=row_end - row_start)
