@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from saber_assets.candidates.select import select_candidates, select_from_rows
+from saber_assets.candidates.select import SelectionSpec, select_candidates, select_from_rows
 from saber_assets.signals.kernels import KernelArrays, full_row_pairs, signal_block, to_csr
 from saber_assets.signals.summaries import (
     grown_summaries,
@@ -56,7 +56,7 @@ def test_a_full_row_holds_the_triangles_bytes_from_either_side(n, start, end):
     arrays, (i, j, tq, sq) = _case(n, seed=n)
     both = (np.concatenate([i, j]), np.concatenate([j, i]), np.tile(tq, 2), np.tile(sq, 2))
     for rows in (np.arange(start, end), np.array([end - 1, start, (start + end) // 2])):
-        got = full_row_pairs(*arrays, rows, 0, 0)
+        got = full_row_pairs(arrays, rows, 0, 0)
         position = np.full(n, -1)
         position[rows] = np.arange(len(rows))
         sel = position[both[0]] >= 0
@@ -66,7 +66,7 @@ def test_a_full_row_holds_the_triangles_bytes_from_either_side(n, start, end):
         assert len(got[0]) == len(rows) * (n - 1)  # every other problem, not itself
     for bad in ([start, start], [n]):
         with pytest.raises(ValueError, match="distinct rows"):
-            full_row_pairs(*arrays, np.array(bad), 0, 0)
+            full_row_pairs(arrays, np.array(bad), 0, 0)
 
 
 @pytest.mark.parametrize("k", [1, 2, 4])
@@ -159,9 +159,8 @@ def test_candidates_from_summaries_and_query_rows_are_the_stored_pairs_selection
     select = {"ids": ids, "domains": domains, "domain_order": names, "t_thr": t_thr,
               "s_thr": s_thr, "k": k, "quota": 4, "seed": 9, "exact": exact}  # fmt: skip
     want = select_candidates(pairs=lambda: [stored], **select)
-    got = select_from_rows(
-        viable=viable, query_pairs=lambda rows: query_rows(arrays, rows, *floors), **select
-    )
+    spec = SelectionSpec(**{key: v for key, v in select.items() if key != "exact"})
+    got = select_from_rows(spec, viable, lambda rows: query_rows(arrays, rows, *floors), exact)
     assert want.height >= 3 * k * 6, want.height  # queries in several domains
     assert got.equals(want)
 

@@ -12,7 +12,12 @@ from dagster import (
 )
 
 from saber_assets.candidates.rows import candidates_by_rows
-from saber_assets.candidates.select import GROUPS, select_candidates, selection_key
+from saber_assets.candidates.select import (
+    GROUPS,
+    SelectionSpec,
+    select_candidates,
+    selection_key,
+)
 from saber_assets.lib.declare import stage_check, table_asset
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.ontology.domains import domain_names, domain_title
@@ -81,8 +86,7 @@ def query_candidates(
         floors = read_floors(d)
         quanta = not isinstance(t_thr, Cut) and not isinstance(s_thr, Cut)
         summary = load_summaries(d, inputs, cand.candidates_per_group, floors) if quanta else None
-        args = {key: v for key, v in select.items() if key != "ids"}
-        all_sel = candidates_by_rows(inputs, floors=floors, summary=summary, exact=exact, **args)
+        all_sel = candidates_by_rows(inputs, SelectionSpec(**select), floors, summary, exact)
     else:
         # one read of the shard files where the pairs fit in memory, else one per pass
         held = pairs.held(gather_budget(cfg.signals.gather_memory_gib))

@@ -10,11 +10,12 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import polars as pl
 
-from saber_assets.candidates.select import select_from_rows
+from saber_assets.candidates.select import SelectionSpec, select_from_rows
 from saber_assets.config import CandidateConfig
 from saber_assets.signals.prepare import SignalInputs
 from saber_assets.signals.summaries import (
@@ -75,10 +76,10 @@ def select_by_rows(
         )
         t_thr, s_thr = choice.topic_q, choice.summary_q
     t1 = time.perf_counter()
-    selection = candidates_by_rows(
-        inputs, domains, domain_order, t_thr, s_thr, k, cand.quota_per_domain, seed, floors,
-        summary, exact,
-    )  # fmt: skip
+    spec = SelectionSpec(
+        inputs.ids, domains, domain_order, t_thr, s_thr, k, cand.quota_per_domain, seed
+    )
+    selection = candidates_by_rows(inputs, spec, floors, summary, exact)
     seconds["selection"] = time.perf_counter() - t1
     nbytes = 0 if summary is None else summary.nbytes
     return RowsSelection(t_thr, s_thr, choice, selection, nbytes, seconds)
@@ -86,36 +87,19 @@ def select_by_rows(
 
 def candidates_by_rows(
     inputs: SignalInputs,
-    domains: Sequence[Sequence[str]],
-    domain_order: Sequence[str],
-    t_thr: Threshold,
-    s_thr: Threshold,
-    k: int,
-    quota: int,
-    seed: int,
+    spec: SelectionSpec,
     floors: tuple[int, int],
     summary: np.ndarray | None,
     exact: ExactSignals,
 ) -> pl.DataFrame:
-    """The candidate lists at given thresholds: the viable rows from the ``summary`` where it
-    answers (thresholds in quanta), else counted over full rows (numbers: their undecided bytes
-    need exact values); then the chosen queries' own rows."""
-    arrays = inputs.arrays
+    """The candidate lists of ``spec`` (its ids: the inputs' rows): the viable rows from the
+    ``summary`` where it answers (thresholds in quanta), else counted over full rows (numbers:
+    their undecided bytes need exact values); then the chosen queries' own rows."""
+    arrays, t_thr, s_thr = inputs.arrays, spec.t_thr, spec.s_thr
     if summary is not None and not isinstance(t_thr, Cut) and not isinstance(s_thr, Cut):
         viable = viable_at(summary, t_thr, s_thr)
     else:
         counts = row_group_counts(arrays, 0, inputs.n, t_thr, s_thr, exact)
-        viable = counts.min(axis=1) >= k
-    return select_from_rows(
-        ids=inputs.ids,
-        domains=domains,
-        domain_order=domain_order,
-        viable=np.asarray(viable),
-        query_pairs=lambda rows: query_rows(arrays, rows, *floors),
-        t_thr=t_thr,
-        s_thr=s_thr,
-        k=k,
-        quota=quota,
-        seed=seed,
-        exact=exact,
-    )
+        viable = counts.min(axis=1) >= spec.k
+    pairs_of = partial(query_rows, arrays, floor_topic=floors[0], floor_summary=floors[1])
+    return select_from_rows(spec, np.asarray(viable), pairs_of, exact)

@@ -14,6 +14,7 @@ import hashlib
 import json
 import zlib
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -116,26 +117,34 @@ def select_candidates(
     return candidate_lists(ids, chosen, groups, k, seed)
 
 
+@dataclass(frozen=True)
+class SelectionSpec:
+    """What a selection is drawn by: ``select_candidates``' arguments but the pairs."""
+
+    ids: Sequence[str]
+    domains: Sequence[Sequence[str]]
+    domain_order: Sequence[str]
+    t_thr: Threshold
+    s_thr: Threshold
+    k: int
+    quota: int
+    seed: int
+
+
 def select_from_rows(
-    ids: Sequence[str],
-    domains: Sequence[Sequence[str]],
-    domain_order: Sequence[str],
+    spec: SelectionSpec,
     viable: np.ndarray,
     query_pairs: Callable[[list[int]], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
-    t_thr: Threshold,
-    s_thr: Threshold,
-    k: int,
-    quota: int,
-    seed: int,
     exact: ExactSignals | None = None,
 ) -> pl.DataFrame:
     """``select_candidates`` from which rows are ``viable`` (``summaries.viable_at``) and the
     chosen queries' own pairs, ``query_pairs(rows)`` -> (query row, candidate row, q_t, q_s)
     (``summaries.query_rows``): the same selection without a pass over every pair."""
-    chosen = choose_queries(viable, domains, domain_order, quota, seed)
+    chosen = choose_queries(viable, spec.domains, spec.domain_order, spec.quota, spec.seed)
     q, c, tq, sq = query_pairs(sorted(r for _, r in chosen))
-    groups = group_table(q, c, tq, sq, Relevance(t_thr, s_thr, exact), both_directions=False)
-    return candidate_lists(ids, chosen, groups, k, seed)
+    rel = Relevance(spec.t_thr, spec.s_thr, exact)
+    groups = group_table(q, c, tq, sq, rel, both_directions=False)
+    return candidate_lists(spec.ids, chosen, groups, spec.k, spec.seed)
 
 
 def choose_queries(

@@ -526,11 +526,7 @@ def row_histograms(
 
 
 def full_row_pairs(
-    t_ptr: np.ndarray,
-    t_idx: np.ndarray,
-    lin: np.ndarray,
-    s_ptr: np.ndarray,
-    s_idx: np.ndarray,
+    arrays: KernelArrays,
     rows: np.ndarray,
     floor_topic: int,
     floor_summary: int,
@@ -540,8 +536,9 @@ def full_row_pairs(
     floor: (row, other row, q_t, q_s), by the order of ``rows`` then the other row, in tiles of
     64 rows (rows need not be neighbours). ``capacity``: pairs to make room for at first (the
     kernel starts again with four times the room when they do not fit)."""
+    t_ptr, t_idx, lin, s_ptr, s_idx = arrays
     lin, lut = _checked_inputs(lin, s_ptr, s_idx)
-    rows = _distinct_rows(rows, len(t_ptr) - 1)
+    rows = _distinct_rows(rows, arrays.n)
     hist = np.zeros((len(rows), 1, 1), dtype=np.uint32)
     capacity = capacity or max(1024, len(rows) * 64)
     while True:

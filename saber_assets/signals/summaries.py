@@ -92,7 +92,7 @@ def summaries_of_rows(
     def run(b0: int) -> None:
         block = rows[b0 : b0 + block_rows]
         room = max(1024, kept[0] + kept[0] // 2)
-        q, _, tq, sq = full_row_pairs(*arrays, block, *floors, capacity=room)
+        q, _, tq, sq = full_row_pairs(arrays, block, *floors, capacity=room)
         kept[0] = len(q)
         indptr = np.zeros(len(block) + 1, dtype=np.int64)
         np.cumsum(np.bincount(position[q] - b0, minlength=len(block)), out=indptr[1:])
@@ -134,7 +134,7 @@ def grown_summaries(
     out[: len(old)] = old
     touched: set[int] = set()
     for b0 in range(n0, n, BLOCK_ROWS):  # the new problems' pairs, a block at a time
-        _, c, _, _ = full_row_pairs(*arrays, np.arange(b0, min(b0 + BLOCK_ROWS, n)), *floors)
+        _, c, _, _ = full_row_pairs(arrays, np.arange(b0, min(b0 + BLOCK_ROWS, n)), *floors)
         touched.update(np.unique(c[(c >= row_start) & (c < old_end)]).tolist())
     again = np.array(sorted(touched) + list(range(max(row_start, n0), row_end)), dtype=np.int64)
     if len(again):
@@ -206,7 +206,7 @@ def query_rows(
     its floor: (query row, candidate row, q_t, q_s), by query row then candidate row. The chosen
     queries' pairs, which their candidate lists are drawn from."""
     wanted = np.array(sorted({int(x) for x in rows}), dtype=np.int64)
-    return full_row_pairs(*arrays, wanted, floor_topic, floor_summary)
+    return full_row_pairs(arrays, wanted, floor_topic, floor_summary)
 
 
 def row_group_counts(
@@ -226,7 +226,7 @@ def row_group_counts(
     out = np.zeros((row_end - row_start, 3), dtype=np.int64)
     for r0 in range(row_start, row_end, BLOCK_ROWS):
         rows = np.arange(r0, min(r0 + BLOCK_ROWS, row_end))
-        q, c, tq, sq = full_row_pairs(*arrays, rows, *floors)
+        q, c, tq, sq = full_row_pairs(arrays, rows, *floors)
         t_rel, s_rel = rel.masks(q, c, tq, sq)
         for g, mask in enumerate((t_rel & ~s_rel, s_rel & ~t_rel, t_rel & s_rel)):
             out[:, g] += np.bincount(q[mask] - row_start, minlength=row_end - row_start)
