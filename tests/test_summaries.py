@@ -247,6 +247,8 @@ def test_a_build_that_keeps_summaries_selects_what_one_that_keeps_pairs_does(
     doc = yaml.safe_load(cfg.read_text())
     doc["signals"]["layout"] = "summaries"
     cfg.write_text(yaml.safe_dump(doc))
+    cached = tmp_path / "home" / "tiny" / "signals" / "selection"
+    before = {p.name for p in cached.glob("*.parquet")}  # the pairs build's selection
     capsys.readouterr()
     stages = [f"--select={s}" for s in ("signal-inputs", "shards", "thresholds", "domains")]
     assert main(["build", "--config", str(cfg), *stages]) == 0
@@ -254,6 +256,9 @@ def test_a_build_that_keeps_summaries_selects_what_one_that_keeps_pairs_does(
     assert "pair_signal_shards [" in out and "topic_annotations" not in out
     home, ref = tmp_path / "home" / "tiny", built.home / "tiny"
     assert len(list((home / "signals").glob("*.summary.npz"))) == doc["signals"]["shards"]
+    # computed once, by the first domain partition, for the others to read back
+    after = {p.name for p in cached.glob("*.parquet")}
+    assert len(after) == 1 and after != before, (before, after)
 
     def frame(root: Path, name: str, key: list[str]) -> pl.DataFrame:
         return pl.read_parquet(root / "parquet" / name).sort(key)

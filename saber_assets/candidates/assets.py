@@ -91,6 +91,7 @@ def query_candidates(
         # one read of the shard files where the pairs fit in memory, else one per pass
         held = pairs.held(gather_budget(cfg.signals.gather_memory_gib))
         all_sel = select_candidates(pairs=held.chunks, exact=exact, **select)
+    if not reused:
         path.parent.mkdir(parents=True, exist_ok=True)
         with written_whole(path) as tmp:
             all_sel.write_parquet(tmp)
