@@ -959,6 +959,19 @@ def test_two_shards_through_dagster_and_growth(tmp_path, monkeypatch):
     assert [m["segments_computed"].value for m in metas] == [1, 1]
     assert [m["segments_reused"].value for m in metas] == [0, 0]
     assert json.loads((d / "manifest.json").read_text())["ic_counts"] == "all_accepted"
+    # the summaries layout: computed at 200 problems, then grown to 230 (the new rows and the
+    # old rows a new problem reaches), equal to summaries computed afresh at 230
+    from saber_assets.signals.summaries import viability_summaries
+
+    metas, index = run(ann, ", layout: summaries")
+    assert [m["summaries"].value for m in metas] == ["computed", "computed"]
+    metas, index = run(grown, ", layout: summaries")
+    assert [m["summaries"].value for m in metas] == ["grown from 200 problems"] * 2
+    assert index["layout"].value == "summaries"  # (7 topics: every old row is reached here)
+    inputs = SignalInputs.load(d / "inputs.npz")
+    with np.load(d / "shard-001.summary.npz") as z:
+        kept = z["summary"]
+    assert np.array_equal(kept, viability_summaries(inputs.arrays, 64, 230, 3, read_floors(d)))
 
 
 def test_threads_split_gives_identical_results():

@@ -313,7 +313,7 @@ def _summary_shard(
         if grows:
             with np.load(path) as z:
                 summary, touched = grown_summaries(
-                    *arrays, start, end, z["summary"], n0, k, floors, threads
+                    arrays, start, end, z["summary"], n0, k, floors, threads
                 )
             how, recomputed = f"grown from {n0:,} problems", touched + max(end - max(start, n0), 0)
         else:
