@@ -57,6 +57,7 @@ from saber_assets.signals.thresholds import (
     check_floors,
     derive_thresholds,
     percentile_thresholds,
+    viable_by_domain,
     viable_per_domain,
 )
 
@@ -497,9 +498,7 @@ def _thresholds_by_rows(
         check_floors(*cuts, floors)
         arrays = inputs.arrays
         counts = row_group_counts(arrays, 0, inputs.n, *cuts, exact)
-        ok = counts.min(axis=1) >= k
-        viable = {dn: sum(bool(ok[r]) for r, ds in enumerate(domains) if dn in ds)
-                  for dn in domain_order}  # fmt: skip
+        viable = viable_by_domain(counts.min(axis=1) >= k, domains, domain_order)
         quanta = cuts[0].q, cuts[1].q
     elif cand.threshold_method == "percentile":
         raise ValueError(

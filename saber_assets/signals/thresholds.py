@@ -450,12 +450,19 @@ def viable_per_domain(
 ) -> dict[str, int]:
     """Viable queries per domain at given thresholds (quanta), counted directly from the stored
     pairs (i, j, q_t, q_s) in any cut: one pass, nothing gathered or sorted."""
-    _, rows = domain_index(row_domains, domains)
     counts = np.zeros((len(row_domains), 3), dtype=np.int64)
     for i, j, tq, sq in chunks:
         counts += group_counts(len(row_domains), i, j, tq, sq, t_thr, s_thr, exact)
+    return viable_by_domain(counts.min(axis=1) >= k, row_domains, domains)
+
+
+def viable_by_domain(
+    viable: np.ndarray, row_domains: Sequence[Sequence[str]], domains: Sequence[str]
+) -> dict[str, int]:
+    """How many viable rows each domain has (a row counts in each of its domains)."""
+    _, rows = domain_index(row_domains, domains)
     out = dict.fromkeys(domains, 0)
-    for r in np.flatnonzero(counts.min(axis=1) >= k):
+    for r in np.flatnonzero(viable):
         for x in rows[r]:
             out[domains[x]] += 1
     return out
