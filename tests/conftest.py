@@ -319,6 +319,13 @@ LONGEST_FIRST = ["test_cluster", "test_real_llm_build", "test_real_llm", "test_u
                  "test_resume"]  # fmt: skip
 
 
+def pytest_xdist_auto_num_workers(config) -> int:
+    """One worker more than cores (`-n auto`; `--maxprocesses` caps it): a third of a 2-core
+    box's time sat idle under two workers (vmstat: 16-20% idle; the tests wait on servers,
+    polls and subprocesses), 4.5% under three, and the suite took 614 s against 668 s."""
+    return (os.cpu_count() or 1) + 1
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}

@@ -126,8 +126,10 @@ def test_a_tournament_killed_mid_run_on_the_real_server_resumes_without_asking_a
             "base_url": srv.url,
             "max_retries": 0,
         }
-        # one round (8 judgments a run): the resume is the point here, not the Swiss pairing
-        # after it (tests/test_resume.py resumes three rounds against the fake server)
+        # two queries and one round (8 judgments a run, against 12 for the build's three
+        # queries): the resume is the point here, not the Swiss pairing after it nor the query
+        # count (tests/test_resume.py resumes three rounds against the fake server)
+        doc["candidates"]["quota_per_domain"] = 2
         doc["tournament"].update(judge_prompt="direct", judge_chunk=2, rounds=1)
         cfg.write_text(yaml.safe_dump(doc))
         args = ["build", "--config", str(cfg), "--select", "domains", "--select", "domain=Algebra"]
@@ -165,4 +167,4 @@ def test_a_tournament_killed_mid_run_on_the_real_server_resumes_without_asking_a
         .select("query_id", "candidate_id", "rating")
         for h in (home, clean_home)
     ]
-    assert ratings[0].height > 0 and ratings[0].equals(ratings[1])
+    assert ratings[0]["query_id"].n_unique() == 2 and ratings[0].equals(ratings[1])
