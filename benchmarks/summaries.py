@@ -39,7 +39,13 @@ def compare(config: Path, home: Path, threads: int = 2, against_build: bool = Tr
     from saber_assets.signals.pairs import StoredPairs
     from saber_assets.signals.prepare import SignalInputs, signal_pool
     from saber_assets.signals.stored import read_floors, segment_versions
-    from saber_assets.signals.thresholds import Cut, ExactSignals, derive_thresholds
+    from saber_assets.signals.thresholds import (
+        Cut,
+        ExactSignals,
+        derive_thresholds,
+        percentile_taus,
+        percentile_thresholds,
+    )
 
     cfg = load_config(config)
     out = home / cfg.name
@@ -64,6 +70,11 @@ def compare(config: Path, home: Path, threads: int = 2, against_build: bool = Tr
     if given:
         t_thr, s_thr = Cut(cand.topic_threshold), Cut(cand.summary_threshold)
         choice = None
+    elif cand.threshold_method == "percentile":
+        by = percentile_thresholds(held.chunks, inputs.n, domains, order, cand.percentile,
+                                   floors, ExactSignals.of(inputs))  # fmt: skip
+        t_thr, s_thr = (Cut(t) for t in percentile_taus(by, cand.percentile_scope))
+        choice = None
     else:
         blocks = held.row_blocks(2**40, held.degrees())
         k = cand.candidates_per_group
@@ -87,8 +98,9 @@ def compare(config: Path, home: Path, threads: int = 2, against_build: bool = Tr
     if against_build:
         built = pl.read_parquet(out / "parquet" / "relevance_thresholds.parquet").row(0, named=True)
         made = (built["topic_threshold_q"], built["summary_threshold_q"])
-        if not given and made != (t_thr, s_thr):
-            problems.append(f"thresholds: the build's {made} vs {t_thr, s_thr}")
+        want = tuple(t.q if isinstance(t, Cut) else t for t in (t_thr, s_thr))
+        if not given and made != want:
+            problems.append(f"thresholds: the build's {made} vs {want}")
         build_sel = pl.read_parquet(out / "parquet" / "query_candidates").select(COLUMNS)
         key = ["domain", "query_id", "position"]
         if not build_sel.sort(key).equals(rows.candidates.select(COLUMNS).sort(key)):

@@ -323,6 +323,13 @@ def test_math_vs_words_a_math_only_retriever_makes_math_win():
     assert at[("math-only", "Geometry")][:4] == [1, 0, 0, 100.0]
     assert at[("math-bulk", "Algebra")] == at[("math-only", "Algebra")]
     assert per_query.filter(pl.col("query_id") == "q3")["dropped"].all()
+    # a retriever limited to some settings (its registry entry) is tried in those alone
+    two = ("statement-statement", "full-full")
+    per_query, _ = math_vs_words(queries, docs, retrievers, two,
+                                 settings_of={"math-only": ["full-full"]})  # fmt: skip
+    tried = per_query.group_by("retriever").agg(pl.col("setting").unique().sort())
+    assert dict(tried.iter_rows()) == {"math-only": ["full-full"], "words-only": sorted(two),
+                                       "math-bulk": sorted(two)}  # fmt: skip
 
     # math not in LaTeX: dropped by the regex split, recovered by a (fake) LLM segmentation;
     # a failed segmentation is dropped with its reason

@@ -383,6 +383,24 @@ def test_a_build_on_the_paper_registry_leaves_out_what_cannot_run_here(capsys, m
     assert capsys.readouterr().out == ""  # said once
 
 
+def test_math_vs_words_tries_an_entry_only_where_the_leaderboard_runs_it():
+    """The default registry limits e5 to statements (its cost on CPU): in the analysis's
+    default setting (statement-full) it is left out with that reason, not run there for the
+    analysis alone; where the settings meet, it is tried; named, it is an error saying why."""
+    from saber_assets.analyses.math_vs_words import choose_retrievers
+
+    entries = load_registry()
+    assert {e.name: e.settings for e in entries}["dense-e5"] == ["statement-statement"]
+    chosen, not_run = choose_retrievers(entries, None, ["statement-full"])
+    assert "dense-e5" not in {e.name for e in chosen} and "bm25" in {e.name for e in chosen}
+    why = dict(not_run)["dense-e5"]
+    assert why == "runs only in statement-statement (its registry entry), not in statement-full"
+    chosen, _ = choose_retrievers(entries, None, ["statement-statement", "statement-full"])
+    assert "dense-e5" in {e.name for e in chosen}
+    with pytest.raises(ValueError, match=r"cannot run here: \['dense-e5 \(runs only in"):
+        choose_retrievers(entries, ["dense-e5"], ["statement-full"])
+
+
 def test_math_vs_words_tries_only_what_can_run_here(monkeypatch):
     """On the paper registry (most entries need a GPU or a key) the analysis takes the runnable
     entries instead of failing on the first one without its backend (found by a build)."""

@@ -5,11 +5,13 @@ viable rows and chosen rows' pairs."""
 from __future__ import annotations
 
 from pathlib import Path
+from unittest.mock import patch
 
 import numpy as np
 import pytest
 
 from saber_assets.candidates.select import SelectionSpec, select_candidates, select_from_rows
+from saber_assets.signals import summaries
 from saber_assets.signals.kernels import KernelArrays, full_row_pairs, signal_block, to_csr
 from saber_assets.signals.summaries import (
     grown_summaries,
@@ -17,6 +19,7 @@ from saber_assets.signals.summaries import (
     row_group_counts,
     summary_counts,
     thresholds_from_summaries,
+    triangle_pairs,
     viability_summaries,
     viable_at,
 )
@@ -27,6 +30,7 @@ from saber_assets.signals.thresholds import (
     derive_thresholds,
     group_counts,
     in_memory_blocks,
+    percentile_thresholds,
     viable_counts,
 )
 
@@ -149,7 +153,7 @@ def test_candidates_from_summaries_and_query_rows_are_the_stored_pairs_selection
     exact = ExactSignals(*arrays)
     if thresholds == "exact":
         t_thr, s_thr = Cut(100.4 / 255), Cut(40.6 / 255)
-        viable = row_group_counts(arrays, 0, n, t_thr, s_thr, exact).min(axis=1) >= k
+        viable = row_group_counts(arrays, t_thr, s_thr, exact).min(axis=1) >= k
     else:
         t_thr, s_thr = thresholds
         viable = viable_at(viability_summaries(arrays, 0, n, k, floors), t_thr, s_thr)
@@ -167,16 +171,56 @@ def test_candidates_from_summaries_and_query_rows_are_the_stored_pairs_selection
 
 @pytest.mark.parametrize("t_thr,s_thr", [(90, 35), (Cut(0.4), Cut(0.15)), (Cut(100.2 / 255), 40)])
 def test_row_group_counts_at_any_threshold_are_the_stored_pairs_counts(t_thr, s_thr):
-    """Counted from full rows, a block at a time: the stored pairs' ``group_counts``, with the
-    pairs within a quantum of a number decided on their exact values."""
+    """Counted over the triangle, a block of rows at a time (blocks smaller than the corpus,
+    on one thread and two): the stored pairs' ``group_counts``, with the pairs within a quantum
+    of a number decided on their exact values."""
     n = 150
     arrays, pairs = _case(n, seed=13)
-    exact = ExactSignals(*arrays)
     want = group_counts(n, *pairs, t_thr, s_thr, ExactSignals(*arrays))
-    got = row_group_counts(arrays, 20, 140, t_thr, s_thr, exact)
-    assert np.array_equal(got, want[20:140]) and got.min() >= 0 and got.max() > 0
+    for threads in (1, 2):
+        exact = ExactSignals(*arrays)
+        with patch.object(summaries, "TRIANGLE_ROWS", 64):
+            got = row_group_counts(arrays, t_thr, s_thr, exact, threads=threads)
+        assert np.array_equal(got, want) and got.min() >= 0 and got.max() > 0
     if isinstance(t_thr, Cut):
         assert exact.recomputed > 0
+
+
+@pytest.mark.parametrize("floors", [(0, 0), (90, 40)])
+def test_the_triangle_in_blocks_is_every_stored_pair_once(floors):
+    """Blocks of rows that end inside a tile, on one thread and two: each pair at or above a
+    floor exactly once, with the bytes the shards store."""
+    n = 170
+    arrays, pairs = _case(n, seed=5)
+    keep = (pairs[2] >= floors[0]) | (pairs[3] >= floors[1])
+    want = tuple(a[keep] for a in pairs)
+    for threads in (1, 2):
+        chunks = list(triangle_pairs(arrays, *floors, threads=threads, block_rows=50))
+        assert len(chunks) == 4
+        got = tuple(np.concatenate([c[x] for c in chunks]) for x in range(4))
+        assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
+
+
+@pytest.mark.parametrize("p", [50, 90, 97.5])
+def test_percentiles_over_the_triangle_are_the_stored_pairs(p):
+    """``percentile_thresholds`` over the triangle computed twice (its two passes) and over the
+    stored pairs at the same floors: the same exact values, overall and per domain."""
+    n, floors = 160, (40, 10)
+    arrays, pairs = _case(n, seed=17)
+    keep = (pairs[2] >= floors[0]) | (pairs[3] >= floors[1])
+    stored = tuple(a[keep] for a in pairs)
+    names = ["Algebra", "Geometry"]
+    domains = [[names[r % 2]] + (["Algebra"] if r % 5 == 0 else []) for r in range(n)]
+    args = (n, domains, names, p, floors)
+    want = percentile_thresholds(lambda: [stored], *args, ExactSignals(*arrays))
+    passes = []
+
+    def chunks():
+        passes.append(1)
+        return triangle_pairs(arrays, *floors, block_rows=64)
+
+    got = percentile_thresholds(chunks, *args, ExactSignals(*arrays))
+    assert got == want and len(passes) == 2 and set(got) == {None, *names}
 
 
 def test_both_designs_give_the_builds_thresholds_and_candidates(shared_build, tmp_path):
@@ -294,5 +338,27 @@ def test_a_build_that_keeps_summaries_selects_what_one_that_keeps_pairs_does(
         quota=cand.quota_per_domain, seed=pcfg.seed,
     )  # fmt: skip
     cols_ = ["domain", "query_id", "candidate_id", "group", "topic", "summary", "position"]
+    made = frame(home, "query_candidates", key).select(cols_)
+    assert sel.height > 0 and made.equals(sel.select(cols_).sort(key))
+
+    # percentiles (per domain, then the smallest): over the triangle computed again, the stored
+    # pairs' exact values; the candidates read the viable rows the thresholds counted
+    doc["candidates"].update(
+        threshold_method="percentile", percentile=95, percentile_scope="domain"
+    )
+    cfg.write_text(yaml.safe_dump(doc))
+    assert main(["build", "--config", str(cfg), *stages]) == 0
+    by = percentile_thresholds(lambda: [stored], inputs.n, domains, order, 95, floors,
+                               ExactSignals.of(inputs))  # fmt: skip
+    taus = min(v[0] for d, v in by.items() if d), min(v[1] for d, v in by.items() if d)
+    got = pl.read_parquet(home / "parquet" / "relevance_thresholds.parquet").row(0, named=True)
+    assert (got["topic_tau"], got["summary_tau"]) == taus
+    assert got["source"] == "percentile 95 (domain)"
+    assert len(list((home / "signals" / "viable").glob("*.npy"))) == 1
+    sel = select_candidates(
+        ids=inputs.ids, domains=domains, domain_order=order, pairs=lambda: [stored],
+        t_thr=Cut(taus[0]), s_thr=Cut(taus[1]), k=cand.candidates_per_group,
+        quota=cand.quota_per_domain, seed=pcfg.seed, exact=ExactSignals.of(inputs),
+    )  # fmt: skip
     made = frame(home, "query_candidates", key).select(cols_)
     assert sel.height > 0 and made.equals(sel.select(cols_).sort(key))

@@ -419,7 +419,7 @@ def math_vs_words(
     acfg = cfg.analyses
     entries = registry_for(cfg, stores.db())
     wanted = acfg.math_vs_words_retrievers
-    chosen, not_run = choose_retrievers(entries, wanted)
+    chosen, not_run = choose_retrievers(entries, wanted, acfg.math_vs_words_settings)
     resources = RetrieverResources.from_stores(stores.db(), entries)
     retrievers = {e.name: build_retriever(e, resources) for e in chosen}
     bench = Benchmark.read(pipeline.outputs().evaluation_benchmark)
@@ -438,6 +438,7 @@ def math_vs_words(
     per_query, summary = math_vs_words_table(
         bench.queries, bench.documents, retrievers, tuple(acfg.math_vs_words_settings),
         segment=segmenter and llm_segment(segmenter),
+        settings_of={e.name: e.settings for e in chosen if e.settings is not None},
     )  # fmt: skip
     return Output(
         summary,

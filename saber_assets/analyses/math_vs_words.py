@@ -13,7 +13,7 @@ mathematics is not in LaTeX has no formula span and is dropped."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import polars as pl
@@ -79,10 +79,13 @@ def math_vs_words(
     settings: tuple[str, ...],
     top: int = TOP,
     segment: Segment | None = None,
+    settings_of: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(per query, retriever and setting: math score, words score, math_wins or a failure;
     summary per retriever, setting and domain: queries, dropped, failed, math-win %, math-token
-    ratio). The documents scored are the union of the queries' top candidates."""
+    ratio). The documents scored are the union of the queries' top candidates. A retriever
+    named in ``settings_of`` is tried only in the settings listed for it (its registry entry's:
+    the leaderboard runs it nowhere else)."""
     items = list(
         queries.select(
             "id", "problem", "solution", "candidates", "relevance_scores", "domains"
@@ -113,6 +116,8 @@ def math_vs_words(
                 split[n], how[n], ratios[n] = got, "llm", split_ratio(*got)
         keep = [n for n, (m, w) in enumerate(split) if m and w]
         for name, retriever in retrievers.items():
+            if settings_of is not None and setting not in settings_of.get(name, (setting,)):
+                continue
             both = [split[n][0] for n in keep] + [split[n][1] for n in keep]
             means, errors = _variant_scores(retriever, both, docs, [tops[n] for n in keep] * 2)
             result = {}
@@ -155,19 +160,29 @@ def math_vs_words(
 
 
 def choose_retrievers(
-    entries: list, wanted: list[str] | None
+    entries: list, wanted: list[str] | None, settings: Sequence[str] | None = None
 ) -> tuple[list, list[tuple[str, str]]]:
-    """The registry entries the analysis tries, and (name, reason) for those that cannot run
-    here: by default every runnable entry but the LLM re-rankers; a named one that cannot run,
-    or is not registered, is an error naming it."""
+    """The registry entries the analysis tries, and (name, reason) for those it does not: by
+    default every runnable entry but the LLM re-rankers that runs in one of the analysis's
+    ``settings`` (an entry limited to others, as the sample's e5 is to statements for its cost
+    on CPU, is left out, not run where the leaderboard never runs it: 65 of the sample's 83 s);
+    a named one that cannot run, runs in none of them, or is not registered, is an error."""
     from saber_assets.retrievers.registry import KINDS, runnable
 
     unknown = sorted(set(wanted or []) - {e.name for e in entries})
     if unknown:
         raise ValueError(f"analyses.math_vs_words_retrievers: {unknown} are not in the registry")
     run, not_run = runnable(entries)
+    elsewhere = [
+        (e.name, f"runs only in {', '.join(e.settings)} (its registry entry), not in "
+                 f"{', '.join(settings)}")
+        for e in run
+        if settings is not None and e.settings is not None and not set(e.settings) & set(settings)
+    ]  # fmt: skip
+    not_run = not_run + elsewhere
     if wanted is None:
-        return [e for e in run if not KINDS[e.kind].judges], not_run
+        skip = {n for n, _ in elsewhere}
+        return [e for e in run if not KINDS[e.kind].judges and e.name not in skip], not_run
     blocked = [f"{n} ({why})" for n, why in not_run if n in wanted]
     if blocked:
         raise ValueError(f"analyses.math_vs_words_retrievers cannot run here: {blocked}")

@@ -25,6 +25,7 @@ from saber_assets.outputs import written_whole
 from saber_assets.resources import PipelineResource
 from saber_assets.signals.prepare import SignalInputs, signal_pool
 from saber_assets.signals.stored import (
+    cut_viable_rows,
     gather_budget,
     load_summaries,
     read_floors,
@@ -32,6 +33,7 @@ from saber_assets.signals.stored import (
     stored_pairs,
     summary_digests,
 )
+from saber_assets.signals.summaries import viable_at
 from saber_assets.signals.thresholds import Cut, ExactSignals
 
 
@@ -82,11 +84,14 @@ def query_candidates(
     if reused:
         all_sel = pl.read_parquet(path)
     elif by_rows:
-        # the summaries answer thresholds in quanta; numbers are counted over full rows
-        floors = read_floors(d)
-        quanta = not isinstance(t_thr, Cut) and not isinstance(s_thr, Cut)
-        summary = load_summaries(d, inputs, cand.candidates_per_group, floors) if quanta else None
-        all_sel = candidates_by_rows(inputs, SelectionSpec(**select), floors, summary, exact)
+        # the summaries answer thresholds in quanta; numbers were counted over the triangle
+        # by the thresholds asset (read back here, or counted again where missing)
+        floors, k = read_floors(d), cand.candidates_per_group
+        if isinstance(t_thr, Cut) and isinstance(s_thr, Cut):
+            viable = cut_viable_rows(d, inputs, (t_thr, s_thr), k, exact, cfg.signals.threads)
+        else:
+            viable = viable_at(load_summaries(d, inputs, k, floors), t_thr, s_thr)
+        all_sel = candidates_by_rows(inputs, SelectionSpec(**select), floors, viable, exact)
     else:
         # one read of the shard files where the pairs fit in memory, else one per pass
         held = pairs.held(gather_budget(cfg.signals.gather_memory_gib))

@@ -1,5 +1,6 @@
 """Thresholds and candidates from full rows instead of stored pairs (DESIGN.md, pair signals):
-the rows' viability summaries decide the thresholds and which queries are viable, and only the
+the rows' viability summaries decide the thresholds and which queries are viable (or, for
+thresholds given as numbers or taken as percentiles, the triangle computed again), and only the
 chosen queries' rows are computed in full for their candidate lists. Same rule, same seeds,
 same answer as ``signals.thresholds.derive_thresholds`` and ``select.select_candidates`` over
 the stored pairs (``tests/test_summaries.py``, ``benchmarks/summaries.py``).
@@ -22,10 +23,18 @@ from saber_assets.signals.summaries import (
     query_rows,
     row_group_counts,
     thresholds_from_summaries,
+    triangle_pairs,
     viability_summaries,
     viable_at,
 )
-from saber_assets.signals.thresholds import Cut, ExactSignals, Threshold, ThresholdChoice
+from saber_assets.signals.thresholds import (
+    Cut,
+    ExactSignals,
+    Threshold,
+    ThresholdChoice,
+    percentile_taus,
+    percentile_thresholds,
+)
 
 
 @dataclass
@@ -50,15 +59,9 @@ def select_by_rows(
     floors: tuple[int, int],
     threads: int = 1,
 ) -> RowsSelection:
-    """The thresholds (derived by viability, or given) and every domain's candidate lists for
-    the problems of ``inputs`` (rows in the signal pool's order) with their ``domains``.
-    Percentile thresholds are not derived here: they need every pair's value, not a row's
-    viability."""
-    if cand.threshold_method == "percentile" and cand.topic_threshold is None:
-        raise ValueError(
-            "percentile thresholds are taken over every pair's value: derive them from the "
-            "stored pairs (threshold_method: viability, or thresholds given, select by rows)"
-        )
+    """The thresholds (derived by viability, given, or taken as a percentile) and every
+    domain's candidate lists for the problems of ``inputs`` (rows in the signal pool's order)
+    with their ``domains``."""
     arrays = inputs.arrays
     exact = ExactSignals.of(inputs)
     k, seconds = cand.candidates_per_group, {}
@@ -68,6 +71,13 @@ def select_by_rows(
     s_thr: Threshold
     if cand.topic_threshold is not None and cand.summary_threshold is not None:
         t_thr, s_thr = Cut(cand.topic_threshold), Cut(cand.summary_threshold)
+    elif cand.threshold_method == "percentile":
+        chunks = partial(triangle_pairs, arrays, *floors, threads=threads)
+        by = percentile_thresholds(
+            chunks, inputs.n, domains, domain_order, cand.percentile, floors, exact
+        )
+        t_thr, s_thr = (Cut(tau) for tau in percentile_taus(by, cand.percentile_scope))
+        seconds["percentiles"] = time.perf_counter() - t0
     else:
         summary = viability_summaries(arrays, 0, inputs.n, k, floors, threads)
         seconds["summaries"] = time.perf_counter() - t0
@@ -79,7 +89,11 @@ def select_by_rows(
     spec = SelectionSpec(
         inputs.ids, domains, domain_order, t_thr, s_thr, k, cand.quota_per_domain, seed
     )
-    selection = candidates_by_rows(inputs, spec, floors, summary, exact)
+    if summary is not None:
+        viable = viable_at(summary, t_thr, s_thr)
+    else:
+        viable = row_group_counts(arrays, t_thr, s_thr, exact, threads).min(axis=1) >= k
+    selection = candidates_by_rows(inputs, spec, floors, viable, exact)
     seconds["selection"] = time.perf_counter() - t1
     nbytes = 0 if summary is None else summary.nbytes
     return RowsSelection(t_thr, s_thr, choice, selection, nbytes, seconds)
@@ -89,17 +103,10 @@ def candidates_by_rows(
     inputs: SignalInputs,
     spec: SelectionSpec,
     floors: tuple[int, int],
-    summary: np.ndarray | None,
+    viable: np.ndarray,
     exact: ExactSignals,
 ) -> pl.DataFrame:
-    """The candidate lists of ``spec`` (its ids: the inputs' rows): the viable rows from the
-    ``summary`` where it answers (thresholds in quanta), else counted over full rows (numbers:
-    their undecided bytes need exact values); then the chosen queries' own rows."""
-    arrays, t_thr, s_thr = inputs.arrays, spec.t_thr, spec.s_thr
-    if summary is not None and not isinstance(t_thr, Cut) and not isinstance(s_thr, Cut):
-        viable = viable_at(summary, t_thr, s_thr)
-    else:
-        counts = row_group_counts(arrays, 0, inputs.n, t_thr, s_thr, exact)
-        viable = counts.min(axis=1) >= spec.k
-    pairs_of = partial(query_rows, arrays, floor_topic=floors[0], floor_summary=floors[1])
+    """The candidate lists of ``spec`` (its ids: the inputs' rows) from its ``viable`` rows:
+    the chosen queries' own rows computed in full, at or above the ``floors``."""
+    pairs_of = partial(query_rows, inputs.arrays, floor_topic=floors[0], floor_summary=floors[1])
     return select_from_rows(spec, np.asarray(viable), pairs_of, exact)

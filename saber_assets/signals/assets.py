@@ -2,6 +2,7 @@
 
 import json
 import time
+from functools import partial
 from pathlib import Path
 
 import matplotlib
@@ -34,6 +35,7 @@ from saber_assets.signals.shards import (
 )
 from saber_assets.signals.stored import (
     cached_row_histograms,
+    cut_viable_rows,
     gather_budget,
     load_summaries,
     read_floors,
@@ -47,8 +49,8 @@ from saber_assets.signals.stored import (
 )
 from saber_assets.signals.summaries import (
     grown_summaries,
-    row_group_counts,
     thresholds_from_summaries,
+    triangle_pairs,
     viability_summaries,
 )
 from saber_assets.signals.thresholds import (
@@ -56,6 +58,7 @@ from saber_assets.signals.thresholds import (
     ExactSignals,
     check_floors,
     derive_thresholds,
+    percentile_taus,
     percentile_thresholds,
     viable_by_domain,
     viable_per_domain,
@@ -477,6 +480,16 @@ def _thresholds_frame(
     )
 
 
+def _percentile_choice(
+    by: dict[str | None, tuple[float, float]], cand
+) -> tuple[tuple[float, float], str, dict]:
+    """(taus, source, per_domain) of percentile thresholds: per_domain in quanta, as the
+    viability rule reports them (the columns divide by 255)."""
+    per_domain = {d: (t * 255, s_ * 255, None) for d, (t, s_) in by.items() if d is not None}
+    source = f"percentile {cand.percentile:g} ({cand.percentile_scope})"
+    return percentile_taus(by, cand.percentile_scope), source, per_domain
+
+
 def _thresholds_by_rows(
     pipeline: PipelineResource, pool: pl.DataFrame, domain_order: list[str]
 ) -> Output[pl.DataFrame]:
@@ -492,19 +505,21 @@ def _thresholds_by_rows(
     t0 = time.perf_counter()
     exact = ExactSignals.of(inputs)
     taus = None
-    if cand.topic_threshold is not None and cand.summary_threshold is not None:
-        taus, source, per_domain = (cand.topic_threshold, cand.summary_threshold), "config", {}
+    given = cand.topic_threshold is not None and cand.summary_threshold is not None
+    if given or cand.threshold_method == "percentile":
+        if given:
+            taus, source, per_domain = (cand.topic_threshold, cand.summary_threshold), "config", {}
+        else:  # every pair's value, from the triangle computed again (twice), nothing stored
+            chunks = partial(triangle_pairs, inputs.arrays, *floors, threads=full.signals.threads)
+            by = percentile_thresholds(
+                chunks, inputs.n, domains, domain_order, cand.percentile, floors, exact
+            )
+            taus, source, per_domain = _percentile_choice(by, cand)
         cuts = Cut(taus[0]), Cut(taus[1])
         check_floors(*cuts, floors)
-        arrays = inputs.arrays
-        counts = row_group_counts(arrays, 0, inputs.n, *cuts, exact)
-        viable = viable_by_domain(counts.min(axis=1) >= k, domains, domain_order)
+        viable_rows = cut_viable_rows(d, inputs, cuts, k, exact, full.signals.threads)
+        viable = viable_by_domain(viable_rows, domains, domain_order)
         quanta = cuts[0].q, cuts[1].q
-    elif cand.threshold_method == "percentile":
-        raise ValueError(
-            "percentile thresholds are taken over every pair's value, which signals.layout: "
-            "summaries does not keep: use layout: pairs, or give the thresholds"
-        )
     else:
         summary = load_summaries(d, inputs, k, floors)
         choice = thresholds_from_summaries(
@@ -560,15 +575,7 @@ def relevance_thresholds(
         by = percentile_thresholds(
             pairs.chunks, inputs.n, domains, domain_order, cand.percentile, (ft, fs), exact
         )
-        per_domain_tau = {d: v for d, v in by.items() if d is not None}
-        if cand.percentile_scope == "global":
-            taus = by[None]
-        else:
-            taus = (min(v[0] for v in per_domain_tau.values()),
-                    min(v[1] for v in per_domain_tau.values()))  # fmt: skip
-        source = f"percentile {cand.percentile:g} ({cand.percentile_scope})"
-        # in quanta, as the viability rule reports them (the columns divide by 255)
-        per_domain = {d: (t * 255, s_ * 255, None) for d, (t, s_) in per_domain_tau.items()}
+        taus, source, per_domain = _percentile_choice(by, cand)
     else:
         # the search starts at this config's floors: segments reused from a config with lower
         # floors hold more pairs, and a derivation over them could end below what a fresh

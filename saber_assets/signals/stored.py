@@ -14,6 +14,8 @@ from saber_assets.signals.kernels import row_histograms
 from saber_assets.signals.pairs import StoredPairs
 from saber_assets.signals.prepare import SignalInputs
 from saber_assets.signals.shards import read_header
+from saber_assets.signals.summaries import row_group_counts
+from saber_assets.signals.thresholds import Cut, ExactSignals
 
 
 def signals_dir(pipeline: PipelineResource) -> Path:
@@ -157,3 +159,27 @@ def summary_digests(d: Path) -> list[str]:
                 h.update(block)
         out.append(f"{path.name}:{h.hexdigest()}")
     return out
+
+
+def cut_viable_rows(
+    d: Path, inputs: SignalInputs, cuts: tuple[Cut, Cut], k: int, exact: ExactSignals, threads: int
+) -> np.ndarray:
+    """Which rows have >= ``k`` candidates in each group at thresholds given as numbers (or
+    taken as percentiles), which the summaries cannot answer: counted over the triangle
+    (``summaries.row_group_counts``) and kept under what they were counted from, so that the
+    candidates read what the thresholds counted instead of a second kernel pass."""
+    key = hashlib.blake2b(
+        json.dumps([inputs.prefix_version(inputs.n), [c.tau for c in cuts], k]).encode(),
+        digest_size=12,
+    ).hexdigest()
+    path = d / "viable" / f"{key}.npy"
+    if path.exists():
+        return np.load(path)
+    viable = row_group_counts(inputs.arrays, *cuts, exact, threads).min(axis=1) >= k
+    path.parent.mkdir(exist_ok=True)
+    with written_whole(path) as tmp, open(tmp, "wb") as f:
+        np.save(f, viable)
+    for old in path.parent.glob("*.npy"):
+        if old != path:
+            old.unlink(missing_ok=True)
+    return viable

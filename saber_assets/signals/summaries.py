@@ -13,27 +13,29 @@ the floors up: a pair under both floors is in no group there.
 A pair's bytes do not depend on which of its problems is the row: the kernel's two sums swap
 places and each keeps its order (``tests/test_summaries.py`` checks it against the triangle).
 The candidate lists then need only the chosen queries' pairs: ``query_rows`` computes those
-rows in full, on demand; ``row_group_counts`` counts groups at thresholds the summaries cannot
-answer (numbers, whose undecided bytes need exact values).
+rows in full, on demand. What a row's summary cannot answer is computed from the pairs again,
+each once (``triangle_pairs``, half a full-row pass) and never stored: group counts at
+thresholds given as numbers, whose undecided bytes need exact values (``row_group_counts``),
+and percentiles of every pair's value (``thresholds.percentile_thresholds`` over the triangle).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numba as nb
 import numpy as np
 
-from saber_assets.signals.kernels import KernelArrays, full_row_pairs
+from saber_assets.signals.kernels import KernelArrays, full_row_pairs, signal_block
 from saber_assets.signals.thresholds import (
     QMAX,
     Cut,
     ExactSignals,
-    Relevance,
     Threshold,
     ThresholdChoice,
     domain_csr,
     domain_index,
+    group_counts,
     pick_thresholds,
     sort_rows_by_topic,
     viable_intervals,
@@ -41,6 +43,9 @@ from saber_assets.signals.thresholds import (
 
 # rows per kernel call: enough tiles of 64 that the kernel's per-call tables are made rarely
 BLOCK_ROWS = 256
+# rows per triangle block: each pairs with every later row, so a block holds up to n times this
+# many pairs at the floors it is asked for
+TRIANGLE_ROWS = 1024
 
 
 @nb.njit(cache=True, nogil=True)
@@ -209,25 +214,41 @@ def query_rows(
     return full_row_pairs(arrays, wanted, floor_topic, floor_summary)
 
 
+def triangle_pairs(
+    arrays: KernelArrays,
+    floor_topic: int,
+    floor_summary: int,
+    threads: int = 1,
+    block_rows: int | None = None,
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Every unordered pair (i < j) whose topic or summary byte reaches its floor, as chunks
+    (i, j, q_t, q_s) of a block of rows each, computed as they are read and never stored: what
+    the stored pairs' readers (``thresholds.group_counts``, ``percentile_thresholds``) take,
+    for half the kernel work of full rows."""
+    kept, block_rows = 0, block_rows or TRIANGLE_ROWS
+    for r0 in range(0, arrays.n, block_rows):
+        r1 = min(r0 + block_rows, arrays.n)
+        room = max(1024, (kept + kept // 2) // threads)  # per thread's range: the last block's
+        indptr, cols, tq, sq, _ = signal_block(
+            *arrays, r0, r1, floor_topic, floor_summary, n_bins=1, capacity=room, threads=threads
+        )
+        kept = len(cols)
+        yield np.repeat(np.arange(r0, r1), np.diff(indptr)), cols.astype(np.int64), tq, sq
+
+
 def row_group_counts(
     arrays: KernelArrays,
-    row_start: int,
-    row_end: int,
     t_thr: Threshold,
     s_thr: Threshold,
     exact: ExactSignals | None = None,
+    threads: int = 1,
 ) -> np.ndarray:
-    """(rows, 3) topic-only, summary-only and both counts of each row in [row_start, row_end)
-    at given thresholds, from full rows: what a threshold the summaries cannot answer (one given
-    as a number, ``Cut``: its undecided bytes need the exact values) is counted with, a block of
-    rows at a time, nothing stored."""
-    floors = [thr.lowest if isinstance(thr, Cut) else thr + 1 for thr in (t_thr, s_thr)]
-    rel = Relevance(t_thr, s_thr, exact)
-    out = np.zeros((row_end - row_start, 3), dtype=np.int64)
-    for r0 in range(row_start, row_end, BLOCK_ROWS):
-        rows = np.arange(r0, min(r0 + BLOCK_ROWS, row_end))
-        q, c, tq, sq = full_row_pairs(arrays, rows, *floors)
-        t_rel, s_rel = rel.masks(q, c, tq, sq)
-        for g, mask in enumerate((t_rel & ~s_rel, s_rel & ~t_rel, t_rel & s_rel)):
-            out[:, g] += np.bincount(q[mask] - row_start, minlength=row_end - row_start)
+    """(n, 3) topic-only, summary-only and both counts of every row at given thresholds, over
+    the triangle (each pair once, counted for both its rows), nothing stored: what a threshold
+    the summaries cannot answer (one given as a number, ``Cut``: its undecided bytes need the
+    exact values) is counted with."""
+    floors = [thr.lowest if isinstance(thr, Cut) else min(thr + 1, QMAX) for thr in (t_thr, s_thr)]
+    out = np.zeros((arrays.n, 3), dtype=np.int64)
+    for i, j, tq, sq in triangle_pairs(arrays, *floors, threads=threads):
+        out += group_counts(arrays.n, i, j, tq, sq, t_thr, s_thr, exact)
     return out

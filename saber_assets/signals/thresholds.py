@@ -559,3 +559,12 @@ def percentile_thresholds(
             pair.append(float(vals[target[(g, s_)][1] - 1]))
         out[d] = (pair[0], pair[1])
     return out
+
+
+def percentile_taus(by: dict[str | None, tuple[float, float]], scope: str) -> tuple[float, float]:
+    """The thresholds of ``percentile_thresholds``' answer: overall (``scope`` "global"), or
+    each signal's smallest over the domains ("domain")."""
+    if scope == "global":
+        return by[None]
+    per_domain = [v for d, v in by.items() if d is not None]
+    return min(v[0] for v in per_domain), min(v[1] for v in per_domain)
