@@ -281,6 +281,22 @@ class _SeesOnlyBulk(_SeesOnly):
         return self.score(query, all_docs)
 
 
+class _SeesOnlyByRow(_SeesOnlyBulk):
+    """The same, its pool's rows asked by document (as Approach Zero's corpus index is); its
+    whole-pool ranking refused, so the analysis must not take that path."""
+
+    candidates_by_row = True
+
+    def corpus_scores(self, query, all_docs):
+        raise AssertionError("ranked the whole pool where rows were enough")
+
+    def candidate_scores_batch(self, queries, rows, all_docs):
+        self.asked = [len(r) for r in rows]
+        return [
+            self.score(q, [all_docs[r] for r in rs]) for q, rs in zip(queries, rows, strict=True)
+        ]
+
+
 def test_math_vs_words_a_math_only_retriever_makes_math_win():
     from saber_assets.analyses.math_vs_words import math_token_ratio, math_vs_words, variants
 
@@ -314,6 +330,7 @@ def test_math_vs_words_a_math_only_retriever_makes_math_win():
         "math-only": _SeesOnly("math"),
         "words-only": _SeesOnly("words"),
         "math-bulk": _SeesOnlyBulk("math"),
+        "math-by-row": _SeesOnlyByRow("math"),
     }
     per_query, summary = math_vs_words(queries, docs, retrievers, ("statement-statement",))
     at = {(r, d): row for r, _, d, *row in summary.iter_rows()}
@@ -322,6 +339,8 @@ def test_math_vs_words_a_math_only_retriever_makes_math_win():
     assert at[("words-only", "Algebra")][:4] == [2, 1, 0, 0.0]
     assert at[("math-only", "Geometry")][:4] == [1, 0, 0, 100.0]
     assert at[("math-bulk", "Algebra")] == at[("math-only", "Algebra")]
+    assert at[("math-by-row", "Algebra")] == at[("math-only", "Algebra")]
+    assert retrievers["math-by-row"].asked == [5, 5, 5, 5]  # two queries' two variants, top 5
     assert per_query.filter(pl.col("query_id") == "q3")["dropped"].all()
     # a retriever limited to some settings (its registry entry) is tried in those alone
     two = ("statement-statement", "full-full")
@@ -329,7 +348,8 @@ def test_math_vs_words_a_math_only_retriever_makes_math_win():
                                  settings_of={"math-only": ["full-full"]})  # fmt: skip
     tried = per_query.group_by("retriever").agg(pl.col("setting").unique().sort())
     assert dict(tried.iter_rows()) == {"math-only": ["full-full"], "words-only": sorted(two),
-                                       "math-bulk": sorted(two)}  # fmt: skip
+                                       "math-bulk": sorted(two),
+                                       "math-by-row": sorted(two)}  # fmt: skip
 
     # math not in LaTeX: dropped by the regex split, recovered by a (fake) LLM segmentation;
     # a failed segmentation is dropped with its reason
