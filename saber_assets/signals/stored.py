@@ -16,6 +16,7 @@ from saber_assets.signals.prepare import SignalInputs
 from saber_assets.signals.shards import read_header
 from saber_assets.signals.summaries import row_group_counts
 from saber_assets.signals.thresholds import Cut, ExactSignals
+from saber_assets.versions import code_digest
 
 
 def signals_dir(pipeline: PipelineResource) -> Path:
@@ -167,11 +168,10 @@ def cut_viable_rows(
     """Which rows have >= ``k`` candidates in each group at thresholds given as numbers (or
     taken as percentiles), which the summaries cannot answer: counted over the triangle
     (``summaries.row_group_counts``) and kept under what they were counted from, so that the
-    candidates read what the thresholds counted instead of a second kernel pass."""
-    key = hashlib.blake2b(
-        json.dumps([inputs.prefix_version(inputs.n), [c.tau for c in cuts], k]).encode(),
-        digest_size=12,
-    ).hexdigest()
+    candidates read what the thresholds counted instead of a second kernel pass (and the code
+    that counts them: a fixed kernel is not answered from a file its bug wrote)."""
+    what = [inputs.prefix_version(inputs.n), [c.tau for c in cuts], k, code_digest([__name__])]
+    key = hashlib.blake2b(json.dumps(what).encode(), digest_size=12).hexdigest()
     path = d / "viable" / f"{key}.npy"
     if path.exists():
         return np.load(path)
