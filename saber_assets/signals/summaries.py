@@ -33,9 +33,9 @@ from saber_assets.signals.thresholds import (
     ExactSignals,
     Threshold,
     ThresholdChoice,
+    chunk_group_counts,
     domain_csr,
     domain_index,
-    group_counts,
     pick_thresholds,
     sort_rows_by_topic,
     viable_intervals,
@@ -248,7 +248,5 @@ def row_group_counts(
     the summaries cannot answer (one given as a number, ``Cut``: its undecided bytes need the
     exact values) is counted with."""
     floors = [thr.lowest if isinstance(thr, Cut) else min(thr + 1, QMAX) for thr in (t_thr, s_thr)]
-    out = np.zeros((arrays.n, 3), dtype=np.int64)
-    for i, j, tq, sq in triangle_pairs(arrays, *floors, threads=threads):
-        out += group_counts(arrays.n, i, j, tq, sq, t_thr, s_thr, exact)
-    return out
+    chunks = triangle_pairs(arrays, *floors, threads=threads)
+    return chunk_group_counts(chunks, arrays.n, t_thr, s_thr, exact)

@@ -450,10 +450,22 @@ def viable_per_domain(
 ) -> dict[str, int]:
     """Viable queries per domain at given thresholds (quanta), counted directly from the stored
     pairs (i, j, q_t, q_s) in any cut: one pass, nothing gathered or sorted."""
-    counts = np.zeros((len(row_domains), 3), dtype=np.int64)
-    for i, j, tq, sq in chunks:
-        counts += group_counts(len(row_domains), i, j, tq, sq, t_thr, s_thr, exact)
+    counts = chunk_group_counts(chunks, len(row_domains), t_thr, s_thr, exact)
     return viable_by_domain(counts.min(axis=1) >= k, row_domains, domains)
+
+
+def chunk_group_counts(
+    chunks: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+    n: int,
+    t_thr: Threshold,
+    s_thr: Threshold,
+    exact: ExactSignals | None = None,
+) -> np.ndarray:
+    """``group_counts`` of every chunk of pairs, added up: (n, 3) per row."""
+    counts = np.zeros((n, 3), dtype=np.int64)
+    for i, j, tq, sq in chunks:
+        counts += group_counts(n, i, j, tq, sq, t_thr, s_thr, exact)
+    return counts
 
 
 def viable_by_domain(
