@@ -36,7 +36,7 @@ from dagster._time import get_current_datetime
 
 from saber_assets.config import PipelineConfig
 from saber_assets.retrievers.discovery import registry_for
-from saber_assets.retrievers.registry import runnable
+from saber_assets.retrievers.registry import components_of, runnable
 from saber_assets.stages import STAGES, Stage, stage_of
 
 OBSERVE_JOBS = ("observe_inputs", "observe_registry", "observe_training")
@@ -203,6 +203,22 @@ def stage_steps(
         )
         steps.append(Step(stage.job, partition, reasons))
     return steps
+
+
+def components_first(steps: list[Step], entries: list) -> list[Step]:
+    """The runs stage's steps with every fusion after the retrievers it fuses (then in their
+    order): a fusion reads its components' scores from their runs of the same domain when
+    those are current (``leaderboard.saved_runs``), and a build runs its steps one by one."""
+    by_name = {e.name: e for e in entries}
+
+    def depth(name: str, seen: frozenset = frozenset()) -> int:
+        entry = by_name.get(name)
+        if entry is None or name in seen:
+            return 0
+        parts = [c for c, _ in components_of(entry, entries)]
+        return 1 + max((depth(c, seen | {name}) for c in parts), default=-1)
+
+    return sorted(steps, key=lambda s: depth(str(s.partition).split("|")[-1]))
 
 
 ANNOUNCED: set[str] = set()

@@ -193,10 +193,17 @@ def build(
     home = data_home()
     from dagster import DagsterInstance
 
-    from saber_assets.build import partition_filter, runnable_names, selected_stages, stage_steps
+    from saber_assets.build import (
+        components_first,
+        partition_filter,
+        runnable_names,
+        selected_stages,
+        stage_steps,
+    )
     from saber_assets.definitions import make_definitions
     from saber_assets.lib.dead_runs import process_tags, reap_dead_runs
     from saber_assets.ontology.domains import domain_keys
+    from saber_assets.retrievers.discovery import registry_for
 
     defs = make_definitions(config, home)
     select = domain_selection(select or [], domain_keys(cfg.ontology))
@@ -237,7 +244,10 @@ def build(
             continue
         # asked only now: the previous stage may have given this one new inputs
         keep = partition_filter(stage, domains, retrievers)
-        for step in stage_steps(defs.get_repository_def(), instance, stage, keep, force):
+        steps = stage_steps(defs.get_repository_def(), instance, stage, keep, force)
+        if stage.job == "build_runs":
+            steps = components_first(steps, registry_for(cfg))
+        for step in steps:
             if not step.reasons:
                 skipped += 1
                 continue

@@ -146,7 +146,8 @@ def leaderboard(
                 f"no runs for {e.name!r}: " + (f"it cannot run here ({why})" if why else "not yet")
             )
             continue
-        runs = pl.concat([pl.read_parquet(f) for f in files])
+        # diagonal: a domain's file written before a column was added still reads
+        runs = pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
         if excluded:
             runs = runs.filter(~pl.col("query_id").is_in(sorted(excluded)))
         all_runs.append(runs.with_columns(pl.lit(e.name).alias("retriever")))

@@ -208,7 +208,10 @@ def evaluate(
                 rows.append(row | failed(str(exc)))
                 continue
             row["latency_ms"] = (
-                per_query_ms if shared or by_row else 1000 * (time.perf_counter() - t0)
+                per_query_ms
+                if shared or by_row
+                # a fusion's scores read from its components' runs cost what those runs measured
+                else 1000 * (time.perf_counter() - t0) + getattr(retriever, "last_saved_ms", 0.0)
             )
             # documents a re-ranker could not judge (kept in first-stage order, counted)
             row["doc_failures"] = int(getattr(retriever, "last_failed", 0))

@@ -9,12 +9,21 @@ from dagster import (
     AssetExecutionContext,
     AssetIn,
     MaterializeResult,
+    MetadataValue,
     MultiToSingleDimensionPartitionMapping,
     Nothing,
 )
 
 from saber_assets.benchmark.data import Benchmark
+from saber_assets.benchmark.texts import document_texts
 from saber_assets.leaderboard.evaluate import evaluate
+from saber_assets.leaderboard.provenance import SCORING_CODE
+from saber_assets.leaderboard.saved_runs import (
+    RUN_KEY,
+    component_scores,
+    evaluated_queries,
+    run_key,
+)
 from saber_assets.leaderboard.trec_runs import write_run
 from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import llm_metadata, stage_metadata
@@ -24,7 +33,13 @@ from saber_assets.outputs import written_whole
 from saber_assets.resources import PipelineResource
 from saber_assets.retrievers.discovery import entry_settings, registered_entry
 from saber_assets.retrievers.indexes import prepare_index
-from saber_assets.retrievers.registry import RetrieverResources, build_retriever, needs_judge
+from saber_assets.retrievers.registry import (
+    RetrieverResources,
+    build_retriever,
+    components_of,
+    needs_judge,
+)
+from saber_assets.versions import code_digest
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
 
@@ -73,6 +88,7 @@ def retriever_runs(
     frames, meta = [], {}
     t0 = time.perf_counter()
     doc_ids = bench.documents["id"].to_list()
+    code, components = code_digest(SCORING_CODE), components_of(entry, entries)
     for setting in entry_settings(pipeline, entry):
         index = prepare_index(pipeline, retriever, entry, bench, setting)
         if index is not None:
@@ -80,7 +96,15 @@ def retriever_runs(
                 f"{'built' if index.built else 'read'} in {index.seconds:.2f}s"
                 + (f" (rebuilt: {index.rebuilt_because})" if index.rebuilt_because else "")
             )
+        queries, texts = evaluated_queries(bench, setting, rows), document_texts(bench, setting)
+        if components:  # a fusion: its components' scores from their runs where they are current
+            saved, lines = component_scores(
+                out_dir.parent, components, domain_key, setting, texts, queries, code
+            )
+            retriever.reuse(saved)
+            meta[f"components {setting}"] = MetadataValue.md("\n".join(f"- {x}" for x in lines))
         df = evaluate(retriever, bench, setting, cfg.k, rows, cfg.full_corpus and entry.full_corpus)
+        df = df.with_columns(pl.lit(run_key(entry, setting, texts, queries, code)).alias(RUN_KEY))
         frames.append(df)
         run = {}
         for qid, cands, scores in zip(

@@ -3,7 +3,8 @@ in-memory identity. The settings and their texts are the benchmark's (``benchmar
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -23,6 +24,17 @@ def docs_key(docs: list[str]) -> tuple[int, int]:
     key = (len(docs), hash(tuple(docs)))
     _last_key[:] = [docs, key]
     return key
+
+
+def scores_key(query: str, docs: Sequence[str]) -> bytes:
+    """Content key of one scoring request: the query's text and its documents' texts, in order
+    (where a retriever's saved scores for the same request are found again)."""
+    h = hashlib.blake2b(digest_size=16)
+    for text in (query, *docs):
+        b = text.encode()
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
+    return h.digest()
 
 
 class Retriever(Protocol):

@@ -13,10 +13,12 @@ library's sort."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
-from saber_assets.retrievers.base import Kind
+from saber_assets.retrievers.base import Kind, scores_key
 
 
 def given_order_ranks(scores: np.ndarray) -> np.ndarray:
@@ -55,7 +57,24 @@ def wsum(per_component: list[np.ndarray], weights: list[float]) -> np.ndarray:
 NATIVE = {"rrf": rrf, "wsum": wsum}
 
 
+@dataclass(frozen=True)
+class SavedScores:
+    """A component's scores for one request, read from its own run: the scores, the latency its
+    run measured for them and the documents it could not judge."""
+
+    scores: np.ndarray
+    latency_ms: float
+    doc_failures: int = 0
+
+
 class FusionRetriever:
+    """Fuses its components' scores for each request. A component's scores come from its saved
+    run where ``reuse`` gave them (looked up by ``scores_key``), else from the component, fitted
+    (``fit_corpus`` / ``fit_candidates``) only when first asked: a component whose every score was
+    read is never fitted. After each ``score``: ``last_saved_ms`` (the latency the read scores
+    cost their own runs, which the fusion's latency includes), ``last_failed`` (documents the
+    components could not judge) and ``last_reused`` (components read, not run)."""
+
     def __init__(
         self, name: str, components: list, method: str = "rrf", params: dict | None = None
     ) -> None:
@@ -67,6 +86,37 @@ class FusionRetriever:
             method,
             params or {},
         )
+        self.saved: list[Mapping[bytes, SavedScores]] = [{} for _ in components]
+        self._fits: list[tuple[str, list[str]]] = []
+        self._fitted = [True] * len(components)
+        self.last_saved_ms, self.last_failed, self.last_reused = 0.0, 0, 0
+
+    def reuse(self, saved: list[Mapping[bytes, SavedScores]]) -> None:
+        """Each component's saved scores by request (``scores_key``), in component order."""
+        if len(saved) != len(self.components):
+            raise ValueError(f"{len(saved)} saved runs for {len(self.components)} components")
+        self.saved = list(saved)
+
+    def fit_corpus(self, all_docs: list[str]) -> None:
+        self._fits = []  # another document set: what was fitted before is not this one's
+        self._defer("fit_corpus", all_docs)
+
+    def fit_candidates(self, docs: list[str]) -> None:
+        self._defer("fit_candidates", docs)
+
+    def _defer(self, method: str, docs: list[str]) -> None:
+        self._fits = [f for f in self._fits if f[0] != method] + [(method, docs)]
+        self._fitted = [False] * len(self.components)
+
+    def _ready(self, i: int):
+        """Component ``i``, fitted as the evaluation fitted the fusion."""
+        c = self.components[i]
+        if not self._fitted[i]:
+            for method, docs in self._fits:
+                if hasattr(c, method):
+                    getattr(c, method)(docs)
+            self._fitted[i] = True
+        return c
 
     def _fuse(self, per_component: list[np.ndarray]) -> np.ndarray:
         if self.method in NATIVE:
@@ -74,10 +124,28 @@ class FusionRetriever:
         return ranx_fuse(per_component, self.method, self.params)
 
     def score(self, query: str, docs: list[str]) -> np.ndarray:
-        return self._fuse([np.asarray(c.score(query, docs)) for c in self.components])
+        key = scores_key(query, docs) if any(self.saved) else b""
+        per_component, self.last_saved_ms, self.last_failed, self.last_reused = [], 0.0, 0, 0
+        for i, saved in enumerate(self.saved):
+            hit = saved.get(key)
+            if hit is not None and len(hit.scores) == len(docs):
+                per_component.append(hit.scores)
+                self.last_saved_ms += hit.latency_ms
+                self.last_failed += hit.doc_failures
+                self.last_reused += 1
+                continue
+            c = self._ready(i)
+            per_component.append(np.asarray(c.score(query, docs)))
+            self.last_failed += int(getattr(c, "last_failed", 0))
+        return self._fuse(per_component)
 
     def corpus_scores(self, query: str, all_docs: list[str]) -> np.ndarray:
-        return self._fuse([np.asarray(c.corpus_scores(query, all_docs)) for c in self.components])
+        return self._fuse(
+            [
+                np.asarray(self._ready(i).corpus_scores(query, all_docs))
+                for i in range(len(self.components))
+            ]
+        )
 
 
 def ranx_fuse(per_component: list[np.ndarray], method: str, params: dict | None) -> np.ndarray:
