@@ -256,28 +256,76 @@ def test_incremental_build_runs_only_what_changed(shared_build, tmp_path, monkey
     cfg = built.copy_to(tmp_path, monkeypatch)
     assert main(["build", "--config", str(cfg)]) == 0
     assert _steps(capsys.readouterr().out) == (0, ran)
-    # a new retriever: its runs (one per domain), the leaderboard and the analyses, nothing else
+    # a new retriever and a fusion of it: their runs (one per domain; the fusion's after the
+    # retriever's, though its name sorts first), the leaderboard and the analyses, nothing else
     registry = tmp_path / "retrievers.yaml"
-    registry.write_text(registry.read_text() + "  - {name: tfidf, kind: tfidf}\n")
+    registry.write_text(
+        registry.read_text() + "  - {name: tfidf, kind: tfidf}\n"
+        "  - {name: rrf, kind: fusion, params: {retrievers: [bm25, tfidf]}}\n"
+    )
     assert main(["build", "--config", str(cfg)]) == 0
     out = capsys.readouterr().out
     n_domains = len(re.findall(r"query_candidates \[", first))
-    assert re.findall(r"retriever_runs \[[^|\]]+\|(\S+)\]", out) == ["tfidf"] * n_domains
-    assert re.findall(r"retriever_index \[(\S+)\]", out) == ["tfidf"]
-    assert _steps(out)[0] == n_domains + 3 and "leaderboard " in out
-    # a changed entry: its index and runs again (its own entry is part of their fingerprints)
+    ran = re.findall(r"retriever_runs \[[^|\]]+\|(\S+)\]", out)
+    assert ran == ["tfidf"] * n_domains + ["rrf"] * n_domains
+    # a fusion's index partition holds nothing, but it is the registry entry's partition too
+    assert sorted(re.findall(r"retriever_index \[(\S+)\]", out)) == ["rrf", "tfidf"]
+    assert _steps(out)[0] == 2 * n_domains + 4 and "leaderboard " in out
+    _fusion_read_its_components(cfg, tmp_path / "home", registry)
+    # a changed entry: its index and runs again (its own entry is part of their fingerprints),
+    # and the fusion's, which reads its new runs
     registry.write_text(
         registry.read_text().replace("kind: tfidf}", "kind: tfidf, params: {tokenizer: plain}}")
     )
     assert main(["build", "--config", str(cfg)]) == 0
     out = capsys.readouterr().out
-    assert re.findall(r"retriever_runs \[[^|\]]+\|(\S+)\]", out) == ["tfidf"] * n_domains
-    assert re.findall(r"retriever_index \[(\S+)\]", out) == ["tfidf"]
+    ran = re.findall(r"retriever_runs \[[^|\]]+\|(\S+)\]", out)
+    assert ran == ["tfidf"] * n_domains + ["rrf"] * n_domains
+    assert sorted(re.findall(r"retriever_index \[(\S+)\]", out)) == ["rrf", "tfidf"]
+    _fusion_read_its_components(cfg, tmp_path / "home", registry)
     # more tournament rounds: tests/test_ui.py builds that change (and the UI shows it unsynced)
     # --force runs everything again; --select limits it
     assert main(["build", "--config", str(cfg), "--select", "leaderboard", "--force"]) == 0
     assert _steps(capsys.readouterr().out)[0] == 1
     _training_data_is_audited_and_scored_clean(cfg, tmp_path, capsys)
+
+
+def _fusion_read_its_components(cfg: Path, home: Path, registry: Path) -> None:
+    """Every domain's fusion run read both components' scores from their runs
+    (``leaderboard.saved_runs``) and holds the scores of the fusion that runs them itself."""
+    from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
+
+    from saber_assets.config import load_config
+    from saber_assets.leaderboard.evaluate import evaluate
+    from saber_assets.ontology.domains import domain_keys
+    from saber_assets.retrievers.registry import (
+        RetrieverResources,
+        build_retriever,
+        load_registry,
+    )
+
+    setting = "statement-statement"
+    bench = Benchmark.read(home / "tiny" / "evaluation_benchmark")
+    entries = load_registry(registry)
+    runs = pl.concat(
+        [pl.read_parquet(f) for f in (home / "tiny" / "runs" / "rrf").glob("*.parquet")]
+    )
+    with DagsterInstance.from_config(str(home / "dagster_home")) as instance:
+        for title, key in domain_keys(load_config(cfg).ontology).items():
+            rows = [i for i, ds in enumerate(bench.queries["domains"].to_list()) if title in ds]
+            if not rows:
+                continue
+            where = AssetRecordsFilter(AssetKey("retriever_runs"), [f"{key}|rrf"])
+            [record] = instance.fetch_materializations(where, limit=1).records
+            lines = record.asset_materialization.metadata[f"components {setting}"].value
+            assert lines == "\n".join(
+                f"- {c}: {len(rows)} of {len(rows)} queries' scores read from its run"
+                for c in ("bm25", "tfidf")
+            )
+            fresh = build_retriever(entries[-1], RetrieverResources(entries=entries))
+            want = evaluate(fresh, bench, setting, 10, rows, full_corpus=False)
+            got = runs.filter(pl.col("partition_domain") == title, pl.col("setting") == setting)
+            assert got["scores"].to_list() == want["scores"].to_list()
 
 
 def _training_data_is_audited_and_scored_clean(cfg, tmp_path, capsys):
