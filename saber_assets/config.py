@@ -259,7 +259,8 @@ class SignalConfig(_Strict):
     # and the candidates); or `summaries`, each row's viability summary (two bytes per topic
     # threshold: which summary thresholds leave it K candidates in each group) from a pass over
     # full rows, the chosen queries' rows computed again for their candidates (no stored pair;
-    # twice the kernel work, a fraction of the bytes; percentile thresholds need `pairs`)
+    # twice the kernel work, a fraction of the bytes; given and percentile thresholds are
+    # counted over the pairs computed again, each once)
     layout: Literal["pairs", "summaries"] = "pairs"
     # Memory for the threshold sweep's gathered pairs (both directions of a group of rows at a
     # time, one pass over the shard files per group). None: a quarter of what this process may
