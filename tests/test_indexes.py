@@ -11,7 +11,7 @@ import pytest
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.benchmark.texts import SETTINGS, document_side, document_texts
 from saber_assets.leaderboard.evaluate import evaluate
-from saber_assets.retrievers import a0_search
+from saber_assets.retrievers import a0_search, indexes
 from saber_assets.retrievers import approach0 as a0
 from saber_assets.retrievers.approach0 import Approach0Retriever
 from saber_assets.retrievers.assets import drop_per_setting_indexes
@@ -78,8 +78,11 @@ def test_a_loaded_index_scores_exactly_like_fitting_and_redoes_no_document_work(
 
     fresh = MAKERS[name]()
     spy = _spy(fresh)
-    info = ensure_index(fresh, entry, setting, docs, tmp_path / "ix")
-    assert not info.built and info.rebuilt_because is None
+    # a load reads the size the build wrote down instead of walking the index's files
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(indexes, "_size", lambda path: pytest.fail(f"walked {path}"))
+        info = ensure_index(fresh, entry, setting, docs, tmp_path / "ix")
+    assert not info.built and info.rebuilt_because is None and info.bytes == built.bytes
     with_index = evaluate(fresh, bench, setting, 10)
     without = evaluate(MAKERS[name](), bench, setting, 10)
     # the same floats, not close ones: a speed change, not a metric change
