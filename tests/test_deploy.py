@@ -218,13 +218,18 @@ def test_every_job_sizes_its_pods_through_the_launchers_tag():
         assert K8S_TAG in jobs[name].tags
     # the shards cover the expected corpus: no last shard swallowing the rest
     assert cfg.signals.shards * cfg.signals.rows_per_shard >= cfg.pods.expected_problems
-    gib = shard_pod_memory_gib(cfg.pods.expected_problems, cfg.signals.rows_per_shard)
+    # the cluster config keeps viability summaries: a block of full rows per thread
+    assert cfg.signals.layout == "summaries"
+    threads = cfg.signals.threads
+    gib = shard_pod_memory_gib(
+        cfg.pods.expected_problems, cfg.signals.rows_per_shard, summaries_threads=threads
+    )
     assert sizes["build_signal_shards"] == {"cpu": str(cfg.signals.threads), "memory": f"{gib}Gi"}
     # too few shards: the last one takes the rest of the corpus, and its pod is sized for it
     few = cfg.model_copy(update={"signals": cfg.signals.model_copy(update={"shards": 16})})
     rows = cfg.pods.expected_problems - 15 * cfg.signals.rows_per_shard
     assert pod_size("build_signal_shards", few).memory == (
-        f"{shard_pod_memory_gib(cfg.pods.expected_problems, rows)}Gi"
+        f"{shard_pod_memory_gib(cfg.pods.expected_problems, rows, summaries_threads=threads)}Gi"
     )
     assert sizes["build_annotations"] == sizes["build_domains"] == cfg.pods.llm.model_dump()
     # the jobs the guide tells an operator to launch exist
@@ -465,6 +470,7 @@ def test_a_summaries_shard_pod_holds_a_block_of_full_rows_per_thread_not_the_sha
         283_000, 70_000
     )
     cfg = load_config(REPO_ROOT / "configs" / "cluster.yaml")
+    cfg.signals.layout = "pairs"
     pairs = pod_size("build_signal_shards", cfg)
     cfg.signals.layout = "summaries"
     summaries = pod_size("build_signal_shards", cfg)
