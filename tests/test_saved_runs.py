@@ -5,12 +5,14 @@ scored again, and said so."""
 import numpy as np
 import polars as pl
 
+from saber_assets.benchmark.data import Benchmark
 from saber_assets.benchmark.texts import document_texts
 from saber_assets.build import Step, components_first
 from saber_assets.leaderboard.evaluate import evaluate
 from saber_assets.leaderboard.saved_runs import (
     RUN_KEY,
     component_scores,
+    documents_digest,
     evaluated_queries,
     run_key,
     saved_scores,
@@ -59,7 +61,8 @@ def _write_runs(tmp_path, bench, rows, fail=()):
                 failed=pl.int_range(pl.len()) == 0,
                 scores=pl.when(pl.int_range(pl.len()) == 0).then(None).otherwise(pl.col("scores")),
             )
-        df = df.with_columns(pl.lit(run_key(e, SETTING, texts, queries, CODE)).alias(RUN_KEY))
+        key = run_key(e, SETTING, documents_digest(bench), queries, CODE)
+        df = df.with_columns(pl.lit(key).alias(RUN_KEY))
         (tmp_path / e.name).mkdir(exist_ok=True)
         df.write_parquet(tmp_path / e.name / "A.parquet")
     return texts, queries
@@ -79,7 +82,7 @@ def test_a_fusion_reads_its_components_runs_and_scores_what_it_computes(tmp_path
 
     fusion = _fusion()
     saved, lines = component_scores(
-        tmp_path, [(e.name, e) for e in ENTRIES[:3]], "A", SETTING, texts, queries, CODE
+        tmp_path, [(e.name, e) for e in ENTRIES[:3]], "A", SETTING, bench, queries, CODE
     )
     assert lines == [f"{e.name}: 20 of 20 queries' scores read from its run" for e in ENTRIES[:3]]
     fusion.reuse(saved)
@@ -118,7 +121,7 @@ def test_runs_of_other_inputs_missing_runs_and_failed_queries_are_scored_again(t
     comps = [(e.name, e) for e in ENTRIES[:3]]
 
     def lines(**kw):
-        args = {"components": comps, "domain_key": "A", "setting": SETTING, "doc_texts": texts}
+        args = {"components": comps, "domain_key": "A", "setting": SETTING, "bench": bench}
         return component_scores(tmp_path, **(args | {"queries": queries, "code": CODE} | kw))[1]
 
     assert (
@@ -134,8 +137,14 @@ def test_runs_of_other_inputs_missing_runs_and_failed_queries_are_scored_again(t
     assert all("no run of this domain yet" in x for x in lines(domain_key="B"))
     assert lines(components=[("gone", None)]) == ["gone: not registered"]
     # another document text
-    texts2 = [*texts[:-1], texts[-1] + " changed"]
-    assert all("other inputs" in x for x in lines(doc_texts=texts2))
+    docs = bench.documents.with_columns(
+        pl.when(pl.int_range(pl.len()) == pl.len() - 1)
+        .then(pl.col("problem") + " changed")
+        .otherwise(pl.col("problem"))
+        .alias("problem")
+    )
+    changed = Benchmark(bench.queries, docs, bench.manifest)
+    assert all("other inputs" in x for x in lines(bench=changed))
     # a run file written before runs were keyed
     f = tmp_path / "bm25" / "A.parquet"
     pl.read_parquet(f).drop(RUN_KEY).write_parquet(f)
@@ -183,7 +192,7 @@ def test_saved_scores_keep_their_floats(tmp_path):
     bench = _bench()
     rows = [0, 1]
     texts, queries = _write_runs(tmp_path, bench, rows)
-    key = run_key(ENTRIES[0], SETTING, texts, queries, CODE)
+    key = run_key(ENTRIES[0], SETTING, documents_digest(bench), queries, CODE)
     found, _ = saved_scores(tmp_path / ENTRIES[0].name / "A.parquet", key, SETTING, texts, queries)
     stored = pl.read_parquet(tmp_path / ENTRIES[0].name / "A.parquet")["scores"].to_list()
     assert [v.scores.tolist() for v in found.values()] == stored

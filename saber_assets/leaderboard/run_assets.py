@@ -15,12 +15,12 @@ from dagster import (
 )
 
 from saber_assets.benchmark.data import Benchmark
-from saber_assets.benchmark.texts import document_texts
 from saber_assets.leaderboard.evaluate import evaluate
 from saber_assets.leaderboard.provenance import SCORING_CODE
 from saber_assets.leaderboard.saved_runs import (
     RUN_KEY,
     component_scores,
+    documents_digest,
     evaluated_queries,
     run_key,
 )
@@ -89,6 +89,7 @@ def retriever_runs(
     t0 = time.perf_counter()
     doc_ids = bench.documents["id"].to_list()
     code, components = code_digest(SCORING_CODE), components_of(entry, entries)
+    documents = documents_digest(bench)
     for setting in entry_settings(pipeline, entry):
         index = prepare_index(pipeline, retriever, entry, bench, setting)
         if index is not None:
@@ -96,15 +97,16 @@ def retriever_runs(
                 f"{'built' if index.built else 'read'} in {index.seconds:.2f}s"
                 + (f" (rebuilt: {index.rebuilt_because})" if index.rebuilt_because else "")
             )
-        queries, texts = evaluated_queries(bench, setting, rows), document_texts(bench, setting)
+        queries = evaluated_queries(bench, setting, rows)
         if components:  # a fusion: its components' scores from their runs where they are current
             saved, lines = component_scores(
-                out_dir.parent, components, domain_key, setting, texts, queries, code
+                out_dir.parent, components, domain_key, setting, bench, queries, code
             )
             retriever.reuse(saved)
             meta[f"components {setting}"] = MetadataValue.md("\n".join(f"- {x}" for x in lines))
         df = evaluate(retriever, bench, setting, cfg.k, rows, cfg.full_corpus and entry.full_corpus)
-        df = df.with_columns(pl.lit(run_key(entry, setting, texts, queries, code)).alias(RUN_KEY))
+        key = run_key(entry, setting, documents, queries, code)
+        df = df.with_columns(pl.lit(key).alias(RUN_KEY))
         frames.append(df)
         run = {}
         for qid, cands, scores in zip(

@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 
 from saber_assets.benchmark.data import Benchmark
-from saber_assets.benchmark.texts import setting_texts
+from saber_assets.benchmark.texts import document_texts, setting_texts
 from saber_assets.leaderboard.provenance import provenance
 from saber_assets.retrievers.base import scores_key
 from saber_assets.retrievers.entries import RetrieverEntry
@@ -41,18 +41,24 @@ def evaluated_queries(bench: Benchmark, setting: str, rows: list[int]) -> list[Q
     ]
 
 
+def documents_digest(bench: Benchmark) -> str:
+    """Identity of the benchmark's documents (ids and texts, in order), for run keys: a hash of
+    every row (polars', 30 ms at 283K documents where hashing the texts took 0.2–0.5 s a setting,
+    paid by every run). Another polars may hash otherwise: a fusion then scores its components
+    itself once, never reads a run of other documents."""
+    rows = bench.documents.select("id", "problem", "solution").hash_rows(1, 2, 3, 4)
+    return hashlib.blake2b(rows.to_numpy().tobytes(), digest_size=16).hexdigest()
+
+
 def run_key(
-    entry: RetrieverEntry, setting: str, doc_texts: list[str], queries: list[Query], code: str
+    entry: RetrieverEntry, setting: str, documents: str, queries: list[Query], code: str
 ) -> str:
-    """The key of an entry's run over ``queries`` in ``setting`` (module docstring); ``code``:
-    the scoring code's digest (``provenance.SCORING_CODE``)."""
+    """The key of an entry's run over ``queries`` in ``setting`` (module docstring):
+    ``documents``, the benchmark's ``documents_digest``; ``code``, the scoring code's digest
+    (``provenance.SCORING_CODE``)."""
     fields = {k: v for k, v in provenance(entry, "", code).items() if k != "benchmark_id"}
     h = hashlib.blake2b(digest_size=16)
-    h.update(json.dumps([fields, setting], sort_keys=True, default=str).encode())
-    for text in doc_texts:
-        b = text.encode()
-        h.update(len(b).to_bytes(8, "little"))
-        h.update(b)
+    h.update(json.dumps([fields, setting, documents], sort_keys=True, default=str).encode())
     for qid, text, cands in queries:
         h.update(scores_key(qid, [text]))
         h.update(np.asarray(cands, dtype=np.int64).tobytes() + b"|")
@@ -98,18 +104,19 @@ def component_scores(
     components: list[tuple[str, RetrieverEntry | None]],
     domain_key: str,
     setting: str,
-    doc_texts: list[str],
+    bench: Benchmark,
     queries: list[Query],
     code: str,
 ) -> tuple[list[dict[bytes, SavedScores]], list[str]]:
     """For a fusion's ``components`` (``registry.components_of``): each one's saved scores for
     this domain's ``queries`` in ``setting`` (``FusionRetriever.reuse``), and a line for each."""
+    documents, doc_texts = documents_digest(bench), document_texts(bench, setting)
     saved, lines = [], []
     for name, entry in components:
         if entry is None:
             found, line = {}, "not registered"
         else:
-            key = run_key(entry, setting, doc_texts, queries, code)
+            key = run_key(entry, setting, documents, queries, code)
             found, line = saved_scores(
                 runs_dir / name / f"{domain_key}.parquet", key, setting, doc_texts, queries
             )
