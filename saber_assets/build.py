@@ -211,12 +211,11 @@ def components_first(steps: list[Step], entries: list) -> list[Step]:
     those are current (``leaderboard.saved_runs``), and a build runs its steps one by one."""
     by_name = {e.name: e for e in entries}
 
-    def depth(name: str, seen: frozenset = frozenset()) -> int:
+    def depth(name: str) -> int:
         entry = by_name.get(name)
-        if entry is None or name in seen:
+        if entry is None:
             return 0
-        parts = [c for c, _ in components_of(entry, entries)]
-        return 1 + max((depth(c, seen | {name}) for c in parts), default=-1)
+        return 1 + max((depth(c) for c, _ in components_of(entry, entries)), default=-1)
 
     return sorted(steps, key=lambda s: depth(str(s.partition).split("|")[-1]))
 

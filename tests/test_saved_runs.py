@@ -82,7 +82,14 @@ def test_a_fusion_reads_its_components_runs_and_scores_what_it_computes(tmp_path
 
     fusion = _fusion()
     saved, lines = component_scores(
-        tmp_path, [(e.name, e) for e in ENTRIES[:3]], "A", SETTING, bench, queries, CODE
+        tmp_path,
+        [(e.name, e) for e in ENTRIES[:3]],
+        "A",
+        SETTING,
+        bench,
+        queries,
+        documents_digest(bench),
+        CODE,
     )
     assert lines == [f"{e.name}: 20 of 20 queries' scores read from its run" for e in ENTRIES[:3]]
     fusion.reuse(saved)
@@ -122,7 +129,8 @@ def test_runs_of_other_inputs_missing_runs_and_failed_queries_are_scored_again(t
 
     def lines(**kw):
         args = {"components": comps, "domain_key": "A", "setting": SETTING, "bench": bench}
-        return component_scores(tmp_path, **(args | {"queries": queries, "code": CODE} | kw))[1]
+        args |= {"queries": queries, "code": CODE} | kw
+        return component_scores(tmp_path, documents=documents_digest(args["bench"]), **args)[1]
 
     assert (
         lines()[1]

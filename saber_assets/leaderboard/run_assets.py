@@ -100,7 +100,7 @@ def retriever_runs(
         queries = evaluated_queries(bench, setting, rows)
         if components:  # a fusion: its components' scores from their runs where they are current
             saved, lines = component_scores(
-                out_dir.parent, components, domain_key, setting, bench, queries, code
+                out_dir.parent, components, domain_key, setting, bench, queries, documents, code
             )
             retriever.reuse(saved)
             meta[f"components {setting}"] = MetadataValue.md("\n".join(f"- {x}" for x in lines))

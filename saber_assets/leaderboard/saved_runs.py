@@ -106,11 +106,13 @@ def component_scores(
     setting: str,
     bench: Benchmark,
     queries: list[Query],
+    documents: str,
     code: str,
 ) -> tuple[list[dict[bytes, SavedScores]], list[str]]:
     """For a fusion's ``components`` (``registry.components_of``): each one's saved scores for
-    this domain's ``queries`` in ``setting`` (``FusionRetriever.reuse``), and a line for each."""
-    documents, doc_texts = documents_digest(bench), document_texts(bench, setting)
+    this domain's ``queries`` in ``setting`` (``FusionRetriever.reuse``), and a line for each;
+    ``documents``: the benchmark's ``documents_digest``."""
+    doc_texts = document_texts(bench, setting)
     saved, lines = [], []
     for name, entry in components:
         if entry is None:
