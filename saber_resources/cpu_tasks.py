@@ -3,8 +3,8 @@
 They make the embedded default run end to end on a laptop. They are honest stand-ins, not judges:
 - topics: cosine between the problem statement and the topic titles (MiniLM); the traversal
   normalises them like any backend's scores (min-max per request);
-- summary: an extractive key-technique sentence (named techniques found in the solution, else the
-  solution's first idea-bearing sentence without formulas), or None;
+- summary: the goal, objects and method of ``core_ideas.core_idea`` in one imperative sentence,
+  or None for a solution without reasoning;
 - pair and pointwise judge: ``EvidenceScorer`` — MiniLM cosine of problem + solution, named
   technique overlap of the solutions, and the pipeline's topic / summary signals, in a stated,
   versioned formula; P(first better) from the margin. MiniLM is the judge's and annotator's model
@@ -20,9 +20,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from saber_resources.core_ideas import core_idea, named_techniques
 from saber_resources.embeddings import Embedder
 from saber_resources.llm_tasks import Outcome, TaskStats
-from saber_resources.prompts import ParseError, check_summary, problem_text
+from saber_resources.prompts import check_summary, problem_text
 
 _GLUED = re.compile(r"(?<=[a-z])(and|of|in|on|the|for|with|to)(?=[A-Z])")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -76,106 +77,23 @@ class CPUTopicScorer(_CPUTask):
         return self.score_batch([(text, labels)])[0].value  # type: ignore[return-value]
 
 
-# Named techniques, most specific first; the canonical phrase is what the summary says.
-TECHNIQUES: list[tuple[str, str]] = [
-    (r"vieta", "Vieta's formulas"),
-    (r"pigeonhole", "the pigeonhole principle"),
-    (r"inclusion[- ]exclusion", "inclusion-exclusion"),
-    (r"complementary counting|complement", "complementary counting"),
-    (r"stars and bars", "stars and bars"),
-    (r"casework|\bcase \d|\bcases\b", "casework"),
-    (r"induction|inductive", "induction"),
-    (r"contradiction", "proof by contradiction"),
-    (r"am-gm|am ?- ?gm|arithmetic mean.{0,20}geometric mean", "the AM-GM inequality"),
-    (r"cauchy", "the Cauchy-Schwarz inequality"),
-    (r"triangle inequality", "the triangle inequality"),
-    (r"pythagor", "the Pythagorean theorem"),
-    (r"law of cosines", "the law of cosines"),
-    (r"law of sines", "the law of sines"),
-    (r"similar triangles|similarity|similar", "similar triangles"),
-    (r"angle bisector", "the angle bisector theorem"),
-    (r"power of a point", "power of a point"),
-    (r"heron", "Heron's formula"),
-    (r"shoelace", "the shoelace formula"),
-    (r"coordinates?", "coordinates"),
-    (r"vectors?", "vectors"),
-    (r"complex numbers?|roots of unity", "complex numbers"),
-    (r"trigonometric identit|double angle|sum-to-product", "trigonometric identities"),
-    (r"fermat's little", "Fermat's little theorem"),
-    (r"chinese remainder", "the Chinese remainder theorem"),
-    (r"euclidean algorithm|\bgcd\b|greatest common divisor", "the Euclidean algorithm"),
-    (r"modul|congruen|\bmod\b|remainder", "modular arithmetic"),
-    (r"prime factori[sz]ation|prime factors?", "prime factorization"),
-    (r"parity|even and odd|odd and even", "a parity argument"),
-    (r"invariant", "an invariant"),
-    (r"extremal|maximal element|minimal counterexample", "the extremal principle"),
-    (r"generating function", "generating functions"),
-    (r"recurrence|recursion|recursive", "a recurrence"),
-    (r"binomial theorem|binomial coefficient|\\binom|choose", "binomial coefficients"),
-    (r"telescop", "telescoping sums"),
-    (r"geometric series|geometric sequence", "geometric series"),
-    (r"arithmetic series|arithmetic sequence", "arithmetic sequences"),
-    (r"completing the square|complete the square", "completing the square"),
-    (r"difference of squares", "the difference of squares"),
-    (r"factor", "factoring"),
-    (r"substitut", "substitution"),
-    (r"symmetr", "symmetry"),
-    (r"derivative|differentiat", "derivatives"),
-    (r"integra", "integration"),
-    (r"limit", "limits"),
-    (r"probabilit", "probability of equally likely outcomes"),
-    (r"system of equations|elimination", "solving a system of equations"),
-    (r"quadratic formula|discriminant", "the quadratic formula"),
-]
-_TECH = [(re.compile(p, re.IGNORECASE), name) for p, name in TECHNIQUES]
-MATH_SPAN = re.compile(
-    r"\$\$.*?\$\$|\$.*?\$|\\\[.*?\\\]|\\\(.*?\\\)|\\begin\{.*?\\end\{[a-z*]+\}", re.DOTALL
-)
-_CUE = re.compile(
-    r"^(note|notice|observe|recall|consider|use|apply) that\b|^(note|notice|observe)\b",
-    re.IGNORECASE,
-)
-
-
 class CPUSummarizer(_CPUTask):
-    version = "cpu-extractive/v1"
+    """The core idea built from the problem's goal and objects and the solution's named
+    techniques or operations (``core_ideas.core_idea``); None only for a solution without
+    reasoning."""
+
+    version = "cpu-core-idea/v2"
 
     def __init__(self) -> None:
-        self.model = "extractive-techniques"
+        self.model = "technique-catalogue"
         self.stats = TaskStats()
 
-    def summarize_one(self, problem: str, solution: str) -> str | None:
-        found: list[tuple[int, str]] = []
-        for pattern, name in _TECH:
-            m = pattern.search(solution)
-            if m and name not in (n for _, n in found):
-                found.append((m.start(), name))
-        names = [n for _, n in sorted(found)[:3]]
-        candidates = []
-        if names:
-            joined = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-            candidates.append(f"Use {joined}.")
-        for sentence in re.split(r"(?<=[.!?])\s+", solution):
-            sentence = " ".join(sentence.split())
-            # only formula-free sentences: cutting formulas out of prose leaves broken text
-            if (
-                _CUE.match(sentence)
-                and len(sentence.split()) >= 5
-                and not MATH_SPAN.search(sentence)
-            ):
-                candidates.append(" ".join(sentence.split()[:30]).rstrip(",;:"))
-        for c in candidates:
-            try:
-                return check_summary(c)
-            except ParseError:
-                continue
-        return None
-
     def summarize_batch(self, items: Sequence[tuple[str, str]]) -> list[Outcome[str | None]]:
-        return [Outcome(self.summarize_one(p, s)) for p, s in items]
+        return [Outcome(self.summarize(p, s)) for p, s in items]
 
     def summarize(self, problem: str, solution: str) -> str | None:
-        return self.summarize_one(problem, solution)
+        idea = core_idea(problem, solution)
+        return None if idea is None else check_summary(idea)
 
 
 def _tie_break(a: str, b: str) -> int:
@@ -185,8 +103,8 @@ def _tie_break(a: str, b: str) -> int:
 
 
 def techniques_of(text: str) -> frozenset[str]:
-    """The named techniques (TECHNIQUES) a text mentions."""
-    return frozenset(name for pattern, name in _TECH if pattern.search(text))
+    """The named techniques (``core_ideas.TECHNIQUES``) a text mentions."""
+    return frozenset(named_techniques(text))
 
 
 def split_problem_text(text: str) -> tuple[str, str]:
@@ -201,7 +119,8 @@ class EvidenceScorer:
         s = 0.45·e + 0.25·k + 0.20·t + 0.10·u
         e = cosine of MiniLM embeddings of problem + solution (the first ``max_chars`` = 400
             characters: the statement and the solution's opening, within one short window)
-        k = Jaccard of the named techniques (``TECHNIQUES``) the two solutions mention (0 if none)
+        k = Jaccard of the named techniques (``core_ideas.TECHNIQUES``) the two solutions mention
+            (0 if none)
         t = the pipeline's topic signal (BMA of Lin over the two problems' topics), 0 if unknown
         u = the pipeline's summary signal (Jaccard of the core-idea summaries), 0 if unknown
 
@@ -252,7 +171,7 @@ class CPUPairJudge(_CPUTask):
     """The CPU stand-in pair judge: the candidate with the higher ``EvidenceScorer`` relevance
     wins; equal scores are broken by a content hash, never by position."""
 
-    version = "cpu-evidence-judge/v1"
+    version = "cpu-evidence-judge/v2"  # v2: core_ideas' technique catalogue
 
     def __init__(self, embedder: Embedder, weights: tuple | None = None) -> None:
         super().__init__(embedder)
@@ -261,7 +180,7 @@ class CPUPairJudge(_CPUTask):
         if weights is not None:
             we, wk, wt, wu = weights
             self.formula = f"s={we:g}e+{wk:g}k+{wt:g}t+{wu:g}u; P(first)=sigmoid(ds/0.05)"
-            self.version = f"cpu-evidence-judge/v1:{we:g},{wk:g},{wt:g},{wu:g}"
+            self.version = f"cpu-evidence-judge/v2:{we:g},{wk:g},{wt:g},{wu:g}"
 
     @property
     def evidence(self) -> dict[tuple[str, str], tuple[float, float]]:
@@ -293,7 +212,7 @@ class CPUPairJudge(_CPUTask):
 class CPUPointwiseJudge(_CPUTask):
     """P(yes) = the ``EvidenceScorer`` relevance clipped to [0, 1]."""
 
-    version = "cpu-evidence-pointwise/v1"
+    version = "cpu-evidence-pointwise/v2"
 
     def __init__(self, embedder: Embedder) -> None:
         super().__init__(embedder)
@@ -312,7 +231,7 @@ class CPUOrdinalJudge(_CPUTask):
     a score). ``scorer`` may be the pair judge's, so the evidence the tournament fills in is
     shared."""
 
-    version = "cpu-evidence-ordinal/v2"
+    version = "cpu-evidence-ordinal/v3"
 
     def __init__(self, embedder: Embedder, scorer: EvidenceScorer | None = None) -> None:
         super().__init__(embedder)

@@ -21,6 +21,7 @@ from typing import Protocol
 import numpy as np
 
 from saber_resources.cache import EmbeddingCache, content_hash
+from saber_resources.progress import progress
 
 REPO_DATA = Path(__file__).resolve().parent.parent / "data"
 MINILM_TOKENIZER = REPO_DATA / "models" / "all-MiniLM-L6-v2" / "tokenizer.json"
@@ -431,12 +432,14 @@ class CachedEmbedder:
             missing = [h for h in missing if h not in self._memo]
         text_of = dict(zip(hashes, full, strict=True))
         # stored chunk by chunk: a run killed after an hour of embedding keeps that hour
-        for start in range(0, len(missing), self.chunk):
-            part = missing[start : start + self.chunk]
-            vecs = self.inner.encode([text_of[h] for h in part])
-            if self.cache is not None:
-                self.cache.put_many(self.model_id, self.revision, part, vecs)
-            self._memo.update(zip(part, vecs, strict=True))
+        with progress(f"embedding ({self.model_id})", len(missing), "text") as shown:
+            for start in range(0, len(missing), self.chunk):
+                part = missing[start : start + self.chunk]
+                vecs = self.inner.encode([text_of[h] for h in part])
+                if self.cache is not None:
+                    self.cache.put_many(self.model_id, self.revision, part, vecs)
+                self._memo.update(zip(part, vecs, strict=True))
+                shown.advance(len(part))
         if not hashes:
             return np.zeros((0, getattr(self.inner, "dim", 0)), dtype=np.float32)
         return np.stack([self._memo[h] for h in hashes]).astype(np.float32)

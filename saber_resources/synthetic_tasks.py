@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from saber_resources.cpu_tasks import MATH_SPAN, TECHNIQUES
+from saber_resources.core_ideas import MATH_SPAN, TECHNIQUES
 from saber_resources.llm_tasks import Outcome, TaskStats
 from saber_resources.prompts import check_summary
 

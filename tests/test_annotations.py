@@ -177,13 +177,13 @@ def test_cpu_tasks_deterministic_and_cached():
     )
     assert judge.compare(q, x, y) == 1 and judge.compare(q, y, x) == 2
     s = CPUSummarizer()
-    sol = "By the pigeonhole principle two residues coincide. Then induction finishes the proof."
+    sol = "By the pigeonhole principle two colours coincide. Then induction finishes the proof."
     assert (
-        s.summarize("p", sol)
-        == s.summarize("p", sol)
-        == "Use the pigeonhole principle and induction."
+        s.summarize("Prove it.", sol)
+        == s.summarize("Prove it.", sol)
+        == "Prove the result via the pigeonhole principle and induction."
     )
-    assert s.summarize("p", "$x = 2 + 2 = 4$.") is None
+    assert s.summarize("p", "$(1, 2, 3)$") is None  # an answer alone: no reasoning
 
 
 # ------------------------------------------------------------------ the assets, end to end

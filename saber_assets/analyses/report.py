@@ -91,6 +91,20 @@ def read_composition(corpus: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> s
     return text
 
 
+def read_coverage(coverage: pl.DataFrame) -> str:
+    """Whether every domain holds its quota of queries, and why those that do not fall short."""
+    if coverage.is_empty():
+        return ""
+    short = coverage.filter(pl.col("queries") < pl.col("quota"))
+    if short.is_empty():
+        return f"Every domain holds its quota of {coverage['quota'][0]} queries."
+    parts = "; ".join(
+        f"{r['domain']} has {r['queries']} of {r['quota']} ({r['status'].removeprefix('below quota: ')})"
+        for r in short.iter_rows(named=True)
+    )
+    return f"{short.height} of {coverage.height} domains fall below their quota: {parts}."
+
+
 def read_candidates(thresholds: pl.DataFrame, groups: pl.DataFrame) -> str:
     text = ""
     if "domain_topic_threshold" in thresholds.columns:

@@ -13,6 +13,7 @@ from saber_assets.analyses import plots
 from saber_assets.analyses import report as rp
 from saber_assets.analyses.composition import composition
 from saber_assets.benchmark.data import Benchmark
+from saber_assets.candidates.coverage import COVERAGE_SCHEMA
 from saber_assets.config import PipelineConfig
 from saber_assets.io_managers import concat_partitions
 from saber_assets.leaderboard.contamination_columns import checked_rows, contamination_paragraph
@@ -47,7 +48,12 @@ def _board_table(board: pl.DataFrame) -> pl.DataFrame:
         pl.format("[{}, {}]", pl.col("ci_low").round(3), pl.col("ci_high").round(3)).alias(
             "95% CI"
         ),
-        *[pl.col(d).round(3) for d in domains],
+        *[
+            pl.col(d).round(3).alias(f"{d} (n={board[f'{d} queries'].max()})")
+            if f"{d} queries" in board.columns
+            else pl.col(d).round(3)
+            for d in domains
+        ],
         *[c for c in ("rank_ci", "beats") if c in board.columns],
         *_clean_columns(board, metric),
     ).sort("setting", metric, descending=[False, True])
@@ -128,6 +134,7 @@ def built_sections(
         bench.queries, bench.documents, problem_annotations, ontology_tree, ratings
     )
     stats = rp.tournament_stats(judgments)
+    coverage = pl.DataFrame(bench.manifest.get("coverage") or [], schema=COVERAGE_SCHEMA)
     fig = lambda f, caption: [(caption, png_base64(f))]  # noqa: E731
     return [
         rp.Section(
@@ -138,8 +145,16 @@ def built_sections(
         ),
         rp.Section(
             "Thresholds and candidates",
-            rp.read_candidates(relevance_thresholds, tables["groups"]),
+            " ".join(
+                x
+                for x in (
+                    rp.read_coverage(coverage),
+                    rp.read_candidates(relevance_thresholds, tables["groups"]),
+                )
+                if x
+            ),
             [
+                ("each domain against its query quota, down the funnel", coverage),
                 ("thresholds per domain", relevance_thresholds),
                 ("candidate groups", tables["groups"]),
             ],

@@ -9,6 +9,7 @@ import polars as pl
 from dagster import MaterializeResult, MetadataValue
 
 from saber_assets.benchmark.data import QUERY_SCHEMA, Benchmark
+from saber_assets.candidates.coverage import below_quota, domain_coverage
 from saber_assets.corpus.build import corpus_version
 from saber_assets.io_managers import concat_partitions
 from saber_assets.lib.declare import stage_asset
@@ -80,6 +81,15 @@ def benchmark_export(
             )
     queries = pl.DataFrame(q_rows, schema=QUERY_SCHEMA)
     documents = corpus.select("id", "problem", "solution")
+    selected = (
+        dict(ratings.group_by("domain").agg(pl.col("query_id").n_unique()).iter_rows())
+        if ratings.height
+        else {}
+    )
+    coverage = domain_coverage(
+        problem_annotations, relevance_thresholds, selected, cfg.candidates.quota_per_domain,
+        cfg.candidates.require_annotations,
+    )  # fmt: skip
     manifest = {
         "name": cfg.name,
         "corpus_version": corpus_version(corpus),
@@ -95,6 +105,9 @@ def benchmark_export(
             "source": relevance_thresholds["source"][0],
         },
         "candidates_per_group": cfg.candidates.candidates_per_group,
+        "quota_per_domain": cfg.candidates.quota_per_domain,
+        # per domain: problems, annotated, viable, queries, quota, status (candidates.coverage)
+        "coverage": coverage.to_dicts(),
         "tournament": cfg.tournament.model_dump(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -107,6 +120,8 @@ def benchmark_export(
             "documents": documents.height,
             "path": MetadataValue.path(str(path)),
             "judge_backend": cfg.llm.judge_backend,
+            "domains_below_quota": below_quota(coverage).height,
+            "coverage": markdown_table(coverage),
             "manifest": MetadataValue.json(manifest),
         }
     )

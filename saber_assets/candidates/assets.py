@@ -11,6 +11,7 @@ from dagster import (
     Output,
 )
 
+from saber_assets.candidates.coverage import domain_coverage
 from saber_assets.candidates.rows import candidates_by_rows
 from saber_assets.candidates.select import (
     GROUPS,
@@ -110,9 +111,13 @@ def query_candidates(
     )
     df = df.join(domains_of, on="query_id", how="left")
     n_q = df["query_id"].n_unique()
+    counts = domain_coverage(
+        problem_annotations, relevance_thresholds.filter(pl.col("domain") == domain),
+        {domain: n_q}, cand.quota_per_domain, cand.require_annotations,
+    ).row(0, named=True)  # fmt: skip
     if n_q < cand.quota_per_domain:
         context.log.warning(
-            f"{domain}: only {n_q} viable queries for a quota of {cand.quota_per_domain}"
+            f"{domain}: {n_q} queries for a quota of {cand.quota_per_domain}, {counts['status']}"
         )
     return Output(
         df,
@@ -120,6 +125,10 @@ def query_candidates(
             **stage_metadata(df.height),
             "queries": n_q,
             "quota": cand.quota_per_domain,
+            "status": counts["status"],
+            "domain_problems": counts["problems"],
+            "domain_annotated": counts["annotated"],
+            "domain_viable_queries": counts["viable"],
             "candidates_per_group_K": cand.candidates_per_group,
             "thresholds": json.dumps(
                 {

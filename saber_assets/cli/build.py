@@ -13,6 +13,7 @@ from pathlib import Path
 from saber_assets.config import DEFAULT_CONFIG, REPO_ROOT, data_home, load_config
 from saber_assets.outputs import Outputs
 from saber_assets.stages import select_help
+from saber_resources.progress import ENV as PROGRESS_ENV
 
 # datatrove draws progress bars on stderr; the build prints its own summary.
 os.environ.setdefault("TQDM_DISABLE", "1")
@@ -24,7 +25,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--config", help=f"pipeline config YAML (default {DEFAULT_CONFIG.relative_to(REPO_ROOT)})"
     )
     p.add_argument(
-        "--log-level", default="WARNING", help="Dagster console log level (default WARNING)"
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="show Dagster's own log on the console: -v its INFO lines, -vv DEBUG too",
+    )
+    p.add_argument(
+        "--log-level",
+        help="Dagster's console log level (overrides -v; default: none, the build prints one "
+        "line per step and each warning in plain words)",
     )
     p.add_argument("--force", action="store_true", help="rebuild every step, up to date or not")
     p.add_argument(
@@ -39,7 +49,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return build(args.config, args.log_level, args.force, args.select, args.on)
+    level = args.log_level or {0: QUIET, 1: "INFO"}.get(args.verbose, "DEBUG")
+    if sys.stderr.isatty():  # progress lines for long steps, on a terminal only
+        os.environ.setdefault(PROGRESS_ENV, "1")
+    return build(args.config, level, args.force, args.select, args.on)
+
+
+# Dagster's console logger at this level prints nothing a build does not print better itself:
+# the step lines, the warnings in plain words (`run_warnings`) and the failures at the end.
+QUIET = "CRITICAL"
+
+
+def run_warnings(instance, run_id: str) -> list[str]:
+    """The messages a run's steps logged at WARNING or above, each once, in their order."""
+    import logging
+
+    seen: dict[str, None] = {}
+    for entry in instance.all_logs(run_id):
+        if entry.dagster_event is None and entry.level >= logging.WARNING and entry.user_message:
+            seen.setdefault(" ".join(entry.user_message.split()), None)
+    return list(seen)
 
 
 def prepare_dagster_home(home: Path) -> Path:
@@ -137,13 +166,15 @@ def domain_selection(select: list[str], keys: dict[str, str]) -> list[str]:
     return out
 
 
-def observe_sources(defs, instance) -> None:
+def observe_sources(defs, instance, run_config: dict | None = None) -> None:
     """Observe the input files and the registry entries (their data versions) before a build
     asks what is unsynced; a failed observation is an error (the versions would be guesses)."""
     from saber_assets.build import OBSERVE_JOBS
 
     for job in OBSERVE_JOBS:
-        res = defs.resolve_job_def(job).execute_in_process(instance=instance, raise_on_error=False)
+        res = defs.resolve_job_def(job).execute_in_process(
+            instance=instance, raise_on_error=False, run_config=run_config
+        )
         if not res.success:
             raise RuntimeError(f"{job} failed: the input files or the registry could not be read")
 
@@ -226,7 +257,7 @@ def build(
     for run_id in reap_dead_runs(instance):
         print(f"  run {run_id} of a killed build marked failed, its pool slots freed", flush=True)
     sync_partitions(instance, cfg)
-    observe_sources(defs, instance)
+    observe_sources(defs, instance, run_config)
     retrievers = runnable_names(cfg)
     domains = [x.split("=", 1)[1] for x in select if x.startswith("domain=")]
     failed, ran, skipped = [], 0, 0
@@ -263,6 +294,8 @@ def build(
             )
             ran += 1
             print_run(result, time.perf_counter() - t1)
+            for message in run_warnings(instance, result.run_id):
+                print(f"  warning: {message}", flush=True)
             if not result.success:
                 failed.append(result)
     elapsed = time.perf_counter() - t0
@@ -282,6 +315,10 @@ def build(
     print(f"parquet:   {wh.parquet_dir}")
     print(f"warehouse: {wh.path} (views: {', '.join(views) or 'none'})")
     print(f"dagster:   {os.environ['DAGSTER_HOME']} (open the UI with `uv run saber ui`)")
+    if lines := benchmark_lines(Outputs.of(cfg, home)):
+        print("benchmark: " + lines[0])
+        for line in lines[1:]:
+            print(f"  {line}")
     report = Outputs.of(cfg, home).report / "index.html"
     if report.exists():
         print(f"report:    {report}")
@@ -321,6 +358,30 @@ def disk_full(failures: list[tuple[str, str, object]], outputs: Path) -> str | N
                 "(what finished is kept, no file was left half written)"
             )
     return None
+
+
+def benchmark_lines(outputs: Outputs) -> list[str]:
+    """The built benchmark in a few lines: its queries, then each domain against its quota
+    and why one falls short (the manifest's coverage); none before the benchmark is built."""
+    import json
+
+    import polars as pl
+
+    from saber_assets.candidates.coverage import COVERAGE_SCHEMA, below_quota, coverage_lines
+
+    path = outputs.benchmark / "manifest.json"
+    if not path.exists():
+        return []
+    coverage = json.loads(path.read_text()).get("coverage")
+    if not coverage:
+        return []
+    table = pl.DataFrame(coverage, schema=COVERAGE_SCHEMA)
+    short = below_quota(table).height
+    head = (
+        f"{int(table['queries'].sum()):,} queries over {table.height} domains, "
+        + ("every domain at its quota" if not short else f"{short} below quota")
+    )
+    return [head, *coverage_lines(table)]
 
 
 def no_queries(outputs: Outputs) -> bool:

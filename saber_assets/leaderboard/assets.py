@@ -40,7 +40,7 @@ CPU_JUDGE_CAVEAT = (
     "prefers the candidate with the higher s = 0.45·e + 0.25·k + 0.20·t + 0.10·u, where e is the "
     "MiniLM (all-MiniLM-L6-v2) cosine of problem + solution, k the overlap of named techniques "
     "in the solutions, t the topic signal (BMA of Lin) and u the summary signal (formula "
-    "cpu-evidence-judge/v1). No retriever registered by default uses MiniLM, but t and u also "
+    "cpu-evidence-judge/v2). No retriever registered by default uses MiniLM, but t and u also "
     "chose the candidates, and a stand-in is not a mathematician: compare retrievers for real "
     "only on a benchmark judged by an LLM.\n\n"
 )
@@ -72,6 +72,36 @@ def superscript_board(board: pl.DataFrame) -> str:
                 f"| {letter[r['retriever']]} | {r['retriever']} | {cell} | {r.get('rank_ci') or ''} |"
             )
     return "\n".join(lines)
+
+
+def domain_cells(board: pl.DataFrame, domains: list[str], coverage: list[dict]) -> list[pl.Expr]:
+    """The markdown board's domain columns, each headed with the queries its cells average
+    (from ``"{domain} queries"``) and marked where the domain fell below its quota."""
+    short = {c["domain"] for c in coverage if c["queries"] < c["quota"]}
+    out = []
+    for d in domains:
+        if d not in board.columns:
+            continue
+        n = board[f"{d} queries"].max() if f"{d} queries" in board.columns else None
+        head = f"{d} (n={n}{', below quota' if d in short else ''})" if n is not None else d
+        out.append(pl.col(d).round(4).alias(head))
+    return out
+
+
+def coverage_note(coverage: list[dict]) -> str:
+    """The leaderboard's opening words on the domains: every one at its quota, or those that
+    are not, with why (the counts of ``candidates.coverage``)."""
+    short = [c for c in coverage if c["queries"] < c["quota"]]
+    if not coverage:
+        return ""
+    if not short:
+        quota = coverage[0]["quota"]
+        return f"Every domain holds its quota of {quota} queries; n = the queries a cell averages.\n\n"
+    lines = ["**Domains below quota** (n = the queries a cell averages; a query in several "
+             "domains counts in each):", ""]  # fmt: skip
+    for c in short:
+        lines.append(f"- {c['domain']}: {c['queries']} of {c['quota']} queries, {c['status']}")
+    return "\n".join(lines) + "\n\n"
 
 
 def contamination_view(board: pl.DataFrame, metric: str) -> list[pl.Expr]:
@@ -223,7 +253,7 @@ def leaderboard(
             pl.col(metric).round(4),
             pl.col("ci_low").round(4),
             pl.col("ci_high").round(4),
-            *[pl.col(d).round(4) for d in domains if d in board.columns],
+            *domain_cells(board, domains, manifest.get("coverage", [])),
             "failed",
             pl.col("median_latency_ms").round(2),
             "rank_ci",
@@ -236,8 +266,9 @@ def leaderboard(
     judge = manifest.get("judge_backend", "unknown")
     caveat = CPU_JUDGE_CAVEAT if judge == "cpu" else ""
     legend = superscript_board(board)
+    domains_note = coverage_note(manifest.get("coverage", []))
     (out / "leaderboard.md").write_text(
-        f"Judge backend: {judge}\n\n{caveat}" + md.value + "\n\n" + legend + "\n"
+        f"Judge backend: {judge}\n\n{caveat}{domains_note}" + md.value + "\n\n" + legend + "\n"
     )
     heat = {
         f"p-values {s}": figure_markdown(pvalue_heatmap(tests, s), f"p-values, {s}")
@@ -249,6 +280,7 @@ def leaderboard(
             **stage_metadata(board.height),
             "judge_backend": judge,
             "caveat": MetadataValue.md(caveat or "none"),
+            "domains": MetadataValue.md(domains_note or "no coverage in the benchmark's manifest"),
             "table": md,
             "chart": _bar_chart(board),
             "significance": MetadataValue.md(legend),

@@ -282,6 +282,7 @@ def report(
         }
         for d in domains:
             row[d] = summ[d]["mean"]
+            row[f"{d} queries"] = summ[d]["queries"]  # what the cell averages
             row[f"{d} ci"] = (
                 f"[{summ[d]['ci_low']:.3f}, {summ[d]['ci_high']:.3f}]" if summ[d]["queries"] else ""
             )

@@ -23,6 +23,7 @@ from saber_assets.tournament.adaptive import pair_round_adaptive
 from saber_assets.tournament.efficient import pair_round_efficient
 from saber_assets.tournament.swiss import pair_round, pair_round_random
 from saber_resources.llm_tasks import PairJudge
+from saber_resources.progress import progress
 
 
 @dataclass(frozen=True)
@@ -178,66 +179,73 @@ def run_tournament(
         winner = None if j.winner is None else idx[j.winner]
         standings[q.query_id].record(first, second, winner, j.p_first)
 
-    for rnd in range(1, rounds + 1):
-        strengths = None
-        if policy == "adaptive":
-            fits = fit_many([(st.n, st.comparisons) for st in standings.values()], prior)
-            strengths = dict(zip(standings, fits, strict=True))
-        pending: list[tuple[TournamentQuery, str, str, str, str]] = []  # q, a, b, first, second
-        for q in queries:
-            st = standings[q.query_id]
-            rng = round_rng(seed, q.query_id, rnd)
-            pairs = round_pairs(
-                policy, st, rng, strengths[q.query_id] if strengths else None, adaptive_budget
-            )
-            for x, y in pairs:
-                first, second = (x, y) if rng.random() < 0.5 else (y, x)
-                cx, cy = q.candidates[x], q.candidates[y]
-                a, b = min(cx, cy), max(cx, cy)
-                done = stored.get((q.query_id, rnd, a, b))
-                if done is not None:
-                    apply(q, done)
-                    stats["replayed"] += 1
-                else:
-                    pending.append((q, a, b, q.candidates[first], q.candidates[second]))
-        for start in range(0, len(pending), chunk):
-            part = pending[start : start + chunk]
-            text_of = [{c: t for c, t in zip(q.candidates, q.texts, strict=True)} for q, *_ in part]
-            outcomes = judge.compare_batch(
-                [(q.text, tx[f], tx[s]) for (q, _, _, f, s), tx in zip(part, text_of, strict=True)]
-            )
-            new = []
-            for (q, a, b, first, second), out in zip(part, outcomes, strict=True):
-                winner = (first if out.value == 1 else second) if out.ok else None
-                raw_hash = (
-                    hashlib.blake2b(out.raw.encode(), digest_size=8).hexdigest()
-                    if out.raw is not None
-                    else None
+    with progress(f"tournament ({len(queries)} queries)", rounds, "round") as shown:
+        for rnd in range(1, rounds + 1):
+            strengths = None
+            if policy == "adaptive":
+                fits = fit_many([(st.n, st.comparisons) for st in standings.values()], prior)
+                strengths = dict(zip(standings, fits, strict=True))
+            pending: list[tuple[TournamentQuery, str, str, str, str]] = []  # q, a, b, first, second
+            for q in queries:
+                st = standings[q.query_id]
+                rng = round_rng(seed, q.query_id, rnd)
+                pairs = round_pairs(
+                    policy, st, rng, strengths[q.query_id] if strengths else None, adaptive_budget
                 )
-                new.append(
-                    Judgment(
-                        q.query_id,
-                        rnd,
-                        a,
-                        b,
-                        first,
-                        winner,
-                        judge_id,
-                        judge.version,
-                        raw_hash,
-                        out.error,
-                        None if out.ok else out.raw,
-                        getattr(judge, "max_tokens", None),
-                        out.p_first if out.ok else None,
+                for x, y in pairs:
+                    first, second = (x, y) if rng.random() < 0.5 else (y, x)
+                    cx, cy = q.candidates[x], q.candidates[y]
+                    a, b = min(cx, cy), max(cx, cy)
+                    done = stored.get((q.query_id, rnd, a, b))
+                    if done is not None:
+                        apply(q, done)
+                        stats["replayed"] += 1
+                    else:
+                        pending.append((q, a, b, q.candidates[first], q.candidates[second]))
+            for start in range(0, len(pending), chunk):
+                part = pending[start : start + chunk]
+                text_of = [
+                    {c: t for c, t in zip(q.candidates, q.texts, strict=True)} for q, *_ in part
+                ]
+                outcomes = judge.compare_batch(
+                    [
+                        (q.text, tx[f], tx[s])
+                        for (q, _, _, f, s), tx in zip(part, text_of, strict=True)
+                    ]
+                )
+                new = []
+                for (q, a, b, first, second), out in zip(part, outcomes, strict=True):
+                    winner = (first if out.value == 1 else second) if out.ok else None
+                    raw_hash = (
+                        hashlib.blake2b(out.raw.encode(), digest_size=8).hexdigest()
+                        if out.raw is not None
+                        else None
                     )
-                )
-            store.add(key, new)  # persisted before the standings move on
-            for (q, *_), j in zip(part, new, strict=True):
-                apply(q, j)
-                stats["failures"] += j.winner is None
-            stats["requested"] += len(part)
-        if on_round:
-            on_round(rnd, len(pending), stats["replayed"])
+                    new.append(
+                        Judgment(
+                            q.query_id,
+                            rnd,
+                            a,
+                            b,
+                            first,
+                            winner,
+                            judge_id,
+                            judge.version,
+                            raw_hash,
+                            out.error,
+                            None if out.ok else out.raw,
+                            getattr(judge, "max_tokens", None),
+                            out.p_first if out.ok else None,
+                        )
+                    )
+                store.add(key, new)  # persisted before the standings move on
+                for (q, *_), j in zip(part, new, strict=True):
+                    apply(q, j)
+                    stats["failures"] += j.winner is None
+                stats["requested"] += len(part)
+            if on_round:
+                on_round(rnd, len(pending), stats["replayed"])
+            shown.advance()
     return standings, stats
 
 

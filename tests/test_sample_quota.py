@@ -1,0 +1,98 @@
+"""The README's default build (configs/sample.yaml) makes a whole benchmark: every domain has
+its quota of viable queries once the CPU summarizer has given nearly every problem a core idea
+(with the extractive one it replaced, Calculus and Analysis had none), and the domain that was
+empty is drawn to its quota; what the build prints says so."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import polars as pl
+import pytest
+
+from saber_assets.config import REPO_ROOT, load_config
+
+SAMPLE = REPO_ROOT / "configs" / "sample.yaml"
+STAGES = ("sources", "annotations", "signal-inputs", "shards", "thresholds", "domains")
+
+
+@pytest.mark.e2e
+def test_the_sample_reaches_every_domains_quota(tmp_path):
+    env = {"SABER_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}
+    cmd = [sys.executable, "-m", "saber_assets.cli", "build", "--config", str(SAMPLE)]
+    for stage in STAGES:
+        cmd += ["--select", stage]
+    # the tournament on the domain the old summarizer left empty only: the rest is the
+    # thresholds' count (the candidates draw each domain's queries from exactly those)
+    cmd += ["--select", "domain=Calculus and Analysis"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    quota = load_config(SAMPLE).candidates.quota_per_domain
+    home = tmp_path / "home" / "sample" / "parquet"
+    thresholds = pl.read_parquet(home / "relevance_thresholds.parquet")
+    assert thresholds.height == 5
+    short = thresholds.filter(pl.col("viable_queries") < quota)
+    assert short.is_empty(), short.select("domain", "queries_in_domain", "viable_queries")
+    summaries = pl.read_parquet(home / "solution_summaries")
+    assert (summaries["status"] == "ok").mean() >= 0.95  # the extractive summarizer: 0.52
+    calculus = pl.read_parquet(home / "query_candidates" / "Calculus and Analysis.parquet")
+    assert calculus["query_id"].n_unique() == quota
+    # the console: no Dagster log by default, the step lines, no line of Dagster's DEBUG
+    assert " - DEBUG - " not in proc.stdout + proc.stderr
+    assert "query_candidates [Calculus and Analysis]" in proc.stdout
+
+
+def test_the_console_says_which_domain_is_short_and_why(tmp_path):
+    """`saber build`'s closing lines from a benchmark's manifest: each domain against its quota,
+    the reason under a short one."""
+    from saber_assets.cli.build import benchmark_lines
+
+    bench = tmp_path / "benchmark"
+    bench.mkdir()
+    coverage = [
+        {"domain": "Algebra", "problems": 600, "annotated": 590, "viable": 150, "queries": 20,
+         "quota": 20, "status": "at quota"},
+        {"domain": "Calculus", "problems": 100, "annotated": 40, "viable": 3, "queries": 3,
+         "quota": 20, "status": "below quota: only 3 of its 40 annotated problems are viable"},
+    ]  # fmt: skip
+    (bench / "manifest.json").write_text(json.dumps({"coverage": coverage}))
+
+    class Where:
+        benchmark = bench
+
+    lines = benchmark_lines(Where)  # type: ignore[arg-type]
+    assert lines[0] == "23 queries over 2 domains, 1 below quota"
+    assert lines[1].startswith("Algebra ") and "20/20 queries  ok" in lines[1]
+    assert (
+        "3/20 queries  SHORT" in lines[2] and "(100 problems, 40 annotated, 3 viable)" in lines[2]
+    )
+    assert lines[3].strip() == "below quota: only 3 of its 40 annotated problems are viable"
+
+
+def test_coverage_counts_the_funnel_and_names_where_it_narrows():
+    from saber_assets.candidates.coverage import domain_coverage
+
+    ann = pl.DataFrame(
+        {
+            "topics": [[1], [2], [3], [], [4], [5]],
+            "summary": ["Use x.", None, "Use y.", "Use z.", "Use w.", "Use v."],
+            "domains": [["A"], ["A"], ["A", "B"], [], ["B"], ["C"]],
+        }
+    )
+    thresholds = pl.DataFrame(
+        {"domain": ["A", "B", "C"], "viable_queries": [2, 1, 0],
+         "topic_threshold": [0.5] * 3, "summary_threshold": [0.25] * 3}
+    )  # fmt: skip
+    cov = domain_coverage(ann, thresholds, {"A": 2, "B": 1}, quota=2)
+    rows = {r["domain"]: r for r in cov.iter_rows(named=True)}
+    assert (rows["A"]["problems"], rows["A"]["annotated"], rows["A"]["queries"]) == (3, 2, 2)
+    assert rows["A"]["status"] == "at quota"
+    assert rows["B"]["problems"] == 2 and rows["B"]["annotated"] == 2
+    assert "only 1 of its 2 annotated problems are viable" in rows["B"]["status"]
+    assert "topic > 0.500, summary > 0.250" in rows["B"]["status"]
+    assert rows["C"]["status"] == "below quota: the corpus has only 1 problems in this domain"
+    # without the annotation rule every problem with topics is in the pools
+    loose = domain_coverage(ann, thresholds, {}, quota=2, require_annotations=False)
+    assert loose.filter(pl.col("domain") == "A")["annotated"].item() == 3
