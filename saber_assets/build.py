@@ -245,7 +245,7 @@ def selected_stages(select: Sequence[str]) -> list[Stage]:
     if names:
         wanted = {stage_of(x).job for x in names}
     elif any(x.startswith("domain=") for x in select):
-        wanted = {"build_domains", "build_runs"}
+        wanted = {s.job for s in STAGES if s.by_domain}
     else:
         wanted = {s.job for s in STAGES}
     return [s for s in STAGES if s.job in wanted]
@@ -260,12 +260,12 @@ def partition_filter(stage: Stage, domains: Iterable[str], retrievers: set[str])
     def keep(partition: str | None) -> bool:
         if partition is None:
             return True
-        if stage.job == "build_indexes":
-            return partition in retrievers
-        if stage.job == "build_runs":
+        if stage.by_domain and stage.by_retriever:
             domain, retriever = partition.split("|")
             return retriever in retrievers and (not domains or domain in domains)
-        if stage.job == "build_domains" and domains:
+        if stage.by_retriever:
+            return partition in retrievers
+        if stage.by_domain and domains:
             return partition in domains
         return True
 

@@ -37,6 +37,11 @@ BUNDLED_SOURCES: dict[str, tuple[str, dict[str, str]]] = {
         "corpora/olympiadbench.jsonl.gz",
         {"id": "id", "problem": "question", "solution": "solution", "category": "subfield"},
     ),
+    # 270 competition problems, plain-text maths: a corpus the CPU stand-ins were not built on
+    "champ": (
+        "corpora/champ.jsonl.gz",
+        {"id": "id", "problem": "problem", "solution": "solution", "category": "category"},
+    ),
 }
 BUNDLED_ONTOLOGIES = {"mathworld": "ontology/mathworld_tree.json.gz"}
 

@@ -62,7 +62,14 @@ from saber_assets.sensors import (
     retriever_registry_sensor,
 )
 from saber_assets.signals import assets as signal_assets
-from saber_assets.stages import ANALYSES, ASSET_CONFIG, SOURCE_ASSETS, STAGES, stage_of_asset
+from saber_assets.stages import (
+    ANALYSES,
+    ASSET_CONFIG,
+    DOMAIN_X_RETRIEVER,
+    SOURCE_ASSETS,
+    STAGES,
+    stage_of_asset,
+)
 from saber_assets.tournament import assets as tournament_assets
 from saber_assets.versions import asset_code_versions
 from saber_resources.llm import LLMResource
@@ -116,7 +123,7 @@ def stage_partitions(cfg: PipelineConfig) -> dict[str, PartitionsDefinition]:
         "domain": by_domain,
         "retriever": retriever_partitions,
         "training corpus": training_partitions,
-        "domain × retriever": MultiPartitionsDefinition(
+        DOMAIN_X_RETRIEVER: MultiPartitionsDefinition(
             {"retriever": retriever_partitions, "domain": by_domain}
         ),
     }

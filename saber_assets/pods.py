@@ -6,11 +6,9 @@ import json
 
 from saber_assets.config import PipelineConfig, PodSize
 from saber_assets.signals.sizing import bounds_pod_memory_gib, shard_pod_memory_gib
-from saber_assets.stages import STAGES
+from saber_assets.stages import STAGES, stage_of
 
 K8S_TAG = "dagster-k8s/config"
-# jobs whose heavy work is calls to the served model (annotation chunks, tournaments)
-LLM_JOBS = ("build_annotations", "build_domains")
 
 
 def largest_shard_rows(cfg: PipelineConfig) -> int:
@@ -30,10 +28,12 @@ def check_pod_jobs(cfg: PipelineConfig) -> None:
 
 
 def pod_size(job: str, cfg: PipelineConfig) -> PodSize:
+    """The pod a job's runs get: the config's ``pods.jobs`` entry, else by its stage's ``pod``."""
     pods = cfg.pods
     if job in pods.jobs:
         return pods.jobs[job]
-    if job == "build_signal_shards":
+    kind = stage_of(job).pod
+    if kind == "shard":
         sig = cfg.signals
         gib = shard_pod_memory_gib(
             pods.expected_problems,
@@ -42,13 +42,13 @@ def pod_size(job: str, cfg: PipelineConfig) -> PodSize:
             summaries_threads=sig.threads if sig.layout == "summaries" else None,
         )
         return PodSize(cpu=str(cfg.signals.threads), memory=f"{gib}Gi")
-    if job == "build_signal_inputs":  # the first, storage-free pass over every pair
+    if kind == "signal-pass":  # the first, storage-free pass over every pair
         sig = cfg.signals
         gib = bounds_pod_memory_gib(pods.expected_problems, sig.bound_bins, sig.threads)
         return PodSize(cpu=str(sig.threads), memory=f"{max(gib, 4)}Gi")
-    if job in LLM_JOBS and cfg.llm.judge_backend != "cpu":
+    if kind == "llm" and cfg.llm.judge_backend != "cpu":
         return pods.llm
-    if job == "build_runs":
+    if kind == "runs":
         return pods.runs
     return pods.default
 

@@ -14,10 +14,13 @@ from saber_assets.ontology.domains import domain_keys
 from saber_assets.resources import PipelineResource
 from saber_assets.retrievers.discovery import registry_for
 from saber_assets.sensors import benchmark_built
+from saber_assets.stages import serving_new_retrievers
 
 
 @schedule(
-    job_name="build_runs", cron_schedule="0 3 * * *", default_status=DefaultScheduleStatus.RUNNING
+    job_name=serving_new_retrievers(),
+    cron_schedule="0 3 * * *",
+    default_status=DefaultScheduleStatus.RUNNING,
 )
 def retriever_runs_backstop(context, pipeline: PipelineResource):
     """Daily: any registered retriever × domain without a materialised run gets one."""

@@ -34,7 +34,7 @@ from saber_assets.ontology.domains import domain_keys
 from saber_assets.resources import PipelineResource
 from saber_assets.retrievers.discovery import registry_for, tick
 from saber_assets.retrievers.registry import definitions_by_name, load_registry
-from saber_assets.stages import STAGES
+from saber_assets.stages import STAGES, serving_new_retrievers
 from saber_assets.versions import digest, input_versions, registry_versions
 from saber_resources.stores import StoresResource
 
@@ -73,7 +73,9 @@ def new_retrievers(
 
 
 @sensor(
-    job_name="build_runs", minimum_interval_seconds=60, default_status=DefaultSensorStatus.RUNNING
+    job_name=serving_new_retrievers(),
+    minimum_interval_seconds=60,
+    default_status=DefaultSensorStatus.RUNNING,
 )
 def retriever_registry_sensor(context: SensorEvaluationContext, pipeline: PipelineResource):
     """Adds a partition for each new registry entry and requests only its runs; a training
@@ -242,7 +244,7 @@ def build_discovery_sensor(minimum_interval_seconds: int) -> SensorDefinition:
 
     @sensor(
         name="discovery_sensor",
-        job_name="build_runs",
+        job_name=serving_new_retrievers(),
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=DefaultSensorStatus.RUNNING,
         description="Embedding models that appear on the configured inference servers.",

@@ -17,6 +17,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Stage:
+    """One job of the build, with everything the build, the pod sizer, the sensors and the
+    partition filters need to know of it: none of them names a job (tests/test_graph.py)."""
+
     job: str
     alias: str  # `saber build --select ALIAS`
     description: str
@@ -24,6 +27,27 @@ class Stage:
     upstream: str | None  # the stage that must have finished first
     # what one run of the job covers: names its assets' partitions (definitions.stage_partitions)
     partitioned_by: str = ""
+    # how its pods are sized on Kubernetes (pods.pod_size): "default", "llm" (the served model's
+    # calls: annotation chunks, tournaments), "signal-pass" (a storage-free pass over every
+    # pair), "shard" (one row-block shard of pairs), "runs" (a retriever's domain runs)
+    pod: str = "default"
+    # a fusion's partitions run after its components' (it reads their runs)
+    fusions_last: bool = False
+    # the sensors' and the schedule's job: a new retriever's work is this stage's
+    serves_new_retrievers: bool = False
+
+    @property
+    def by_domain(self) -> bool:
+        """Whether a `domain=NAME` selection narrows this stage's partitions."""
+        return self.partitioned_by in ("domain", DOMAIN_X_RETRIEVER)
+
+    @property
+    def by_retriever(self) -> bool:
+        """Whether its partitions name a registry entry (only runnable entries are built)."""
+        return self.partitioned_by in ("retriever", DOMAIN_X_RETRIEVER)
+
+
+DOMAIN_X_RETRIEVER = "domain × retriever"  # partition keys "DOMAIN|RETRIEVER"
 
 
 # the analyses, in the order of their sections in the report (``benchmark_report``, last)
@@ -54,6 +78,7 @@ STAGES: tuple[Stage, ...] = (
         ("topic_annotations", "solution_summaries"),
         "build_sources",
         "annotation chunk",
+        pod="llm",
     ),
     Stage(
         "build_signal_inputs",
@@ -67,6 +92,7 @@ STAGES: tuple[Stage, ...] = (
             "pair_signal_bounds",
         ),
         "build_annotations",
+        pod="signal-pass",
     ),
     Stage(
         "build_signal_shards",
@@ -75,6 +101,7 @@ STAGES: tuple[Stage, ...] = (
         ("pair_signal_shards",),
         "build_signal_inputs",
         "signal shard",
+        pod="shard",
     ),
     Stage(
         "build_thresholds",
@@ -90,6 +117,7 @@ STAGES: tuple[Stage, ...] = (
         ("query_candidates", "tournament_judgments", "relevance_ratings"),
         "build_thresholds",
         "domain",
+        pod="llm",
     ),
     Stage(
         "build_benchmark",
@@ -121,7 +149,10 @@ STAGES: tuple[Stage, ...] = (
         "One retriever on one domain per run (retriever × domain partitions).",
         ("retriever_runs",),
         "build_indexes",
-        "domain × retriever",
+        DOMAIN_X_RETRIEVER,
+        pod="runs",
+        fusions_last=True,
+        serves_new_retrievers=True,
     ),
     Stage(
         "build_leaderboard",
@@ -219,6 +250,11 @@ def stage_of(name: str) -> Stage:
         listing = ", ".join(s.alias for s in STAGES)
         raise ValueError(f"--select {name}: no such stage; the stages: {listing}")
     return stage
+
+
+def serving_new_retrievers() -> str:
+    """The job the sensors and the schedule request a new retriever's runs of."""
+    return next(s.job for s in STAGES if s.serves_new_retrievers)
 
 
 def select_help() -> str:

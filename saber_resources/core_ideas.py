@@ -232,7 +232,7 @@ OBJECTS: list[tuple[str, str]] = [
     (r"\btriangles?\b", "a triangle"),
     (r"\bcircles?\b|\bradius\b|\bdiameter\b|\bchords?\b|\barcs?\b", "a circle"),
     (
-        r"\bsquares?\b(?! root)|\brectangles?\b|\bquadrilateral|\bparallelogram|\btrapezoid"
+        r"(?<!perfect )squares?\b(?! root)|\brectangles?\b|\bquadrilateral|\bparallelogram|\btrapezoid"
         r"|\brhombus",
         "a quadrilateral",
     ),

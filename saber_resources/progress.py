@@ -15,6 +15,7 @@ from contextlib import contextmanager
 
 ENV = "SABER_PROGRESS"
 DELAY_S = 3.0
+REDRAW_S = 0.5  # at most two redraws a second: a log captured from a terminal stays short
 
 
 def enabled() -> bool:
@@ -45,8 +46,9 @@ def progress(description: str, total: int | None, unit: str = "item") -> Iterato
         total=total,
         desc=f"  {description}",
         unit=unit,
-        unit_scale=True,
         delay=DELAY_S,
+        mininterval=REDRAW_S,
+        miniters=1,
         leave=False,
         file=sys.stderr,
         dynamic_ncols=True,

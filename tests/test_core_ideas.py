@@ -21,11 +21,13 @@ from saber_resources.cpu_tasks import CPUSummarizer
 from saber_resources.prompts import MAX_SUMMARY_WORDS, check_summary, summary_style
 
 
-def bundled_problems(n_math: int = 300, n_olympiad: int = 100, seed: int = 7) -> list[dict]:
-    """A fixed, seeded draw of the bundled corpora's problems (solutions given as lists joined
-    as the corpus stage joins them)."""
+def bundled_problems(
+    n_math: int = 300, n_olympiad: int = 100, n_champ: int = 270, seed: int = 7
+) -> list[dict]:
+    """A fixed, seeded draw of the bundled corpora's problems (solutions given as lists joined),
+    CHAMP's plain-text problems whole: a corpus the catalogues were not written on."""
     rows = []
-    for name, n in (("math", n_math), ("olympiadbench", n_olympiad)):
+    for name, n in (("math", n_math), ("olympiadbench", n_olympiad), ("champ", n_champ)):
         with gzip.open(DATA_DIR / "corpora" / f"{name}.jsonl.gz", "rt") as f:
             source = [json.loads(line) for line in f]
         for r in random.Random(seed).sample(source, n):
@@ -45,8 +47,10 @@ def test_nearly_every_bundled_problem_gets_a_core_idea_in_the_papers_style(probl
     summarizer = CPUSummarizer()
     ideas = [summarizer.summarize(p["problem"], p["solution"]) for p in problems]
     found = [i for i in ideas if i is not None]
-    # the extractive summarizer it replaced found one for 50% of these
+    # the extractive summarizer it replaced found one for 49% of these, 47% of CHAMP's
     assert len(found) / len(ideas) >= 0.95, len(found) / len(ideas)
+    champ = ideas[-270:]
+    assert sum(i is not None for i in champ) / len(champ) >= 0.95
     for idea in found:
         assert check_summary(idea) == idea  # strict: no formula, one sentence, imperative
         assert len(idea.split()) <= MAX_SUMMARY_WORDS and idea[0].isupper() and idea[-1] == "."

@@ -262,3 +262,28 @@ def test_a_first_partition_of_a_parent_that_had_none_makes_its_child_unsynced():
         ]
         dg.materialize([parent, child], instance=inst, selection=["child"])
         assert why_run(stale_resolver(inst, graph), inst, graph, "child", None) == []
+
+
+def job_name_literals(root: Path) -> list[str]:
+    """Every string literal naming a job (or its ``build_`` prefix) outside the stage table:
+    what a module needs of a stage is a field of ``stages.Stage``, as a retriever's kind is its
+    module's, never a name compared by heart (tests/test_retrievers.py)."""
+    import ast
+
+    jobs = {s.job for s in STAGES} | {"build_"}
+    found = []
+    for path in sorted((root / "saber_assets").rglob("*.py")):
+        if path.name == "stages.py" and path.parent.name == "saber_assets":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in jobs:
+                found.append(f"{path.relative_to(root)}:{node.lineno}: {node.value!r}")
+    return found
+
+
+def test_no_module_names_a_job_but_the_stage_table(tmp_path):
+    assert job_name_literals(REPO_ROOT) == []
+    copy_source(tmp_path)  # a planted comparison is found
+    target = tmp_path / "saber_assets" / "pods.py"
+    target.write_text(target.read_text() + '\n\ndef planted(job):\n    return job == "build_runs"\n')
+    assert [x.split(": ")[1] for x in job_name_literals(tmp_path)] == ["'build_runs'"]

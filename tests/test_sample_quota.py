@@ -5,7 +5,6 @@ empty is drawn to its quota; what the build prints says so."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
@@ -42,33 +41,6 @@ def test_the_sample_reaches_every_domains_quota(tmp_path):
     # the console: no Dagster log by default, the step lines, no line of Dagster's DEBUG
     assert " - DEBUG - " not in proc.stdout + proc.stderr
     assert "query_candidates [Calculus and Analysis]" in proc.stdout
-
-
-def test_the_console_says_which_domain_is_short_and_why(tmp_path):
-    """`saber build`'s closing lines from a benchmark's manifest: each domain against its quota,
-    the reason under a short one."""
-    from saber_assets.cli.build import benchmark_lines
-
-    bench = tmp_path / "benchmark"
-    bench.mkdir()
-    coverage = [
-        {"domain": "Algebra", "problems": 600, "annotated": 590, "viable": 150, "queries": 20,
-         "quota": 20, "status": "at quota"},
-        {"domain": "Calculus", "problems": 100, "annotated": 40, "viable": 3, "queries": 3,
-         "quota": 20, "status": "below quota: only 3 of its 40 annotated problems are viable"},
-    ]  # fmt: skip
-    (bench / "manifest.json").write_text(json.dumps({"coverage": coverage}))
-
-    class Where:
-        benchmark = bench
-
-    lines = benchmark_lines(Where)  # type: ignore[arg-type]
-    assert lines[0] == "23 queries over 2 domains, 1 below quota"
-    assert lines[1].startswith("Algebra ") and "20/20 queries  ok" in lines[1]
-    assert (
-        "3/20 queries  SHORT" in lines[2] and "(100 problems, 40 annotated, 3 viable)" in lines[2]
-    )
-    assert lines[3].strip() == "below quota: only 3 of its 40 annotated problems are viable"
 
 
 def test_coverage_counts_the_funnel_and_names_where_it_narrows():

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from saber_assets.config import DEFAULT_CONFIG, REPO_ROOT, data_home, load_config
 from saber_assets.outputs import Outputs
-from saber_assets.stages import select_help
+from saber_assets.stages import select_help, stage_of
 from saber_resources.progress import ENV as PROGRESS_ENV
 
 # datatrove draws progress bars on stderr; the build prints its own summary.
@@ -276,7 +276,7 @@ def build(
         # asked only now: the previous stage may have given this one new inputs
         keep = partition_filter(stage, domains, retrievers)
         steps = stage_steps(defs.get_repository_def(), instance, stage, keep, force)
-        if stage.job == "build_runs":
+        if stage.fusions_last:
             steps = components_first(steps, registry_for(cfg))
         for step in steps:
             if not step.reasons:
@@ -351,7 +351,7 @@ def disk_full(failures: list[tuple[str, str, object]], outputs: Path) -> str | N
             seen = seen.cause or seen.context
         if any("No space left on device" in text or "os error 28" in text for text in chain):
             free = shutil.disk_usage(outputs).free if outputs.exists() else 0
-            stage = job.removeprefix("build_")
+            stage = stage_of(job).alias
             return (
                 f"saber build: the disk is full under {outputs} ({free / 2**20:.1f} MiB free), "
                 f"in stage {stage} (step {step_key}): free space there and run the build again "
