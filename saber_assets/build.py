@@ -19,7 +19,7 @@ threshold). The UI does not show such a cause; the build acts on it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dagster import AssetKey, DagsterInstance, RepositoryDefinition
@@ -37,7 +37,7 @@ from dagster._time import get_current_datetime
 from saber_assets.config import PipelineConfig
 from saber_assets.retrievers.discovery import registry_for
 from saber_assets.retrievers.registry import components_of, runnable
-from saber_assets.stages import STAGES, Stage, stage_of
+from saber_assets.stages import BY_ALIAS, STAGES, Stage, stage_of, stage_of_asset
 
 OBSERVE_JOBS = ("observe_inputs", "observe_registry", "observe_training")
 
@@ -238,12 +238,21 @@ def runnable_names(cfg: PipelineConfig, home=None) -> set[str]:
     return {e.name for e in runnable_entries(registry_for(cfg, home=home))}
 
 
-def selected_stages(select: Sequence[str]) -> list[Stage]:
-    """``--select``: stage aliases or job names (``domain=KEY`` entries are not stages); none:
-    every stage. A domain alone selects the stages partitioned by domain."""
+def selected_stages(
+    select: Sequence[str], packages: Mapping[str, Iterable[str]] | None = None
+) -> list[Stage]:
+    """``--select``: job aliases, job names or packages (``packages``: package -> its assets;
+    a package selects every job that builds one of its assets); ``domain=KEY`` entries are not
+    jobs. None: every job. A domain alone selects the jobs partitioned by domain."""
+    packages = packages or {}
     names = [x for x in select if not x.startswith("domain=")]
     if names:
-        wanted = {stage_of(x).job for x in names}
+        wanted = set()
+        for x in names:
+            if x in packages and x not in BY_ALIAS:
+                wanted |= {stage_of_asset(a).job for a in packages[x]}
+            else:
+                wanted.add(stage_of(x, packages).job)
     elif any(x.startswith("domain=") for x in select):
         wanted = {s.job for s in STAGES if s.by_domain}
     else:

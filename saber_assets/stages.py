@@ -12,6 +12,7 @@ Dagster here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -243,12 +244,14 @@ def stage_of_asset(name: str) -> Stage:
     return BY_ASSET[name]
 
 
-def stage_of(name: str) -> Stage:
-    """A stage by its job name or its alias; an unknown name is an error listing the aliases."""
+def stage_of(name: str, packages: Iterable[str] = ()) -> Stage:
+    """A stage by its job name or its alias; an unknown name is an error listing the jobs'
+    aliases (and the ``packages`` a selection may name too)."""
     stage = BY_JOB.get(name) or BY_ALIAS.get(name)
     if stage is None:
         listing = ", ".join(s.alias for s in STAGES)
-        raise ValueError(f"--select {name}: no such stage; the stages: {listing}")
+        also = f"; the packages: {', '.join(sorted(packages))}" if packages else ""
+        raise ValueError(f"--select {name}: no such job or package; the jobs: {listing}{also}")
     return stage
 
 
@@ -258,4 +261,5 @@ def serving_new_retrievers() -> str:
 
 
 def select_help() -> str:
-    return "; ".join(f"{s.alias} ({', '.join(s.assets)})" for s in STAGES)
+    jobs = "; ".join(f"{s.alias} ({', '.join(s.assets)})" for s in STAGES)
+    return f"jobs: {jobs}; or a package (the assets of a Dagster group: corpus, signals, …)"

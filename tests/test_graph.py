@@ -223,8 +223,19 @@ def test_select_names_stages_by_alias_or_job_and_refuses_an_unknown_one():
     ]  # fmt: skip
     assert [s.job for s in selected_stages(["domain=Algebra"])] == ["build_domains", "build_runs"]
     assert len(selected_stages([])) == len(STAGES)
-    with pytest.raises(ValueError, match="no such stage; the stages: sources, annotations"):
-        selected_stages(["signals"])  # the old alias of the thresholds stage
+    with pytest.raises(ValueError, match="no such job or package; the jobs: sources, annotations"):
+        selected_stages(["signals"])  # a package, where no package is known
+    # a package selects every job building one of its assets (they cut the graph differently)
+    packages = {"signals": ["pair_signal_inputs", "pair_signal_shards", "relevance_thresholds"],
+                "corpus": ["corpus"], "benchmark": ["benchmark_export"]}  # fmt: skip
+    assert [s.alias for s in selected_stages(["signals"], packages)] == [
+        "signal-inputs", "shards", "thresholds"
+    ]  # fmt: skip
+    assert [s.alias for s in selected_stages(["corpus", "benchmark"], packages)] == [
+        "sources", "benchmark"
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="the packages: benchmark, corpus, signals"):
+        selected_stages(["corpora"], packages)
     runs = next(s for s in STAGES if s.job == "build_runs")
     keep = partition_filter(runs, ["Algebra"], {"bm25"})
     assert keep("Algebra|bm25") and not keep("Geometry|bm25") and not keep("Algebra|gone")
@@ -287,3 +298,35 @@ def test_no_module_names_a_job_but_the_stage_table(tmp_path):
     target = tmp_path / "saber_assets" / "pods.py"
     target.write_text(target.read_text() + '\n\ndef planted(job):\n    return job == "build_runs"\n')
     assert [x.split(": ")[1] for x in job_name_literals(tmp_path)] == ["'build_runs'"]
+
+
+def test_an_assets_group_is_the_package_that_declares_it():
+    """The UI's groups are the packages a newcomer finds the code in (set once, by the
+    declaration helpers, never by hand)."""
+    graph = make_definitions(DEFAULT_CONFIG).resolve_asset_graph()
+    modules = asset_modules()
+    for key in graph.get_all_asset_keys():
+        name = key.to_user_string()
+        if name in modules:
+            assert graph.get(key).group_name == modules[name].split(".")[1], name
+    groups = {graph.get(k).group_name for k in graph.get_all_asset_keys()}
+    packages = {p.name for p in (REPO_ROOT / "saber_assets").iterdir() if (p / "assets.py").exists()}
+    assert groups <= packages, groups - packages
+
+
+def test_every_name_in_the_readmes_package_table_is_a_selection():
+    """What a newcomer reads in the README's table they can pass to `saber build --select`."""
+    import re
+
+    from saber_assets.build import selected_stages
+    from saber_assets.cli.build import package_assets
+
+    packages = package_assets(make_definitions(DEFAULT_CONFIG))
+    readme = (REPO_ROOT / "README.md").read_text()
+    rows = re.findall(r"^\| `([a-z]+)` \| ((?:`[a-z-]+`(?:, )?)+) \|", readme, re.M)
+    assert {package for package, _ in rows} == set(packages)
+    for package, jobs in rows:
+        aliases = re.findall(r"`([a-z-]+)`", jobs)
+        assert {s.alias for s in selected_stages(aliases)} == set(aliases)
+        if package not in aliases:  # a name that is both selects the job
+            assert {s.alias for s in selected_stages([package], packages)} == set(aliases), package

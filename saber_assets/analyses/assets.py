@@ -7,7 +7,7 @@ import zlib
 
 import numpy as np
 import polars as pl
-from dagster import AssetKey, DataVersion, MetadataValue, Output, observable_source_asset
+from dagster import AssetKey, DataVersion, MetadataValue, Output
 
 from saber_assets.analyses import plots
 from saber_assets.analyses import report as rp
@@ -37,7 +37,7 @@ from saber_assets.benchmark.data import Benchmark
 from saber_assets.config import PipelineConfig
 from saber_assets.io_managers import concat_partitions
 from saber_assets.leaderboard.evaluate import rescore_runs
-from saber_assets.lib.declare import analysis
+from saber_assets.lib.declare import analysis, source_asset
 from saber_assets.lib.figures import png_base64
 from saber_assets.lib.metadata import (
     figure_markdown,
@@ -207,7 +207,7 @@ def configured_regimes(pairs, text: dict[str, str], tasks, acfg):
     )  # fmt: skip
 
 
-@observable_source_asset(group_name="analyses")
+@source_asset()
 def human_labels(pipeline: PipelineResource, stores: StoresResource) -> DataVersion:
     """People's pairwise labels in the stores (`saber study pull` / `import`), of the study
     `analyses.human_study` or all: a new label marks the agreement unsynced."""

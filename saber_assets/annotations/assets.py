@@ -105,7 +105,7 @@ def _call_metadata(stats, elapsed: float, n: int) -> dict:
     }
 
 
-@table_asset("annotations", pool="llm", ins={"corpus": AssetIn(), "ontology_tree": AssetIn()})
+@table_asset(pool="llm", ins={"corpus": AssetIn(), "ontology_tree": AssetIn()})
 def topic_annotations(
     context: AssetExecutionContext,
     corpus: pl.DataFrame,
@@ -171,7 +171,7 @@ def topic_annotations(
     )
 
 
-@table_asset("annotations", pool="llm")
+@table_asset(pool="llm")
 def solution_summaries(
     context: AssetExecutionContext,
     corpus: pl.DataFrame,
@@ -221,7 +221,7 @@ def solution_summaries(
     )
 
 
-@table_asset("annotations")
+@table_asset()
 def topic_information_content(
     pipeline: PipelineResource,
     topic_annotations: dict[str, pl.DataFrame],
@@ -260,7 +260,7 @@ def topic_information_content(
     )
 
 
-@table_asset("annotations")
+@table_asset()
 def problem_annotations(
     pipeline: PipelineResource,
     corpus: pl.DataFrame,

@@ -37,7 +37,7 @@ def judges_used(judgments: pl.DataFrame) -> list[dict]:
     )
 
 
-@stage_asset(group_name="leaderboard", kinds={"parquet"})
+@stage_asset(kinds={"parquet"})
 def benchmark_export(
     pipeline: PipelineResource,
     corpus: pl.DataFrame,
@@ -127,7 +127,7 @@ def benchmark_export(
     )
 
 
-@stage_asset(group_name="leaderboard", kinds={"parquet"}, deps=["benchmark_export"])
+@stage_asset(kinds={"parquet"}, deps=["benchmark_export"])
 def evaluation_benchmark(pipeline: PipelineResource) -> MaterializeResult:
     """The benchmark the retrievers are scored on: the built one, or any exchange-format directory
     given as ``leaderboard.benchmark`` (validated on import)."""

@@ -43,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--select",
         action="append",
-        help="only these stages: " + select_help() + "; and/or domain=NAME (a title or its "
+        help="only these: " + select_help() + "; and/or domain=NAME (a title or its "
         "partition key); repeatable",
     )
 
@@ -149,6 +149,17 @@ def sync_partitions(instance, cfg) -> dict[str, list[str]]:
     return added
 
 
+def package_assets(defs) -> dict[str, list[str]]:
+    """Each package (Dagster group) and the assets it declares, as `--select` takes them."""
+    graph = defs.resolve_asset_graph()
+    out: dict[str, list[str]] = {}
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        if node.is_materializable:
+            out.setdefault(node.group_name, []).append(key.to_user_string())
+    return out
+
+
 def domain_selection(select: list[str], keys: dict[str, str]) -> list[str]:
     """``domain=NAME`` by a domain's title (as the UI and the leaderboard show it) or its
     partition key, rewritten to the key; a name that is neither is an error listing the domains
@@ -238,7 +249,8 @@ def build(
 
     defs = make_definitions(config, home)
     select = domain_selection(select or [], domain_keys(cfg.ontology))
-    stages = selected_stages(select)  # an unknown stage name fails here, before anything runs
+    # an unknown job or package fails here, before anything runs
+    stages = selected_stages(select, package_assets(defs))
     if on:
         return build_remote(on, defs, cfg, force, select, stages)
     from saber_assets.corpus.sources import missing_sources

@@ -12,7 +12,6 @@ from dagster import (
     DataVersionsByPartition,
     MaterializeResult,
     MetadataValue,
-    observable_source_asset,
 )
 
 from saber_assets.benchmark.data import Benchmark
@@ -30,14 +29,14 @@ from saber_assets.contamination.matches import (
     training_corpus_version,
     training_rows,
 )
-from saber_assets.lib.declare import stage_asset
+from saber_assets.lib.declare import source_asset, stage_asset
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.lib.partitions import training_partitions
 from saber_assets.resources import PipelineResource
 from saber_assets.retrievers.registry import load_registry
 
 
-@observable_source_asset(group_name="leaderboard", partitions_def=training_partitions)
+@source_asset(partitions_def=training_partitions)
 def training_corpora(context, pipeline: PipelineResource) -> DataVersionsByPartition:
     """One declared training corpus per `training_corpus` partition: its data version hashes
     the declaration and its local files, so a changed file re-audits only that corpus."""
@@ -48,7 +47,7 @@ def training_corpora(context, pipeline: PipelineResource) -> DataVersionsByParti
     )
 
 
-@stage_asset(group_name="leaderboard", kinds={"parquet"}, deps=["evaluation_benchmark"])
+@stage_asset(kinds={"parquet"}, deps=["evaluation_benchmark"])
 def own_candidate_matches(pipeline: PipelineResource) -> MaterializeResult:
     """Queries whose rephrasing is among their own candidates (word 3-gram Jaccard at least
     ``leaderboard.contamination.own_match_jaccard`` after folding): an easy, meaningless hit the
@@ -75,7 +74,6 @@ def own_candidate_matches(pipeline: PipelineResource) -> MaterializeResult:
 
 
 @stage_asset(
-    group_name="leaderboard",
     kinds={"parquet", "datatrove"},
     deps=["evaluation_benchmark", training_corpora],
 )

@@ -15,12 +15,11 @@ from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.resources import PipelineResource
 
 corpus_sources = input_files_asset(
-    "corpus_sources", "corpus", "The corpus source files (`corpus.sources`), by content hash."
+    "corpus_sources", __name__, "The corpus source files (`corpus.sources`), by content hash."
 )
 
 
 @stage_multi_asset(
-    group_name="corpus",
     deps=[corpus_sources],
     outs={
         "corpus": AssetOut(

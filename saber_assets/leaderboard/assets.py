@@ -96,7 +96,9 @@ def coverage_note(coverage: list[dict]) -> str:
         return ""
     if not short:
         quota = coverage[0]["quota"]
-        return f"Every domain holds its quota of {quota} queries; n = the queries a cell averages.\n\n"
+        return (
+            f"Every domain holds its quota of {quota} queries; n = the queries a cell averages.\n\n"
+        )
     lines = ["**Domains below quota** (n = the queries a cell averages; a query in several "
              "domains counts in each):", ""]  # fmt: skip
     for c in short:
@@ -137,7 +139,6 @@ def _bar_chart(table: pl.DataFrame) -> MetadataValue:
 
 
 @stage_asset(
-    group_name="leaderboard",
     kinds={"duckdb", "polars"},
     deps=["retriever_runs", "retriever_registry", "contamination", "own_candidate_matches"],
 )

@@ -45,7 +45,6 @@ from saber_resources.stores import StoresResource
 
 
 @stage_asset(
-    group_name="leaderboard",
     kinds={"ranx", "parquet"},
     ins={
         "retriever_index": AssetIn(

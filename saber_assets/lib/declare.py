@@ -82,7 +82,23 @@ class Declared:
             attrs["partitions_def"] = partitions[by]
         if op_tags and not self.is_check:
             attrs["op_tags"] = dict(op_tags)
+        if not self.is_check:
+            attrs["group_name"] = package_of(self.module)
         return self.make(**attrs)(self.fn)
+
+
+def package_of(module: str) -> str:
+    """The stage package a module belongs to (``saber_assets.<package>.…``): every asset's
+    Dagster group, so the UI's groups are the packages a newcomer finds the code in."""
+    parts = module.split(".")
+    if len(parts) < 3 or parts[0] != "saber_assets":
+        raise ValueError(f"{module} is in no stage package of saber_assets")
+    return parts[1]
+
+
+def source_asset(**attrs: Any) -> Callable[[Callable[..., Any]], Any]:
+    """``@observable_source_asset`` in its declaring module's package group (``package_of``)."""
+    return lambda fn: observable_source_asset(group_name=package_of(fn.__module__), **attrs)(fn)
 
 
 def stage_asset(**attrs: Any) -> Callable[[Callable[..., Any]], Declared]:
@@ -99,19 +115,19 @@ def stage_check(asset: str, **attrs: Any) -> Callable[[Callable[..., Any]], Decl
     return lambda fn: Declared(fn, asset_check, {"asset": asset, **attrs})
 
 
-def table_asset(group: str, **extra: Any) -> Callable[[Callable[..., Any]], Declared]:
+def table_asset(**extra: Any) -> Callable[[Callable[..., Any]], Declared]:
     """A stage asset whose output is a table in the Parquet store (polars by default)."""
     extra.setdefault("kinds", {"polars", "parquet"})
-    return stage_asset(group_name=group, io_manager_key="parquet_io", **extra)
+    return stage_asset(io_manager_key="parquet_io", **extra)
 
 
 def analysis(
     section: Callable[..., Any] | None = None, **extra: Any
 ) -> Callable[[Callable[..., Any]], Declared]:
-    """The declaration of every analysis: group `analyses`, a Parquet output, and its section of
-    the report (the report asset reads every analysis that declares one)."""
+    """The declaration of every analysis: a Parquet output and its section of the report (the
+    report asset reads every analysis that declares one)."""
     extra.setdefault("kinds", {"polars", "parquet"})
-    attrs = {"group_name": "analyses", "io_manager_key": "parquet_io", **extra}
+    attrs = {"io_manager_key": "parquet_io", **extra}
     return lambda fn: Declared(timed(fn), asset, attrs, section)
 
 
@@ -146,12 +162,13 @@ def declared_in(modules: Iterable[ModuleType]) -> list[Declared]:
     return list(found.values())
 
 
-def input_files_asset(name: str, group: str, description: str):
-    """An observable source asset for input files (``versions.input_versions``): their content
-    hash is the data version, so a changed file marks what reads it unsynced (observed by each
-    build and by the input files sensor)."""
+def input_files_asset(name: str, module: str, description: str):
+    """An observable source asset for input files (``versions.input_versions``) in the package
+    group of ``module`` (its declaring module's ``__name__``): their content hash is the data
+    version, so a changed file marks what reads it unsynced (observed by each build and by the
+    input files sensor)."""
 
-    @observable_source_asset(name=name, group_name=group, description=description)
+    @observable_source_asset(name=name, group_name=package_of(module), description=description)
     def observe(pipeline: PipelineResource) -> DataVersion:
         return DataVersion(input_versions(pipeline.load())[name])
 

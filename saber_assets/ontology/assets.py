@@ -14,11 +14,11 @@ from saber_assets.ontology.tree import expand_to_tree, load_dag
 from saber_assets.resources import PipelineResource
 
 ontology_files = input_files_asset(
-    "ontology_files", "ontology", "The ontology's files (bundled or configured), by content hash."
+    "ontology_files", __name__, "The ontology's files (bundled or configured), by content hash."
 )
 
 
-@table_asset("ontology", kinds={"networkx", "parquet"}, deps=[ontology_files])
+@table_asset(kinds={"networkx", "parquet"}, deps=[ontology_files])
 def ontology_tree(
     context: AssetExecutionContext, pipeline: PipelineResource
 ) -> Output[pl.DataFrame]:

@@ -9,7 +9,7 @@ from saber_assets.ratings.rate import configured_prior, rate
 from saber_assets.resources import PipelineResource
 
 
-@table_asset("ratings")
+@table_asset()
 def relevance_ratings(
     pipeline: PipelineResource, query_candidates: pl.DataFrame, tournament_judgments: pl.DataFrame
 ) -> Output[pl.DataFrame]:

@@ -10,12 +10,11 @@ from dagster import (
     DataVersionsByPartition,
     MaterializeResult,
     MetadataValue,
-    observable_source_asset,
 )
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.benchmark.texts import SETTINGS, document_side
-from saber_assets.lib.declare import stage_asset
+from saber_assets.lib.declare import source_asset, stage_asset
 from saber_assets.lib.metadata import markdown_table
 from saber_assets.lib.partitions import retriever_partitions
 from saber_assets.resources import PipelineResource
@@ -30,7 +29,7 @@ from saber_assets.versions import registry_versions
 from saber_resources.stores import StoresResource
 
 
-@observable_source_asset(group_name="leaderboard", partitions_def=retriever_partitions)
+@source_asset(partitions_def=retriever_partitions)
 def retriever_registry(
     context, pipeline: PipelineResource, stores: StoresResource
 ) -> DataVersionsByPartition:
@@ -54,7 +53,6 @@ def drop_per_setting_indexes(root: Path) -> list[str]:
 
 
 @stage_asset(
-    group_name="leaderboard",
     kinds={"parquet", "numpy"},
     deps=["evaluation_benchmark", retriever_registry],
     pool="llm",  # document embeddings share the GPU with the judge and the re-ranker

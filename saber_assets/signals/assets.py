@@ -78,7 +78,6 @@ def _manifest_path(d: Path) -> Path:
 
 
 @stage_asset(
-    group_name="signals",
     kinds={"numpy"},
     deps=["problem_annotations", "topic_information_content", "ontology_tree"],
 )
@@ -160,7 +159,7 @@ def pair_signal_inputs(
     )
 
 
-@stage_asset(group_name="signals", deps=["pair_signal_inputs"], kinds={"numba"})
+@stage_asset(deps=["pair_signal_inputs"], kinds={"numba"})
 def pair_signal_bounds(
     context: AssetExecutionContext, pipeline: PipelineResource, problem_annotations: pl.DataFrame
 ) -> MaterializeResult:
@@ -214,7 +213,7 @@ def pair_signal_bounds(
     )
 
 
-@stage_asset(group_name="signals", deps=["pair_signal_bounds"], kinds={"numba"})
+@stage_asset(deps=["pair_signal_bounds"], kinds={"numba"})
 def pair_signal_shards(
     context: AssetExecutionContext, pipeline: PipelineResource
 ) -> MaterializeResult:
@@ -359,7 +358,7 @@ INDEX_SCHEMA = {
 }  # fmt: skip
 
 
-@table_asset("signals", deps=["pair_signal_shards"])
+@table_asset(deps=["pair_signal_shards"])
 def pair_signal_index(
     context: AssetExecutionContext, pipeline: PipelineResource
 ) -> Output[pl.DataFrame]:
@@ -546,7 +545,7 @@ def _thresholds_by_rows(
     )
 
 
-@table_asset("signals", deps=["pair_signal_index"])
+@table_asset(deps=["pair_signal_index"])
 def relevance_thresholds(
     context: AssetExecutionContext, pipeline: PipelineResource, problem_annotations: pl.DataFrame
 ) -> Output[pl.DataFrame]:

@@ -18,7 +18,7 @@ from saber_resources.stores import StoresResource
 UNPARSED_RULE = "played, no winner: the pair is not asked again and neither rating moves"
 
 
-@table_asset("tournament", kinds={"polars", "duckdb"}, pool="llm")
+@table_asset(kinds={"polars", "duckdb"}, pool="llm")
 def tournament_judgments(
     context: AssetExecutionContext,
     pipeline: PipelineResource,
