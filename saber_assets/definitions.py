@@ -170,11 +170,14 @@ def with_code_versions(assets: list, cfg: PipelineConfig, modules: dict[str, str
 
 
 def make_definitions(
-    config_file: str | os.PathLike | None = None, home: Path | None = None
+    config_file: str | os.PathLike | None = None,
+    home: Path | None = None,
+    cfg: PipelineConfig | None = None,
 ) -> Definitions:
-    """Definitions for one pipeline config; outputs under ``home`` (default: $SABER_HOME or .saber/)."""
+    """Definitions for one pipeline config; outputs under ``home`` (default: $SABER_HOME or .saber/).
+    ``cfg``: the config already loaded from ``config_file`` (the build reads the file once)."""
     config_file = str(config_file or os.environ.get("SABER_CONFIG") or DEFAULT_CONFIG)
-    cfg = load_config(config_file)
+    cfg = cfg or load_config(config_file)
     home = Path(home or data_home())
     parquet_dir = Outputs.of(cfg, home).parquet
     # the Parquet assets at storage.base_uri (object stores through UPath); the warehouse's

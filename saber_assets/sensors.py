@@ -27,7 +27,7 @@ from dagster import (
 from dagster._core.storage.tags import PARTITION_NAME_TAG
 
 from saber_assets.analyses.human_study import labels_version
-from saber_assets.build import Step, partition_filter, runnable_names, stage_steps
+from saber_assets.build.plan import Step, partition_filter, runnable_names, stage_steps
 from saber_assets.contamination.matches import checked_corpora, training_corpus_version
 from saber_assets.lib.partitions import retriever_partitions, training_partitions
 from saber_assets.ontology.domains import domain_keys

@@ -34,7 +34,7 @@ def test_work_shorter_than_the_delay_draws_nothing(monkeypatch, capsys):
 def test_the_console_says_which_domain_is_short_and_why(tmp_path):
     """`saber build`'s closing lines from a benchmark's manifest: each domain against its quota,
     the reason under a short one."""
-    from saber_assets.cli.build import benchmark_lines
+    from saber_assets.build.run import benchmark_lines
 
     bench = tmp_path / "benchmark"
     bench.mkdir()

@@ -7,7 +7,7 @@ import polars as pl
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.benchmark.texts import document_texts
-from saber_assets.build import Step, components_first
+from saber_assets.build.plan import Step, components_first
 from saber_assets.leaderboard.evaluate import evaluate
 from saber_assets.leaderboard.saved_runs import (
     RUN_KEY,

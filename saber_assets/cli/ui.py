@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from saber_assets.cli.build import prepare_dagster_home
+from saber_assets.build.run import prepare_dagster_home
 from saber_assets.config import REPO_ROOT, data_home
 
 

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from urllib.parse import urlparse
 
 from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
-from saber_assets.build import OBSERVE_JOBS
+from saber_assets.build.plan import OBSERVE_JOBS
 
 TERMINAL = {"SUCCESS", "FAILURE", "CANCELED"}
 EVENT_FIELDS = "partition timestamp tags { key value }"
@@ -255,13 +256,16 @@ def build_on(
     force: bool,
     poll_s: tuple[float, float] = (0.25, 2.0),
     fan_in: dict | None = None,
+    say: Callable[[str], None] = print,
+    say_error: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
 ) -> int:
     """Run the build on the deployment at ``url``: ``plan`` is [(stage, its partitions)] in
     order, ``fan_in`` {(asset, partition): [(parent, its partitions)]} the edges to check past
     the stale status (``build.fan_in_parents``), ``partitions`` the dynamic partitions (by
     partitioning name) to add first; 0 on success, 1 naming a failed run. Runs are polled every
     ``poll_s[0]`` seconds, the wait doubling to ``poll_s[1]`` while none ends: a stage of short
-    runs goes on a moment after its last one, a long one is not asked about every moment."""
+    runs goes on a moment after its last one, a long one is not asked about every moment.
+    Progress lines go to ``say``, a failed run's to ``say_error``."""
     fan_in = fan_in or {}
     dep = Deployment(url)
     for name, keys in partitions.items():
@@ -277,7 +281,7 @@ def build_on(
             label = job + (f" [{partition}]" if partition else "")
             run_id = dep.submit(job, partition, {})
             pending[run_id] = label
-            print(f"  launched {label:<45} run {run_id}", flush=True)
+            say(f"  launched {label:<45} run {run_id}")
         wait = poll_s[0]
         while pending:
             time.sleep(wait)
@@ -288,13 +292,12 @@ def build_on(
             for rid, status in statuses.items():
                 if status in TERMINAL:
                     label = pending.pop(rid)
-                    print(f"  {status.lower():<8} {label:<45} run {rid}", flush=True)
+                    say(f"  {status.lower():<8} {label:<45} run {rid}")
                     if status != "SUCCESS":
                         why = dep.failure(rid) if status == "FAILURE" else "canceled"
-                        print(
+                        say_error(
                             f"saber build --on {url}: run {rid} ({label}) ended {status}; "
-                            f"see it in the Dagster UI\n{why}",
-                            file=sys.stderr,
+                            f"see it in the Dagster UI\n{why}"
                         )
                         return False
         return True
@@ -318,13 +321,13 @@ def build_on(
                 None,
             )
             if moved:  # lazily: the first moved edge decides
-                print(f"  {moved}", flush=True)
+                say(f"  {moved}")
                 todo.append((stage.job, p))
         skipped += len(partitions) - len(todo)
         launched += len(todo)
         if not run_all(todo):
             return 1
-    print(
+    say(
         f"saber build --on {url}: {launched} runs launched (peak {peak} at once), "
         f"{skipped} up to date, {time.perf_counter() - t0:.1f}s"
     )

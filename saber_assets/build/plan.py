@@ -19,7 +19,7 @@ threshold). The UI does not show such a cause; the build acts on it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dagster import AssetKey, DagsterInstance, RepositoryDefinition
@@ -220,22 +220,19 @@ def components_first(steps: list[Step], entries: list) -> list[Step]:
     return sorted(steps, key=lambda s: depth(str(s.partition).split("|")[-1]))
 
 
-ANNOUNCED: set[str] = set()
-
-
-def runnable_entries(entries: list) -> list:
-    """The registry entries a build runs (``registry.runnable``); each one left out is said once,
-    with its reason (e.g. the paper registry on a machine without a GPU or an API key)."""
+def runnable_entries(entries: list, say: Callable[[str], None] | None = None) -> list:
+    """The registry entries a build runs (``registry.runnable``); each one left out is said to
+    ``say``, with its reason (e.g. the paper registry on a machine without a GPU or an API key)."""
     run, skipped = runnable(entries)
-    for name, why in skipped:
-        if name not in ANNOUNCED:
-            ANNOUNCED.add(name)
-            print(f"  retriever {name} not built: {why}", flush=True)
+    for name, why in skipped if say else ():
+        say(f"  retriever {name} not built: {why}")
     return run
 
 
-def runnable_names(cfg: PipelineConfig, home=None) -> set[str]:
-    return {e.name for e in runnable_entries(registry_for(cfg, home=home))}
+def runnable_names(
+    cfg: PipelineConfig, home=None, say: Callable[[str], None] | None = None
+) -> set[str]:
+    return {e.name for e in runnable_entries(registry_for(cfg, home=home), say)}
 
 
 def selected_stages(

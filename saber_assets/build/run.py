@@ -1,0 +1,388 @@
+"""`saber build`'s loop: every missing or unsynced step of the selection, job by job (the plan:
+``build.plan``), in this process or on a running deployment (``build.remote``), after the runs a
+killed build left are marked failed (``build.dead_runs``). It prints through a ``Console``; the
+CLI (``cli/build.py``) only parses its arguments and calls ``build``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from saber_assets.config import DEFAULT_CONFIG, REPO_ROOT, data_home, load_config
+from saber_assets.outputs import Outputs
+from saber_assets.stages import stage_of
+
+
+def _stdout(line: str) -> None:
+    print(line, flush=True)
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+@dataclass
+class Console:
+    """Where a build's lines go: ``out`` for its progress, ``err`` for failures (stdout and
+    stderr by default; a test or another front end collects them)."""
+
+    out: Callable[[str], None] = field(default=_stdout)
+    err: Callable[[str], None] = field(default=_stderr)
+
+
+# Dagster's console logger at this level prints nothing a build does not print better itself:
+# the step lines, the warnings in plain words (`run_warnings`) and the failures at the end.
+QUIET = "CRITICAL"
+
+
+def run_warnings(instance, run_id: str) -> list[str]:
+    """The messages a run's steps logged at WARNING or above, each once, in their order."""
+    import logging
+
+    seen: dict[str, None] = {}
+    for entry in instance.all_logs(run_id):
+        if entry.dagster_event is None and entry.level >= logging.WARNING and entry.user_message:
+            seen.setdefault(" ".join(entry.user_message.split()), None)
+    return list(seen)
+
+
+def prepare_dagster_home(home: Path) -> Path:
+    """Project-local DAGSTER_HOME with the repo's dagster.yaml, so run history survives restarts."""
+    dagster_home = home / "dagster_home"
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(REPO_ROOT / "dagster.yaml", dagster_home / "dagster.yaml")
+    os.environ["DAGSTER_HOME"] = str(dagster_home)
+    return dagster_home
+
+
+def summary_value(metadata: dict, key: str):
+    v = metadata.get(key)
+    return None if v is None else getattr(v, "value", v)
+
+
+def faults_line(metadatas) -> str | None:
+    """One line for the faults a run's LLM calls met (``llm_faults`` of its materialisations):
+    by cause, the retries and the seconds they cost; None when it met none."""
+    import json
+    from collections import Counter
+
+    faults: Counter = Counter()
+    lost = 0.0
+    for metadata in metadatas:
+        value = summary_value(metadata, "llm_faults")
+        if value:
+            seen = json.loads(value)
+            faults.update(seen["by_cause"])
+            lost += seen["lost_s"]
+    if not faults:
+        return None
+    causes = ", ".join(f"{k} {v}" for k, v in sorted(faults.items()))
+    return f"faults met: {causes} ({sum(faults.values())} retries, {lost:.1f}s lost)"
+
+
+def print_run(result, seconds: float, console: Console) -> None:
+    """One line per materialisation: asset, partition, rows; the faults its LLM calls met;
+    failed checks too."""
+    mats = [event.materialization for event in result.get_asset_materialization_events()]
+    for mat in mats:
+        part = f" [{mat.partition}]" if mat.partition else ""
+        rows = summary_value(mat.metadata, "dagster/row_count")
+        console.out(f"  {mat.asset_key.to_user_string() + part:<40} rows={rows}")
+    if line := faults_line(m.metadata for m in mats):
+        console.out(f"  {line}")
+    for check in result.get_asset_check_evaluations():
+        if not check.passed:
+            console.out(f"  CHECK FAILED: {check.asset_key.to_user_string()} / {check.check_name}")
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+    console.out(
+        f"  ({result.dagster_run.job_name} {'ok' if result.success else 'FAILED'} in "
+        f"{seconds:.1f}s, process peak RSS {peak:.2f} GB)"
+    )
+
+
+def sync_partitions(instance, cfg) -> dict[str, list[str]]:
+    """Add a `retriever` partition for every registry entry, and a `training_corpus` partition
+    for every training corpus with text it declares, that lacks one (never removes any); returns
+    the new keys by partitioning."""
+    from saber_assets.contamination.matches import checked_corpora
+    from saber_assets.retrievers.discovery import registry_for
+
+    entries = registry_for(cfg)
+    wanted = {
+        "retriever": [e.name for e in entries],
+        "training_corpus": list(checked_corpora(entries)),
+    }
+    added = {}
+    for name, keys in wanted.items():
+        have = set(instance.get_dynamic_partitions(name))
+        added[name] = [k for k in keys if k not in have]
+        if added[name]:
+            instance.add_dynamic_partitions(name, added[name])
+    return added
+
+
+def package_assets(defs) -> dict[str, list[str]]:
+    """Each package (Dagster group) and the assets it declares, as `--select` takes them."""
+    graph = defs.resolve_asset_graph()
+    out: dict[str, list[str]] = {}
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        if node.is_materializable:
+            out.setdefault(node.group_name, []).append(key.to_user_string())
+    return out
+
+
+def domain_selection(select: list[str], keys: dict[str, str]) -> list[str]:
+    """``domain=NAME`` by a domain's title (as the UI and the leaderboard show it) or its
+    partition key, rewritten to the key; a name that is neither is an error listing the domains
+    (selecting nothing would look like a build with nothing to do)."""
+    out = []
+    by_key = set(keys.values())
+    for x in select:
+        if x.startswith("domain="):
+            name = x.split("=", 1)[1]
+            if name not in keys and name not in by_key:
+                listing = ", ".join(repr(t) for t in keys)
+                raise ValueError(f"--select domain={name}: no such domain; the domains: {listing}")
+            x = f"domain={keys.get(name, name)}"
+        out.append(x)
+    return out
+
+
+def observe_sources(defs, instance, run_config: dict | None = None) -> None:
+    """Observe the input files and the registry entries (their data versions) before a build
+    asks what is unsynced; a failed observation is an error (the versions would be guesses)."""
+    from saber_assets.build.plan import OBSERVE_JOBS
+
+    for job in OBSERVE_JOBS:
+        res = defs.resolve_job_def(job).execute_in_process(
+            instance=instance, raise_on_error=False, run_config=run_config
+        )
+        if not res.success:
+            raise RuntimeError(f"{job} failed: the input files or the registry could not be read")
+
+
+def build_remote(
+    url: str, defs, cfg, force: bool, select: list[str], stages: list, console: Console
+) -> int:
+    """The build on a running deployment (``build.remote``): its own Dagster says what is
+    unsynced."""
+    from dagster import AssetKey, DagsterInstance
+
+    from saber_assets.build.plan import (
+        fan_in_parents,
+        partition_filter,
+        runnable_names,
+        stage_partition_keys,
+    )
+    from saber_assets.build.remote import build_on
+
+    with DagsterInstance.ephemeral() as scratch:  # the partitions, not run history
+        names = sync_partitions(scratch, cfg)
+        repo = defs.get_repository_def()
+        retrievers = runnable_names(cfg, say=console.out)
+        domains = [x.split("=", 1)[1] for x in select if x.startswith("domain=")]
+        plan = [
+            (stage, [p for p in stage_partition_keys(repo, scratch, stage) if keep(p)])
+            for stage in stages
+            for keep in [partition_filter(stage, domains, retrievers)]
+        ]
+        fan_in = {
+            (a, p): [(k.to_user_string(), ups) for k, ups in edges]
+            for stage, partitions in plan
+            for p in partitions
+            for a in stage.assets
+            if (edges := fan_in_parents(scratch, repo.asset_graph, AssetKey(a), p))
+        }
+    console.out(f"saber build --on {url}: {sum(len(p) for _, p in plan)} steps in the plan")
+    return build_on(url, plan, names, force, fan_in=fan_in, say=console.out, say_error=console.err)
+
+
+def build(
+    config: str | None,
+    log_level: str,
+    force: bool = False,
+    select: list[str] | None = None,
+    on: str | None = None,
+    console: Console | None = None,
+) -> int:
+    """Every missing or unsynced step of the selection, job by job, here or ``on`` a running
+    deployment; each line to ``console``. Returns the exit status."""
+    console = console or Console()
+    cfg = load_config(config)  # fail fast, before Dagster starts, on a bad config file
+    home = data_home()
+    from dagster import DagsterInstance
+
+    from saber_assets.build.dead_runs import process_tags, reap_dead_runs
+    from saber_assets.build.plan import (
+        components_first,
+        partition_filter,
+        runnable_names,
+        selected_stages,
+        stage_steps,
+    )
+    from saber_assets.definitions import make_definitions
+    from saber_assets.ontology.domains import domain_keys
+    from saber_assets.retrievers.discovery import registry_for
+
+    defs = make_definitions(config, home, cfg)
+    select = domain_selection(select or [], domain_keys(cfg.ontology))
+    # an unknown job or package fails here, before anything runs
+    stages = selected_stages(select, package_assets(defs))
+    if on:
+        return build_remote(on, defs, cfg, force, select, stages, console)
+    from saber_assets.corpus.sources import missing_sources
+
+    if missing := missing_sources(cfg.corpus):  # before any step: the first reads them
+        console.err("saber build: the corpus cannot be read yet:\n  " + "\n  ".join(missing))
+        return 2
+    prepare_dagster_home(home)
+    instance = DagsterInstance.get()
+    t0 = time.perf_counter()
+    console.out(
+        f"saber build: config {config or DEFAULT_CONFIG} ({cfg.name}), outputs under {home / cfg.name}"
+    )
+    run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
+    for run_id in reap_dead_runs(instance):
+        console.out(f"  run {run_id} of a killed build marked failed, its pool slots freed")
+    sync_partitions(instance, cfg)
+    observe_sources(defs, instance, run_config)
+    retrievers = runnable_names(cfg, say=console.out)
+    domains = [x.split("=", 1)[1] for x in select if x.startswith("domain=")]
+    failed, ran, skipped = [], 0, 0
+    for stage in stages:
+        if failed:
+            break  # later stages need this one complete
+        if stage.alias == "analyses" and no_queries(Outputs.of(cfg, home)):
+            # the analyses read queries, ratings and a leaderboard: over none they have nothing
+            # to say, and a build whose model found no viable query still finishes
+            console.out(
+                "  analyses skipped: the benchmark has no query (no viable query in any domain: "
+                "see relevance_thresholds)"
+            )
+            continue
+        # asked only now: the previous stage may have given this one new inputs
+        keep = partition_filter(stage, domains, retrievers)
+        steps = stage_steps(defs.get_repository_def(), instance, stage, keep, force)
+        if stage.fusions_last:
+            steps = components_first(steps, registry_for(cfg))
+        for step in steps:
+            if not step.reasons:
+                skipped += 1
+                continue
+            if log_level.upper() in ("DEBUG", "INFO"):
+                console.out(f"  {step.label}: {'; '.join(step.reasons[:3])}")
+            t1 = time.perf_counter()
+            result = defs.resolve_job_def(step.job).execute_in_process(
+                instance=instance,
+                raise_on_error=False,
+                run_config=run_config,
+                partition_key=step.partition,
+                tags=process_tags(),
+            )
+            ran += 1
+            print_run(result, time.perf_counter() - t1, console)
+            for message in run_warnings(instance, result.run_id):
+                console.out(f"  warning: {message}")
+            if not result.success:
+                failed.append(result)
+    elapsed = time.perf_counter() - t0
+    import duckdb
+
+    from saber_resources.warehouse import Warehouse
+
+    wh = defs.resources["warehouse"]
+    assert isinstance(wh, Warehouse)
+    try:
+        views = wh.refresh_views()
+    except duckdb.Error as exc:  # views are derived: `saber warehouse` makes them again
+        if not failed:
+            raise
+        views = [f"not refreshed: {str(exc).splitlines()[0][:120]}"]
+    console.out(f"steps:     {ran} run, {skipped} up to date (`--force` rebuilds them)")
+    console.out(f"parquet:   {wh.parquet_dir}")
+    console.out(f"warehouse: {wh.path} (views: {', '.join(views) or 'none'})")
+    console.out(f"dagster:   {os.environ['DAGSTER_HOME']} (open the UI with `uv run saber ui`)")
+    if lines := benchmark_lines(Outputs.of(cfg, home)):
+        console.out("benchmark: " + lines[0])
+        for line in lines[1:]:
+            console.out(f"  {line}")
+    report = Outputs.of(cfg, home).report / "index.html"
+    if report.exists():
+        console.out(f"report:    {report}")
+    if failed:
+        failures = [
+            (res.dagster_run.job_name, ev.step_key, ev.step_failure_data.error)
+            for res in failed
+            for ev in res.all_events
+            if ev.is_step_failure
+        ]
+        if full := disk_full(failures, Outputs.of(cfg, home).root):
+            console.err(full)  # one line: the rest is the same error, many times
+        else:
+            for _, step_key, error in failures:
+                console.err(f"FAILED step {step_key}: {error.message.strip()}")
+        console.err(f"saber build FAILED after {elapsed:.1f}s")
+        return 1
+    console.out(f"saber build finished in {elapsed:.1f}s")
+    return 0
+
+
+def disk_full(failures: list[tuple[str, str, object]], outputs: Path) -> str | None:
+    """The one line a build stopped by a full disk prints (errno 28 anywhere in a failed step's
+    error, its causes included): where, how much is free, which stage and step; None otherwise.
+    Every output is written whole or not at all, so nothing finished is lost."""
+    for job, step_key, error in failures:
+        chain, seen = [], error
+        while seen is not None:
+            chain.append(f"{seen.message} {''.join(seen.stack or [])}")
+            seen = seen.cause or seen.context
+        if any("No space left on device" in text or "os error 28" in text for text in chain):
+            free = shutil.disk_usage(outputs).free if outputs.exists() else 0
+            stage = stage_of(job).alias
+            return (
+                f"saber build: the disk is full under {outputs} ({free / 2**20:.1f} MiB free), "
+                f"in stage {stage} (step {step_key}): free space there and run the build again "
+                "(what finished is kept, no file was left half written)"
+            )
+    return None
+
+
+def benchmark_lines(outputs: Outputs) -> list[str]:
+    """The built benchmark in a few lines: its queries, then each domain against its quota
+    and why one falls short (the manifest's coverage); none before the benchmark is built."""
+    import json
+
+    import polars as pl
+
+    from saber_assets.candidates.coverage import COVERAGE_SCHEMA, below_quota, coverage_lines
+
+    path = outputs.benchmark / "manifest.json"
+    if not path.exists():
+        return []
+    coverage = json.loads(path.read_text()).get("coverage")
+    if not coverage:
+        return []
+    table = pl.DataFrame(coverage, schema=COVERAGE_SCHEMA)
+    short = below_quota(table).height
+    head = f"{int(table['queries'].sum()):,} queries over {table.height} domains, " + (
+        "every domain at its quota" if not short else f"{short} below quota"
+    )
+    return [head, *coverage_lines(table)]
+
+
+def no_queries(outputs: Outputs) -> bool:
+    """Whether the built evaluation benchmark exists and holds no query."""
+    queries = outputs.evaluation_benchmark / "queries.parquet"
+    if not queries.exists():
+        return False
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(queries).metadata.num_rows == 0
