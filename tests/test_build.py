@@ -332,7 +332,7 @@ def _training_data_is_audited_and_scored_clean(cfg, tmp_path, capsys):
     """Declared training data: one audit per corpus with text, then the leaderboard and the
     analyses; no index or run again (the description of a model is not what it computes)."""
     from saber_assets.config import load_config
-    from saber_assets.leaderboard.evaluate import report
+    from saber_assets.leaderboard.evaluate import score_table
 
     registry = tmp_path / "retrievers.yaml"
     src = tmp_path / "mine.jsonl"
@@ -382,7 +382,7 @@ def _training_data_is_audited_and_scored_clean(cfg, tmp_path, capsys):
     assert other["contaminated_share"].is_null().all() and other["ndcg@10_clean"].is_null().all()
     c = load_config(cfg)
     runs = pl.concat([pl.read_parquet(f) for f in (home / "runs" / "bm25").glob("*.parquet")])
-    clean = report(
+    clean = score_table(
         runs.filter(~pl.col("query_id").is_in(sorted(want))),
         bench.domain_list(), c.leaderboard.bootstrap_resamples, c.seed, k=c.leaderboard.k,
     ).sort("setting")  # fmt: skip

@@ -210,14 +210,14 @@ def test_items_roles_and_the_queries_a_match_contaminates():
 def test_the_clean_score_is_the_full_score_when_nothing_overlaps_and_recomputed_otherwise():
     from saber_assets.contamination.matches import contaminated_queries
     from saber_assets.leaderboard.contamination_columns import contamination_columns
-    from saber_assets.leaderboard.evaluate import report
+    from saber_assets.leaderboard.evaluate import score_table
     from saber_assets.retrievers.entries import TrainingCorpus
 
     bench = small_benchmark()
     runs = runs_of(bench)
 
     def rescore(r):
-        return report(r, ["Algebra", "Geometry"], 200, 7)
+        return score_table(r, ["Algebra", "Geometry"], 200, 7)
 
     rep = rescore(runs)
     corpus = TrainingCorpus(name="t", bundled="math")

@@ -11,7 +11,7 @@ import pytest
 from saber_assets.benchmark.data import QUERY_SCHEMA, Benchmark, BenchmarkFormatError
 from saber_assets.benchmark.formats import export, integer_grade, read_beir, read_qrels
 from saber_assets.cli import main
-from saber_assets.leaderboard.evaluate import evaluate, report
+from saber_assets.leaderboard.evaluate import evaluate, score_table
 from saber_assets.leaderboard.outside_runs import evaluate_run, setting_of
 from saber_assets.leaderboard.trec_runs import read_run, write_run
 
@@ -161,9 +161,9 @@ def test_an_outside_run_scores_exactly_like_the_retriever_that_made_it(tmp_path)
     domains = bench.domain_list()
     cols = ["setting", "queries", "failed", "ndcg@10", "ci_low", "ci_high", *domains]
     assert (
-        report(pl.concat(ours), domains)
+        score_table(pl.concat(ours), domains)
         .select(cols)
-        .equals(report(pl.concat(theirs), domains).select(cols))
+        .equals(score_table(pl.concat(theirs), domains).select(cols))
     )  # the same metric and the same seeded CIs (only the latency differs)
     # the CLI: the same numbers, both settings from one file
     bench.write(tmp_path / "bench")

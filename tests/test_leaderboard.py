@@ -17,7 +17,7 @@ from saber_assets.benchmark.data import (
     BenchmarkFormatError,
 )
 from saber_assets.cli import main
-from saber_assets.leaderboard.evaluate import evaluate, report
+from saber_assets.leaderboard.evaluate import evaluate, score_table
 from saber_assets.leaderboard.metrics import (
     bootstrap_ci,
     condensed_ndcg,
@@ -398,7 +398,7 @@ def test_retriever_failures_are_counted():
     bench = toy_benchmark()
     run = evaluate(Flaky(), bench, "full-full", full_corpus=False)
     assert run["failed"].to_list() == [True] and run["error"][0] == "engine crashed"
-    rep = report(run, ["Number Theory"], resamples=20)
+    rep = score_table(run, ["Number Theory"], resamples=20)
     assert rep["failed"][0] == 1 and rep["queries"][0] == 1 and rep["ndcg@10"][0] == 0.0
 
 
@@ -408,7 +408,7 @@ def test_the_score_columns_are_named_for_the_cut_off():
 
     bench = toy_benchmark()
     run = evaluate(Flaky(), bench, "full-full", k=5, full_corpus=False)
-    rep = report(run, ["Number Theory"], resamples=20, k=5)
+    rep = score_table(run, ["Number Theory"], resamples=20, k=5)
     assert {"ndcg@5", "ndcg@5_linear", "full_ndcg'@5"} <= set(rep.columns)
     assert not [c for c in rep.columns if c.endswith("@10") or "@10_" in c]
     assert score_column(rep) == "ndcg@5"

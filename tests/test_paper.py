@@ -12,7 +12,7 @@ import pytest
 
 from saber_assets.benchmark.data import QUERY_SCHEMA, Benchmark
 from saber_assets.cli import main
-from saber_assets.leaderboard.evaluate import evaluate, report
+from saber_assets.leaderboard.evaluate import evaluate, score_table
 from saber_assets.leaderboard.paper import (
     DOMAIN_CI_NOTE,
     apply_protocol,
@@ -199,8 +199,8 @@ def test_reference_protocol_differs_exactly_on_a_failed_query_and_tied_scores():
     relevance = dict(
         zip(bench.queries["id"], bench.queries["relevance_scores"].to_list(), strict=True)
     )
-    ours = report(runs, ["A"], 50, 0)
-    ref = report(apply_protocol(runs, relevance, 10, "reference"), ["A"], 50, 0, drop_failed=True)
+    ours = score_table(runs, ["A"], 50, 0)
+    ref = score_table(apply_protocol(runs, relevance, 10, "reference"), ["A"], 50, 0, drop_failed=True)
     assert ours["ndcg@10"][0] == pytest.approx((saber_q0 + 0.0) / 2, abs=1e-12)
     assert ref["ndcg@10"][0] == pytest.approx(ref_q0, abs=1e-12)
     assert ours["failed"][0] == ref["failed"][0] == 1  # still counted

@@ -8,7 +8,7 @@ import yaml
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.cli import main
 from saber_assets.config import load_config
-from saber_assets.leaderboard.evaluate import evaluate, report
+from saber_assets.leaderboard.evaluate import evaluate, score_table
 from saber_assets.leaderboard.provenance import (
     PROVENANCE_COLUMNS,
     benchmark_id,
@@ -72,7 +72,7 @@ def _leaderboard(tmp_path: Path, bench: Benchmark, entry: dict) -> tuple[Path, s
     cfg = load_config(None)
     e = RetrieverEntry.model_validate(entry)
     runs = evaluate(build_retriever(e), bench, "statement-full", 10, full_corpus=False)
-    rep = report(runs, bench.domain_list(), cfg.leaderboard.bootstrap_resamples, cfg.seed)
+    rep = score_table(runs, bench.domain_list(), cfg.leaderboard.bootstrap_resamples, cfg.seed)
     rep = with_provenance(rep, e.name, provenance(e, benchmark_id(bench)))
     board = rep.with_columns(pl.lit(e.name).alias("retriever"), pl.lit(e.kind).alias("kind"))
     assert set(PROVENANCE_COLUMNS) <= set(board.columns)

@@ -126,3 +126,24 @@ def test_half_splits_agree_with_themselves_when_the_gap_is_wide():
     assert np.all(half_split_taus(m, 50, 0) == 1.0)
     noise = rng.uniform(0, 1, (60, 4))
     assert half_split_taus(noise, 50, 0).mean() < 0.6
+
+
+def test_tie_groups_open_where_the_paired_test_separates_a_system_from_the_groups_top():
+    import polars as pl
+
+    from saber_assets.leaderboard.board import tie_groups
+
+    board = pl.DataFrame(
+        {"setting": ["s"] * 4 + ["t"] * 2, "retriever": ["a", "b", "c", "d", "a", "b"],
+         "ndcg@10": [0.9, 0.85, 0.6, 0.58, 0.5, 0.4]}
+    )  # fmt: skip
+    # a beats c and d, not b; b beats d only; c and d are not separable; in t nothing is
+    tests = pl.DataFrame(
+        {"setting": ["s"] * 4 + ["t"], "domain": ["Overall"] * 5,
+         "a": ["a", "a", "b", "a", "a"], "b": ["c", "d", "d", "b", "b"],
+         "better": ["a", "a", "b", None, None]}
+    )  # fmt: skip
+    groups = tie_groups(board, tests, "ndcg@10")
+    got = {(s, r): g for s, r, g in groups.iter_rows()}
+    assert got == {("s", "a"): 1, ("s", "b"): 1, ("s", "c"): 2, ("s", "d"): 2,
+                   ("t", "a"): 1, ("t", "b"): 1}  # fmt: skip

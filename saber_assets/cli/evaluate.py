@@ -95,7 +95,7 @@ def evaluate_run_file(args, cfg, bench, bench_dir: Path) -> int:
 
     import polars as pl
 
-    from saber_assets.leaderboard.evaluate import report
+    from saber_assets.leaderboard.evaluate import score_table
     from saber_assets.leaderboard.outside_runs import evaluate_run, setting_of
     from saber_assets.leaderboard.trec_runs import read_run
 
@@ -109,7 +109,7 @@ def evaluate_run_file(args, cfg, bench, bench_dir: Path) -> int:
         frames.append(evaluate_run(run, bench, setting, args.k, not args.no_full_corpus))
     if not frames:
         raise ValueError(f"{args.run}: no run for the settings {args.setting}")
-    rep = report(pl.concat(frames), bench.domain_list(), args.resamples, cfg.seed, k=args.k)
+    rep = score_table(pl.concat(frames), bench.domain_list(), args.resamples, cfg.seed, k=args.k)
     if args.json:
         out = {"run": str(args.run), "benchmark": str(bench_dir), "k": args.k}
         print(json.dumps({**out, "settings": rep.to_dicts()}, indent=2, default=float))

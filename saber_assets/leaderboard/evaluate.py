@@ -249,7 +249,7 @@ def rescore_runs(
     return runs.with_columns(pl.Series("ndcg", ndcg, dtype=pl.Float64))
 
 
-def report(
+def score_table(
     runs: pl.DataFrame,
     domains: Sequence[str],
     resamples: int = 1000,

@@ -142,7 +142,7 @@ def compare(ours: pl.DataFrame, figures: pl.DataFrame, table: str = "main") -> p
 def apply_protocol(runs: pl.DataFrame, relevance: dict[str, list[float]], k: int, protocol: str):
     """``runs`` scored under ``protocol``: ``saber`` leaves them as they are; ``reference``
     recomputes each query's nDCG from its stored candidate scores with ties in numpy's order and
-    marks failed queries to be left out of the means (``report(..., drop_failed=True)``)."""
+    marks failed queries to be left out of the means (``score_table(..., drop_failed=True)``)."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"--protocol must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
     if protocol == "saber" or runs.height == 0:

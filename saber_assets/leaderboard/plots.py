@@ -1,4 +1,5 @@
-"""The leaderboard's figures (matplotlib, Agg): the paired tests' p-value heat map."""
+"""The leaderboard's figures (matplotlib, Agg): its bar chart and the paired tests' p-value heat
+map."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import matplotlib
 import numpy as np
 import polars as pl
 
+from saber_assets.leaderboard.metrics import score_column
 from saber_assets.leaderboard.significance import pvalue_matrix
 
 matplotlib.use("Agg")
@@ -33,4 +35,24 @@ def pvalue_heatmap(tests: pl.DataFrame, setting: str, column: str = "p_randomiza
                         color="white")  # fmt: skip
     fig.colorbar(im, ax=ax, label="log10 p (Holm, paired randomization)")
     ax.set_title(f"{setting}: is the row better than the column?", fontsize=9)
+    return fig
+
+
+def board_chart(board: pl.DataFrame):
+    """Every row's score with its 95% bootstrap interval, in the board's order."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 0.35 * board.height + 1.2))
+    labels = [f"{r} / {s}" for r, s in zip(board["retriever"], board["setting"], strict=True)]
+    y = np.arange(board.height)
+    m = score_column(board)
+    ax.barh(
+        y,
+        board[m].to_numpy(),
+        xerr=[board[m] - board["ci_low"], board["ci_high"] - board[m]],
+        color="#4c72b0",
+    )
+    ax.set_yticks(y, labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"nDCG@{m.split('@')[1]} (exponential gain), 95% bootstrap CI")
     return fig

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 import polars as pl
 
-from saber_assets.leaderboard.evaluate import report
+from saber_assets.leaderboard.evaluate import score_table
 from saber_assets.leaderboard.provenance import provenance, with_provenance
 from saber_assets.retrievers.entries import RetrieverEntry
 
@@ -28,7 +28,7 @@ def entry_rows(
 ) -> pl.DataFrame:
     """``columns`` adds the caller's own columns (the board's contamination columns, origin)
     before the provenance ones, to rows that exist: an entry whose runs hold no query has none."""
-    rows = report(runs, domains, resamples, seed, drop_failed=drop_failed, k=k)
+    rows = score_table(runs, domains, resamples, seed, drop_failed=drop_failed, k=k)
     if columns is not None and not rows.is_empty():
         rows = columns(rows)
     return with_provenance(rows, entry.name, provenance(entry, bench_id, code))

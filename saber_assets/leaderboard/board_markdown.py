@@ -1,0 +1,127 @@
+"""The leaderboard in words: its markdown table (``leaderboard.md``, the asset's metadata), the
+significance legend, the domains' coverage note and the CPU judge's caveat. Pure: no Dagster,
+no files."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from saber_assets.leaderboard.contamination_columns import checked_rows
+from saber_assets.leaderboard.metrics import score_column
+from saber_assets.lib.metadata import markdown_table
+
+CPU_JUDGE_CAVEAT = (
+    "**Caveat: CPU judge.** These ratings come from the CPU stand-in judge, not an LLM: it "
+    "prefers the candidate with the higher s = 0.45·e + 0.25·k + 0.20·t + 0.10·u, where e is the "
+    "MiniLM (all-MiniLM-L6-v2) cosine of problem + solution, k the overlap of named techniques "
+    "in the solutions, t the topic signal (BMA of Lin) and u the summary signal (formula "
+    "cpu-evidence-judge/v2). No retriever registered by default uses MiniLM, but t and u also "
+    "chose the candidates, and a stand-in is not a mathematician: compare retrievers for real "
+    "only on a benchmark judged by an LLM.\n\n"
+)
+
+
+def superscript_board(board: pl.DataFrame) -> str:
+    """ranx's convention: per setting, each system gets a letter, and its nDCG@10 carries the
+    letters of the systems it is significantly better than (paired randomization test, Holm)."""
+    lines = ["Significance (paired randomization test, Holm-corrected over the pairs of a "
+             "setting): a superscript names the systems a row is significantly better than."]  # fmt: skip
+    m = score_column(board)
+    for (setting,), part in board.group_by("setting", maintain_order=True):
+        letter = {
+            r: chr(ord("a") + k) if k < 26 else f"s{k}" for k, r in enumerate(part["retriever"])
+        }
+        lines += [
+            "",
+            f"**{setting}**",
+            "",
+            f"| | retriever | nDCG@{m.split('@')[1]} | rank (95%) |",
+            "|---|---|---|---|",
+        ]
+        for r in part.iter_rows(named=True):
+            sup = "".join(
+                sorted(letter[x] for x in (r.get("beats") or "").split(", ") if x in letter)
+            )
+            cell = f"{r[m]:.4f}" + (f"<sup>{sup}</sup>" if sup else "")
+            lines.append(
+                f"| {letter[r['retriever']]} | {r['retriever']} | {cell} | {r.get('rank_ci') or ''} |"
+            )
+    return "\n".join(lines)
+
+
+def domain_cells(board: pl.DataFrame, domains: list[str], coverage: list[dict]) -> list[pl.Expr]:
+    """The markdown board's domain columns, each headed with the queries its cells average
+    (from ``"{domain} queries"``) and marked where the domain fell below its quota."""
+    short = {c["domain"] for c in coverage if c["queries"] < c["quota"]}
+    out = []
+    for d in domains:
+        if d not in board.columns:
+            continue
+        n = board[f"{d} queries"].max() if f"{d} queries" in board.columns else None
+        head = f"{d} (n={n}{', below quota' if d in short else ''})" if n is not None else d
+        out.append(pl.col(d).round(4).alias(head))
+    return out
+
+
+def coverage_note(coverage: list[dict]) -> str:
+    """The leaderboard's opening words on the domains: every one at its quota, or those that
+    are not, with why (the counts of ``candidates.coverage``)."""
+    short = [c for c in coverage if c["queries"] < c["quota"]]
+    if not coverage:
+        return ""
+    if not short:
+        quota = coverage[0]["quota"]
+        return (
+            f"Every domain holds its quota of {quota} queries; n = the queries a cell averages.\n\n"
+        )
+    lines = ["**Domains below quota** (n = the queries a cell averages; a query in several "
+             "domains counts in each):", ""]  # fmt: skip
+    for c in short:
+        lines.append(f"- {c['domain']}: {c['queries']} of {c['quota']} queries, {c['status']}")
+    return "\n".join(lines) + "\n\n"
+
+
+def contamination_view(board: pl.DataFrame, metric: str) -> list[pl.Expr]:
+    """The contamination columns of the markdown board, when any row has checked training
+    data (they would be empty otherwise)."""
+    if checked_rows(board).is_empty():
+        return []
+    return [
+        pl.col("contaminated_share").round(3),
+        pl.col(f"{metric}_clean").round(4),
+        pl.col("ci_low_clean").round(4),
+        pl.col("ci_high_clean").round(4),
+    ]
+
+
+def board_markdown(board: pl.DataFrame, domains: list[str], metric: str, manifest: dict) -> str:
+    """The board as one markdown table: overall and per domain (each headed with the queries it
+    averages), failures, latency, the rank interval, what each row beats, contamination."""
+    return markdown_table(
+        board.select(
+            "retriever",
+            "setting",
+            "row_id",
+            pl.col(metric).round(4),
+            pl.col("ci_low").round(4),
+            pl.col("ci_high").round(4),
+            *domain_cells(board, domains, manifest.get("coverage", [])),
+            "failed",
+            pl.col("median_latency_ms").round(2),
+            "rank_ci",
+            *[c for c in ("tie_group",) if c in board.columns],
+            "beats",
+            *contamination_view(board, metric),
+        ),
+        max_rows=500,
+        max_chars=40,
+    ).value
+
+
+def leaderboard_md(board: pl.DataFrame, domains: list[str], metric: str, manifest: dict) -> str:
+    """``leaderboard.md``: the judge, its caveat, the domains' note, the table and the legend."""
+    judge = manifest.get("judge_backend", "unknown")
+    caveat = CPU_JUDGE_CAVEAT if judge == "cpu" else ""
+    note = coverage_note(manifest.get("coverage", []))
+    table = board_markdown(board, domains, metric, manifest)
+    return f"Judge backend: {judge}\n\n{caveat}{note}{table}\n\n{superscript_board(board)}\n"
