@@ -545,6 +545,8 @@ def test_cpu_ordinal_judge_grades_on_the_scale():
 
 def test_report_readings_follow_the_numbers():
     from saber_assets.analyses import report as rp
+    from saber_assets.analyses.convergence import read_convergence
+    from saber_assets.analyses.signal_groups import read_signal_groups
 
     # 1000 decided judgments, the first shown wins 500 / 600: the reading must say which
     def judgments(first_wins: int) -> pl.DataFrame:
@@ -586,10 +588,8 @@ def test_report_readings_follow_the_numbers():
     areas = pl.DataFrame(
         {"scope": ["all"], "both": [0.7], "topic_only": [0.5], "summary_only": [0.2]}
     )
-    assert "both 0.700, topic-only 0.500, summary-only 0.200. The both" in rp.read_signal_groups(
-        areas
-    )
-    assert "off" in rp.read_convergence(pl.DataFrame(schema={"policy": pl.String}), 20)
+    assert "both 0.700, topic-only 0.500, summary-only 0.200. The both" in read_signal_groups(areas)
+    assert "off" in read_convergence(pl.DataFrame(schema={"policy": pl.String}), 20)
     # a domain without viable queries has no threshold; a failed retriever has no score
     thresholds = pl.DataFrame(
         {

@@ -10,13 +10,18 @@ import polars as pl
 from dagster import AssetKey, DataVersion, MetadataValue, Output
 
 from saber_assets.analyses import plots
-from saber_assets.analyses import report as rp
 from saber_assets.analyses import robustness as rb
 from saber_assets.analyses.composition import composition
-from saber_assets.analyses.convergence import convergence, round_robin
+from saber_assets.analyses.convergence import (
+    convergence,
+    convergence_figure,
+    convergence_section,
+    round_robin,
+)
 from saber_assets.analyses.human_agreement import (
     SUMMARY_SCHEMA,
     human_agreement,
+    human_section,
     judge_choices,
     shown_first,
 )
@@ -27,18 +32,32 @@ from saber_assets.analyses.human_study import (
     stored_labels,
 )
 from saber_assets.analyses.judging_regimes import SUMMARY_SCHEMA as REGIMES_SCHEMA
-from saber_assets.analyses.judging_regimes import regime_agreement, regime_choices, sample_pairs
-from saber_assets.analyses.math_vs_words import choose_retrievers
+from saber_assets.analyses.judging_regimes import (
+    regime_agreement,
+    regime_choices,
+    regimes_figure,
+    regimes_section,
+    sample_pairs,
+)
+from saber_assets.analyses.math_vs_words import (
+    choose_retrievers,
+    math_vs_words_section,
+    wins_figure,
+)
 from saber_assets.analyses.math_vs_words import math_vs_words as math_vs_words_table
-from saber_assets.analyses.mteb import STATS_SCHEMA, read_scores
+from saber_assets.analyses.mteb import STATS_SCHEMA, mteb_figure, mteb_section, read_scores
 from saber_assets.analyses.mteb import mteb_correlation as mteb_correlation_table
-from saber_assets.analyses.signal_groups import area_under, group_curves
+from saber_assets.analyses.robustness import robustness_figure
+from saber_assets.analyses.signal_groups import (
+    area_under,
+    curves_figure,
+    group_curves,
+    signal_groups_section,
+)
 from saber_assets.benchmark.data import Benchmark
-from saber_assets.config import PipelineConfig
 from saber_assets.io_managers import concat_partitions
 from saber_assets.leaderboard.evaluate import rescore_runs
 from saber_assets.lib.declare import analysis, source_asset
-from saber_assets.lib.figures import png_base64
 from saber_assets.lib.metadata import (
     figure_markdown,
     llm_metadata,
@@ -62,64 +81,6 @@ CONVERGENCE_SCHEMA = {
 }  # fmt: skip
 
 
-def figures(table: pl.DataFrame, draw, caption: str) -> list[tuple[str, str]]:
-    """A section's figure, drawn where its table has rows."""
-    return [(caption, png_base64(draw(table)))] if table.height else []
-
-
-def signal_groups_section(curves: pl.DataFrame, cfg: PipelineConfig) -> rp.Section:
-    areas = area_under(curves)
-    return rp.Section(
-        "Signal-group curves",
-        rp.read_signal_groups(areas),
-        [("mean of each curve, per scope", areas)],
-        [("cumulative share of each group", png_base64(plots.curves_figure(curves)))],
-    )
-
-
-def table_section(title: str, read, caption: str, draw=None, drawn: str = ""):
-    """The section of an analysis that is one table: its reading, the table, and a figure
-    (``draw``) where the table has rows."""
-
-    def section(table: pl.DataFrame, cfg: PipelineConfig) -> rp.Section:
-        return rp.Section(
-            title, read(table), [(caption, table)], figures(table, draw, drawn) if draw else []
-        )
-
-    return section
-
-
-mteb_section = table_section("MTEB correlation", rp.read_mteb, "correlations with 95% CIs")
-human_section = table_section("Agreement with people", rp.read_human, "agreement by rank distance")
-regimes_section = table_section(
-    "Judging regimes", rp.read_regimes, "agreement with the BT ranking by rank distance",
-    plots.regimes_figure, "agreement by Δr",
-)  # fmt: skip
-math_vs_words_section = table_section(
-    "Math vs words", rp.read_math_vs_words, "math-only wins per retriever, setting and domain",
-    plots.wins_figure, "math-only wins (%)",
-)  # fmt: skip
-robustness_section = table_section(
-    "Robustness of the ordering", rp.read_robustness_section,
-    "Kendall τ to the leaderboard's ordering, per setting and check",
-    plots.robustness_figure, "τ per check",
-)  # fmt: skip
-
-
-def convergence_section(table: pl.DataFrame, cfg: PipelineConfig) -> rp.Section:
-    mean = (
-        table.group_by("policy", "round")
-        .agg(pl.col("calls", "inversions", "share").mean())
-        .sort("policy", "round")
-    )
-    return rp.Section(
-        "Tournament convergence",
-        rp.read_convergence(table, cfg.tournament.rounds),
-        [("mean over the queries, per policy and round", mean)],
-        figures(mean, plots.convergence_figure, "inversions vs judge calls"),
-    )
-
-
 @analysis(section=signal_groups_section)
 def signal_group_curves(relevance_ratings: dict[str, pl.DataFrame]) -> Output[pl.DataFrame]:
     """Cumulative fraction of each candidate group (topic-only, summary-only, both) within the
@@ -130,7 +91,7 @@ def signal_group_curves(relevance_ratings: dict[str, pl.DataFrame]) -> Output[pl
         metadata={
             **stage_metadata(curves.height),
             "area_under_curve": markdown_table(area_under(curves)),
-            "plot": figure_markdown(plots.curves_figure(curves), "signal group curves"),
+            "plot": figure_markdown(curves_figure(curves), "signal group curves"),
         },
     )
 
@@ -195,7 +156,7 @@ def mteb_correlation(pipeline: PipelineResource) -> Output[pl.DataFrame]:
         "unmatched_retrievers": ", ".join(unmatched) or "none",
     }
     if matched.height:
-        meta["plot"] = figure_markdown(plots.mteb_figure(matched), "MTEB vs benchmark")
+        meta["plot"] = figure_markdown(mteb_figure(matched), "MTEB vs benchmark")
     return Output(table, metadata=meta)
 
 
@@ -315,7 +276,7 @@ def judging_regimes(
             "tie_margin": acfg.regime_tie_margin,
             "vote_temperature": acfg.regime_temperature,
             "failed_judgments": MetadataValue.json(failed),
-            "plot": figure_markdown(plots.regimes_figure(summary), "judging regimes"),
+            "plot": figure_markdown(regimes_figure(summary), "judging regimes"),
             **llm_metadata({"judge + ordinal": judge}),
         },
     )
@@ -379,7 +340,7 @@ def tournament_convergence(
             "exhaustive_judgments": calls,
             "failed_judgments": failures,
             f"at_{cfg.tournament.rounds}_rounds": markdown_table(at_rounds),
-            "plot": figure_markdown(plots.convergence_figure(mean), "tournament convergence")
+            "plot": figure_markdown(convergence_figure(mean), "tournament convergence")
             if mean.height
             else "no queries",
         },
@@ -452,7 +413,7 @@ def math_vs_words(
             ),
             "failed": int(per_query["error"].is_not_null().sum()),
             "segmentation": how,
-            "plot": figure_markdown(plots.wins_figure(summary), "math vs words")
+            "plot": figure_markdown(wins_figure(summary), "math vs words")
             if summary.height
             else "no queries",
             **(llm_metadata({"math_split": segmenter}) if segmenter is not None else {}),
@@ -505,7 +466,7 @@ def registered_runs(pipeline: PipelineResource) -> pl.DataFrame:
     return pl.concat(frames) if frames else pl.DataFrame()
 
 
-@analysis(section=robustness_section, deps=[AssetKey("leaderboard")], pool="llm")
+@analysis(section=rb.robustness_section, deps=[AssetKey("leaderboard")], pool="llm")
 def leaderboard_robustness(
     pipeline: PipelineResource,
     llm: LLMResource,
@@ -570,5 +531,5 @@ def leaderboard_robustness(
         "seed": cfg.seed,
     }
     if table.height:
-        meta["plot"] = figure_markdown(plots.robustness_figure(table), "robustness of the ordering")
+        meta["plot"] = figure_markdown(robustness_figure(table), "robustness of the ordering")
     return Output(table, metadata=meta)

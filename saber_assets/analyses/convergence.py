@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from saber_assets.analyses import report as rp
+from saber_assets.config import PipelineConfig
 from saber_assets.ratings.bradley_terry import DEFAULT_PRIOR, Prior, fit
 from saber_assets.tournament.simulate import estimate
 
@@ -84,4 +86,47 @@ def convergence(
             rows.append((policy, r, calls, inv, inv / total))
     return pl.DataFrame(
         rows, schema=["policy", "round", "calls", "inversions", "share"], orient="row"
+    )
+
+
+# ---- its section of the report
+
+
+def convergence_figure(mean: pl.DataFrame):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for policy in POLICIES:
+        line = mean.filter(pl.col("policy") == policy).sort("calls")
+        ax.plot(line["calls"], line["share"], marker="o", ms=3, label=policy)
+    ax.set_xlabel("judge calls per query")
+    ax.set_ylabel("inversions vs the exhaustive ranking (share of pairs)")
+    ax.legend()
+    return fig
+
+
+def read_convergence(curves: pl.DataFrame, rounds: int) -> str:
+    if not curves.height:
+        return "Not computed (analyses.convergence is off: it costs n(n−1)/2 judge calls a query)."
+    mean = curves.group_by("policy", "round").agg(pl.col("calls", "share").mean())
+    at = mean.filter(pl.col("round") == min(rounds, mean["round"].max())).sort("share")
+    ranked = ", ".join(f"{p} {rp.pct(s, 1)}" for p, _, _, s in at.iter_rows())
+    return (
+        f"On {curves['query_id'].n_unique()} queries judged exhaustively, the share of pairs each "
+        f"policy still orders differently from the exhaustive ranking after {at['round'][0]} "
+        f"rounds (~{at['calls'].mean():.0f} calls a query): {ranked}. Lower is closer."
+    )
+
+
+def convergence_section(table: pl.DataFrame, cfg: PipelineConfig) -> rp.Section:
+    mean = (
+        table.group_by("policy", "round")
+        .agg(pl.col("calls", "inversions", "share").mean())
+        .sort("policy", "round")
+    )
+    return rp.Section(
+        "Tournament convergence",
+        read_convergence(table, cfg.tournament.rounds),
+        [("mean over the queries, per policy and round", mean)],
+        rp.figures(mean, convergence_figure, "inversions vs judge calls"),
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from saber_assets.analyses import report as rp
 from saber_assets.config import REPO_ROOT
 
 CHOICES = ("a", "b", "tie")
@@ -237,3 +238,21 @@ def paper_agreement(path: Path = FINDINGS_CSV) -> dict[tuple[str, int], float]:
         elif group == "ranking_vs_humans" and name == "swiss_tournament_20_rounds":
             out[("bt_ranking", 0)] = float(value) / 100
     return out
+
+
+# ---- its section of the report
+
+
+def read_human(summary: pl.DataFrame) -> str:
+    if not summary.height:
+        return "No human annotations configured (analyses.human_annotations)."
+    base = summary.filter(pl.col("delta_r_at_least") == 0)
+    parts = [
+        f"{r['predictor'].replace('_', ' ')} {rp.num(r['agreement'])}"
+        + (f" (paper {rp.num(r['paper'])})" if r.get("paper") is not None else "")
+        for r in base.iter_rows(named=True)
+    ]
+    return f"Agreement with the human annotators (1 / ½ / 0 rule): {'; '.join(parts)}."
+
+
+human_section = rp.table_section("Agreement with people", read_human, "agreement by rank distance")

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import polars as pl
 
+from saber_assets.analyses import report as rp
 from saber_assets.benchmark.data import best_rated
 from saber_assets.benchmark.texts import setting_texts
 from saber_assets.leaderboard.evaluate import corpus_score_matrix
@@ -195,3 +196,58 @@ def choose_retrievers(
     if blocked:
         raise ValueError(f"analyses.math_vs_words_retrievers cannot run here: {blocked}")
     return [e for e in entries if e.name in wanted], not_run
+
+
+# ---- its section of the report
+
+
+def wins_figure(summary: pl.DataFrame):
+    import matplotlib.pyplot as plt
+
+    part = summary.filter(pl.col("setting") == summary["setting"].min())
+    names = sorted(part["retriever"].unique().to_list())
+    domains = sorted(part["domain"].unique().to_list())
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(domains) + 2), 4))
+    width = 0.8 / max(len(names), 1)
+    for k, name in enumerate(names):
+        got = dict(
+            part.filter(pl.col("retriever") == name).select("domain", "math_wins_pct").iter_rows()
+        )
+        ax.bar(
+            np.arange(len(domains)) + k * width,
+            [got.get(d) or 0 for d in domains],
+            width,
+            label=name,
+        )
+    ax.set_xticks(np.arange(len(domains)) + 0.4 - width / 2, domains, fontsize=7)
+    ax.axhline(50, color="grey", lw=0.8, ls=":")
+    ax.set_ylabel("% of queries where math-only wins")
+    ax.set_title(part["setting"][0] if part.height else "")
+    ax.legend(fontsize=6, ncol=2)
+    return fig
+
+
+def read_math_vs_words(summary: pl.DataFrame) -> str:
+    if not summary.height:
+        return "No queries with both formulas and words."
+    overall = (
+        summary.group_by("retriever")
+        .agg((pl.col("math_wins_pct") * pl.col("queries")).sum() / pl.col("queries").sum())
+        .drop_nans()
+        .drop_nulls()
+        .sort("math_wins_pct", descending=True)
+    )
+    if not overall.height:
+        return "Every retriever failed or every query was dropped: nothing to compare."
+    top, low = overall.row(0), overall.row(-1)
+    return (
+        f"Share of queries where the formulas alone are closer to the best-rated candidates "
+        f"than the words alone: from {top[1]:.0f}% ({top[0]}) down to {low[1]:.0f}% ({low[0]}). "
+        "Above 50% a retriever leans on the mathematics, below it on the prose."
+    )
+
+
+math_vs_words_section = rp.table_section(
+    "Math vs words", read_math_vs_words, "math-only wins per retriever, setting and domain",
+    wins_figure, "math-only wins (%)",
+)  # fmt: skip

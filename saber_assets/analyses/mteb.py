@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from saber_assets.analyses import report as rp
 from saber_assets.leaderboard.metrics import score_column
 
 STATS_SCHEMA = {
@@ -111,3 +112,35 @@ def mteb_correlation(
                 }
             )
     return matched, pl.DataFrame(rows, schema=STATS_SCHEMA)
+
+
+# ---- its section of the report
+
+
+def mteb_figure(matched: pl.DataFrame):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    metric = score_column(matched)
+    for k, ((setting,), part) in enumerate(matched.group_by("setting", maintain_order=True)):
+        ax.scatter(part["mteb"], part[metric], label=setting, color=f"C{k}")
+        for m, x, y in part.select("model", "mteb", metric).iter_rows():
+            ax.annotate(m, (x, y), fontsize=6)
+    ax.set_xlabel("MTEB retrieval score")
+    ax.set_ylabel(f"nDCG@{metric.split('@')[1]} on this benchmark")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def read_mteb(table: pl.DataFrame) -> str:
+    if not table.height:
+        return "No MTEB scores configured (analyses.mteb_scores)."
+    parts = [
+        f"{r['setting']} ({r['subset']} models, n={r['n']}): Pearson {rp.num(r['pearson'])}, "
+        f"Spearman {rp.num(r['spearman'])}"
+        for r in table.iter_rows(named=True)
+    ]
+    return f"Correlation of nDCG@10 with MTEB retrieval scores: {'; '.join(parts)}."
+
+
+mteb_section = rp.table_section("MTEB correlation", read_mteb, "correlations with 95% CIs")

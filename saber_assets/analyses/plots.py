@@ -6,25 +6,9 @@ import matplotlib
 import numpy as np
 import polars as pl
 
-from saber_assets.analyses.convergence import POLICIES
-from saber_assets.analyses.signal_groups import GROUPS
 from saber_assets.leaderboard.metrics import score_column
 
 matplotlib.use("Agg")
-
-
-def curves_figure(curves: pl.DataFrame):
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for group in GROUPS:
-        line = curves.filter((pl.col("scope") == "all") & (pl.col("group") == group))
-        ax.plot(line["r"], line["fraction"], label=group.replace("_", " "))
-    ax.set_xlabel("rank r of the final ratings")
-    ax.set_ylabel("fraction of the group within the top r")
-    ax.set_title("signal groups, all queries")
-    ax.legend()
-    return fig
 
 
 def shares_figure(tables: dict[str, pl.DataFrame]):
@@ -48,86 +32,6 @@ def shares_figure(tables: dict[str, pl.DataFrame]):
     axes[2].set_ylabel("share")
     axes[2].set_title("sources")
     axes[2].tick_params(axis="x", labelsize=7)
-    return fig
-
-
-def mteb_figure(matched: pl.DataFrame):
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    metric = score_column(matched)
-    for k, ((setting,), part) in enumerate(matched.group_by("setting", maintain_order=True)):
-        ax.scatter(part["mteb"], part[metric], label=setting, color=f"C{k}")
-        for m, x, y in part.select("model", "mteb", metric).iter_rows():
-            ax.annotate(m, (x, y), fontsize=6)
-    ax.set_xlabel("MTEB retrieval score")
-    ax.set_ylabel(f"nDCG@{metric.split('@')[1]} on this benchmark")
-    ax.legend(fontsize=7)
-    return fig
-
-
-def regimes_figure(summary: pl.DataFrame):
-    import matplotlib.pyplot as plt
-
-    regimes = list(dict.fromkeys(summary["regime"]))
-    buckets = sorted(set(summary["delta_r_at_least"]))
-    fig, ax = plt.subplots(figsize=(6, 4))
-    width = 0.8 / max(len(regimes), 1)
-    for k, regime in enumerate(regimes):
-        got = dict(
-            summary.filter(pl.col("regime") == regime)
-            .select("delta_r_at_least", "agreement")
-            .iter_rows()
-        )
-        ax.bar(
-            np.arange(len(buckets)) + k * width,
-            [got.get(b) or 0 for b in buckets],
-            width,
-            label=regime.replace("_", " "),
-        )
-    ax.set_xticks(np.arange(len(buckets)) + 0.4 - width / 2, [f"Δr ≥ {b}" for b in buckets])
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("agreement with the BT ranking")
-    ax.legend(fontsize=7)
-    return fig
-
-
-def convergence_figure(mean: pl.DataFrame):
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for policy in POLICIES:
-        line = mean.filter(pl.col("policy") == policy).sort("calls")
-        ax.plot(line["calls"], line["share"], marker="o", ms=3, label=policy)
-    ax.set_xlabel("judge calls per query")
-    ax.set_ylabel("inversions vs the exhaustive ranking (share of pairs)")
-    ax.legend()
-    return fig
-
-
-def wins_figure(summary: pl.DataFrame):
-    import matplotlib.pyplot as plt
-
-    part = summary.filter(pl.col("setting") == summary["setting"].min())
-    names = sorted(part["retriever"].unique().to_list())
-    domains = sorted(part["domain"].unique().to_list())
-    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(domains) + 2), 4))
-    width = 0.8 / max(len(names), 1)
-    for k, name in enumerate(names):
-        got = dict(
-            part.filter(pl.col("retriever") == name).select("domain", "math_wins_pct").iter_rows()
-        )
-        ax.bar(
-            np.arange(len(domains)) + k * width,
-            [got.get(d) or 0 for d in domains],
-            width,
-            label=name,
-        )
-    ax.set_xticks(np.arange(len(domains)) + 0.4 - width / 2, domains, fontsize=7)
-    ax.axhline(50, color="grey", lw=0.8, ls=":")
-    ax.set_ylabel("% of queries where math-only wins")
-    ax.set_title(part["setting"][0] if part.height else "")
-    ax.legend(fontsize=6, ncol=2)
     return fig
 
 
@@ -155,26 +59,4 @@ def leaderboard_figure(board: pl.DataFrame):
         ax.set_yticks(y, labels, fontsize=7)
         ax.set_xlabel("nDCG@10 (95% CI)")
         ax.set_title(setting, fontsize=9)
-    return fig
-
-
-def robustness_figure(table: pl.DataFrame):
-    """Kendall τ to the leaderboard's ordering, per check and setting."""
-    import matplotlib.pyplot as plt
-
-    checks = list(dict.fromkeys(table["check"]))
-    settings = list(dict.fromkeys(table["setting"]))
-    fig, ax = plt.subplots(figsize=(1.3 * len(checks) + 2, 3.6), layout="constrained")
-    width = 0.8 / max(len(settings), 1)
-    for k, setting in enumerate(settings):
-        part = table.filter(pl.col("setting") == setting)
-        tau = {c: t for c, t in part.select("check", "tau").iter_rows()}
-        x = np.arange(len(checks)) + k * width
-        ax.bar(x, [tau.get(c, np.nan) for c in checks], width, label=setting)
-    ax.set_xticks(np.arange(len(checks)) + width * (len(settings) - 1) / 2, checks)
-    ax.axhline(1.0, color="grey", lw=0.8, ls=":")
-    ax.set_ylim(min(0.0, float(table["tau"].min()) - 0.05), 1.05)
-    ax.set_ylabel("Kendall τ to the leaderboard")
-    ax.set_title("robustness of the system ordering", fontsize=9)
-    ax.legend(fontsize=7)
     return fig

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from saber_assets.config import PipelineConfig
 from saber_assets.leaderboard.metrics import score_column
+from saber_assets.lib.figures import png_base64
 from saber_assets.tournament.engine import wilson_interval
 
 
@@ -24,11 +26,11 @@ class Section:
     figures: list[tuple[str, str]] = field(default_factory=list)  # (caption, base64 PNG)
 
 
-def _pct(x: float | None, digits: int = 0) -> str:
+def pct(x: float | None, digits: int = 0) -> str:
     return "n/a" if x is None else f"{100 * x:.{digits}f}%"
 
 
-def _num(x) -> str:
+def num(x) -> str:
     if x is None:
         return ""
     if isinstance(x, float):
@@ -79,13 +81,13 @@ def read_composition(corpus: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> s
     total = shares["count"].sum() or 1
     text = (
         f"The corpus holds {corpus.height:,} problems from {src.height} source(s); the largest, "
-        f"{top[0]}, gives {_pct(top[1] / max(corpus.height, 1))}."
+        f"{top[0]}, gives {pct(top[1] / max(corpus.height, 1))}."
     )
     if shares.height:
         big, small = shares.row(0), shares.row(-1)
         text += (
             f" Among the queries' topic assignments {big[0]} is the largest domain "
-            f"({_pct(big[1] / total)}) and {small[0]} the smallest ({_pct(small[1] / total)}); "
+            f"({pct(big[1] / total)}) and {small[0]} the smallest ({pct(small[1] / total)}); "
             "a problem counts once in every domain it is annotated with."
         )
     return text
@@ -147,8 +149,8 @@ def read_tournament(stats: pl.DataFrame) -> str:
     )
     return (
         f"{row['judgments']:,} judgments on {row['queries']:,} queries, {row['failures']:,} "
-        f"failed ({_pct(row['failures'] / max(row['judgments'], 1), 1)}). The candidate shown "
-        f"first won {_pct(share, 1)} of the decided ones (95% CI {_pct(lo, 1)}–{_pct(hi, 1)}): "
+        f"failed ({pct(row['failures'] / max(row['judgments'], 1), 1)}). The candidate shown "
+        f"first won {pct(share, 1)} of the decided ones (95% CI {pct(lo, 1)}–{pct(hi, 1)}): "
         f"{bias}."
     )
 
@@ -200,105 +202,6 @@ def _pair_p(tests: pl.DataFrame | None, setting: str, a: str, b: str) -> float |
     return float(hit["p_randomization_holm"][0]) if hit.height else None
 
 
-def read_robustness_section(table: pl.DataFrame) -> str:
-    """The robustness analysis's reading, from its table alone."""
-    from saber_assets.analyses.robustness import read_robustness
-
-    if table.height == 0:
-        return "No robustness figures (no runs yet)."
-    text = read_robustness(table, None, "see the table's detail")
-    judge = table.filter(pl.col("check") == "judge")
-    return text + (f" Second judge: {judge['detail'][0]}." if judge.height else "")
-
-
-def read_signal_groups(areas: pl.DataFrame) -> str:
-    """``areas``: ``area_under``'s table (scope, then one column per group)."""
-    part = areas.filter(pl.col("scope") == "all")
-    if not part.height:
-        return "No ratings to read."
-    got = sorted(
-        ((g, part[g][0]) for g in part.columns if g != "scope" and part[g][0] is not None),
-        key=lambda x: -x[1],
-    )
-    ranked = ", ".join(f"{g.replace('_', '-')} {a:.3f}" for g, a in got)
-    return (
-        f"Mean of each group's curve (1 = the group fills the top ranks first): {ranked}. The "
-        f"{got[0][0].replace('_', '-')} candidates rise highest in the final ratings; a group "
-        "with a low value was mostly judged less relevant than the others."
-    )
-
-
-def read_convergence(curves: pl.DataFrame, rounds: int) -> str:
-    if not curves.height:
-        return "Not computed (analyses.convergence is off: it costs n(n−1)/2 judge calls a query)."
-    mean = curves.group_by("policy", "round").agg(pl.col("calls", "share").mean())
-    at = mean.filter(pl.col("round") == min(rounds, mean["round"].max())).sort("share")
-    ranked = ", ".join(f"{p} {_pct(s, 1)}" for p, _, _, s in at.iter_rows())
-    return (
-        f"On {curves['query_id'].n_unique()} queries judged exhaustively, the share of pairs each "
-        f"policy still orders differently from the exhaustive ranking after {at['round'][0]} "
-        f"rounds (~{at['calls'].mean():.0f} calls a query): {ranked}. Lower is closer."
-    )
-
-
-def read_regimes(summary: pl.DataFrame) -> str:
-    if not summary.height:
-        return "Not computed (analyses.regime_pairs is 0)."
-    base = summary.filter(pl.col("delta_r_at_least") == 0)
-    parts = [
-        f"{r['regime'].replace('_', ' ')} {_num(r['agreement'])} ({_pct(r['tie_share'])} ties)"
-        for r in base.iter_rows(named=True)
-    ]
-    return (
-        f"Agreement with the tournament's BT order on {base['pairs'].max()} sampled pairs "
-        f"(1 = same order, ½ for a tie): {'; '.join(parts)}. Absolute grades tie often on "
-        "near candidates; agreement is read by rank distance in the table."
-    )
-
-
-def read_human(summary: pl.DataFrame) -> str:
-    if not summary.height:
-        return "No human annotations configured (analyses.human_annotations)."
-    base = summary.filter(pl.col("delta_r_at_least") == 0)
-    parts = [
-        f"{r['predictor'].replace('_', ' ')} {_num(r['agreement'])}"
-        + (f" (paper {_num(r['paper'])})" if r.get("paper") is not None else "")
-        for r in base.iter_rows(named=True)
-    ]
-    return f"Agreement with the human annotators (1 / ½ / 0 rule): {'; '.join(parts)}."
-
-
-def read_mteb(table: pl.DataFrame) -> str:
-    if not table.height:
-        return "No MTEB scores configured (analyses.mteb_scores)."
-    parts = [
-        f"{r['setting']} ({r['subset']} models, n={r['n']}): Pearson {_num(r['pearson'])}, "
-        f"Spearman {_num(r['spearman'])}"
-        for r in table.iter_rows(named=True)
-    ]
-    return f"Correlation of nDCG@10 with MTEB retrieval scores: {'; '.join(parts)}."
-
-
-def read_math_vs_words(summary: pl.DataFrame) -> str:
-    if not summary.height:
-        return "No queries with both formulas and words."
-    overall = (
-        summary.group_by("retriever")
-        .agg((pl.col("math_wins_pct") * pl.col("queries")).sum() / pl.col("queries").sum())
-        .drop_nans()
-        .drop_nulls()
-        .sort("math_wins_pct", descending=True)
-    )
-    if not overall.height:
-        return "Every retriever failed or every query was dropped: nothing to compare."
-    top, low = overall.row(0), overall.row(-1)
-    return (
-        f"Share of queries where the formulas alone are closer to the best-rated candidates "
-        f"than the words alone: from {top[1]:.0f}% ({top[0]}) down to {low[1]:.0f}% ({low[0]}). "
-        "Above 50% a retriever leans on the mathematics, below it on the prose."
-    )
-
-
 # ---------------------------------------------------------------------------------- render
 
 _CSS = """
@@ -318,7 +221,7 @@ nav a{margin-right:1em}
 def _table(caption: str, df: pl.DataFrame, max_rows: int = 60) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
     rows = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(_num(v))}</td>" for v in row) + "</tr>"
+        "<tr>" + "".join(f"<td>{html.escape(num(v))}</td>" for v in row) + "</tr>"
         for row in df.head(max_rows).iter_rows()
     )
     more = (
@@ -354,3 +257,23 @@ def render_html(title: str, subtitle: str, sections: list[Section]) -> str:
         f'<h1>{html.escape(title)}</h1><p class="sub">{html.escape(subtitle)}</p>'
         f"<nav>{nav}</nav>{''.join(body)}</body></html>"
     )
+
+
+# ---- an analysis's section
+
+
+def figures(table: pl.DataFrame, draw, caption: str) -> list[tuple[str, str]]:
+    """A section's figure, drawn where its table has rows."""
+    return [(caption, png_base64(draw(table)))] if table.height else []
+
+
+def table_section(title: str, read, caption: str, draw=None, drawn: str = ""):
+    """The section of an analysis that is one table: its reading, the table, and a figure
+    (``draw``) where the table has rows."""
+
+    def section(table: pl.DataFrame, cfg: PipelineConfig) -> Section:
+        return Section(
+            title, read(table), [(caption, table)], figures(table, draw, drawn) if draw else []
+        )
+
+    return section

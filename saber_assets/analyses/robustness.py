@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import polars as pl
 
+from saber_assets.analyses import report as rp
 from saber_assets.leaderboard.evaluate import rescore_runs
 from saber_assets.leaderboard.significance import (
     flipped_pairs,
@@ -193,3 +194,46 @@ def read_robustness(table: pl.DataFrame, agreement_value: float | None, judge_la
 
 
 JudgeFactory = Callable[[], object]
+
+
+# ---- its section of the report
+
+
+def robustness_figure(table: pl.DataFrame):
+    """Kendall τ to the leaderboard's ordering, per check and setting."""
+    import matplotlib.pyplot as plt
+
+    checks = list(dict.fromkeys(table["check"]))
+    settings = list(dict.fromkeys(table["setting"]))
+    fig, ax = plt.subplots(figsize=(1.3 * len(checks) + 2, 3.6), layout="constrained")
+    width = 0.8 / max(len(settings), 1)
+    for k, setting in enumerate(settings):
+        part = table.filter(pl.col("setting") == setting)
+        tau = {c: t for c, t in part.select("check", "tau").iter_rows()}
+        x = np.arange(len(checks)) + k * width
+        ax.bar(x, [tau.get(c, np.nan) for c in checks], width, label=setting)
+    ax.set_xticks(np.arange(len(checks)) + width * (len(settings) - 1) / 2, checks)
+    ax.axhline(1.0, color="grey", lw=0.8, ls=":")
+    ax.set_ylim(min(0.0, float(table["tau"].min()) - 0.05), 1.05)
+    ax.set_ylabel("Kendall τ to the leaderboard")
+    ax.set_title("robustness of the system ordering", fontsize=9)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def read_robustness_section(table: pl.DataFrame) -> str:
+    """The robustness analysis's reading, from its table alone."""
+    from saber_assets.analyses.robustness import read_robustness
+
+    if table.height == 0:
+        return "No robustness figures (no runs yet)."
+    text = read_robustness(table, None, "see the table's detail")
+    judge = table.filter(pl.col("check") == "judge")
+    return text + (f" Second judge: {judge['detail'][0]}." if judge.height else "")
+
+
+robustness_section = rp.table_section(
+    "Robustness of the ordering", read_robustness_section,
+    "Kendall τ to the leaderboard's ordering, per setting and check",
+    robustness_figure, "τ per check",
+)  # fmt: skip

@@ -8,6 +8,10 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from saber_assets.analyses import report as rp
+from saber_assets.config import PipelineConfig
+from saber_assets.lib.figures import png_base64
+
 GROUPS = ("topic_only", "summary_only", "both")
 
 
@@ -46,4 +50,48 @@ def area_under(curves: pl.DataFrame) -> pl.DataFrame:
         curves.group_by("scope", "group", maintain_order=True)
         .agg(pl.col("fraction").mean().round(4).alias("area"))
         .pivot(on="group", index="scope", values="area")
+    )
+
+
+# ---- its section of the report
+
+
+def curves_figure(curves: pl.DataFrame):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for group in GROUPS:
+        line = curves.filter((pl.col("scope") == "all") & (pl.col("group") == group))
+        ax.plot(line["r"], line["fraction"], label=group.replace("_", " "))
+    ax.set_xlabel("rank r of the final ratings")
+    ax.set_ylabel("fraction of the group within the top r")
+    ax.set_title("signal groups, all queries")
+    ax.legend()
+    return fig
+
+
+def read_signal_groups(areas: pl.DataFrame) -> str:
+    """``areas``: ``area_under``'s table (scope, then one column per group)."""
+    part = areas.filter(pl.col("scope") == "all")
+    if not part.height:
+        return "No ratings to read."
+    got = sorted(
+        ((g, part[g][0]) for g in part.columns if g != "scope" and part[g][0] is not None),
+        key=lambda x: -x[1],
+    )
+    ranked = ", ".join(f"{g.replace('_', '-')} {a:.3f}" for g, a in got)
+    return (
+        f"Mean of each group's curve (1 = the group fills the top ranks first): {ranked}. The "
+        f"{got[0][0].replace('_', '-')} candidates rise highest in the final ratings; a group "
+        "with a low value was mostly judged less relevant than the others."
+    )
+
+
+def signal_groups_section(curves: pl.DataFrame, cfg: PipelineConfig) -> rp.Section:
+    areas = area_under(curves)
+    return rp.Section(
+        "Signal-group curves",
+        read_signal_groups(areas),
+        [("mean of each curve, per scope", areas)],
+        [("cumulative share of each group", png_base64(curves_figure(curves)))],
     )
