@@ -24,9 +24,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from saber_resources.fault_proxy import FaultProxy  # noqa: E402
-from tests.conftest import write_tiny_inputs  # noqa: E402
-from tests.fake_openai import FakeOpenAI, varied_answer  # noqa: E402
-from tests.rehearsal import (  # noqa: E402
+from saber_testing.fake_openai import FakeOpenAI, varied_answer  # noqa: E402
+from saber_testing.rehearsal import (  # noqa: E402
     build_process,
     build_with_kills,
     judgments,
@@ -34,6 +33,7 @@ from tests.rehearsal import (  # noqa: E402
     outcome,
     rehearsal_config,
 )
+from saber_testing.tiny import write_tiny_inputs  # noqa: E402
 
 
 def printed_faults(outputs: list[str]) -> tuple[Counter, float]:

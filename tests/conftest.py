@@ -1,5 +1,3 @@
-import gzip
-import json
 import os
 import shutil
 import subprocess
@@ -9,6 +7,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from saber_testing.tiny import tiny_doc, write_tiny_inputs
 
 # Before anything imports numba: compile once into the checkout's ignored cache.
 os.environ.setdefault(
@@ -23,16 +23,6 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
 
-def write_jsonl(path: Path, rows: list, raw_lines: list[bytes] | None = None) -> Path:
-    data = b"".join(json.dumps(r).encode() + b"\n" for r in rows) + b"".join(raw_lines or [])
-    if path.suffix == ".gz":
-        with gzip.open(path, "wb") as f:
-            f.write(data)
-    else:
-        path.write_bytes(data)
-    return path
-
-
 @pytest.fixture
 def make_config(tmp_path):
     """Write a pipeline config YAML into tmp_path and return its path."""
@@ -44,53 +34,6 @@ def make_config(tmp_path):
         return path
 
     return _make
-
-
-def write_tiny_inputs(root: Path) -> None:
-    """The tiny config's own source (30 problems and a bad row) and its retriever registry, in
-    ``root``."""
-    rows = [
-        {
-            "id": i,
-            "problem": f"Problem {i}: find the {i}-th prime number and prove it.",
-            "solution": f"Sieve up to {i * 10}.",
-        }
-        for i in range(30)
-    ]
-    rows.append({"id": 99, "problem": "", "solution": "orphan"})
-    write_jsonl(root / "mine.jsonl", rows)
-    (root / "retrievers.yaml").write_text(
-        "retrievers:\n  - {name: bm25, kind: bm25}\n  - {name: jaccard-no-tok, kind: jaccard, params: {tokenizer: plain}}\n"
-    )
-
-
-def tiny_doc(root: Path, **extra) -> dict:
-    """The tiny config (inputs in ``root``, written by ``write_tiny_inputs``); a section in
-    ``extra`` replaces its own."""
-    doc = {
-        "name": "tiny",
-        "corpus": {
-            "sources": [
-                {
-                    "name": "mine",
-                    "path": str(root / "mine.jsonl"),
-                    "fields": {"id": "id", "problem": "problem", "solution": "solution"},
-                },
-                {"name": "math", "bundled": "math", "sample_size": 300},
-            ]
-        },
-        "signals": {"rows_per_shard": 128, "shards": 2, "floor_topic": 0.3, "floor_summary": 0.1},
-        "candidates": {
-            "queries_per_domain": 2,
-            "candidates_per_group": 3,
-            "quota_per_domain": 3,
-            "topic_threshold": 0.5,
-            "summary_threshold": 0.2,
-        },
-        "tournament": {"rounds": 4},
-        "leaderboard": {"registry": str(root / "retrievers.yaml"), "bootstrap_resamples": 100},
-    }
-    return {**doc, **extra}
 
 
 @pytest.fixture

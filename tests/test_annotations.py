@@ -26,8 +26,7 @@ from saber_resources.stores import StoresResource
 from saber_resources.task_set import cpu_embedder
 from saber_resources.templates import builtin_template
 from saber_resources.warehouse import Warehouse
-
-from .fake_openai import FakeOpenAI, chat_body, default_answer
+from saber_testing.fake_openai import FakeOpenAI, chat_body, default_answer
 
 # root(0) -> A(1) -> {A1(2), A2(3) -> {A2x(4)}}, B(5) -> {B1(6)}, C(7)
 CHILDREN = [[1, 5, 7], [2, 3], [], [4], [], [6], [], []]

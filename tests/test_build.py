@@ -421,9 +421,9 @@ def test_a_model_that_finds_no_core_idea_leaves_an_empty_pool_and_the_build_goes
     problems under load): no problem is left in the signal pool, and the signal stages and the
     candidates still materialise, empty, instead of failing on a table with no columns, and the
     build ends with an empty benchmark and leaderboard."""
-    from .conftest import write_tiny_inputs
-    from .fake_openai import CORE_IDEA, FakeOpenAI, chat_body, varied_answer
-    from .rehearsal import build_process, rehearsal_config
+    from saber_testing.fake_openai import CORE_IDEA, FakeOpenAI, chat_body, varied_answer
+    from saber_testing.rehearsal import build_process, rehearsal_config
+    from saber_testing.tiny import write_tiny_inputs
 
     def no_idea(body: dict):
         if "core idea" in body["messages"][-1]["content"]:

@@ -15,8 +15,9 @@ import pytest
 import yaml
 
 from saber_assets.config import REPO_ROOT
+from saber_testing.tiny import write_tiny_inputs
 
-from .conftest import shared_doc, write_tiny_inputs
+from .conftest import shared_doc
 from .dagster_dev import dagster_dev
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from saber_assets.cli import main
 from saber_assets.config import REPO_ROOT, load_config
-from saber_assets.lib.cost import build_cost, cost_table, tournament_calls
+from saber_assets.cost import build_cost, cost_table, tournament_calls
 
 
 def _cfg(**tournament):

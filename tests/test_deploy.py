@@ -437,7 +437,7 @@ def test_the_served_context_holds_the_longest_judge_prompt_and_its_retry_budget(
     of a cut-off answer); the in-process default is the model's own length."""
     from saber_assets.config import LLMConfig
     from saber_assets.corpus.build import build_corpus
-    from saber_assets.lib.cost import model_len_needed
+    from saber_assets.cost import model_len_needed
     from saber_resources.prompts import problem_text
 
     cfg = load_config(REPO_ROOT / "configs" / "cluster.yaml")

@@ -17,7 +17,7 @@ from saber_assets.config import load_config
 from saber_assets.definitions import make_definitions
 from saber_assets.retrievers.discovery import discovered, discovered_name, registry_for, tick
 from saber_assets.retrievers.registry import runnable
-from tests.fake_openai import FakeOpenAI
+from saber_testing.fake_openai import FakeOpenAI
 
 DOMAINS = ["Algebra", "Geometry", "Number Theory", "Combinatorics", "Calculus and Analysis"]
 KEY = "sk-test-never-printed-4242"

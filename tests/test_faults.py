@@ -16,10 +16,8 @@ from saber_assets.signals.shards import read_shard
 from saber_resources.fault_proxy import FAULTS, REACH_UPSTREAM, FaultProxy
 from saber_resources.llm import OpenAIBackend
 from saber_resources.llm_tasks import LLMPairJudge, LLMSummarizer, TaskRunner
-
-from .conftest import write_tiny_inputs
-from .fake_openai import FakeOpenAI, varied_answer
-from .rehearsal import (
+from saber_testing.fake_openai import FakeOpenAI, varied_answer
+from saber_testing.rehearsal import (
     build_process,
     build_with_kills,
     judgments,
@@ -27,6 +25,7 @@ from .rehearsal import (
     outcome,
     rehearsal_config,
 )
+from saber_testing.tiny import write_tiny_inputs
 
 # the client's cause for each fault (TransportStats.retries); a slow stream is no fault to it
 CAUSE = {

@@ -30,9 +30,9 @@ from saber_resources.prompts import (
     topic_request,
 )
 from saber_resources.warehouse import Warehouse
+from saber_testing.fake_openai import FakeOpenAI, chat_body, default_answer
 
 from . import fake_vllm
-from .fake_openai import FakeOpenAI, chat_body, default_answer
 
 LABELS = ["Geometry", "Number Theory", "Algebra"]
 

@@ -11,8 +11,7 @@ import duckdb
 import yaml
 
 from saber_assets.config import REPO_ROOT
-
-from .fake_openai import FakeOpenAI, default_answer
+from saber_testing.fake_openai import FakeOpenAI, default_answer
 
 
 def _saber(args: list[str]) -> subprocess.Popen:

@@ -12,7 +12,7 @@ from saber_assets.retrievers.dense import (
     fuse_struct_text,
 )
 from saber_assets.retrievers.fusion import FusionRetriever
-from saber_assets.retrievers.rerank import (
+from saber_assets.retrievers.two_stage import (
     TranslationError,
     TwoStageRetriever,
     check_latex_preserved,
@@ -29,8 +29,7 @@ from saber_resources.embeddings import (
 from saber_resources.llm import LLMServerError
 from saber_resources.llm_tasks import Outcome
 from saber_resources.warehouse import Warehouse
-
-from .fake_openai import FakeOpenAI
+from saber_testing.fake_openai import FakeOpenAI
 
 
 class FakeWindowed(_WindowedRemote):

@@ -219,7 +219,7 @@ def test_discovered_models_on_both_backends(store, tmp_path, monkeypatch):
     DuckDB and PostgreSQL."""
     from saber_assets.config import DiscoveryEndpoint
     from saber_assets.retrievers.discovery import discovered, effective_registry, tick
-    from tests.fake_openai import FakeOpenAI
+    from saber_testing.fake_openai import FakeOpenAI
     from tests.test_discovery import embed_or_refuse
 
     reg = tmp_path / "r.yaml"

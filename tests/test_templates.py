@@ -24,8 +24,7 @@ from saber_resources.templates import (
     load_templates,
 )
 from saber_resources.warehouse import Warehouse
-
-from .fake_openai import CORE_IDEA, FakeOpenAI, chat_body
+from saber_testing.fake_openai import CORE_IDEA, FakeOpenAI, chat_body
 
 
 class Recording:

@@ -86,8 +86,6 @@ def gaps(n: int, lower: int, upper: int | None) -> range:
     return range(max(lower, 1), n if upper is None else min(upper, n))
 
 
-def stratum_of(delta_r: int, strata: tuple[int, ...] = STRATA) -> int:
-    return max(s for s in strata if delta_r >= s)
 
 
 def sample_study(

@@ -14,7 +14,7 @@ order flips:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
@@ -193,7 +193,6 @@ def read_robustness(table: pl.DataFrame, agreement_value: float | None, judge_la
     return text
 
 
-JudgeFactory = Callable[[], object]
 
 
 # ---- its section of the report

@@ -23,7 +23,7 @@ def cost_cmd(args) -> int:
     import numpy as np
     import polars as pl
 
-    from saber_assets.lib.cost import PAPER, build_cost, cost_table
+    from saber_assets.cost import PAPER, build_cost, cost_table
     from saber_assets.ontology.domains import domain_names
 
     cfg = load_config(args.config)
@@ -70,7 +70,7 @@ def cost_cmd(args) -> int:
                    tbl_rows=20, tbl_width_chars=120):  # fmt: skip
         print(table)
     print(f"the paper: {PAPER}")
-    from saber_assets.lib.cost import model_len_needed
+    from saber_assets.cost import model_len_needed
     from saber_resources.prompts import problem_text
 
     texts = [problem_text(p, s) for p, s in corpus.iter_rows()]

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from saber_assets.config import REPO_ROOT
-from saber_assets.retrievers import approach0, dense, fusion, lexical, rerank
+from saber_assets.retrievers import approach0, dense, fusion, lexical, two_stage
 from saber_assets.retrievers.base import Kind
 from saber_assets.retrievers.dense import cpu_reranker
 from saber_assets.retrievers.entries import (
@@ -20,7 +20,7 @@ from saber_assets.retrievers.entries import (
 DEFAULT_REGISTRY = REPO_ROOT / "retrievers.yaml"
 
 # every kind, as its own module declares it (a new kind module: one line here)
-KIND_MODULES = (lexical, approach0, dense, rerank, fusion)
+KIND_MODULES = (lexical, approach0, dense, two_stage, fusion)
 KINDS: dict[str, Kind] = {k.name: k for module in KIND_MODULES for k in module.KINDS}
 
 

@@ -17,8 +17,7 @@ import polars as pl
 import yaml
 
 from saber_assets.config import REPO_ROOT
-
-from .conftest import tiny_doc
+from saber_testing.tiny import tiny_doc
 
 # every stage that asks the LLM or reads what it answered, through the leaderboard
 STAGES = [a for s in ("sources", "annotations", "signal-inputs", "shards", "thresholds",
@@ -39,7 +38,7 @@ def build_process(cfg: Path, home: Path) -> subprocess.Popen:
 
 def rehearsal_config(root: Path, url: str, problems: int = 100) -> Path:
     """The tiny config (its 30 problems and ``problems`` of MATH), one domain, judged by an LLM
-    at ``url`` with the direct judge; its inputs written by ``conftest.write_tiny_inputs(root)``."""
+    at ``url`` with the direct judge; its inputs written by ``tiny.write_tiny_inputs(root)``."""
     doc = tiny_doc(root)
     doc["corpus"]["sources"][1]["sample_size"] = problems
     doc["llm"] = {"backend": "openai", "model": "fake", "base_url": url, "server": "openai",
