@@ -178,7 +178,7 @@ def write_inputs(
             "quota_per_domain": queries_per_domain,
         },
         "tournament": {"rounds": 20, "policy": "swiss"},
-        "leaderboard": {"registry": str(work / "retrievers.yaml")},
+        "retrievers": {"registry": str(work / "retrievers.yaml")},
         "analyses": {"regime_pairs": 0},
     }
     path = work / "config.yaml"

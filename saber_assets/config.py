@@ -341,28 +341,78 @@ class ContaminationConfig(_Strict):
     exclude_own_matches: bool = False
 
 
-class LeaderboardConfig(_Strict):
+class BenchmarkConfig(_Strict):
     # An exchange-format directory to score (e.g. the published SABER-Math files); null = the
     # benchmark this pipeline built.
-    benchmark: str | None = None
+    path: str | None = None
+
+
+class RetrieversConfig(_Strict):
+    # the registry of retrievers to index and run (a relative path: from the repository)
     registry: str = "retrievers.yaml"
+    # the settings each retriever runs in: query text → document text
     settings: list[Literal["statement-statement", "statement-full", "full-full"]] = [
         "statement-statement",
         "statement-full",
         "full-full",
     ]
-    k: int = Field(default=10, ge=1)
-    bootstrap_resamples: int = Field(default=1000, ge=10)
     full_corpus: bool = True  # also retrieve from all documents (beyond the paper)
-    # paired tests between systems: the randomization test's resamples, the level (Holm-corrected)
-    test_resamples: int = Field(default=10_000, ge=100)
-    alpha: float = Field(default=0.05, gt=0, lt=1)
-    contamination: ContaminationConfig = ContaminationConfig()
 
     def registry_path(self) -> Path:
         """The registry file; a relative path is relative to the repository."""
         p = Path(self.registry)
         return p if p.is_absolute() else REPO_ROOT / p
+
+
+class LeaderboardConfig(_Strict):
+    k: int = Field(default=10, ge=1)
+    bootstrap_resamples: int = Field(default=1000, ge=10)
+    # paired tests between systems: the randomization test's resamples, the level (Holm-corrected)
+    test_resamples: int = Field(default=10_000, ge=100)
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+
+
+class ConfigDeprecation(UserWarning):
+    """A config key read from its old place: it still works, the message says where it lives."""
+
+
+# keys that moved under the package they belong to: (old section, old key) -> (section, key)
+MOVED_KEYS = {
+    ("leaderboard", "benchmark"): ("benchmark", "path"),
+    ("leaderboard", "registry"): ("retrievers", "registry"),
+    ("leaderboard", "settings"): ("retrievers", "settings"),
+    ("leaderboard", "full_corpus"): ("retrievers", "full_corpus"),
+    ("leaderboard", "contamination"): ("contamination", None),  # the whole section
+}
+
+
+def moved_keys(doc: dict) -> dict:
+    """``doc`` with every key of ``MOVED_KEYS`` read from its old place into its new one, each
+    with a ``ConfigDeprecation`` warning naming both; a key given in both places is an error."""
+    import warnings
+
+    doc = {k: (dict(v) if isinstance(v, dict) else v) for k, v in doc.items()}
+    for (old_section, old_key), (section, key) in MOVED_KEYS.items():
+        old = doc.get(old_section)
+        if not isinstance(old, dict) or old_key not in old:
+            continue
+        value = old.pop(old_key)
+        new = doc.setdefault(section, {})
+        if not isinstance(new, dict):
+            raise ValueError(f"{section}: expected a mapping, not {new!r}")
+        target = f"{section}.{key}" if key else section
+        if (key and key in new) or (not key and new):
+            raise ValueError(f"{old_section}.{old_key} and {target} are both given: keep {target}")
+        if key:
+            new[key] = value
+        else:
+            new.update(value)
+        warnings.warn(
+            f"config: {old_section}.{old_key} is now {target} (the old key still reads; move it)",
+            ConfigDeprecation,
+            stacklevel=2,
+        )
+    return doc
 
 
 class AnalysesConfig(_Strict):
@@ -510,6 +560,9 @@ class PipelineConfig(_Strict):
     candidates: CandidateConfig = CandidateConfig()
     tournament: TournamentConfig = TournamentConfig()
     ratings: RatingsConfig = RatingsConfig()
+    benchmark: BenchmarkConfig = BenchmarkConfig()
+    retrievers: RetrieversConfig = RetrieversConfig()
+    contamination: ContaminationConfig = ContaminationConfig()
     leaderboard: LeaderboardConfig = LeaderboardConfig()
     analyses: AnalysesConfig = AnalysesConfig()
     robustness: RobustnessConfig = RobustnessConfig()
@@ -518,6 +571,12 @@ class PipelineConfig(_Strict):
     pods: PodsConfig = PodsConfig()
     cost: CostConfig = CostConfig()
     discovery: DiscoveryConfig = DiscoveryConfig()
+    @model_validator(mode="before")
+    @classmethod
+    def read_moved_keys(cls, data):
+        """Old keys of ``MOVED_KEYS`` read from their old place, with a deprecation message."""
+        return moved_keys(data) if isinstance(data, dict) else data
+
     # A template file per LLM task replacing its built-in text (saber_resources/prompt_templates/;
     # README "Prompts"): YAML with system/user, or plain text (the user message).
     prompts: dict[LLMTask, str] = Field(default_factory=dict)

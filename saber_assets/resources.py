@@ -35,8 +35,8 @@ class PipelineResource(ConfigurableResource):
         return Outputs(self.output_dir())
 
     def registry_path(self) -> Path:
-        """The retriever registry file (``leaderboard.registry``, relative to the repository)."""
-        return self.load().leaderboard.registry_path()
+        """The retriever registry file (``retrievers.registry``, relative to the repository)."""
+        return self.load().retrievers.registry_path()
 
 
 def stores_resource(cfg: PipelineConfig, home: Path) -> StoresResource:

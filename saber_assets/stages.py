@@ -173,7 +173,7 @@ STAGES: tuple[Stage, ...] = (
 
 _CORPUS = ("seed", "corpus")
 _ANNOTATE = ("llm", "annotations", "prompts")
-_EXPORT = ("seed", "leaderboard.benchmark")
+_EXPORT = ("seed", "benchmark")
 _ANALYSIS = ("seed", "analyses", "robustness", "tournament", "llm", "prompts", "leaderboard.k")
 # what the shards store depends on the thresholds the candidates section can end up with
 _FLOORS = (
@@ -209,14 +209,14 @@ ASSET_CONFIG: dict[str, tuple[str, ...]] = {
     "relevance_ratings": ("ratings", "tournament"),
     "benchmark_export": _EXPORT,
     "evaluation_benchmark": _EXPORT,
-    "own_candidate_matches": ("leaderboard.contamination.own_match_jaccard",),
+    "own_candidate_matches": ("contamination.own_match_jaccard",),
     "contamination": tuple(
-        f"leaderboard.contamination.{key}"
+        f"contamination.{key}"
         for key in ("fold_numbers", "n_grams", "num_buckets", "hashes_per_bucket", "seed")
     ),
-    "retriever_index": ("leaderboard.settings", "leaderboard.full_corpus"),
-    "retriever_runs": ("leaderboard.settings", "leaderboard.k", "leaderboard.full_corpus", "llm"),
-    "leaderboard": ("seed", "leaderboard"),
+    "retriever_index": ("retrievers.settings", "retrievers.full_corpus"),
+    "retriever_runs": ("retrievers.settings", "leaderboard.k", "retrievers.full_corpus", "llm"),
+    "leaderboard": ("seed", "leaderboard", "contamination.exclude_own_matches", "contamination.top_candidates"),
     **{name: _ANALYSIS for name in ANALYSES},
 }
 

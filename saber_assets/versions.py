@@ -32,7 +32,7 @@ RESOURCE_ONLY = {"signals": {"threads", "gather_memory_gib"}}
 # where an input file lies, never what it holds: its content is the data version of the source
 # asset that observes it (corpus_sources, ontology_files, retriever_registry), so a moved
 # checkout, input folder or copied SABER_HOME stays up to date
-INPUT_PATHS = {"ontology": {"path", "nodes", "edges"}, "leaderboard": {"registry"}}
+INPUT_PATHS = {"ontology": {"path", "nodes", "edges"}, "retrievers": {"registry"}}
 
 
 def digest(obj) -> str:

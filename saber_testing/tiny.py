@@ -61,6 +61,7 @@ def tiny_doc(root: Path, **extra) -> dict:
             "summary_threshold": 0.2,
         },
         "tournament": {"rounds": 4},
-        "leaderboard": {"registry": str(root / "retrievers.yaml"), "bootstrap_resamples": 100},
+        "retrievers": {"registry": str(root / "retrievers.yaml")},
+        "leaderboard": {"bootstrap_resamples": 100},
     }
     return {**doc, **extra}

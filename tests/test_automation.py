@@ -17,7 +17,7 @@ def _defs(tmp_path, names):
     reg.write_text("retrievers:\n" + "".join(f"  - {{name: {n}, kind: bm25}}\n" for n in names))
     cfg = tmp_path / "c.yaml"
     cfg.write_text(
-        f"name: t\ncorpus: {{sources: [{{name: math, bundled: math}}]}}\nleaderboard: {{registry: {reg}}}\n"
+        f"name: t\ncorpus: {{sources: [{{name: math, bundled: math}}]}}\nretrievers: {{registry: {reg}}}\n"
     )
     bench = tmp_path / "home" / "t" / "evaluation_benchmark"
     bench.mkdir(parents=True, exist_ok=True)

@@ -7,8 +7,7 @@ from saber_assets.corpus.build import build_corpus, sample_rows
 from saber_assets.corpus.dedup import DedupItem, find_duplicates, minhash_config
 from saber_assets.corpus.normalize import normalize_text, validate_rows
 from saber_assets.corpus.sources import CorpusSourceError, RawRow, read_source
-
-from .conftest import write_jsonl
+from saber_testing.tiny import write_jsonl
 
 MAP = {"id": "id", "problem": "problem", "solution": "solution"}
 

@@ -59,7 +59,7 @@ def test_the_paper_config_is_the_published_build_and_waits_for_its_sources(
     assert cfg.candidates.require_annotations and cfg.signals.ic_counts == "all_accepted"
     assert cfg.llm.temperature == {"judge": 1.0} and cfg.llm.reasoning_effort == {"judge": "high"}
     assert cfg.tournament.judge_max_tokens == 50_000 and cfg.tournament.rounds == 20
-    assert cfg.leaderboard.registry == "retrievers.paper.yaml"
+    assert cfg.retrievers.registry == "retrievers.paper.yaml"
     paper = str(REPO_ROOT / "configs" / "paper.yaml")
     assert main(["cost", "--config", paper]) == 0
     out = capsys.readouterr().out

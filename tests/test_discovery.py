@@ -45,7 +45,7 @@ def config(tmp_path, url: str, registry_extra: str = "", timeout_s: float = 5.0)
     cfg = tmp_path / "c.yaml"
     cfg.write_text(
         f"name: t\ncorpus: {{sources: [{{name: math, bundled: math}}]}}\n"
-        f"leaderboard: {{registry: {reg}}}\n"
+        f"retrievers: {{registry: {reg}}}\n"
         f"discovery:\n  endpoints:\n    - {{name: local, base_url: '{url}', "
         f"api_key_env: SABER_TEST_KEY, timeout_s: {timeout_s}, exclude: ['*-draft'], "
         "template: {settings: [statement-statement], full_corpus: false, long_text: truncate}}\n"

@@ -57,7 +57,7 @@ def _config(tmp_path: Path, chat_url: str, embed_url: str) -> Path:
         if "embedder" in entry.get("params", {}):
             entry["params"]["embedder"]["base_url"] = embed_url
     (tmp_path / "retrievers.yaml").write_text(yaml.safe_dump(reg))
-    doc["leaderboard"]["registry"] = str(tmp_path / "retrievers.yaml")
+    doc["retrievers"]["registry"] = str(tmp_path / "retrievers.yaml")
     doc["analyses"] = {"regime_pairs": 2, "regime_votes": 1}
     # a summary the 135M model rambles through is cut off at this budget (recorded as data, as
     # at 320) instead of costing 320 + 640 tokens: three quarters of the test's generated tokens

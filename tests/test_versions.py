@@ -65,7 +65,7 @@ def test_where_input_files_lie_moves_no_version_and_what_they_hold_does(tmp_path
             "corpus": {"sources": [{"name": "mine", "path": str(where / "mine.jsonl"),
                                     "fields": {"id": "id", "problem": "problem", "solution": "solution"}}]},
             "ontology": {"nodes": str(where / "msc_nodes.csv"), "edges": str(where / "msc_edges.csv")},
-            "leaderboard": {"registry": str(where / "retrievers.yaml")},
+            "retrievers": {"registry": str(where / "retrievers.yaml")},
         })  # fmt: skip
 
     here, there = config(tmp_path / "here"), config(tmp_path / "there")

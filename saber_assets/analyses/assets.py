@@ -485,7 +485,7 @@ def leaderboard_robustness(
     runs = registered_runs(pipeline)
     rel = bench.relevance()
     judge_rel, agree, n_pairs, label = None, None, 0, ""
-    if rcfg.judge_share > 0 and cfg.leaderboard.benchmark is None:  # our own tournament only
+    if rcfg.judge_share > 0 and cfg.benchmark.path is None:  # our own tournament only
         ratings = concat_partitions(relevance_ratings)
         judgments = concat_partitions(tournament_judgments).unique(
             ["query", "a", "b", "round"], keep="first"

@@ -130,8 +130,8 @@ def benchmark_export(
 @stage_asset(kinds={"parquet"}, deps=["benchmark_export"])
 def evaluation_benchmark(pipeline: PipelineResource) -> MaterializeResult:
     """The benchmark the retrievers are scored on: the built one, or any exchange-format directory
-    given as ``leaderboard.benchmark`` (validated on import)."""
-    src = pipeline.load().leaderboard.benchmark
+    given as ``benchmark.path`` (validated on import)."""
+    src = pipeline.load().benchmark.path
     path = pipeline.outputs().benchmark if src is None else Path(src).expanduser()
     bench = Benchmark.read(path)
     out = bench.write(pipeline.outputs().evaluation_benchmark)

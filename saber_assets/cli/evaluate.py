@@ -143,7 +143,7 @@ def registry(args, cfg) -> tuple[Path, list]:
     from saber_assets.retrievers.registry import load_registry
 
     if not args.registry:  # the config's: with the models discovered on its servers
-        return cfg.leaderboard.registry_path(), registry_for(cfg)
+        return cfg.retrievers.registry_path(), registry_for(cfg)
     registry = args.registry
     path = Path(registry) if Path(registry).is_absolute() else REPO_ROOT / registry
     if not path.exists() and Path(registry).exists():

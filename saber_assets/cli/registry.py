@@ -37,7 +37,7 @@ def table(cfg, db) -> pl.DataFrame:
     rows = [
         {"name": e.name, "origin": "file", "status": "registered", "kind": e.kind,
          "model": str(e.params.get("model") or ""), "last_seen": "", "probe": ""}
-        for e in load_registry(cfg.leaderboard.registry_path())
+        for e in load_registry(cfg.retrievers.registry_path())
     ]  # fmt: skip
     for r in discovered(db).iter_rows(named=True):
         rows.append({
@@ -63,10 +63,10 @@ def run(args: argparse.Namespace) -> int:
         if not cfg.discovery.endpoints:
             print("saber registry discover: no discovery.endpoints in the config")
             return 0
-        names = {e.name for e in load_registry(cfg.leaderboard.registry_path())}
+        names = {e.name for e in load_registry(cfg.retrievers.registry_path())}
         t = tick(db, cfg.discovery.endpoints, names)
         print(f"saber registry discover: {t.summary()}")
         return 1 if t.skipped and len(t.skipped) == len(cfg.discovery.endpoints) else 0
-    entry = adopt(db, args.name, cfg.leaderboard.registry_path())
-    print(f"saber registry adopt: {entry['name']} written to {cfg.leaderboard.registry_path()}")
+    entry = adopt(db, args.name, cfg.retrievers.registry_path())
+    print(f"saber registry adopt: {entry['name']} written to {cfg.retrievers.registry_path()}")
     return 0

@@ -50,10 +50,10 @@ def training_corpora(context, pipeline: PipelineResource) -> DataVersionsByParti
 @stage_asset(kinds={"parquet"}, deps=["evaluation_benchmark"])
 def own_candidate_matches(pipeline: PipelineResource) -> MaterializeResult:
     """Queries whose rephrasing is among their own candidates (word 3-gram Jaccard at least
-    ``leaderboard.contamination.own_match_jaccard`` after folding): an easy, meaningless hit the
+    ``contamination.own_match_jaccard`` after folding): an easy, meaningless hit the
     corpus stage's dedup let through; with ``exclude_own_matches`` the leaderboard leaves them
     out."""
-    cfg = pipeline.load().leaderboard.contamination
+    cfg = pipeline.load().contamination
     bench = Benchmark.read(pipeline.outputs().evaluation_benchmark)
     texts = dict(bench.documents.select("id", "problem").iter_rows())
     texts |= dict(bench.queries.select("id", "problem").iter_rows())
@@ -82,7 +82,7 @@ def contamination(context: AssetExecutionContext, pipeline: PipelineResource) ->
     candidate problems: exact matches of the folded statement and MinHash near-duplicates
     (numbers folded); per corpus the matched items with their training row, the shares per
     role and domain, and the queries that count as contaminated on the leaderboard."""
-    cfg = pipeline.load().leaderboard.contamination
+    cfg = pipeline.load().contamination
     name = context.partition_key
     corpora = checked_corpora(load_registry(pipeline.registry_path()))
     if name not in corpora:

@@ -64,7 +64,7 @@ def leaderboard(
     declared, audits = declared_training(entries), audited_items(pipeline.outputs().contamination)
     excluded = (
         own_matched_queries(pipeline.outputs().contamination)
-        if lb.contamination.exclude_own_matches
+        if cfg.contamination.exclude_own_matches
         else set()
     )
 
@@ -88,7 +88,7 @@ def leaderboard(
         def board_columns(rep: pl.DataFrame, e=e, runs=runs) -> pl.DataFrame:
             rep = rep.join(
                 contamination_columns(
-                    rep, runs, bench, declared[e.name], audits, lb.contamination.top_candidates,
+                    rep, runs, bench, declared[e.name], audits, cfg.contamination.top_candidates,
                     rescore,
                 ),
                 on="setting",

@@ -295,7 +295,7 @@ def registry_for(
 ) -> list[RetrieverEntry]:
     """The effective registry of a config: the file's entries, and with discovery endpoints
     configured the discovered ones (from ``db``, else the config's stores under ``home``)."""
-    path = cfg.leaderboard.registry_path()
+    path = cfg.retrievers.registry_path()
     if not cfg.discovery.endpoints:
         return load_registry(path)
     return effective_registry(path, db or open_stores(cfg, home))
@@ -338,6 +338,6 @@ def entry_settings(pipeline: PipelineResource, entry: RetrieverEntry) -> list[st
     """The retrieval pipeline an entry runs in: the configured ones it does not opt out of."""
     return [
         x
-        for x in pipeline.load().leaderboard.settings
+        for x in pipeline.load().retrievers.settings
         if entry.settings is None or x in entry.settings
     ]

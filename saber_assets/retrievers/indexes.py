@@ -139,7 +139,7 @@ def prepare_index(
     """Load (or build once and keep) the retriever's index for this setting's documents; None for
     retrievers without document-side work of their own (fusion, two-stage). Settings that show
     the same documents (statement→full, full→full) share one index."""
-    full = pipeline.load().leaderboard.full_corpus and entry.full_corpus
+    full = pipeline.load().retrievers.full_corpus and entry.full_corpus
     if not has_index(retriever, full):
         return None
     docs = documents_to_index(retriever, bench, setting, full)
