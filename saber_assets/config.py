@@ -72,9 +72,11 @@ class _Strict(BaseModel):
 class SourceConfig(_Strict):
     """One corpus source: a bundled name or a JSONL/Parquet path with a field mapping."""
 
+    # the source name: the prefix of its problems' ids (`name:native_id`)
     name: str = Field(pattern=r"^[a-z0-9_\-]+$")
-    bundled: str | None = None
-    path: str | None = None
+    bundled: str | None = None  # a bundled corpus: `math`, `olympiadbench` or `champ`
+    path: str | None = None  # or a JSONL / JSONL.gz / Parquet file
+    # the file's field names for id, problem, solution (and category)
     fields: dict[str, str] | None = None
     # Higher priority wins inside a near-duplicate cluster (paper: official > NuminaMath > AoPS).
     priority: int = 0
@@ -114,10 +116,11 @@ class SourceConfig(_Strict):
 
 
 class DedupConfig(_Strict):
-    n_grams: int = Field(default=5, ge=1)
+    n_grams: int = Field(default=5, ge=1)  # MinHash shingles: word n-grams of the statement
+    # LSH bands (with hashes_per_bucket: ≈ 0.72 Jaccard threshold)
     num_buckets: int = Field(default=14, ge=1)
-    hashes_per_bucket: int = Field(default=8, ge=1)
-    seed: int = 1
+    hashes_per_bucket: int = Field(default=8, ge=1)  # hashes per LSH band
+    seed: int = 1  # the MinHash permutations' seed
 
 
 class CorpusConfig(_Strict):
@@ -138,7 +141,7 @@ class CorpusConfig(_Strict):
 
 
 class OntologyConfig(_Strict):
-    bundled: str | None = "mathworld"
+    bundled: str | None = "mathworld"  # a bundled ontology (`mathworld`)
     # A nested tree JSON, or a DAG as nodes+edges (CSV pair or one JSON {"nodes":…, "edges":…}).
     path: str | None = None
     nodes: str | None = None
@@ -225,6 +228,7 @@ class LLMConfig(_Strict):
 
 
 class AnnotationConfig(_Strict):
+    # a child topic is kept when its normalised score is at least τ
     tau: float = Field(default=0.85, ge=0, le=1)
     # Static partitions over problem-id hash buckets: a failure loses only its chunk.
     chunks: int = Field(default=4, ge=1, le=1024)
@@ -235,6 +239,7 @@ class AnnotationConfig(_Strict):
 class SignalConfig(_Strict):
     """Pair-signal computation: row-block shards, storage floors, histogram bins."""
 
+    # rows of the pair matrix one shard partition computes
     rows_per_shard: int = Field(default=512, ge=64)
     # Static partition count; the last shard also takes every row past shards * rows_per_shard.
     shards: int = Field(default=4, ge=1, le=4096)
@@ -276,7 +281,9 @@ class SignalConfig(_Strict):
 class CandidateConfig(_Strict):
     """Query viability and candidate groups (paper: Q = 150 per domain, K = 50 per group)."""
 
+    # Q: the viable queries a domain needs at the derived thresholds
     queries_per_domain: int = Field(default=150, ge=1)
+    # K: candidates drawn from each of the three groups
     candidates_per_group: int = Field(default=50, ge=1)
     # Leave problems with no topic or no core idea out of both pools (queries and candidates),
     # as the reference drops them before selection (post_process_datasets.py); false keeps them
@@ -297,7 +304,7 @@ class CandidateConfig(_Strict):
 
 
 class TournamentConfig(_Strict):
-    rounds: int = Field(default=20, ge=1)
+    rounds: int = Field(default=20, ge=1)  # Swiss rounds per query
     # swiss (the paper's), adaptive (BT-closest pairs), efficient (soft judgments: P(first better)
     # as a Gaussian measurement, most-uncertain pairs next; README "Tournament policies")
     policy: Literal["swiss", "adaptive", "efficient"] = "swiss"
@@ -318,19 +325,20 @@ class RatingsConfig(_Strict):
     """The Bradley–Terry prior: `l2` as the published ratings were made (scikit-learn's
     LogisticRegression with `c`, no intercept), or `choix` (its alpha: `tournament.alpha`)."""
 
+    # the Bradley–Terry fit's prior: `l2` (scikit-learn style) or `choix`
     prior: Literal["l2", "choix"] = "l2"
-    c: float = Field(default=1.0, gt=0)
+    c: float = Field(default=1.0, gt=0)  # the L2 prior's inverse strength (scikit-learn's C)
 
 
 class ContaminationConfig(_Strict):
     """The contamination audit of the registry's declared training corpora (its MinHash at the
     corpus stage's defaults; numbers folded, so a copy with new numbers still matches)."""
 
-    fold_numbers: bool = True
-    n_grams: int = Field(default=5, ge=1)
-    num_buckets: int = Field(default=14, ge=1)
-    hashes_per_bucket: int = Field(default=8, ge=1)
-    seed: int = 1
+    fold_numbers: bool = True  # numbers fold to 0 before matching
+    n_grams: int = Field(default=5, ge=1)  # MinHash shingles: word n-grams
+    num_buckets: int = Field(default=14, ge=1)  # LSH bands
+    hashes_per_bucket: int = Field(default=8, ge=1)  # hashes per LSH band
+    seed: int = 1  # the MinHash permutations' seed
     # a query counts as contaminated when its statement or one of its `top_candidates`
     # best-rated candidates occurs in the training corpus
     top_candidates: int = Field(default=5, ge=1)
@@ -365,7 +373,8 @@ class RetrieversConfig(_Strict):
 
 
 class LeaderboardConfig(_Strict):
-    k: int = Field(default=10, ge=1)
+    k: int = Field(default=10, ge=1)  # the cut-off of nDCG@k
+    # bootstrap resamples of the queries for the CIs and rank intervals
     bootstrap_resamples: int = Field(default=1000, ge=10)
     # paired tests between systems: the randomization test's resamples, the level (Holm-corrected)
     test_resamples: int = Field(default=10_000, ge=100)
@@ -457,9 +466,10 @@ class SecondJudgeConfig(_Strict):
     order. ``other-model`` / ``other-prompt`` ask the configured backend with ``model`` or the
     judge prompt ``prompt`` instead."""
 
+    # which second judge (the section's doc)
     variant: Literal["auto", "other-order", "no-signals", "other-model", "other-prompt"] = "auto"
-    model: str | None = None
-    prompt: Literal["paper", "direct"] | None = None
+    model: str | None = None  # the model of `other-model`
+    prompt: Literal["paper", "direct"] | None = None  # the judge prompt of `other-prompt`
 
 
 class RobustnessConfig(_Strict):
@@ -467,7 +477,7 @@ class RobustnessConfig(_Strict):
 
     judge: SecondJudgeConfig = SecondJudgeConfig()
     judge_share: float = Field(default=0.1, ge=0, le=1)  # of the tournament's judgments; 0: off
-    half_splits: int = Field(default=200, ge=1)
+    half_splits: int = Field(default=200, ge=1)  # random halves of the queries for the split-half τ
 
 
 class StoresConfig(_Strict):
@@ -482,7 +492,7 @@ class StorageConfig(_Strict):
     object-store URI (s3://bucket/prefix, gs://…; fsspec + universal-pathlib, with the
     filesystem's package installed, e.g. s3fs) so that runs on several machines share them."""
 
-    base_uri: str | None = None
+    base_uri: str | None = None  # null: the local folder; else an object-store URI
 
 
 class CostConfig(_Strict):
@@ -490,7 +500,9 @@ class CostConfig(_Strict):
     Defaults are assumptions for an 8B model on one H200 under vLLM with large batches; replace
     them with your server's measured figures (vLLM /metrics)."""
 
+    # prompt tokens one GPU reads per second
     prefill_tokens_per_s: float = Field(default=25_000, gt=0)
+    # answer tokens one GPU writes per second
     decode_tokens_per_s: float = Field(default=3_000, gt=0)
     chars_per_token: float = Field(default=3.6, gt=0)  # English + LaTeX, Qwen-style tokenizers
     judge_reasoning_tokens: int = Field(default=900, ge=1)  # the paper prompt's reasoning
@@ -499,8 +511,8 @@ class CostConfig(_Strict):
 
 
 class PodSize(_Strict):
-    cpu: str = "1"
-    memory: str = "4Gi"
+    cpu: str = "1"  # CPU request (Kubernetes quantity)
+    memory: str = "4Gi"  # memory request and limit (Kubernetes quantity)
 
 
 class PodsConfig(_Strict):
@@ -508,6 +520,7 @@ class PodsConfig(_Strict):
     launchers). Signal-shard pods are sized from `expected_problems` and `signals.*`; stages that
     only call the served model get `llm`; `jobs` overrides any job by name."""
 
+    # the corpus size the shard pods are sized for
     expected_problems: int = Field(default=283_000, ge=1)
     # share of all pairs the signal shards store at the floors; the pair_signal_index asset
     # reports the measured `stored_fraction` of a build: set it here for the next one
@@ -534,7 +547,9 @@ class DiscoveryEndpoint(_Strict):
 
 
 class DiscoveryConfig(_Strict):
+    # the servers whose embedding models are proposed as entries
     endpoints: list[DiscoveryEndpoint] = Field(default_factory=list)
+    # how often the discovery sensor asks the servers
     minimum_interval_seconds: int = Field(default=300, ge=30)
 
     @model_validator(mode="after")
@@ -547,8 +562,8 @@ class DiscoveryConfig(_Strict):
 
 
 class PipelineConfig(_Strict):
-    name: str = "sample"
-    seed: int = 20261129
+    name: str = "sample"  # the benchmark's name: its outputs go under `<home>/<name>/`
+    seed: int = 20261129  # every sampling step derives from it; recorded in metadata
     # k8s_job: a Kubernetes pod per step, sized by its asset's op tags (`pods`), so a run launched
     # from the UI gets the same pods as the build's jobs (the cluster image has dagster-k8s)
     executor: Literal["in_process", "multiprocess", "k8s_job"] = "in_process"

@@ -98,3 +98,20 @@ def test_every_relative_link_points_to_a_file(page):
         if "://" not in target and not (page.parent / target).exists()
     ]
     assert not broken, f"{page.relative_to(REPO_ROOT)}: {broken}"
+
+
+def test_the_config_reference_is_generated_from_the_config_model():
+    """docs/config-reference.md is what `python -m saber_assets.config_reference` writes: every
+    top-level key a section, every key a row with its type, default and a meaning."""
+    from saber_assets.config import PipelineConfig
+    from saber_assets.config_reference import reference, rows
+
+    page = (REPO_ROOT / "docs" / "config-reference.md").read_text()
+    assert page == reference(), (
+        "the config model changed: uv run python -m saber_assets.config_reference > "
+        "docs/config-reference.md"
+    )
+    for key in PipelineConfig.model_fields:
+        assert f"\n## `{key}`\n" in page, key
+    unexplained = [key for key, _, _, meaning in rows(PipelineConfig) if not meaning]
+    assert not unexplained, f"give these keys a comment in saber_assets/config.py: {unexplained}"

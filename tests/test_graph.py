@@ -120,7 +120,8 @@ def layer(module: str) -> tuple[int, int]:
     parts = module.split(".")
     if parts[0] == "saber_resources" or module == "saber_assets.resources":
         return (1, 0)
-    if module in ("saber_assets", "saber_assets.config", "saber_assets.outputs",
+    if module in ("saber_assets", "saber_assets.config", "saber_assets.config_reference",
+                  "saber_assets.outputs",
                   "saber_assets.code_graph"):  # fmt: skip
         return (0, 0)
     if module in ("saber_assets.stages", "saber_assets.versions"):
