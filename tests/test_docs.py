@@ -115,3 +115,38 @@ def test_the_config_reference_is_generated_from_the_config_model():
         assert f"\n## `{key}`\n" in page, key
     unexplained = [key for key, _, _, meaning in rows(PipelineConfig) if not meaning]
     assert not unexplained, f"give these keys a comment in saber_assets/config.py: {unexplained}"
+
+
+def prose_paragraphs(text: str) -> list[tuple[int, int]]:
+    """(first line, length) of each prose paragraph or list item of a markdown page: code
+    blocks, tables and headings left out; a list item is a paragraph of its own."""
+    out: list[tuple[int, int]] = []
+    start, length, fence = 0, 0, False
+    for number, line in enumerate([*text.split("\n"), ""], 1):
+        if line.lstrip().startswith("```"):
+            fence = not fence
+            line = ""
+        if fence or not line.strip() or line.lstrip().startswith(("|", "#", "<")):
+            if length:
+                out.append((start, length))
+            length = 0
+            continue
+        if re.match(r"\s*([-*]|\d+\.)\s", line) and length:
+            out.append((start, length))
+            length = 0
+        if not length:
+            start = number
+        length += 1
+    return out
+
+
+def test_no_prose_paragraph_of_the_docs_runs_past_twelve_lines():
+    """A page a person reads, not a wall (the issue's bound; most run under eight)."""
+    long = [
+        f"{page.relative_to(REPO_ROOT)}:{start} ({length} lines)"
+        for page in PAGES
+        for start, length in prose_paragraphs(page.read_text())
+        if length > 12
+    ]
+    assert not long, long
+    assert prose_paragraphs("a\nb\n\n- c\n- d\n  e\n```\nx\n```\n| t |") == [(1, 2), (4, 1), (5, 2)]
