@@ -25,7 +25,13 @@ from .dagster_dev import dagster_dev
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)"
 )
-SCREENSHOTS = REPO_ROOT / ".saber" / "screenshots"
+# docs/ui.md shows these screens: `SABER_UPDATE_SCREENS=1 uv run pytest tests/test_ui.py -n 0`
+# captures them again into docs/images/ui/ (otherwise they go to the ignored .saber/)
+SCREENSHOTS = (
+    REPO_ROOT / "docs" / "images" / "ui"
+    if os.environ.get("SABER_UPDATE_SCREENS") == "1"
+    else REPO_ROOT / ".saber" / "screenshots"
+)
 
 
 NODES = """
@@ -118,9 +124,10 @@ def test_ui_shows_the_asset_graph_the_leaderboard_and_what_is_unsynced(
         assert stale_assets(url) == {}, "the build and the UI disagree on what is up to date"
         browser = Browser(tmp_path / "chromium-profile")
         try:
-            # the global lineage: one box per stage group
+            # the global lineage: one box per package (each asset's group is its package)
             groups = ["corpus", "ontology", "annotations", "signals", "candidates",
-                      "tournament", "ratings", "leaderboard", "analyses"]  # fmt: skip
+                      "tournament", "ratings", "benchmark", "retrievers", "contamination",
+                      "leaderboard", "analyses"]  # fmt: skip
             graph = browser.open_until(f"{url}/asset-groups", groups)
             assert "Global asset lineage" in graph
             browser.screenshot(SCREENSHOTS / "asset-graph.png")

@@ -103,7 +103,8 @@ def retriever_runs(
             )
             retriever.reuse(saved)
             meta[f"components {setting}"] = MetadataValue.md("\n".join(f"- {x}" for x in lines))
-        df = evaluate(retriever, bench, setting, cfg.k, rows, cfg.full_corpus and entry.full_corpus)
+        full = pipeline.load().retrievers.full_corpus and entry.full_corpus
+        df = evaluate(retriever, bench, setting, cfg.k, rows, full)
         key = run_key(entry, setting, documents, queries, code)
         df = df.with_columns(pl.lit(key).alias(RUN_KEY))
         frames.append(df)
