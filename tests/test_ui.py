@@ -130,6 +130,10 @@ def test_ui_shows_the_asset_graph_the_leaderboard_and_what_is_unsynced(
                       "leaderboard", "analyses"]  # fmt: skip
             graph = browser.open_until(f"{url}/asset-groups", groups)
             assert "Global asset lineage" in graph
+            time.sleep(2)
+            if "Join the Dagster community" in browser.text():  # Dagster's first-visit modal
+                browser.click_text("Skip")
+                time.sleep(1)
             browser.screenshot(SCREENSHOTS / "asset-graph.png")
             # the leaderboard's page: its latest materialization's table and chart metadata
             board = f"{url}/assets/leaderboard"
