@@ -83,6 +83,11 @@ class Outputs:
         """The analyses' HTML report (``index.html`` and its figures)."""
         return self.root / "report"
 
+    @property
+    def explorer(self) -> Path:
+        """The benchmark explorer: a static site (``index.html``, a page per query)."""
+        return self.root / "explorer"
+
 
 @contextmanager
 def written_whole(path: Path) -> Iterator[Path]:

@@ -61,6 +61,7 @@ ANALYSES = (
     "judge_human_agreement",
     "mteb_correlation",
     "math_vs_words",
+    "benchmark_explorer",
     "benchmark_report",
 )
 

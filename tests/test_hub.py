@@ -244,3 +244,20 @@ def test_push_writes_both_datasets_and_a_card_that_read_back(tmp_path):
         push(bench, tmp_path / "stage2", "me/x", api=FakeHub(tmp_path / "h2", fail=True))
     with pytest.raises(ValueError, match="OWNER/NAME"):
         push(bench, tmp_path / "stage3", "no-owner", api=hub)
+
+
+def test_push_can_publish_the_explorer_with_the_benchmark(tmp_path):
+    from tests.test_leaderboard import toy_benchmark
+
+    site = tmp_path / "explorer"
+    (site / "queries").mkdir(parents=True)
+    (site / "index.html").write_text("<!doctype html><title>board</title>")
+    (site / "queries" / "0.html").write_text("<!doctype html><title>q</title>")
+    hub = FakeHub(tmp_path / "hub")
+    push(toy_benchmark(), tmp_path / "stage", "me/mybench", api=hub, explorer=site)
+    snaps = {p.parent.parent.name: p for p in (tmp_path / "hub").glob("*/snapshots/*")}
+    q = snaps["datasets--me--mybench-queries"]
+    assert (q / "explorer" / "index.html").exists() and (q / "explorer" / "queries" / "0.html").exists()
+    assert not (snaps["datasets--me--mybench-documents"] / "explorer").exists()
+    with pytest.raises(ValueError, match="no explorer there"):
+        push(toy_benchmark(), tmp_path / "s2", "me/b", api=hub, explorer=tmp_path / "nowhere")

@@ -18,6 +18,7 @@ from saber_assets.analyses.convergence import (
     convergence_section,
     round_robin,
 )
+from saber_assets.analyses.explorer import ExplorerInputs, write_site
 from saber_assets.analyses.human_agreement import (
     SUMMARY_SCHEMA,
     human_agreement,
@@ -533,3 +534,74 @@ def leaderboard_robustness(
     if table.height:
         meta["plot"] = figure_markdown(robustness_figure(table), "robustness of the ordering")
     return Output(table, metadata=meta)
+
+
+@analysis(deps=[AssetKey("leaderboard"), AssetKey("evaluation_benchmark")])
+def benchmark_explorer(
+    pipeline: PipelineResource,
+    problem_annotations: pl.DataFrame,
+    ontology_tree: pl.DataFrame,
+    relevance_ratings: dict[str, pl.DataFrame],
+    tournament_judgments: dict[str, pl.DataFrame],
+) -> Output[pl.DataFrame]:
+    """The explorer (`<outputs>/explorer/index.html`, opens from file://): the leaderboard with
+    its tie groups, a page per query with its candidates, grades and judgments, and any two
+    systems compared query by query (``explorer.py``)."""
+    t0 = time.perf_counter()
+    out = pipeline.outputs()
+    bench = Benchmark.read(out.evaluation_benchmark)
+    path_of = dict(ontology_tree.select("node", "path").iter_rows())
+    annotations = problem_annotations.with_columns(
+        pl.col("topics")
+        .map_elements(lambda ts: [path_of.get(t, "") for t in ts], return_dtype=pl.List(pl.String))
+        .alias("topic_paths")
+    )
+    runs = pl.concat(
+        [
+            pl.read_parquet(f, columns=["query_id", "setting", "ndcg", "scores"]).with_columns(
+                pl.lit(f.parent.name).alias("retriever")
+            )
+            for f in sorted(out.runs.glob("*/*.parquet"))
+        ],
+        how="diagonal_relaxed",
+    )
+    board = pl.read_csv(out.leaderboard / "leaderboard.csv")
+    runs = runs.filter(pl.col("retriever").is_in(board["retriever"].unique().to_list()))
+    sig = out.leaderboard / "significance.parquet"
+    inputs = ExplorerInputs(
+        bench=bench,
+        board=board,
+        tests=pl.read_parquet(sig) if sig.exists() else pl.DataFrame(),
+        runs=runs,
+        ratings=concat_partitions(relevance_ratings),
+        judgments=_judgments_frame(tournament_judgments),
+        annotations=annotations,
+        downloads={
+            "leaderboard.csv": "../leaderboard/leaderboard.csv",
+            "leaderboard.parquet": "../leaderboard/leaderboard.parquet",
+            "significance.csv": "../leaderboard/significance.csv",
+            "the TREC runs (a folder per retriever)": "../runs/",
+        },
+    )
+    written = write_site(out.explorer, inputs)
+    index = out.explorer / "index.html"
+    table = pl.DataFrame([{**written, "seconds": round(time.perf_counter() - t0, 2)}])
+    return Output(
+        table,
+        metadata={
+            **stage_metadata(table.height),
+            "open": MetadataValue.url(index.resolve().as_uri()),
+            "path": MetadataValue.path(str(index)),
+            "query_pages": written["query_pages"],
+            "size_mb": round(written["bytes"] / 2**20, 2),
+        },
+    )
+
+
+def _judgments_frame(parts: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    frames = [f for f in parts.values() if f.height]
+    return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame(
+        schema={"query": pl.String, "round": pl.Int32, "a": pl.String, "b": pl.String,
+                "shown_first": pl.String, "winner": pl.String, "p_first": pl.Float64,
+                "raw": pl.String, "error": pl.String}
+    )  # fmt: skip

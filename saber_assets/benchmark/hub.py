@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -350,9 +351,12 @@ def _dtype_entry(feature: dict) -> dict:
     return {"sequence": feature["feature"]["dtype"]}
 
 
-def stage_push(bench: Benchmark, staging: Path, prefix: str) -> dict[str, Path]:
+def stage_push(
+    bench: Benchmark, staging: Path, prefix: str, explorer: Path | None = None
+) -> dict[str, Path]:
     """The two dataset folders of ``prefix`` (``OWNER/NAME-queries``, ``OWNER/NAME-documents``)
-    under ``staging``; returns repo -> folder."""
+    under ``staging``; returns repo -> folder. ``explorer``: the built explorer site, published
+    under ``explorer/`` of the queries dataset (its pages open from a clone of it)."""
     if not re.fullmatch(r"[A-Za-z0-9][\w.\-]*/[A-Za-z0-9][\w.\-]*", prefix):
         raise ValueError(f"--repo-prefix must be OWNER/NAME, not {prefix!r}")
     repos = {"queries": f"{prefix}-queries", "documents": f"{prefix}-documents"}
@@ -364,15 +368,24 @@ def stage_push(bench: Benchmark, staging: Path, prefix: str) -> dict[str, Path]:
         )
         (folder / "README.md").write_text(card(bench, table, repos), encoding="utf-8")
         out[repos[table]] = folder
+    if explorer is not None:
+        if not (Path(explorer) / "index.html").exists():
+            raise ValueError(f"--explorer {explorer}: no explorer there (index.html)")
+        shutil.copytree(explorer, out[repos["queries"]] / "explorer")
     return out
 
 
 def push(
-    bench: Benchmark, staging: Path, prefix: str, private: bool = False, api=None
+    bench: Benchmark,
+    staging: Path,
+    prefix: str,
+    private: bool = False,
+    api=None,
+    explorer: Path | None = None,
 ) -> dict[str, str]:
     """Create (or reuse) both dataset repos and upload their folders; returns repo -> commit URL.
     The token comes from the environment only (``HF_TOKEN``), never from arguments or files."""
-    folders = stage_push(bench, staging, prefix)
+    folders = stage_push(bench, staging, prefix, explorer)
     if api is None:
         from huggingface_hub import HfApi
 

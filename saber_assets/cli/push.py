@@ -13,6 +13,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repo-prefix", required=True, metavar="OWNER/NAME")
     p.add_argument("--private", action="store_true")
     p.add_argument(
+        "--explorer",
+        metavar="DIR",
+        help="publish the built explorer too (e.g. .saber/sample/explorer), under explorer/ "
+        "of the queries dataset",
+    )
+    p.add_argument(
         "--stage-only",
         metavar="DIR",
         help="write the two dataset folders under DIR, upload nothing",
@@ -31,14 +37,17 @@ def push_cmd(args) -> int:
     from saber_assets.benchmark.hub import HubUnavailable, push, stage_push
 
     bench = Benchmark.read(Path(args.dir))
+    explorer = Path(args.explorer) if getattr(args, "explorer", None) else None
     if args.stage_only:
-        folders = stage_push(bench, Path(args.stage_only), args.repo_prefix)
+        folders = stage_push(bench, Path(args.stage_only), args.repo_prefix, explorer)
         for repo, folder in folders.items():
             print(f"staged {repo}: {folder}")
         return 0
     with tempfile.TemporaryDirectory(prefix="saber-push-") as staging:
         try:
-            done = push(bench, Path(staging), args.repo_prefix, private=args.private)
+            done = push(
+                bench, Path(staging), args.repo_prefix, private=args.private, explorer=explorer
+            )
         except HubUnavailable as exc:
             print(f"saber: {exc}", file=sys.stderr)
             return 2

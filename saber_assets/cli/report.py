@@ -1,35 +1,67 @@
-"""`saber report`: the path of the HTML benchmark report."""
+"""`saber report`: the paths of the HTML benchmark report and of the explorer; `--serve` serves
+the explorer on localhost."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from saber_assets.config import DEFAULT_CONFIG, load_config
+from saber_assets.config import load_config
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="print the path of the HTML benchmark report")
+    p = sub.add_parser(
+        "report", help="print the paths of the HTML benchmark report and of the explorer"
+    )
     p.add_argument("--config", help="pipeline config YAML")
+    p.add_argument(
+        "--serve",
+        action="store_true",
+        help="serve the explorer on http://127.0.0.1:PORT until interrupted",
+    )
+    p.add_argument("--port", type=int, default=8765, help="the port of --serve (default 8765)")
 
 
 def run(args: argparse.Namespace) -> int:
-    return report_cmd(args.config)
+    return report_cmd(args.config, args.serve, args.port)
 
 
-def report_cmd(config: str | None) -> int:
-    """Print the path of the benchmark report (the `benchmark_report` asset writes it)."""
-    from saber_assets.analyses.report_assets import report_path
-    from saber_assets.resources import PipelineResource
+def report_cmd(config: str | None, serve: bool = False, port: int = 8765) -> int:
+    """Print where the report (``benchmark_report``) and the explorer (``benchmark_explorer``)
+    are; with ``serve``, serve the benchmark's outputs folder so the explorer's downloads (the
+    leaderboard files, the TREC runs beside it) resolve too."""
+    from saber_assets.outputs import Outputs
 
-    load_config(config)  # a bad config is reported like everywhere else
-    path = report_path(PipelineResource(config_file=str(config or DEFAULT_CONFIG)))
-    if not path.exists():
+    cfg = load_config(config)  # a bad config is reported like everywhere else
+    outputs = Outputs.of(cfg)
+    report, explorer = outputs.report / "index.html", outputs.explorer / "index.html"
+    if not report.exists() and not explorer.exists():
         print(
-            f"saber: no report at {path} yet: run `saber build` (or materialise "
-            "benchmark_report in the UI)",
+            f"saber: no report at {report} yet: run `saber build` (or materialise "
+            "benchmark_report and benchmark_explorer in the UI)",
             file=sys.stderr,
         )
         return 1
-    print(path)
+    for label, path in (("report", report), ("explorer", explorer)):
+        print(f"{label + ':':<10}{path}" if path.exists() else f"{label + ':':<10}not built yet")
+    if serve:
+        if not explorer.exists():
+            print("saber: no explorer to serve: run `saber build`", file=sys.stderr)
+            return 1
+        return serve_folder(outputs.root, port, "explorer/index.html")
+    return 0
+
+
+def serve_folder(root, port: int, start: str) -> int:
+    """Serve ``root`` read-only on 127.0.0.1 (never another interface) until Ctrl-C."""
+    import functools
+    import http.server
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as server:
+        print(f"serving http://127.0.0.1:{server.server_port}/{start} (Ctrl-C stops)", flush=True)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
     return 0

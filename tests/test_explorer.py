@@ -1,0 +1,77 @@
+"""The benchmark explorer in a real browser: the site the tiny build wrote, opened from file://
+in headless Chromium, read by what it renders (not its HTML source)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from .browser import CHROMIUM, Browser
+
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)"
+)
+
+
+def set_select(browser: Browser, element: str, value: str) -> None:
+    browser.evaluate(
+        f"(() => {{ const s = document.getElementById({element!r}); s.value = {value!r};"
+        " s.dispatchEvent(new Event('change')); })()"
+    )
+    time.sleep(0.3)
+
+
+def board_rows(browser: Browser) -> list[list[str]]:
+    return browser.evaluate(
+        "[...document.querySelectorAll('#board tbody tr.board-row')]"
+        ".map(tr => [...tr.children].map(td => td.innerText.trim()))"
+    )
+
+
+def test_the_explorer_shows_the_board_a_query_and_a_comparison(shared_build, tmp_path):
+    site = shared_build("tiny").home / "tiny" / "explorer"
+    index = (site / "index.html").resolve().as_uri()
+    browser = Browser(tmp_path / "chromium-profile")
+    try:
+        text = browser.open_until(index, ["Leaderboard", "tie group", "Domains", "Downloads"])
+        rows = board_rows(browser)
+        assert rows and all(re.fullmatch(r"T\d+", r[0]) for r in rows), rows  # tie groups drawn
+        assert all(re.search(r"\(n=\d+\)", r[3]) for r in rows), rows  # each cell's queries
+        assert "leaderboard.csv" in text and "queries (" in text
+        # sort: the score column ascending, then descending again
+        first = [r[1] for r in rows]
+        browser.evaluate(
+            "[...document.querySelectorAll('#board th button')]"
+            ".find(b => b.innerText.startsWith('ndcg@10')).click()"
+        )
+        time.sleep(0.3)
+        assert [r[1] for r in board_rows(browser)] == first[::-1] or len(set(first)) == 1
+        # filter a domain: the score column becomes that domain's, with its own query count
+        domain = browser.evaluate("document.getElementById('domain').options[1].value")
+        set_select(browser, "domain", domain)
+        head = browser.evaluate("document.querySelector('#board thead').innerText")
+        assert f"{domain} nDCG" in head, head
+        # a row's provenance on click
+        browser.evaluate("document.querySelector('#board tbody tr.board-row').click()")
+        time.sleep(0.3)
+        assert "Provenance — " in browser.text() and "row_id:" in browser.text()
+
+        # a query's page: problem, candidates in their groups, its judgments, the retrievers
+        page = (site / "queries" / "0.html").resolve().as_uri()
+        text = browser.open_until(page, ["Problem", "Candidates", "Judgments (", "nDCG@10"])
+        assert "topic-only (" in text and "summary-only (" in text and "both (" in text
+        judgments = browser.evaluate("document.querySelectorAll('table.judgments tbody tr').length")
+        assert judgments > 0
+        assert "shown first" in text and "wins–losses" in text
+
+        # two systems compared query by query, each query linking to its page
+        compare = (site / "compare.html").resolve().as_uri() + "?a=bm25&b=jaccard-no-tok"
+        text = browser.open_until(compare, ["Compare two systems", "Queries where they differ"])
+        assert re.search(r"\d+ queries; mean ΔnDCG \(A − B\) -?\d\.\d{4}", text), text[:600]
+        assert "paired randomization test p = " in text or "no paired test" in text
+        link = browser.evaluate("document.querySelector('#deltas a').getAttribute('href')")
+        assert re.fullmatch(r"queries/\d+\.html", link)
+    finally:
+        browser.close()
