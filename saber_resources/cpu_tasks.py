@@ -15,7 +15,6 @@ They make the embedded default run end to end on a laptop. They are honest stand
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -24,16 +23,7 @@ from saber_resources.core_ideas import core_idea, named_techniques
 from saber_resources.embeddings import Embedder
 from saber_resources.llm_tasks import Outcome, TaskStats
 from saber_resources.prompts import check_summary, problem_text
-
-_GLUED = re.compile(r"(?<=[a-z])(and|of|in|on|the|for|with|to)(?=[A-Z])")
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-
-
-def humanize_title(title: str) -> str:
-    """MathWorld titles are CamelCase with glued small words: 'CalculusandAnalysis' -> 'Calculus and Analysis'."""
-    s = _GLUED.sub(r" \1 ", title)
-    s = _CAMEL.sub(" ", s)
-    return " ".join(s.split())
+from saber_resources.titles import humanize_title
 
 
 class _CPUTask:

@@ -13,7 +13,11 @@
 set -euo pipefail
 
 VERSION="${SABER_LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
-FLAGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=ON
+# Not GGML_NATIVE: a VM may report CPU features (AVX-512 FP16, AMX) its host traps, and a native
+# build then dies with SIGILL loading the model (seen here: exit 132 after `--version` passed).
+# AVX2 + FMA + F16C is every x86-64 machine this project runs on; other CPUs ignore the flags.
+FLAGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF
+       -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON
        -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF
        -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_HTML=OFF)

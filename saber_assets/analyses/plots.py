@@ -14,17 +14,23 @@ matplotlib.use("Agg")
 def shares_figure(tables: dict[str, pl.DataFrame]):
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    # bars, not pies: a pie's labels overlapped wherever a domain's slice was thin
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4), layout="constrained")
     for ax, what in zip(axes[:2], ("queries", "documents"), strict=True):
         frame = (
             tables["domains"]
             .filter(pl.col("of") == what)
             .group_by("level1")
             .agg(pl.col("count").sum())
-            .sort("count", descending=True)
+            .sort("count")
         )
-        ax.pie(frame["count"], labels=frame["level1"], autopct="%1.0f%%", textprops={"size": 7})
-        ax.set_title(f"{what} by domain (topic assignments)")
+        total = max(int(frame["count"].sum()), 1)
+        y = np.arange(frame.height)
+        ax.barh(y, frame["count"].to_numpy(), color="C0")
+        ax.set_yticks(y, [str(x) for x in frame["level1"]], fontsize=8)
+        for k, c in enumerate(frame["count"]):
+            ax.text(c, k, f" {100 * c / total:.0f}%", va="center", fontsize=7)
+        ax.set_title(f"{what} by domain (topic assignments)", fontsize=9)
     src = tables["sources"]
     for k, what in enumerate(("queries", "documents")):
         part = src.filter(pl.col("of") == what)

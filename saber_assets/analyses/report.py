@@ -213,12 +213,28 @@ table{border-collapse:collapse;font-size:13px;margin:.6em 0 1.2em}
 th,td{border:1px solid #ddd;padding:.25em .6em;text-align:right}
 th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}
 caption{text-align:left;font-weight:600;padding:.3em 0}
+.wide{overflow-x:auto;max-width:100%}details{margin:.6em 0 1.2em}summary{cursor:pointer;font-weight:600}
 figure{margin:1em 0}figcaption{color:#666;font-size:13px}img{max-width:100%}
 nav a{margin-right:1em}
 """
 
 
-def _table(caption: str, df: pl.DataFrame, max_rows: int = 60) -> str:
+SHOWN_ROWS = 15  # a longer table is collapsed under its caption (a click opens it)
+
+
+def _table(caption: str, df: pl.DataFrame, max_rows: int = 500) -> str:
+    """A table that scrolls sideways inside the page rather than run off it; past
+    ``SHOWN_ROWS`` rows it is collapsed under its caption."""
+    table = _table_html(caption, df, max_rows)
+    if df.height <= SHOWN_ROWS:
+        return f'<div class="wide">{table}</div>'
+    return (
+        f"<details><summary>{html.escape(caption)} ({df.height} rows)</summary>"
+        f'<div class="wide">{table}</div></details>'
+    )
+
+
+def _table_html(caption: str, df: pl.DataFrame, max_rows: int) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
     rows = "".join(
         "<tr>" + "".join(f"<td>{html.escape(num(v))}</td>" for v in row) + "</tr>"

@@ -25,10 +25,10 @@ from saber_assets.ontology.similarity import (
 )
 from saber_assets.ontology.tree import TopicTree
 from saber_assets.resources import PipelineResource
-from saber_resources.cpu_tasks import humanize_title
 from saber_resources.llm import LLMResource
 from saber_resources.llm_tasks import Outcome
 from saber_resources.stores import StoresResource
+from saber_resources.titles import humanize_title
 
 TOPIC_SCHEMA = {
     "id": pl.String,
