@@ -246,13 +246,12 @@ def paper_agreement(path: Path = FINDINGS_CSV) -> dict[tuple[str, int], float]:
 def read_human(summary: pl.DataFrame) -> str:
     if not summary.height:
         return "No human annotations configured (analyses.human_annotations)."
-    base = summary.filter(pl.col("delta_r_at_least") == 0)
-    parts = [
-        f"{r['predictor'].replace('_', ' ')} {rp.num(r['agreement'])}"
-        + (f" (paper {rp.num(r['paper'])})" if r.get("paper") is not None else "")
-        for r in base.iter_rows(named=True)
-    ]
-    return f"Agreement with the human annotators (1 / ½ / 0 rule): {'; '.join(parts)}."
+    _, parts = rp.agreement_parts(
+        summary,
+        "predictor",
+        lambda r: f" (paper {rp.num(r['paper'])})" if r.get("paper") is not None else "",
+    )
+    return f"Agreement with the human annotators (1 / ½ / 0 rule): {parts}."
 
 
 human_section = rp.table_section("Agreement with people", read_human, "agreement by rank distance")

@@ -197,14 +197,12 @@ def regimes_figure(summary: pl.DataFrame):
 def read_regimes(summary: pl.DataFrame) -> str:
     if not summary.height:
         return "Not computed (analyses.regime_pairs is 0)."
-    base = summary.filter(pl.col("delta_r_at_least") == 0)
-    parts = [
-        f"{r['regime'].replace('_', ' ')} {rp.num(r['agreement'])} ({rp.pct(r['tie_share'])} ties)"
-        for r in base.iter_rows(named=True)
-    ]
+    base, parts = rp.agreement_parts(
+        summary, "regime", lambda r: f" ({rp.pct(r['tie_share'])} ties)"
+    )
     return (
         f"Agreement with the tournament's BT order on {base['pairs'].max()} sampled pairs "
-        f"(1 = same order, ½ for a tie): {'; '.join(parts)}. Absolute grades tie often on "
+        f"(1 = same order, ½ for a tie): {parts}. Absolute grades tie often on "
         "near candidates; agreement is read by rank distance in the table."
     )
 

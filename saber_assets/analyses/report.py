@@ -278,6 +278,17 @@ def render_html(title: str, subtitle: str, sections: list[Section]) -> str:
 # ---- an analysis's section
 
 
+def agreement_parts(summary: pl.DataFrame, who: str, extra) -> tuple[pl.DataFrame, str]:
+    """The agreement analyses' rows at every rank distance (Δr ≥ 0) and their reading: each
+    ``who``'s agreement followed by ``extra(row)``."""
+    base = summary.filter(pl.col("delta_r_at_least") == 0)
+    parts = [
+        f"{r[who].replace('_', ' ')} {num(r['agreement'])}{extra(r)}"
+        for r in base.iter_rows(named=True)
+    ]
+    return base, "; ".join(parts)
+
+
 def figures(table: pl.DataFrame, draw, caption: str) -> list[tuple[str, str]]:
     """A section's figure, drawn where its table has rows."""
     return [(caption, png_base64(draw(table)))] if table.height else []
