@@ -75,3 +75,30 @@ def test_the_explorer_shows_the_board_a_query_and_a_comparison(shared_build, tmp
         assert re.fullmatch(r"queries/\d+\.html", link)
     finally:
         browser.close()
+
+
+def test_saber_report_serves_the_explorer_on_localhost(tmp_path):
+    """`saber report --serve`: the paths, then the outputs folder on 127.0.0.1 (port 0: any)."""
+    import os
+    import subprocess
+    import sys
+    import urllib.request
+
+    from saber_assets.config import REPO_ROOT
+
+    site = tmp_path / "home" / "sample" / "explorer"
+    (site / "queries").mkdir(parents=True)
+    (site / "index.html").write_text("<!doctype html><title>board</title>leaderboard here")
+    env = {**os.environ, "SABER_HOME": str(tmp_path / "home")}
+    cmd = [sys.executable, "-m", "saber_assets.cli", "report", "--serve", "--port", "0"]
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        lines = [proc.stdout.readline() for _ in range(3)]  # type: ignore[union-attr]
+        assert lines[0].startswith("report:") and "not built yet" in lines[0]
+        assert lines[1].strip() == f"explorer: {site / 'index.html'}"
+        url = lines[2].split()[1]
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/explorer/index.html")
+        assert b"leaderboard here" in urllib.request.urlopen(url, timeout=10).read()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
