@@ -405,7 +405,7 @@ def _own_candidate_matches_can_be_left_out(cfg, home, capsys):
     import yaml
 
     data = yaml.safe_load(cfg.read_text())
-    data["leaderboard"]["contamination"] = {"own_match_jaccard": 0.05, "exclude_own_matches": True}
+    data["contamination"] = {"own_match_jaccard": 0.05, "exclude_own_matches": True}
     cfg.write_text(yaml.safe_dump(data))
     assert main(["build", "--config", str(cfg)]) == 0
     out = capsys.readouterr().out
