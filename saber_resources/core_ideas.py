@@ -361,12 +361,10 @@ def core_idea(problem: str, solution: str) -> str | None:
     solution_prose = prose(solution)
     # techniques may be named inside formulas too (\binom, \pmod); operations in words first,
     # then what the formulas do (a solution that is one computation still has a method)
-    methods = (
-        _TECHNIQUES.first(solution, 3)
-        or _OPERATIONS.first(solution_prose, 2)
-        or [op for op in _FORMULA_OPERATIONS.first(solution, 3) if op != COMPUTATION][:2]
-        or _FORMULA_OPERATIONS.first(solution, 1)
-    )
+    methods = _TECHNIQUES.first(solution, 3) or _OPERATIONS.first(solution_prose, 2)
+    if not methods:
+        computed = _FORMULA_OPERATIONS.first(solution, 3)
+        methods = [op for op in computed if op != COMPUTATION][:2] or computed[:1]
     if not methods and len(_WORD.findall(solution_prose)) < MIN_PROSE_WORDS:
         return None
     problem_prose = prose(problem[:MAX_CHARS].lower())

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from saber_assets.signals.prepare import in_pool
+
 COVERAGE_SCHEMA = {
     "domain": pl.String,
     "problems": pl.Int64,  # problems whose topics fall in the domain
@@ -27,10 +29,8 @@ def domain_coverage(
     """One row per domain of ``thresholds`` (``relevance_thresholds``): its counts, down the
     funnel, and its status. ``queries``: the benchmark's queries per domain (those selected for
     it, as the candidates stage counts them)."""
-    has_idea = pl.col("summary").is_not_null() & (pl.col("summary").str.strip_chars() != "")
-    in_pool = (pl.col("topics").list.len() > 0) & (has_idea if require_annotations else True)
     per_domain = (
-        annotations.select(pl.col("domains"), in_pool.alias("in_pool"))
+        annotations.select(pl.col("domains"), in_pool(require_annotations).alias("in_pool"))
         .explode("domains")
         .drop_nulls("domains")
         .group_by("domains")

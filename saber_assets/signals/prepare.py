@@ -39,14 +39,20 @@ def summary_tokens(text: str | None) -> list[str]:
     return list(dict.fromkeys(t for t in _TOKEN.findall(text.lower()) if t not in stop))
 
 
-def signal_pool(annotations: pl.DataFrame, require_annotations: bool = True) -> pl.DataFrame:
-    """The problems the pair signals are computed over, in their order: every annotated problem,
-    or (``require_annotations``) those with at least one topic and a core idea. Every stage that
-    reads the signals' rows reads them through this, so row n means the same problem in each."""
+def in_pool(require_annotations: bool = True) -> pl.Expr:
+    """Whether an annotated problem is in the pools: always, or (``require_annotations``) when
+    it has at least one topic and a core idea."""
     if not require_annotations:
-        return annotations
+        return pl.lit(True)
     has_idea = pl.col("summary").is_not_null() & (pl.col("summary").str.strip_chars() != "")
-    return annotations.filter((pl.col("topics").list.len() > 0) & has_idea)
+    return (pl.col("topics").list.len() > 0) & has_idea
+
+
+def signal_pool(annotations: pl.DataFrame, require_annotations: bool = True) -> pl.DataFrame:
+    """The problems the pair signals are computed over, in their order (``in_pool``). Every
+    stage that reads the signals' rows reads them through this, so row n means the same problem
+    in each."""
+    return annotations.filter(in_pool(require_annotations))
 
 
 class SignalInputError(ValueError):
