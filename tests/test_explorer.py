@@ -53,6 +53,9 @@ def test_the_explorer_shows_the_board_a_query_and_a_comparison(shared_build, tmp
         set_select(browser, "domain", domain)
         head = browser.evaluate("document.querySelector('#board thead').innerText")
         assert f"{domain} nDCG" in head, head
+        filtered = board_rows(browser)  # the domain's own interval beside its score
+        assert all(re.fullmatch(r"\[\d\.\d{3}, \d\.\d{3}\]|", r[4]) for r in filtered), filtered
+        assert any(r[4] for r in filtered), filtered
         # a row's provenance on click
         browser.evaluate("document.querySelector('#board tbody tr.board-row').click()")
         time.sleep(0.3)

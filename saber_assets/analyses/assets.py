@@ -574,7 +574,7 @@ def benchmark_explorer(
         tests=pl.read_parquet(sig) if sig.exists() else pl.DataFrame(),
         runs=runs,
         ratings=concat_partitions(relevance_ratings),
-        judgments=_judgments_frame(tournament_judgments),
+        judgments=concat_partitions(tournament_judgments),
         annotations=annotations,
         downloads={
             "leaderboard.csv": "../leaderboard/leaderboard.csv",
@@ -597,11 +597,3 @@ def benchmark_explorer(
         },
     )
 
-
-def _judgments_frame(parts: dict[str, pl.DataFrame]) -> pl.DataFrame:
-    frames = [f for f in parts.values() if f.height]
-    return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame(
-        schema={"query": pl.String, "round": pl.Int32, "a": pl.String, "b": pl.String,
-                "shown_first": pl.String, "winner": pl.String, "p_first": pl.Float64,
-                "raw": pl.String, "error": pl.String}
-    )  # fmt: skip

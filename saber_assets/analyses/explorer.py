@@ -62,6 +62,8 @@ def text_html(text: str | None) -> str:
 
 def wins_losses(judgments: pl.DataFrame) -> dict[tuple[str, str], tuple[int, int]]:
     """(query, candidate) -> (wins, losses) over the decided judgments."""
+    if not judgments.height:
+        return {}
     decided = judgments.filter(pl.col("winner").is_not_null())
     out: dict[tuple[str, str], list[int]] = {}
     for q, a, b, w in decided.select("query", "a", "b", "winner").iter_rows():
@@ -72,8 +74,7 @@ def wins_losses(judgments: pl.DataFrame) -> dict[tuple[str, str], tuple[int, int
 
 def board_data(board: pl.DataFrame, domains: list[str], coverage: list[dict]) -> dict:
     metric = score_column(board)
-    keep = [c for c in board.columns if not c.endswith(" ci")]
-    rows = board.select(keep).to_dicts()
+    rows = board.to_dicts()  # with each domain's "<domain> ci", which a domain's view shows
     return {
         "metric": metric,
         "domains": domains,
@@ -83,7 +84,7 @@ def board_data(board: pl.DataFrame, domains: list[str], coverage: list[dict]) ->
 
 
 def query_rows(inputs: ExplorerInputs) -> list[dict]:
-    """One dict per query: its id, page, domains and best nDCG spread (for the compare page)."""
+    """One dict per query: its id, its page and its domains (for the compare page)."""
     q = inputs.bench.queries
     return [
         {"id": qid, "page": query_page_name(n), "domains": doms}
@@ -164,9 +165,14 @@ def write_query_pages(out: Path, inputs: ExplorerInputs, page_of: dict[str, str]
         ).iter_rows(named=True)
     }
     wl = wins_losses(inputs.judgments)
-    ratings = {q: f for (q,), f in inputs.ratings.group_by("query_id")}
-    judged = {q: f for (q,), f in inputs.judgments.group_by("query")}
-    runs = {q: f for (q,), f in inputs.runs.group_by("query_id")}
+    ratings, judged, runs = (
+        {q: f for (q,), f in frame.group_by(key)} if frame.height else {}
+        for frame, key in (
+            (inputs.ratings, "query_id"),
+            (inputs.judgments, "query"),
+            (inputs.runs, "query_id"),
+        )
+    )
     n = 0
     for number, q in enumerate(bench.queries.iter_rows(named=True)):
         qid = q["id"]
