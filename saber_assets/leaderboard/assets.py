@@ -11,13 +11,7 @@ from saber_assets.benchmark.data import Benchmark
 from saber_assets.contamination.matches import audited_items, declared_training, own_matched_queries
 from saber_assets.io_managers import refresh_warehouse
 from saber_assets.leaderboard.board import assemble_board
-from saber_assets.leaderboard.board_markdown import (
-    CPU_JUDGE_CAVEAT,
-    board_markdown,
-    coverage_note,
-    leaderboard_md,
-    superscript_board,
-)
+from saber_assets.leaderboard.board_markdown import board_text
 from saber_assets.leaderboard.contamination_columns import (
     contamination_columns,
     contamination_paragraph,
@@ -141,9 +135,8 @@ def leaderboard(
         with written_whole(out / name) as tmp:  # the warehouse's `leaderboard` view reads it
             write(tmp)
     refresh_warehouse(warehouse, context)
-    (out / "leaderboard.md").write_text(leaderboard_md(board, domains, metric, manifest))
-    caveat = CPU_JUDGE_CAVEAT if judge == "cpu" else ""
-    domains_note = coverage_note(manifest.get("coverage", []))
+    text = board_text(board, domains, metric, manifest)
+    (out / "leaderboard.md").write_text(text.document)
     heat = {
         f"p-values {s}": figure_markdown(pvalue_heatmap(tests, s), f"p-values, {s}")
         for s in board["setting"].unique(maintain_order=True).to_list()
@@ -153,11 +146,11 @@ def leaderboard(
         metadata={
             **stage_metadata(board.height),
             "judge_backend": judge,
-            "caveat": MetadataValue.md(caveat or "none"),
-            "domains": MetadataValue.md(domains_note or "no coverage in the benchmark's manifest"),
-            "table": MetadataValue.md(board_markdown(board, domains, metric, manifest)),
+            "caveat": MetadataValue.md(text.caveat or "none"),
+            "domains": MetadataValue.md(text.note or "no coverage in the benchmark's manifest"),
+            "table": MetadataValue.md(text.table),
             "chart": figure_markdown(board_chart(board), "leaderboard"),
-            "significance": MetadataValue.md(superscript_board(board)),
+            "significance": MetadataValue.md(text.legend),
             "significance_seconds": round(test_seconds, 2),
             "contamination": MetadataValue.md(contamination_paragraph(board)),
             "own_match_queries_excluded": len(excluded),

@@ -4,6 +4,8 @@ no files."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import polars as pl
 
 from saber_assets.leaderboard.contamination_columns import checked_rows
@@ -118,10 +120,32 @@ def board_markdown(board: pl.DataFrame, domains: list[str], metric: str, manifes
     ).value
 
 
-def leaderboard_md(board: pl.DataFrame, domains: list[str], metric: str, manifest: dict) -> str:
-    """``leaderboard.md``: the judge, its caveat, the domains' note, the table and the legend."""
+@dataclass(frozen=True)
+class BoardText:
+    """The board's words, each once: the judge, its caveat (empty for an LLM judge), the
+    domains' note, the table and the significance legend."""
+
+    judge: str
+    caveat: str
+    note: str
+    table: str
+    legend: str
+
+    @property
+    def document(self) -> str:
+        """``leaderboard.md``."""
+        return (
+            f"Judge backend: {self.judge}\n\n{self.caveat}{self.note}{self.table}\n\n"
+            f"{self.legend}\n"
+        )
+
+
+def board_text(board: pl.DataFrame, domains: list[str], metric: str, manifest: dict) -> BoardText:
     judge = manifest.get("judge_backend", "unknown")
-    caveat = CPU_JUDGE_CAVEAT if judge == "cpu" else ""
-    note = coverage_note(manifest.get("coverage", []))
-    table = board_markdown(board, domains, metric, manifest)
-    return f"Judge backend: {judge}\n\n{caveat}{note}{table}\n\n{superscript_board(board)}\n"
+    return BoardText(
+        judge=judge,
+        caveat=CPU_JUDGE_CAVEAT if judge == "cpu" else "",
+        note=coverage_note(manifest.get("coverage", [])),
+        table=board_markdown(board, domains, metric, manifest),
+        legend=superscript_board(board),
+    )
