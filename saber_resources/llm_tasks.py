@@ -16,7 +16,7 @@ from typing import Generic, Protocol, TypeVar
 
 from saber_resources.cache import LLMCache
 from saber_resources.llm import NO_CONTENT, REFUSED, LLMBackend, LLMRequest, LLMResponse
-from saber_resources.progress import Progress, progress
+from saber_resources.progress import progress
 from saber_resources.prompts import (
     JUDGE_VERSIONS,
     ORDINAL_VERSION,
@@ -179,50 +179,35 @@ class TaskRunner:
         pending = list(range(len(requests)))
         with progress(f"{version} requests", len(requests), "req") as shown:
             while pending:
-                pending = self._round(version, requests, parse, pending, outcomes, retries,
-                                      doubled, attempts, shown)  # fmt: skip
+                retry: list[int] = []
+                for start in range(0, len(pending), self.batch_size):
+                    chunk = pending[start : start + self.batch_size]
+                    reqs = [self._variant(requests[i], retries[i], doubled[i]) for i in chunk]
+                    retried_before = len(retry)
+                    for i, ok, err, raw, cut in self._attempt(version, reqs, parse, chunk):
+                        attempts[i] += 1
+                        if ok is not None:
+                            outcomes[i] = Outcome(ok[0], raw=raw, attempts=attempts[i])
+                            continue
+                        if cut == REFUSED:  # the same request would be refused again
+                            self.stats.failed += 1
+                            outcomes[i] = Outcome(None, ok=False, error=err, attempts=attempts[i])
+                        elif cut and not doubled[i]:
+                            doubled[i] = True
+                            self.stats.retries["cut_off"] += 1
+                            retry.append(i)
+                        elif not cut and retries[i] < self.max_retries:
+                            retries[i] += 1
+                            self.stats.retries["unparsed"] += 1
+                            retry.append(i)
+                        else:
+                            self.stats.failed += 1
+                            outcomes[i] = Outcome(
+                                None, ok=False, error=err, raw=raw, attempts=attempts[i]
+                            )
+                    shown.advance(len(chunk) - (len(retry) - retried_before))  # those settled
+                pending = retry
         return outcomes  # type: ignore[return-value]
-
-    def _round(
-        self,
-        version: str,
-        requests: Sequence[LLMRequest],
-        parse: Callable[[int, LLMResponse], T],
-        pending: list[int],
-        outcomes: list[Outcome[T] | None],
-        retries: list[int],
-        doubled: list[bool],
-        attempts: list[int],
-        shown: Progress,
-    ) -> list[int]:
-        """One pass over the pending requests, sub-batch by sub-batch; returns those to retry."""
-        retry: list[int] = []
-        for start in range(0, len(pending), self.batch_size):
-            chunk = pending[start : start + self.batch_size]
-            reqs = [self._variant(requests[i], retries[i], doubled[i]) for i in chunk]
-            for i, ok, err, raw, cut in self._attempt(version, reqs, parse, chunk):
-                attempts[i] += 1
-                if ok is not None:
-                    outcomes[i] = Outcome(ok[0], raw=raw, attempts=attempts[i])
-                    shown.advance()
-                    continue
-                if cut == REFUSED:  # the same request would be refused again
-                    self.stats.failed += 1
-                    outcomes[i] = Outcome(None, ok=False, error=err, attempts=attempts[i])
-                    shown.advance()
-                elif cut and not doubled[i]:
-                    doubled[i] = True
-                    self.stats.retries["cut_off"] += 1
-                    retry.append(i)
-                elif not cut and retries[i] < self.max_retries:
-                    retries[i] += 1
-                    self.stats.retries["unparsed"] += 1
-                    retry.append(i)
-                else:
-                    self.stats.failed += 1
-                    outcomes[i] = Outcome(None, ok=False, error=err, raw=raw, attempts=attempts[i])
-                    shown.advance()
-        return retry
 
     def _generate(self, reqs: list[LLMRequest]) -> list[LLMResponse]:
         """The backend's answers, with what they cost added to the stats."""
