@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = REPO_ROOT / "data"
@@ -561,8 +561,14 @@ class DiscoveryConfig(_Strict):
         return self
 
 
+# A config's name is a folder under the home and part of SQL identifiers and Dagster names: a
+# lower-case slug, so it can neither climb out of the home nor close a quoted string.
+CONFIG_NAME = r"^[a-z0-9][a-z0-9_\-]{0,63}$"
+
+
 class PipelineConfig(_Strict):
-    name: str = "sample"  # the benchmark's name: its outputs go under `<home>/<name>/`
+    # the benchmark's name: its outputs go under `<home>/<name>/`
+    name: str = "sample"
     seed: int = 20261129  # every sampling step derives from it; recorded in metadata
     # k8s_job: a Kubernetes pod per step, sized by its asset's op tags (`pods`), so a run launched
     # from the UI gets the same pods as the build's jobs (the cluster image has dagster-k8s)
@@ -586,6 +592,17 @@ class PipelineConfig(_Strict):
     pods: PodsConfig = PodsConfig()
     cost: CostConfig = CostConfig()
     discovery: DiscoveryConfig = DiscoveryConfig()
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, name: str) -> str:
+        if not re.fullmatch(CONFIG_NAME, name):
+            raise ValueError(
+                f"name {name!r} is not a safe benchmark name: use 1 to 64 lower-case letters, "
+                "digits, '_' and '-', starting with a letter or digit (it names the outputs "
+                "folder under the home)"
+            )
+        return name
+
     @model_validator(mode="before")
     @classmethod
     def read_moved_keys(cls, data):
@@ -606,16 +623,34 @@ class PipelineConfig(_Strict):
 
 
 _ENV_REF = re.compile(r"\$\{([^}:]*)(?::-([^}]*))?\}")
+# a variable whose name says it holds a secret, and a value that carries credentials in a URL
+_SECRET_NAME = re.compile(r"(KEY|TOKEN|PASSWORD|PASSWD|SECRET|DSN|CREDENTIALS?)(_|$)")
+_URL_CREDENTIALS = re.compile(r"[a-z][a-z0-9+.\-]*://[^/@\s:]*:[^/@\s]+@", re.IGNORECASE)
 
 
-def expand_env(value, where: str):
+def secret_variables(raw) -> set[str]:
+    """The variables a config names as holding secrets (its ``*_env`` keys' values)."""
+    found: set[str] = set()
+    if isinstance(raw, dict):
+        for key, value in raw.items():
+            if str(key).endswith("_env") and isinstance(value, str):
+                found.add(value)
+            found |= secret_variables(value)
+    elif isinstance(raw, list):
+        for value in raw:
+            found |= secret_variables(value)
+    return found
+
+
+def expand_env(value, where: str, secrets: frozenset[str] = frozenset()):
     """``${SABER_NAME}`` / ``${SABER_NAME:-default}`` in string values, from the environment.
-    Only ``SABER_*`` variables: a config lands in run metadata, so secrets must stay behind
-    ``*_env`` keys (read through EnvVar), never be pasted in by expansion."""
+    Only ``SABER_*`` variables, and never one that holds a secret (named like a key, token or
+    DSN, named by a ``*_env`` key, or a value with a password in its URL): a config lands in run
+    metadata and output paths, so secrets stay behind the ``*_env`` keys (read through EnvVar)."""
     if isinstance(value, dict):
-        return {k: expand_env(v, where) for k, v in value.items()}
+        return {k: expand_env(v, where, secrets) for k, v in value.items()}
     if isinstance(value, list):
-        return [expand_env(v, where) for v in value]
+        return [expand_env(v, where, secrets) for v in value]
     if not isinstance(value, str):
         return value
 
@@ -626,10 +661,21 @@ def expand_env(value, where: str):
                 f"invalid config {where}: ${{{name}}}: only SABER_* variables may be expanded "
                 "(secrets go through the *_env keys)"
             )
+        if name in secrets or _SECRET_NAME.search(name.removeprefix("SABER_")):
+            raise ValueError(
+                f"invalid config {where}: ${{{name}}} holds a secret and would be written into "
+                "metadata and paths; secrets are read only through the *_env keys"
+            )
         got = os.environ.get(name)
         if got is None and default is None:
             raise ValueError(f"invalid config {where}: ${{{name}}} is not set and has no default")
-        return got if got is not None else default
+        got = got if got is not None else default
+        if _URL_CREDENTIALS.search(got):
+            raise ValueError(
+                f"invalid config {where}: ${{{name}}} carries a password in a URL; secrets are "
+                "read only through the *_env keys"
+            )
+        return got
 
     return _ENV_REF.sub(sub, value)
 
@@ -641,7 +687,7 @@ def load_config(path: str | os.PathLike | None = None) -> PipelineConfig:
         raise FileNotFoundError(f"config file not found: {path}")
     with open(path, encoding="utf-8") as f:
         raw = yaml.safe_load(f) or {}
-    raw = expand_env(raw, str(path))
+    raw = expand_env(raw, str(path), frozenset(secret_variables(raw)))
     try:
         return PipelineConfig.model_validate(raw)
     except Exception as exc:  # pydantic's message lists every bad key

@@ -21,7 +21,8 @@ class Outputs:
     @classmethod
     def of(cls, cfg: PipelineConfig, home: Path | None = None) -> Outputs:
         """A config's outputs under ``home`` (default: $SABER_HOME, else .saber/)."""
-        return cls(Path(home or data_home()) / cfg.name)
+        home = Path(home or data_home())
+        return cls(inside(home, cfg.name))
 
     @property
     def parquet(self) -> Path:
@@ -62,7 +63,7 @@ class Outputs:
         return self.root / "runs"
 
     def index(self, retriever: str) -> Path:
-        return self.root / "indexes" / retriever
+        return inside(self.root / "indexes", retriever)
 
     @property
     def contamination(self) -> Path:
@@ -87,6 +88,15 @@ class Outputs:
     def explorer(self) -> Path:
         """The benchmark explorer: a static site (``index.html``, a page per query)."""
         return self.root / "explorer"
+
+
+def inside(base: Path, name: str) -> Path:
+    """``base / name``, refused unless it resolves to a folder strictly under ``base``: a name from
+    a config or a registry never reaches outside the home (``..``, an absolute path, a link)."""
+    path = (base / name).resolve()
+    if not name or path == base.resolve() or not path.is_relative_to(base.resolve()):
+        raise ValueError(f"{name!r} would write outside {base}: refused")
+    return base / name
 
 
 @contextmanager

@@ -36,6 +36,14 @@ def open_with_retry(path: str, wait_s: float) -> duckdb.DuckDBPyConnection:
             delay = min(delay * 2, 1.0)
 
 
+def sql_literal(value: str) -> str:
+    """``value`` as a SQL string literal, for the statements DuckDB cannot bind a parameter into
+    (``ATTACH``, a view's ``read_parquet`` path): quotes doubled, so a path can only be a path."""
+    if "\x00" in value:
+        raise ValueError(f"a NUL byte in {value!r}: refused in SQL")
+    return "'" + value.replace("'", "''") + "'"
+
+
 class DuckDBFile:
     """A DuckDB database file: short-lived connections, waiting up to ``lock_wait_s`` while
     another process writes it (DuckDB lets one process write a file at a time)."""

@@ -340,7 +340,7 @@ async def post_with_retries(
 class OpenAIBackend:
     base_url: str
     model: str
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never in a log or a traceback
     max_concurrency: int = 8
     max_retries: int = 4
     timeout_s: float = 120.0

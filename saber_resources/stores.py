@@ -25,7 +25,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from saber_resources.duckdb_files import DuckDBFile, registered
+from saber_resources.duckdb_files import DuckDBFile, registered, sql_literal
 
 Connect = Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]
 
@@ -376,7 +376,7 @@ def migrate_duckdb(old_path: str, store: DuckDBStore) -> list[str]:
         ensure_table(store, name)
     copied = []
     with store.connect() as conn:
-        conn.execute(f"ATTACH '{old_path}' AS old (READ_ONLY)")
+        conn.execute(f"ATTACH {sql_literal(old_path)} AS old (READ_ONLY)")
         try:
             have = {
                 r[0]

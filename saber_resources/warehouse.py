@@ -18,7 +18,7 @@ import polars as pl
 from dagster import ConfigurableResource
 from pydantic import PrivateAttr
 
-from saber_resources.duckdb_files import DuckDBFile, registered
+from saber_resources.duckdb_files import DuckDBFile, registered, sql_literal
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -76,18 +76,27 @@ class Warehouse(ConfigurableResource):
     def refresh_views(self) -> list[str]:
         """(Re)create the views in ``sql/*.sql`` whose Parquet inputs exist; returns the views made.
 
-        The SQL files use ``{parquet}`` for the Parquet folder. A file is skipped while an input it
-        reads is missing (its asset not materialised yet), and created on a later refresh.
+        The SQL files use ``'{parquet}/…'`` for a path in the Parquet folder, filled in as a quoted
+        literal (the folder's name is never SQL). A file is skipped while an input it reads is
+        missing (its asset not materialised yet), and created on a later refresh.
         """
         if not self.sql_dir:
             return []
         made: list[str] = []
         with self.connect() as conn:
             for file in sorted(Path(self.sql_dir).glob("*.sql")):
-                text = file.read_text(encoding="utf-8").replace("{parquet}", self.parquet_dir)
-                inputs = re.findall(r"read_parquet\('([^']+)'", text)
+                template = file.read_text(encoding="utf-8")
+                inputs = [
+                    p.replace("{parquet}", self.parquet_dir)
+                    for p in re.findall(r"read_parquet\('([^']+)'", template)
+                ]
                 if not all(_exists(p) for p in inputs):
                     continue
+                text = re.sub(
+                    r"'(\{parquet\}[^']*)'",
+                    lambda m: sql_literal(m.group(1).replace("{parquet}", self.parquet_dir)),
+                    template,
+                )
                 try:
                     conn.execute(text)
                 except duckdb.CatalogException:

@@ -379,7 +379,7 @@ def push(
     bench: Benchmark,
     staging: Path,
     prefix: str,
-    private: bool = False,
+    private: bool = True,
     api=None,
     explorer: Path | None = None,
 ) -> dict[str, str]:

@@ -11,7 +11,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("push", help="a built benchmark as two Hub datasets with a card")
     p.add_argument("dir", help="exchange-format directory (e.g. .saber/sample/benchmark)")
     p.add_argument("--repo-prefix", required=True, metavar="OWNER/NAME")
-    p.add_argument("--private", action="store_true")
+    # private unless asked: a benchmark's texts may carry licences that forbid republishing
+    visibility = p.add_mutually_exclusive_group()
+    visibility.add_argument(
+        "--public", action="store_true", help="create the datasets public (default: private)"
+    )
+    visibility.add_argument("--private", action="store_true", help="the default; kept for scripts")
     p.add_argument(
         "--explorer",
         metavar="DIR",
@@ -46,7 +51,7 @@ def push_cmd(args) -> int:
     with tempfile.TemporaryDirectory(prefix="saber-push-") as staging:
         try:
             done = push(
-                bench, Path(staging), args.repo_prefix, private=args.private, explorer=explorer
+                bench, Path(staging), args.repo_prefix, private=not args.public, explorer=explorer
             )
         except HubUnavailable as exc:
             print(f"saber: {exc}", file=sys.stderr)

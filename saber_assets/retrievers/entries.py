@@ -4,6 +4,7 @@ entry is the registry's (``registry.py``), so what reads entries does not run ev
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -103,6 +104,17 @@ class RetrieverEntry(BaseModel):
     # set for entries found on an inference server, by the effective registry only
     discovered: DiscoveredFrom | None = Field(default=None, exclude=True)
 
+    @model_validator(mode="after")
+    def _no_secrets(self) -> RetrieverEntry:
+        # a registry is a file people commit and its params go into index manifests and run
+        # metadata: a key has to come from the environment
+        for where in secret_keys(self.params, "params"):
+            raise ValueError(
+                f"retriever {self.name!r}: {where} holds a secret in the registry; name the "
+                "environment variable holding it instead (e.g. `api_key_env`)"
+            )
+        return self
+
     def definition(self) -> dict:
         """The entry without its description of the model (``meta``), its opt-in flag and where
         it was discovered: what keys its index and its build steps, as before any existed."""
@@ -111,6 +123,25 @@ class RetrieverEntry(BaseModel):
     @property
     def origin(self) -> str:
         return f"discovered on {self.discovered.endpoint}" if self.discovered else "file"
+
+
+SECRET_KEY = re.compile(r"(api_?key|token|password|passwd|secret|dsn)$", re.IGNORECASE)
+
+
+def secret_keys(value: Any, where: str) -> list[str]:
+    """The paths of keys in ``value`` that would hold a secret itself (``api_key``, ``token``…),
+    not the name of the variable holding it (``api_key_env``)."""
+    found = []
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            path = f"{where}.{key}"
+            if SECRET_KEY.search(str(key)) and inner not in (None, ""):
+                found.append(path)
+            found += secret_keys(inner, path)
+    elif isinstance(value, list):
+        for i, inner in enumerate(value):
+            found += secret_keys(inner, f"{where}[{i}]")
+    return found
 
 
 class RegistryError(ValueError):
