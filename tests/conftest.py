@@ -102,6 +102,15 @@ class SharedBuild:
         return cfg
 
 
+# Secrets in every shared build's environment, where the code could read them: a test greps the
+# build's outputs and log for each (tests/test_hostile.py).
+PLANTED_SECRETS = {
+    "SABER_PG_DSN": "postgresql://saber:planted-pg-5ecret@db.invalid:5432/saber",
+    "HF_TOKEN": "hf_planted5ecretHubToken",
+    "OPENAI_API_KEY": "sk-planted-5ecret-openai",
+}
+
+
 def _shared_root(tmp_path_factory) -> Path:
     """One folder for the whole session, every xdist worker's."""
     base = tmp_path_factory.getbasetemp()
@@ -126,7 +135,7 @@ def shared_build(tmp_path_factory):
                 root.mkdir()
                 write_tiny_inputs(root)
                 (root / "tiny.yaml").write_text(yaml.safe_dump(shared_doc(root, name)))
-                env = {**os.environ, "SABER_HOME": str(root / "home")}
+                env = {**os.environ, **PLANTED_SECRETS, "SABER_HOME": str(root / "home")}
                 env.pop("DAGSTER_HOME", None)
                 with open(log, "w") as out:
                     proc = subprocess.run(

@@ -294,13 +294,30 @@ def annotator_of(annotation: dict, emails: dict[int, str]) -> tuple[str, str | N
         uid, email = who, None
     if uid is None:
         raise StudyError("the annotation names no annotator (completed_by)")
-    return f"ls:{uid}", email or emails.get(int(uid))
+    if isinstance(uid, bool) or not (isinstance(uid, int) or str(uid).isdigit()):
+        raise StudyError(f"completed_by {str(uid)[:40]!r} is not a Label Studio user id")
+    if email is not None and not isinstance(email, str):
+        raise StudyError(f"completed_by's email is a {type(email).__name__}, not text")
+    return f"ls:{int(uid)}", email or emails.get(int(uid))
 
 
 def parse_time(value: str | None) -> datetime | None:
     if not value:
         return None
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).replace(tzinfo=None)
+    if not isinstance(value, str):
+        raise StudyError(f"a time {str(value)[:40]!r} is not an ISO 8601 text")
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).replace(tzinfo=None)
+    except ValueError:
+        raise StudyError(f"a time {value[:40]!r} is not ISO 8601") from None
+
+
+def _lead_time(value) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise StudyError(f"lead_time {str(value)[:40]!r} is not a number of seconds")
+    return float(value)
 
 
 def labels_from_export(
@@ -322,10 +339,23 @@ def labels_from_export(
         study = study_from_export(export)
     by_task = {r["task_id"]: r for r in study.iter_rows(named=True)}
     labels, refused = [], []
-    for task in export:
-        data = task.get("data") or {}
+    annotators: dict[str, set[str]] = {}  # task -> the annotators whose labels are kept
+    for n, task in enumerate(export):
+        if not isinstance(task, dict):
+            refused.append({"task": f"#{n}", "annotation": None,
+                            "reason": f"export entry {n} is a {type(task).__name__}, not a task"})  # fmt: skip
+            continue
+        data = task.get("data") if isinstance(task.get("data"), dict) else {}
         tid = data.get("saber_task")
-        for ann in task.get("annotations") or []:
+        tid = tid if isinstance(tid, str) else None
+        anns = task.get("annotations") or []
+        if not isinstance(anns, list):
+            anns = [anns]
+        for ann in anns:
+            if not isinstance(ann, dict):
+                refused.append({"task": str(tid or task.get("id")), "annotation": None,
+                                "reason": f"an annotation is a {type(ann).__name__}, not an object"})  # fmt: skip
+                continue
             if ann.get("was_cancelled"):
                 continue
 
@@ -357,15 +387,28 @@ def labels_from_export(
             try:
                 label = annotation_label(ann)
                 annotator, email = annotator_of(ann, emails)
+                labelled_at = parse_time(ann.get("updated_at") or ann.get("created_at"))
+                lead_time = _lead_time(ann.get("lead_time"))
+                for what, value in (("task id", task.get("id")), ("annotation id", ann.get("id"))):
+                    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                        raise StudyError(f"the {what} {str(value)[:40]!r} is not an integer")
             except StudyError as exc:
                 refuse(str(exc))
                 continue
+            # a task asks for `overlap` annotators: more ids than that under one task is one
+            # person under several ids (or a forged export), and would inflate the agreement
+            seen = annotators.setdefault(tid, set())
+            overlap = row.get("annotators")
+            if annotator not in seen and overlap is not None and len(seen) >= int(overlap):
+                refuse(f"task {tid} asked for {int(overlap)} annotator(s) and already has "
+                       f"{sorted(seen)}: a label by {annotator} is one too many")  # fmt: skip
+                continue
+            seen.add(annotator)
             labels.append({
                 "task_id": tid, "annotator": annotator, "annotator_email": email,
                 "query": row["query"], "shown_first": row["shown_first"],
                 "shown_second": row["shown_second"], "label": label,
-                "labelled_at": parse_time(ann.get("updated_at") or ann.get("created_at")),
-                "lead_time_s": ann.get("lead_time"), "study": row["study"],
+                "labelled_at": labelled_at, "lead_time_s": lead_time, "study": row["study"],
                 "ls_task": task.get("id"), "ls_annotation": ann.get("id"),
             })  # fmt: skip
     return (

@@ -14,6 +14,7 @@ is what ``candidates`` points at). A missing ``id`` is derived from the row (``q
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,11 +128,8 @@ class Benchmark:
                 raise BenchmarkFormatError(f"{label} lacks columns {missing}")
         q = self.queries
         n_docs = self.documents.height
-        dup_ids = self.documents.filter(pl.col("id").is_duplicated())["id"]
-        if dup_ids.len():
-            raise BenchmarkFormatError(
-                f"{where}: documents.parquet: field 'id' has duplicate values, e.g. {dup_ids[0]!r}"
-            )
+        for frame, name in ((self.queries, "queries"), (self.documents, "documents")):
+            self._check_ids_and_texts(frame, name, where)
         sourced = bool(self.sources.get("queries"))
         for row, (qid, cands, scores) in enumerate(
             q.select("id", "candidates", "relevance_scores").iter_rows()
@@ -171,6 +169,36 @@ class Benchmark:
                 raise BenchmarkFormatError(
                     f"{here}: candidates lists document {dup} more than once"
                 )
+
+
+    def _check_ids_and_texts(self, frame: pl.DataFrame, name: str, where: str) -> None:
+        """One row per id, ids a TREC file can carry, and a problem text on every row: a
+        duplicated query id would be scored once and its other rows dropped without a word."""
+        ids = frame["id"].cast(pl.String)
+        rows = pl.DataFrame({"id": ids, "row": range(frame.height)})
+        dup = rows.filter(pl.col("id").is_duplicated())
+        if dup.height:
+            first = dup["id"][0]
+            at = dup.filter(pl.col("id") == first)["row"].to_list()
+            raise BenchmarkFormatError(
+                f"{self.locate(name, at[1], where)}: {name}.parquet field 'id' repeats {first!r} "
+                f"(rows {at[:5]}); {dup['id'].n_unique()} ids are not unique"
+            )
+        for row, value in enumerate(ids.to_list()):
+            if value is None or not value.strip() or re.search(r"[\s\x00-\x1f]", value):
+                raise BenchmarkFormatError(
+                    f"{self.locate(name, row, where)}: {name}.parquet field 'id' is {value!r}: "
+                    "ids must be non-empty with no whitespace (TREC files are split on it)"
+                )
+        texts = frame["problem"]
+        empty = (texts.is_null() | (texts.cast(pl.String).str.strip_chars() == "")).arg_true()
+        if empty.len():
+            row = int(empty[0])
+            raise BenchmarkFormatError(
+                f"{self.locate(name, row, where)}: {name}.parquet field 'problem' is "
+                f"{'null' if texts[row] is None else 'empty'} (id {ids[row]!r}; "
+                f"{empty.len()} such rows)"
+            )
 
 
 def best_rated(candidates: Sequence, relevance: Sequence[float], top: int = 5) -> list:

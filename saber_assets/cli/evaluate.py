@@ -96,17 +96,14 @@ def evaluate_run_file(args, cfg, bench, bench_dir: Path) -> int:
     import polars as pl
 
     from saber_assets.leaderboard.evaluate import score_table
-    from saber_assets.leaderboard.outside_runs import evaluate_run, setting_of
+    from saber_assets.leaderboard.outside_runs import evaluate_run, runs_by_setting
     from saber_assets.leaderboard.trec_runs import read_run
 
-    runs = read_run(Path(args.run))
-    wanted = args.setting[0] if args.setting and len(args.setting) == 1 else None
-    frames = []
-    for tag, run in runs.items():
-        setting = setting_of(tag, wanted or "statement-full")
-        if args.setting and setting not in args.setting:
-            continue
-        frames.append(evaluate_run(run, bench, setting, args.k, not args.no_full_corpus))
+    runs = runs_by_setting(read_run(Path(args.run)), args.setting)
+    frames = [
+        evaluate_run(run, bench, setting, args.k, not args.no_full_corpus)
+        for setting, (_, run) in runs.items()
+    ]
     if not frames:
         raise ValueError(f"{args.run}: no run for the settings {args.setting}")
     rep = score_table(pl.concat(frames), bench.domain_list(), args.resamples, cfg.seed, k=args.k)

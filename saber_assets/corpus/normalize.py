@@ -51,6 +51,45 @@ def _as_text(value: Any) -> tuple[str | None, int, str | None]:
     return None, 0, f"is a {type(value).__name__}, not text"
 
 
+MAX_ID_CHARS = 200
+# what an id may not hold: TREC run and qrels files are split on whitespace
+_ID_BREAKERS = re.compile(r"[\s\x00-\x1f\x7f]")
+_INTEGRAL = re.compile(r"^([+-]?\d+)\.0+$")
+
+
+def canonical_id(value: Any) -> tuple[str | None, str | None]:
+    """(id, error): one spelling per id, so ``1``, ``1.0`` and ``"1.0"`` are one problem (a source
+    written by pandas turns integer ids into floats); refused when it would break a TREC file."""
+    if value is None or isinstance(value, bool):
+        return None, "missing" if value is None else "is a boolean, not an id"
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return None, f"is {value}, not an id"
+        text = str(int(value)) if value.is_integer() else repr(value)
+    elif isinstance(value, int | str):
+        text = unicodedata.normalize("NFC", str(value)).strip()
+    else:
+        return None, f"is a {type(value).__name__}, not an id"
+    text = _INTEGRAL.sub(r"\1", text)
+    if not text:
+        return None, "missing"
+    if len(text) > MAX_ID_CHARS:
+        return None, f"has {len(text):,} characters (cap {MAX_ID_CHARS})"
+    if _ID_BREAKERS.search(text):
+        return (
+            None,
+            f"{text[:60]!r} holds whitespace or a control character (it would break TREC files)",
+        )
+    return text, None
+
+
+def _row_excerpt(record: dict) -> str:
+    try:
+        return str(record)[:200]
+    except Exception:  # a value nested too deep to print
+        return "<unprintable>"
+
+
 def validate_rows(
     rows: list[RawRow],
     mapping: dict[str, str],
@@ -61,54 +100,67 @@ def validate_rows(
     rejected: list[Rejected] = []
     first_seen: dict[str, int] = {}
     for row in rows:
-        rec = row.record
-        raw_id = rec.get(mapping["id"])
-        native_id = None if raw_id is None else str(raw_id).strip()
-
-        def reject(reason: str, _row: RawRow = row, _nid: str | None = native_id) -> None:
-            rejected.append(Rejected(_row.source, _row.line, _nid, reason, str(_row.record)[:200]))
-
-        if not native_id:
-            reject(f"missing id field {mapping['id']!r}")
-            continue
-        problem, _, perr = _as_text(rec.get(mapping["problem"]))
-        if perr:
-            reject(f"problem field {mapping['problem']!r} {perr}")
-            continue
-        solution, n_solutions, serr = _as_text(rec.get(mapping["solution"]))
-        if serr:
-            reject(f"solution field {mapping['solution']!r} {serr}")
-            continue
-        problem, solution = normalize_text(problem), normalize_text(solution)
-        if not problem:
-            reject("empty problem")
-            continue
-        if not solution:
-            reject("empty solution")
-            continue
-        if len(problem) > max_problem_chars:
-            reject(f"problem has {len(problem):,} characters (cap {max_problem_chars:,})")
-            continue
-        if len(solution) > max_solution_chars:
-            reject(f"solution has {len(solution):,} characters (cap {max_solution_chars:,})")
-            continue
-        if native_id in first_seen:
-            reject(
-                f"duplicate native id {native_id!r} (first seen at line {first_seen[native_id]})"
+        try:
+            result = _validate_row(row, mapping, max_problem_chars, max_solution_chars, first_seen)
+        except Exception as exc:  # whatever a hostile row does, it is one quarantined row
+            result = f"cannot be read: {type(exc).__name__}: {str(exc)[:120]}"
+        if isinstance(result, CorpusRow):
+            kept.append(result)
+            first_seen[result.native_id] = row.line
+        else:
+            native_id = _id_or_none(row.record.get(mapping["id"]))
+            rejected.append(
+                Rejected(row.source, row.line, native_id, result, _row_excerpt(row.record))
             )
-            continue
-        first_seen[native_id] = row.line
-        category = rec.get(mapping["category"]) if "category" in mapping else None
-        kept.append(
-            CorpusRow(
-                id=f"{row.source}:{native_id}",
-                source=row.source,
-                native_id=native_id,
-                line=row.line,
-                problem=problem,
-                solution=solution,
-                n_solutions=n_solutions,
-                category=None if category is None else str(category),
-            )
-        )
     return kept, rejected
+
+
+def _id_or_none(value: Any) -> str | None:
+    try:
+        return canonical_id(value)[0]
+    except Exception:
+        return None
+
+
+def _validate_row(
+    row: RawRow,
+    mapping: dict[str, str],
+    max_problem_chars: int,
+    max_solution_chars: int,
+    first_seen: dict[str, int],
+) -> CorpusRow | str:
+    """The row as a corpus row, or the reason it is quarantined."""
+    rec = row.record
+    native_id, id_error = canonical_id(rec.get(mapping["id"]))
+    if id_error == "missing":
+        return f"missing id field {mapping['id']!r}"
+    if id_error:
+        return f"id field {mapping['id']!r} {id_error}"
+    problem, _, perr = _as_text(rec.get(mapping["problem"]))
+    if perr:
+        return f"problem field {mapping['problem']!r} {perr}"
+    solution, n_solutions, serr = _as_text(rec.get(mapping["solution"]))
+    if serr:
+        return f"solution field {mapping['solution']!r} {serr}"
+    problem, solution = normalize_text(problem), normalize_text(solution)
+    if not problem:
+        return "empty problem"
+    if not solution:
+        return "empty solution"
+    if len(problem) > max_problem_chars:
+        return f"problem has {len(problem):,} characters (cap {max_problem_chars:,})"
+    if len(solution) > max_solution_chars:
+        return f"solution has {len(solution):,} characters (cap {max_solution_chars:,})"
+    if native_id in first_seen:
+        return f"duplicate native id {native_id!r} (first seen at line {first_seen[native_id]})"
+    category = rec.get(mapping["category"]) if "category" in mapping else None
+    return CorpusRow(
+        id=f"{row.source}:{native_id}",
+        source=row.source,
+        native_id=native_id,
+        line=row.line,
+        problem=problem,
+        solution=solution,
+        n_solutions=n_solutions,
+        category=None if category is None else str(category)[:200],
+    )

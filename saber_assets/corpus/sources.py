@@ -75,6 +75,9 @@ def missing_sources(cfg: CorpusConfig) -> list[str]:
     ]
 
 
+# one line is one problem: anything near this is not one, and is not read into memory as one
+MAX_LINE_BYTES = 16 * 1024 * 1024
+
 JSON_LINES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson")
 
 
@@ -105,10 +108,18 @@ def iter_source(name: str, path: Path, mapping: dict[str, str]) -> Iterator[RawR
             reason = f"not valid UTF-8 at byte {exc.start} of the line"
             yield Rejected(name, lineno, None, reason, _excerpt(raw))
             continue
+        if len(raw) > MAX_LINE_BYTES:
+            reason = f"line has {len(raw):,} bytes (cap {MAX_LINE_BYTES:,})"
+            yield Rejected(name, lineno, None, reason, _excerpt(raw))
+            continue
         try:
             record = json.loads(text)
         except json.JSONDecodeError as exc:
             reason = f"invalid JSON: {exc.msg} (column {exc.colno})"
+            yield Rejected(name, lineno, None, reason, _excerpt(text))
+            continue
+        except Exception as exc:  # e.g. RecursionError on a value nested 100,000 deep
+            reason = f"cannot be parsed: {type(exc).__name__}: {str(exc)[:120]}"
             yield Rejected(name, lineno, None, reason, _excerpt(text))
             continue
         if not isinstance(record, dict):

@@ -23,6 +23,30 @@ def setting_of(tag: str, default: str | None) -> str | None:
     return next((s for s in SETTINGS if tag == s or tag.endswith("-" + s)), default)
 
 
+def runs_by_setting(
+    runs: Mapping[str, Mapping], wanted: list[str] | None = None
+) -> dict[str, tuple[str, Mapping]]:
+    """{setting: (tag, run)}: each of a file's runs under the setting its tag names. A tag naming
+    no setting takes the one ``wanted`` setting, else is refused; two tags for one setting are
+    refused (scoring one and dropping the other would change a system's score without a word)."""
+    default = wanted[0] if wanted and len(wanted) == 1 else None
+    out: dict[str, tuple[str, Mapping]] = {}
+    for tag, run in runs.items():
+        setting = setting_of(tag, default)
+        if setting is None:
+            raise ValueError(
+                f"run tag {tag!r} names no setting ({', '.join(SETTINGS)}): end the tag with one "
+                "(e.g. mysystem-statement-full) or pass a single --setting"
+            )
+        if setting in out:
+            raise ValueError(
+                f"run tags {out[setting][0]!r} and {tag!r} both name the setting {setting}: "
+                "one run per setting (split the file or rename a tag)"
+            )
+        out[setting] = (tag, run)
+    return {s: v for s, v in out.items() if not wanted or s in wanted}
+
+
 def evaluate_run(
     run: Mapping[str, Mapping[str, float]],
     bench: Benchmark,
