@@ -140,6 +140,10 @@ class CorpusConfig(_Strict):
         return self
 
 
+# a tree row costs about 700 bytes in memory
+MAX_TREE_NODES = 2_000_000
+
+
 class OntologyConfig(_Strict):
     bundled: str | None = "mathworld"  # a bundled ontology (`mathworld`)
     # A nested tree JSON, or a DAG as nodes+edges (CSV pair or one JSON {"nodes":…, "edges":…}).
@@ -150,6 +154,9 @@ class OntologyConfig(_Strict):
     # is a domain named by its title). Default: MathWorld's five domains for the bundled
     # ontology, "first_level" for any other (saber_assets/ontology/domains.py).
     domains: dict[str, str] | Literal["first_level"] | None = None
+    # the DAG -> tree expansion copies a topic once per root path, which diamonds multiply: a
+    # larger tree is refused with its size (MathWorld's is 17,022 nodes)
+    max_tree_nodes: int = Field(default=MAX_TREE_NODES, ge=1)
 
     @model_validator(mode="after")
     def _one_origin(self) -> OntologyConfig:

@@ -26,7 +26,7 @@ def ontology_tree(
     cfg = pipeline.load()
     dag = load_dag(cfg.ontology)
     domain_of, domains = resolve_domains(dag, domain_spec(cfg.ontology))
-    tree = expand_to_tree(dag, domain_of)
+    tree = expand_to_tree(dag, domain_of, max_nodes=cfg.ontology.max_tree_nodes)
     df = tree.to_frame()
     for w in dag.warnings:
         context.log.warning(f"ontology data warning: {w}")

@@ -19,6 +19,7 @@ import polars as pl
 from saber_assets.config import (
     BUNDLED_ONTOLOGIES,
     DATA_DIR,
+    MAX_TREE_NODES,
     OntologyConfig,
     is_json_nodes,
     resolve_path,
@@ -231,15 +232,40 @@ def first_level_nodes(dag: TopicDag) -> list[str]:
     return list(dag.graph.successors(roots[0])) if len(roots) == 1 else roots
 
 
+def tree_size(dag: TopicDag) -> int:
+    """How many nodes the expanded tree has (one per root path of each DAG node, plus a synthetic
+    root for several DAG roots), counted without building it: paths multiply at every diamond,
+    so a few kilobytes of DAG can expand to billions of nodes."""
+    import networkx as nx
+
+    g = dag.graph
+    paths: dict[str, int] = {}
+    for key in nx.topological_sort(g):
+        parents = list(g.predecessors(key))
+        paths[key] = sum(paths[p] for p in parents) if parents else 1
+    return sum(paths.values()) + (len(_roots(dag)) > 1)
+
+
 def expand_to_tree(
-    dag: TopicDag, domain_of: dict[str, str] | None = None, root_title: str = "ROOT"
+    dag: TopicDag,
+    domain_of: dict[str, str] | None = None,
+    root_title: str = "ROOT",
+    max_nodes: int = MAX_TREE_NODES,
 ) -> TopicTree:
     """Duplicate each DAG node once per root path. Several DAG roots get a synthetic common root.
 
     ``domain_of`` maps first-level DAG keys to domains (``ontology.domains``); every node inherits
     its first-level ancestor's domain on its path (a node reached under two domains is copied once
-    per path, so each copy has one domain)."""
+    per path, so each copy has one domain). A DAG whose tree would pass ``max_nodes`` is refused
+    with the size it would reach."""
     g = dag.graph
+    size = tree_size(dag)
+    if size > max_nodes:
+        raise OntologyError(
+            f"the ontology's {g.number_of_nodes():,} topics expand to a tree of {size:,} nodes "
+            f"(one per root path), past ontology.max_tree_nodes = {max_nodes:,}: its diamonds "
+            "multiply the paths; raise the cap if that is meant"
+        )
     keys = list(g.nodes)
     index = {k: i for i, k in enumerate(keys)}
     roots = _roots(dag)
