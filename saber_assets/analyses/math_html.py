@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 
 import latex2mathml.converter
 
@@ -26,7 +27,6 @@ SPAN = re.compile(
 UNKNOWN = re.compile(r"<m[io]>\\([A-Za-z]+)</m[io]>")
 # operator names LaTeX defines and latex2mathml 3.81 does not: written as \operatorname{...}
 OPERATORS = re.compile(r"\\(arg|hom|ker|Pr|deg|dim)(?![A-Za-z])")
-SELF_CLOSING = re.compile(r"<([a-z]+)((?: [^<>]*?)?)\s*/>")
 ESCAPES = {r"\$": "$", r"\%": "%", r"\&": "&", r"\#": "#", r"\_": "_"}
 
 CSS = """
@@ -64,9 +64,84 @@ def formula_mathml(tex: str, display: bool) -> str:
     unknown = UNKNOWN.search(out)
     if unknown:
         raise ValueError(f"unknown command \\{unknown.group(1)}")
-    # explicit end tags: a page that sanitises HTML (Label Studio's does) reads <mi /> as an
-    # open <mi> that swallows the rest of its row, which then stacks one symbol per line
-    return SELF_CLOSING.sub(lambda m: f"<{m[1]}{m[2].rstrip()}></{m[1]}>", out)
+    return sanitized_mathml(out)
+
+
+# What a formula may draw with: MathML's presentation elements and their layout attributes.
+# latex2mathml copies \text{…} and \href{…} into its output unescaped, so a problem's text
+# could otherwise carry a script into every page and Label Studio task that shows it.
+MATHML_ELEMENTS = frozenset(
+    "math mrow mi mn mo ms mtext mspace mfrac msqrt mroot msub msup msubsup munder mover "
+    "munderover mmultiscripts mprescripts none mtable mtr mtd mlabeledtr mstyle mpadded "
+    "mphantom menclose merror mfenced semantics annotation".split()
+)
+MATHML_ATTRIBUTES = frozenset(
+    "display mathvariant mathcolor mathbackground mathsize stretchy fence separator lspace rspace "
+    "accent accentunder columnalign rowalign columnspacing rowspacing columnlines rowlines frame "
+    "width height depth linethickness notation displaystyle scriptlevel minsize maxsize "
+    "movablelimits symmetric largeop form align columnspan rowspan open close separators "
+    "bevelled numalign denomalign voffset encoding".split()
+)
+MATHML_NS = "http://www.w3.org/1998/Math/MathML"
+_SAFE_VALUE = re.compile(r"^[\w#.%+\- ]{0,64}$")
+
+
+class _MathMLFilter(HTMLParser):
+    """Rebuilds markup from allowed elements and attributes only: any other tag is shown as its
+    escaped source text, every text node is escaped, and each element gets an explicit end tag
+    (a page that sanitises HTML, as Label Studio's does, reads ``<mi />`` as an open ``<mi>``
+    that swallows the rest of its row)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.out: list[str] = []
+
+    def _start(self, tag: str, attrs: list[tuple[str, str | None]]) -> bool:
+        if tag not in MATHML_ELEMENTS:
+            self.out.append(html.escape(html.unescape(self.get_starttag_text() or "")))
+            return False
+        kept = []
+        for name, value in attrs:
+            value = value or ""
+            if name == "xmlns" and value == MATHML_NS:
+                kept.append(f' xmlns="{MATHML_NS}"')
+            elif name in MATHML_ATTRIBUTES and _SAFE_VALUE.match(value):
+                kept.append(f' {name}="{html.escape(value, quote=True)}"')
+        self.out.append(f"<{tag}{''.join(kept)}>")
+        return True
+
+    def handle_starttag(self, tag, attrs) -> None:
+        self._start(tag, attrs)
+
+    def handle_startendtag(self, tag, attrs) -> None:
+        if self._start(tag, attrs):
+            self.out.append(f"</{tag}>")
+
+    def handle_endtag(self, tag) -> None:
+        self.out.append(f"</{tag}>" if tag in MATHML_ELEMENTS else html.escape(f"</{tag}>"))
+
+    def handle_data(self, data) -> None:
+        self.out.append(html.escape(data, quote=False))
+
+    def unknown_decl(self, data) -> None:
+        self.out.append(html.escape(f"<![{data}]>"))
+
+    def handle_comment(self, data) -> None:
+        pass
+
+    def handle_pi(self, data) -> None:
+        self.out.append(html.escape(f"<?{data}>"))
+
+    def handle_decl(self, decl) -> None:
+        self.out.append(html.escape(f"<!{decl}>"))
+
+
+def sanitized_mathml(markup: str) -> str:
+    """``markup`` through the MathML allow-list (``_MathMLFilter``)."""
+    parser = _MathMLFilter()
+    parser.feed(markup)
+    parser.close()
+    return "".join(parser.out)
 
 
 def prose_html(text: str) -> str:
