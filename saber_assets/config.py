@@ -599,6 +599,7 @@ class PipelineConfig(_Strict):
     pods: PodsConfig = PodsConfig()
     cost: CostConfig = CostConfig()
     discovery: DiscoveryConfig = DiscoveryConfig()
+
     @field_validator("name")
     @classmethod
     def _safe_name(cls, name: str) -> str:

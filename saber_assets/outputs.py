@@ -5,7 +5,9 @@ it through their pipeline resource (``pipeline.outputs()``), the commands throug
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -110,3 +112,48 @@ def written_whole(path: Path) -> Iterator[Path]:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def folder_written_whole(path: Path) -> Iterator[Path]:
+    """Where to write folder ``path``'s new content: a sibling folder that replaces it when the
+    block ends without an error (the old one is removed only then), so a killed build leaves the
+    old folder whole, never a mix of two."""
+    staging = path.with_name(f"{path.name}.{os.getpid()}.new")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    old = path.with_name(f"{path.name}.{os.getpid()}.old")
+    try:
+        yield staging
+        if path.exists():
+            path.rename(old)
+        staging.rename(path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def write_whole(path: Path, data) -> Path:
+    """``data`` into ``path`` through ``written_whole``: text (UTF-8), bytes, or a polars frame
+    (Parquet, or CSV for a ``.csv`` path). The project's one way to write an output file."""
+    with written_whole(path) as tmp:
+        if isinstance(data, str):
+            tmp.write_text(data, encoding="utf-8")
+        elif isinstance(data, bytes | bytearray):
+            tmp.write_bytes(data)
+        elif path.suffix == ".csv":
+            data.write_csv(tmp)
+        else:
+            data.write_parquet(tmp)
+    return path
+
+
+def read_json_or_none(path: Path) -> dict | None:
+    """A JSON object a stage wrote for itself (a manifest), or None when it is missing or cannot
+    be read (truncated, not an object): the caller starts afresh instead of failing every later
+    build on it."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None

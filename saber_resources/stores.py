@@ -370,6 +370,19 @@ class StoresResource(ConfigurableResource):
         return store
 
 
+def store_tables_in(path: str) -> dict[str, int]:
+    """The store tables a DuckDB file holds, with their row counts (read-only): what deleting the
+    file would lose."""
+    with duckdb.connect(path, read_only=True) as conn:
+        have = {
+            r[0]
+            for r in conn.execute("SELECT table_name FROM information_schema.tables").fetchall()
+        }
+        return {
+            t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES if t in have
+        }
+
+
 def migrate_duckdb(old_path: str, store: DuckDBStore) -> list[str]:
     """Copy the store tables an older warehouse file holds into a new DuckDB store (once)."""
     for name in TABLES:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import html
 import json
-import shutil
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -30,6 +29,7 @@ from saber_assets.analyses.math_html import CSS as MATH_CSS
 from saber_assets.analyses.math_html import render
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.leaderboard.metrics import score_column
+from saber_assets.outputs import folder_written_whole
 
 TOP = 10
 STATIC = ("explorer.css", "explorer.js")
@@ -92,10 +92,16 @@ def query_rows(inputs: ExplorerInputs) -> list[dict]:
     ]
 
 
-def write_site(out: Path, inputs: ExplorerInputs) -> dict:
-    """Write the whole site under ``out`` (emptied first); returns pages and bytes written."""
-    if out.exists():
-        shutil.rmtree(out)
+def write_site(site: Path, inputs: ExplorerInputs) -> dict:
+    """Write the whole site as ``site`` (replacing the old one only once it is whole); returns
+    pages and bytes written."""
+    with folder_written_whole(site) as out:
+        written = write_site_files(out, inputs)
+    return written
+
+
+def write_site_files(out: Path, inputs: ExplorerInputs) -> dict:
+    """The site's files under the empty folder ``out``."""
     (out / "data").mkdir(parents=True)
     (out / "queries").mkdir()
     (out / "assets").mkdir()

@@ -86,8 +86,6 @@ def gaps(n: int, lower: int, upper: int | None) -> range:
     return range(max(lower, 1), n if upper is None else min(upper, n))
 
 
-
-
 def sample_study(
     ratings: pl.DataFrame,
     n_pairs: int,
@@ -390,7 +388,9 @@ def labels_from_export(
                 labelled_at = parse_time(ann.get("updated_at") or ann.get("created_at"))
                 lead_time = _lead_time(ann.get("lead_time"))
                 for what, value in (("task id", task.get("id")), ("annotation id", ann.get("id"))):
-                    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                    if value is not None and (
+                        isinstance(value, bool) or not isinstance(value, int)
+                    ):
                         raise StudyError(f"the {what} {str(value)[:40]!r} is not an integer")
             except StudyError as exc:
                 refuse(str(exc))

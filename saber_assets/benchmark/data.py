@@ -170,7 +170,6 @@ class Benchmark:
                     f"{here}: candidates lists document {dup} more than once"
                 )
 
-
     def _check_ids_and_texts(self, frame: pl.DataFrame, name: str, where: str) -> None:
         """One row per id, ids a TREC file can carry, and a problem text on every row: a
         duplicated query id would be scored once and its other rows dropped without a word."""

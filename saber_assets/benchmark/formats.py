@@ -25,6 +25,7 @@ import polars as pl
 
 from saber_assets.benchmark.data import QUERY_SCHEMA, Benchmark, BenchmarkFormatError
 from saber_assets.benchmark.texts import setting_texts
+from saber_assets.outputs import write_whole, written_whole
 
 FORMATS = ("beir", "trec", "mteb")
 
@@ -47,7 +48,7 @@ def _qrels(bench: Benchmark) -> list[tuple[str, str, float]]:
 
 def _jsonl(path: Path, rows) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
+    with written_whole(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
@@ -71,12 +72,15 @@ def _write_beir_files(bench: Benchmark, out: Path, setting: str) -> None:
     )  # fmt: skip
     qrels = _qrels(bench)
     (out / "qrels").mkdir(exist_ok=True)
-    with open(out / "qrels" / "test.tsv", "w", encoding="utf-8") as f:
-        f.write("query-id\tcorpus-id\tscore\n")
-        f.writelines(f"{q}\t{d}\t{integer_grade(r)}\n" for q, d, r in qrels)
-    with open(out / "qrels" / "test.continuous.tsv", "w", encoding="utf-8") as f:
-        f.write("query-id\tcorpus-id\tscore\n")
-        f.writelines(f"{q}\t{d}\t{r!r}\n" for q, d, r in qrels)
+    header = "query-id\tcorpus-id\tscore\n"
+    write_whole(
+        out / "qrels" / "test.tsv",
+        header + "".join(f"{q}\t{d}\t{integer_grade(r)}\n" for q, d, r in qrels),
+    )
+    write_whole(
+        out / "qrels" / "test.continuous.tsv",
+        header + "".join(f"{q}\t{d}\t{r!r}\n" for q, d, r in qrels),
+    )
 
 
 def export(bench: Benchmark, fmt: str, out: Path, setting: str = "statement-full") -> list[Path]:
@@ -97,16 +101,19 @@ def export(bench: Benchmark, fmt: str, out: Path, setting: str = "statement-full
         )
     elif fmt == "trec":
         qrels = _qrels(bench)
-        with open(out / "qrels.txt", "w", encoding="utf-8") as f:
-            f.writelines(f"{q} 0 {d} {integer_grade(r)}\n" for q, d, r in qrels)
-        with open(out / "qrels.continuous.txt", "w", encoding="utf-8") as f:
-            f.writelines(f"{q} 0 {d} {r!r}\n" for q, d, r in qrels)
+        write_whole(
+            out / "qrels.txt", "".join(f"{q} 0 {d} {integer_grade(r)}\n" for q, d, r in qrels)
+        )
+        write_whole(
+            out / "qrels.continuous.txt", "".join(f"{q} 0 {d} {r!r}\n" for q, d, r in qrels)
+        )
     else:
         raise ValueError(f"unknown format {fmt!r} (formats: {', '.join(FORMATS)})")
-    (out / "manifest.json").write_text(
+    write_whole(
+        out / "manifest.json",
         json.dumps(
             {**bench.manifest, "exported_as": fmt, "setting": setting}, indent=2, default=str
-        )
+        ),
     )
     return sorted(p for p in out.rglob("*") if p.is_file())
 

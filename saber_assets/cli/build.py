@@ -33,6 +33,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--force", action="store_true", help="rebuild every step, up to date or not")
     p.add_argument(
+        "--wait",
+        action="store_true",
+        help="if another command holds the home (one build per home), wait for it instead of "
+        "stopping",
+    )
+    p.add_argument(
         "--on", metavar="URL", help="launch the build on a running Dagster webserver (GraphQL)"
     )
     p.add_argument(
@@ -49,4 +55,4 @@ def run(args: argparse.Namespace) -> int:
     level = args.log_level or {0: QUIET, 1: "INFO"}.get(args.verbose, "DEBUG")
     if sys.stderr.isatty():  # progress lines for long steps, on a terminal only
         os.environ.setdefault(PROGRESS_ENV, "1")
-    return build(args.config, level, args.force, args.select, args.on)
+    return build(args.config, level, args.force, args.select, args.on, wait=args.wait)

@@ -12,7 +12,8 @@ import argparse
 
 import polars as pl
 
-from saber_assets.config import load_config
+from saber_assets.config import data_home, load_config
+from saber_assets.home_lock import holding_home
 
 
 def add_parser(sub) -> None:
@@ -67,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
         t = tick(db, cfg.discovery.endpoints, names)
         print(f"saber registry discover: {t.summary()}")
         return 1 if t.skipped and len(t.skipped) == len(cfg.discovery.endpoints) else 0
-    entry = adopt(db, args.name, cfg.retrievers.registry_path())
+    with holding_home(data_home(), f"saber registry adopt {args.name}"):
+        entry = adopt(db, args.name, cfg.retrievers.registry_path())
     print(f"saber registry adopt: {entry['name']} written to {cfg.retrievers.registry_path()}")
     return 0

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from saber_assets.config import load_config
-from saber_assets.outputs import Outputs
+from saber_assets.outputs import Outputs, write_whole
 
 FILES = {
     "pairs": "pairs.parquet", "tasks": "tasks.json", "config": "label_config.xml",
@@ -81,7 +81,7 @@ def act(args) -> int:
         export_json = ls.export(project["id"])
         raw = folder / "exports" / f"export-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"
         raw.parent.mkdir(parents=True, exist_ok=True)
-        raw.write_text(json.dumps(export_json))  # kept as pulled: nothing people did is lost
+        write_whole(raw, json.dumps(export_json))  # kept as pulled: nothing people did is lost
         print(f"saber study pull: {ls.url} project {project['id']} -> {raw}")
         return import_labels(cfg, folder, export_json, args.benchmark, ls.user_emails())
     export_json = json.loads(Path(args.file).read_text())
@@ -145,15 +145,15 @@ def export(args, cfg, folder: Path) -> int:
     sample = sample_study(ratings, args.pairs, seed, args.double_share, study=name)
     tasks, unconverted = study_tasks(sample.pairs, texts)
     folder.mkdir(parents=True, exist_ok=True)
-    sample.pairs.write_parquet(folder / FILES["pairs"])
-    (folder / FILES["tasks"]).write_text(json.dumps(tasks, ensure_ascii=False))
-    (folder / FILES["config"]).write_text(label_config())
-    (folder / FILES["instructions"]).write_text(INSTRUCTIONS)
-    pl.DataFrame(
+    write_whole(folder / FILES["pairs"], sample.pairs)
+    write_whole(folder / FILES["tasks"], json.dumps(tasks, ensure_ascii=False))
+    write_whole(folder / FILES["config"], label_config())
+    write_whole(folder / FILES["instructions"], INSTRUCTIONS)
+    write_whole(folder / FILES["unconverted"], pl.DataFrame(
         unconverted, schema={"task": pl.String, "item": pl.String, "latex": pl.String,
                              "reason": pl.String},
-    ).write_csv(folder / FILES["unconverted"])  # fmt: skip
-    (folder / FILES["preview"]).write_text(preview_html(tasks[:5]))
+    ))  # fmt: skip
+    write_whole(folder / FILES["preview"], preview_html(tasks[:5]))
     counts = sample.pairs.group_by("stratum").len().sort("stratum").rows()
     from importlib.metadata import version
 
@@ -166,7 +166,7 @@ def export(args, cfg, folder: Path) -> int:
         "formulas_unconverted": len(unconverted), "latex2mathml": version("latex2mathml"),
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }  # fmt: skip
-    (folder / FILES["study"]).write_text(json.dumps(meta, indent=2, ensure_ascii=False))
+    write_whole(folder / FILES["study"], json.dumps(meta, indent=2, ensure_ascii=False))
     print(f"saber study export: {meta['pairs']} pairs ({meta['two_annotator_tasks']} for two "
           f"annotators), strata {meta['strata']}, seed {seed} -> {folder}")  # fmt: skip
     for note in sample.notes:
@@ -222,7 +222,7 @@ def push(folder: Path) -> int:
     have = {t["data"].get("saber_task") for t in ls.tasks(project["id"])}
     new = [t for t in tasks if t["data"]["saber_task"] not in have]
     ls.import_tasks(project["id"], new)
-    (folder / FILES["project"]).write_text(json.dumps(
+    write_whole(folder / FILES["project"], json.dumps(
         {"url": ls.url, "id": project["id"], "title": project["title"],
          "label_studio": ls.version(),
          "pushed_at": datetime.now(UTC).isoformat(timespec="seconds")}, indent=2,
@@ -255,7 +255,7 @@ def import_labels(cfg, folder: Path, export_json, bench: str | None, emails) -> 
     rated = set(ratings.select("query_id", "candidate_id").iter_rows())
     labels, refused = labels_from_export(export_json, pairs, rated, emails)
     new, already = store_labels(open_stores(cfg), labels)
-    refused.write_csv(folder / FILES["refused"])
+    write_whole(folder / FILES["refused"], refused)
     print(f"saber study: {labels.height} labels read: {new} new, {already} already stored; "
           f"{labels['annotator'].n_unique()} annotators")  # fmt: skip
     if refused.height:

@@ -32,6 +32,7 @@ from saber_assets.contamination.matches import (
 from saber_assets.lib.declare import source_asset, stage_asset
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.lib.partitions import training_partitions
+from saber_assets.outputs import write_whole
 from saber_assets.resources import PipelineResource
 from saber_assets.retrievers.registry import load_registry
 
@@ -60,7 +61,7 @@ def own_candidate_matches(pipeline: PipelineResource) -> MaterializeResult:
     hits = own_candidate_hits(query_candidate_pairs(bench), texts, cfg.own_match_jaccard)
     out = pipeline.outputs().contamination
     out.mkdir(parents=True, exist_ok=True)
-    hits.write_parquet(out / "own_candidate_matches.parquet")
+    write_whole(out / "own_candidate_matches.parquet", hits)
     return MaterializeResult(
         metadata={
             **stage_metadata(hits.height),
@@ -107,13 +108,13 @@ def contamination(context: AssetExecutionContext, pipeline: PipelineResource) ->
     queries = sorted(contaminated_queries(bench, matches["item"], cfg.top_candidates))
     out = pipeline.outputs().contamination / name
     out.mkdir(parents=True, exist_ok=True)
-    matches.write_parquet(out / "matches.parquet")
-    summary.write_parquet(out / "summary.parquet")
+    write_whole(out / "matches.parquet", matches)
+    write_whole(out / "summary.parquet", summary)
     rejected = pl.DataFrame(
         read.rejected, schema={"file": pl.String, "line": pl.Int64, "reason": pl.String},
         orient="row",
     )  # fmt: skip
-    rejected.write_csv(out / "rejected.csv")
+    write_whole(out / "rejected.csv", rejected)
     audit_record = {
         "corpus": corpus.model_dump(exclude_none=True),
         "hub_revision": revision,
@@ -134,7 +135,7 @@ def contamination(context: AssetExecutionContext, pipeline: PipelineResource) ->
         "top_candidates": cfg.top_candidates,
         "contaminated_queries": queries,
     }
-    (out / "audit.json").write_text(json.dumps(audit_record, indent=1))
+    write_whole(out / "audit.json", json.dumps(audit_record, indent=1))
     if read.rejected:
         context.log.warning(
             f"{name}: {len(read.rejected)} training rows could not be used (see rejected.csv)"

@@ -23,7 +23,7 @@ from saber_assets.leaderboard.provenance import SCORING_CODE, benchmark_id
 from saber_assets.leaderboard.rows import entry_rows
 from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import figure_markdown, stage_metadata
-from saber_assets.outputs import written_whole
+from saber_assets.outputs import write_whole, written_whole
 from saber_assets.resources import PipelineResource
 from saber_assets.retrievers.discovery import registry_for
 from saber_assets.retrievers.registry import unavailable_reason
@@ -136,7 +136,7 @@ def leaderboard(
             write(tmp)
     refresh_warehouse(warehouse, context)
     text = board_text(board, domains, metric, manifest)
-    (out / "leaderboard.md").write_text(text.document)
+    write_whole(out / "leaderboard.md", text.document)
     heat = {
         f"p-values {s}": figure_markdown(pvalue_heatmap(tests, s), f"p-values, {s}")
         for s in board["setting"].unique(maintain_order=True).to_list()

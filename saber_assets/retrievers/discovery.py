@@ -31,6 +31,7 @@ import httpx
 import polars as pl
 
 from saber_assets.config import DiscoveryEndpoint, PipelineConfig
+from saber_assets.outputs import written_whole
 from saber_assets.resources import PipelineResource, open_stores
 from saber_assets.retrievers.entries import DiscoveredFrom, RetrieverEntry
 from saber_assets.retrievers.registry import load_registry
@@ -317,8 +318,9 @@ def adopt(db: StoreDB, name: str, registry_path: Path) -> dict:
     block = yaml.safe_dump([entry], sort_keys=False, allow_unicode=True, width=100)
     text = registry_path.read_text()
     lines = "".join("  " + line + "\n" for line in block.splitlines())
-    registry_path.write_text(text.rstrip("\n") + "\n" + lines)
-    load_registry(registry_path)  # the file still reads
+    with written_whole(registry_path) as tmp:
+        tmp.write_text(text.rstrip("\n") + "\n" + lines)
+        load_registry(tmp)  # the new file reads, or the old one stays as it was
     _set(db, name, status="adopted")
     return entry
 

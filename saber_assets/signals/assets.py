@@ -19,6 +19,7 @@ from saber_assets.lib.declare import stage_asset, table_asset
 from saber_assets.lib.metadata import figure_markdown, markdown_table, stage_metadata
 from saber_assets.ontology.domains import domain_names
 from saber_assets.ontology.tree import TopicTree
+from saber_assets.outputs import read_json_or_none, write_whole, written_whole
 from saber_assets.resources import PipelineResource
 from saber_assets.signals.bounds import choose_floors, stored_share
 from saber_assets.signals.compute import compute_segment
@@ -100,7 +101,7 @@ def pair_signal_inputs(
     d.mkdir(parents=True, exist_ok=True)
     tree = TopicTree.from_frame(ontology_tree)
     ic = topic_information_content.sort("node")["ic"].to_numpy()
-    manifest = json.loads(_manifest_path(d).read_text()) if _manifest_path(d).exists() else None
+    manifest = read_json_or_none(_manifest_path(d))  # unreadable: computed afresh
     snapshot_path = d / "ic_snapshot.npy"
     # the frozen IC stands for appended problems, not for another way of counting: a changed
     # `signals.ic_counts` computes everything again (a manifest from before it counted the
@@ -132,7 +133,8 @@ def pair_signal_inputs(
     if reset:
         for f in d.glob("*.sig"):
             f.unlink()
-        np.save(snapshot_path, ic)
+        with written_whole(snapshot_path) as tmp, open(tmp, "wb") as f:
+            np.save(f, ic)
         inputs.ic_hash = base_ic_hash = ic_hash(ic)
         manifest = {
             "base_n": inputs.n,
@@ -140,7 +142,7 @@ def pair_signal_inputs(
             "ic_hash": base_ic_hash,
             "ic_counts": cfg.ic_counts,
         }
-        _manifest_path(d).write_text(json.dumps(manifest, indent=1))
+        write_whole(_manifest_path(d), json.dumps(manifest, indent=1))
     inputs.save(d / "inputs.npz")
     return MaterializeResult(
         metadata={
@@ -221,7 +223,11 @@ def pair_signal_shards(
     cfg = pipeline.load().signals
     d = signals_dir(pipeline)
     inputs = SignalInputs.load(d / "inputs.npz")
-    manifest = json.loads(_manifest_path(d).read_text())
+    manifest = read_json_or_none(_manifest_path(d))
+    if manifest is None:
+        raise FileNotFoundError(
+            f"{_manifest_path(d)} is missing or unreadable: materialise pair_signal_inputs again"
+        )
     keys = context.assets_def.partitions_def.get_partition_keys()
     start, end = block_rows(
         keys.index(context.partition_key), len(keys), cfg.rows_per_shard, inputs.n

@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 
 from saber_assets.ontology.similarity import LCAIndex, lin_table
+from saber_assets.outputs import written_whole
 from saber_assets.signals.kernels import KernelArrays, to_csr
 
 _TOKEN = re.compile(r"[a-z0-9^_]+")
@@ -95,6 +96,10 @@ class SignalInputs:
         return h.hexdigest()
 
     def save(self, path: Path) -> None:
+        with written_whole(path) as tmp, open(tmp, "wb") as f:  # a file: savez adds no suffix
+            self._savez(f)
+
+    def _savez(self, path) -> None:
         np.savez(
             path,
             ids=np.array(self.ids, dtype=object),

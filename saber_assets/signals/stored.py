@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from saber_assets.outputs import written_whole
+from saber_assets.outputs import write_whole, written_whole
 from saber_assets.resources import PipelineResource
 from saber_assets.signals.bounds import StorageFloors
 from saber_assets.signals.compute import csr_take, memory_available
@@ -47,7 +47,7 @@ def gather_budget(gib: float | None) -> int:
 
 
 def write_floors(d: Path, floors: StorageFloors) -> None:
-    (d / "floors.json").write_text(json.dumps(floors.as_dict(), indent=1))
+    write_whole(d / "floors.json", json.dumps(floors.as_dict(), indent=1))
 
 
 def read_floors(d: Path) -> tuple[int, int]:
