@@ -47,7 +47,7 @@ from saber_assets.lib.partitions import (
 from saber_assets.ontology import assets as ontology_assets
 from saber_assets.ontology.domains import domain_keys
 from saber_assets.outputs import Outputs
-from saber_assets.pods import check_pod_jobs, k8s_tags
+from saber_assets.pods import check_pod_jobs, k8s_tags, orchestrator_tags
 from saber_assets.ratings import assets as rating_assets
 from saber_assets.resources import PipelineResource, stores_resource
 from saber_assets.retrievers import assets as retriever_assets
@@ -211,7 +211,7 @@ def make_definitions(
             selection=AssetSelection.assets(*stage.assets),
             executor_def=executor,
             description=stage.description,
-            tags={} if per_step else k8s_tags(stage.job, cfg),
+            tags=orchestrator_tags() if per_step else k8s_tags(stage.job, cfg),
         )
         for stage in STAGES
     ]

@@ -53,6 +53,12 @@ def pod_size(job: str, cfg: PipelineConfig) -> PodSize:
     return pods.default
 
 
+def orchestrator_tags() -> dict[str, str]:
+    """The run pod's tag under the ``k8s_job`` executor: it launches a pod per step, so it needs
+    the service-account token every other run pod goes without (deploy/helm/values.yaml)."""
+    return {K8S_TAG: json.dumps({"pod_spec_config": {"automount_service_account_token": True}})}
+
+
 def k8s_tags(job: str, cfg: PipelineConfig) -> dict[str, str]:
     """Requests = limits for memory (an OOM kill names the job), requests only for CPU."""
     size = pod_size(job, cfg)

@@ -57,6 +57,10 @@ RENDERED = {
     "computeLogManager.config.customComputeLogManager.config.*",
     "computeLogManager.config.localComputeLogManager.*",
     "telemetry.enabled",
+    # the daemon's own pod (not instance config)
+    "dagsterDaemon.labels.*", "dagsterDaemon.env.*", "dagsterDaemon.volumes.*",
+    "dagsterDaemon.volumeMounts.*", "dagsterDaemon.podSecurityContext.*",
+    "dagsterDaemon.securityContext.*", "dagsterDaemon.resources.*",
 }  # fmt: skip
 
 

@@ -179,7 +179,7 @@ def test_helm_values_name_what_the_code_reads(monkeypatch):
     # volumes: the claim the pods mount exists
     claims = {d["metadata"]["name"] for d in _docs(DEPLOY / "k8s" / "storage.yaml")}
     for vols in (dep["volumes"], _values()["dagsterWebserver"]["volumes"]):
-        assert {v["persistentVolumeClaim"]["claimName"] for v in vols} <= claims
+        assert {v["persistentVolumeClaim"]["claimName"] for v in vols if "persistentVolumeClaim" in v} <= claims
     # pools: the only pool the assets use is the one the values limit (and the guide names)
     defs = definitions.make_definitions(REPO_ROOT / "configs" / "cluster.yaml")
     pools = {a.op.pool for a in defs.get_repository_def().assets_defs_by_key.values() if a.op.pool}
@@ -257,7 +257,7 @@ def test_ui_launched_runs_size_their_step_pods_like_the_build_under_the_k8s_exec
     from dagster_k8s.job import get_user_defined_k8s_config
 
     from saber_assets import definitions
-    from saber_assets.pods import K8S_TAG, pod_size
+    from saber_assets.pods import pod_size
     from saber_assets.stages import STAGES
 
     text = (REPO_ROOT / "configs" / "cluster.yaml").read_text()
@@ -278,7 +278,10 @@ def test_ui_launched_runs_size_their_step_pods_like_the_build_under_the_k8s_exec
     steps = {step.key: step for step in plan.steps}
     want, got = {}, {}
     for stage in STAGES:
-        assert K8S_TAG not in jobs[stage.job].tags  # the run's pod only orchestrates
+        # the run's pod only orchestrates: no size, but the token to launch the step pods
+        run_pod = get_user_defined_k8s_config(jobs[stage.job].tags)
+        assert run_pod.container_config == {}
+        assert run_pod.pod_spec_config == {"automount_service_account_token": True}
         size = pod_size(stage.job, cfg)
         for name in stage.assets:
             res = get_user_defined_k8s_config(steps[op_of[name]].tags).container_config
@@ -482,3 +485,179 @@ def test_a_summaries_shard_pod_holds_a_block_of_full_rows_per_thread_not_the_sha
         summaries_threads=cfg.signals.threads,
     )
     assert summaries.memory == f"{want}Gi"
+
+
+# ---- the cluster hardened by default (#65)
+
+
+def _pod(name: str, spec: dict) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def _values_pods() -> dict[str, dict]:
+    """The pods the Helm values define, as the chart lays out their fields: the webserver, the
+    daemon, the code server, and a run pod (the code server's env, secrets and volumes,
+    includeConfigInLaunchedRuns, under the launcher's runK8sConfig)."""
+    v, code = _values(), _user_code()
+    pods = {}
+    for name, block in (
+        ("webserver", v["dagsterWebserver"]), ("daemon", v["dagsterDaemon"]), ("code", code),
+    ):  # fmt: skip
+        container = {"name": name, "image": "saber", "securityContext": block["securityContext"],
+                     "resources": block["resources"], "volumeMounts": block["volumeMounts"]}  # fmt: skip
+        pods[name] = _pod(
+            name,
+            {"securityContext": block["podSecurityContext"], "volumes": block["volumes"],
+             "containers": [container]},
+        )  # fmt: skip
+    run = v["runLauncher"]["config"]["k8sRunLauncher"]["runK8sConfig"]
+    container = {"name": "run", "image": "saber", **run["containerConfig"],
+                 "volumeMounts": code["volumeMounts"]}  # fmt: skip
+    pods["run"] = _pod("run", {**run["podSpecConfig"], "volumes": code["volumes"],
+                               "containers": [container]})  # fmt: skip
+    pods["run"]["metadata"]["labels"] = run["podTemplateSpecMetadata"]["labels"]
+    vllm = _by_kind(_vllm_objects(), "Deployment")["spec"]["template"]
+    pods["vllm"] = _pod("vllm", vllm["spec"])
+    init = {o["kind"]: o for o in _docs(DEPLOY / "k8s" / "storage.yaml")}["Job"]
+    pods["data-init"] = _pod("data-init", init["spec"]["template"]["spec"])
+    return pods
+
+
+def hardening_gaps(pod: dict) -> list[str]:
+    """What keeps ``pod`` from the project's hardening: non-root, read-only root with a writable
+    /tmp, no capabilities, RuntimeDefault seccomp, requests and limits."""
+    spec, gaps = pod["spec"], []
+    pod_sc = spec.get("securityContext") or {}
+    if (pod_sc.get("seccompProfile") or {}).get("type") != "RuntimeDefault":
+        gaps.append("seccomp is not RuntimeDefault")
+    empty_dirs = {v["name"] for v in spec.get("volumes") or [] if "emptyDir" in v}
+    for c in spec["containers"]:
+        sc = {**pod_sc, **(c.get("securityContext") or {})}
+        if not sc.get("runAsNonRoot") or sc.get("runAsUser", 1) == 0:
+            gaps.append(f"{c['name']}: may run as root")
+        if not sc.get("readOnlyRootFilesystem"):
+            gaps.append(f"{c['name']}: writable root filesystem")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            gaps.append(f"{c['name']}: privilege escalation allowed")
+        if (sc.get("capabilities") or {}).get("drop") != ["ALL"]:
+            gaps.append(f"{c['name']}: capabilities not dropped")
+        res = c.get("resources") or {}
+        if not (res.get("requests") or {}).get("memory") or not (res.get("limits") or {}).get("memory"):
+            gaps.append(f"{c['name']}: no memory request and limit")
+        if not any(m["mountPath"] == "/tmp" and m["name"] in empty_dirs
+                   for m in c.get("volumeMounts") or []):  # fmt: skip
+            gaps.append(f"{c['name']}: no emptyDir at /tmp")
+    return gaps
+
+
+def test_every_pod_is_hardened_and_validates_against_the_kubernetes_schema():
+    import kubernetes_validate
+
+    pods = _values_pods()
+    for name, pod in pods.items():
+        kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
+        gaps = hardening_gaps(pod)
+        if name == "data-init":  # the one root container: a one-off chown of the shared volume
+            assert gaps == ["init: may run as root", "init: no emptyDir at /tmp"], gaps
+        else:
+            assert gaps == [], (name, gaps)
+    # the check sees what it is for: the old, unhardened webserver
+    bare = copy.deepcopy(pods["webserver"])
+    bare["spec"]["securityContext"] = {}
+    del bare["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"]
+    assert hardening_gaps(bare) == [
+        "seccomp is not RuntimeDefault", "webserver: may run as root",
+        "webserver: writable root filesystem",
+    ]  # fmt: skip
+    # no service-account token where nothing calls the Kubernetes API
+    for name in ("run", "vllm", "data-init"):
+        assert pods[name]["spec"]["automountServiceAccountToken"] is False, name
+    # the Hub token reaches the pod that pulls a model and no other
+    secrets = {s["name"] for s in _user_code()["envSecrets"]}
+    hf = [e for c in pods["vllm"]["spec"]["containers"] for e in c["env"] if e["name"] == "HF_TOKEN"]
+    [ref] = [e["valueFrom"]["secretKeyRef"]["name"] for e in hf]
+    assert ref not in secrets and ref == "saber-hf"
+    guide = (DEPLOY / "README.md").read_text()
+    assert "secret generic saber-hf --from-literal=HF_TOKEN=" in guide
+    assert "HF_TOKEN" not in guide.split("create secret generic saber-llm")[1].split("\n\n")[0].split("saber-hf")[0]
+
+
+def _selects(selector: dict, labels: dict) -> bool:
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for e in selector.get("matchExpressions") or []:
+        if e["operator"] == "In" and labels.get(e["key"]) not in e["values"]:
+            return False
+        if e["operator"] == "Exists" and e["key"] not in labels:
+            return False
+    return True
+
+
+def _allowed(policies: list[dict], src: dict, dst: dict, port: int) -> bool:
+    """Whether NetworkPolicy semantics let pod ``src`` (labels; None: from outside the namespace)
+    open ``port`` on pod ``dst``: the destination's ingress and the source's egress must each
+    allow it (a pod no policy of a direction selects is open in that direction)."""
+
+    def side(direction: str, me: dict, peer: dict) -> bool:
+        key = "ingress" if direction == "Ingress" else "egress"
+        peers = "from" if direction == "Ingress" else "to"
+        if me is None:  # outside the namespace: its policies are not these
+            return True
+        mine = [p["spec"] for p in policies if direction in p["spec"]["policyTypes"]
+                and _selects(p["spec"]["podSelector"], me)]  # fmt: skip
+        if not mine:
+            return True
+        for spec in mine:
+            for rule in spec.get(key) or []:
+                ports = [p["port"] for p in rule.get("ports") or []]
+                if ports and port not in ports:
+                    continue
+                chosen = rule.get(peers)
+                if not chosen or any(peer is not None and "podSelector" in c
+                                     and "namespaceSelector" not in c
+                                     and _selects(c["podSelector"], peer) for c in chosen):  # fmt: skip
+                    return True
+        return False
+
+    return side("Ingress", dst, src) and side("Egress", src, dst)
+
+
+def test_the_network_policies_allow_only_the_flows_the_deployment_needs():
+    import kubernetes_validate
+
+    policies = _docs(DEPLOY / "k8s" / "network-policy.yaml")
+    for policy in policies:
+        kubernetes_validate.validate(policy, K8S_VERSION, strict=True)
+    pods = _values_pods()
+    role = {n: {"saber/role": n} for n in ("webserver", "daemon", "code", "run")}
+    role["vllm"] = pods["vllm"]["metadata"].get("labels") or _by_kind(
+        _vllm_objects(), "Deployment"
+    )["spec"]["template"]["metadata"]["labels"]
+    assert pods["run"]["metadata"]["labels"] == role["run"]
+    for name in ("webserver", "daemon", "code"):
+        block = _values()["dagsterWebserver"] if name == "webserver" else (
+            _values()["dagsterDaemon"] if name == "daemon" else _user_code())
+        assert block["labels"] == role[name]
+    other = {"app": "something-else"}  # any other pod in the namespace
+    port = {"code": _user_code()["port"], "vllm": 8000, "webserver": 80}
+    allowed = {
+        (src, dst)
+        for src in [*role, "other"]
+        for dst in ("code", "vllm")
+        if src != dst and _allowed(policies, role.get(src, other), role[dst], port[dst])
+    }
+    assert allowed == {
+        ("webserver", "code"), ("daemon", "code"),  # the code server: the UI and the daemon
+        ("code", "vllm"), ("run", "vllm"),  # the model and its metrics: saber's own pods
+    }  # fmt: skip
+    # the UI from outside the namespace; nothing else from outside
+    assert _allowed(policies, None, role["webserver"], 80)
+    assert not _allowed(policies, None, role["code"], 4000)
+    assert not _allowed(policies, None, role["vllm"], 8000)
+    # each rule matters: without the code server's own policy the default-deny still holds it
+    # shut; without both, any pod reaches it
+    named = {p["metadata"]["name"]: p for p in policies}
+    less = [p for n, p in named.items() if n != "code-server-ingress"]
+    assert not _allowed(less, None, role["code"], 4000)
+    less = [p for n, p in named.items() if n not in ("code-server-ingress", "default-deny")]
+    assert _allowed(less, None, role["code"], 4000)
