@@ -82,6 +82,7 @@ MATHML_ATTRIBUTES = frozenset(
     "movablelimits symmetric largeop form align columnspan rowspan open close separators "
     "bevelled numalign denomalign voffset encoding".split()
 )
+TOKEN_ELEMENTS = frozenset({"mi", "mn", "mo", "mtext", "ms", "annotation"})
 MATHML_NS = "http://www.w3.org/1998/Math/MathML"
 _SAFE_VALUE = re.compile(r"^[\w#.%+\- ]{0,64}$")
 
@@ -95,9 +96,10 @@ class _MathMLFilter(HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.out: list[str] = []
+        self.open: list[str] = []  # the elements open here: an end tag closes one of them only
 
     def _start(self, tag: str, attrs: list[tuple[str, str | None]]) -> bool:
-        if tag not in MATHML_ELEMENTS:
+        if tag not in MATHML_ELEMENTS or self._in_token():
             self.out.append(html.escape(html.unescape(self.get_starttag_text() or "")))
             return False
         kept = []
@@ -111,14 +113,32 @@ class _MathMLFilter(HTMLParser):
         return True
 
     def handle_starttag(self, tag, attrs) -> None:
-        self._start(tag, attrs)
+        if self._start(tag, attrs):
+            self.open.append(tag)
 
     def handle_startendtag(self, tag, attrs) -> None:
         if self._start(tag, attrs):
             self.out.append(f"</{tag}>")
 
+    def _in_token(self) -> bool:
+        """Inside a token element (``<mtext>`` of a ``\\text{}``…), where only text belongs."""
+        return bool(self.open) and self.open[-1] in TOKEN_ELEMENTS
+
     def handle_endtag(self, tag) -> None:
-        self.out.append(f"</{tag}>" if tag in MATHML_ELEMENTS else html.escape(f"</{tag}>"))
+        if tag not in self.open or (self._in_token() and tag != self.open[-1]):
+            # e.g. a `</math>` typed inside \text{}: text, not structure
+            self.out.append(html.escape(f"</{tag}>"))
+            return
+        while self.open:
+            top = self.open.pop()
+            self.out.append(f"</{top}>")
+            if top == tag:
+                break
+
+    def close(self) -> None:
+        super().close()
+        while self.open:
+            self.out.append(f"</{self.open.pop()}>")
 
     def handle_data(self, data) -> None:
         self.out.append(html.escape(data, quote=False))

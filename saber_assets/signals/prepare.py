@@ -96,12 +96,7 @@ class SignalInputs:
         return h.hexdigest()
 
     def save(self, path: Path) -> None:
-        with written_whole(path) as tmp, open(tmp, "wb") as f:  # a file: savez adds no suffix
-            self._savez(f)
-
-    def _savez(self, path) -> None:
-        np.savez(
-            path,
+        arrays = dict(
             ids=np.array(self.ids, dtype=object),
             t_ptr=self.t_ptr,
             t_idx=self.t_idx,
@@ -112,6 +107,8 @@ class SignalInputs:
             vocab=np.array(self.vocab, dtype=object),
             ic_hash=np.array(self.ic_hash),
         )
+        with written_whole(path) as tmp, open(tmp, "wb") as f:  # a file: savez adds no suffix
+            np.savez(f, **arrays)
 
     @classmethod
     def load(cls, path: Path) -> SignalInputs:

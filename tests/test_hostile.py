@@ -1,0 +1,462 @@
+"""Hostile input gets a clear refusal and nothing is lost (#65): each probe planted as a user or
+an unlucky operator would, and what saber does with it. The cluster's probes are in
+tests/test_deploy.py (hardened pods, network policies)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+import yaml
+
+from saber_assets.config import REPO_ROOT, load_config
+from saber_assets.outputs import Outputs, read_json_or_none, write_whole
+
+from .conftest import PLANTED_SECRETS
+
+MINIMAL = {"corpus": {"sources": [{"name": "math", "bundled": "math"}]}}
+
+
+def _config(tmp_path: Path, **doc) -> Path:
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({**MINIMAL, **doc}))
+    return path
+
+
+# ---- names, paths and SQL
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["x'; COPY (SELECT 42) TO 'pwned.csv'; --", "../../escaped", "/etc", "a b", "", "A" * 3],
+)
+def test_a_config_name_that_is_no_safe_folder_name_is_refused_at_load(tmp_path, name):
+    with pytest.raises(ValueError, match="is not a safe benchmark name"):
+        load_config(_config(tmp_path, name=name))
+    load_config(_config(tmp_path, name="my-bench_2"))
+
+
+def test_no_output_path_leaves_the_home(tmp_path):
+    cfg = load_config(_config(tmp_path, name="ok"))
+    home = tmp_path / "home"
+    assert Outputs.of(cfg, home).root == home / "ok"
+    # a config that skipped validation (built in code) still cannot climb out
+    escaped = cfg.model_copy(update={"name": "../../escaped"})
+    with pytest.raises(ValueError, match="would write outside"):
+        Outputs.of(escaped, home)
+    with pytest.raises(ValueError, match="would write outside"):
+        Outputs(home / "ok").index("../../../x")
+    (tmp_path / "elsewhere").mkdir()
+    (home / "ok" / "indexes").mkdir(parents=True)
+    (home / "ok" / "indexes" / "link").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(ValueError, match="would write outside"):
+        Outputs(home / "ok").index("link")
+
+
+def test_the_warehouse_views_take_a_folder_with_a_quote_as_a_path_not_as_sql(tmp_path):
+    from saber_resources.warehouse import Warehouse
+
+    hostile = tmp_path / "x'; COPY (SELECT 42) TO 'pwned.csv'; --"
+    hostile.mkdir()
+    pl.DataFrame({"id": ["a", "b"]}).write_parquet(hostile / "corpus.parquet")
+    sql = tmp_path / "sql"
+    sql.mkdir()
+    (sql / "corpus.sql").write_text(
+        "CREATE OR REPLACE VIEW corpus AS SELECT * FROM read_parquet('{parquet}/corpus.parquet');"
+    )
+    wh = Warehouse(path=str(tmp_path / "w.duckdb"), parquet_dir=str(hostile), sql_dir=str(sql))
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert wh.refresh_views() == ["corpus"]
+        assert wh.query("SELECT count(*) AS n FROM corpus")["n"][0] == 2
+    finally:
+        os.chdir(cwd)
+    assert not list(tmp_path.rglob("pwned.csv"))
+
+
+def test_an_old_store_file_with_a_quote_in_its_path_is_attached_as_a_path(tmp_path):
+    from saber_resources.duckdb_files import DuckDBFile
+    from saber_resources.stores import DuckDBStore, ensure_table, migrate_duckdb
+
+    old = tmp_path / "it's old.duckdb"
+    legacy = DuckDBStore(DuckDBFile(str(old)).connect)
+    ensure_table(legacy, "human_labels")
+    store = DuckDBStore(DuckDBFile(str(tmp_path / "new.duckdb")).connect)
+    assert "human_labels" in migrate_duckdb(str(old), store)
+
+
+# ---- secrets
+
+
+@pytest.mark.parametrize(
+    "doc, env",
+    [
+        ({"name": "${SABER_PG_DSN}"}, {"SABER_PG_DSN": "postgresql://u:pw@h/db"}),
+        ({"llm": {"model": "${SABER_LLM_API_KEY}"}}, {"SABER_LLM_API_KEY": "sk-1"}),
+        ({"llm": {"model": "${SABER_HF_TOKEN:-x}"}}, {}),
+        # a variable the config names as holding a secret, whatever its name
+        ({"stores": {"dsn_env": "SABER_MINE"}, "llm": {"model": "${SABER_MINE}"}},
+         {"SABER_MINE": "anything"}),  # fmt: skip
+        # a value with a password in a URL, under an innocent name
+        ({"llm": {"base_url": "${SABER_URL}"}}, {"SABER_URL": "https://u:secret@host/v1"}),
+    ],
+)
+def test_an_environment_reference_never_pastes_a_secret_into_the_config(
+    tmp_path, monkeypatch, doc, env
+):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(ValueError, match="secret|password") as err:
+        load_config(_config(tmp_path, **doc))
+    for value in env.values():
+        assert value not in str(err.value)
+    monkeypatch.setenv("SABER_URL", "https://host/v1")
+    assert load_config(_config(tmp_path, llm={"base_url": "${SABER_URL}"})).llm.base_url == (
+        "https://host/v1"
+    )
+
+
+def test_keys_stay_out_of_reprs_and_registries():
+    from saber_assets.retrievers.entries import RetrieverEntry
+    from saber_resources.llm import OpenAIBackend
+
+    backend = OpenAIBackend(base_url="http://x/v1", model="m", api_key="sk-planted")
+    assert "sk-planted" not in repr(backend) and "sk-planted" not in str(backend)
+    with pytest.raises(ValueError, match=r"params\.embedder\.api_key holds a secret"):
+        RetrieverEntry(name="d", kind="dense",
+                       params={"embedder": {"api_key": "sk-planted", "base_url": "http://x"}})  # fmt: skip
+    RetrieverEntry(name="d", kind="dense", params={"embedder": {"api_key_env": "MY_KEY"},
+                                                   "max_tokens": 512})  # fmt: skip
+
+
+def test_push_is_private_unless_asked(tmp_path):
+    from saber_assets.benchmark.hub import push
+    from saber_assets.cli import build_parser
+
+    from .test_hub import FakeHub
+    from .test_leaderboard import toy_benchmark
+
+    hub = FakeHub(tmp_path / "hub")
+    push(toy_benchmark(), tmp_path / "stage", "me/b", api=hub)
+    assert {c[4] for c in hub.calls if c[0] == "create_repo"} == {True}
+    args = build_parser().parse_args(["push", "d", "--repo-prefix", "me/b"])
+    assert args.public is False
+    assert build_parser().parse_args(["push", "d", "--repo-prefix", "me/b", "--public"]).public
+
+
+def test_a_build_writes_no_planted_secret_in_its_outputs_or_log(shared_build):
+    """The shared builds run with a DSN, a Hub token and an API key in their environment
+    (conftest.PLANTED_SECRETS): none of them is in any file under the home (Parquet, DuckDB,
+    Dagster's run and event storage, manifests, the report) or in what the build printed."""
+    build = shared_build("tiny")
+    secrets = [v.encode() for v in PLANTED_SECRETS.values()]
+    secrets += [v.split(":")[2].split("@")[0].encode() for v in PLANTED_SECRETS.values() if "@" in v]
+    files = [p for p in build.home.rglob("*") if p.is_file()]
+    assert len(files) > 50
+    leaks = [(p, s) for p in files for s in secrets if s in p.read_bytes()]
+    assert leaks == []
+    assert not any(s.decode() in build.log for s in secrets)
+
+
+# ---- formulas
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: set[str] = set()
+        self.attrs: set[str] = set()
+
+    def handle_starttag(self, tag, attrs) -> None:
+        self.tags.add(tag)
+        self.attrs |= {a for a, _ in attrs}
+
+
+def test_markup_in_a_formula_is_shown_as_text_never_run():
+    from saber_assets.analyses.human_study import problem_html
+    from saber_assets.analyses.math_html import MATHML_ELEMENTS, render
+
+    planted = (
+        r"Find $\text{<img src=x onerror=alert(1)>}$ and "
+        r"$\href{javascript:alert(2)}{x} + \text{</math><script>alert(3)</script>}$."
+    )
+    for html_text in (render(planted).html, problem_html(planted, "So $x=1$.")[0]):
+        seen = _Tags()
+        seen.feed(html_text)
+        assert seen.tags <= MATHML_ELEMENTS | {"div", "br", "details", "summary", "code", "p", "b"}
+        assert not seen.attrs & {"onerror", "href", "src"}
+        assert "&lt;img" in html_text and "onerror=alert(1)&gt;" in html_text  # as written
+        assert "<mtext>&lt;/math&gt;&lt;script&gt;alert(3)&lt;/script&gt;</mtext>" in html_text
+    assert "<mfrac>" in render(r"$\frac{a}{b}$").html
+
+
+# ---- bounded input
+
+
+def test_stacked_diamonds_are_refused_with_the_size_they_would_reach(tmp_path):
+    from saber_assets.ontology.tree import (
+        OntologyError,
+        dag_from_nodes_edges,
+        expand_to_tree,
+        tree_size,
+    )
+
+    nodes, edges, top = [{"id": "r", "title": "r"}], [], "r"
+    for k in range(19):  # each diamond doubles the paths below it
+        a, b, bottom = f"a{k}", f"b{k}", f"d{k}"
+        nodes += [{"id": x, "title": x} for x in (a, b, bottom)]
+        edges += [[top, a], [top, b], [a, bottom], [b, bottom]]
+        top = bottom
+    path = tmp_path / "dag.json"
+    path.write_text(json.dumps({"nodes": nodes, "edges": edges}))
+    assert len(nodes) == 58 and path.stat().st_size < 3000
+    dag = dag_from_nodes_edges(path)
+    assert tree_size(dag) == 1 + 4 * (2**19 - 1) == 2_097_149
+    t0 = time.perf_counter()
+    with pytest.raises(OntologyError, match=r"58 topics expand to a tree of 2,097,149 nodes"):
+        expand_to_tree(dag)
+    assert time.perf_counter() - t0 < 5  # refused before anything is built
+
+
+def test_a_corpus_line_nested_100000_deep_is_one_quarantined_row(tmp_path):
+    from saber_assets.corpus.sources import read_source
+
+    deep = '{"id": 2, "problem": ' + "[" * 100_000 + "]" * 100_000 + ', "solution": "s"}'
+    path = tmp_path / "c.jsonl"
+    path.write_text(
+        '{"id": 1, "problem": "p1", "solution": "s1"}\n' + deep + "\n"
+        '{"id": 3, "problem": "p3", "solution": "s3"}\n'
+    )
+    read = read_source("mine", path, {"id": "id", "problem": "problem", "solution": "solution"})
+    assert [r.record["id"] for r in read.rows] == [1, 3]
+    [bad] = read.rejected
+    assert bad.line == 2 and bad.reason.startswith("cannot be parsed: RecursionError")
+
+
+def test_ids_have_one_spelling_and_never_break_a_trec_file(tmp_path):
+    from saber_assets.corpus.normalize import validate_rows
+    from saber_assets.corpus.sources import RawRow
+
+    ids = [1, 1.0, "1.0", " 2 ", "a b", "tab\tid", True, 3.5, {"x": 1}, "x" * 300]
+    rows = [RawRow("s", k + 1, {"id": v, "problem": f"p{k}", "solution": "s"})
+            for k, v in enumerate(ids)]  # fmt: skip
+    mapping = {"id": "id", "problem": "problem", "solution": "solution"}
+    kept, rejected = validate_rows(rows, mapping, 1000, 1000)
+    assert [r.native_id for r in kept] == ["1", "2", "3.5"]
+    reasons = {r.line: r.reason for r in rejected}
+    assert reasons[2] == reasons[3] == "duplicate native id '1' (first seen at line 1)"
+    assert "would break TREC files" in reasons[5] and "would break TREC files" in reasons[6]
+    assert "boolean" in reasons[7] and "dict" in reasons[9] and "cap 200" in reasons[10]
+
+
+def test_the_exchange_format_refuses_repeated_query_ids_and_missing_texts(tmp_path):
+    from saber_assets.benchmark.data import Benchmark, BenchmarkFormatError
+
+    from .test_leaderboard import toy_benchmark
+
+    bench = toy_benchmark()
+    q = bench.queries
+    repeated = pl.concat([q, q.head(1), q.head(1)])
+    with pytest.raises(BenchmarkFormatError, match=r"field 'id' repeats 'q0' \(rows \[0, \d+, \d+\]\)"):
+        Benchmark(repeated, bench.documents).validate()
+    nulled = q.with_columns(pl.lit(None, pl.String).alias("problem"))
+    with pytest.raises(BenchmarkFormatError, match=r"row 0: queries.parquet field 'problem' is null"):
+        Benchmark(nulled, bench.documents).validate()
+    spaced = bench.documents.with_columns(pl.col("id").str.replace("^d0$", "d 0"))
+    with pytest.raises(BenchmarkFormatError, match="no whitespace"):
+        Benchmark(q, spaced).validate()
+    # written and read back, the refusal names the file
+    out = tmp_path / "b"
+    Benchmark(repeated, bench.documents).write(out)
+    with pytest.raises(BenchmarkFormatError, match="repeats"):
+        Benchmark.read(out)
+
+
+def test_a_trec_file_gets_one_run_per_setting_and_every_tag_a_setting(tmp_path):
+    from saber_assets.leaderboard.outside_runs import runs_by_setting
+
+    runs = {"bm25-statement-full": {"q": {}}, "mine": {"q": {}}, "x-full-full": {"q": {}}}
+    with pytest.raises(ValueError, match="'mine' names no setting"):
+        runs_by_setting(runs)
+    with pytest.raises(ValueError, match="'bm25-statement-full' and 'mine' both name"):
+        runs_by_setting(runs, ["statement-full"])
+    two = {"a-full-full": {}, "b-full-full": {}}
+    with pytest.raises(ValueError, match="both name the setting full-full"):
+        runs_by_setting(two)
+    # a single --setting names an untagged run; each tag its own setting is read as before
+    assert set(runs_by_setting({"mine": {"q": {}}}, ["full-full"])) == {"full-full"}
+    both = runs_by_setting({"x-statement-statement": {}, "y-statement-full": {}})
+    assert {s: tag for s, (tag, _) in both.items()} == {
+        "statement-statement": "x-statement-statement", "statement-full": "y-statement-full"}  # fmt: skip
+
+
+def test_a_label_studio_export_with_forged_or_malformed_fields_is_refused_row_by_row(tmp_path):
+    from saber_assets.analyses.human_study import labels_from_export
+
+    from .test_human_study import study_and_export
+
+    _, study, export, rated = study_and_export(tmp_path)
+    one = next(k for k, t in enumerate(export) if len(t["annotations"]) == 1)
+    ann = export[one]["annotations"][0]
+    # one person under five ids on a one-annotator task
+    export[one]["annotations"] = [{**ann, "id": 500 + u, "completed_by": u} for u in range(1, 6)]
+    other = (one + 1) % len(export)
+    export[other]["annotations"][0] = {**export[other]["annotations"][0], "completed_by": "1 OR 1=1",
+                                       "lead_time": "fast", "created_at": "yesterday"}  # fmt: skip
+    export.append("not a task")
+    labels, refused = labels_from_export(export, study, rated)
+    task = export[one]["data"]["saber_task"]
+    assert labels.filter(pl.col("task_id") == task)["annotator"].to_list() == ["ls:1"]
+    reasons = refused["reason"].to_list()
+    assert sum("a label by ls:" in r and "one too many" in r for r in reasons) == 4
+    assert any("completed_by '1 OR 1=1' is not a Label Studio user id" in r for r in reasons)
+    assert any("is a str, not a task" in r for r in reasons)
+
+
+# ---- nothing lost
+
+
+def test_warehouse_rebuild_on_the_older_layout_keeps_the_human_labels(tmp_path, monkeypatch):
+    from saber_assets.cli.warehouse import warehouse_cmd
+    from saber_resources.duckdb_files import DuckDBFile
+    from saber_resources.stores import DuckDBStore, ensure_table
+
+    monkeypatch.setenv("SABER_HOME", str(tmp_path / "home"))
+    config = _config(tmp_path, name="old")
+    out = Outputs.of(load_config(config), tmp_path / "home")
+    out.root.mkdir(parents=True)
+    legacy = DuckDBStore(DuckDBFile(str(out.warehouse)).connect)  # stores inside the warehouse
+    ensure_table(legacy, "human_labels")
+    with legacy.connect() as conn:
+        cols = [r[0] for r in conn.execute("DESCRIBE human_labels").fetchall()]
+        conn.execute(f"INSERT INTO human_labels ({cols[0]}, {cols[1]}) VALUES ('t1', 'ls:1')")
+    assert not out.stores.exists()
+    assert warehouse_cmd(str(config), rebuild=True) == 0
+    with duckdb.connect(str(out.stores), read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM human_labels").fetchone()[0] == 1
+    [backup] = out.root.glob("warehouse.duckdb.*.bak")
+    with duckdb.connect(str(backup), read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM human_labels").fetchone()[0] == 1
+    # a warehouse of views only is simply made again
+    assert warehouse_cmd(str(config), rebuild=True) == 0
+    assert len(list(out.root.glob("warehouse.duckdb.*.bak"))) == 1
+
+
+def test_a_second_command_on_a_held_home_says_who_holds_it_or_waits(tmp_path):
+    from saber_assets.home_lock import HomeBusy, holding_home
+
+    home = tmp_path / "home"
+    with holding_home(home, "saber build --config a.yaml"):
+        with pytest.raises(HomeBusy, match=r"in use by `saber build --config a.yaml` \(pid \d+"):
+            with holding_home(home, "saber warehouse"):
+                pass
+    said, order = [], []
+
+    def second() -> None:
+        with holding_home(home, "second", wait=True, say=said.append):
+            order.append("second")
+
+    with holding_home(home, "first"):
+        t = threading.Thread(target=second)
+        t.start()
+        time.sleep(0.5)
+        order.append("first done")
+    t.join(10)
+    assert order == ["first done", "second"]
+    assert said[0].startswith("saber: waiting for `first`")
+
+
+def test_two_builds_on_one_home_end_with_one_clear_message_and_no_traceback(tmp_path):
+    """A real second `saber build` (and `saber warehouse`) while the home is held."""
+    from saber_assets.home_lock import holding_home
+
+    home = tmp_path / "home"
+    env = {**os.environ, "SABER_HOME": str(home)}
+    env.pop("DAGSTER_HOME", None)
+    with holding_home(home, "saber build --config configs/sample.yaml"):
+        for cmd in (["build"], ["warehouse"]):
+            proc = subprocess.run(
+                [sys.executable, "-m", "saber_assets.cli", *cmd], cwd=REPO_ROOT, env=env,
+                capture_output=True, text=True, timeout=300,
+            )  # fmt: skip
+            assert proc.returncode == 2, proc.stderr
+            assert "Traceback" not in proc.stderr + proc.stdout
+            assert "is in use by `saber build --config configs/sample.yaml`" in proc.stderr
+            assert "one build per home" in proc.stderr
+
+
+def test_writers_replace_files_whole_and_an_unreadable_manifest_reads_as_none(tmp_path):
+    path = tmp_path / "t.parquet"
+    write_whole(path, pl.DataFrame({"a": [1]}))
+
+    class Broken:
+        def write_parquet(self, f):
+            Path(f).write_bytes(b"PAR1 half")
+            raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError):
+        write_whole(path, Broken())
+    assert pl.read_parquet(path)["a"].to_list() == [1]  # the old file, whole
+    assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text('{"base_n": 12')  # truncated by a full disk
+    assert read_json_or_none(manifest) is None
+    manifest.write_text("[1]")
+    assert read_json_or_none(manifest) is None
+    write_whole(manifest, json.dumps({"base_n": 12}))
+    assert read_json_or_none(manifest) == {"base_n": 12}
+
+
+def test_no_module_writes_an_output_file_in_place():
+    """Every file a stage or command writes goes through ``outputs.write_whole`` /
+    ``written_whole`` (a temporary file renamed into place) or into a scratch folder that is
+    moved into place whole: a killed build never leaves half a file for the next to read."""
+    import re
+
+    scratch_writers = {  # file -> why an in-place write there is whole anyway
+        "saber_assets/retrievers/lexical.py": "into the index's scratch folder (indexes.py)",
+        "saber_assets/retrievers/dense.py": "into the index's scratch folder (indexes.py)",
+        "saber_assets/retrievers/indexes.py": "the scratch folder's manifest, before the move",
+        "saber_assets/retrievers/approach0.py": "into the index's scratch folder (indexes.py)",
+        "saber_assets/analyses/explorer.py": "into the staging folder (folder_written_whole)",
+        "saber_assets/benchmark/hub.py": "into a temporary staging folder uploaded whole",
+        "saber_assets/lib/figures.py": "into an in-memory buffer",
+        "saber_assets/outputs.py": "the helpers themselves",
+        "saber_assets/corpus/dedup.py": "datatrove's input, in a temporary directory",
+    }
+    pattern = re.compile(
+        r"(?<!tmp)\.(write_text|write_bytes|write_parquet|write_csv|savefig)\((?!tmp\b|buf\b)"
+        r"|open\([^)]*[\"']w"
+        r"|np\.save[z]?\((?!f\b)"
+    )
+    found = []
+    for path in sorted((REPO_ROOT / "saber_assets").rglob("*.py")):
+        rel = str(path.relative_to(REPO_ROOT))
+        if rel in scratch_writers:
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if pattern.search(line) and "written_whole" not in line:
+                found.append(f"{rel}:{n}: {line.strip()}")
+    assert found == []
+
+
+def test_gzip_corpus_files_are_read_line_by_line_with_the_same_bounds(tmp_path):
+    from saber_assets.corpus.sources import MAX_LINE_BYTES, read_source
+
+    path = tmp_path / "c.jsonl.gz"
+    with gzip.open(path, "wt") as f:
+        f.write('{"id": 1, "problem": "p", "solution": "s"}\n')
+        f.write('{"id": 2, "problem": "' + "x" * (MAX_LINE_BYTES + 1) + '", "solution": "s"}\n')
+    read = read_source("g", path, {"id": "id", "problem": "problem", "solution": "solution"})
+    assert len(read.rows) == 1 and read.rejected[0].reason.startswith("line has 16,777,2")
