@@ -105,7 +105,7 @@ STAGE_ORDER = (
     "corpus", "ontology", "annotations", "signals", "candidates", "ratings", "tournament",
     "benchmark", "retrievers", "contamination", "leaderboard", "analyses",
 )  # fmt: skip
-TOP = {"definitions", "sensors", "schedules", "build", "cli", "pods", "cost"}
+TOP = {"definitions", "sensors", "schedules", "build", "cli", "pods", "cost", "home_lock"}
 LAYERS = ("config", "resources", "the stage table and versions", "lib", "stage logic",
           "stage assets", "the top")  # fmt: skip
 
