@@ -460,3 +460,22 @@ def test_gzip_corpus_files_are_read_line_by_line_with_the_same_bounds(tmp_path):
         f.write('{"id": 2, "problem": "' + "x" * (MAX_LINE_BYTES + 1) + '", "solution": "s"}\n')
     read = read_source("g", path, {"id": "id", "problem": "problem", "solution": "solution"})
     assert len(read.rows) == 1 and read.rejected[0].reason.startswith("line has 16,777,2")
+
+
+def test_two_builds_started_together_on_one_home(shared_build, tmp_path, monkeypatch):
+    """Two `saber build` at the same moment on a built home: one builds, the other stops at once
+    with the line naming it; neither prints a traceback."""
+    config = shared_build("tiny").copy_to(tmp_path, monkeypatch)
+    env = {**os.environ}
+    cmd = [sys.executable, "-m", "saber_assets.cli", "build", "--config", str(config)]
+    procs = [
+        subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+        for _ in range(2)
+    ]  # fmt: skip
+    outs = [p.communicate(timeout=900)[0] for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 2], outs
+    stopped = outs[[p.returncode for p in procs].index(2)]
+    assert "is in use by `saber build --config" in stopped and "one build per home" in stopped
+    assert not any("Traceback" in o for o in outs)
