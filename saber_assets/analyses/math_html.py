@@ -7,7 +7,6 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 
 import latex2mathml.converter
 
@@ -87,81 +86,62 @@ MATHML_NS = "http://www.w3.org/1998/Math/MathML"
 _SAFE_VALUE = re.compile(r"^[\w#.%+\- ]{0,64}$")
 
 
-class _MathMLFilter(HTMLParser):
-    """Rebuilds markup from allowed elements and attributes only: any other tag is shown as its
-    escaped source text, every text node is escaped, and each element gets an explicit end tag
-    (a page that sanitises HTML, as Label Studio's does, reads ``<mi />`` as an open ``<mi>``
-    that swallows the rest of its row)."""
+# A tag as latex2mathml writes one: a lower-case name and double-quoted attributes. Anything
+# else that starts with `<` (`<img src=x …>` typed in \\text{}) is text.
+_TAG = re.compile(r'<(/?)([a-z][a-z0-9]*)((?:\s+[A-Za-z][\w:-]*="[^"<>]*")*)\s*(/?)>')
+_ATTR = re.compile(r'([A-Za-z][\w:-]*)="([^"<>]*)"')
 
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.out: list[str] = []
-        self.open: list[str] = []  # the elements open here: an end tag closes one of them only
 
-    def _start(self, tag: str, attrs: list[tuple[str, str | None]]) -> bool:
-        if tag not in MATHML_ELEMENTS or self._in_token():
-            self.out.append(html.escape(html.unescape(self.get_starttag_text() or "")))
-            return False
+_BARE_AMP = re.compile(r"&(?!#x[0-9A-Fa-f]+;|#[0-9]+;|[A-Za-z][A-Za-z0-9]*;)")
+
+
+def _text(raw: str) -> str:
+    """Text as text: its character references kept as written, any other `&`, `<`, `>` escaped."""
+    return _BARE_AMP.sub("&amp;", raw).replace("<", "&lt;").replace(">", "&gt;")
+
+
+def sanitized_mathml(markup: str) -> str:
+    """``markup`` rebuilt from allowed elements and attributes only: any other tag is shown as
+    its text, every text node is escaped, a token element (``<mtext>`` of a ``\\text{}``…)
+    holds text only, an end tag closes an open element or is text, and each element gets an
+    explicit end tag (a page that sanitises HTML, as Label Studio's does, reads ``<mi />`` as
+    an open ``<mi>`` that swallows the rest of its row)."""
+    out: list[str] = []
+    open_: list[str] = []
+    pos = 0
+    for m in _TAG.finditer(markup):
+        out.append(_text(markup[pos : m.start()]))
+        pos = m.end()
+        closing, tag, attrs, self_closing = m.groups()
+        in_token = bool(open_) and open_[-1] in TOKEN_ELEMENTS
+        if closing:
+            if tag not in open_ or (in_token and tag != open_[-1]):
+                out.append(_text(m.group(0)))
+                continue
+            while open_:
+                top = open_.pop()
+                out.append(f"</{top}>")
+                if top == tag:
+                    break
+            continue
+        if tag not in MATHML_ELEMENTS or in_token:
+            out.append(_text(m.group(0)))
+            continue
         kept = []
-        for name, value in attrs:
-            value = value or ""
+        for name, value in _ATTR.findall(attrs):
+            value = html.unescape(value)
             if name == "xmlns" and value == MATHML_NS:
                 kept.append(f' xmlns="{MATHML_NS}"')
             elif name in MATHML_ATTRIBUTES and _SAFE_VALUE.match(value):
                 kept.append(f' {name}="{html.escape(value, quote=True)}"')
-        self.out.append(f"<{tag}{''.join(kept)}>")
-        return True
-
-    def handle_starttag(self, tag, attrs) -> None:
-        if self._start(tag, attrs):
-            self.open.append(tag)
-
-    def handle_startendtag(self, tag, attrs) -> None:
-        if self._start(tag, attrs):
-            self.out.append(f"</{tag}>")
-
-    def _in_token(self) -> bool:
-        """Inside a token element (``<mtext>`` of a ``\\text{}``…), where only text belongs."""
-        return bool(self.open) and self.open[-1] in TOKEN_ELEMENTS
-
-    def handle_endtag(self, tag) -> None:
-        if tag not in self.open or (self._in_token() and tag != self.open[-1]):
-            # e.g. a `</math>` typed inside \text{}: text, not structure
-            self.out.append(html.escape(f"</{tag}>"))
-            return
-        while self.open:
-            top = self.open.pop()
-            self.out.append(f"</{top}>")
-            if top == tag:
-                break
-
-    def close(self) -> None:
-        super().close()
-        while self.open:
-            self.out.append(f"</{self.open.pop()}>")
-
-    def handle_data(self, data) -> None:
-        self.out.append(html.escape(data, quote=False))
-
-    def unknown_decl(self, data) -> None:
-        self.out.append(html.escape(f"<![{data}]>"))
-
-    def handle_comment(self, data) -> None:
-        pass
-
-    def handle_pi(self, data) -> None:
-        self.out.append(html.escape(f"<?{data}>"))
-
-    def handle_decl(self, decl) -> None:
-        self.out.append(html.escape(f"<!{decl}>"))
-
-
-def sanitized_mathml(markup: str) -> str:
-    """``markup`` through the MathML allow-list (``_MathMLFilter``)."""
-    parser = _MathMLFilter()
-    parser.feed(markup)
-    parser.close()
-    return "".join(parser.out)
+        out.append(f"<{tag}{''.join(kept)}>")
+        if self_closing:
+            out.append(f"</{tag}>")
+        else:
+            open_.append(tag)
+    out.append(_text(markup[pos:]))
+    out.extend(f"</{tag}>" for tag in reversed(open_))
+    return "".join(out)
 
 
 def prose_html(text: str) -> str:
