@@ -308,6 +308,10 @@ class CandidateConfig(_Strict):
     threshold_method: Literal["viability", "percentile"] = "viability"
     percentile: float = Field(default=99.0, gt=0, lt=100)
     percentile_scope: Literal["global", "domain"] = "global"
+    # How a threshold given as a number (or a percentile) decides: `exact_gt`, the paper's text
+    # (sim > τ, exactly), or `float16_ge`, the reference code's (float16(sim) >= float16(τ):
+    # the published summary threshold 0.2106 is float16(4/19), so pairs at exactly 4/19 count)
+    threshold_rule: Literal["exact_gt", "float16_ge"] = "exact_gt"
 
 
 class TournamentConfig(_Strict):

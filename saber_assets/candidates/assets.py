@@ -61,7 +61,9 @@ def query_candidates(
     row = relevance_thresholds.row(0, named=True)
     # exact where given or taken as a percentile (a `*_tau`), else the derived quanta
     t_thr, s_thr = (
-        Cut(row[f"{s}_tau"]) if row.get(f"{s}_tau") is not None else int(row[f"{s}_threshold_q"])
+        Cut(row[f"{s}_tau"], cand.threshold_rule)
+        if row.get(f"{s}_tau") is not None
+        else int(row[f"{s}_threshold_q"])
         for s in ("topic", "summary")
     )
     exact = ExactSignals.of(inputs)
@@ -136,6 +138,7 @@ def query_candidates(
                     for name, thr in (("topic", t_thr), ("summary", s_thr))
                 }
             ),
+            "threshold_rule": cand.threshold_rule,
             "exact_recomputed_pairs": exact.recomputed,
             "seed": cfg.seed,
             "selection": "reused" if reused else "computed",

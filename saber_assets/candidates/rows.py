@@ -70,13 +70,16 @@ def select_by_rows(
     t_thr: Threshold
     s_thr: Threshold
     if cand.topic_threshold is not None and cand.summary_threshold is not None:
-        t_thr, s_thr = Cut(cand.topic_threshold), Cut(cand.summary_threshold)
+        rule = cand.threshold_rule
+        t_thr, s_thr = Cut(cand.topic_threshold, rule), Cut(cand.summary_threshold, rule)
     elif cand.threshold_method == "percentile":
         chunks = partial(triangle_pairs, arrays, *floors, threads=threads)
         by = percentile_thresholds(
             chunks, inputs.n, domains, domain_order, cand.percentile, floors, exact
         )
-        t_thr, s_thr = (Cut(tau) for tau in percentile_taus(by, cand.percentile_scope))
+        t_thr, s_thr = (
+            Cut(tau, cand.threshold_rule) for tau in percentile_taus(by, cand.percentile_scope)
+        )
         seconds["percentiles"] = time.perf_counter() - t0
     else:
         summary = viability_summaries(arrays, 0, inputs.n, k, floors, threads)

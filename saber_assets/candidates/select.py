@@ -81,7 +81,7 @@ def selection_key(
     """A digest of everything ``select_candidates`` reads: equal keys, equal selections."""
     h = hashlib.blake2b(digest_size=16)
     parts = [list(pair_digests), list(ids), [sorted(d) for d in domains], list(domain_order)]
-    thr = [["exact", t.tau] if isinstance(t, Cut) else t for t in (t_thr, s_thr)]
+    thr = [["exact", t.key()] if isinstance(t, Cut) else t for t in (t_thr, s_thr)]
     h.update(json.dumps([*parts, *thr, k, quota, seed]).encode())
     return h.hexdigest()
 

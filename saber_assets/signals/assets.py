@@ -520,7 +520,7 @@ def _thresholds_by_rows(
                 chunks, inputs.n, domains, domain_order, cand.percentile, floors, exact
             )
             taus, source, per_domain = _percentile_choice(by, cand)
-        cuts = Cut(taus[0]), Cut(taus[1])
+        cuts = Cut(taus[0], cand.threshold_rule), Cut(taus[1], cand.threshold_rule)
         check_floors(*cuts, floors)
         viable_rows = cut_viable_rows(d, inputs, cuts, k, exact, full.signals.threads)
         viable = viable_by_domain(viable_rows, domains, domain_order)
@@ -594,7 +594,7 @@ def relevance_thresholds(
         tq, sq, source = choice.topic_q, choice.summary_q, "derived"
         per_domain, viable = choice.per_domain, choice.viable_at_final
     if taus is not None:
-        cuts = Cut(taus[0]), Cut(taus[1])
+        cuts = Cut(taus[0], cand.threshold_rule), Cut(taus[1], cand.threshold_rule)
         tq, sq = cuts[0].q, cuts[1].q
         viable = viable_per_domain(pairs.chunks(), domains, domain_order, k, *cuts, exact)
     check_floors(*(cuts if taus is not None else (tq, sq)), (ft, fs))

@@ -170,7 +170,7 @@ def cut_viable_rows(
     (``summaries.row_group_counts``) and kept under what they were counted from, so that the
     candidates read what the thresholds counted instead of a second kernel pass (and the code
     that counts them: a fixed kernel is not answered from a file its bug wrote)."""
-    what = [inputs.prefix_version(inputs.n), [c.tau for c in cuts], k, code_digest([__name__])]
+    what = [inputs.prefix_version(inputs.n), [c.key() for c in cuts], k, code_digest([__name__])]
     key = hashlib.blake2b(json.dumps(what).encode(), digest_size=12).hexdigest()
     path = d / "viable" / f"{key}.npy"
     if path.exists():

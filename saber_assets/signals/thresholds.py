@@ -240,14 +240,37 @@ def viable_counts(
     return np.cumsum(diff, axis=2)[:, :, :QMAX]
 
 
+THRESHOLD_RULES = ("exact_gt", "float16_ge")
+
+
 @dataclass(frozen=True)
 class Cut:
     """A threshold given as a number: relevant iff the exact value > ``tau`` (the paper's
     ``sim > τ``). The stored byte q decides where it can; where it lies within one quantum of τ
     (|q − 255τ| <= 1: rounding and the kernel's float32 sums) the exact value, recomputed, does.
-    So 7/33 = 0.2121 is above 0.211 and 0.2105 is not, though both store the byte 54."""
+    So 7/33 = 0.2121 is above 0.211 and 0.2105 is not, though both store the byte 54.
+
+    ``rule="float16_ge"`` decides as the reference code does: float16(sim) >= float16(τ). Its
+    rounding (under 0.0005 in [0, 1]) stays inside the undecided quantum, so the byte still
+    decides everything else."""
 
     tau: float
+    rule: str = "exact_gt"
+
+    def __post_init__(self) -> None:
+        if self.rule not in THRESHOLD_RULES:
+            raise ValueError(f"threshold rule {self.rule!r}: one of {', '.join(THRESHOLD_RULES)}")
+
+    def relevant(self, values: np.ndarray) -> np.ndarray:
+        """The rule on exact values."""
+        values = np.asarray(values)
+        if self.rule == "float16_ge":
+            return values.astype(np.float16) >= np.float16(self.tau)
+        return values > self.tau
+
+    def key(self) -> float | list:
+        """What a cache key holds of it (the default rule: the number alone, as before)."""
+        return self.tau if self.rule == "exact_gt" else [self.tau, self.rule]
 
     @property
     def q(self) -> int:
@@ -329,7 +352,7 @@ class Relevance:
             if unsure.any():
                 if self.exact is None:
                     raise ValueError("a threshold given as a number needs the exact pair signals")
-                above[unsure] = self.exact(i[unsure], j[unsure])[k] > thr.tau
+                above[unsure] = thr.relevant(self.exact(i[unsure], j[unsure])[k])
             out.append(above)
         return out[0], out[1]
 

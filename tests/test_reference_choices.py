@@ -1,0 +1,37 @@
+"""The reference build's choices as settings (#66): each on known answers, under saber's default
+and under the reference code's behaviour (configs/paper.yaml sets the latter)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from saber_assets.signals.kernels import bma_jaccard_dense, quantize
+from saber_assets.signals.thresholds import Cut, Relevance
+
+from .test_exact_thresholds import _inputs
+
+
+def test_the_float16_rule_keeps_a_pair_at_exactly_4_19_and_the_exact_rule_drops_it():
+    # 4/19 = 0.210526…; the published summary threshold 0.2106 is float16(4/19) = 0.2105713
+    assert np.float16(4 / 19) == np.float16(0.2106)
+    sets = [list(range(0, 12)), list(range(8, 19)),  # |A ∩ B| = 4, |A ∪ B| = 19
+            list(range(0, 20)), list(range(13, 33)),  # 7/33 = 0.2121: above under both
+            list(range(0, 10)), list(range(9, 30))]  # 1/30: below under both  # fmt: skip
+    exact = _inputs(sets)
+    i, j = np.array([0, 2, 4]), np.array([1, 3, 5])
+    _, summary = bma_jaccard_dense([[0]] * 6, np.ones((1, 1)), sets)
+    assert summary[0, 1] == pytest.approx(4 / 19)
+    sq, tq = quantize(summary[i, j]), np.full(3, 255, dtype=np.uint8)
+    masks = {
+        rule: Relevance(Cut(0.5, rule), Cut(0.2106, rule), exact).masks(i, j, tq, sq)[1].tolist()
+        for rule in ("exact_gt", "float16_ge")
+    }
+    assert masks == {"exact_gt": [False, True, False], "float16_ge": [True, True, False]}
+    # the topic side: a BMA just under 0.8579 but within float16's rounding of it
+    assert Cut(0.8579, "float16_ge").relevant(np.array([0.85775, 0.8570])).tolist() == [True, False]
+    assert Cut(0.8579).relevant(np.array([0.85775, 0.8580])).tolist() == [False, True]
+    with pytest.raises(ValueError, match="threshold rule 'gte'"):
+        Cut(0.5, "gte")
+    # the default's cache keys are as before; the other rule's are its own
+    assert Cut(0.2).key() == 0.2 and Cut(0.2, "float16_ge").key() == [0.2, "float16_ge"]
