@@ -285,6 +285,13 @@ class SignalConfig(_Strict):
     gather_memory_gib: float | None = Field(default=None, gt=0)
 
 
+class Stratum(_Strict):
+    """Queries drawn from the problems whose domain set is exactly ``domains``."""
+
+    domains: list[str] = Field(min_length=1)  # domain names, as `ontology.domains` gives them
+    count: int = Field(ge=0)
+
+
 class CandidateConfig(_Strict):
     """Query viability and candidate groups (paper: Q = 150 per domain, K = 50 per group)."""
 
@@ -298,6 +305,11 @@ class CandidateConfig(_Strict):
     require_annotations: bool = True
     # Queries drawn per domain (paper: 1000 in all, 200 per domain).
     quota_per_domain: int = Field(default=200, ge=1)
+    # Instead of a quota per domain: queries drawn per exact domain set, in this order (the
+    # reference's final sampler: 11 strata, single-domain and two-domain). A query in two
+    # domains counts in both; its tournament runs in the first of them in the ontology's order.
+    # A stratum with fewer viable problems than its count draws them all, and says so.
+    strata: list[Stratum] = Field(default_factory=list)
     # Given thresholds (0..1), compared exactly (sim > τ: a pair within one quantum of τ is
     # decided on its recomputed value); null derives them from the stored pairs by
     # `threshold_method`: `viability` (per domain the strictest with Q viable queries, exact at

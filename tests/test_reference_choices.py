@@ -35,3 +35,31 @@ def test_the_float16_rule_keeps_a_pair_at_exactly_4_19_and_the_exact_rule_drops_
         Cut(0.5, "gte")
     # the default's cache keys are as before; the other rule's are its own
     assert Cut(0.2).key() == 0.2 and Cut(0.2, "float16_ge").key() == [0.2, "float16_ge"]
+
+
+def test_strata_draw_exactly_their_counts_by_exact_domain_set():
+    from saber_assets.candidates.select import choose_queries, strata_drawn, strata_quotas
+
+    order = ["A", "B", "C"]
+    # 30 viable problems per domain set, 5 of them not viable
+    sets = [["A"], ["B"], ["C"], ["A", "B"], ["B", "C"], ["A", "B", "C"]]
+    domains = [s for s in sets for _ in range(35)]
+    viable = np.array([(n % 35) < 30 for n in range(len(domains))])
+    strata = [(["A"], 12), (["B"], 7), (["C"], 0), (["B", "A"], 5), (["C", "B"], 40)]
+    chosen = choose_queries(viable, domains, order, quota=99, seed=3, strata=strata)
+    drawn = strata_drawn(strata, [domains[r] for _, r in chosen])
+    assert [d["drawn"] for d in drawn] == [12, 7, 0, 5, 30]  # the last has only 30 viable
+    assert all(viable[r] for _, r in chosen) and len({r for _, r in chosen}) == len(chosen)
+    # no three-domain query, none of a set no stratum names
+    assert all(domains[r] in (["A"], ["B"], ["A", "B"], ["B", "C"]) for _, r in chosen)
+    # a two-domain query sits in its first domain; the partitions' quotas say as much
+    homes = {tuple(domains[r]): d for d, r in chosen}
+    assert homes[("A", "B")] == "A" and homes[("B", "C")] == "B"
+    assert strata_quotas(strata, order) == {"A": 17, "B": 47, "C": 0}
+    # seeded: the same draw again, another with another seed
+    assert chosen == choose_queries(viable, domains, order, 99, 3, strata)
+    assert chosen != choose_queries(viable, domains, order, 99, 4, strata)
+    # without strata: the quota per domain, as before
+    assert len(choose_queries(viable, domains, order, quota=10, seed=3)) == 30
+    with pytest.raises(ValueError, match=r"strata\[0\] names \['Z'\]"):
+        choose_queries(viable, domains, order, 99, 3, [(["Z"], 1)])

@@ -18,6 +18,8 @@ from saber_assets.candidates.select import (
     SelectionSpec,
     select_candidates,
     selection_key,
+    strata_drawn,
+    strata_quotas,
 )
 from saber_assets.lib.declare import stage_check, table_asset
 from saber_assets.lib.metadata import markdown_table, stage_metadata
@@ -76,6 +78,7 @@ def query_candidates(
         "k": cand.candidates_per_group,
         "quota": cand.quota_per_domain,
         "seed": cfg.seed,
+        "strata": [(s.domains, s.count) for s in cand.strata],
     }
     # every domain partition needs the same selection over all stored pairs (two passes over
     # every shard file): the first computes it, the others read it back by its content key
@@ -113,20 +116,34 @@ def query_candidates(
     )
     df = df.join(domains_of, on="query_id", how="left")
     n_q = df["query_id"].n_unique()
+    quota = (
+        strata_quotas(select["strata"], select["domain_order"])[domain]
+        if cand.strata
+        else cand.quota_per_domain
+    )
     counts = domain_coverage(
         problem_annotations, relevance_thresholds.filter(pl.col("domain") == domain),
-        {domain: n_q}, cand.quota_per_domain, cand.require_annotations,
+        {domain: n_q}, quota, cand.require_annotations,
     ).row(0, named=True)  # fmt: skip
-    if n_q < cand.quota_per_domain:
-        context.log.warning(
-            f"{domain}: {n_q} queries for a quota of {cand.quota_per_domain}, {counts['status']}"
-        )
+    if n_q < quota:
+        context.log.warning(f"{domain}: {n_q} queries for a quota of {quota}, {counts['status']}")
+    strata = {}
+    if cand.strata:
+        drawn = all_sel.select("query_id").unique().join(domains_of, on="query_id", how="left")
+        table = pl.DataFrame(strata_drawn(select["strata"], drawn["query_domains"].to_list()))
+        strata = {"strata": markdown_table(table)}
+        for row in table.filter(pl.col("drawn") < pl.col("asked")).iter_rows(named=True):
+            context.log.warning(
+                f"stratum {row['domains']}: {row['drawn']} of {row['asked']} queries drawn "
+                "(too few viable problems with exactly these domains)"
+            )
     return Output(
         df,
         metadata={
             **stage_metadata(df.height),
             "queries": n_q,
-            "quota": cand.quota_per_domain,
+            "quota": quota,
+            **strata,
             "status": counts["status"],
             "domain_problems": counts["problems"],
             "domain_annotated": counts["annotated"],

@@ -67,6 +67,12 @@ def group_table(
     return df.with_columns(group.alias("group")).drop_nulls("group").drop("t_rel", "s_rel")
 
 
+# a stratum: (its exact domain set, the queries it draws)
+Strata = Sequence[tuple[Sequence[str], int]]
+# the strata draw from their own generator stream, apart from the per-domain draws
+STRATA_STREAM = 1_000_003
+
+
 def selection_key(
     pair_digests: Sequence[str],
     ids: Sequence[str],
@@ -77,12 +83,14 @@ def selection_key(
     k: int,
     quota: int,
     seed: int,
+    strata: Strata = (),
 ) -> str:
     """A digest of everything ``select_candidates`` reads: equal keys, equal selections."""
     h = hashlib.blake2b(digest_size=16)
     parts = [list(pair_digests), list(ids), [sorted(d) for d in domains], list(domain_order)]
     thr = [["exact", t.key()] if isinstance(t, Cut) else t for t in (t_thr, s_thr)]
-    h.update(json.dumps([*parts, *thr, k, quota, seed]).encode())
+    extra = [[[sorted(names), n] for names, n in strata]] if strata else []
+    h.update(json.dumps([*parts, *thr, k, quota, seed, *extra]).encode())
     return h.hexdigest()
 
 
@@ -97,6 +105,7 @@ def select_candidates(
     quota: int,
     seed: int,
     exact: ExactSignals | None = None,
+    strata: Strata = (),
 ) -> pl.DataFrame:
     """Two passes over the stored pairs, neither holding more than one chunk and the chosen
     queries' relevant pairs: group counts per row, then the chosen queries' groups. A threshold
@@ -105,7 +114,7 @@ def select_candidates(
     counts = np.zeros((len(ids), 3), dtype=np.int64)
     for chunk in pairs():
         counts += group_counts(len(ids), *chunk, t_thr, s_thr, exact)
-    chosen = choose_queries(counts.min(axis=1) >= k, domains, domain_order, quota, seed)
+    chosen = choose_queries(counts.min(axis=1) >= k, domains, domain_order, quota, seed, strata)
     rel = Relevance(t_thr, s_thr, exact)
     is_chosen = np.zeros(len(ids), dtype=np.bool_)
     is_chosen[[r for _, r in chosen]] = True
@@ -130,6 +139,7 @@ class SelectionSpec:
     k: int
     quota: int
     seed: int
+    strata: Strata = ()
 
 
 def select_from_rows(
@@ -141,7 +151,9 @@ def select_from_rows(
     """``select_candidates`` from which rows are ``viable`` (``summaries.viable_at``) and the
     chosen queries' own pairs, ``query_pairs(rows)`` -> (query row, candidate row, q_t, q_s)
     (``summaries.query_rows``): the same selection without a pass over every pair."""
-    chosen = choose_queries(viable, spec.domains, spec.domain_order, spec.quota, spec.seed)
+    chosen = choose_queries(
+        viable, spec.domains, spec.domain_order, spec.quota, spec.seed, spec.strata
+    )
     q, c, tq, sq = query_pairs(sorted(r for _, r in chosen))
     rel = Relevance(spec.t_thr, spec.s_thr, exact)
     groups = group_table(q, c, tq, sq, rel, both_directions=False)
@@ -154,15 +166,19 @@ def choose_queries(
     domain_order: Sequence[str],
     quota: int,
     seed: int,
+    strata: Strata = (),
 ) -> list[tuple[str, int]]:
     """(domain, row) of the queries: per domain, up to ``quota`` of its viable rows not taken by
-    a domain drawn before it, drawn with a generator seeded by (seed, domain index).
+    a domain drawn before it, drawn with a generator seeded by (seed, domain index). With
+    ``strata``, ``choose_by_strata`` instead.
 
     Domains draw scarcest first (fewest viable rows; ties in ``domain_order``): a query in two
     domains then goes to the one that needs it. In the order of the ontology, a large domain
     drawn first took the multi-domain queries a small one had no others for (the sample's
     Calculus and Analysis: 14 queries of 20 with 21 viable)."""
     viable_rows = np.flatnonzero(viable).tolist()
+    if strata:
+        return choose_by_strata(viable_rows, domains, domain_order, strata, seed)
     available = {d: sum(d in domains[r] for r in viable_rows) for d in domain_order}
     taken: set[int] = set()
     chosen: list[tuple[str, int]] = []
@@ -179,6 +195,50 @@ def choose_queries(
             chosen.append((d, pool[p]))
             taken.add(pool[p])
     return chosen
+
+
+def choose_by_strata(
+    viable_rows: Sequence[int],
+    domains: Sequence[Sequence[str]],
+    domain_order: Sequence[str],
+    strata: Strata,
+    seed: int,
+) -> list[tuple[str, int]]:
+    """(domain, row) of the queries, per stratum in order: up to its count of the viable rows
+    whose domain set is exactly the stratum's, drawn with a generator seeded by (seed, STRATA,
+    stratum index). A query's domain is the first of its set in ``domain_order``."""
+    chosen: list[tuple[str, int]] = []
+    for n, (names, count) in enumerate(strata):
+        want = frozenset(names)
+        if unknown := sorted(want - set(domain_order)):
+            raise ValueError(f"candidates.strata[{n}] names {unknown}, not domains of the "
+                             f"ontology ({', '.join(domain_order)})")  # fmt: skip
+        pool = [r for r in viable_rows if frozenset(domains[r]) == want]
+        rng = np.random.default_rng([seed, STRATA_STREAM, n])
+        pick = rng.choice(len(pool), size=min(count, len(pool)), replace=False) if pool else []
+        home = next(d for d in domain_order if d in want)
+        chosen += [(home, pool[p]) for p in sorted(int(p) for p in pick)]
+    return chosen
+
+
+def strata_quotas(strata: Strata, domain_order: Sequence[str]) -> dict[str, int]:
+    """The queries each domain's partition is to hold under ``strata`` (each stratum's count
+    goes to the first of its domains in ``domain_order``)."""
+    out = dict.fromkeys(domain_order, 0)
+    for names, count in strata:
+        out[next(d for d in domain_order if d in names)] += count
+    return out
+
+
+def strata_drawn(strata: Strata, query_domains: Sequence[Sequence[str]]) -> list[dict]:
+    """Per stratum: its domain set, the count asked and the queries drawn (``query_domains``:
+    each chosen query's domains)."""
+    sets = [frozenset(d) for d in query_domains]
+    return [
+        {"domains": " + ".join(names), "asked": count,
+         "drawn": sum(s == frozenset(names) for s in sets)}
+        for names, count in strata
+    ]  # fmt: skip
 
 
 def candidate_lists(
