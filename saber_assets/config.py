@@ -402,6 +402,10 @@ class LeaderboardConfig(_Strict):
     # paired tests between systems: the randomization test's resamples, the level (Holm-corrected)
     test_resamples: int = Field(default=10_000, ge=100)
     alpha: float = Field(default=0.05, gt=0, lt=1)
+    # tied retriever scores in nDCG: `average` (the expected DCG over the tied group's orders)
+    # or `order` (the reference code's: numpy's argsort order decides), rescored from the runs'
+    # stored candidate scores (no retriever runs again)
+    ties: Literal["average", "order"] = "average"
 
 
 class ConfigDeprecation(UserWarning):

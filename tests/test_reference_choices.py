@@ -63,3 +63,24 @@ def test_strata_draw_exactly_their_counts_by_exact_domain_set():
     assert len(choose_queries(viable, domains, order, quota=10, seed=3)) == 30
     with pytest.raises(ValueError, match=r"strata\[0\] names \['Z'\]"):
         choose_queries(viable, domains, order, 99, 3, [(["Z"], 1)])
+
+
+def test_tied_scores_are_averaged_or_taken_in_numpys_order():
+    import polars as pl
+
+    from saber_assets.leaderboard.evaluate import with_ties
+    from saber_assets.leaderboard.metrics import ndcg_at_k
+
+    # four candidates, all scored alike: the expected DCG over their orders, or numpy's order
+    rel = [0.0, 0.0, 5.0, 1.0]
+    runs = pl.DataFrame({"query_id": ["q"], "failed": [False], "scores": [[1.0, 1.0, 1.0, 1.0]],
+                         "ndcg": [ndcg_at_k([1.0] * 4, rel, 2)]})  # fmt: skip
+    order = np.argsort(-np.ones(4))  # what the reference's argsort gives for all-equal scores
+    gains = [(2 ** rel[i] - 1) / np.log2(r + 2) for r, i in enumerate(order[:2])]
+    ideal = (2**5 - 1) / np.log2(2) + (2**1 - 1) / np.log2(3)
+    by_order = with_ties(runs, {"q": rel}, 2, "order")["ndcg"][0]
+    assert by_order == pytest.approx(sum(gains) / ideal)
+    averaged = with_ties(runs, {"q": rel}, 2, "average")["ndcg"][0]
+    assert averaged == runs["ndcg"][0] and averaged != pytest.approx(by_order)
+    with pytest.raises(ValueError, match="'average' or 'order'"):
+        with_ties(runs, {"q": rel}, 2, "first")

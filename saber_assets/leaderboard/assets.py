@@ -16,7 +16,7 @@ from saber_assets.leaderboard.contamination_columns import (
     contamination_columns,
     contamination_paragraph,
 )
-from saber_assets.leaderboard.evaluate import score_table
+from saber_assets.leaderboard.evaluate import score_table, with_ties
 from saber_assets.leaderboard.metrics import metric_column
 from saber_assets.leaderboard.plots import board_chart, pvalue_heatmap
 from saber_assets.leaderboard.provenance import SCORING_CODE, benchmark_id
@@ -50,6 +50,7 @@ def leaderboard(
     cfg = pipeline.load()
     entries = registry_for(cfg, stores.db())
     bench = Benchmark.read(pipeline.outputs().evaluation_benchmark)
+    relevance = bench.relevance()
     manifest = bench.manifest
     domains = bench.domain_list()
     bench_id, code = benchmark_id(bench), code_digest(SCORING_CODE)
@@ -75,6 +76,7 @@ def leaderboard(
             continue
         # diagonal: a domain's file written before a column was added still reads
         runs = pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
+        runs = with_ties(runs, relevance, lb.k, lb.ties)
         if excluded:
             runs = runs.filter(~pl.col("query_id").is_in(sorted(excluded)))
         all_runs.append(runs.with_columns(pl.lit(e.name).alias("retriever")))
@@ -145,6 +147,7 @@ def leaderboard(
     return MaterializeResult(
         metadata={
             **stage_metadata(board.height),
+            "ndcg_ties": lb.ties,
             "judge_backend": judge,
             "caveat": MetadataValue.md(text.caveat or "none"),
             "domains": MetadataValue.md(text.note or "no coverage in the benchmark's manifest"),

@@ -249,6 +249,18 @@ def rescore_runs(
     return runs.with_columns(pl.Series("ndcg", ndcg, dtype=pl.Float64))
 
 
+def with_ties(
+    runs: pl.DataFrame, relevance: dict[str, list[float]], k: int, ties: str
+) -> pl.DataFrame:
+    """The runs under the leaderboard's tie rule: ``average`` as they were scored, ``order``
+    rescored with numpy's argsort order deciding among tied scores (the reference code's)."""
+    if ties == "average" or runs.height == 0:
+        return runs
+    if ties != "order":
+        raise ValueError(f"leaderboard.ties must be 'average' or 'order', not {ties!r}")
+    return rescore_runs(runs, relevance, k, ties="numpy")
+
+
 def score_table(
     runs: pl.DataFrame,
     domains: Sequence[str],
