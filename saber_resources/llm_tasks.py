@@ -18,6 +18,7 @@ from saber_resources.cache import LLMCache
 from saber_resources.llm import NO_CONTENT, REFUSED, LLMBackend, LLMRequest, LLMResponse
 from saber_resources.progress import progress
 from saber_resources.prompts import (
+    BOXED_CHOICES,
     JUDGE_VERSIONS,
     ORDINAL_VERSION,
     POINTWISE_VERSION,
@@ -410,10 +411,22 @@ class LLMSummarizer(_LLMTask):
     parser = SUMMARY_VERSION
     task = "summaries"
 
+    def __init__(
+        self,
+        runner: TaskRunner,
+        template: PromptTemplate | None = None,
+        max_tokens: int | None = None,
+        word_cap: bool = True,
+    ) -> None:
+        self.word_cap = word_cap
+        if not word_cap:  # another parse: its outcomes are cached apart
+            self.parser = f"{SUMMARY_VERSION}+uncapped"
+        super().__init__(runner, template, max_tokens)
+
     def summarize_batch(self, items):
         outcomes = self.run(
             [summary_request(p, s, self.template, self.max_tokens) for p, s in items],
-            lambda i, r: parse_summary(r.text),
+            lambda i, r: parse_summary(r.text, self.word_cap),
         )
         for o in outcomes:
             if o.ok:
@@ -437,14 +450,19 @@ class LLMPairJudge(_LLMTask):
         prompt: str = "paper",
         max_tokens: int = 4096,
         template: PromptTemplate | None = None,
+        boxed_answer: str = "last",
     ) -> None:
         if prompt not in JUDGE_VERSIONS:
             raise ValueError(
                 f"judge prompt must be one of {sorted(JUDGE_VERSIONS)}, not {prompt!r}"
             )
-        self.prompt = prompt
+        if boxed_answer not in BOXED_CHOICES:
+            raise ValueError(f"boxed_answer must be one of {BOXED_CHOICES}, not {boxed_answer!r}")
+        self.prompt, self.boxed_answer = prompt, boxed_answer
         self.builtin = f"judge:{prompt}"
         self.parser = JUDGE_VERSIONS[prompt]
+        if boxed_answer != "last":  # another parse: another judge version, another tournament
+            self.parser += f"+{boxed_answer}-boxed"
         super().__init__(runner, template, max_tokens if prompt == "paper" else 2)
 
     def text_for(self, problem: str, solution: str) -> str:
@@ -466,7 +484,7 @@ class LLMPairJudge(_LLMTask):
         outcomes = self.run(
             reqs,
             lambda i, r: (
-                parse_judgment(r.text),
+                parse_judgment(r.text, self.boxed_answer),
                 judgment_p_first(r.text, r.top_logprobs, r.token_logprobs),
             ),
         )

@@ -178,7 +178,7 @@ def _strings(data: dict, key: str) -> list[str]:
     return [" ".join(x.split()) for x in v if x.strip()]
 
 
-def parse_summary(text: str) -> tuple[str | None, dict]:
+def parse_summary(text: str, word_cap: bool = True) -> tuple[str | None, dict]:
     """(the core idea or None, every field of the answer): the signal uses the core idea, the
     annotations store the rest beside it."""
     data = _strict_json(text)
@@ -201,7 +201,7 @@ def parse_summary(text: str) -> tuple[str | None, dict]:
     core = " ".join(data["core_idea"].split())
     if has and core.lower().rstrip(".") in ("", "none"):
         raise ParseError("has_core_idea is true but core_idea is empty")
-    idea = check_summary(core, strict=False) if has else None
+    idea = check_summary(core, strict=False, word_cap=word_cap) if has else None
     detail = {
         "has_core_idea": has,
         "core_idea": core if has else "",
@@ -227,14 +227,15 @@ def summary_style(s: str) -> list[str]:
     return flags
 
 
-def check_summary(s: str, strict: bool = True) -> str:
+def check_summary(s: str, strict: bool = True, word_cap: bool = True) -> str:
     """The hard rules of every summary, whichever backend wrote it: not empty, at most
-    ``MAX_SUMMARY_WORDS`` words. ``strict`` (the CPU and synthetic summarizers, which pick among
-    sentences of their own) also refuses what ``summary_style`` flags."""
+    ``MAX_SUMMARY_WORDS`` words (``word_cap`` False: any length, as the reference keeps).
+    ``strict`` (the CPU and synthetic summarizers, which pick among sentences of their own) also
+    refuses what ``summary_style`` flags."""
     if not s:
         raise ParseError("empty summary")
     words = s.split()
-    if len(words) > MAX_SUMMARY_WORDS:
+    if word_cap and len(words) > MAX_SUMMARY_WORDS:
         raise ParseError(f"summary has {len(words)} words (at most {MAX_SUMMARY_WORDS})")
     if strict and (flags := summary_style(s)):
         raise ParseError(f"summary: {', '.join(flags)}: {s!r}")
@@ -313,18 +314,23 @@ def judgment_p_first(
     return _p_one(top_logprobs) if _JUDGE_ANSWER.match(text) else None
 
 
-def parse_judgment(text: str) -> int:
-    """1 or 2: a bare answer ("1", "Candidate 2"), or the last \\boxed{...} of a reasoned answer."""
+BOXED_CHOICES = ("last", "first")
+
+
+def parse_judgment(text: str, boxed_answer: str = "last") -> int:
+    """1 or 2: a bare answer ("1", "Candidate 2"), or the last (``boxed_answer="first"``: the
+    first, as the reference code reads it) \\boxed{...} of a reasoned answer."""
     m = _JUDGE_ANSWER.match(text)
     if m:
         return int(m.group(1))
     boxed = _BOXED.findall(text)
     if not boxed:
         raise ParseError(f"no \\boxed{{1}} or \\boxed{{2}} in the answer (ends {text[-80:]!r})")
-    last = re.sub(r"^(?:sample|candidate)\s*", "", boxed[-1].strip(), flags=re.IGNORECASE)
-    if last not in ("1", "2"):
-        raise ParseError(f"the last boxed answer is {boxed[-1]!r}, not 1 or 2")
-    return int(last)
+    which = boxed[0] if boxed_answer == "first" else boxed[-1]
+    got = re.sub(r"^(?:sample|candidate)\s*", "", which.strip(), flags=re.IGNORECASE)
+    if got not in ("1", "2"):
+        raise ParseError(f"the {boxed_answer} boxed answer is {which!r}, not 1 or 2")
+    return int(got)
 
 
 # -------------------------------------------------------------------------- pointwise judge

@@ -70,6 +70,8 @@ def make_tasks(
     templates: dict[str, PromptTemplate] | None = None,
     max_tokens: dict[str, int] | None = None,
     decoding: dict[str, Decoding] | None = None,
+    judge_boxed: str = "last",
+    summary_word_cap: bool = True,
 ) -> TaskSet:
     """LLM tasks over ``backend`` (sharing one runner, so stats add up), or the CPU tasks if None
     (``synthetic``: hash-drawn topics and summaries, the CPU judges).
@@ -102,8 +104,8 @@ def make_tasks(
 
     return TaskSet(
         task(LLMTopicScorer, "topics"),
-        task(LLMSummarizer, "summaries"),
-        LLMPairJudge(runner, judge_prompt, judge_max_tokens, t.get("judge")),
+        LLMSummarizer(runner, t.get("summaries"), budget.get("summaries"), summary_word_cap),
+        LLMPairJudge(runner, judge_prompt, judge_max_tokens, t.get("judge"), judge_boxed),
         task(LLMPointwiseJudge, "pointwise"),
         backend.name,
         task(LLMTranslator, "translate"),

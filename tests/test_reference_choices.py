@@ -3,6 +3,8 @@ and under the reference code's behaviour (configs/paper.yaml sets the latter).""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -84,3 +86,85 @@ def test_tied_scores_are_averaged_or_taken_in_numpys_order():
     assert averaged == runs["ndcg"][0] and averaged != pytest.approx(by_order)
     with pytest.raises(ValueError, match="'average' or 'order'"):
         with_ties(runs, {"q": rel}, 2, "first")
+
+
+def test_by_id_shows_the_smaller_candidate_id_first_and_random_mixes_them():
+    from saber_assets.tournament.engine import MemoryStore, TournamentQuery, run_tournament
+
+    class FirstJudge:  # always picks the first shown: the order is all that matters
+        backend, model, version = "t", "t", "first/v1"
+
+        def compare_batch(self, items):
+            from saber_resources.llm_tasks import Outcome
+
+            return [Outcome(1) for _ in items]
+
+    cands = [f"c{k:02d}" for k in range(8)]
+    q = TournamentQuery("q", "query", cands, cands)
+    shown = {}
+    for presentation in ("random", "by_id"):
+        store = MemoryStore()
+        run_tournament([q], FirstJudge(), store, 3, 7, presentation=presentation, key="k")
+        shown[presentation] = [(j.shown_first, j.a, j.b) for j in store.load("k")]
+    assert shown["by_id"] and all(first == a for first, a, _ in shown["by_id"])
+    assert any(first != a for first, a, _ in shown["random"])
+    with pytest.raises(ValueError, match="presentation must be one of"):
+        run_tournament([q], FirstJudge(), MemoryStore(), 1, 7, presentation="alpha")
+
+
+def test_the_boxed_answer_is_the_last_or_the_first():
+    from saber_resources.prompts import parse_judgment
+
+    text = r"Sample 1 leans on \boxed{2}-style counting ... so the answer is \boxed{1}."
+    assert parse_judgment(text) == 1 and parse_judgment(text, "last") == 1
+    assert parse_judgment(text, "first") == 2
+    from saber_resources.llm_tasks import LLMPairJudge
+
+    class Runner:
+        backend_name, model, thinking, decoding = "openai", "m", {}, {}
+
+    last = LLMPairJudge(Runner(), "paper", 100)
+    first = LLMPairJudge(Runner(), "paper", 100, boxed_answer="first")
+    assert first.version != last.version and "first-boxed" in first.version
+
+
+def test_the_core_idea_word_cap_is_on_by_default_and_can_be_lifted():
+    from saber_resources.prompts import ParseError, parse_summary
+
+    long = " ".join(["Count"] + ["the pairs"] * 20)  # 41 words
+    answer = json.dumps({"has_core_idea": True, "core_idea": long, "supporting_ideas": [],
+                         "keywords": [], "confidence": 0.9})  # fmt: skip
+    with pytest.raises(ParseError, match="summary has 41 words"):
+        parse_summary(answer)
+    assert parse_summary(answer, word_cap=False)[0] == long
+
+
+def test_topic_scores_are_rescaled_before_tau_or_compared_as_given():
+    from saber_assets.annotations.traversal import traverse
+
+    class Scorer:  # the root's children score 0.6 and 0.5: relevant only after rescaling
+        def score_batch(self, items):
+            from saber_resources.llm_tasks import Outcome
+
+            return [Outcome({lab: s for lab, s in zip(labels, (0.6, 0.5, 0.4), strict=False)})
+                    for _, labels in items]  # fmt: skip
+
+    children = [[1, 2], [], []]
+    labels = ["root", "a", "b"]
+    rescaled, _ = traverse(["text"], children, labels, Scorer(), 0.85)
+    raw, _ = traverse(["text"], children, labels, Scorer(), 0.55, rescale=False)
+    assert rescaled[0].topics == [1] and raw[0].topics == [1]
+    none, _ = traverse(["text"], children, labels, Scorer(), 0.85, rescale=False)
+    assert none[0].topics == []
+
+
+def test_window_pooling_normalises_each_window_or_averages_them_raw():
+    from saber_resources.embeddings import make_embedder, pool_windows
+
+    vecs = np.array([[10.0, 0.0], [0.0, 1.0]], dtype=np.float32)  # one text, two windows
+    owners = np.array([0, 0])
+    assert pool_windows(vecs, owners, 1)[0] == pytest.approx([2**-0.5, 2**-0.5])
+    raw = pool_windows(vecs, owners, 1, "raw")[0]
+    assert raw == pytest.approx(np.array([10.0, 1.0]) / np.hypot(10, 1))
+    with pytest.raises(ValueError, match="window_pooling"):
+        make_embedder("openai", "m", window_pooling="max", base_url="http://x")

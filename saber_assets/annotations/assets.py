@@ -88,7 +88,8 @@ def _chunk_work(
 ):
     """An annotation chunk's config, rows and the tasks (scorer, summarizer) that annotate them."""
     cfg = pipeline.load().annotations
-    return cfg, _chunk_rows(corpus, context), tasks_for(llm, stores, cfg.max_parse_retries)
+    tasks = tasks_for(llm, stores, cfg.max_parse_retries, summary_word_cap=cfg.core_idea_word_cap)
+    return cfg, _chunk_rows(corpus, context), tasks
 
 
 def _histogram(values: list[int], label: str) -> MetadataValue:
@@ -121,7 +122,9 @@ def topic_annotations(
     labels = [humanize_title(t) for t in tree.titles]
     texts = [scorer.text_for(p, s) for p, s in zip(rows["problem"], rows["solution"], strict=True)]
     t0 = time.perf_counter()
-    results, levels = traverse(texts, tree.children(), labels, scorer, cfg.tau)
+    results, levels = traverse(
+        texts, tree.children(), labels, scorer, cfg.tau, rescale=cfg.rescale_scores
+    )
     elapsed = time.perf_counter() - t0
     df = pl.DataFrame(
         {
@@ -139,6 +142,7 @@ def topic_annotations(
             "model": scorer.model,
             "prompt_version": scorer.version,
             "tau": cfg.tau,
+            "rescale_scores": cfg.rescale_scores,
         },
         schema=TOPIC_SCHEMA,
     )

@@ -73,8 +73,11 @@ def traverse(
     scorer: TopicScorer,
     tau: float,
     root: int = 0,
+    rescale: bool = True,
 ) -> tuple[list[ProblemTopics], list[dict]]:
-    """Annotate every text; returns per-problem results and per-level statistics."""
+    """Annotate every text; returns per-problem results and per-level statistics. ``rescale``
+    False compares the scores as the scorer gave them with tau (the reference code's; the
+    paper's text min–max rescales them)."""
     results = [ProblemTopics() for _ in texts]
     frontier = [(p, root) for p in range(len(texts))]
     levels: list[dict] = []
@@ -103,7 +106,7 @@ def traverse(
                 else:
                     res.pruned.append((node, out.error or "failed"))
                 continue
-            scores = normalise_scores(out.value)
+            scores = normalise_scores(out.value) if rescale else dict(out.value)
             # the parent competitor is last: it competes but is never kept
             for k, lab in zip(kids, req_labels, strict=False):
                 if scores[lab] >= tau:

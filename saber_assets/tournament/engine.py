@@ -126,6 +126,9 @@ def round_pairs(
     raise ValueError(f"unknown tournament policy {policy!r} (swiss, adaptive, efficient)")
 
 
+PRESENTATIONS = ("random", "by_id")
+
+
 def run_key(judge: PairJudge, seed: int, policy: str, rounds: int, extra: str = "") -> str:
     """Judgments of one configuration; another judge (prompt, token budget), seed or policy starts
     a separate tournament."""
@@ -151,8 +154,13 @@ def run_tournament(
     chunk: int = 256,
     key: str | None = None,
     on_round: Callable[[int, int, int], None] | None = None,
+    presentation: str = "random",
 ) -> tuple[dict[str, Standing], dict]:
-    """Run (or resume) the tournament; returns standings per query and run statistics."""
+    """Run (or resume) the tournament; returns standings per query and run statistics.
+    ``presentation``: which candidate of a pair is shown first, ``random`` (from the round's
+    generator) or ``by_id`` (the smaller candidate id)."""
+    if presentation not in PRESENTATIONS:
+        raise ValueError(f"presentation must be one of {PRESENTATIONS}, not {presentation!r}")
     key = key or run_key(judge, seed, policy, rounds)
     judge_id = f"{judge.backend}:{judge.model}"
     stored = {(j.query, j.round, j.a, j.b): j for j in store.load(key)}
@@ -195,6 +203,8 @@ def run_tournament(
                 for x, y in pairs:
                     first, second = (x, y) if rng.random() < 0.5 else (y, x)
                     cx, cy = q.candidates[x], q.candidates[y]
+                    if presentation == "by_id":
+                        first, second = (x, y) if cx < cy else (y, x)
                     a, b = min(cx, cy), max(cx, cy)
                     done = stored.get((q.query_id, rnd, a, b))
                     if done is not None:
