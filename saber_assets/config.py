@@ -66,7 +66,39 @@ BudgetTask = Literal["topics", "summaries", "ordinal", "math_split", "translate"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+Scalar = str | int | float | bool | None
+
+
+class FieldCondition(_Strict):
+    """One condition on a row's field: exactly one of equals, not_equals, in, not_in."""
+
+    equals: Scalar = None  # the field's value is this
+    not_equals: Scalar = None  # the field's value is not this
+    in_: list[Scalar] | None = Field(default=None, alias="in")  # the value is one of these
+    not_in: list[Scalar] | None = None  # the value is none of these
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> FieldCondition:
+        if len(self.model_fields_set) != 1:
+            raise ValueError("a field condition is exactly one of equals, not_equals, in, not_in")
+        return self
+
+    def holds(self, value: Scalar) -> bool:
+        (kind,) = self.model_fields_set
+        if kind == "equals":
+            return value == self.equals
+        if kind == "not_equals":
+            return value != self.not_equals
+        if kind == "in_":
+            return value in self.in_
+        return value not in self.not_in
+
+    def describe(self) -> str:
+        (kind,) = self.model_fields_set
+        return f"{kind.rstrip('_')} {getattr(self, kind)!r}"
 
 
 class SourceConfig(_Strict):
@@ -85,6 +117,10 @@ class SourceConfig(_Strict):
     # Where a source that is not bundled comes from: a build refuses with it until the file is
     # there (configs/paper.yaml names the paper's sources this way).
     obtain: str | None = None
+    # Keep only the rows whose fields meet every condition (field -> {equals | not_equals | in |
+    # not_in: value}), e.g. NuminaMath-1.5's olympiad, non-synthetic, valid problems; a row left
+    # out is counted by the first condition it fails (the corpus's `per_source` metadata)
+    where: dict[str, FieldCondition] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _one_origin(self) -> SourceConfig:
@@ -295,7 +331,7 @@ class Stratum(_Strict):
     """Queries drawn from the problems whose domain set is exactly ``domains``."""
 
     domains: list[str] = Field(min_length=1)  # domain names, as `ontology.domains` gives them
-    count: int = Field(ge=0)
+    count: int = Field(ge=0)  # the queries it draws
 
 
 class CandidateConfig(_Strict):

@@ -95,13 +95,15 @@ def rows(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, str, 
     comments = key_comments(model)
     out = []
     for name, field in model.model_fields.items():
-        key = f"{prefix}{name}"
+        key = f"{prefix}{field.alias or name}"  # what a config file writes (`in`, not `in_`)
         annotation = field.annotation
         sub = _model_of(annotation)
         meaning = comments.get(name, "") or (first_sentence(sub.__doc__ or "") if sub else "")
         out.append((key, type_name(annotation), default_text(field), meaning))
         if sub is not None:
-            out += rows(sub, f"{key}{'[]' if typing.get_origin(annotation) is list else ''}.")
+            origin = typing.get_origin(annotation)
+            inner = "[]" if origin is list else ".*" if origin is dict else ""
+            out += rows(sub, f"{key}{inner}.")
     return out
 
 

@@ -168,3 +168,56 @@ def test_window_pooling_normalises_each_window_or_averages_them_raw():
     assert raw == pytest.approx(np.array([10.0, 1.0]) / np.hypot(10, 1))
     with pytest.raises(ValueError, match="window_pooling"):
         make_embedder("openai", "m", window_pooling="max", base_url="http://x")
+
+
+def test_a_row_filter_keeps_numinamaths_olympiad_rows_and_counts_the_rest(tmp_path):
+    """A fixture shaped like NuminaMath-1.5's columns (source, synthetic, question_type,
+    problem_is_valid, solution_is_valid): the paper's filter keeps the olympiad, non-synthetic,
+    non-multiple-choice, valid rows."""
+    import polars as pl
+
+    from saber_assets.config import CorpusConfig
+    from saber_assets.corpus.build import build_corpus
+    from saber_assets.corpus.sources import CorpusSourceError
+
+    rows = [  # (source, synthetic, question_type, problem valid, solution valid): kept?
+        ("olympiads", False, "proof", "Yes", "Yes", True),
+        ("aops_forum", False, "math-word-problem", "Yes", "Yes", True),
+        ("amc_aime", False, "MCQ", "Yes", "Yes", False),  # multiple choice
+        ("olympiads", True, "proof", "Yes", "Yes", False),  # synthetic
+        ("cn_k12", False, "math-word-problem", "Yes", "Yes", False),  # not an olympiad source
+        ("olympiads", False, "proof", "No", "Yes", False),  # invalid problem
+        ("inequalities", False, "proof", "Yes", "Incomplete", False),  # invalid solution
+        ("number_theory", False, "math-word-problem", "Yes", "Yes", True),
+    ]
+    path = tmp_path / "numina.parquet"
+    pl.DataFrame(
+        [{"problem_id": k, "problem": f"Problem number {k} about {r[0]}.", "solution": "So.",
+          "source": r[0], "synthetic": r[1], "question_type": r[2], "problem_is_valid": r[3],
+          "solution_is_valid": r[4]} for k, r in enumerate(rows)]
+    ).write_parquet(path)  # fmt: skip
+    where = {
+        "source": {"in": ["olympiads", "aops_forum", "amc_aime", "inequalities", "number_theory"]},
+        "synthetic": {"equals": False},
+        "question_type": {"not_in": ["MCQ", "multiple-choice"]},
+        "problem_is_valid": {"equals": "Yes"},
+        "solution_is_valid": {"equals": "Yes"},
+    }
+    source = {"name": "numina", "path": str(path), "where": where,
+              "fields": {"id": "problem_id", "problem": "problem", "solution": "solution"}}  # fmt: skip
+    built = build_corpus(CorpusConfig(sources=[source]), seed=0)
+    kept = sorted(int(i.split(":")[1]) for i in built.corpus["id"])
+    assert kept == [k for k, r in enumerate(rows) if r[-1]]
+    stats = built.per_source.row(0, named=True)
+    assert stats["rows_read"] == 8 and stats["filtered_out"] == 5 and stats["quarantined"] == 0
+    assert json.loads(stats["filtered_by"]) == {
+        "source in ['olympiads', 'aops_forum', 'amc_aime', 'inequalities', 'number_theory']": 1,
+        "synthetic equals False": 1, "question_type not_in ['MCQ', 'multiple-choice']": 1,
+        "problem_is_valid equals 'Yes'": 1, "solution_is_valid equals 'Yes'": 1,
+    }  # fmt: skip
+    # no condition: every row; a condition on a field the file lacks: a plain refusal
+    assert build_corpus(CorpusConfig(sources=[{**source, "where": {}}]), 0).corpus.height == 8
+    with pytest.raises(CorpusSourceError, match=r"`where` names \['is_valid'\]"):
+        build_corpus(CorpusConfig(sources=[{**source, "where": {"is_valid": {"equals": 1}}}]), 0)
+    with pytest.raises(ValueError, match="exactly one of equals"):
+        CorpusConfig(sources=[{**source, "where": {"source": {"in": ["a"], "equals": "b"}}}])

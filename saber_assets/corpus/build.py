@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from dataclasses import asdict, dataclass, field
 
 import polars as pl
 
-from saber_assets.config import CorpusConfig
+from saber_assets.config import CorpusConfig, FieldCondition
 from saber_assets.corpus.dedup import DedupItem, find_duplicates, minhash_config
 from saber_assets.corpus.normalize import CorpusRow, validate_rows
 from saber_assets.corpus.sources import (
     CorpusSourceError,
+    RawRow,
     Rejected,
     missing_sources,
     read_source,
@@ -64,6 +66,32 @@ def sample_rows(rows: list[CorpusRow], size: int | None, seed: int) -> list[Corp
     return [r for r in rows if r.id in chosen]
 
 
+def filter_rows(
+    source: str, rows: list[RawRow], where: dict[str, FieldCondition]
+) -> tuple[list[RawRow], dict[str, int]]:
+    """The rows meeting every condition of ``where``, and how many each condition left out (a
+    row counted by the first it fails). A field no row has is a configuration error."""
+    if not where:
+        return rows, {}
+    seen = set().union(*(r.record.keys() for r in rows[:1000])) if rows else set()
+    if rows and (absent := sorted(set(where) - seen)):
+        raise CorpusSourceError(
+            f"source {source!r}: `where` names {absent}, not fields of its rows "
+            f"(fields: {sorted(seen)})"
+        )
+    kept, left_out = [], dict.fromkeys((f"{f} {c.describe()}" for f, c in where.items()), 0)
+    for row in rows:
+        failed = next(
+            (f"{f} {c.describe()}" for f, c in where.items() if not c.holds(row.record.get(f))),
+            None,
+        )
+        if failed is None:
+            kept.append(row)
+        else:
+            left_out[failed] += 1
+    return kept, left_out
+
+
 def build_corpus(cfg: CorpusConfig, seed: int) -> CorpusBuild:
     """Every declared source read, validated, sampled and de-duplicated; a source whose file is
     not there stops it before any is read, with where to get it."""
@@ -76,7 +104,8 @@ def build_corpus(cfg: CorpusConfig, seed: int) -> CorpusBuild:
     for order, src in enumerate(cfg.sources):
         mapping = src.field_mapping()
         read = read_source(src.name, src.file(), mapping)
-        rows, bad = validate_rows(read.rows, mapping, cfg.max_problem_chars, cfg.max_solution_chars)
+        selected, left_out = filter_rows(src.name, read.rows, src.where)
+        rows, bad = validate_rows(selected, mapping, cfg.max_problem_chars, cfg.max_solution_chars)
         sampled = sample_rows(rows, src.sample_size, seed)
         rejected += read.rejected + bad
         kept += [(r, src.priority, order) for r in sampled]
@@ -85,6 +114,8 @@ def build_corpus(cfg: CorpusConfig, seed: int) -> CorpusBuild:
                 "source": src.name,
                 "priority": src.priority,
                 "rows_read": len(read.rows) + len(read.rejected),
+                "filtered_out": sum(left_out.values()),
+                "filtered_by": json.dumps(left_out) if left_out else "",
                 "quarantined": len(read.rejected) + len(bad),
                 "valid": len(rows),
                 "sampled": len(sampled),
