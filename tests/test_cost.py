@@ -57,7 +57,16 @@ def test_the_paper_config_is_the_published_build_and_waits_for_its_sources(
     cfg = load_config(REPO_ROOT / "configs" / "paper.yaml")
     assert (cfg.candidates.topic_threshold, cfg.candidates.summary_threshold) == (0.8579, 0.2106)
     assert cfg.candidates.require_annotations and cfg.signals.ic_counts == "all_accepted"
-    assert cfg.llm.temperature == {"judge": 1.0} and cfg.llm.reasoning_effort == {"judge": "high"}
+    # the reference's decoding for every task it runs, and each of its choices (#66)
+    assert cfg.llm.temperature == {"judge": 1.0, "topics": 1.0, "summaries": 1.0}
+    assert set(cfg.llm.reasoning_effort.values()) == {"high"} and len(cfg.llm.reasoning_effort) == 3
+    assert cfg.candidates.threshold_rule == "float16_ge" and len(cfg.candidates.strata) == 11
+    assert sum(s.count for s in cfg.candidates.strata) == 1000
+    assert (cfg.tournament.presentation, cfg.tournament.boxed_answer) == ("by_id", "first")
+    assert cfg.leaderboard.ties == "order" and not cfg.annotations.rescale_scores
+    assert not cfg.annotations.core_idea_word_cap
+    assert set(cfg.corpus.sources[2].where) == {"source", "synthetic", "question_type",
+                                                "problem_is_valid", "solution_is_valid"}  # fmt: skip
     assert cfg.tournament.judge_max_tokens == 50_000 and cfg.tournament.rounds == 20
     assert cfg.retrievers.registry == "retrievers.paper.yaml"
     paper = str(REPO_ROOT / "configs" / "paper.yaml")

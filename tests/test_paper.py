@@ -59,6 +59,7 @@ def test_paper_registry_is_the_roster_with_the_reference_protocol():
             lt = p.get("long_text", "average")
             if "averaged" in r["length_handling"]:
                 assert lt == "average", e.name
+                assert p["window_pooling"] == "raw", e.name  # unnormalised windows, averaged
             elif "truncated" in r["length_handling"]:
                 assert lt == "truncate", e.name
             elif r["runner_in_reference_code"] != "gemini-api":
