@@ -400,7 +400,7 @@ def test_long_text_average_truncate_or_whole(monkeypatch):
         assert cached.model_id == ("m" if rule == "average" else f"m|long_text={rule}")
     with pytest.raises(ValueError, match="long_text must be one of"):
         make_embedder("sentence-transformers", "m", long_text="chop")
-    with pytest.raises(ValueError, match="averages windows only"):
+    with pytest.raises(ValueError, match="averages normalised windows only"):
         make_embedder("cpu", long_text="whole")
 
 

@@ -142,7 +142,6 @@ def topic_annotations(
             "model": scorer.model,
             "prompt_version": scorer.version,
             "tau": cfg.tau,
-            "rescale_scores": cfg.rescale_scores,
         },
         schema=TOPIC_SCHEMA,
     )
@@ -162,6 +161,7 @@ def topic_annotations(
         metadata={
             **stage_metadata(df.height, seconds=elapsed, by=scorer),
             "tau": cfg.tau,
+            "rescale_scores": cfg.rescale_scores,
             "failed": failed,
             "pruned_branches": pruned,
             "no_topics": int((df["status"] == "no_topics").sum()),
