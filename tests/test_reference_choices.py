@@ -49,7 +49,8 @@ def test_strata_draw_exactly_their_counts_by_exact_domain_set():
     viable = np.array([(n % 35) < 30 for n in range(len(domains))])
     strata = [(["A"], 12), (["B"], 7), (["C"], 0), (["B", "A"], 5), (["C", "B"], 40)]
     chosen = choose_queries(viable, domains, order, quota=99, seed=3, strata=strata)
-    drawn = strata_drawn(strata, [domains[r] for _, r in chosen])
+    drawn = strata_drawn(strata, [domains[r] for _, r in chosen], order)
+    assert [d["home"] for d in drawn] == ["A", "B", "C", "A", "B"]
     assert [d["drawn"] for d in drawn] == [12, 7, 0, 5, 30]  # the last has only 30 viable
     assert all(viable[r] for _, r in chosen) and len({r for _, r in chosen}) == len(chosen)
     # no three-domain query, none of a set no stratum names

@@ -130,9 +130,12 @@ def query_candidates(
     strata = {}
     if cand.strata:
         drawn = all_sel.select("query_id").unique().join(domains_of, on="query_id", how="left")
-        table = pl.DataFrame(strata_drawn(select["strata"], drawn["query_domains"].to_list()))
+        table = pl.DataFrame(
+            strata_drawn(select["strata"], drawn["query_domains"].to_list(), select["domain_order"])
+        )
         strata = {"strata": markdown_table(table)}
-        for row in table.filter(pl.col("drawn") < pl.col("asked")).iter_rows(named=True):
+        short = (pl.col("drawn") < pl.col("asked")) & (pl.col("home") == domain)  # said once
+        for row in table.filter(short).iter_rows(named=True):
             context.log.warning(
                 f"stratum {row['domains']}: {row['drawn']} of {row['asked']} queries drawn "
                 "(too few viable problems with exactly these domains)"

@@ -216,27 +216,33 @@ def choose_by_strata(
         pool = [r for r in viable_rows if frozenset(domains[r]) == want]
         rng = np.random.default_rng([seed, STRATA_STREAM, n])
         pick = rng.choice(len(pool), size=min(count, len(pool)), replace=False) if pool else []
-        home = next(d for d in domain_order if d in want)
+        home = stratum_home(names, domain_order)
         chosen += [(home, pool[p]) for p in sorted(int(p) for p in pick)]
     return chosen
 
 
+def stratum_home(names: Sequence[str], domain_order: Sequence[str]) -> str:
+    """The domain partition a stratum's queries run in: the first of its domains."""
+    return next(d for d in domain_order if d in names)
+
+
 def strata_quotas(strata: Strata, domain_order: Sequence[str]) -> dict[str, int]:
-    """The queries each domain's partition is to hold under ``strata`` (each stratum's count
-    goes to the first of its domains in ``domain_order``)."""
+    """The queries each domain's partition is to hold under ``strata``."""
     out = dict.fromkeys(domain_order, 0)
     for names, count in strata:
-        out[next(d for d in domain_order if d in names)] += count
+        out[stratum_home(names, domain_order)] += count
     return out
 
 
-def strata_drawn(strata: Strata, query_domains: Sequence[Sequence[str]]) -> list[dict]:
-    """Per stratum: its domain set, the count asked and the queries drawn (``query_domains``:
-    each chosen query's domains)."""
+def strata_drawn(
+    strata: Strata, query_domains: Sequence[Sequence[str]], domain_order: Sequence[str]
+) -> list[dict]:
+    """Per stratum: its domain set, the partition it runs in, the count asked and the queries
+    drawn (``query_domains``: each chosen query's domains)."""
     sets = [frozenset(d) for d in query_domains]
     return [
-        {"domains": " + ".join(names), "asked": count,
-         "drawn": sum(s == frozenset(names) for s in sets)}
+        {"domains": " + ".join(names), "home": stratum_home(names, domain_order),
+         "asked": count, "drawn": sum(s == frozenset(names) for s in sets)}
         for names, count in strata
     ]  # fmt: skip
 
