@@ -158,7 +158,7 @@ def test_human_agreement_perfect_partial_and_inter_annotator(tmp_path):
     perfect = dict(truth)
     contrary = {p: ("b" if c == "a" else "a") for p, c in truth.items()}
     scored, summary = human_agreement(humans, {"perfect": perfect, "contrary": contrary}, ratings)
-    at = {(p, d): (n, a) for p, d, n, a, _ in summary.iter_rows()}
+    at = {(p, d): (n, a) for p, d, n, a in summary.select(summary.columns[:4]).iter_rows()}
     # ann2 said tie once where truth is decided: 9 full agreements + one half = 9.5 / 10
     assert at[("perfect", 0)] == (10, pytest.approx(0.95))
     assert at[("bt_ranking", 0)] == (10, pytest.approx(0.95))
@@ -169,6 +169,17 @@ def test_human_agreement_perfect_partial_and_inter_annotator(tmp_path):
     # annotators agree on 4 of 5 pairs and half on the tie
     assert at[("inter_annotator", 0)] == (5, pytest.approx(0.9))
     assert scored.height == 10
+    # corrected for chance: the perfect judge's κ against ann1 and ann2, the contrary one's
+    # below 0, an interval around each; as scikit-learn computes it
+    from sklearn.metrics import cohen_kappa_score
+
+    row = summary.filter((pl.col("predictor") == "perfect") & (pl.col("delta_r_at_least") == 0))
+    human = scored["choice"].to_list()
+    want = cohen_kappa_score(human, [perfect[p] for p in scored.select("query", "a", "b").rows()])
+    assert row["kappa"][0] == pytest.approx(want) and 0.5 < want < 1
+    assert row["kappa_low"][0] <= row["kappa"][0] <= row["kappa_high"][0]
+    contrary_row = summary.filter(pl.col("predictor") == "contrary").row(0, named=True)
+    assert contrary_row["kappa"] < 0 and contrary_row["agreement"] == pytest.approx(0.05)
     # a pair the judge did not answer is left out of its count, not scored 0
     partial = {p: c for p, c in truth.items() if p != pairs[0]}
     _, summary = human_agreement(humans, {"judge": partial}, ratings)
@@ -668,3 +679,26 @@ def test_an_analysis_declares_its_report_section_and_the_report_reads_it():
     sections = {d.asset_name: d.section for d in declared if d.section is not None}
     grown = benchmark_report({**sections, "planted_analysis": planted}).build()
     assert "planted_analysis" in {k.to_user_string() for k in grown.keys_by_input_name.values()}
+
+
+def test_cohen_kappa_matches_scikit_learn_unweighted_and_linearly_weighted():
+    from sklearn.metrics import cohen_kappa_score
+
+    from saber_assets.analyses.human_agreement import ORDER, cohen_kappa
+
+    rng = np.random.default_rng(5)
+    labels = ["a", "tie", "b"]
+    for n in (5, 40, 300):
+        x = [labels[i] for i in rng.integers(0, 3, n)]
+        y = [c if rng.random() < 0.6 else labels[rng.integers(0, 3)] for c in x]
+        cx, cy = [ORDER[c] for c in x], [ORDER[c] for c in y]
+        for weighted, sk in ((False, None), (True, "linear")):
+            want = cohen_kappa_score(cx, cy, labels=[0, 1, 2], weights=sk)
+            got, low, high = cohen_kappa(x, y, weighted=weighted, seed=1)
+            assert got == pytest.approx(want)
+            assert low <= got <= high
+    # one choice throughout: chance agreement is total, κ undefined
+    assert cohen_kappa(["a"] * 4, ["a"] * 4) == (None, None, None)
+    # the interval is seeded
+    x = [labels[i] for i in rng.integers(0, 3, 50)]
+    assert cohen_kappa(x, x[::-1], seed=3) == cohen_kappa(x, x[::-1], seed=3)

@@ -4,7 +4,12 @@ judge and the Bradley–Terry ranking. The judge is asked once per pair, as the 
 order people saw it where the labels record it, else in one seeded order. A prediction scores 1 when
 it equals the human's choice, 0.5 when exactly one of the two is a tie, 0 otherwise; reported
 overall and by the pair's distance in the final ranking (Δr ≥ 0, 25, 50), with the agreement
-between annotators where a pair has two or more."""
+between annotators where a pair has two or more.
+
+Raw agreement is the paper's figure; beside it, corrected for chance (UMBRELA reports it):
+Cohen's κ over the three choices and a linearly weighted κ over their order (a < tie < b: a
+tie is half-way), each predictor's κ with a seeded bootstrap 95% interval over its annotations
+(``cohen_kappa``, checked against scikit-learn's ``cohen_kappa_score``)."""
 
 from __future__ import annotations
 
@@ -25,8 +30,64 @@ OPTIONAL = ("shown_first",)
 
 SUMMARY_SCHEMA = {
     "predictor": pl.String, "delta_r_at_least": pl.Int64, "annotations": pl.Int64,
-    "agreement": pl.Float64, "paper": pl.Float64,
+    "agreement": pl.Float64, "paper": pl.Float64, "kappa": pl.Float64, "kappa_low": pl.Float64,
+    "kappa_high": pl.Float64, "kappa_weighted": pl.Float64,
 }  # fmt: skip
+# the choices in their order, for the weighted κ: a tie lies between the two candidates
+ORDER = {"a": 0, "tie": 1, "b": 2}
+KAPPA_RESAMPLES = 1000
+
+
+def _kappas(x: np.ndarray, y: np.ndarray, weighted: bool) -> np.ndarray:
+    """κ of each row of ``x`` against the same row of ``y`` (codes 0..2; rows: resamples)."""
+    k = len(ORDER)
+    cells = x * k + y
+    counts = np.stack([np.bincount(r, minlength=k * k) for r in cells]).reshape(-1, k, k)
+    n = counts.sum(axis=(1, 2), keepdims=True)
+    observed = counts / n
+    expected = observed.sum(2, keepdims=True) * observed.sum(1, keepdims=True)
+    idx = np.arange(k)
+    w = (
+        np.abs(idx[:, None] - idx[None, :]) / (k - 1)
+        if weighted
+        else (idx[:, None] != idx).astype(float)
+    )
+    den = (w * expected).sum(axis=(1, 2))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, 1 - (w * observed).sum(axis=(1, 2)) / den, np.nan)
+
+
+def cohen_kappa(
+    first: list[str], second: list[str], weighted: bool = False, seed: int | None = None
+) -> tuple[float | None, float | None, float | None]:
+    """(κ, low, high) of two raters' choices: Cohen's κ (``weighted``: linear weights over
+    ``ORDER``), with a 95% bootstrap interval over the rated items when ``seed`` is given. None
+    where chance agreement is total (a single choice throughout)."""
+    if not first:
+        return None, None, None
+    x = np.array([ORDER[c] for c in first])
+    y = np.array([ORDER[c] for c in second])
+    point = float(_kappas(x[None], y[None], weighted)[0])
+    if np.isnan(point):
+        return None, None, None
+    if seed is None:
+        return point, None, None
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(x), size=(KAPPA_RESAMPLES, len(x)))
+    boot = _kappas(x[draws], y[draws], weighted)
+    boot = boot[~np.isnan(boot)]
+    low, high = np.percentile(boot, [2.5, 97.5]) if boot.size else (None, None)
+    return point, float(low), float(high)
+
+
+def kappa_columns(pairs: list[tuple[str, str]], seed: int) -> dict:
+    """The κ columns of a summary row from its (human, other) choices."""
+    first, second = [h for h, _ in pairs], [o for _, o in pairs]
+    kappa, low, high = cohen_kappa(first, second, seed=seed)
+    weighted, _, _ = cohen_kappa(first, second, weighted=True)
+    return {"kappa": kappa, "kappa_low": low, "kappa_high": high, "kappa_weighted": weighted}
+
+
 FINDINGS_CSV = REPO_ROOT / "data" / "reference" / "saber_math_paper_findings.csv"
 # our predictor -> the paper's name for it (``judge_agreement_with_humans``, by Δr bucket)
 PAPER_NAMES = {
@@ -165,13 +226,16 @@ def human_agreement(
     rating, ranks = rating_ranks(ratings)
     names = [*predictions, "bt_ranking"]
     rows = []
+    said: dict[str, list[str | None]] = {name: [] for name in names}  # each predictor's choices
     for q, a, b, choice, annotator in humans.select(COLUMNS).iter_rows():
         row = {"query": q, "a": a, "b": b, "choice": choice, "annotator": annotator}
         row["delta_r"] = rank_gap(ranks, q, a, b)
         for name in predictions:
             pred = predictions[name].get((q, a, b))
             row[name] = agreement(pred, choice)
-        row["bt_ranking"] = agreement(ranking_choice(rating, q, a, b), choice)
+            said[name].append(pred)
+        said["bt_ranking"].append(ranking_choice(rating, q, a, b))
+        row["bt_ranking"] = agreement(said["bt_ranking"][-1], choice)
         rows.append(row)
     schema = {
         "query": pl.String, "a": pl.String, "b": pl.String, "choice": pl.String,
@@ -179,16 +243,22 @@ def human_agreement(
     }  # fmt: skip
     scored = pl.DataFrame(rows, schema=schema)
     summary = []
+    gaps, humans_said = scored["delta_r"].to_list(), scored["choice"].to_list()
     for bucket in BUCKETS:
         part = scored.filter(pl.col("delta_r") >= bucket)
-        for name in names:
+        for n_name, name in enumerate(names):
             col = part[name].drop_nulls()
+            pairs = [
+                (h, p) for g, h, p in zip(gaps, humans_said, said[name], strict=True)
+                if p is not None and g is not None and g >= bucket
+            ]  # fmt: skip
             summary.append(
                 {
                     "predictor": name,
                     "delta_r_at_least": bucket,
                     "annotations": col.len(),
                     "agreement": float(col.mean()) if col.len() else None,
+                    **kappa_columns(pairs, seed=1000 * n_name + bucket),
                 }
             )
     summary += inter_annotator(humans, ranks)
@@ -204,20 +274,23 @@ def human_agreement(
 def inter_annotator(humans: pl.DataFrame, ranks: dict[tuple[str, str], int]) -> list[dict]:
     """Mean agreement over every two annotators of the same pair (same scoring rule), overall
     and by the pair's rank distance (pairs without a rank count in Δr ≥ 0 only)."""
-    scores: list[tuple[int | None, float]] = []
-    for (q, a, b), frame in humans.group_by("query", "a", "b"):
+    scores: list[tuple[int | None, float, tuple[str, str]]] = []
+    for (q, a, b), frame in humans.sort("query", "a", "b").group_by(
+        "query", "a", "b", maintain_order=True
+    ):
         choices = frame.unique("annotator", keep="first", maintain_order=True)["choice"].to_list()
         gap = rank_gap(ranks, q, a, b)
-        scores += [(gap, agreement(x, y)) for x, y in combinations(choices, 2)]
+        scores += [(gap, agreement(x, y), (x, y)) for x, y in combinations(choices, 2)]
     out = []
     for bucket in BUCKETS:
-        got = [s for g, s in scores if bucket == 0 or (g is not None and g >= bucket)]
+        got = [(s, p) for g, s, p in scores if bucket == 0 or (g is not None and g >= bucket)]
         out.append(
             {
                 "predictor": "inter_annotator",
                 "delta_r_at_least": bucket,
                 "annotations": len(got),
-                "agreement": sum(got) / len(got) if got else None,
+                "agreement": sum(s for s, _ in got) / len(got) if got else None,
+                **kappa_columns([p for _, p in got], seed=999_000 + bucket),
             }
         )
     return out
