@@ -506,9 +506,12 @@ def test_judging_regimes_known_answers():
     choices, failed = regime_choices(pairs, text, judge, _BandJudge(), votes=5, tie_margin=1)
     assert [s for s, _ in judge.draws] == [0, 1, 2, 3, 4]
     _, summary = regime_agreement(pairs, choices, ratings, failed)
-    at = {(r, d): (n, a, t) for r, d, n, a, t, _ in summary.iter_rows()}
+    at = {(r, d): (n, a, t) for r, d, n, a, t in summary.select(summary.columns[:5]).iter_rows()}
     assert at[("pairwise_single", 0)] == (300, 1.0, 0.0)
     assert at[("majority_vote_5", 0)] == (300, 1.0, 0.0)
+    perfect = summary.filter((pl.col("regime") == "pairwise_single")
+                             & (pl.col("delta_r_at_least") == 0)).row(0, named=True)  # fmt: skip
+    assert perfect["kappa"] == perfect["kappa_weighted"] == pytest.approx(1.0)
     # the ordinal judge ties within a band of 10: half credit there, full credit from Δr >= 10
     same_band = [p for p in pairs if int(p[1][1:]) // 10 == int(p[2][1:]) // 10]
     n, agree, ties = at[("ordinal", 0)]
@@ -520,9 +523,16 @@ def test_judging_regimes_known_answers():
     # draws in alternating orders split 3-2, which the margin rule calls a tie (half credit)
     choices, failed = regime_choices(pairs, text, _TruthJudge(bias=True), _BandJudge())
     _, summary = regime_agreement(pairs, choices, ratings, failed)
-    at = {(r, d): (n, a, t) for r, d, n, a, t, _ in summary.iter_rows()}
+    at = {(r, d): (n, a, t) for r, d, n, a, t in summary.select(summary.columns[:5]).iter_rows()}
     assert at[("majority_vote_5", 0)] == (300, 0.5, 1.0)
     assert 0.3 < at[("pairwise_single", 0)][1] < 0.7
+    # corrected for chance: the vote that always ties and the single answer that always names
+    # the first shown have half the raw agreement (ties half credit; a coin against the ranking)
+    # and a κ of 0: a constant answer tells nothing
+    rows = summary.filter(pl.col("delta_r_at_least") == 0)
+    kappa = dict(zip(rows["regime"], rows["kappa"], strict=True))
+    assert kappa["majority_vote_5"] == pytest.approx(0.0)
+    assert kappa["pairwise_single"] == pytest.approx(0.0)
 
     # a failed draw is no vote: 4 remain, 4-0 still decides; draw 0 failing leaves no single
     choices, failed = regime_choices(pairs, text, _TruthJudge(fail_draw=0), _BandJudge())

@@ -23,6 +23,7 @@ from saber_assets.analyses import report as rp
 from saber_assets.analyses.human_agreement import (
     BUCKETS,
     agreement,
+    kappa_columns,
     rank_gap,
     ranking_choice,
     rating_ranks,
@@ -33,6 +34,8 @@ Pair = tuple[str, str, str]  # (query, a, b)
 SUMMARY_SCHEMA = {
     "regime": pl.String, "delta_r_at_least": pl.Int64, "pairs": pl.Int64,
     "agreement": pl.Float64, "tie_share": pl.Float64, "failed": pl.Int64,
+    "kappa": pl.Float64, "kappa_low": pl.Float64, "kappa_high": pl.Float64,
+    "kappa_weighted": pl.Float64,
 }  # fmt: skip
 
 
@@ -129,7 +132,8 @@ def regime_agreement(
     failed: dict[str, int] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(per-pair rows: query, a, b, delta_r, bt, and each regime's choice and score; summary by
-    regime and Δr bucket: pairs scored, mean agreement, share of ties)."""
+    regime and Δr bucket: pairs scored, mean agreement, share of ties, and Cohen's κ against the
+    BT ranking's choice with its bootstrap interval and the weighted κ)."""
     rating, ranks = rating_ranks(ratings)
     rows = []
     for q, a, b in pairs:
@@ -148,8 +152,9 @@ def regime_agreement(
     summary = []
     for bucket in BUCKETS:
         part = per_pair.filter(pl.col("delta_r") >= bucket)
-        for name in choices:
+        for n_name, name in enumerate(choices):
             scored = part.filter(pl.col(name).is_not_null())
+            said = list(zip(scored["bt"], scored[f"{name}_choice"], strict=True))
             summary.append(
                 {
                     "regime": name,
@@ -160,6 +165,7 @@ def regime_agreement(
                         float((scored[f"{name}_choice"] == "tie").mean()) if scored.height else None
                     ),
                     "failed": (failed or {}).get(name, 0) if bucket == 0 else None,
+                    **kappa_columns(said, seed=1000 * n_name + bucket),
                 }
             )
     return per_pair, pl.DataFrame(summary, schema=SUMMARY_SCHEMA)
