@@ -168,6 +168,8 @@ def test_human_agreement_perfect_partial_and_inter_annotator(tmp_path):
     assert at[("perfect", 50)][1] == 1.0
     # annotators agree on 4 of 5 pairs and half on the tie
     assert at[("inter_annotator", 0)] == (5, pytest.approx(0.9))
+    inter = summary.filter(pl.col("predictor") == "inter_annotator").row(0, named=True)
+    assert inter["alpha"] is not None and inter["kappa"] is not None
     assert scored.height == 10
     # corrected for chance: the perfect judge's κ against ann1 and ann2, the contrary one's
     # below 0, an interval around each; as scikit-learn computes it
@@ -712,3 +714,30 @@ def test_cohen_kappa_matches_scikit_learn_unweighted_and_linearly_weighted():
     # the interval is seeded
     x = [labels[i] for i in rng.integers(0, 3, 50)]
     assert cohen_kappa(x, x[::-1], seed=3) == cohen_kappa(x, x[::-1], seed=3)
+
+
+def test_krippendorff_alpha_across_annotators_with_its_interval():
+    import krippendorff
+
+    from saber_assets.analyses.human_agreement import ORDER, annotator_alpha
+
+    rng = np.random.default_rng(2)
+    labels = ["a", "tie", "b"]
+    items = []
+    for _ in range(60):  # three annotators who mostly agree, one of them on every other pair
+        truth = labels[rng.integers(0, 3)]
+        item = {f"ann{k}": truth if rng.random() < 0.8 else labels[rng.integers(0, 3)]
+                for k in range(3)}  # fmt: skip
+        if len(items) % 2:
+            del item["ann2"]
+        items.append(item)
+    alpha, low, high = annotator_alpha(items, seed=4)
+    data = np.array([[ORDER[i[c]] if c in i else np.nan for i in items]
+                     for c in ("ann0", "ann1", "ann2")])  # fmt: skip
+    assert alpha == pytest.approx(krippendorff.alpha(reliability_data=data,
+                                                     level_of_measurement="ordinal"))  # fmt: skip
+    assert 0.4 < alpha < 1 and low < alpha < high
+    assert annotator_alpha(items, seed=4) == (alpha, low, high)  # seeded
+    # pairs labelled once carry no agreement; one value throughout: undefined
+    assert annotator_alpha([{"ann0": "a"}] * 5, seed=1) == (None, None, None)
+    assert annotator_alpha([{"x": "a", "y": "a"}] * 5, seed=1) == (None, None, None)

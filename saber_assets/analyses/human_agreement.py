@@ -31,7 +31,8 @@ OPTIONAL = ("shown_first",)
 SUMMARY_SCHEMA = {
     "predictor": pl.String, "delta_r_at_least": pl.Int64, "annotations": pl.Int64,
     "agreement": pl.Float64, "paper": pl.Float64, "kappa": pl.Float64, "kappa_low": pl.Float64,
-    "kappa_high": pl.Float64, "kappa_weighted": pl.Float64,
+    "kappa_high": pl.Float64, "kappa_weighted": pl.Float64, "alpha": pl.Float64,
+    "alpha_low": pl.Float64, "alpha_high": pl.Float64,
 }  # fmt: skip
 # the choices in their order, for the weighted κ: a tie lies between the two candidates
 ORDER = {"a": 0, "tie": 1, "b": 2}
@@ -77,6 +78,39 @@ def cohen_kappa(
     boot = _kappas(x[draws], y[draws], weighted)
     boot = boot[~np.isnan(boot)]
     low, high = np.percentile(boot, [2.5, 97.5]) if boot.size else (None, None)
+    return point, float(low), float(high)
+
+
+def annotator_alpha(
+    items: list[dict[str, str]], seed: int, resamples: int = 200
+) -> tuple[float | None, float | None, float | None]:
+    """Krippendorff's α across annotators (the ``krippendorff`` package, ordinal over
+    ``ORDER``), each item an {annotator: choice} of a pair two or more labelled, with a 95%
+    bootstrap interval over the items."""
+    import krippendorff
+
+    items = [i for i in items if len(i) >= 2]
+    coders = sorted({c for i in items for c in i})
+    if len(items) < 2:
+        return None, None, None
+    data = np.full((len(coders), len(items)), np.nan)
+    for k, item in enumerate(items):
+        for c, choice in item.items():
+            data[coders.index(c), k] = ORDER[choice]
+
+    def alpha(cols: np.ndarray) -> float | None:
+        part = data[:, cols]
+        if len(np.unique(part[~np.isnan(part)])) < 2:
+            return None  # one value throughout: α is undefined
+        return float(krippendorff.alpha(reliability_data=part, level_of_measurement="ordinal"))
+
+    point = alpha(np.arange(len(items)))
+    if point is None:
+        return None, None, None
+    rng = np.random.default_rng(seed)
+    boot = [a for _ in range(resamples) if (a := alpha(rng.integers(0, len(items), len(items))))
+            is not None]  # fmt: skip
+    low, high = np.percentile(boot, [2.5, 97.5]) if boot else (None, None)
     return point, float(low), float(high)
 
 
@@ -275,12 +309,15 @@ def inter_annotator(humans: pl.DataFrame, ranks: dict[tuple[str, str], int]) -> 
     """Mean agreement over every two annotators of the same pair (same scoring rule), overall
     and by the pair's rank distance (pairs without a rank count in Δr ≥ 0 only)."""
     scores: list[tuple[int | None, float, tuple[str, str]]] = []
+    items: list[tuple[int | None, dict[str, str]]] = []  # per pair: {annotator: choice}
     for (q, a, b), frame in humans.sort("query", "a", "b").group_by(
         "query", "a", "b", maintain_order=True
     ):
-        choices = frame.unique("annotator", keep="first", maintain_order=True)["choice"].to_list()
+        once = frame.unique("annotator", keep="first", maintain_order=True)
+        choices = once["choice"].to_list()
         gap = rank_gap(ranks, q, a, b)
         scores += [(gap, agreement(x, y), (x, y)) for x, y in combinations(choices, 2)]
+        items.append((gap, dict(zip(once["annotator"], choices, strict=True))))
     out = []
     for bucket in BUCKETS:
         got = [(s, p) for g, s, p in scores if bucket == 0 or (g is not None and g >= bucket)]
@@ -291,6 +328,16 @@ def inter_annotator(humans: pl.DataFrame, ranks: dict[tuple[str, str], int]) -> 
                 "annotations": len(got),
                 "agreement": sum(s for s, _ in got) / len(got) if got else None,
                 **kappa_columns([p for _, p in got], seed=999_000 + bucket),
+                **dict(
+                    zip(
+                        ("alpha", "alpha_low", "alpha_high"),
+                        annotator_alpha(
+                            [i for g, i in items if bucket == 0 or (g is not None and g >= bucket)],
+                            seed=998_000 + bucket,
+                        ),
+                        strict=True,
+                    )
+                ),
             }
         )
     return out
