@@ -81,7 +81,8 @@ def annotate(
 
 def agreement(home) -> dict[tuple[str, int], tuple[int, float]]:
     table = pl.read_parquet(home / "tiny" / "parquet" / "judge_human_agreement.parquet")
-    return {(p, d): (n, a) for p, d, n, a, _ in table.iter_rows()}
+    rows = table.select("predictor", "delta_r_at_least", "annotations", "agreement").iter_rows()
+    return {(p, d): (n, a) for p, d, n, a in rows}
 
 
 def observe_labels(cfg_path) -> dict[str, list[str]]:
