@@ -390,6 +390,20 @@ class TournamentConfig(_Strict):
     # Which \boxed{} of a reasoned answer is the choice: the `last` (saber's) or the `first`
     # (the reference's); the reference also retries once (max_parse_retries: 1)
     boxed_answer: Literal["last", "first"] = "last"
+    # The judgments' asset check fails (ERROR) when the 95% interval of the share of pairs won
+    # by the candidate shown first lies wholly outside this band: a judge that favours a
+    # position (the bundled 135M model picks the first every time) makes ratings of noise
+    position_bias_band: tuple[float, float] = (0.4, 0.6)
+
+    @model_validator(mode="after")
+    def _band(self) -> TournamentConfig:
+        lo, hi = self.position_bias_band
+        if not 0 <= lo <= 0.5 <= hi <= 1:
+            raise ValueError(
+                f"tournament.position_bias_band {list(self.position_bias_band)}: a band around "
+                "0.5 within [0, 1]"
+            )
+        return self
 
 
 class RatingsConfig(_Strict):

@@ -146,7 +146,8 @@ def test_a_tournament_killed_mid_run_on_the_real_server_resumes_without_asking_a
         stored = _judgments(store)
         assert stored, "nothing was stored before the kill"
         after_kill = srv.requests_served()
-        _run(args, home)
+        resumed = _run(args, home)
+        print("POSITION", [line for line in resumed.splitlines() if "position" in line])
         asked_second = srv.requests_served() - after_kill
         final = _judgments(store)
         assert set(stored) <= set(final) and len(final) > len(stored)

@@ -934,3 +934,27 @@ def test_a_changed_candidate_set_keeps_its_old_judgments_out_of_the_tournament()
     assert rate(cands, current, DEFAULT_PRIOR).height == cands.height
     with pytest.raises(KeyError):  # the whole store: judgments of candidates now gone
         rate(cands, store.frame(key), DEFAULT_PRIOR)
+
+
+def test_position_bias_fails_a_judge_that_favours_a_position_and_passes_a_fair_one():
+    from saber_assets.tournament.engine import position_bias
+
+    def judgments(first_wins: int, n: int, failed: int = 0) -> pl.DataFrame:
+        rows = [{"shown_first": "x", "winner": "x" if k < first_wins else "y"} for k in range(n)]
+        rows += [{"shown_first": "x", "winner": None}] * failed
+        return pl.DataFrame(rows, schema={"shown_first": pl.String, "winner": pl.String})
+
+    band = (0.4, 0.6)
+    always = position_bias(judgments(40, 40, failed=5), band)  # the bundled 135M model
+    assert always.biased and always.decided == 40 and always.low > 0.9
+    assert "won 40 of 40 judgments (100.0%" in always.describe()
+    assert position_bias(judgments(0, 40), band).biased  # always the second, as bad
+    fair = position_bias(judgments(205, 400), band)
+    assert not fair.biased and 0.45 < fair.low < fair.share < fair.high < 0.57
+    # a few judgments cannot convict a judge: 7 of 10 first is inside the doubt
+    assert not position_bias(judgments(7, 10), band).biased
+    assert not position_bias(judgments(0, 0, failed=3), band).biased
+    with pytest.raises(ValueError, match="position_bias_band"):
+        from saber_assets.config import TournamentConfig
+
+        TournamentConfig(position_bias_band=(0.6, 0.9))

@@ -102,7 +102,11 @@ def print_run(result, seconds: float, console: Console) -> None:
         console.out(f"  {line}")
     for check in result.get_asset_check_evaluations():
         if not check.passed:
-            console.out(f"  CHECK FAILED: {check.asset_key.to_user_string()} / {check.check_name}")
+            reason = check.metadata.get("reason")
+            why = f": {reason.value}" if reason is not None else ""
+            console.out(
+                f"  CHECK FAILED: {check.asset_key.to_user_string()} / {check.check_name}{why}"
+            )
     import resource
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux

@@ -3,14 +3,20 @@
 import time
 
 import polars as pl
-from dagster import AssetExecutionContext, Output
+from dagster import AssetCheckResult, AssetCheckSeverity, AssetExecutionContext, Output
 
-from saber_assets.lib.declare import table_asset
+from saber_assets.lib.declare import stage_check, table_asset
 from saber_assets.lib.metadata import llm_metadata, markdown_table, stage_metadata
 from saber_assets.lib.tasks import prepared_judge
 from saber_assets.ratings.rate import configured_prior
 from saber_assets.resources import PipelineResource
-from saber_assets.tournament.engine import TournamentQuery, run_key, run_tournament, wilson_interval
+from saber_assets.tournament.engine import (
+    TournamentQuery,
+    position_bias,
+    run_key,
+    run_tournament,
+    wilson_interval,
+)
 from saber_assets.tournament.store import SQLJudgmentStore
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
@@ -97,5 +103,30 @@ def tournament_judgments(
             "position_bias_95ci": f"[{lo:.3f}, {hi:.3f}]",
             "per_round": markdown_table(per_round, max_rows=40),
             **llm_metadata({"judge": judge}),
+        },
+    )
+
+
+@stage_check(
+    "tournament_judgments",
+    description="The judge shows no position bias: the first-shown candidate's win share stays "
+    "in tournament.position_bias_band (its 95% interval not wholly outside).",
+)
+def judge_position_bias(
+    pipeline: PipelineResource, tournament_judgments: pl.DataFrame
+) -> AssetCheckResult:
+    band = tuple(pipeline.load().tournament.position_bias_band)
+    bias = position_bias(tournament_judgments, band)
+    return AssetCheckResult(
+        passed=not bias.biased,
+        severity=AssetCheckSeverity.ERROR,
+        description=bias.describe(),
+        metadata={
+            "first_wins": bias.first_wins,
+            "decided": bias.decided,
+            "first_share": round(bias.share, 4) if bias.share is not None else None,
+            "ci_95": f"[{bias.low:.3f}, {bias.high:.3f}]",
+            "band": f"[{band[0]}, {band[1]}]",
+            "reason": bias.describe(),
         },
     )

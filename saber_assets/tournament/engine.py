@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import numpy as np
+import polars as pl
 
 from saber_assets.ratings.bradley_terry import DEFAULT_PRIOR, Prior, fit_many
 from saber_assets.tournament.adaptive import pair_round_adaptive
@@ -257,6 +258,45 @@ def run_tournament(
                 on_round(rnd, len(pending), stats["replayed"])
             shown.advance()
     return standings, stats
+
+
+@dataclass(frozen=True)
+class PositionBias:
+    """How often the candidate shown first won, among the decided judgments, with its 95%
+    Wilson interval, against the band a judge without position bias stays in."""
+
+    first_wins: int
+    decided: int
+    low: float
+    high: float
+    band: tuple[float, float]
+
+    @property
+    def share(self) -> float | None:
+        return self.first_wins / self.decided if self.decided else None
+
+    @property
+    def biased(self) -> bool:
+        """The whole interval outside the band: the judge favours a position, beyond doubt."""
+        return self.decided > 0 and (self.low > self.band[1] or self.high < self.band[0])
+
+    def describe(self) -> str:
+        if not self.decided:
+            return "no decided judgment"
+        return (
+            f"the first-shown candidate won {self.first_wins} of {self.decided} judgments "
+            f"({self.share:.1%}, 95% CI [{self.low:.3f}, {self.high:.3f}]; band "
+            f"[{self.band[0]}, {self.band[1]}])"
+        )
+
+
+def position_bias(judgments: pl.DataFrame, band: tuple[float, float]) -> PositionBias:
+    """The first-shown share of a tournament's judgments (``shown_first``, ``winner``; a
+    failed judgment, winner null, decides nothing)."""
+    decided = judgments.filter(pl.col("winner").is_not_null())
+    first = int((decided["winner"] == decided["shown_first"]).sum())
+    lo, hi = wilson_interval(first, decided.height)
+    return PositionBias(first, decided.height, lo, hi, band)
 
 
 def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
