@@ -15,7 +15,7 @@ import polars as pl
 from saber_assets.config import PipelineConfig
 from saber_assets.leaderboard.metrics import score_column
 from saber_assets.lib.figures import png_base64
-from saber_assets.tournament.engine import wilson_interval
+from saber_assets.tournament.engine import position_bias
 
 
 @dataclass
@@ -44,27 +44,22 @@ def num(x) -> str:
 def tournament_stats(judgments: pl.DataFrame) -> pl.DataFrame:
     """Per domain and over all: judgments, failures, and the share of decided judgments won by
     the candidate shown first with its 95% Wilson interval (position bias)."""
-    frame = judgments.with_columns(
-        pl.col("winner").is_null().alias("failed"),
-        (pl.col("winner") == pl.col("shown_first")).fill_null(False).alias("first_won"),
-    )
     rows = []
-    groups = [("all", frame)] + [
-        (d, part) for (d,), part in frame.sort("domain").group_by("domain", maintain_order=True)
+    groups = [("all", judgments)] + [
+        (d, part)
+        for (d,), part in judgments.sort("domain").group_by("domain", maintain_order=True)
     ]
     for domain, part in groups:
-        decided = int((~part["failed"]).sum())
-        first = int(part["first_won"].sum())
-        lo, hi = wilson_interval(first, decided)
+        bias = position_bias(part)
         rows.append(
             {
                 "domain": domain,
                 "queries": part["query"].n_unique(),
                 "judgments": part.height,
-                "failures": int(part["failed"].sum()),
-                "first_shown_wins": first / decided if decided else None,
-                "ci_low": lo,
-                "ci_high": hi,
+                "failures": part.height - bias.decided,
+                "first_shown_wins": bias.share,
+                "ci_low": bias.low,
+                "ci_high": bias.high,
             }
         )
     return pl.DataFrame(rows)

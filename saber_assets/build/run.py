@@ -12,15 +12,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from saber_assets.config import DEFAULT_CONFIG, REPO_ROOT, PipelineConfig, data_home, load_config
-from saber_assets.home_lock import holding_home
+from saber_assets.config import DEFAULT_CONFIG, REPO_ROOT, data_home, load_config
 from saber_assets.outputs import Outputs
 from saber_assets.stages import stage_of
-
-if TYPE_CHECKING:
-    from dagster import Definitions
 
 
 def _stdout(line: str) -> None:
@@ -102,8 +97,7 @@ def print_run(result, seconds: float, console: Console) -> None:
         console.out(f"  {line}")
     for check in result.get_asset_check_evaluations():
         if not check.passed:
-            reason = check.metadata.get("reason")
-            why = f": {reason.value}" if reason is not None else ""
+            why = f": {check.description}" if check.description else ""
             console.out(
                 f"  CHECK FAILED: {check.asset_key.to_user_string()} / {check.check_name}{why}"
             )
@@ -221,42 +215,12 @@ def build(
     select: list[str] | None = None,
     on: str | None = None,
     console: Console | None = None,
-    wait: bool = False,
 ) -> int:
     """Every missing or unsynced step of the selection, job by job, here or ``on`` a running
-    deployment; each line to ``console``. Returns the exit status. Here, the home is held for
-    the build (``home_lock``): another command holding it is an error, or with ``wait`` a
-    wait."""
+    deployment; each line to ``console``. Returns the exit status."""
     console = console or Console()
     cfg = load_config(config)  # fail fast, before Dagster starts, on a bad config file
     home = data_home()
-    from saber_assets.build.plan import selected_stages
-    from saber_assets.definitions import make_definitions
-    from saber_assets.ontology.domains import domain_keys
-
-    defs = make_definitions(config, home, cfg)
-    select = domain_selection(select or [], domain_keys(cfg.ontology))
-    # an unknown job or package fails here, before anything runs
-    stages = selected_stages(select, package_assets(defs))
-    if on:
-        return build_remote(on, defs, cfg, force, select, stages, console)
-    command = f"saber build --config {config or DEFAULT_CONFIG}"
-    with holding_home(home, command, wait, say=console.out):
-        return build_here(config, cfg, home, defs, select, stages, force, log_level, console)
-
-
-def build_here(
-    config: str | None,
-    cfg: PipelineConfig,
-    home: Path,
-    defs: Definitions,
-    select: list[str],
-    stages: list,
-    force: bool,
-    log_level: str,
-    console: Console,
-) -> int:
-    """The build of ``build`` in this process, the home held."""
     from dagster import DagsterInstance
 
     from saber_assets.build.dead_runs import process_tags, reap_dead_runs
@@ -264,10 +228,20 @@ def build_here(
         components_first,
         partition_filter,
         runnable_names,
+        selected_stages,
         stage_steps,
     )
-    from saber_assets.corpus.sources import missing_sources
+    from saber_assets.definitions import make_definitions
+    from saber_assets.ontology.domains import domain_keys
     from saber_assets.retrievers.discovery import registry_for
+
+    defs = make_definitions(config, home, cfg)
+    select = domain_selection(select or [], domain_keys(cfg.ontology))
+    # an unknown job or package fails here, before anything runs
+    stages = selected_stages(select, package_assets(defs))
+    if on:
+        return build_remote(on, defs, cfg, force, select, stages, console)
+    from saber_assets.corpus.sources import missing_sources
 
     if missing := missing_sources(cfg.corpus):  # before any step: the first reads them
         console.err("saber build: the corpus cannot be read yet:\n  " + "\n  ".join(missing))

@@ -6,7 +6,8 @@ import argparse
 import os
 import sys
 
-from saber_assets.config import DEFAULT_CONFIG, REPO_ROOT
+from saber_assets.config import DEFAULT_CONFIG, REPO_ROOT, data_home
+from saber_assets.home_lock import holding_home
 from saber_assets.stages import select_help
 from saber_resources.progress import ENV as PROGRESS_ENV
 
@@ -55,4 +56,8 @@ def run(args: argparse.Namespace) -> int:
     level = args.log_level or {0: QUIET, 1: "INFO"}.get(args.verbose, "DEBUG")
     if sys.stderr.isatty():  # progress lines for long steps, on a terminal only
         os.environ.setdefault(PROGRESS_ENV, "1")
-    return build(args.config, level, args.force, args.select, args.on, wait=args.wait)
+    if args.on:  # the deployment runs it: its own instance, nothing of this home is written
+        return build(args.config, level, args.force, args.select, args.on)
+    command = f"saber build --config {args.config or DEFAULT_CONFIG}"
+    with holding_home(data_home(), command, args.wait):
+        return build(args.config, level, args.force, args.select)

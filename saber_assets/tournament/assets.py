@@ -15,7 +15,6 @@ from saber_assets.tournament.engine import (
     position_bias,
     run_key,
     run_tournament,
-    wilson_interval,
 )
 from saber_assets.tournament.store import SQLJudgmentStore
 from saber_resources.llm import LLMResource
@@ -72,10 +71,8 @@ def tournament_judgments(
         .then(pl.lit(UNPARSED_RULE))
         .otherwise(pl.lit("a win for the winner"))
     )
-    decided = sum(s.decided for s in standings.values())
-    first = sum(s.first_wins for s in standings.values())
     failures = sum(s.failures for s in standings.values())
-    lo, hi = wilson_interval(first, decided)
+    bias = position_bias(df, tuple(tcfg.position_bias_band))
     per_round = (
         df.group_by("round")
         .agg(pl.len().alias("judgments"), pl.col("winner").is_null().sum().alias("failures"))
@@ -99,8 +96,8 @@ def tournament_judgments(
             "judge_calls_made": getattr(getattr(judge, "stats", None), "calls", 0),
             "judge_calls_cached": getattr(getattr(judge, "stats", None), "cached", 0),
             "failures": failures,
-            "position_bias_first_share": round(first / decided, 4) if decided else None,
-            "position_bias_95ci": f"[{lo:.3f}, {hi:.3f}]",
+            "position_bias_first_share": round(bias.share, 4) if bias.share is not None else None,
+            "position_bias_95ci": f"[{bias.low:.3f}, {bias.high:.3f}]",
             "per_round": markdown_table(per_round, max_rows=40),
             **llm_metadata({"judge": judge}),
         },
@@ -127,6 +124,5 @@ def judge_position_bias(
             "first_share": round(bias.share, 4) if bias.share is not None else None,
             "ci_95": f"[{bias.low:.3f}, {bias.high:.3f}]",
             "band": f"[{band[0]}, {band[1]}]",
-            "reason": bias.describe(),
         },
     )

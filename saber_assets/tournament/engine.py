@@ -269,7 +269,7 @@ class PositionBias:
     decided: int
     low: float
     high: float
-    band: tuple[float, float]
+    band: tuple[float, float] | None = None  # where a judge without the bias stays
 
     @property
     def share(self) -> float | None:
@@ -278,19 +278,23 @@ class PositionBias:
     @property
     def biased(self) -> bool:
         """The whole interval outside the band: the judge favours a position, beyond doubt."""
-        return self.decided > 0 and (self.low > self.band[1] or self.high < self.band[0])
+        if self.band is None or not self.decided:
+            return False
+        return self.low > self.band[1] or self.high < self.band[0]
 
     def describe(self) -> str:
         if not self.decided:
             return "no decided judgment"
+        band = f"; band [{self.band[0]}, {self.band[1]}]" if self.band else ""
         return (
             f"the first-shown candidate won {self.first_wins} of {self.decided} judgments "
-            f"({self.share:.1%}, 95% CI [{self.low:.3f}, {self.high:.3f}]; band "
-            f"[{self.band[0]}, {self.band[1]}])"
+            f"({self.share:.1%}, 95% CI [{self.low:.3f}, {self.high:.3f}]{band})"
         )
 
 
-def position_bias(judgments: pl.DataFrame, band: tuple[float, float]) -> PositionBias:
+def position_bias(
+    judgments: pl.DataFrame, band: tuple[float, float] | None = None
+) -> PositionBias:
     """The first-shown share of a tournament's judgments (``shown_first``, ``winner``; a
     failed judgment, winner null, decides nothing)."""
     decided = judgments.filter(pl.col("winner").is_not_null())
