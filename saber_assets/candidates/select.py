@@ -185,16 +185,18 @@ def choose_queries(
     for d in sorted(domain_order, key=lambda d: available[d]):  # stable: ties keep the order
         d_idx = list(domain_order).index(d)
         pool = [r for r in viable_rows if r not in taken and d in domains[r]]
-        rng = np.random.default_rng([seed, d_idx])
-        pick = (
-            sorted(rng.choice(len(pool), size=min(quota, len(pool)), replace=False).tolist())
-            if pool
-            else []
-        )
-        for p in pick:
-            chosen.append((d, pool[p]))
-            taken.add(pool[p])
+        for row in draw(pool, quota, np.random.default_rng([seed, d_idx])):
+            chosen.append((d, row))
+            taken.add(row)
     return chosen
+
+
+def draw(pool: list[int], count: int, rng: np.random.Generator) -> list[int]:
+    """Up to ``count`` of ``pool``, without replacement, in the pool's order."""
+    if not pool:
+        return []
+    picked = rng.choice(len(pool), size=min(count, len(pool)), replace=False)
+    return [pool[p] for p in sorted(picked.tolist())]
 
 
 def choose_by_strata(
@@ -214,10 +216,9 @@ def choose_by_strata(
             raise ValueError(f"candidates.strata[{n}] names {unknown}, not domains of the "
                              f"ontology ({', '.join(domain_order)})")  # fmt: skip
         pool = [r for r in viable_rows if frozenset(domains[r]) == want]
-        rng = np.random.default_rng([seed, STRATA_STREAM, n])
-        pick = rng.choice(len(pool), size=min(count, len(pool)), replace=False) if pool else []
         home = stratum_home(names, domain_order)
-        chosen += [(home, pool[p]) for p in sorted(int(p) for p in pick)]
+        rng = np.random.default_rng([seed, STRATA_STREAM, n])
+        chosen += [(home, row) for row in draw(pool, count, rng)]
     return chosen
 
 

@@ -79,11 +79,11 @@ def filter_rows(
             f"source {source!r}: `where` names {absent}, not fields of its rows "
             f"(fields: {sorted(seen)})"
         )
-    kept, left_out = [], dict.fromkeys((f"{f} {c.describe()}" for f, c in where.items()), 0)
+    conditions = [(f, c, f"{f} {c.describe()}") for f, c in where.items()]
+    kept, left_out = [], dict.fromkeys((label for _, _, label in conditions), 0)
     for row in rows:
         failed = next(
-            (f"{f} {c.describe()}" for f, c in where.items() if not c.holds(row.record.get(f))),
-            None,
+            (label for f, c, label in conditions if not c.holds(row.record.get(f))), None
         )
         if failed is None:
             kept.append(row)
