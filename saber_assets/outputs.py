@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from saber_assets.config import PipelineConfig, data_home
 
 
@@ -134,13 +136,20 @@ def folder_written_whole(path: Path) -> Iterator[Path]:
 
 
 def write_whole(path: Path, data) -> Path:
-    """``data`` into ``path`` through ``written_whole``: text (UTF-8), bytes, or a polars frame
-    (Parquet, or CSV for a ``.csv`` path). The project's one way to write an output file."""
+    """``data`` into ``path`` through ``written_whole``: text (UTF-8), bytes, a numpy array
+    (``.npy``), a dict of arrays (``.npz``) or a polars frame (Parquet, or CSV for a ``.csv``
+    path). The project's one way to write an output file."""
     with written_whole(path) as tmp:
         if isinstance(data, str):
             tmp.write_text(data, encoding="utf-8")
         elif isinstance(data, bytes | bytearray):
             tmp.write_bytes(data)
+        elif isinstance(data, np.ndarray):
+            with open(tmp, "wb") as f:  # a file object: numpy adds no suffix to it
+                np.save(f, data)
+        elif isinstance(data, dict):
+            with open(tmp, "wb") as f:
+                np.savez(f, **data)
         elif path.suffix == ".csv":
             data.write_csv(tmp)
         else:

@@ -19,7 +19,7 @@ from saber_assets.lib.declare import stage_asset, table_asset
 from saber_assets.lib.metadata import figure_markdown, markdown_table, stage_metadata
 from saber_assets.ontology.domains import domain_names
 from saber_assets.ontology.tree import TopicTree
-from saber_assets.outputs import read_json_or_none, write_whole, written_whole
+from saber_assets.outputs import read_json_or_none, write_whole
 from saber_assets.resources import PipelineResource
 from saber_assets.signals.bounds import choose_floors, stored_share
 from saber_assets.signals.compute import compute_segment
@@ -133,8 +133,7 @@ def pair_signal_inputs(
     if reset:
         for f in d.glob("*.sig"):
             f.unlink()
-        with written_whole(snapshot_path) as tmp, open(tmp, "wb") as f:
-            np.save(f, ic)
+        write_whole(snapshot_path, ic)
         inputs.ic_hash = base_ic_hash = ic_hash(ic)
         manifest = {
             "base_n": inputs.n,

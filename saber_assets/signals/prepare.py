@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from saber_assets.ontology.similarity import LCAIndex, lin_table
-from saber_assets.outputs import written_whole
+from saber_assets.outputs import write_whole
 from saber_assets.signals.kernels import KernelArrays, to_csr
 
 _TOKEN = re.compile(r"[a-z0-9^_]+")
@@ -107,8 +107,7 @@ class SignalInputs:
             vocab=np.array(self.vocab, dtype=object),
             ic_hash=np.array(self.ic_hash),
         )
-        with written_whole(path) as tmp, open(tmp, "wb") as f:  # a file: savez adds no suffix
-            np.savez(f, **arrays)
+        write_whole(path, arrays)
 
     @classmethod
     def load(cls, path: Path) -> SignalInputs:

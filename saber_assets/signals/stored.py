@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from saber_assets.outputs import write_whole, written_whole
+from saber_assets.outputs import write_whole
 from saber_assets.resources import PipelineResource
 from saber_assets.signals.bounds import StorageFloors
 from saber_assets.signals.compute import csr_take, memory_available
@@ -95,8 +95,7 @@ def cached_row_histograms(inputs: SignalInputs, d: Path, bins: int, threads: int
         hist = row_histograms(
             inputs.t_ptr, inputs.t_idx, inputs.lin, inputs.s_ptr, inputs.s_idx, bins, threads
         )
-    with written_whole(path) as tmp, open(tmp, "wb") as f:  # a file: np.save adds no suffix
-        np.save(f, hist)
+    write_whole(path, hist)
     for old in d.glob("row_hist-*.npy"):
         if old != path:
             old.unlink(missing_ok=True)
@@ -113,8 +112,7 @@ def summary_path(d: Path, partition: str) -> Path:
 def write_summaries(path: Path, summary: np.ndarray, header: dict) -> int:
     """One shard's rows' summaries and what they were computed for (rows, n, corpus version,
     k, floors), written whole; returns the bytes written."""
-    with written_whole(path) as tmp, open(tmp, "wb") as f:  # a file: savez adds no suffix
-        np.savez(f, summary=summary, header=np.array(json.dumps(header)))
+    write_whole(path, {"summary": summary, "header": np.array(json.dumps(header))})
     return path.stat().st_size
 
 
@@ -177,8 +175,7 @@ def cut_viable_rows(
         return np.load(path)
     viable = row_group_counts(inputs.arrays, *cuts, exact, threads).min(axis=1) >= k
     path.parent.mkdir(exist_ok=True)
-    with written_whole(path) as tmp, open(tmp, "wb") as f:
-        np.save(f, viable)
+    write_whole(path, viable)
     for old in path.parent.glob("*.npy"):
         if old != path:
             old.unlink(missing_ok=True)
