@@ -87,11 +87,9 @@ _SAFE_VALUE = re.compile(r"^[\w#.%+\- ]{0,64}$")
 
 
 # A tag as latex2mathml writes one: a lower-case name and double-quoted attributes. Anything
-# else that starts with `<` (`<img src=x …>` typed in \\text{}) is text.
+# else that starts with `<` (`<img src=x …>` typed in \text{}) is text.
 _TAG = re.compile(r'<(/?)([a-z][a-z0-9]*)((?:\s+[A-Za-z][\w:-]*="[^"<>]*")*)\s*(/?)>')
 _ATTR = re.compile(r'([A-Za-z][\w:-]*)="([^"<>]*)"')
-
-
 _BARE_AMP = re.compile(r"&(?!#x[0-9A-Fa-f]+;|#[0-9]+;|[A-Za-z][A-Za-z0-9]*;)")
 
 

@@ -25,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return warehouse_cmd(args.config, args.rebuild, getattr(args, "wait", False))
+    return warehouse_cmd(args.config, args.rebuild, args.wait)
 
 
 def warehouse_cmd(config: str | None, rebuild: bool, wait: bool = False) -> int:
