@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 from dagster import MaterializeResult, MetadataValue
 
-from saber_assets.benchmark.data import QUERY_SCHEMA, Benchmark
+from saber_assets.benchmark.data import JUDGMENT_SCHEMA, QUERY_SCHEMA, Benchmark
 from saber_assets.candidates.coverage import below_quota, domain_coverage
 from saber_assets.corpus.build import corpus_version
 from saber_assets.io_managers import concat_partitions
@@ -35,6 +35,25 @@ def judges_used(judgments: pl.DataFrame) -> list[dict]:
         .sort("judge", "prompt_version")
         .to_dicts()
     )
+
+
+def exported_judgments(
+    judgments: pl.DataFrame, queries: pl.DataFrame, row_of: dict[str, int]
+) -> pl.DataFrame:
+    """The judgments the benchmark's grades were fitted to, in the exchange format: candidates
+    as document rows, one row per (query, round, pair)."""
+    if judgments.height == 0 or queries.height == 0:
+        return pl.DataFrame(schema=JUDGMENT_SCHEMA)
+    kept = judgments.unique(["query", "round", "a", "b"], keep="first").filter(
+        pl.col("query").is_in(queries["id"].implode())
+    )
+    rows = [
+        (q, r, row_of[f], row_of[b if f == a else a], None if w is None else row_of[w])
+        for q, r, a, b, f, w in kept.sort("query", "round", "a", "b")
+        .select("query", "round", "a", "b", "shown_first", "winner")
+        .iter_rows()
+    ]
+    return pl.DataFrame(rows, schema=JUDGMENT_SCHEMA, orient="row")
 
 
 @stage_asset(kinds={"parquet"})
@@ -109,15 +128,20 @@ def benchmark_export(
         # per domain: problems, annotated, viable, queries, quota, status (candidates.coverage)
         "coverage": coverage.to_dicts(),
         "tournament": cfg.tournament.model_dump(),
+        # the fit judgments.parquet regrades under (leaderboard/joint.py)
+        "ratings": {"prior": cfg.ratings.prior, "c": cfg.ratings.c, "alpha": cfg.tournament.alpha,
+                    "soft": cfg.tournament.policy == "efficient"},  # fmt: skip
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    bench = Benchmark(queries, documents, manifest)
+    judgments = exported_judgments(concat_partitions(tournament_judgments), queries, row_of)
+    bench = Benchmark(queries, documents, manifest, judgments=judgments)
     bench.validate("built benchmark")
     path = bench.write(pipeline.outputs().benchmark)
     return MaterializeResult(
         metadata={
             "queries": queries.height,
             "documents": documents.height,
+            "judgments": judgments.height,
             "path": MetadataValue.path(str(path)),
             "judge_backend": cfg.llm.judge_backend,
             "domains_below_quota": below_quota(coverage).height,

@@ -3,6 +3,10 @@
 queries.parquet   id, problem, solution, candidates (document row indices), relevance_scores
                   (floats in [0, 5], aligned with candidates), domains (list of domain names)
 documents.parquet id, problem, solution
+judgments.parquet optional: the tournament's judgments the grades were fitted to, query_id,
+                  round, shown_first, shown_second, winner (document rows, as ``candidates``;
+                  winner null where the judge's answer never parsed), so a reader can carry
+                  the judge's noise into the leaderboard's intervals (``leaderboard/joint.py``)
 manifest.json     where the benchmark came from: corpus version, judge backend, seeds, thresholds,
                   the domain list (optional: else the domains the queries name, in order of appearance)
 
@@ -33,6 +37,13 @@ QUERY_SCHEMA = {
     "domains": pl.List(pl.String),
 }
 DOC_SCHEMA = {"id": pl.String, "problem": pl.String, "solution": pl.String}
+JUDGMENT_SCHEMA = {
+    "query_id": pl.String,
+    "round": pl.Int32,
+    "shown_first": pl.Int64,
+    "shown_second": pl.Int64,
+    "winner": pl.Int64,
+}
 
 
 class BenchmarkFormatError(ValueError):
@@ -49,6 +60,7 @@ class Benchmark:
     manifest: dict = field(default_factory=dict)
     # where each table's rows came from, for error messages: [(file, rows), ...] in row order
     sources: dict[str, list[tuple[str, int]]] = field(default_factory=dict, repr=False)
+    judgments: pl.DataFrame | None = field(default=None, repr=False)  # JUDGMENT_SCHEMA
 
     def __post_init__(self) -> None:
         for name in ("queries", "documents"):
@@ -95,6 +107,11 @@ class Benchmark:
         ):
             with written_whole(directory / name) as tmp:
                 frame.write_parquet(tmp)
+        if self.judgments is not None:
+            with written_whole(directory / "judgments.parquet") as tmp:
+                self.judgments.write_parquet(tmp)
+        else:  # a rewrite without judgments must not leave an older benchmark's beside it
+            (directory / "judgments.parquet").unlink(missing_ok=True)
         with written_whole(directory / "manifest.json") as tmp:
             tmp.write_text(json.dumps(self.manifest, indent=2, default=str))
         return directory
@@ -112,7 +129,15 @@ class Benchmark:
             raise BenchmarkFormatError(f"{directory}: unreadable Parquet: {exc}") from None
         manifest_path = directory / "manifest.json"
         manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
-        bench = cls(queries, documents, manifest)
+        judgments = None
+        if (directory / "judgments.parquet").exists():
+            try:
+                judgments = pl.read_parquet(directory / "judgments.parquet")
+            except Exception as exc:
+                raise BenchmarkFormatError(
+                    f"{directory}: unreadable judgments.parquet: {exc}"
+                ) from None
+        bench = cls(queries, documents, manifest, judgments=judgments)
         bench.validate(str(directory))
         return bench
 
@@ -130,6 +155,8 @@ class Benchmark:
         n_docs = self.documents.height
         for frame, name in ((self.queries, "queries"), (self.documents, "documents")):
             self._check_ids_and_texts(frame, name, where)
+        if self.judgments is not None:
+            self._check_judgments(where)
         sourced = bool(self.sources.get("queries"))
         for row, (qid, cands, scores) in enumerate(
             q.select("id", "candidates", "relevance_scores").iter_rows()
@@ -169,6 +196,34 @@ class Benchmark:
                 raise BenchmarkFormatError(
                     f"{here}: candidates lists document {dup} more than once"
                 )
+
+    def _check_judgments(self, where: str) -> None:
+        """Every judgment names a query of the benchmark, two of its candidates, and a winner
+        among the two (or none)."""
+        j = self.judgments
+        missing = [c for c in JUDGMENT_SCHEMA if c not in j.columns]
+        if missing:
+            raise BenchmarkFormatError(f"{where}: judgments.parquet lacks columns {missing}")
+        cands = self.queries.select(pl.col("id").alias("query_id"), "candidates")
+        known = j.with_row_index("row").join(cands, on="query_id", how="left")
+        bad = known.filter(
+            pl.col("candidates").is_null()
+            | ~pl.col("candidates").list.contains(pl.col("shown_first"))
+            | ~pl.col("candidates").list.contains(pl.col("shown_second"))
+            | (pl.col("shown_first") == pl.col("shown_second"))
+            | (
+                pl.col("winner").is_not_null()
+                & (pl.col("winner") != pl.col("shown_first"))
+                & (pl.col("winner") != pl.col("shown_second"))
+            )
+        )
+        if bad.height:
+            r = bad.row(0, named=True)
+            raise BenchmarkFormatError(
+                f"{where}: judgments.parquet row {r['row']} (query {r['query_id']!r}: "
+                f"{r['shown_first']} vs {r['shown_second']}, winner {r['winner']}) names a query, "
+                f"candidate or winner the queries do not hold ({bad.height} such rows)"
+            )
 
     def _check_ids_and_texts(self, frame: pl.DataFrame, name: str, where: str) -> None:
         """One row per id, ids a TREC file can carry, and a problem text on every row: a

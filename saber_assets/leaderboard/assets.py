@@ -10,19 +10,20 @@ from dagster import AssetExecutionContext, MaterializeResult, MetadataValue
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.contamination.matches import audited_items, declared_training, own_matched_queries
 from saber_assets.io_managers import refresh_warehouse
-from saber_assets.leaderboard.board import assemble_board
+from saber_assets.leaderboard.board import assemble_board, separable_pairs
 from saber_assets.leaderboard.board_markdown import board_text
 from saber_assets.leaderboard.contamination_columns import (
     contamination_columns,
     contamination_paragraph,
 )
 from saber_assets.leaderboard.evaluate import score_table, with_ties
+from saber_assets.leaderboard.joint import benchmark_posteriors, joint_board
 from saber_assets.leaderboard.metrics import metric_column
 from saber_assets.leaderboard.plots import board_chart, pvalue_heatmap
 from saber_assets.leaderboard.provenance import SCORING_CODE, benchmark_id
 from saber_assets.leaderboard.rows import entry_rows
 from saber_assets.lib.declare import stage_asset
-from saber_assets.lib.metadata import figure_markdown, stage_metadata
+from saber_assets.lib.metadata import figure_markdown, markdown_table, stage_metadata
 from saber_assets.outputs import write_whole, written_whole
 from saber_assets.resources import PipelineResource
 from saber_assets.retrievers.discovery import registry_for
@@ -123,10 +124,20 @@ def leaderboard(
     t0 = time.perf_counter()
     cols = ["retriever", "query_id", "setting", "domains", "ndcg"]
     judge = manifest.get("judge_backend", "unknown")
+    posteriors, no_joint = benchmark_posteriors(bench)
+    joint = None
+    if posteriors:
+        joint = joint_board(
+            pl.concat([r.select(*cols, "failed", "scores") for r in all_runs]), posteriors,
+            relevance, k=lb.k, ties="numpy" if lb.ties == "order" else "average",
+            resamples=lb.bootstrap_resamples, seed=cfg.seed, alpha=lb.alpha,
+        )  # fmt: skip
+    else:
+        context.log.warning(f"no joint intervals: {no_joint}")
     board, tests = assemble_board(
         tables, pl.concat([r.select(cols) for r in all_runs]), domains, metric, judge,
         resamples=lb.bootstrap_resamples, test_resamples=lb.test_resamples, seed=cfg.seed,
-        alpha=lb.alpha,
+        alpha=lb.alpha, joint=joint,
     )  # fmt: skip
     test_seconds = time.perf_counter() - t0
     out = pipeline.outputs().leaderboard
@@ -137,7 +148,8 @@ def leaderboard(
         with written_whole(out / name) as tmp:  # the warehouse's `leaderboard` view reads it
             write(tmp)
     refresh_warehouse(warehouse, context)
-    text = board_text(board, domains, metric, manifest)
+    separable = separable_pairs(tests)
+    text = board_text(board, domains, metric, manifest, separable, no_joint)
     write_whole(out / "leaderboard.md", text.document)
     heat = {
         f"p-values {s}": figure_markdown(pvalue_heatmap(tests, s), f"p-values, {s}")
@@ -155,6 +167,13 @@ def leaderboard(
             "chart": figure_markdown(board_chart(board), "leaderboard"),
             "significance": MetadataValue.md(text.legend),
             "significance_seconds": round(test_seconds, 2),
+            "joint_seconds": round(joint.seconds, 2) if joint else None,
+            "joint_intervals": "judge noise carried (leaderboard/joint.py)"
+            if joint
+            else f"none: {no_joint}",
+            "separable_pairs": MetadataValue.md(
+                markdown_table(separable).value if separable.height else "no pairs"
+            ),
             "contamination": MetadataValue.md(contamination_paragraph(board)),
             "own_match_queries_excluded": len(excluded),
             **heat,

@@ -6,18 +6,23 @@ from __future__ import annotations
 
 import polars as pl
 
+from saber_assets.leaderboard.joint import JointBoard
 from saber_assets.leaderboard.significance import beats_column, significance_tables
 
 
-def tie_groups(board: pl.DataFrame, tests: pl.DataFrame, metric: str) -> pl.DataFrame:
-    """(setting, retriever, tie_group): per setting, systems in score order, a new group opening
-    at the first one the paired test (Holm-corrected, overall) puts below the current group's
-    top. Within a group no system is separable from the group's first."""
+def tie_groups(
+    board: pl.DataFrame, tests: pl.DataFrame, metric: str, better_column: str = "better",
+    name: str = "tie_group",
+) -> pl.DataFrame:  # fmt: skip
+    """(setting, retriever, ``name``): per setting, systems in score order, a new group opening
+    at the first one the paired test (Holm-corrected, overall; ``better_column`` says which
+    test) puts below the current group's top. Within a group no system is separable from the
+    group's first."""
     overall = tests.filter(pl.col("domain") == "Overall") if tests.height else tests
     better = {
         (s, a, b): w
-        for s, a, b, w in overall.select("setting", "a", "b", "better").iter_rows()
-    } if overall.height else {}  # fmt: skip
+        for s, a, b, w in overall.select("setting", "a", "b", better_column).iter_rows()
+    } if overall.height and better_column in overall.columns else {}  # fmt: skip
     rows = []
     for (setting,), part in board.sort(metric, descending=True).group_by(
         "setting", maintain_order=True
@@ -30,8 +35,31 @@ def tie_groups(board: pl.DataFrame, tests: pl.DataFrame, metric: str) -> pl.Data
             rows.append((setting, name, group))
     return pl.DataFrame(
         rows, orient="row",
-        schema={"setting": pl.String, "retriever": pl.String, "tie_group": pl.Int64},
+        schema={"setting": pl.String, "retriever": pl.String, name: pl.Int64},
     )  # fmt: skip
+
+
+def separable_pairs(tests: pl.DataFrame) -> pl.DataFrame:
+    """Per setting (overall tests): how many system pairs the query-only test orders, and how
+    many the joint test does (null without joint tests)."""
+    overall = tests.filter(pl.col("domain") == "Overall") if tests.height else tests
+    if overall.height == 0:
+        return pl.DataFrame(schema={"setting": pl.String, "pairs": pl.UInt32,
+                                    "separable_query_only": pl.UInt32})  # fmt: skip
+    joint = (
+        [pl.col("better_joint").is_not_null().sum().alias("separable_joint")]
+        if "better_joint" in overall.columns and overall["p_joint"].is_not_null().any()
+        else []
+    )
+    return (
+        overall.group_by("setting")
+        .agg(
+            pl.len().alias("pairs"),
+            pl.col("better").is_not_null().sum().alias("separable_query_only"),
+            *joint,
+        )  # fmt: skip
+        .sort("setting")
+    )
 
 
 def assemble_board(
@@ -45,11 +73,20 @@ def assemble_board(
     test_resamples: int,
     seed: int,
     alpha: float,
+    joint: JointBoard | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(board, tests): the entries' rows (``rows.entry_rows``, one table per retriever) with the
     judge, the rank interval, ``beats`` and ``tie_group``, sorted by setting and score; ``runs``
-    the per-query nDCG of every retriever (retriever, query_id, setting, domains, ndcg)."""
+    the per-query nDCG of every retriever (retriever, query_id, setting, domains, ndcg). With
+    ``joint`` (``joint.joint_board``), the joint intervals beside the query-only ones, the joint
+    test beside each overall pair's and the joint test's tie groups."""
     tests, ranks = significance_tables(runs, domains, resamples, test_resamples, seed, alpha)
+    if joint is not None and tests.height:
+        tests = tests.join(
+            joint.tests.select("setting", "a", "b", "p_joint", "p_joint_holm", "better_joint")
+            .with_columns(domain=pl.lit("Overall")),
+            on=["setting", "domain", "a", "b"], how="left",
+        )  # fmt: skip
     board = (
         pl.concat(tables, how="diagonal")
         .with_columns(pl.lit(judge).alias("judge_backend"))
@@ -59,4 +96,12 @@ def assemble_board(
         .select("retriever", "kind", "setting", pl.all().exclude("retriever", "kind", "setting"))
         .sort("setting", metric, descending=[False, True])
     )  # fmt: skip
-    return board.join(tie_groups(board, tests, metric), on=["setting", "retriever"]), tests
+    if joint is not None:
+        board = board.join(joint.rows, on=["setting", "retriever"], how="left")
+    board = board.join(tie_groups(board, tests, metric), on=["setting", "retriever"])
+    if joint is not None:
+        board = board.join(
+            tie_groups(board, tests, metric, "better_joint", "tie_group_joint"),
+            on=["setting", "retriever"],
+        )
+    return board, tests

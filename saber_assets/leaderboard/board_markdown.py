@@ -96,6 +96,40 @@ def contamination_view(board: pl.DataFrame, metric: str) -> list[pl.Expr]:
     ]
 
 
+def joint_view(board: pl.DataFrame, part: str) -> list:
+    """The joint columns beside their query-only ones (``part``: ``ci`` or ``rank``), when the
+    benchmark carried judgments."""
+    if "ci_low_joint" not in board.columns:
+        return []
+    if part == "ci":
+        return [pl.col("ci_low_joint").round(4), pl.col("ci_high_joint").round(4),
+                pl.col("judge_noise_share").round(2)]  # fmt: skip
+    return ["rank_ci_joint"]
+
+
+def joint_paragraph(separable: pl.DataFrame | None, no_joint: str | None) -> str:
+    """What the joint intervals are, and how many pairs each test separates per setting."""
+    if no_joint:
+        return f"**Judge noise:** not carried into these intervals: {no_joint}.\n\n"
+    if separable is None or separable.height == 0:
+        return ""
+    lines = [
+        "**Judge noise.** `ci_low`/`ci_high` and `rank_ci` resample the queries, treating the "
+        "grades as known; `ci_low_joint`/`ci_high_joint` and `rank_ci_joint` also redraw every "
+        "query's grades from its Bradley–Terry fit (basic bootstrap, leaderboard/joint.py); "
+        "`judge_noise_share` is the share of the joint interval's variance the judge adds. "
+        "Pairs of systems the paired test separates (Holm, alpha as configured):",
+        "",
+    ]
+    for r in separable.iter_rows(named=True):
+        joint = r.get("separable_joint")
+        lines.append(
+            f"- {r['setting']}: {r['separable_query_only']} of {r['pairs']} over the queries"
+            + (f", {joint} over the queries and the judgments" if joint is not None else "")
+        )
+    return "\n".join(lines) + "\n\n"
+
+
 def board_markdown(board: pl.DataFrame, domains: list[str], metric: str, manifest: dict) -> str:
     """The board as one markdown table: overall and per domain (each headed with the queries it
     averages), failures, latency, the rank interval, what each row beats, contamination."""
@@ -107,11 +141,13 @@ def board_markdown(board: pl.DataFrame, domains: list[str], metric: str, manifes
             pl.col(metric).round(4),
             pl.col("ci_low").round(4),
             pl.col("ci_high").round(4),
+            *joint_view(board, "ci"),
             *domain_cells(board, domains, manifest.get("coverage", [])),
             "failed",
             pl.col("median_latency_ms").round(2),
             "rank_ci",
-            *[c for c in ("tie_group",) if c in board.columns],
+            *joint_view(board, "rank"),
+            *[c for c in ("tie_group", "tie_group_joint") if c in board.columns],
             "beats",
             *contamination_view(board, metric),
         ),
@@ -130,17 +166,22 @@ class BoardText:
     note: str
     table: str
     legend: str
+    judge_noise: str = ""
 
     @property
     def document(self) -> str:
         """``leaderboard.md``."""
         return (
-            f"Judge backend: {self.judge}\n\n{self.caveat}{self.note}{self.table}\n\n"
+            f"Judge backend: {self.judge}\n\n{self.caveat}{self.note}{self.judge_noise}"
+            f"{self.table}\n\n"
             f"{self.legend}\n"
         )
 
 
-def board_text(board: pl.DataFrame, domains: list[str], metric: str, manifest: dict) -> BoardText:
+def board_text(
+    board: pl.DataFrame, domains: list[str], metric: str, manifest: dict,
+    separable: pl.DataFrame | None = None, no_joint: str | None = None,
+) -> BoardText:  # fmt: skip
     judge = manifest.get("judge_backend", "unknown")
     return BoardText(
         judge=judge,
@@ -148,4 +189,5 @@ def board_text(board: pl.DataFrame, domains: list[str], metric: str, manifest: d
         note=coverage_note(manifest.get("coverage", [])),
         table=board_markdown(board, domains, metric, manifest),
         legend=superscript_board(board),
+        judge_noise=joint_paragraph(separable, no_joint),
     )

@@ -25,12 +25,46 @@ import numpy as np
 from saber_assets.benchmark.data import best_rated
 
 
-def _gains(relevance: np.ndarray, gain: str) -> np.ndarray:
+def gains(relevance: np.ndarray, gain: str) -> np.ndarray:
+    """Each grade's gain: 2^rel − 1 (``exponential``) or rel (``linear``)."""
     if gain == "exponential":
         return np.power(2.0, relevance) - 1.0
     if gain == "linear":
         return relevance.astype(np.float64)
     raise ValueError(f"gain must be 'exponential' or 'linear', not {gain!r}")
+
+
+def dcg_weights(scores, k: int = 10, ties: str = "average") -> np.ndarray:
+    """Each candidate's weight in the DCG@k of a ranking by ``scores``: DCG = Σ weight · gain,
+    linear in the gains (a tie group shares the discounts of the ranks it occupies), so one
+    ranking scores many draws of the grades as one matrix product."""
+    scores = np.asarray(scores, dtype=np.float64)
+    if np.isnan(scores).any():
+        raise ValueError("scores contain NaN")
+    if ties not in ("average", "stable", "numpy"):
+        raise ValueError(f"ties must be 'average', 'stable' or 'numpy', not {ties!r}")
+    n = len(scores)
+    disc = np.zeros(n)
+    disc[: min(k, n)] = 1.0 / np.log2(np.arange(2, min(k, n) + 2))
+    order = np.argsort(-scores) if ties == "numpy" else np.argsort(-scores, kind="stable")
+    weights = np.zeros(n)
+    if ties in ("stable", "numpy") or n == 0:
+        weights[order] = disc
+        return weights
+    s = scores[order]
+    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+    sizes = np.diff(np.r_[starts, n])
+    weights[order] = np.repeat(np.add.reduceat(disc, starts) / sizes, sizes)
+    return weights
+
+
+def ideal_dcg(gains: np.ndarray, k: int = 10) -> np.ndarray:
+    """The DCG@k of the best ordering of ``gains`` (candidates along the first axis; a matrix
+    gives one ideal per column)."""
+    g = np.asarray(gains, dtype=np.float64)
+    top = -np.sort(-g, axis=0)[:k]
+    discounts = 1.0 / np.log2(np.arange(2, len(top) + 2))
+    return np.tensordot(discounts, top, axes=(0, 0))
 
 
 def ndcg_at_k(
@@ -41,26 +75,12 @@ def ndcg_at_k(
     relevance = np.asarray(relevance, dtype=np.float64)
     if scores.shape != relevance.shape:
         raise ValueError(f"{scores.shape[0]} scores for {relevance.shape[0]} relevance values")
-    if np.isnan(scores).any():
-        raise ValueError("scores contain NaN")
-    if ties not in ("average", "stable", "numpy"):
-        raise ValueError(f"ties must be 'average', 'stable' or 'numpy', not {ties!r}")
-    g = _gains(relevance, gain)
-    discounts = 1.0 / np.log2(np.arange(2, k + 2))
-    order = np.argsort(-scores) if ties == "numpy" else np.argsort(-scores, kind="stable")
-    if ties in ("stable", "numpy"):
-        top = order[:k]
-        dcg = float(np.sum(g[top] * discounts[: len(top)]))
-    else:
-        disc = np.zeros(len(order))
-        disc[: min(k, len(order))] = discounts[: len(order)]
-        s = scores[order]
-        starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]]) if len(s) else np.zeros(0, int)
-        sizes = np.diff(np.r_[starts, len(s)])
-        mean_gain = np.add.reduceat(g[order], starts) / sizes if len(s) else np.zeros(0)
-        dcg = float(np.sum(mean_gain * np.add.reduceat(disc, starts))) if len(s) else 0.0
-    ideal = np.sort(g)[::-1][:k]
-    idcg = float(np.sum(ideal * discounts[: len(ideal)]))
+    g = gains(relevance, gain)
+    top = float(g.max()) if g.size else 0.0
+    if top > 0:
+        g = g / top  # nDCG is scale-free; tiny gains (denormals) would round a tie's share to 0
+    dcg = float(dcg_weights(scores, k, ties) @ g)
+    idcg = float(ideal_dcg(g, k))
     return dcg / idcg if idcg > 0 else 0.0
 
 

@@ -108,6 +108,34 @@ def _objective(theta, q, w, lo, wt, prior):
     return ll + _prior_terms(theta, prior)[0]
 
 
+def _neg_hessian(b: int, n: int, q, w, lo, pq, curv) -> np.ndarray:
+    """The objective's negative Hessian per query (b × n × n, positive definite): the games'
+    Fisher information plus the prior's curvature."""
+    hess = np.zeros((b, n, n))
+    np.add.at(hess, (q, w, w), pq)
+    np.add.at(hess, (q, lo, lo), pq)
+    np.add.at(hess, (q, w, lo), -pq)
+    np.add.at(hess, (q, lo, w), -pq)
+    diag = np.arange(n)
+    hess[:, diag, diag] += curv
+    return hess
+
+
+def information(
+    n_items: int, comparisons: Sequence[Pair], theta: np.ndarray, prior: Prior = DEFAULT_PRIOR,
+    ties: Sequence[Pair] = (),
+) -> np.ndarray:  # fmt: skip
+    """The negative Hessian of the fit's log-posterior at ``theta`` (n × n): the inverse of the
+    Laplace approximation's covariance of the strengths around the fitted ones."""
+    rows = _weighted(comparisons, ties)
+    w, lo, wt = rows[:, 0].astype(np.int64), rows[:, 1].astype(np.int64), rows[:, 2]
+    theta = np.asarray(theta, dtype=np.float64)[None, :]
+    q = np.zeros(len(rows), dtype=np.int64)
+    p_w = 1.0 / (1.0 + np.exp(theta[q, lo] - theta[q, w]))
+    curv = _prior_terms(theta, prior)[2]
+    return _neg_hessian(1, n_items, q, w, lo, wt * p_w * (1.0 - p_w), curv)[0]
+
+
 def _newton_batch(n: int, games: list[np.ndarray], prior: Prior, tol: float, max_iter: int):
     b = len(games)
     q = np.concatenate([np.full(len(g), k, dtype=np.int64) for k, g in enumerate(games)])
@@ -115,7 +143,6 @@ def _newton_batch(n: int, games: list[np.ndarray], prior: Prior, tol: float, max
     w, lo, wt = rows[:, 0].astype(np.int64), rows[:, 1].astype(np.int64), rows[:, 2]
     theta = np.zeros((b, n))
     f = _objective(theta, q, w, lo, wt, prior)
-    diag = np.arange(n)
     for _ in range(max_iter):
         p_w = 1.0 / (1.0 + np.exp(theta[q, lo] - theta[q, w]))  # P(winner beats loser)
         pq = wt * p_w * (1.0 - p_w)
@@ -123,12 +150,7 @@ def _newton_batch(n: int, games: list[np.ndarray], prior: Prior, tol: float, max
         grad = grad.copy()
         np.add.at(grad, (q, w), wt * (1.0 - p_w))
         np.add.at(grad, (q, lo), -wt * (1.0 - p_w))
-        hess = np.zeros((b, n, n))  # negative Hessian: positive definite
-        np.add.at(hess, (q, w, w), pq)
-        np.add.at(hess, (q, lo, lo), pq)
-        np.add.at(hess, (q, w, lo), -pq)
-        np.add.at(hess, (q, lo, w), -pq)
-        hess[:, diag, diag] += curv
+        hess = _neg_hessian(b, n, q, w, lo, pq, curv)
         step = np.linalg.solve(hess, grad[:, :, None])[:, :, 0]
         t = np.ones(b)
         for _ls in range(30):  # backtracking: never decrease the objective
