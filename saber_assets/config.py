@@ -468,6 +468,10 @@ class LeaderboardConfig(_Strict):
     # or `order` (the reference code's: numpy's argsort order decides), rescored from the runs'
     # stored candidate scores (no retriever runs again)
     ties: Literal["average", "order"] = "average"
+    # what more judging buys: the joint bootstrap's draws per round count when the board is
+    # refitted on the first r Swiss rounds (rounds_resolution.parquet, `saber cost --plan`);
+    # 0: no curve
+    resolution_draws: int = Field(default=200, ge=0)
 
 
 class ConfigDeprecation(UserWarning):

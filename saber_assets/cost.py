@@ -155,3 +155,34 @@ def model_len_needed(cfg: PipelineConfig, texts: Sequence[str]) -> tuple[int, di
     need = int(np.ceil((prompt + answer) / 1024) * 1024)
     detail = {"prompt_tokens": prompt, "answer_tokens": answer, "chars_per_token": cfg.cost.chars_per_token}  # fmt: skip
     return need, detail
+
+
+def rounds_plan(curve: pl.DataFrame, gpu_hours_per_round: float, extra: int = 5) -> pl.DataFrame:
+    """What more Swiss rounds would buy, per setting: the measured resolution curve
+    (``leaderboard/rounds_resolution.parquet``: separable pairs and mean joint-interval width
+    per round count) extended by ``extra`` rounds at the gain per round of its last measured
+    step — a straight-line guess the curve's own flattening bounds — beside the GPU-hours each
+    extra round costs."""
+    rows = []
+    for (setting,), part in curve.sort("rounds").group_by("setting", maintain_order=True):
+        last = part.row(part.height - 1, named=True)
+        for r in part.iter_rows(named=True):
+            rows.append({"setting": setting, "rounds": r["rounds"], "kind": "measured",
+                         "separable_pairs": float(r["separable_joint"] or 0),
+                         "mean_width_joint": r["mean_width_joint"], "extra_gpu_hours": 0.0})  # fmt: skip
+        if part.height >= 2:
+            prev = part.row(part.height - 2, named=True)
+            step = last["rounds"] - prev["rounds"]
+            d_sep = ((last["separable_joint"] or 0) - (prev["separable_joint"] or 0)) / step
+            d_width = (last["mean_width_joint"] - prev["mean_width_joint"]) / step
+        else:
+            d_sep, d_width = 0.0, 0.0
+        for e in range(1, extra + 1):
+            rows.append({
+                "setting": setting, "rounds": last["rounds"] + e, "kind": "projected",
+                "separable_pairs": min(float(last["pairs"] or 0),
+                                       (last["separable_joint"] or 0) + max(d_sep, 0.0) * e),
+                "mean_width_joint": max(0.0, last["mean_width_joint"] + min(d_width, 0.0) * e),
+                "extra_gpu_hours": gpu_hours_per_round * e,
+            })  # fmt: skip
+    return pl.DataFrame(rows)

@@ -217,7 +217,12 @@ ASSET_CONFIG: dict[str, tuple[str, ...]] = {
     ),
     "retriever_index": ("retrievers.settings", "retrievers.full_corpus"),
     "retriever_runs": ("retrievers.settings", "leaderboard.k", "retrievers.full_corpus", "llm"),
-    "leaderboard": ("seed", "leaderboard", "contamination.exclude_own_matches", "contamination.top_candidates"),
+    "leaderboard": (
+        "seed",
+        "leaderboard",
+        "contamination.exclude_own_matches",
+        "contamination.top_candidates",
+    ),
     **{name: _ANALYSIS for name in ANALYSES},
 }
 

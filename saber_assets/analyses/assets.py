@@ -596,4 +596,3 @@ def benchmark_explorer(
             "size_mb": round(written["bytes"] / 2**20, 2),
         },
     )
-

@@ -46,8 +46,7 @@ def tournament_stats(judgments: pl.DataFrame) -> pl.DataFrame:
     the candidate shown first with its 95% Wilson interval (position bias)."""
     rows = []
     groups = [("all", judgments)] + [
-        (d, part)
-        for (d,), part in judgments.sort("domain").group_by("domain", maintain_order=True)
+        (d, part) for (d,), part in judgments.sort("domain").group_by("domain", maintain_order=True)
     ]
     for domain, part in groups:
         bias = position_bias(part)

@@ -193,8 +193,6 @@ def read_robustness(table: pl.DataFrame, agreement_value: float | None, judge_la
     return text
 
 
-
-
 # ---- its section of the report
 
 

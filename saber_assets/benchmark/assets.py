@@ -129,8 +129,12 @@ def benchmark_export(
         "coverage": coverage.to_dicts(),
         "tournament": cfg.tournament.model_dump(),
         # the fit judgments.parquet regrades under (leaderboard/joint.py)
-        "ratings": {"prior": cfg.ratings.prior, "c": cfg.ratings.c, "alpha": cfg.tournament.alpha,
-                    "soft": cfg.tournament.policy == "efficient"},  # fmt: skip
+        "ratings": {
+            "prior": cfg.ratings.prior,
+            "c": cfg.ratings.c,
+            "alpha": cfg.tournament.alpha,
+            "soft": cfg.tournament.policy == "efficient",
+        },  # fmt: skip
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     judgments = exported_judgments(concat_partitions(tournament_judgments), queries, row_of)

@@ -12,6 +12,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cost", help="LLM calls, tokens and GPU-hours of a build")
     p.add_argument("--config", help="pipeline config YAML")
     p.add_argument("--problems", type=int, help="corpus size to cost (default: the corpus's own)")
+    p.add_argument(
+        "--plan", action="store_true",
+        help="what more Swiss rounds would buy: the built leaderboard's rounds-vs-resolution "
+        "curve beside the GPU-hours per extra round",
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,6 +75,9 @@ def cost_cmd(args) -> int:
                    tbl_rows=20, tbl_width_chars=120):  # fmt: skip
         print(table)
     print(f"the paper: {PAPER}")
+    if getattr(args, "plan", False):
+        judge_hours = stages[-1].gpu_hours(c.prefill_tokens_per_s, c.decode_tokens_per_s)
+        print_plan(cfg, judge_hours / cfg.tournament.rounds)
     from saber_assets.cost import model_len_needed
     from saber_resources.prompts import problem_text
 
@@ -87,3 +95,28 @@ def cost_cmd(args) -> int:
         )
     )
     return 0
+
+
+def print_plan(cfg, gpu_hours_per_round: float) -> None:
+    """The rounds-vs-resolution curve of the built leaderboard, extended, with its GPU-hours."""
+    import polars as pl
+
+    from saber_assets.cost import rounds_plan
+
+    path = Outputs.of(cfg).leaderboard / "rounds_resolution.parquet"
+    print(f"\nplan: one more Swiss round costs {gpu_hours_per_round:.2f} GPU-hours at this size")
+    if not path.exists():
+        print(
+            f"  no rounds-vs-resolution curve at {path}: materialise the leaderboard of a "
+            "benchmark that carries its judgments (leaderboard.resolution_draws > 0)"
+        )
+        return
+    plan = rounds_plan(pl.read_parquet(path), gpu_hours_per_round)
+    print(
+        "  separable_pairs: system pairs the joint test (queries and judgments) orders; "
+        "mean_width_joint: the mean joint 95% interval of nDCG. Measured: refitted on the first "
+        "r rounds of the stored judgments; projected: the last measured step's gain per round."
+    )
+    with pl.Config(tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True,
+                   tbl_rows=200, tbl_width_chars=120, float_precision=3):  # fmt: skip
+        print(plan)

@@ -82,9 +82,7 @@ def filter_rows(
     conditions = [(f, c, f"{f} {c.describe()}") for f, c in where.items()]
     kept, left_out = [], dict.fromkeys((label for _, _, label in conditions), 0)
     for row in rows:
-        failed = next(
-            (label for f, c, label in conditions if not c.holds(row.record.get(f))), None
-        )
+        failed = next((label for f, c, label in conditions if not c.holds(row.record.get(f))), None)
         if failed is None:
             kept.append(row)
         else:

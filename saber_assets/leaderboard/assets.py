@@ -17,7 +17,7 @@ from saber_assets.leaderboard.contamination_columns import (
     contamination_paragraph,
 )
 from saber_assets.leaderboard.evaluate import score_table, with_ties
-from saber_assets.leaderboard.joint import benchmark_posteriors, joint_board
+from saber_assets.leaderboard.joint import benchmark_posteriors, joint_board, rounds_resolution
 from saber_assets.leaderboard.metrics import metric_column
 from saber_assets.leaderboard.plots import board_chart, pvalue_heatmap
 from saber_assets.leaderboard.provenance import SCORING_CODE, benchmark_id
@@ -125,13 +125,19 @@ def leaderboard(
     cols = ["retriever", "query_id", "setting", "domains", "ndcg"]
     judge = manifest.get("judge_backend", "unknown")
     posteriors, no_joint = benchmark_posteriors(bench)
-    joint = None
+    joint, curve = None, None
     if posteriors:
+        scored = pl.concat([r.select(*cols, "failed", "scores") for r in all_runs])
+        tie_rule = "numpy" if lb.ties == "order" else "average"
         joint = joint_board(
-            pl.concat([r.select(*cols, "failed", "scores") for r in all_runs]), posteriors,
-            relevance, k=lb.k, ties="numpy" if lb.ties == "order" else "average",
+            scored, posteriors, relevance, k=lb.k, ties=tie_rule,
             resamples=lb.bootstrap_resamples, seed=cfg.seed, alpha=lb.alpha,
         )  # fmt: skip
+        if lb.resolution_draws:
+            curve = rounds_resolution(
+                bench, scored, k=lb.k, ties=tie_rule, resamples=lb.resolution_draws,
+                seed=cfg.seed, alpha=lb.alpha,
+            )  # fmt: skip
     else:
         context.log.warning(f"no joint intervals: {no_joint}")
     board, tests = assemble_board(
@@ -147,6 +153,10 @@ def leaderboard(
                         (board.write_parquet, "leaderboard.parquet")):  # fmt: skip
         with written_whole(out / name) as tmp:  # the warehouse's `leaderboard` view reads it
             write(tmp)
+    if curve is not None:
+        write_whole(out / "rounds_resolution.parquet", curve)
+    else:  # an older curve would describe other judgments
+        (out / "rounds_resolution.parquet").unlink(missing_ok=True)
     refresh_warehouse(warehouse, context)
     separable = separable_pairs(tests)
     text = board_text(board, domains, metric, manifest, separable, no_joint)
@@ -171,6 +181,9 @@ def leaderboard(
             "joint_intervals": "judge noise carried (leaderboard/joint.py)"
             if joint
             else f"none: {no_joint}",
+            "rounds_resolution": MetadataValue.md(
+                markdown_table(curve, max_rows=100).value if curve is not None else "none"
+            ),
             "separable_pairs": MetadataValue.md(
                 markdown_table(separable).value if separable.height else "no pairs"
             ),

@@ -28,11 +28,11 @@ def tie_groups(
         "setting", maintain_order=True
     ):
         group, top = 0, None
-        for name in part["retriever"]:
-            won = better.get((setting, top, name)) or better.get((setting, name, top))
+        for system in part["retriever"]:
+            won = better.get((setting, top, system)) or better.get((setting, system, top))
             if top is None or won == top:
-                group, top = group + 1, name
-            rows.append((setting, name, group))
+                group, top = group + 1, system
+            rows.append((setting, system, group))
     return pl.DataFrame(
         rows, orient="row",
         schema={"setting": pl.String, "retriever": pl.String, name: pl.Int64},

@@ -270,46 +270,109 @@ def joint_board(
     )
 
 
+def manifest_prior(manifest: dict) -> Prior:
+    """The Bradley–Terry prior the benchmark's grades were fitted under (its manifest's
+    ``ratings``; the default prior for a manifest that does not say)."""
+    fit_cfg = manifest.get("ratings") or {}
+    return Prior(fit_cfg.get("prior", "l2"), c=fit_cfg.get("c", 1.0), alpha=fit_cfg.get("alpha", 0.1))  # fmt: skip
+
+
+def judged_queries(
+    bench: Benchmark, max_round: int | None = None
+) -> tuple[list[str], list[tuple[int, list[Pair]]], list[np.ndarray]]:
+    """(query ids, (candidates, (winner, loser) positions), published grades) of the queries the
+    benchmark's judgments decide, from the rounds up to ``max_round`` (all of them: None)."""
+    decided = bench.judgments.filter(pl.col("winner").is_not_null())
+    if max_round is not None:
+        decided = decided.filter(pl.col("round") <= max_round)
+    by_query = {k[0]: f for k, f in decided.partition_by("query_id", as_dict=True).items()}
+    qids, problems, published = [], [], []
+    for qid, cands, grades in bench.queries.select("id", "candidates", "relevance_scores").iter_rows():  # fmt: skip
+        if qid not in by_query:
+            continue
+        pos = {c: k for k, c in enumerate(cands)}
+        comps = [
+            (pos[w], pos[s if w == f else f])
+            for f, s, w in by_query[qid].select("shown_first", "shown_second", "winner").iter_rows()
+        ]
+        qids.append(qid)
+        problems.append((len(cands), comps))
+        published.append(np.asarray(grades, dtype=np.float64))
+    return qids, problems, published
+
+
 def benchmark_posteriors(bench: Benchmark) -> tuple[dict[str, GradePosterior], str | None]:
     """Each query's grade posterior from the benchmark's own judgments (``judgments.parquet``)
     under the manifest's prior, or none and why: no judgments, soft grades, or grades that are
     not the judgments' fit (a benchmark edited after its tournament)."""
     if bench.judgments is None or bench.judgments.height == 0:
         return {}, "the benchmark carries no judgments (judgments.parquet)"
-    fit_cfg = bench.manifest.get("ratings") or {}
-    if fit_cfg.get("soft"):
+    if (bench.manifest.get("ratings") or {}).get("soft"):
         return {}, "its grades come from the judge's probabilities (tournament.policy efficient)"
-    prior = Prior(
-        fit_cfg.get("prior", "l2"), c=fit_cfg.get("c", 1.0), alpha=fit_cfg.get("alpha", 0.1)
-    )
-    decided = bench.judgments.filter(pl.col("winner").is_not_null())
-    by_query = {k[0]: f for k, f in decided.partition_by("query_id", as_dict=True).items()}
-    qids, problems, published = [], [], []
-    for qid, cands, grades in bench.queries.select(
-        "id", "candidates", "relevance_scores"
-    ).iter_rows():
-        if qid not in by_query:
-            continue
-        pos = {c: k for k, c in enumerate(cands)}
-        part = by_query[qid]
-        comps = [
-            (pos[w], pos[s if w == f else f])
-            for f, s, w in part.select("shown_first", "shown_second", "winner").iter_rows()
-        ]
-        qids.append(qid)
-        problems.append((len(cands), comps))
-        published.append(np.asarray(grades, dtype=np.float64))
-    posteriors = grade_posteriors(problems, prior)
+    qids, problems, published = judged_queries(bench)
+    posteriors = grade_posteriors(problems, manifest_prior(bench.manifest))
     gap = max(
-        (
-            float(np.abs(rescale(p.theta) - g).max())
-            for p, g in zip(posteriors, published, strict=True)
-        ),
+        (float(np.abs(rescale(p.theta) - g).max()) for p, g in zip(posteriors, published, strict=True)),
         default=0.0,
-    )
+    )  # fmt: skip
     if gap > 1e-6:
         return {}, (
             f"its grades are not the Bradley–Terry fit of its judgments (they differ by up to "
             f"{gap:.3g}): the judgments cannot say how noisy these grades are"
         )
     return dict(zip(qids, posteriors, strict=True)), None
+
+
+def rounds_grid(rounds: int) -> list[int]:
+    """The round counts the resolution curve refits at: every one up to 10, then about ten
+    steps, always ending at the tournament's own."""
+    if rounds <= 10:
+        return list(range(1, rounds + 1))
+    return sorted({*range(1, 6), *np.linspace(5, rounds, 7).round().astype(int).tolist()})
+
+
+def rounds_resolution(
+    bench: Benchmark,
+    runs: pl.DataFrame,
+    *,
+    k: int = 10,
+    ties: str = "average",
+    resamples: int = 200,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> pl.DataFrame:
+    """What judging bought: per setting and round count r, the grades refitted on the first r
+    Swiss rounds and the board's resolution under them — pairs the joint test separates, and
+    the mean width of the joint intervals (``joint_board`` at ``resamples`` draws)."""
+    rounds = int(bench.judgments["round"].max())
+    prior = manifest_prior(bench.manifest)
+    out = []
+    for r in rounds_grid(rounds):
+        qids, problems, _ = judged_queries(bench, r)
+        posteriors = grade_posteriors(problems, prior)
+        relevance = {q: rescale(p.theta) for q, p in zip(qids, posteriors, strict=True)}
+        jb = joint_board(
+            runs.filter(pl.col("query_id").is_in(qids)), dict(zip(qids, posteriors, strict=True)),
+            relevance, k=k, ties=ties, resamples=resamples, seed=seed, alpha=alpha,
+        )  # fmt: skip
+        widths = jb.rows.group_by("setting").agg(
+            (pl.col("ci_high_joint") - pl.col("ci_low_joint")).mean().alias("mean_width_joint")
+        )
+        separated = (
+            jb.tests.group_by("setting").agg(
+                pl.len().alias("pairs"), pl.col("better_joint").is_not_null().sum().alias("separable_joint")
+            )
+            if jb.tests.height
+            else pl.DataFrame(schema={"setting": pl.String, "pairs": pl.UInt32, "separable_joint": pl.UInt32})
+        )  # fmt: skip
+        out.append(
+            widths.join(separated, on="setting", how="left").with_columns(
+                rounds=pl.lit(r, pl.Int64),
+                judgments=pl.lit(sum(len(c) for _, c in problems), pl.Int64),
+            )  # fmt: skip
+        )
+    return (
+        pl.concat(out, how="diagonal")
+        .select("setting", "rounds", "judgments", "pairs", "separable_joint", "mean_width_joint")
+        .sort("setting", "rounds")
+    )

@@ -292,9 +292,7 @@ class PositionBias:
         )
 
 
-def position_bias(
-    judgments: pl.DataFrame, band: tuple[float, float] | None = None
-) -> PositionBias:
+def position_bias(judgments: pl.DataFrame, band: tuple[float, float] | None = None) -> PositionBias:
     """The first-shown share of a tournament's judgments (``shown_first``, ``winner``; a
     failed judgment, winner null, decides nothing)."""
     decided = judgments.filter(pl.col("winner").is_not_null())
