@@ -56,5 +56,3 @@ def test_the_console_says_which_domain_is_short_and_why(tmp_path):
         "3/20 queries  SHORT" in lines[2] and "(100 problems, 40 annotated, 3 viable)" in lines[2]
     )
     assert lines[3].strip() == "below quota: only 3 of its 40 annotated problems are viable"
-
-

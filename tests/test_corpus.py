@@ -264,5 +264,8 @@ def test_a_missing_source_stops_the_corpus_before_any_is_read(tmp_path):
             ),
         ]
     )  # fmt: skip
-    with pytest.raises(CorpusSourceError, match=r"source 'aops': .*aops.parquet is not there; get it: the AoPS dump"):
+    with pytest.raises(
+        CorpusSourceError,
+        match=r"source 'aops': .*aops.parquet is not there; get it: the AoPS dump",
+    ):
         build_corpus(cfg, seed=1)

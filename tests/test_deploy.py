@@ -179,7 +179,9 @@ def test_helm_values_name_what_the_code_reads(monkeypatch):
     # volumes: the claim the pods mount exists
     claims = {d["metadata"]["name"] for d in _docs(DEPLOY / "k8s" / "storage.yaml")}
     for vols in (dep["volumes"], _values()["dagsterWebserver"]["volumes"]):
-        assert {v["persistentVolumeClaim"]["claimName"] for v in vols if "persistentVolumeClaim" in v} <= claims
+        assert {
+            v["persistentVolumeClaim"]["claimName"] for v in vols if "persistentVolumeClaim" in v
+        } <= claims
     # pools: the only pool the assets use is the one the values limit (and the guide names)
     defs = definitions.make_definitions(REPO_ROOT / "configs" / "cluster.yaml")
     pools = {a.op.pool for a in defs.get_repository_def().assets_defs_by_key.values() if a.op.pool}
@@ -542,7 +544,9 @@ def hardening_gaps(pod: dict) -> list[str]:
         if (sc.get("capabilities") or {}).get("drop") != ["ALL"]:
             gaps.append(f"{c['name']}: capabilities not dropped")
         res = c.get("resources") or {}
-        if not (res.get("requests") or {}).get("memory") or not (res.get("limits") or {}).get("memory"):
+        if not (res.get("requests") or {}).get("memory") or not (res.get("limits") or {}).get(
+            "memory"
+        ):
             gaps.append(f"{c['name']}: no memory request and limit")
         if not any(m["mountPath"] == "/tmp" and m["name"] in empty_dirs
                    for m in c.get("volumeMounts") or []):  # fmt: skip
@@ -574,12 +578,19 @@ def test_every_pod_is_hardened_and_validates_against_the_kubernetes_schema():
         assert pods[name]["spec"]["automountServiceAccountToken"] is False, name
     # the Hub token reaches the pod that pulls a model and no other
     secrets = {s["name"] for s in _user_code()["envSecrets"]}
-    hf = [e for c in pods["vllm"]["spec"]["containers"] for e in c["env"] if e["name"] == "HF_TOKEN"]
+    hf = [
+        e for c in pods["vllm"]["spec"]["containers"] for e in c["env"] if e["name"] == "HF_TOKEN"
+    ]
     [ref] = [e["valueFrom"]["secretKeyRef"]["name"] for e in hf]
     assert ref not in secrets and ref == "saber-hf"
     guide = (DEPLOY / "README.md").read_text()
     assert "secret generic saber-hf --from-literal=HF_TOKEN=" in guide
-    assert "HF_TOKEN" not in guide.split("create secret generic saber-llm")[1].split("\n\n")[0].split("saber-hf")[0]
+    assert (
+        "HF_TOKEN"
+        not in guide.split("create secret generic saber-llm")[1]
+        .split("\n\n")[0]
+        .split("saber-hf")[0]
+    )
 
 
 def _selects(selector: dict, labels: dict) -> bool:
@@ -630,13 +641,17 @@ def test_the_network_policies_allow_only_the_flows_the_deployment_needs():
         kubernetes_validate.validate(policy, K8S_VERSION, strict=True)
     pods = _values_pods()
     role = {n: {"saber/role": n} for n in ("webserver", "daemon", "code", "run")}
-    role["vllm"] = pods["vllm"]["metadata"].get("labels") or _by_kind(
-        _vllm_objects(), "Deployment"
-    )["spec"]["template"]["metadata"]["labels"]
+    role["vllm"] = (
+        pods["vllm"]["metadata"].get("labels")
+        or _by_kind(_vllm_objects(), "Deployment")["spec"]["template"]["metadata"]["labels"]
+    )
     assert pods["run"]["metadata"]["labels"] == role["run"]
     for name in ("webserver", "daemon", "code"):
-        block = _values()["dagsterWebserver"] if name == "webserver" else (
-            _values()["dagsterDaemon"] if name == "daemon" else _user_code())
+        block = (
+            _values()["dagsterWebserver"]
+            if name == "webserver"
+            else (_values()["dagsterDaemon"] if name == "daemon" else _user_code())
+        )
         assert block["labels"] == role[name]
     other = {"app": "something-else"}  # any other pod in the namespace
     port = {"code": _user_code()["port"], "vllm": 8000, "webserver": 80}

@@ -297,7 +297,9 @@ def test_no_module_names_a_job_but_the_stage_table(tmp_path):
     assert job_name_literals(REPO_ROOT) == []
     copy_source(tmp_path)  # a planted comparison is found
     target = tmp_path / "saber_assets" / "pods.py"
-    target.write_text(target.read_text() + '\n\ndef planted(job):\n    return job == "build_runs"\n')
+    target.write_text(
+        target.read_text() + '\n\ndef planted(job):\n    return job == "build_runs"\n'
+    )
     assert [x.split(": ")[1] for x in job_name_literals(tmp_path)] == ["'build_runs'"]
 
 
@@ -311,7 +313,9 @@ def test_an_assets_group_is_the_package_that_declares_it():
         if name in modules:
             assert graph.get(key).group_name == modules[name].split(".")[1], name
     groups = {graph.get(k).group_name for k in graph.get_all_asset_keys()}
-    packages = {p.name for p in (REPO_ROOT / "saber_assets").iterdir() if (p / "assets.py").exists()}
+    packages = {
+        p.name for p in (REPO_ROOT / "saber_assets").iterdir() if (p / "assets.py").exists()
+    }
     assert groups <= packages, groups - packages
 
 

@@ -106,8 +106,10 @@ def test_an_old_store_file_with_a_quote_in_its_path_is_attached_as_a_path(tmp_pa
         ({"llm": {"model": "${SABER_LLM_API_KEY}"}}, {"SABER_LLM_API_KEY": "sk-1"}),
         ({"llm": {"model": "${SABER_HF_TOKEN:-x}"}}, {}),
         # a variable the config names as holding a secret, whatever its name
-        ({"stores": {"dsn_env": "SABER_MINE"}, "llm": {"model": "${SABER_MINE}"}},
-         {"SABER_MINE": "anything"}),  # fmt: skip
+        (
+            {"stores": {"dsn_env": "SABER_MINE"}, "llm": {"model": "${SABER_MINE}"}},
+            {"SABER_MINE": "anything"},
+        ),  # fmt: skip
         # a value with a password in a URL, under an innocent name
         ({"llm": {"base_url": "${SABER_URL}"}}, {"SABER_URL": "https://u:secret@host/v1"}),
     ],
@@ -161,7 +163,9 @@ def test_a_build_writes_no_planted_secret_in_its_outputs_or_log(shared_build):
     Dagster's run and event storage, manifests, the report) or in what the build printed."""
     build = shared_build("tiny")
     secrets = [v.encode() for v in PLANTED_SECRETS.values()]
-    secrets += [v.split(":")[2].split("@")[0].encode() for v in PLANTED_SECRETS.values() if "@" in v]
+    secrets += [
+        v.split(":")[2].split("@")[0].encode() for v in PLANTED_SECRETS.values() if "@" in v
+    ]
     files = [p for p in build.home.rglob("*") if p.is_file()]
     assert len(files) > 50
     leaks = [(p, s) for p in files for s in secrets if s in p.read_bytes()]
@@ -268,10 +272,14 @@ def test_the_exchange_format_refuses_repeated_query_ids_and_missing_texts(tmp_pa
     bench = toy_benchmark()
     q = bench.queries
     repeated = pl.concat([q, q.head(1), q.head(1)])
-    with pytest.raises(BenchmarkFormatError, match=r"field 'id' repeats 'q0' \(rows \[0, \d+, \d+\]\)"):
+    with pytest.raises(
+        BenchmarkFormatError, match=r"field 'id' repeats 'q0' \(rows \[0, \d+, \d+\]\)"
+    ):
         Benchmark(repeated, bench.documents).validate()
     nulled = q.with_columns(pl.lit(None, pl.String).alias("problem"))
-    with pytest.raises(BenchmarkFormatError, match=r"row 0: queries.parquet field 'problem' is null"):
+    with pytest.raises(
+        BenchmarkFormatError, match=r"row 0: queries.parquet field 'problem' is null"
+    ):
         Benchmark(nulled, bench.documents).validate()
     spaced = bench.documents.with_columns(pl.col("id").str.replace("^d0$", "d 0"))
     with pytest.raises(BenchmarkFormatError, match="no whitespace"):

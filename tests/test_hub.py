@@ -257,7 +257,9 @@ def test_push_can_publish_the_explorer_with_the_benchmark(tmp_path):
     push(toy_benchmark(), tmp_path / "stage", "me/mybench", api=hub, explorer=site)
     snaps = {p.parent.parent.name: p for p in (tmp_path / "hub").glob("*/snapshots/*")}
     q = snaps["datasets--me--mybench-queries"]
-    assert (q / "explorer" / "index.html").exists() and (q / "explorer" / "queries" / "0.html").exists()
+    assert (q / "explorer" / "index.html").exists() and (
+        q / "explorer" / "queries" / "0.html"
+    ).exists()
     assert not (snaps["datasets--me--mybench-documents"] / "explorer").exists()
     with pytest.raises(ValueError, match="no explorer there"):
         push(toy_benchmark(), tmp_path / "s2", "me/b", api=hub, explorer=tmp_path / "nowhere")

@@ -191,12 +191,16 @@ def test_agreement_known_answers_from_labels_that_copy_or_reverse_the_judge(tmp_
     copy = {(q, a, b): c for q, a, b, c in humans.select("query", "a", "b", "choice").iter_rows()}
     flip = {k: "b" if v == "a" else "a" for k, v in copy.items()}
     _, summary = human_agreement(humans, {"copy": copy, "flip": flip}, ratings)
-    at = {(p, d): a for p, d, a in summary.select("predictor", "delta_r_at_least", "agreement").rows()}
+    at = {
+        (p, d): a for p, d, a in summary.select("predictor", "delta_r_at_least", "agreement").rows()
+    }
     assert at[("copy", 0)] == 1.0 and at[("flip", 0)] == 0.0
     # the paper's figures stand beside ours
     both = human_pairs(labels)
     _, summary = human_agreement(both, {"pairwise_judge": copy}, ratings)
-    paper = {(p, d): x for p, d, x in summary.select("predictor", "delta_r_at_least", "paper").rows()}
+    paper = {
+        (p, d): x for p, d, x in summary.select("predictor", "delta_r_at_least", "paper").rows()
+    }
     assert paper[("pairwise_judge", 0)] == pytest.approx(0.78)
     assert paper[("inter_annotator", 50)] == pytest.approx(0.857)
     # annotator 2 said tie where annotator 1 chose: ½ each

@@ -176,3 +176,32 @@ def test_judgments_naming_a_stranger_are_refused(tmp_path):
     )  # fmt: skip
     with pytest.raises(BenchmarkFormatError, match="judgments.parquet row 3"):
         Benchmark(bench.queries, bench.documents, bench.manifest, judgments=bad).validate()
+
+
+def test_the_built_board_carries_the_judges_noise(shared_build, tmp_path, monkeypatch, capsys):
+    """The tiny build: its benchmark holds its judgments, its board the joint columns beside
+    the query-only ones, leaderboard.md says what they are, the rounds curve is written and
+    `saber cost --plan` prints it beside the GPU-hours of a round."""
+    from saber_assets.cli import main
+
+    built = shared_build("tiny")
+    home = built.home / "tiny"
+    bench = Benchmark.read(home / "evaluation_benchmark")
+    assert bench.judgments is not None and bench.judgments.height > 0
+    assert joint.benchmark_posteriors(bench)[1] is None
+    board = pl.read_parquet(home / "leaderboard" / "leaderboard.parquet")
+    for col in ("ci_low_joint", "ci_high_joint", "rank_ci_joint", "judge_noise_share"):
+        assert board[col].null_count() == 0, col
+    assert (board["ci_low_joint"] <= board["ci_high_joint"]).all()
+    text = (home / "leaderboard" / "leaderboard.md").read_text()
+    assert "**Judge noise.**" in text and "over the queries and the judgments" in text
+    assert "ci_low_joint" in text and "rank_ci_joint" in text
+    curve = pl.read_parquet(home / "leaderboard" / "rounds_resolution.parquet")
+    rounds = int(bench.judgments["round"].max())
+    assert sorted(set(curve["rounds"])) == list(range(1, rounds + 1))
+    assert set(curve["setting"]) == set(board["setting"])
+    cfg = built.copy_to(tmp_path / "copy", monkeypatch)
+    capsys.readouterr()
+    assert main(["cost", "--config", str(cfg), "--plan"]) == 0
+    out = capsys.readouterr().out
+    assert "one more Swiss round costs" in out and "projected" in out and "measured" in out

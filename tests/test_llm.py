@@ -66,7 +66,11 @@ def test_topic_parser_good_and_bad():
             parse_topic_scores(text, LABELS)
     # a model's own scale (llama.cpp's grammar does not bound numbers): kept, normalised later
     ten = json.dumps({"scores": {"Geometry": 8, "Number Theory": 2, "Algebra": 0}})
-    assert parse_topic_scores(ten, LABELS) == {"Geometry": 8.0, "Number Theory": 2.0, "Algebra": 0.0}
+    assert parse_topic_scores(ten, LABELS) == {
+        "Geometry": 8.0,
+        "Number Theory": 2.0,
+        "Algebra": 0.0,
+    }
 
 
 def _core(core: str, has: bool = True, **extra) -> str:

@@ -201,7 +201,9 @@ def test_reference_protocol_differs_exactly_on_a_failed_query_and_tied_scores():
         zip(bench.queries["id"], bench.queries["relevance_scores"].to_list(), strict=True)
     )
     ours = score_table(runs, ["A"], 50, 0)
-    ref = score_table(apply_protocol(runs, relevance, 10, "reference"), ["A"], 50, 0, drop_failed=True)
+    ref = score_table(
+        apply_protocol(runs, relevance, 10, "reference"), ["A"], 50, 0, drop_failed=True
+    )
     assert ours["ndcg@10"][0] == pytest.approx((saber_q0 + 0.0) / 2, abs=1e-12)
     assert ref["ndcg@10"][0] == pytest.approx(ref_q0, abs=1e-12)
     assert ours["failed"][0] == ref["failed"][0] == 1  # still counted

@@ -152,7 +152,8 @@ def test_a_tournament_killed_mid_run_on_the_real_server_resumes_without_asking_a
         # check fails, in the build's own words (the CPU judge's passes: tests/test_build.py)
         assert re.search(
             r"CHECK FAILED: tournament_judgments / judge_position_bias: the first-shown candidate "
-            r"won (\d+) of \1 judgments \(100\.0%", resumed,
+            r"won (\d+) of \1 judgments \(100\.0%",
+            resumed,
         ), resumed[-3000:]
         asked_second = srv.requests_served() - after_kill
         final = _judgments(store)

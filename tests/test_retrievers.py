@@ -426,7 +426,16 @@ def test_a_kind_is_declared_in_its_own_module_and_nothing_branches_on_its_name()
     from saber_assets.retrievers.registry import KIND_MODULES, KINDS
 
     assert sorted(KINDS) == sorted(k.name for m in KIND_MODULES for k in m.KINDS)
-    assert {"bm25", "tfidf", "jaccard", "approach0", "dense", "ssemb", "two-stage", "fusion"} == set(KINDS)
+    assert {
+        "bm25",
+        "tfidf",
+        "jaccard",
+        "approach0",
+        "dense",
+        "ssemb",
+        "two-stage",
+        "fusion",
+    } == set(KINDS)
     branches = []
     graph = CodeGraph.of_checkout()
     for mod, source in graph.sources.items():

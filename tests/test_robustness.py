@@ -61,7 +61,9 @@ def test_an_identical_second_judge_agrees_fully_and_changes_no_rating():
     assert agreement(same) == (1.0, sample.height)
     # the other presentation order does not fool a judge that reads the texts
     assert agreement(rejudge(sample, TEXT, LatentJudge(), swap_order=True))[0] == 1.0
-    base = refit_ratings(judg, same.with_columns(winner2=pl.col("winner")), cands, Prior("choix", alpha=0.01))
+    base = refit_ratings(
+        judg, same.with_columns(winner2=pl.col("winner")), cands, Prior("choix", alpha=0.01)
+    )
     new = refit_ratings(judg, same, cands, Prior("choix", alpha=0.01))
     assert base.equals(new)
 
@@ -71,7 +73,9 @@ def test_a_judge_that_reverses_every_decision_agrees_never():
     sample = sample_judgments(judg, 0.3, seed=0)
     rev = rejudge(sample, TEXT, LatentJudge(reverse=True))
     assert agreement(rev) == (0.0, sample.height)
-    base = refit_ratings(judg, rev.with_columns(winner2=pl.col("winner")), cands, Prior("choix", alpha=0.01))
+    base = refit_ratings(
+        judg, rev.with_columns(winner2=pl.col("winner")), cands, Prior("choix", alpha=0.01)
+    )
     new = refit_ratings(judg, rev, cands, Prior("choix", alpha=0.01))
     assert not base.equals(new)  # the reversed decisions move the ratings
 

@@ -871,7 +871,9 @@ def test_two_shards_through_dagster_and_growth(tmp_path, monkeypatch):
             )
         )
         everything = [pa, ic, ot, inputs, bounds, shards, index, thresholds]
-        assert materialize(everything, selection=[pa, ic, ot, inputs, bounds], resources=res).success
+        assert materialize(
+            everything, selection=[pa, ic, ot, inputs, bounds], resources=res
+        ).success
         metas = []
         for key in parts.get_partition_keys():
             r = materialize(everything, selection=[shards], partition_key=key, resources=res)
@@ -950,7 +952,9 @@ def test_two_shards_through_dagster_and_growth(tmp_path, monkeypatch):
     from saber_assets.signals.stored import write_floors
 
     cfg = (tmp_path / "c.yaml").read_text()
-    (tmp_path / "c.yaml").write_text(cfg.replace(", threshold_method: percentile, percentile: 95", ""))
+    (tmp_path / "c.yaml").write_text(
+        cfg.replace(", threshold_method: percentile, percentile: 95", "")
+    )
     write_floors(d, StorageFloors(250, 250, "viability"))
     with pytest.raises(Exception, match="no domain has 5 queries"):
         materialize([pa, sa.relevance_thresholds.build()], resources=res)

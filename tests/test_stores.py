@@ -284,7 +284,10 @@ def test_a_connection_killed_mid_insert_is_retried_and_loses_nothing(postgres_ds
     try:
         batches = 40
         for b in range(batches):
-            store.add("run", [_judgment(f"q{b}", r, f"a{k}", f"b{k}") for r in range(5) for k in range(100)])
+            store.add(
+                "run",
+                [_judgment(f"q{b}", r, f"a{k}", f"b{k}") for r in range(5) for k in range(100)],
+            )
     finally:
         stop.set()
         thread.join()

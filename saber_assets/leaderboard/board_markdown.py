@@ -117,7 +117,9 @@ def joint_paragraph(separable: pl.DataFrame | None, no_joint: str | None) -> str
         "**Judge noise.** `ci_low`/`ci_high` and `rank_ci` resample the queries, treating the "
         "grades as known; `ci_low_joint`/`ci_high_joint` and `rank_ci_joint` also redraw every "
         "query's grades from its Bradley–Terry fit (basic bootstrap, leaderboard/joint.py); "
-        "`judge_noise_share` is the share of the joint interval's variance the judge adds. "
+        "`judge_noise_share` is the share of the joint interval's variance the judge adds. A noisy "
+        "judge pulls every score down (a misgraded top candidate costs the good systems most); "
+        "the joint interval corrects for that pull, so it can sit above the score itself. "
         "Pairs of systems the paired test separates (Holm, alpha as configured):",
         "",
     ]

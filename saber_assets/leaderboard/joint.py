@@ -146,8 +146,9 @@ def joint_draws(
 
 
 def reflected(draws: np.ndarray, point: np.ndarray) -> np.ndarray:
-    """The draws mirrored about the point estimate (2t − t*): the basic bootstrap's draws."""
-    return 2.0 * point[None, :] - draws
+    """The draws mirrored about the point estimate (2t − t*): the basic bootstrap's draws, cut
+    at nDCG's range [0, 1] (a mirrored draw can pass it; a mean of nDCG cannot)."""
+    return np.clip(2.0 * point[None, :] - draws, 0.0, 1.0)
 
 
 def intervals(means: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
