@@ -39,6 +39,10 @@ def test_the_explorer_shows_the_board_a_query_and_a_comparison(shared_build, tmp
         rows = board_rows(browser)
         assert rows and all(re.fullmatch(r"T\d+", r[0]) for r in rows), rows  # tie groups drawn
         assert all(re.search(r"\(n=\d+\)", r[3]) for r in rows), rows  # each cell's queries
+        # the judge's noise beside the query-only interval: its interval, share and rank
+        head = browser.evaluate("document.querySelector('#board thead').innerText")
+        assert "95% CI, + judge" in head and "judge share" in head and "rank, + judge" in head
+        assert all(re.fullmatch(r"\[\d\.\d{3}, \d\.\d{3}\]", r[5]) for r in rows), rows
         assert "leaderboard.csv" in text and "queries (" in text
         # sort: the score column ascending, then descending again
         first = [r[1] for r in rows]

@@ -164,6 +164,12 @@ def read_leaderboard(board: pl.DataFrame, tests: pl.DataFrame | None = None) -> 
         )
         if best.get("rank_ci"):
             text += f", rank {best['rank_ci']} at 95%"
+        if best.get("ci_low_joint") is not None:
+            text += (
+                f" ([{best['ci_low_joint']:.3f}, {best['ci_high_joint']:.3f}] and rank "
+                f"{best['rank_ci_joint']} once the judge's noise is counted, "
+                f"{best['judge_noise_share']:.0%} of that interval's variance)"
+            )
         if part.height > 1:
             second = part.row(1, named=True)
             p = _pair_p(tests, setting, best["retriever"], second["retriever"])

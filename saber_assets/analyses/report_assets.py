@@ -54,9 +54,22 @@ def _board_table(board: pl.DataFrame) -> pl.DataFrame:
             else pl.col(d).round(3)
             for d in domains
         ],
-        *[c for c in ("rank_ci", "beats") if c in board.columns],
+        *_joint_columns(board),
+        *[c for c in ("rank_ci", "rank_ci_joint", "beats") if c in board.columns],
         *_clean_columns(board, metric),
     ).sort("setting", metric, descending=[False, True])
+
+
+def _joint_columns(board: pl.DataFrame) -> list[pl.Expr]:
+    """The interval over the queries and the judgments, and the judge's share of it, where the
+    benchmark carried its judgments."""
+    if "ci_low_joint" not in board.columns:
+        return []
+    return [
+        pl.format("[{}, {}]", pl.col("ci_low_joint").round(3), pl.col("ci_high_joint").round(3))
+        .alias("95% CI, queries + judgments"),
+        pl.col("judge_noise_share").round(2).alias("judge share"),
+    ]  # fmt: skip
 
 
 def _clean_columns(board: pl.DataFrame, metric: str) -> list[pl.Expr]:

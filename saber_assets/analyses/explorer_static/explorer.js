@@ -29,12 +29,15 @@
     const B = S.board, m = B.metric;
     const settings = [...new Set(B.rows.map((r) => r.setting))];
     const kinds = [...new Set(B.rows.map((r) => r.kind))];
+    const joint = B.rows.some((r) => r.ci_low_joint != null);  // the benchmark carried its judgments
     const short = new Set(B.coverage.filter((c) => c.queries < c.quota).map((c) => c.domain));
     const state = { setting: params.get("setting") || settings[0], domain: "", kind: "", sort: m, desc: true, open: null };
     const cols = () => [
       ["tie_group", "tie group"], ["retriever", "retriever"], ["kind", "kind"],
       [state.domain || m, state.domain ? `${state.domain} nDCG` : m], ["ci", "95% CI"],
-      ["rank_ci", "rank (95%)"], ["failed", "failed"], ["contaminated_share", "contaminated"],
+      ...(joint && !state.domain ? [["ci_low_joint", "95% CI, + judge"], ["judge_noise_share", "judge share"]] : []),
+      ["rank_ci", "rank (95%)"], ...(joint ? [["rank_ci_joint", "rank, + judge"]] : []),
+      ["failed", "failed"], ["contaminated_share", "contaminated"],
     ];
     function draw() {
       const key = state.sort;
@@ -57,7 +60,10 @@
         tr.append(el("td", {}, `T${r.tie_group}`), el("td", {}, r.retriever), el("td", {}, r.kind),
           el("td", { class: "num" }, `${fmt(score)} (n=${n ?? "?"})`),
           el("td", {}, state.domain ? (r[`${state.domain} ci`] || "") : `[${fmt(r.ci_low, 3)}, ${fmt(r.ci_high, 3)}]`),
-          el("td", {}, r.rank_ci || ""), el("td", { class: "num" }, r.failed ?? 0),
+          ...(joint && !state.domain ? [el("td", {}, `[${fmt(r.ci_low_joint, 3)}, ${fmt(r.ci_high_joint, 3)}]`),
+            el("td", { class: "num" }, fmt(r.judge_noise_share, 2))] : []),
+          el("td", {}, r.rank_ci || ""), ...(joint ? [el("td", {}, r.rank_ci_joint || "")] : []),
+          el("td", { class: "num" }, r.failed ?? 0),
           el("td", { class: r.contaminated_share > 0 ? "contaminated" : "" },
             r.contaminated_share == null ? "not checked" : r.contaminated_share > 0 ? `⚠ ${fmt(r.contaminated_share, 3)}` : "clean"));
         body.append(tr);
@@ -71,7 +77,9 @@
       app.replaceChildren(
         el("h1", {}, `Leaderboard ${S.name ? "— " + S.name : ""}`),
         el("p", { class: "note" }, "Rows in one tie group (T1, T2, …) are not separated by the paired randomization test " +
-          "(Holm-corrected) from the group's first row. n = the queries a cell averages. Click a row for its provenance."),
+          "(Holm-corrected) from the group's first row. n = the queries a cell averages. Click a row for its provenance." +
+          (joint ? " “+ judge”: intervals over the queries and the judgments that graded them (the grades redrawn from " +
+            "each query's Bradley–Terry fit); “judge share”: the share of that interval's variance the judge's noise adds." : "")),
         el("div", { class: "controls" },
           select("Setting", "setting", settings.map((s) => [s, s]), state.setting, (e) => { state.setting = e.target.value; draw(); }),
           select("Domain", "domain", domainOpts, state.domain, (e) => { state.domain = e.target.value; state.sort = state.domain || m; draw(); }),
