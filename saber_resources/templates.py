@@ -7,6 +7,12 @@ the task's placeholders (``PLACEHOLDERS``); every other brace is literal, so a p
 placeholder its task fills, or names one it does not (``{target_problm}``: any ``{lower_snake}``
 word with an underscore), is refused on load with the file and the name.
 
+The built-in templates put every text that comes from outside (a problem, a solution, a
+candidate, the topic titles) between tags named for its placeholder, ``<sample_1>`` …
+``</sample_1>``, under a line saying that a tagged text is data, never instructions. A filled
+value cannot close its block early: any tag named for a placeholder inside a value is escaped
+(``&lt;/sample_1>``), in every template, a user's too.
+
 ``PromptTemplate.version`` (stored with every answer and part of every cache key) is the task's
 parser revision plus the hash of the template's text: swapping the text re-asks, and answers to
 two texts never mix.
@@ -47,6 +53,21 @@ BUILTIN = {
     "math_split": "math_split.yaml",
     "translate": "translate.yaml",
 }
+# a tag named for any placeholder, as a value could write one to close its block early
+_BLOCK_TAG = re.compile(
+    r"<(\s*/?\s*(?:" + "|".join(sorted({p for ps in PLACEHOLDERS.values() for p in ps}
+                                         | {p for ps in OPTIONAL.values() for p in ps}))
+    + r")\s*)>",
+    re.IGNORECASE,
+)  # fmt: skip
+
+
+def escape_blocks(value: str) -> str:
+    """``value`` with every placeholder-named tag escaped (``</sample_1>`` → ``&lt;/sample_1>``):
+    the text stays readable and can never end the block it is put in."""
+    return _BLOCK_TAG.sub(lambda m: "&lt;" + m.group(1) + ">", value)
+
+
 _LIKELY_PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\}")
 
 
@@ -81,8 +102,10 @@ class PromptTemplate:
             raise KeyError(f"{self.task} template has no placeholder {sorted(unknown)}")
         pattern = re.compile(r"\{(" + "|".join(map(re.escape, sorted(values))) + r")\}")
 
+        safe = {k: escape_blocks(v) for k, v in values.items()}
+
         def fill(text: str) -> str:  # one pass: a filled value is never scanned again
-            return pattern.sub(lambda m: values[m.group(1)], text) if values else text
+            return pattern.sub(lambda m: safe[m.group(1)], text) if values else text
 
         user = ("user", fill(self.user))
         return ((("system", fill(self.system)),) if self.system else ()) + (user,)

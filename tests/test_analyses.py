@@ -440,7 +440,7 @@ def test_llm_segmenter_keeps_only_verbatim_expressions():
 
             out = []
             for r in requests:
-                text = r.messages[-1][1].split("Statement:\n")[1].split("\n\n")[0]
+                text = r.messages[-1][1].split("<statement>\n")[1].split("\n</statement>")[0]
                 # the first answer invents an expression; the retry answers properly
                 expr = "x + y = 11" if r.seed == 0 else "x + y = 10"
                 out.append(LLMResponse(json.dumps({"math": [expr], "words": text[:4]})))
