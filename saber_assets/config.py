@@ -394,6 +394,12 @@ class TournamentConfig(_Strict):
     # by the candidate shown first lies wholly outside this band: a judge that favours a
     # position (the bundled 135M model picks the first every time) makes ratings of noise
     position_bias_band: tuple[float, float] = (0.4, 0.6)
+    # Order consistency: this share of each round's pairs (seeded per pair) is judged again with
+    # the other candidate shown first; the agreement is reported, the ratings do not read it.
+    order_check_share: float = Field(default=0.05, ge=0, le=1)
+    # Judge every pair both ways and rate by the two: agreeing answers are one win, a
+    # disagreement a tie (twice the judge calls)
+    both_orders: bool = False
 
     @model_validator(mode="after")
     def _band(self) -> TournamentConfig:

@@ -92,7 +92,7 @@ def small_bench(tmp_path, with_judgments: bool = True, seed: int = 0):
             a, b = rng.choice(10, 2, replace=False)
             win = a if rng.random() < 1 / (1 + np.exp(theta[b] - theta[a])) else b
             comps.append((int(win), int(b if win == a else a)))
-            j_rows.append((f"q{q}", r, cands[a], cands[b], cands[win]))
+            j_rows.append((f"q{q}", r, cands[a], cands[b], cands[win], None))
         grades = rescale(fit(10, comps))
         q_rows.append({"id": f"q{q}", "problem": f"query {q}", "solution": "s",
                        "candidates": cands, "relevance_scores": grades.tolist(), "domains": ["A"]})  # fmt: skip

@@ -958,3 +958,76 @@ def test_position_bias_fails_a_judge_that_favours_a_position_and_passes_a_fair_o
         from saber_assets.config import TournamentConfig
 
         TournamentConfig(position_bias_band=(0.6, 0.9))
+
+
+class FirstShownJudge(SimJudge):
+    """Always picks the candidate shown first: every pair judged both ways disagrees."""
+
+    def answer(self, a, b) -> Outcome:
+        return Outcome(1, raw="1")
+
+
+def test_order_check_judges_a_seeded_share_again_swapped_and_reports_agreement():
+    from saber_assets.tournament.engine import order_checked, order_consistency, swapped_key
+
+    qs, strength = _queries(nq=4, n=20)
+    store = DuckDBJudgmentStore(Warehouse(path=":memory:").connect)
+    judge = SimJudge(strength)
+    standings, stats = run_tournament(
+        qs, judge, store, rounds=5, seed=3, order_check_share=0.3, key="k"
+    )
+    plain, _ = run_tournament(qs, SimJudge(strength), MemoryStore(), rounds=5, seed=3, key="k")
+    for q in qs:  # a check is a measurement: the standings are the unchecked tournament's
+        assert sorted(standings[q.query_id].comparisons) == sorted(plain[q.query_id].comparisons)
+    main, other = store.frame("k"), store.frame(swapped_key("k"))
+    want = [
+        r for r in main.select("query", "round", "a", "b").iter_rows()
+        if order_checked(3, *r, 0.3)
+    ]  # fmt: skip
+    assert 0.15 * main.height < len(want) < 0.45 * main.height
+    assert sorted(other.select("query", "round", "a", "b").iter_rows()) == sorted(want)
+    both = main.join(other, on=["query", "round", "a", "b"], suffix="_2")
+    assert (both["shown_first"] != both["shown_first_2"]).all()  # the other order, really
+    assert stats["swapped_requested"] == len(want) == judge.calls - stats["requested"]
+    joined = main.join(
+        other.select("query", "round", "a", "b", pl.col("winner").alias("swapped_winner")),
+        on=["query", "round", "a", "b"], how="left",
+    )  # fmt: skip
+    assert order_consistency(joined)[:2] == (len(want), len(want))  # a consistent judge
+    # a judge that always picks the first shown disagrees with itself on every checked pair
+    store2 = MemoryStore()
+    run_tournament(qs, FirstShownJudge(strength), store2, rounds=5, seed=3, order_check_share=0.3, key="k")  # fmt: skip
+    rows = lambda k: pl.DataFrame([vars(j) for j in store2.load(k)])  # noqa: E731
+    joined = rows("k").join(
+        rows(swapped_key("k")).select("query", "round", "a", "b", pl.col("winner").alias("swapped_winner")),
+        on=["query", "round", "a", "b"], how="left",
+    )  # fmt: skip
+    agree, checked, lo, hi = order_consistency(joined)
+    assert checked > 0 and agree == 0 and hi < 0.1
+    # a resumed run asks none of the checks again
+    again = SimJudge(strength)
+    run_tournament(qs, again, store, rounds=5, seed=3, order_check_share=0.3, key="k")
+    assert again.calls == 0
+
+
+def test_both_orders_counts_a_disagreement_as_a_tie():
+    from saber_assets.ratings.rate import pair_outcomes
+
+    qs, strength = _queries(nq=2, n=12)
+    store = MemoryStore()
+    standings, stats = run_tournament(
+        qs, FirstShownJudge(strength), store, rounds=4, seed=1, both_orders=True, key="k"
+    )
+    for standing in standings.values():  # every pair disagreed with itself: ties, half a win each
+        assert standing.comparisons == [] and len(standing.ties) > 0
+        assert standing.wins.sum() == len(standing.ties)
+    consistent, _ = run_tournament(
+        qs, SimJudge(strength), MemoryStore(), rounds=4, seed=1, both_orders=True, key="k"
+    )
+    assert all(s.ties == [] and s.comparisons for s in consistent.values())
+    frame = pl.DataFrame(
+        {"a": ["x", "x", "y"], "b": ["y", "z", "z"], "winner": ["x", None, "y"],
+         "swapped_winner": ["y", "z", "y"]}
+    )  # fmt: skip
+    assert pair_outcomes(frame, ["x", "y", "z"], both_orders=True) == ([(2, 0), (1, 2)], [(0, 1)])
+    assert pair_outcomes(frame, ["x", "y", "z"]) == ([(0, 1), (1, 2)], [])

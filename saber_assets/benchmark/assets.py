@@ -47,10 +47,16 @@ def exported_judgments(
     kept = judgments.unique(["query", "round", "a", "b"], keep="first").filter(
         pl.col("query").is_in(queries["id"].implode())
     )
+    if "swapped_winner" not in kept.columns:
+        kept = kept.with_columns(pl.lit(None, pl.String).alias("swapped_winner"))
+
+    def row(c: str | None) -> int | None:
+        return None if c is None else row_of[c]
+
     rows = [
-        (q, r, row_of[f], row_of[b if f == a else a], None if w is None else row_of[w])
-        for q, r, a, b, f, w in kept.sort("query", "round", "a", "b")
-        .select("query", "round", "a", "b", "shown_first", "winner")
+        (q, r, row_of[f], row_of[b if f == a else a], row(w), row(o))
+        for q, r, a, b, f, w, o in kept.sort("query", "round", "a", "b")
+        .select("query", "round", "a", "b", "shown_first", "winner", "swapped_winner")
         .iter_rows()
     ]
     return pl.DataFrame(rows, schema=JUDGMENT_SCHEMA, orient="row")
@@ -134,6 +140,7 @@ def benchmark_export(
             "c": cfg.ratings.c,
             "alpha": cfg.tournament.alpha,
             "soft": cfg.tournament.policy == "efficient",
+            "both_orders": cfg.tournament.both_orders,
         },  # fmt: skip
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

@@ -5,7 +5,8 @@ queries.parquet   id, problem, solution, candidates (document row indices), rele
 documents.parquet id, problem, solution
 judgments.parquet optional: the tournament's judgments the grades were fitted to, query_id,
                   round, shown_first, shown_second, winner (document rows, as ``candidates``;
-                  winner null where the judge's answer never parsed), so a reader can carry
+                  winner null where the judge's answer never parsed; optional swapped_winner,
+                  the answer with the other shown first), so a reader can carry
                   the judge's noise into the leaderboard's intervals (``leaderboard/joint.py``)
 manifest.json     where the benchmark came from: corpus version, judge backend, seeds, thresholds,
                   the domain list (optional: else the domains the queries name, in order of appearance)
@@ -43,6 +44,7 @@ JUDGMENT_SCHEMA = {
     "shown_first": pl.Int64,
     "shown_second": pl.Int64,
     "winner": pl.Int64,
+    "swapped_winner": pl.Int64,  # optional: the pair judged again, the other shown first
 }
 
 
@@ -201,7 +203,7 @@ class Benchmark:
         """Every judgment names a query of the benchmark, two of its candidates, and a winner
         among the two (or none)."""
         j = self.judgments
-        missing = [c for c in JUDGMENT_SCHEMA if c not in j.columns]
+        missing = [c for c in JUDGMENT_SCHEMA if c not in j.columns and c != "swapped_winner"]
         if missing:
             raise BenchmarkFormatError(f"{where}: judgments.parquet lacks columns {missing}")
         cands = self.queries.select(pl.col("id").alias("query_id"), "candidates")
@@ -211,10 +213,12 @@ class Benchmark:
             | ~pl.col("candidates").list.contains(pl.col("shown_first"))
             | ~pl.col("candidates").list.contains(pl.col("shown_second"))
             | (pl.col("shown_first") == pl.col("shown_second"))
-            | (
-                pl.col("winner").is_not_null()
-                & (pl.col("winner") != pl.col("shown_first"))
-                & (pl.col("winner") != pl.col("shown_second"))
+            | pl.any_horizontal(
+                pl.col(w).is_not_null()
+                & (pl.col(w) != pl.col("shown_first"))
+                & (pl.col(w) != pl.col("shown_second"))
+                for w in ("winner", "swapped_winner")
+                if w in j.columns
             )
         )
         if bad.height:

@@ -10,6 +10,7 @@ from dagster import (
 )
 
 from saber_assets.corpus.build import build_corpus, corpus_version
+from saber_assets.corpus.instructions import instruction_like
 from saber_assets.lib.declare import input_files_asset, stage_check, stage_multi_asset
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.resources import PipelineResource
@@ -45,6 +46,12 @@ def corpus_assets(context: AssetExecutionContext, pipeline: PipelineResource):
     corpus = built.corpus
     version = corpus_version(corpus)
     preview = corpus.select("id", "category", "problem", "solution").head(8)
+    flagged = instruction_like(corpus)
+    if flagged.height:
+        context.log.warning(
+            f"corpus: {flagged['id'].n_unique()} problems read as instructions to a model "
+            "(kept; see the corpus's instruction_like metadata)"
+        )
     context.log.info(
         f"corpus: {corpus.height} problems, {built.duplicates.height} duplicates removed, {built.quarantine.height} quarantined"
     )
@@ -60,6 +67,9 @@ def corpus_assets(context: AssetExecutionContext, pipeline: PipelineResource):
             "duplicates_removed": built.duplicates.height,
             "quarantined": built.quarantine.height,
             "preview": markdown_table(preview, max_chars=60),
+            # texts that speak to a model: kept (each prompt says a text is data), for a look
+            "instruction_like_problems": flagged["id"].n_unique(),
+            "instruction_like": markdown_table(flagged, max_rows=50, max_chars=80),
             "seconds_read_validate": round(built.seconds["read_validate"], 2),
             "seconds_dedup": round(built.seconds["dedup"], 2),
         },

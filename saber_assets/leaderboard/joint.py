@@ -58,6 +58,7 @@ from saber_assets.ratings.bradley_terry import (
     information,
     rescale,
 )
+from saber_assets.ratings.rate import pair_outcomes
 
 LEVEL = 0.95
 
@@ -77,14 +78,15 @@ class GradePosterior:
 
 
 def grade_posteriors(
-    problems: Sequence[tuple[int, Sequence[Pair]]], prior: Prior = DEFAULT_PRIOR
+    problems: Sequence[tuple], prior: Prior = DEFAULT_PRIOR
 ) -> list[GradePosterior]:
-    """Each query's posterior from (candidates, (winner, loser) pairs), fitted as the ratings
-    are (``fit_many``)."""
-    thetas = fit_many(problems, prior) if problems else []
+    """Each query's posterior from (candidates, (winner, loser) pairs[, tied pairs]), fitted as
+    the ratings are (``fit_many``)."""
+    ties = [p[2] if len(p) > 2 else () for p in problems]
+    thetas = fit_many([(p[0], p[1]) for p in problems], prior, ties=ties) if problems else []
     out = []
-    for (n, comps), theta in zip(problems, thetas, strict=True):
-        h = information(n, comps, theta, prior)
+    for (n, comps, *_), tied, theta in zip(problems, ties, thetas, strict=True):
+        h = information(n, comps, theta, prior, tied)
         out.append(GradePosterior(theta, np.linalg.cholesky(h).T))
     return out
 
@@ -283,21 +285,18 @@ def judged_queries(
 ) -> tuple[list[str], list[tuple[int, list[Pair]]], list[np.ndarray]]:
     """(query ids, (candidates, (winner, loser) positions), published grades) of the queries the
     benchmark's judgments decide, from the rounds up to ``max_round`` (all of them: None)."""
-    decided = bench.judgments.filter(pl.col("winner").is_not_null())
+    both = bool((bench.manifest.get("ratings") or {}).get("both_orders"))
+    judged = bench.judgments
     if max_round is not None:
-        decided = decided.filter(pl.col("round") <= max_round)
-    by_query = {k[0]: f for k, f in decided.partition_by("query_id", as_dict=True).items()}
+        judged = judged.filter(pl.col("round") <= max_round)
+    by_query = {k[0]: f for k, f in judged.partition_by("query_id", as_dict=True).items()}
     qids, problems, published = [], [], []
     for qid, cands, grades in bench.queries.select("id", "candidates", "relevance_scores").iter_rows():  # fmt: skip
         if qid not in by_query:
             continue
-        pos = {c: k for k, c in enumerate(cands)}
-        comps = [
-            (pos[w], pos[s if w == f else f])
-            for f, s, w in by_query[qid].select("shown_first", "shown_second", "winner").iter_rows()
-        ]
+        wins, ties = pair_outcomes(by_query[qid], cands, both, "shown_first", "shown_second")
         qids.append(qid)
-        problems.append((len(cands), comps))
+        problems.append((len(cands), wins, ties))
         published.append(np.asarray(grades, dtype=np.float64))
     return qids, problems, published
 
@@ -369,7 +368,7 @@ def rounds_resolution(
         out.append(
             widths.join(separated, on="setting", how="left").with_columns(
                 rounds=pl.lit(r, pl.Int64),
-                judgments=pl.lit(sum(len(c) for _, c in problems), pl.Int64),
+                judgments=pl.lit(sum(len(p[1]) + len(p[2]) for p in problems), pl.Int64),
             )  # fmt: skip
         )
     return (

@@ -24,6 +24,7 @@ def relevance_ratings(
         tournament_judgments,
         prior,
         soft=tcfg.policy == "efficient",
+        both_orders=tcfg.both_orders,
     )
     by_group = (
         df.group_by("group")

@@ -19,15 +19,34 @@ def configured_prior(cfg: PipelineConfig) -> Prior:
 
 def comparisons(judgments: pl.DataFrame, candidates: list[str]) -> list[tuple[int, int]]:
     """(winner index, loser index) of one query's decided judgments (columns a, b, winner)."""
+    return pair_outcomes(judgments, candidates)[0]
+
+
+def pair_outcomes(
+    judgments: pl.DataFrame, candidates, both_orders: bool = False, a="a", b="b"
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(wins, ties) of one query's judgments as candidate indices: each decided judgment a win
+    (winner, loser); with ``both_orders`` a pair judged in both orders (``swapped_winner``)
+    is one win when the two agree, a tie when they disagree, and the other order's win when
+    one answer never parsed. ``a``, ``b``: the columns naming the pair."""
     idx = {c: k for k, c in enumerate(candidates)}
-    out = []
-    for a, b, w in judgments.select("a", "b", "winner").iter_rows():
-        if w is None:
+    other = "swapped_winner" if both_orders and "swapped_winner" in judgments.columns else None
+    wins, ties = [], []
+    for x, y, w, o in judgments.select(
+        a, b, "winner", other or pl.lit(None).alias("_none")
+    ).iter_rows():
+        for named in (w, o):
+            if named is not None and named not in (x, y):
+                raise ValueError(
+                    f"judgment of ({x}, {y}) names winner {named!r}, neither of the two"
+                )
+        if w is not None and o is not None and w != o:
+            ties.append((idx[x], idx[y]))
             continue
-        if w not in (a, b):
-            raise ValueError(f"judgment of ({a}, {b}) names winner {w!r}, neither of the two")
-        out.append((idx[w], idx[b if w == a else a]))
-    return out
+        w = w if w is not None else o
+        if w is not None:
+            wins.append((idx[w], idx[y if w == x else x]))
+    return wins, ties
 
 
 def soft_measurements(
@@ -46,7 +65,11 @@ def soft_measurements(
 
 
 def rate(
-    candidates: pl.DataFrame, judgments: pl.DataFrame, prior: Prior, soft: bool = False
+    candidates: pl.DataFrame,
+    judgments: pl.DataFrame,
+    prior: Prior,
+    soft: bool = False,
+    both_orders: bool = False,
 ) -> pl.DataFrame:
     """One row per (query, candidate) of ``candidates`` (query_id, candidate_id, position, …) with
     strength, rating in [0, 5] and games played; a candidate that never played gets the prior.
@@ -62,17 +85,24 @@ def rate(
     for qid in cands["query_id"].unique(maintain_order=True).to_list():
         ids = cands.filter(pl.col("query_id") == qid)["candidate_id"].to_list()
         j = by_query.get(qid)
-        queries.append((qid, ids, comparisons(j, ids) if j is not None else []))
-    fits = fit_many([(len(ids), comps) for _, ids, comps in queries], prior) if queries else []
+        queries.append(
+            (qid, ids, *(pair_outcomes(j, ids, both_orders) if j is not None else ([], [])))
+        )
+    fits = (
+        fit_many([(len(ids), comps) for _, ids, comps, _ in queries], prior,
+                 ties=[t for *_, t in queries])
+        if queries
+        else []
+    )  # fmt: skip
     if soft:
-        for k, (qid, ids, comps) in enumerate(queries):
+        for k, (qid, ids, comps, _) in enumerate(queries):
             j = by_query.get(qid)
             if j is not None:
                 fits[k] = estimate_strengths(len(ids), *soft_measurements(j, ids), comps, prior)
     parts = []
-    for (qid, ids, comps), strength in zip(queries, fits, strict=True):
+    for (qid, ids, comps, ties), strength in zip(queries, fits, strict=True):
         games = np.zeros(len(ids), dtype=np.int64)
-        for w, lo in comps:
+        for w, lo in [*comps, *ties]:
             games[w] += 1
             games[lo] += 1
         parts.append(

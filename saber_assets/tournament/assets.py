@@ -12,15 +12,34 @@ from saber_assets.ratings.rate import configured_prior
 from saber_assets.resources import PipelineResource
 from saber_assets.tournament.engine import (
     TournamentQuery,
+    order_consistency,
     position_bias,
     run_key,
     run_tournament,
+    swapped_key,
 )
 from saber_assets.tournament.store import SQLJudgmentStore
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
 
 UNPARSED_RULE = "played, no winner: the pair is not asked again and neither rating moves"
+
+
+def counts_as(both_orders: bool) -> pl.Expr:
+    """What a judgment row counts as in the ratings (``rate.pair_outcomes`` is the rule)."""
+    if not both_orders:
+        return (
+            pl.when(pl.col("winner").is_null())
+            .then(pl.lit(UNPARSED_RULE))
+            .otherwise(pl.lit("a win for the winner"))
+        )
+    w, o = pl.col("winner"), pl.col("swapped_winner")
+    return (
+        pl.when(w.is_not_null() & o.is_not_null() & (w != o)).then(pl.lit("a tie: the two orders disagree"))
+        .when(w.is_null() & o.is_not_null()).then(pl.lit("a win for the other order's winner"))
+        .when(w.is_null()).then(pl.lit(UNPARSED_RULE))
+        .otherwise(pl.lit("a win for the winner"))
+    )  # fmt: skip
 
 
 @table_asset(kinds={"polars", "duckdb"}, pool="llm")
@@ -62,17 +81,21 @@ def tournament_judgments(
             f"round {r}: {new} judgments requested, {replayed} replayed so far"
         ),
         presentation=tcfg.presentation,
+        order_check_share=tcfg.order_check_share,
+        both_orders=tcfg.both_orders,
     )
     elapsed = time.perf_counter() - t0
     # the one rule for a judgment that never parsed (README "Bad answers are data")
     current = store.frame(key, stats["used"])  # what this tournament stands on (store.frame)
-    df = current.drop("created_at").with_columns(
-        counts_as=pl.when(pl.col("winner").is_null())
-        .then(pl.lit(UNPARSED_RULE))
-        .otherwise(pl.lit("a win for the winner"))
-    )
+    other = store.frame(swapped_key(key), stats["used_swapped"]).select(
+        "query", "round", "a", "b",
+        pl.col("winner").alias("swapped_winner"), pl.col("error").alias("swapped_error"),
+    )  # fmt: skip
+    current = current.join(other, on=["query", "round", "a", "b"], how="left")
+    df = current.drop("created_at").with_columns(counts_as=counts_as(tcfg.both_orders))
     failures = sum(s.failures for s in standings.values())
     bias = position_bias(df, tuple(tcfg.position_bias_band))
+    agree, checked, agree_lo, agree_hi = order_consistency(df)
     per_round = (
         df.group_by("round")
         .agg(pl.len().alias("judgments"), pl.col("winner").is_null().sum().alias("failures"))
@@ -98,6 +121,11 @@ def tournament_judgments(
             "failures": failures,
             "position_bias_first_share": round(bias.share, 4) if bias.share is not None else None,
             "position_bias_95ci": f"[{bias.low:.3f}, {bias.high:.3f}]",
+            "order_checked_pairs": checked,
+            "order_consistency": round(agree / checked, 4) if checked else None,
+            "order_consistency_95ci": f"[{agree_lo:.3f}, {agree_hi:.3f}]" if checked else None,
+            "both_orders": tcfg.both_orders,
+            "swapped_judgments_requested": stats["swapped_requested"],
             "per_round": markdown_table(per_round, max_rows=40),
             **llm_metadata({"judge": judge}),
         },

@@ -72,16 +72,23 @@ class TournamentQuery:
 @dataclass
 class Standing:
     n: int
-    wins: np.ndarray = field(init=False)
+    wins: np.ndarray = field(init=False)  # a tie is half a win each
     played: set = field(default_factory=set)
     comparisons: list = field(default_factory=list)  # (winner idx, loser idx)
+    ties: list = field(default_factory=list)  # (idx, idx): a pair judged both ways, disagreeing
     failures: int = 0
     first_wins: int = 0
     decided: int = 0
     soft: list = field(default_factory=list)  # (first idx, second idx, P(first better))
 
     def __post_init__(self) -> None:
-        self.wins = np.zeros(self.n, dtype=np.int64)
+        self.wins = np.zeros(self.n, dtype=np.float64)
+
+    def record_tie(self, first: int, second: int) -> None:
+        """A pair whose two orders disagreed (``tournament.both_orders``)."""
+        self.played.add(frozenset((first, second)))
+        self.wins[[first, second]] += 0.5
+        self.ties.append((first, second))
 
     def record(self, first: int, second: int, winner: int | None, p_first: float | None) -> None:
         """One judgment of (first, second) shown in that order; winner None: a failure."""
@@ -139,6 +146,31 @@ def run_key(judge: PairJudge, seed: int, policy: str, rounds: int, extra: str = 
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
+def swapped_key(key: str) -> str:
+    """Where a tournament's judgments in the other order are stored (same table, own key)."""
+    return f"{key}|swapped"
+
+
+def order_checked(seed: int, query_id: str, rnd: int, a: str, b: str, share: float) -> bool:
+    """Whether a pair is among the ``share`` judged again in the other order: a seeded hash of
+    the pair, so a resumed or extended tournament checks the same pairs."""
+    if share <= 0:
+        return False
+    digest = hashlib.blake2b(f"{seed}|{query_id}|{rnd}|{a}|{b}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64 < share
+
+
+def order_consistency(judgments: pl.DataFrame) -> tuple[int, int, float, float]:
+    """(agreeing, both decided, Wilson 95% low, high) over the pairs judged in both orders
+    (``winner`` and ``swapped_winner`` both set)."""
+    if "swapped_winner" not in judgments.columns:
+        return 0, 0, 0.0, 1.0
+    both = judgments.filter(pl.col("winner").is_not_null() & pl.col("swapped_winner").is_not_null())
+    agree = int((both["winner"] == both["swapped_winner"]).sum())
+    lo, hi = wilson_interval(agree, both.height)
+    return agree, both.height, lo, hi
+
+
 def round_rng(seed: int, query_id: str, rnd: int) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(query_id.encode()), rnd])
 
@@ -156,10 +188,15 @@ def run_tournament(
     key: str | None = None,
     on_round: Callable[[int, int, int], None] | None = None,
     presentation: str = "random",
+    order_check_share: float = 0.0,
+    both_orders: bool = False,
 ) -> tuple[dict[str, Standing], dict]:
     """Run (or resume) the tournament; returns standings per query and run statistics.
     ``presentation``: which candidate of a pair is shown first, ``random`` (from the round's
-    generator) or ``by_id`` (the smaller candidate id)."""
+    generator) or ``by_id`` (the smaller candidate id). ``order_check_share`` of each round's
+    pairs (chosen by ``order_checked``) are judged again in the other order, stored under
+    ``swapped_key(key)``, and only reported; with ``both_orders`` every pair is, and the two
+    answers decide together (agreeing: a win; disagreeing: a tie)."""
     if presentation not in PRESENTATIONS:
         raise ValueError(f"presentation must be one of {PRESENTATIONS}, not {presentation!r}")
     key = key or run_key(judge, seed, policy, rounds)
@@ -178,15 +215,57 @@ def run_tournament(
         # (query, round, a, b) of every judgment this tournament stands on: the store may hold
         # others under the same key, from an earlier candidate set of the same queries
         "used": [],
+        "used_swapped": [],
+        "swapped_requested": 0,
     }
+    check_key = swapped_key(key)
+    stored_swapped = (
+        {(j.query, j.round, j.a, j.b): j for j in store.load(check_key)}
+        if order_check_share > 0 or both_orders
+        else {}
+    )
 
-    def apply(q: TournamentQuery, j: Judgment) -> None:
+    def apply(q: TournamentQuery, j: Judgment, other: Judgment | None) -> None:
         stats["used"].append((j.query, j.round, j.a, j.b))
         idx = index[q.query_id]
         first = idx[j.shown_first]
         second = idx[j.b] if j.shown_first == j.a else idx[j.a]
         winner = None if j.winner is None else idx[j.winner]
-        standings[q.query_id].record(first, second, winner, j.p_first)
+        if other is not None:
+            stats["used_swapped"].append((j.query, j.round, j.a, j.b))
+        st = standings[q.query_id]
+        if both_orders and other is not None and other.winner is not None:
+            if winner is None:  # the first answer never parsed: the other order decides
+                winner = idx[other.winner]
+            elif other.winner != j.winner:
+                st.record_tie(first, second)
+                return
+        st.record(first, second, winner, j.p_first)
+
+    def ask(part: list, run: str) -> list[Judgment]:
+        """Judge ``part`` ((q, a, b, first, second, round) rows) and store the answers under
+        ``run`` before anything reads them."""
+        text_of = [{c: t for c, t in zip(q.candidates, q.texts, strict=True)} for q, *_ in part]
+        outcomes = judge.compare_batch(
+            [(q.text, tx[f], tx[s]) for (q, _, _, f, s, _), tx in zip(part, text_of, strict=True)]
+        )
+        new = []
+        for (q, a, b, first, second, rnd), out in zip(part, outcomes, strict=True):
+            winner = (first if out.value == 1 else second) if out.ok else None
+            raw_hash = (
+                hashlib.blake2b(out.raw.encode(), digest_size=8).hexdigest()
+                if out.raw is not None
+                else None
+            )
+            new.append(
+                Judgment(
+                    q.query_id, rnd, a, b, first, winner, judge_id, judge.version, raw_hash,
+                    out.error, None if out.ok else out.raw, getattr(judge, "max_tokens", None),
+                    out.p_first if out.ok else None,
+                )
+            )  # fmt: skip
+        store.add(run, new)  # persisted before the standings move on
+        return new
 
     with progress(f"tournament ({len(queries)} queries)", rounds, "round") as shown:
         for rnd in range(1, rounds + 1):
@@ -194,7 +273,8 @@ def run_tournament(
             if policy == "adaptive":
                 fits = fit_many([(st.n, st.comparisons) for st in standings.values()], prior)
                 strengths = dict(zip(standings, fits, strict=True))
-            pending: list[tuple[TournamentQuery, str, str, str, str]] = []  # q, a, b, first, second
+            pending: list[tuple] = []  # q, a, b, first, second, round
+            judged: list[tuple[TournamentQuery, Judgment]] = []  # this round's, in pair order
             for q in queries:
                 st = standings[q.query_id]
                 rng = round_rng(seed, q.query_id, rnd)
@@ -209,51 +289,35 @@ def run_tournament(
                     a, b = min(cx, cy), max(cx, cy)
                     done = stored.get((q.query_id, rnd, a, b))
                     if done is not None:
-                        apply(q, done)
+                        judged.append((q, done))
                         stats["replayed"] += 1
                     else:
-                        pending.append((q, a, b, q.candidates[first], q.candidates[second]))
+                        pending.append((q, a, b, q.candidates[first], q.candidates[second], rnd))
             for start in range(0, len(pending), chunk):
                 part = pending[start : start + chunk]
-                text_of = [
-                    {c: t for c, t in zip(q.candidates, q.texts, strict=True)} for q, *_ in part
-                ]
-                outcomes = judge.compare_batch(
-                    [
-                        (q.text, tx[f], tx[s])
-                        for (q, _, _, f, s), tx in zip(part, text_of, strict=True)
-                    ]
-                )
-                new = []
-                for (q, a, b, first, second), out in zip(part, outcomes, strict=True):
-                    winner = (first if out.value == 1 else second) if out.ok else None
-                    raw_hash = (
-                        hashlib.blake2b(out.raw.encode(), digest_size=8).hexdigest()
-                        if out.raw is not None
-                        else None
-                    )
-                    new.append(
-                        Judgment(
-                            q.query_id,
-                            rnd,
-                            a,
-                            b,
-                            first,
-                            winner,
-                            judge_id,
-                            judge.version,
-                            raw_hash,
-                            out.error,
-                            None if out.ok else out.raw,
-                            getattr(judge, "max_tokens", None),
-                            out.p_first if out.ok else None,
-                        )
-                    )
-                store.add(key, new)  # persisted before the standings move on
-                for (q, *_), j in zip(part, new, strict=True):
-                    apply(q, j)
-                    stats["failures"] += j.winner is None
+                new = ask(part, key)
+                judged += [(q, j) for (q, *_), j in zip(part, new, strict=True)]
+                stats["failures"] += sum(j.winner is None for j in new)
                 stats["requested"] += len(part)
+            # the other order: every pair (both_orders) or the checked share; the pairs of a
+            # round depend only on the standings before it, so they move once all are in
+            swapped: dict[tuple, Judgment] = {}
+            asks = []
+            for q, j in judged:
+                if not (both_orders or order_checked(seed, j.query, rnd, j.a, j.b, order_check_share)):  # fmt: skip
+                    continue
+                k = (j.query, rnd, j.a, j.b)
+                if k in stored_swapped:
+                    swapped[k] = stored_swapped[k]
+                else:
+                    other = j.b if j.shown_first == j.a else j.a
+                    asks.append((q, j.a, j.b, other, j.shown_first, rnd))
+            for start in range(0, len(asks), chunk):
+                for j in ask(asks[start : start + chunk], check_key):
+                    swapped[(j.query, rnd, j.a, j.b)] = j
+                stats["swapped_requested"] += len(asks[start : start + chunk])
+            for q, j in judged:
+                apply(q, j, swapped.get((j.query, rnd, j.a, j.b)))
             if on_round:
                 on_round(rnd, len(pending), stats["replayed"])
             shown.advance()
