@@ -15,7 +15,7 @@ import polars as pl
 from saber_assets.config import PipelineConfig
 from saber_assets.leaderboard.metrics import score_column
 from saber_assets.lib.figures import png_base64
-from saber_assets.tournament.engine import position_bias
+from saber_assets.tournament.engine import order_consistency, position_bias
 
 
 @dataclass
@@ -50,6 +50,7 @@ def tournament_stats(judgments: pl.DataFrame) -> pl.DataFrame:
     ]
     for domain, part in groups:
         bias = position_bias(part)
+        agree, checked, _, _ = order_consistency(part)
         rows.append(
             {
                 "domain": domain,
@@ -59,6 +60,8 @@ def tournament_stats(judgments: pl.DataFrame) -> pl.DataFrame:
                 "first_shown_wins": bias.share,
                 "ci_low": bias.low,
                 "ci_high": bias.high,
+                "order_checked": checked,  # pairs judged again in the other order
+                "order_consistency": agree / checked if checked else None,
             }
         )
     return pl.DataFrame(rows)
@@ -146,6 +149,11 @@ def read_tournament(stats: pl.DataFrame) -> str:
         f"failed ({pct(row['failures'] / max(row['judgments'], 1), 1)}). The candidate shown "
         f"first won {pct(share, 1)} of the decided ones (95% CI {pct(lo, 1)}–{pct(hi, 1)}): "
         f"{bias}."
+    ) + (
+        f" Judged again with the other candidate first, {pct(row['order_consistency'], 1)} of "
+        f"{row['order_checked']:,} pairs got the same answer."
+        if row.get("order_checked")
+        else ""
     )
 
 
