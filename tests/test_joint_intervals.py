@@ -64,6 +64,7 @@ def test_joint_intervals_cover_the_true_differences_where_query_only_ones_do_not
     assert c.cells == 600
     assert c.joint >= 0.93, c
     assert c.query_only < 0.85, c
+    assert c.wrong_order_joint <= 0.025, c  # never a confident call the wrong way round
 
 
 def test_without_the_judgment_draws_the_joint_intervals_under_cover(monkeypatch):

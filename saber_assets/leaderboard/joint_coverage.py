@@ -31,6 +31,10 @@ class Coverage:
     query_only: float
     joint_percentile: float
     cells: int  # simulations × pairs
+    # share of cells whose interval excludes 0 on the wrong side of the truth: a pair ordered
+    # the wrong way round, which a 95% interval should do at most 2.5% of the time
+    wrong_order_joint: float = 0.0
+    wrong_order_query_only: float = 0.0
 
 
 def simulated_benchmark(
@@ -70,7 +74,7 @@ def coverage(
     seed: int = 0,
 ) -> Coverage:
     """The three intervals' coverage of the true differences over ``simulations`` benchmarks."""
-    hits = np.zeros(3)
+    hits, wrong = np.zeros(3), np.zeros(3)
     cells = 0
     for sim in range(simulations):
         posteriors, weights, fitted, truths = simulated_benchmark(
@@ -83,6 +87,9 @@ def coverage(
             for n, draws in enumerate((reflected(d.joint, d.point), d.query_only, d.joint)):
                 lo, hi = intervals(draws[:, [i]] - draws[:, [j]])
                 hits[n] += lo[0] <= target <= hi[0]
+                wrong[n] += (lo[0] > 0 and target < 0) or (hi[0] < 0 and target > 0)
             cells += 1
-    share = hits / max(cells, 1)
-    return Coverage(float(share[0]), float(share[1]), float(share[2]), cells)
+    share, bad = hits / max(cells, 1), wrong / max(cells, 1)
+    return Coverage(
+        float(share[0]), float(share[1]), float(share[2]), cells, float(bad[0]), float(bad[1])
+    )
