@@ -155,11 +155,11 @@ def test_p_yes_reads_the_real_servers_log_probabilities(llama_chat, tmp_path):
 
 
 def test_an_answer_that_never_parses_is_recorded_not_raised(llama_chat, tmp_path):
-    """A 16-token budget cuts the paper judge off: retried once with twice the budget, then a
+    """A 4-token budget cuts the paper judge off: retried once with twice the budget, then a
     failure with its reason and raw text; the cache holds every attempt."""
     runner = _runner(llama_chat, tmp_path)
     (q, _), (a, _), (b, _) = _problems(3)
-    [out] = LLMPairJudge(runner, prompt="paper", max_tokens=16).compare_batch([(q, a, b)])
+    [out] = LLMPairJudge(runner, prompt="paper", max_tokens=4).compare_batch([(q, a, b)])
     assert not out.ok and "cut off" in out.error and out.raw
     assert out.attempts == 2 and runner.stats.retries["cut_off"] == 1
     rows = runner.cache.db.frame("SELECT parsed_ok, parse_error FROM llm_cache")

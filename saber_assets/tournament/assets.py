@@ -87,9 +87,12 @@ def tournament_judgments(
     elapsed = time.perf_counter() - t0
     # the one rule for a judgment that never parsed (README "Bad answers are data")
     current = store.frame(key, stats["used"])  # what this tournament stands on (store.frame)
-    other = store.frame(swapped_key(key), stats["used_swapped"]).select(
-        "query", "round", "a", "b",
-        pl.col("winner").alias("swapped_winner"), pl.col("error").alias("swapped_error"),
+    keys = ["query", "round", "a", "b"]
+    other = (
+        store.frame(swapped_key(key), stats["used_swapped"])
+        .select(*keys, pl.col("winner").alias("swapped_winner"), pl.col("error").alias("swapped_error"))
+        # an empty result (PostgreSQL) carries no types: the keys take the judgments' own
+        .cast({**{k: current.schema[k] for k in keys}, "swapped_winner": pl.String, "swapped_error": pl.String})
     )  # fmt: skip
     current = current.join(other, on=["query", "round", "a", "b"], how="left")
     df = current.drop("created_at").with_columns(counts_as=counts_as(tcfg.both_orders))
