@@ -147,3 +147,17 @@ def test_tie_groups_open_where_the_paired_test_separates_a_system_from_the_group
     got = {(s, r): g for s, r, g in groups.iter_rows()}
     assert got == {("s", "a"): 1, ("s", "b"): 1, ("s", "c"): 2, ("s", "d"): 2,
                    ("t", "a"): 1, ("t", "b"): 1}  # fmt: skip
+
+
+def test_many_systems_are_still_separable_past_the_monte_carlo_floor():
+    """40 systems (780 pairs): a clear gap between neighbours must survive Holm, which a p at
+    the Monte Carlo floor (2/(resamples + 1) × 780) never would."""
+    from saber_assets.leaderboard.significance import paired_tests
+
+    rng = np.random.default_rng(0)
+    n, k = 1000, 40
+    base = rng.uniform(0.2, 0.8, size=(n, 1))
+    m = np.clip(base + 0.02 * np.arange(k)[None, :] + 0.02 * rng.standard_normal((n, k)), 0, 1)
+    t = paired_tests(m, [f"s{i:02d}" for i in range(k)], resamples=1000)
+    assert t.height == 780 and t["better"].is_not_null().sum() >= 700
+    assert (t["p_randomization"] > 0).all()
