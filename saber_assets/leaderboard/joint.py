@@ -91,16 +91,6 @@ def grade_posteriors(
     return out
 
 
-def rescale_columns(strengths: np.ndarray, low: float = 0.0, high: float = 5.0) -> np.ndarray:
-    """``ratings.rescale`` per column: min–max to [low, high], a constant column to the middle."""
-    lo, hi = strengths.min(axis=0), strengths.max(axis=0)
-    span = hi - lo
-    flat = span < 1e-12
-    out = low + (high - low) * (strengths - lo) / np.where(flat, 1.0, span)
-    out[:, flat] = (low + high) / 2
-    return out
-
-
 @dataclass(frozen=True)
 class JointDraws:
     """The bootstrap's means: ``joint`` with the grades drawn, ``query_only`` with the fitted
@@ -134,7 +124,7 @@ def joint_draws(
     point = np.zeros(n_s)
     grade_rng = np.random.default_rng([seed, 1])
     for q, (post, w, rel) in enumerate(zip(posteriors, weights, fitted, strict=True)):
-        g = gains(rescale_columns(post.draw(grade_rng, resamples)), gain)
+        g = gains(rescale(post.draw(grade_rng, resamples)), gain)
         ideal = ideal_dcg(g, k)
         ndcg = np.divide(w @ g, ideal, out=np.zeros((n_s, resamples)), where=ideal > 0)
         joint += ndcg.T * counts[:, q : q + 1]

@@ -167,7 +167,9 @@ def _newton_batch(n: int, games: list[np.ndarray], prior: Prior, tol: float, max
 
 
 def rescale(strengths: np.ndarray, low: float = 0.0, high: float = 5.0) -> np.ndarray:
-    """Min–max to [low, high] per query. All-equal strengths (no information) map to the middle.
+    """Min–max to [low, high] per query: a vector is one query's strengths, a matrix one draw of
+    a query's strengths per column, each rescaled on its own. All-equal strengths (no
+    information) map to the middle.
 
     The result lies exactly in [low, high] with the extremes hit exactly: floating-point rounding
     (e.g. 5.000000000000001) must never push a rating out of the exchange format's range.
@@ -175,10 +177,8 @@ def rescale(strengths: np.ndarray, low: float = 0.0, high: float = 5.0) -> np.nd
     s = np.asarray(strengths, dtype=np.float64)
     if s.size == 0:
         return s.copy()
-    lo, hi = s.min(), s.max()
-    if hi - lo < 1e-12:
-        return np.full_like(s, (low + high) / 2)
-    out = np.clip(low + (high - low) * ((s - lo) / (hi - lo)), low, high)
-    out[s == lo] = low
-    out[s == hi] = high
-    return out
+    lo, hi = s.min(axis=0), s.max(axis=0)
+    flat = hi - lo < 1e-12
+    out = np.clip(low + (high - low) * ((s - lo) / np.where(flat, 1.0, hi - lo)), low, high)
+    out = np.where(s == lo, low, np.where(s == hi, high, out))
+    return np.where(flat, (low + high) / 2, out)
