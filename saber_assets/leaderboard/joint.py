@@ -48,8 +48,8 @@ import polars as pl
 from scipy.linalg import solve_triangular
 
 from saber_assets.benchmark.data import Benchmark
-from saber_assets.leaderboard.metrics import dcg_weights, gains, ideal_dcg
-from saber_assets.leaderboard.significance import holm, rank_rows
+from saber_assets.leaderboard.metrics import dcg_weights, gains, ideal_dcg, resampled_rows
+from saber_assets.leaderboard.significance import better_of, holm, rank_bounds
 from saber_assets.ratings.bradley_terry import (
     DEFAULT_PRIOR,
     Pair,
@@ -115,8 +115,7 @@ def joint_draws(
     the query's grades as published. Queries resampled as ``metrics.bootstrap_means`` does."""
     n_q = len(posteriors)
     n_s = weights[0].shape[0] if n_q else 0
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n_q, size=(resamples, n_q))  # bootstrap_means' draw, exactly
+    idx = resampled_rows(n_q, resamples, seed)  # the query-only bootstrap's very draws
     counts = np.zeros((resamples, n_q))
     np.add.at(counts, (np.repeat(np.arange(resamples), n_q), idx.ravel()), 1.0)
     joint = np.zeros((resamples, n_s))
@@ -149,14 +148,6 @@ def intervals(means: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, np.n
     return lo, hi
 
 
-def rank_ci(means: np.ndarray, level: float = LEVEL) -> list[str]:
-    """Each system's rank interval over the draws (1 = best), printed as
-    ``significance.rank_intervals`` prints it."""
-    ranks = rank_rows(means)
-    lo, hi = np.quantile(ranks, [(1 - level) / 2, 1 - (1 - level) / 2], axis=0, method="nearest")
-    return [f"{a}" if a == b else f"{a}–{b}" for a, b in zip(lo.astype(int), hi.astype(int), strict=True)]  # fmt: skip
-
-
 def paired_draw_tests(
     draws: np.ndarray, names: Sequence[str], point: np.ndarray, alpha: float = 0.05
 ) -> pl.DataFrame:
@@ -182,12 +173,9 @@ def paired_draw_tests(
                 "mean_diff_joint": pl.Float64, "p_joint": pl.Float64},
     )  # fmt: skip
     frame = frame.with_columns(pl.Series("p_joint_holm", holm(frame["p_joint"].to_list())))
-    sig = pl.col("p_joint_holm") < alpha
     return frame.with_columns(
-        pl.when(sig & (pl.col("mean_diff_joint") > 0)).then(pl.col("a"))
-        .when(sig & (pl.col("mean_diff_joint") < 0)).then(pl.col("b"))
-        .otherwise(None).alias("better_joint")
-    )  # fmt: skip
+        better_of("p_joint_holm", "mean_diff_joint", alpha).alias("better_joint")
+    )
 
 
 def judge_noise_share(query_width: np.ndarray, joint_width: np.ndarray) -> np.ndarray:
@@ -255,7 +243,7 @@ def joint_board(
         share = judge_noise_share(q_hi - q_lo, hi - lo)
         rows.append(pl.DataFrame({
             "setting": setting, "retriever": names, "ci_low_joint": lo, "ci_high_joint": hi,
-            "rank_ci_joint": rank_ci(m), "judge_noise_share": share,
+            "rank_ci_joint": rank_bounds(m)[2], "judge_noise_share": share,
         }))  # fmt: skip
         if len(names) > 1:
             tests.append(

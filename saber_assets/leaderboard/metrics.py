@@ -89,9 +89,13 @@ def bootstrap_means(values, resamples: int = 1000, seed: int = 0) -> np.ndarray:
     matrix (queries × systems) is resampled by row: every system sees the same query sets, so
     the resamples compare systems (rank intervals); a vector gives one mean per resample."""
     v = np.asarray(values, dtype=np.float64)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(v), size=(resamples, len(v)))
-    return v[idx].mean(axis=1)
+    return v[resampled_rows(len(v), resamples, seed)].mean(axis=1)
+
+
+def resampled_rows(n: int, resamples: int = 1000, seed: int = 0) -> np.ndarray:
+    """The seeded bootstrap's query draws (resamples × n row indices): every interval over the
+    queries resamples with these, so intervals computed apart see the same query sets."""
+    return np.random.default_rng(seed).integers(0, n, size=(resamples, n))
 
 
 def bootstrap_ci(

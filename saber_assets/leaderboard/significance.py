@@ -114,12 +114,20 @@ def paired_tests(
         pl.Series("p_ttest_holm", holm(frame["p_ttest"].to_list())),
         pl.Series("p_randomization_holm", holm(frame["p_randomization"].to_list())),
     )
-    significant = pl.col("p_randomization_holm") < alpha
     return frame.with_columns(
-        pl.when(significant & (pl.col("mean_diff") > 0)).then(pl.col("a"))
-        .when(significant & (pl.col("mean_diff") < 0)).then(pl.col("b"))
-        .otherwise(None).alias("better"),
+        better_of("p_randomization_holm", "mean_diff", alpha).alias("better"),
         pl.lit(len(matrix)).alias("queries"),
+    )
+
+
+def better_of(p: str, diff: str, alpha: float) -> pl.Expr:
+    """Which system of a pair (``a``, ``b``) a test orders first: the one its difference
+    favours where the corrected p-value ``p`` is below ``alpha``, else null."""
+    significant = pl.col(p) < alpha
+    return (
+        pl.when(significant & (pl.col(diff) > 0)).then(pl.col("a"))
+        .when(significant & (pl.col(diff) < 0)).then(pl.col("b"))
+        .otherwise(None)
     )  # fmt: skip
 
 
@@ -153,18 +161,26 @@ def rank_intervals(
                                     "rank_low": pl.Int64, "rank_high": pl.Int64,
                                     "rank_ci": pl.String})  # fmt: skip
     means = bootstrap_means(matrix, resamples, seed)  # resamples × systems
-    ranks = rank_rows(means)
-    lo, hi = np.quantile(ranks, [(1 - level) / 2, 1 - (1 - level) / 2], axis=0, method="nearest")
+    lo, hi, labels = rank_bounds(means, level)
     point = rank_rows(matrix.mean(axis=0)[None, :])[0]
     return pl.DataFrame(
         {
             "retriever": list(names),
             "rank": point.astype(np.int64),
-            "rank_low": lo.astype(np.int64),
-            "rank_high": hi.astype(np.int64),
-            "rank_ci": [f"{a}" if a == b else f"{a}–{b}" for a, b in zip(lo.astype(int), hi.astype(int), strict=True)],
+            "rank_low": lo,
+            "rank_high": hi,
+            "rank_ci": labels,
         }
-    )  # fmt: skip
+    )
+
+
+def rank_bounds(means: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Each system's rank interval over resampled means (resamples × systems; 1 = best): the
+    low and high ranks and their label (``3`` or ``2–4``)."""
+    ranks = rank_rows(means)
+    lo, hi = np.quantile(ranks, [(1 - level) / 2, 1 - (1 - level) / 2], axis=0, method="nearest")
+    lo, hi = lo.astype(np.int64), hi.astype(np.int64)
+    return lo, hi, [f"{a}" if a == b else f"{a}–{b}" for a, b in zip(lo, hi, strict=True)]
 
 
 def rank_rows(means: np.ndarray) -> np.ndarray:
