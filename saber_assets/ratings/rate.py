@@ -40,13 +40,21 @@ def pair_outcomes(
                 raise ValueError(
                     f"judgment of ({x}, {y}) names winner {named!r}, neither of the two"
                 )
-        if w is not None and o is not None and w != o:
+        w, tie = both_orders_outcome(w, o)
+        if tie:
             ties.append((idx[x], idx[y]))
-            continue
-        w = w if w is not None else o
-        if w is not None:
+        elif w is not None:
             wins.append((idx[w], idx[y if w == x else x]))
     return wins, ties
+
+
+def both_orders_outcome(winner, swapped) -> tuple[object | None, bool]:
+    """(winner, tie) of a pair judged in both orders (``swapped``: the answer with the other
+    shown first; None where an answer never parsed or was not asked): agreeing answers are that
+    winner, disagreeing ones a tie, a single answer decides alone."""
+    if winner is not None and swapped is not None and winner != swapped:
+        return None, True
+    return (winner if winner is not None else swapped), False
 
 
 def soft_measurements(

@@ -20,6 +20,7 @@ import numpy as np
 import polars as pl
 
 from saber_assets.ratings.bradley_terry import DEFAULT_PRIOR, Prior, fit_many
+from saber_assets.ratings.rate import both_orders_outcome
 from saber_assets.tournament.adaptive import pair_round_adaptive
 from saber_assets.tournament.efficient import pair_round_efficient
 from saber_assets.tournament.swiss import pair_round, pair_round_random
@@ -230,17 +231,17 @@ def run_tournament(
         idx = index[q.query_id]
         first = idx[j.shown_first]
         second = idx[j.b] if j.shown_first == j.a else idx[j.a]
-        winner = None if j.winner is None else idx[j.winner]
         if other is not None:
             stats["used_swapped"].append((j.query, j.round, j.a, j.b))
-        st = standings[q.query_id]
-        if both_orders and other is not None and other.winner is not None:
-            if winner is None:  # the first answer never parsed: the other order decides
-                winner = idx[other.winner]
-            elif other.winner != j.winner:
-                st.record_tie(first, second)
-                return
-        st.record(first, second, winner, j.p_first)
+        winner, tie = j.winner, False
+        if both_orders and other is not None:
+            winner, tie = both_orders_outcome(j.winner, other.winner)
+        if tie:
+            standings[q.query_id].record_tie(first, second)
+        else:
+            standings[q.query_id].record(
+                first, second, None if winner is None else idx[winner], j.p_first
+            )
 
     def ask(part: list, run: str) -> list[Judgment]:
         """Judge ``part`` ((q, a, b, first, second, round) rows) and store the answers under
