@@ -22,7 +22,7 @@ import time
 import numpy as np
 import polars as pl
 
-from saber_assets.leaderboard.joint import grade_posteriors, joint_board, rounds_grid
+from saber_assets.leaderboard.joint import grade_posteriors, joint_board, rankings, rounds_grid
 from saber_assets.leaderboard.joint_coverage import coverage
 from saber_assets.leaderboard.metrics import bootstrap_means
 from saber_assets.ratings.bradley_terry import rescale
@@ -95,7 +95,8 @@ def main() -> None:
     qids = [f"q{q:04d}" for q in range(args.queries)]
     relevance = {q: rescale(p.theta).tolist() for q, p in zip(qids, posteriors, strict=True)}
     t0 = time.perf_counter()
-    board = joint_board(runs, dict(zip(qids, posteriors, strict=True)), relevance,
+    ranked = rankings(runs, {q: 150 for q in qids})
+    board = joint_board(ranked, dict(zip(qids, posteriors, strict=True)), relevance,
                         resamples=args.draws)  # fmt: skip
     joint_s = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -118,7 +119,7 @@ def main() -> None:
             sub = [(n, comps[: r * per_round]) for n, comps in problems]
             posts = grade_posteriors(sub)
             rel = {q: rescale(p.theta).tolist() for q, p in zip(qids, posts, strict=True)}
-            jb = joint_board(runs, dict(zip(qids, posts, strict=True)), rel, resamples=200)
+            jb = joint_board(ranked, dict(zip(qids, posts, strict=True)), rel, resamples=200)
             width = (jb.rows["ci_high_joint"] - jb.rows["ci_low_joint"]).mean()
             sep = jb.tests["better_joint"].is_not_null().sum()
             print(

@@ -120,7 +120,8 @@ def test_joint_board_beside_the_query_only_one(tmp_path):
     posteriors, why = joint.benchmark_posteriors(bench)
     assert why is None and len(posteriors) == 12
     rel = bench.relevance()
-    jb = joint.joint_board(runs, posteriors, rel, resamples=300, seed=5)
+    ranked = joint.rankings(runs, {q: len(g) for q, g in rel.items()})
+    jb = joint.joint_board(ranked, posteriors, rel, resamples=300, seed=5)
     assert jb.rows.height == 4 and jb.tests.height == 2
     ndcg = runs.with_columns(
         ndcg=pl.struct("query_id", "scores").map_elements(

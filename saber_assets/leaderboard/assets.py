@@ -17,7 +17,12 @@ from saber_assets.leaderboard.contamination_columns import (
     contamination_paragraph,
 )
 from saber_assets.leaderboard.evaluate import score_table, with_ties
-from saber_assets.leaderboard.joint import benchmark_posteriors, joint_board, rounds_resolution
+from saber_assets.leaderboard.joint import (
+    benchmark_posteriors,
+    joint_board,
+    rankings,
+    rounds_resolution,
+)
 from saber_assets.leaderboard.metrics import metric_column
 from saber_assets.leaderboard.plots import board_chart, pvalue_heatmap
 from saber_assets.leaderboard.provenance import SCORING_CODE, benchmark_id
@@ -127,17 +132,19 @@ def leaderboard(
     posteriors, no_joint = benchmark_posteriors(bench)
     joint, curve = None, None
     if posteriors:
-        scored = pl.concat([r.select(*cols, "failed", "scores") for r in all_runs])
-        tie_rule = "numpy" if lb.ties == "order" else "average"
+        ranked = rankings(
+            pl.concat([r.select(*cols, "failed", "scores") for r in all_runs]),
+            {q: len(g) for q, g in relevance.items()}, lb.k,
+            ties="numpy" if lb.ties == "order" else "average",
+        )  # fmt: skip
         joint = joint_board(
-            scored, posteriors, relevance, k=lb.k, ties=tie_rule,
-            resamples=lb.bootstrap_resamples, seed=cfg.seed, alpha=lb.alpha,
+            ranked, posteriors, relevance, resamples=lb.bootstrap_resamples, seed=cfg.seed,
+            alpha=lb.alpha,
         )  # fmt: skip
         if lb.resolution_draws:
             curve = rounds_resolution(
-                bench, scored, k=lb.k, ties=tie_rule, resamples=lb.resolution_draws,
-                seed=cfg.seed, alpha=lb.alpha,
-            )  # fmt: skip
+                bench, ranked, resamples=lb.resolution_draws, seed=cfg.seed, alpha=lb.alpha
+            )
     else:
         context.log.warning(f"no joint intervals: {no_joint}")
     board, tests = assemble_board(

@@ -197,37 +197,57 @@ class JointBoard:
     seconds: float
 
 
+@dataclass(frozen=True)
+class Rankings:
+    """How every system ranks each query's candidates, as DCG@k weights (``systems`` ×
+    candidates per query id; a zero row where a system failed or has no run): fixed by the
+    runs, whatever grades are drawn, so the resolution curve's refits reuse them."""
+
+    systems: list[tuple[str, str]]  # (setting, retriever), the weight rows' order
+    weights: dict[str, np.ndarray]
+    k: int
+
+
+def rankings(
+    runs: pl.DataFrame, sizes: dict[str, int], k: int = 10, ties: str = "average"
+) -> Rankings:
+    """The runs' (retriever, query_id, setting, failed, scores) rankings of the queries in
+    ``sizes`` (query id -> its candidates)."""
+    frame = runs.unique(["retriever", "setting", "query_id"], keep="first")
+    systems = frame.select("setting", "retriever").unique().sort("setting", "retriever").rows()
+    column = {key: c for c, key in enumerate(systems)}
+    weights = {}
+    for (qid,), part in frame.partition_by("query_id", as_dict=True).items():
+        if qid not in sizes:
+            continue
+        w = np.zeros((len(systems), sizes[qid]))
+        for setting, name, failed, scores in part.select(
+            "setting", "retriever", "failed", "scores"
+        ).iter_rows():
+            if not failed and scores is not None:
+                w[column[(setting, name)]] = dcg_weights(scores, k, ties)
+        weights[qid] = w
+    return Rankings(systems, weights, k)
+
+
 def joint_board(
-    runs: pl.DataFrame,
+    ranked: Rankings,
     posteriors: dict[str, GradePosterior],
     relevance: dict[str, Sequence[float]],
     *,
-    k: int = 10,
-    ties: str = "average",
     gain: str = "exponential",
     resamples: int = 1000,
     seed: int = 0,
     alpha: float = 0.05,
 ) -> JointBoard:
-    """The joint columns of a leaderboard from every retriever's runs (retriever, query_id,
-    setting, failed, scores), over the queries that have a posterior, in query-id order (the
-    order ``evaluate.score_table`` bootstraps, so the query resamples are the board's). A
-    system with no score for a query (failed, or no run) scores it 0, as on the board."""
+    """The joint columns of a leaderboard, over the queries that are ranked and have a
+    posterior, in query-id order (the order ``evaluate.score_table`` bootstraps, so the query
+    resamples are the board's). A system with no score for a query (failed, or no run) scores
+    it 0, as on the board."""
     t0 = time.perf_counter()
-    frame = runs.unique(["retriever", "setting", "query_id"], keep="first")
-    systems = frame.select("setting", "retriever").unique().sort("setting", "retriever").rows()
-    column = {key: c for c, key in enumerate(systems)}
-    qids = sorted(set(frame["query_id"].to_list()) & set(posteriors))
-    by_query = {key[0]: part for key, part in frame.partition_by("query_id", as_dict=True).items()}
-    weights = []
-    for qid in qids:
-        w = np.zeros((len(systems), len(relevance[qid])))
-        for setting, name, failed, scores in (
-            by_query[qid].select("setting", "retriever", "failed", "scores").iter_rows()
-        ):
-            if not failed and scores is not None:
-                w[column[(setting, name)]] = dcg_weights(scores, k, ties)
-        weights.append(w)
+    systems, k = ranked.systems, ranked.k
+    qids = sorted(set(ranked.weights) & set(posteriors))
+    weights = [ranked.weights[q] for q in qids]
     draws = joint_draws(
         [posteriors[q] for q in qids], weights, [relevance[q] for q in qids], resamples, seed,
         gain, k,
@@ -235,7 +255,7 @@ def joint_board(
     mirrored = reflected(draws.joint, draws.point)
     rows, tests = [], []
     for setting in sorted({s for s, _ in systems}):
-        cols = [column[key] for key in systems if key[0] == setting]
+        cols = [c for c, (s, _) in enumerate(systems) if s == setting]
         names = [name for s, name in systems if s == setting]
         m, point = mirrored[:, cols], draws.point[cols]
         lo, hi = intervals(m)
@@ -323,10 +343,8 @@ def rounds_grid(rounds: int) -> list[int]:
 
 def rounds_resolution(
     bench: Benchmark,
-    runs: pl.DataFrame,
+    ranked: Rankings,
     *,
-    k: int = 10,
-    ties: str = "average",
     resamples: int = 200,
     seed: int = 0,
     alpha: float = 0.05,
@@ -342,8 +360,8 @@ def rounds_resolution(
         posteriors = grade_posteriors(problems, prior)
         relevance = {q: rescale(p.theta) for q, p in zip(qids, posteriors, strict=True)}
         jb = joint_board(
-            runs.filter(pl.col("query_id").is_in(qids)), dict(zip(qids, posteriors, strict=True)),
-            relevance, k=k, ties=ties, resamples=resamples, seed=seed, alpha=alpha,
+            ranked, dict(zip(qids, posteriors, strict=True)), relevance, resamples=resamples,
+            seed=seed, alpha=alpha,
         )  # fmt: skip
         widths = jb.rows.group_by("setting").agg(
             (pl.col("ci_high_joint") - pl.col("ci_low_joint")).mean().alias("mean_width_joint")
