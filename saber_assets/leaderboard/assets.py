@@ -17,12 +17,7 @@ from saber_assets.leaderboard.contamination_columns import (
     contamination_paragraph,
 )
 from saber_assets.leaderboard.evaluate import score_table, with_ties
-from saber_assets.leaderboard.joint import (
-    benchmark_posteriors,
-    joint_board,
-    rankings,
-    rounds_resolution,
-)
+from saber_assets.leaderboard.joint import joint_intervals
 from saber_assets.leaderboard.metrics import metric_column
 from saber_assets.leaderboard.plots import board_chart, pvalue_heatmap
 from saber_assets.leaderboard.provenance import SCORING_CODE, benchmark_id
@@ -126,27 +121,18 @@ def leaderboard(
     if not tables:
         raise ValueError("no retriever has scored any query: materialise retriever_runs first")
     metric = metric_column(lb.k)
-    t0 = time.perf_counter()
     cols = ["retriever", "query_id", "setting", "domains", "ndcg"]
     judge = manifest.get("judge_backend", "unknown")
-    posteriors, no_joint = benchmark_posteriors(bench)
-    joint, curve = None, None
-    if posteriors:
-        ranked = rankings(
-            pl.concat([r.select(*cols, "failed", "scores") for r in all_runs]),
-            {q: len(g) for q, g in relevance.items()}, lb.k,
-            ties="numpy" if lb.ties == "order" else "average",
-        )  # fmt: skip
-        joint = joint_board(
-            ranked, posteriors, relevance, resamples=lb.bootstrap_resamples, seed=cfg.seed,
-            alpha=lb.alpha,
-        )  # fmt: skip
-        if lb.resolution_draws:
-            curve = rounds_resolution(
-                bench, ranked, resamples=lb.resolution_draws, seed=cfg.seed, alpha=lb.alpha
-            )
-    else:
+    t0 = time.perf_counter()
+    joint, curve, no_joint = joint_intervals(
+        bench, pl.concat([r.select(*cols, "failed", "scores") for r in all_runs]), k=lb.k,
+        ties="numpy" if lb.ties == "order" else "average", resamples=lb.bootstrap_resamples,
+        curve_draws=lb.resolution_draws, seed=cfg.seed, alpha=lb.alpha,
+    )  # fmt: skip
+    joint_seconds = time.perf_counter() - t0
+    if no_joint:
         context.log.warning(f"no joint intervals: {no_joint}")
+    t0 = time.perf_counter()
     board, tests = assemble_board(
         tables, pl.concat([r.select(cols) for r in all_runs]), domains, metric, judge,
         resamples=lb.bootstrap_resamples, test_resamples=lb.test_resamples, seed=cfg.seed,
@@ -184,7 +170,7 @@ def leaderboard(
             "chart": figure_markdown(board_chart(board), "leaderboard"),
             "significance": MetadataValue.md(text.legend),
             "significance_seconds": round(test_seconds, 2),
-            "joint_seconds": round(joint.seconds, 2) if joint else None,
+            "joint_seconds": round(joint_seconds, 2),  # the joint board and the rounds curve
             "joint_intervals": "judge noise carried (leaderboard/joint.py)"
             if joint
             else f"none: {no_joint}",

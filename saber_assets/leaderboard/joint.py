@@ -38,7 +38,6 @@ standard error (two-sided, Holm-corrected over the setting's pairs, like the que
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
@@ -194,7 +193,6 @@ class JointBoard:
 
     rows: pl.DataFrame
     tests: pl.DataFrame
-    seconds: float
 
 
 @dataclass(frozen=True)
@@ -244,7 +242,6 @@ def joint_board(
     posterior, in query-id order (the order ``evaluate.score_table`` bootstraps, so the query
     resamples are the board's). A system with no score for a query (failed, or no run) scores
     it 0, as on the board."""
-    t0 = time.perf_counter()
     systems, k = ranked.systems, ranked.k
     qids = sorted(set(ranked.weights) & set(posteriors))
     weights = [ranked.weights[q] for q in qids]
@@ -279,7 +276,6 @@ def joint_board(
         else pl.DataFrame(
             schema={"setting": pl.String, "a": pl.String, "b": pl.String, "better_joint": pl.String}
         ),  # fmt: skip
-        time.perf_counter() - t0,
     )
 
 
@@ -384,3 +380,31 @@ def rounds_resolution(
         .select("setting", "rounds", "judgments", "pairs", "separable_joint", "mean_width_joint")
         .sort("setting", "rounds")
     )
+
+
+def joint_intervals(
+    bench: Benchmark,
+    runs: pl.DataFrame,
+    *,
+    k: int,
+    ties: str,
+    resamples: int,
+    curve_draws: int,
+    seed: int,
+    alpha: float,
+) -> tuple[JointBoard | None, pl.DataFrame | None, str | None]:
+    """(joint board, rounds-vs-resolution curve, why there are none) of the benchmark's runs
+    (retriever, query_id, setting, failed, scores): nothing, and the reason, where its
+    judgments cannot regrade it (``benchmark_posteriors``); no curve with ``curve_draws`` 0."""
+    posteriors, why = benchmark_posteriors(bench)
+    if not posteriors:
+        return None, None, why
+    relevance = bench.relevance()
+    ranked = rankings(runs, {q: len(g) for q, g in relevance.items()}, k, ties)
+    joint = joint_board(ranked, posteriors, relevance, resamples=resamples, seed=seed, alpha=alpha)
+    curve = (
+        rounds_resolution(bench, ranked, resamples=curve_draws, seed=seed, alpha=alpha)
+        if curve_draws
+        else None
+    )
+    return joint, curve, None
