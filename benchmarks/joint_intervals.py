@@ -22,7 +22,13 @@ import time
 import numpy as np
 import polars as pl
 
-from saber_assets.leaderboard.joint import grade_posteriors, joint_board, rankings, rounds_grid
+from saber_assets.benchmark.data import JUDGMENT_SCHEMA, QUERY_SCHEMA, Benchmark
+from saber_assets.leaderboard.joint import (
+    grade_posteriors,
+    joint_board,
+    rankings,
+    rounds_resolution,
+)
 from saber_assets.leaderboard.joint_coverage import coverage
 from saber_assets.leaderboard.metrics import bootstrap_means
 from saber_assets.ratings.bradley_terry import rescale
@@ -54,6 +60,26 @@ def synthetic(queries: int, systems: int, candidates: int = 150, rounds: int = 2
                 "failed": pl.Boolean, "scores": pl.List(pl.Float64)},
     )  # fmt: skip
     return runs, problems
+
+
+def as_benchmark(problems: list, relevance: dict[str, list[float]]) -> Benchmark:
+    """The synthetic as an exchange-format benchmark (every query's candidates the first
+    documents; each round's judgments numbered in order) for ``joint.rounds_resolution``."""
+    n = problems[0][0]
+    per_round = n // 2
+    judged = [
+        (q, k // per_round + 1, w, lo, w, None)
+        for q, (_, comps) in zip(relevance, problems, strict=True)
+        for k, (w, lo) in enumerate(comps)
+    ]
+    queries = pl.DataFrame(
+        {"id": list(relevance), "problem": ["q"] * len(relevance), "solution": ["s"] * len(relevance),
+         "candidates": [list(range(n))] * len(relevance), "relevance_scores": list(relevance.values()),
+         "domains": [["D"]] * len(relevance)},
+        schema=QUERY_SCHEMA,
+    )  # fmt: skip
+    docs = pl.DataFrame({"id": [f"d{i}" for i in range(n)], "problem": ["p"] * n, "solution": ["s"] * n})  # fmt: skip
+    return Benchmark(queries, docs, {}, judgments=pl.DataFrame(judged, schema=JUDGMENT_SCHEMA, orient="row"))  # fmt: skip
 
 
 def separable(runs: pl.DataFrame, relevance: dict, board, systems: int) -> None:
@@ -113,18 +139,15 @@ def main() -> None:
     if args.separable:
         separable(runs, relevance, board, args.systems)
     if args.rounds_curve:
-        per_round = 150 // 2
-        print("rounds vs resolution (refit on the first r rounds, 200 draws):")
-        for r in rounds_grid(20):
-            sub = [(n, comps[: r * per_round]) for n, comps in problems]
-            posts = grade_posteriors(sub)
-            rel = {q: rescale(p.theta).tolist() for q, p in zip(qids, posts, strict=True)}
-            jb = joint_board(ranked, dict(zip(qids, posts, strict=True)), rel, resamples=200)
-            width = (jb.rows["ci_high_joint"] - jb.rows["ci_low_joint"]).mean()
-            sep = jb.tests["better_joint"].is_not_null().sum()
-            print(
-                f"  r={r:2d}: separable pairs {sep} of {jb.tests.height}, mean joint width {width:.4f}"
-            )
+        t0 = time.perf_counter()
+        curve = rounds_resolution(as_benchmark(problems, relevance), ranked, resamples=200)
+        print(f"rounds vs resolution (refit on the first r rounds, 200 draws), "
+              f"{time.perf_counter() - t0:.0f} s:")  # fmt: skip
+        with pl.Config(tbl_rows=100, tbl_hide_dataframe_shape=True):
+            print(curve.group_by("rounds", maintain_order=True).agg(
+                pl.col("separable_joint").sum(), pl.col("pairs").sum(),
+                pl.col("mean_width_joint").mean().round(4),
+            ))  # fmt: skip
     if args.coverage:
         for kappa in (1.0, 3.0):
             t0 = time.perf_counter()
