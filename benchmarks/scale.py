@@ -24,6 +24,11 @@ stages from STAGE on over the same outputs, keeping the saved figures of the sta
 A resumed stage may read back what the stopped run cached by content (the candidate selection,
 the judgments): its time is then a rerun's, not a cold build's.
 
+After the stages, each heavy stage's engine is timed alone on the rehearsal's own inputs
+(``engines.py``: the Numba kernel over the shards' full rows, bm25s and scikit-learn indexing and
+scoring the same texts) and printed beside the stage as a ratio, saved in the same entry
+(``--no-engines`` skips it).
+
 The tournament's cost depends on the queries, not on N: it is run at ``--queries-per-domain``
 queries per domain (default 20) with the paper's 150 candidates each; the LLM cost of the
 paper's 1000 queries is `saber cost`'s business.
@@ -256,6 +261,7 @@ def rehearse(
     save=lambda entry: None,
     bound_floors: bool = True,
     layout: str = "pairs",
+    engines: bool = True,
 ) -> dict:
     from saber_assets.stages import BY_ALIAS
 
@@ -326,7 +332,45 @@ def rehearse(
     total = sum(x["seconds"] for x in stages)
     print(f"  {'all':<12} {total:>8.1f} s in steps")
     save(entry)
+    if engines and not one_process:
+        entry["engines"] = _engines_module().measure(home, n, retrievers)
+        save(entry)
+        print(engine_table(entry))
     return entry
+
+
+def _engines_module():
+    """``benchmarks/engines.py``, wherever this file was loaded from (a script or a test)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("engines", Path(__file__).with_name("engines.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def engine_table(entry: dict) -> str:
+    """Per heavy stage and retriever: saber's seconds, the engine's alone, and their ratio."""
+    eng = entry.get("engines")
+    if not eng:
+        return ""
+    stage = {x["stage"]: x["seconds"] for x in entry["stages"]}
+    lines = ["| stage | saber (s) | engine alone (s) | saber / engine |", "|---|---|---|---|"]
+
+    def row(name: str, saber: float, engine: float) -> None:
+        lines.append(f"| {name} | {saber:,.1f} | {engine:,.1f} | {saber / max(engine, 1e-9):.2f} |")
+
+    row("shards (kernel over every full row)", stage["shards"], eng["shards"]["seconds"])
+    per = eng["retrievers"]
+    for kind in ("indexes", "runs"):
+        row(
+            f"{kind} (all retrievers)",
+            sum(r[f"{kind}_saber"] for r in per.values()),
+            sum(r[f"{kind}_engine"] for r in per.values()),
+        )
+        for name, r in per.items():
+            row(f"— {kind}: {name}", r[f"{kind}_saber"], r[f"{kind}_engine"])
+    return "\n".join(lines) + "\n"
 
 
 def exponents(results: dict[str, dict]) -> dict[str, float]:
@@ -381,6 +425,11 @@ def report(results: dict[str, dict], out: Path) -> str:
         )
     lines.append("| all | " + " | ".join(totals) + " | |")
     text = "\n".join(lines) + "\n"
+    for n in ns:
+        if table := engine_table(results[str(n)]):
+            text += (
+                f"\nN = {n:,}: each heavy stage against its engine alone (engines.py)\n\n{table}"
+            )
     (out / "scale.md").write_text(text)
     if len(ns) >= 2:
         import matplotlib
@@ -437,6 +486,11 @@ def main(argv: list[str] | None = None) -> None:
         choices=STAGES,
         help="run the stages from this one on over the outputs a stopped run left",
     )
+    ap.add_argument(
+        "--no-engines",
+        action="store_true",
+        help="skip measuring each heavy stage's engine alone after the stages (engines.py)",
+    )
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -461,6 +515,7 @@ def main(argv: list[str] | None = None) -> None:
             save=save,
             bound_floors=not args.unbound,
             layout=args.layout,
+            engines=not args.no_engines,
         )
     complete = {k: r for k, r in results.items() if len(r["stages"]) == len(STAGES)}
     if complete:

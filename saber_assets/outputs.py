@@ -70,6 +70,12 @@ class Outputs:
         return inside(self.root / "indexes", retriever)
 
     @property
+    def token_tables(self) -> Path:
+        """Document token tables every retriever of a tokenizer reads (beside the retrievers'
+        folders: no retriever name starts with a dot)."""
+        return self.root / "indexes" / ".tokens"
+
+    @property
     def contamination(self) -> Path:
         """The contamination audit's files: one folder per training corpus, and the benchmark's
         own-candidate matches."""

@@ -2,10 +2,10 @@
 nothing of the document side redone; stale, broken or half-written indexes are rebuilt."""
 
 import json
+import shutil
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 import pytest
 
 from saber_assets.benchmark.data import Benchmark
@@ -21,13 +21,9 @@ from saber_assets.retrievers.indexes import (
     has_index,
     index_documents,
 )
-from saber_assets.retrievers.lexical import (
-    BM25Retriever,
-    JaccardRetriever,
-    TfidfRetriever,
-    tokenize_all,
-)
-from saber_assets.retrievers.tokenize import plain_tokens
+from saber_assets.retrievers.lexical import BM25Retriever, JaccardRetriever, TfidfRetriever
+from saber_assets.retrievers.token_table import TokenTable
+from saber_assets.retrievers.tokenize import math_tokens, plain_tokens
 
 from .test_bulk_scoring import _bench, _dense, _ssemb
 
@@ -368,7 +364,7 @@ def test_an_index_holds_its_documents_tokens_columnar_one_document_set_at_a_time
     ensure_index(r, {"kind": name}, "full", full, tmp_path / "f")
     assert not set(r._cache) & (set(statements) | set(full))  # documents never enter the cache
     assert set(r._stored.row_of) == set(full)
-    assert isinstance(r._stored.tokens, pa.Array)
+    assert isinstance(r._stored.table, TokenTable)
     assert [r.tok(d) for d in full[:20]] == [r._tokenize(d) for d in full[:20]]
     assert r.token_series(full[5:9]).to_list() == [r._tokenize(d) for d in full[5:9]]
     with_index = evaluate(r, bench, "full-full", 10)
@@ -377,12 +373,63 @@ def test_an_index_holds_its_documents_tokens_columnar_one_document_set_at_a_time
     assert with_index["full_ndcg_prime"].to_list() == without["full_ndcg_prime"].to_list()
 
 
-def test_a_corpus_tokenised_for_an_index_shares_one_string_per_token():
-    texts = ["prime sum prime", "sum of a prime", "nothing here"]
-    tokens = tokenize_all(plain_tokens, texts)
-    assert tokens == [plain_tokens(t) for t in texts]
+def test_a_corpus_tokenised_for_an_index_shares_one_string_per_token(tmp_path):
+    texts = ["prime sum prime", "sum of a prime", "nothing here", "", "$x^2+1$ is prime"]
+    table = TokenTable.of(math_tokens, texts)
+    tokens = table.lists()
+    assert tokens == [math_tokens(t) for t in texts]
     assert tokens[0][0] is tokens[0][2] is tokens[1][3]
     assert tokens[0][1] is tokens[1][0]
+    assert [table.tokens(r) for r in range(len(texts))] == tokens
+    assert table.series([4, 3, 0]).to_list() == [tokens[4], [], tokens[0]]
+    table.save(tmp_path / "t")
+    back = TokenTable.load(tmp_path / "t")
+    assert back.lists() == tokens and back.series([1]).to_list() == [tokens[1]]
+    assert TokenTable.of(plain_tokens, []).lists() == []
+
+
+def test_retrievers_of_one_tokenizer_share_its_token_table(tmp_path, monkeypatch):
+    """Four indexes of the same documents under two tokenizers tokenise each document twice,
+    not four times; each scores as it would alone; an index whose shared table is gone is
+    rebuilt and says why."""
+    bench = _bench(n_docs=60, n_queries=6)
+    docs = document_texts(bench, "full-full")
+    calls = {"math": 0, "plain": 0}
+    from saber_assets.retrievers import lexical
+
+    real = dict(lexical.TOKENIZERS)
+
+    def counting(name):
+        def tok(text):
+            calls[name] += 1
+            return real[name](text)
+
+        return tok
+
+    monkeypatch.setattr(lexical, "TOKENIZERS", {**real, "math": counting("math"),
+                                                "plain": counting("plain")})  # fmt: skip
+    shared = tmp_path / ".tokens"
+    made = {
+        "bm25": BM25Retriever("b"),
+        "tfidf": TfidfRetriever("t"),
+        "jaccard": JaccardRetriever("j"),
+        "bm25-plain": BM25Retriever("p", tokenizer="plain", idf="corpus"),
+    }
+    for name, r in made.items():
+        ensure_index(r, {"kind": name}, "full", docs, tmp_path / name / "full", shared=shared)
+    assert calls == {"math": len(docs), "plain": len(docs)}
+    assert len(list(shared.iterdir())) == 2
+    for name, r in made.items():
+        alone = evaluate(MAKERS[name](), bench, "full-full", 10)
+        assert evaluate(r, bench, "full-full", 10)["scores"].to_list() == alone["scores"].to_list()
+    for table in shared.iterdir():
+        shutil.rmtree(table)
+    indexes._LOADED.clear()  # a new process: nothing loaded yet
+    again = ensure_index(
+        TfidfRetriever("t"), {"kind": "tfidf"}, "full", docs, tmp_path / "tfidf" / "full",
+        shared=shared,
+    )  # fmt: skip
+    assert again.built and "unreadable index" in again.rebuilt_because
 
 
 def test_settings_that_show_the_same_documents_share_one_index(tmp_path):

@@ -23,11 +23,15 @@ from saber_resources.task_set import make_tasks
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _scale_module():
-    spec = importlib.util.spec_from_file_location("scale", REPO / "benchmarks" / "scale.py")
+def _bench_module(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def _scale_module():
+    return _bench_module("scale")
 
 
 def _tree(branching=(6, 8, 5)):
@@ -173,6 +177,37 @@ def test_scale_rehearsal_smoke_at_2000_problems(tmp_path):
     again = json.loads((out / "scale.json").read_text())["2000"]
     assert again["stages"][:-1] == res["stages"][:-1]
     assert again["stages"][-1]["stage"] == "leaderboard" and again["stages"][-1]["wall"] > 0
+    # then each heavy stage's engine alone, beside saber's own seconds read from the build log
+    engines = again["engines"]
+    assert engines["shards"]["sample_rows"] > 0 and engines["shards"]["seconds"] > 0
+    assert set(engines["retrievers"]) == {"bm25", "jaccard-no-tok"}
+    for r in engines["retrievers"].values():
+        assert min(r["indexes_saber"], r["runs_saber"], r["indexes_engine"]) > 0
+    assert "| shards (kernel over every full row) |" in (out / "scale.md").read_text()
     with pytest.raises(SystemExit, match="no saved figures"):
         scale.main(["--n", "3000", "--home", str(home), "--out", str(out),
                     "--resume-from", "indexes"])  # fmt: skip
+
+
+def test_build_steps_seconds_are_read_per_partition_from_the_log():
+    engines = _bench_module("engines")
+    log = """
+=== indexes
+  retriever_index [bm25]                 rows=None
+  (build_indexes ok in 12.5s, process peak RSS 1.00 GB)
+  retriever_index [jaccard]              rows=None
+  (build_indexes ok in 2.0s, process peak RSS 1.00 GB)
+=== runs
+  retriever_runs [Algebra|bm25]          rows=None
+  (build_runs ok in 3.0s, process peak RSS 1.00 GB)
+  retriever_runs [Geometry|bm25]         rows=None
+  (build_runs ok in 4.5s, process peak RSS 1.00 GB)
+  retriever_runs [Algebra|jaccard]       rows=None
+  (build_runs FAILED in 1.0s, process peak RSS 1.00 GB)
+"""
+    got = engines.saber_seconds(log, ["bm25", "jaccard", "tfidf"])
+    assert got == {
+        "bm25": {"indexes": 12.5, "runs": 7.5},
+        "jaccard": {"indexes": 2.0, "runs": 1.0},
+        "tfidf": {"indexes": 0.0, "runs": 0.0},
+    }

@@ -362,3 +362,40 @@ def test_a_build_that_keeps_summaries_selects_what_one_that_keeps_pairs_does(
     )  # fmt: skip
     made = frame(home, "query_candidates", key).select(cols_)
     assert sel.height > 0 and made.equals(sel.select(cols_).sort(key))
+
+
+def test_kernel_buffers_that_fill_up_resume_where_they_stopped():
+    """The kept pairs outgrow their buffers at every row tile (room for one pair): the kernel
+    resumes at the tile that did not fit, and the pairs, their order and the histograms are
+    those of buffers that never filled; a full row pass likewise."""
+    arrays, _ = _case(170, seed=11)
+    roomy = signal_block(*arrays, 3, 170, 100, 60, n_bins=8, capacity=10**6)
+    tight = signal_block(*arrays, 3, 170, 100, 60, n_bins=8, capacity=1)
+    assert len(roomy[1]) > 200  # several tiles' worth of pairs kept
+    assert all(np.array_equal(a, b) for a, b in zip(roomy, tight, strict=True))
+    rows = np.array([169, 0, 64, 65, 3, 100])
+    want = full_row_pairs(arrays, rows, 100, 60, capacity=10**6)
+    got = full_row_pairs(arrays, rows, 100, 60, capacity=1)
+    assert all(np.array_equal(a, b) for a, b in zip(want, got, strict=True))
+
+
+@pytest.mark.parametrize("n_rows,block,threads", [(3877, 256, 2), (100, 256, 2), (64, 256, 4),
+                                                   (1000, 64, 1), (0, 256, 2), (130, 256, 3)])  # fmt: skip
+def test_summary_blocks_are_whole_tiles_in_a_multiple_of_the_threads(n_rows, block, threads):
+    blocks = summaries.even_blocks(n_rows, block, threads)
+    assert [b[0] for b in blocks] == [0] + [b[1] for b in blocks[:-1]]
+    assert (blocks[-1][1] if blocks else 0) == n_rows
+    assert all(b[0] % 64 == 0 for b in blocks)
+    tiles = [-(-(b[1] - b[0]) // 64) for b in blocks]
+    if threads > 1 and sum(tiles) >= threads:
+        assert len(blocks) % threads == 0
+    assert max(tiles, default=0) - min(tiles, default=0) <= 1  # even, to a tile
+    assert max(tiles, default=0) <= max(block // 64, 1) or len(blocks) <= threads
+
+
+def test_summaries_in_blocks_and_threads_equal_one_block():
+    arrays, _ = _case(300, seed=5)
+    one = viability_summaries(arrays, 10, 290, 3, (90, 40), block_rows=1024)
+    for block_rows, threads in ((64, 1), (128, 2), (64, 3)):
+        got = viability_summaries(arrays, 10, 290, 3, (90, 40), threads, block_rows)
+        assert np.array_equal(got, one)

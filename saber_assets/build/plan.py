@@ -206,9 +206,11 @@ def stage_steps(
 
 
 def components_first(steps: list[Step], entries: list) -> list[Step]:
-    """The runs stage's steps with every fusion after the retrievers it fuses (then in their
-    order): a fusion reads its components' scores from their runs of the same domain when
-    those are current (``leaderboard.saved_runs``), and a build runs its steps one by one."""
+    """The runs stage's steps with every fusion after the retrievers it fuses, then each
+    retriever's domains one after another: a fusion reads its components' scores from their
+    runs of the same domain when those are current (``leaderboard.saved_runs``), a build runs
+    its steps one by one, and a retriever's loaded index serves its next domain
+    (``retrievers.indexes``)."""
     by_name = {e.name: e for e in entries}
 
     def depth(name: str) -> int:
@@ -217,7 +219,13 @@ def components_first(steps: list[Step], entries: list) -> list[Step]:
             return 0
         return 1 + max((depth(c) for c, _ in components_of(entry, entries)), default=-1)
 
-    return sorted(steps, key=lambda s: depth(str(s.partition).split("|")[-1]))
+    def retriever(step: Step) -> str:
+        return str(step.partition).split("|")[-1]
+
+    first = {}
+    for s in steps:
+        first.setdefault(retriever(s), len(first))
+    return sorted(steps, key=lambda s: (depth(retriever(s)), first[retriever(s)]))
 
 
 def runnable_entries(entries: list, say: Callable[[str], None] | None = None) -> list:

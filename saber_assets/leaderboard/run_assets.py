@@ -80,7 +80,7 @@ def retriever_runs(
     tasks = tasks_for(llm, stores) if needs_judge(entry, entries) else None
     resources = RetrieverResources.from_stores(stores.db(), entries, tasks)
     retriever = build_retriever(entry, resources)
-    bench = Benchmark.read(pipeline.outputs().evaluation_benchmark)
+    bench = Benchmark.read_kept(pipeline.outputs().evaluation_benchmark)
     rows = [i for i, ds in enumerate(bench.queries["domains"].to_list()) if domain in ds]
     out_dir = pipeline.outputs().runs / name
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -65,13 +65,15 @@ def retriever_index(
     domain's run. An index that already matches the documents and the entry is kept as it is."""
     entries, entry = registered_entry(pipeline, context.partition_key, stores.db())
     retriever = build_retriever(entry, RetrieverResources.from_stores(stores.db(), entries))
-    bench = Benchmark.read(pipeline.outputs().evaluation_benchmark)
+    bench = Benchmark.read_kept(pipeline.outputs().evaluation_benchmark)
     for old in drop_per_setting_indexes(pipeline.outputs().index(entry.name)):
         context.log.info(f"{entry.name}: removed the per-setting index folder {old!r}")
     by_side: dict[str, list[str]] = {}
     for s in entry_settings(pipeline, entry):
         by_side.setdefault(document_side(s), []).append(s)
-    infos = [prepare_index(pipeline, retriever, entry, bench, s[0]) for s in by_side.values()]
+    infos = [
+        prepare_index(pipeline, retriever, entry, bench, s[0], use=False) for s in by_side.values()
+    ]
     infos = [i for i in infos if i is not None]
     for i in infos:
         if i.rebuilt_because:

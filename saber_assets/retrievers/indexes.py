@@ -23,8 +23,16 @@ from pathlib import Path
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.benchmark.texts import document_side, document_texts
 from saber_assets.resources import PipelineResource
+from saber_assets.retrievers.base import texts_digest
 
 INDEX_FORMAT = 1
+
+# The index state this process loaded last, one retriever's (its document sides): a build runs
+# a retriever's runs of every domain one after another in one process (``build.plan``'s order),
+# and at 283K documents each of those runs read the same index again, setting by setting. Kept
+# by where the index lies, what its manifest says and its files' identities, and given
+# only to retrievers that name the state their ``load_index`` sets (``index_state``).
+_LOADED: dict[tuple, dict] = {}
 
 
 @dataclass
@@ -41,10 +49,7 @@ def index_key(entry: dict, setting: str, docs: list[str]) -> str:
     """Content key of an index: format, the retriever's entry, the setting, every document text."""
     h = hashlib.blake2b(digest_size=16)
     h.update(json.dumps([INDEX_FORMAT, entry, setting], sort_keys=True, default=str).encode())
-    for d in docs:
-        b = d.encode()
-        h.update(len(b).to_bytes(8, "little"))
-        h.update(b)
+    h.update(texts_digest(docs))
     return h.hexdigest()
 
 
@@ -81,9 +86,22 @@ def _size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def ensure_index(retriever, entry: dict, setting: str, docs: list[str], path: Path) -> IndexInfo:
+def ensure_index(
+    retriever,
+    entry: dict,
+    setting: str,
+    docs: list[str],
+    path: Path,
+    use: bool = True,
+    shared: Path | None = None,
+) -> IndexInfo:
     """Load the index at ``path`` into ``retriever`` if it matches these documents, else build it
-    (into a scratch folder, then moved into place: a run killed halfway leaves no half index)."""
+    (into a scratch folder, then moved into place: a run killed halfway leaves no half index).
+    ``use=False``: the caller scores nothing with it (the index stage), so an index just built
+    is not read back. ``shared``: where document-side work that retrievers share lies (token
+    tables, ``token_table``), for a retriever that takes it (``tokens_dir``)."""
+    if shared is not None and hasattr(retriever, "tokens_dir"):
+        retriever.tokens_dir = shared
     key = index_key(entry, setting, docs)
     manifest = path / "manifest.json"
     reason = None
@@ -92,7 +110,7 @@ def ensure_index(retriever, entry: dict, setting: str, docs: list[str], path: Pa
         try:
             stored = json.loads(manifest.read_text())
             if stored.get("key") == key:
-                retriever.load_index(docs, path)
+                _load(retriever, docs, path, key)
                 # the size the build wrote down: Approach Zero's index is ~390K files at 13.5K
                 # documents, and walking them took 19 s of each run that loaded it
                 size = stored.get("bytes")
@@ -128,13 +146,38 @@ def ensure_index(retriever, entry: dict, setting: str, docs: list[str], path: Pa
         shutil.rmtree(old, ignore_errors=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    # read back what was written, so a run sees the same state whether it built or loaded
-    retriever.load_index(docs, path)
+    if use:  # read back what was written: a run sees the same state whether it built or loaded
+        _load(retriever, docs, path, key)
     return IndexInfo(setting, len(docs), True, seconds, size, reason)
 
 
+def _load(retriever, docs: list[str], path: Path, key: str) -> None:
+    """``retriever.load_index``, or the state the same index left when this process last loaded
+    it (the loaded objects are only read by scoring)."""
+    names = getattr(retriever, "index_state", ())
+    if not names:
+        retriever.load_index(docs, path)
+        return
+    here = path.resolve()
+    files = tuple(  # a file rewritten or broken since is read (and found broken) again
+        (str(f), st.st_ino, st.st_size, st.st_mtime_ns)
+        for f in sorted(here.rglob("*"))
+        if (st := f.stat()) and f.is_file()
+    )
+    memo = (type(retriever), str(here), key, files)
+    state = _LOADED.get(memo)
+    if state is None:
+        # another retriever's, or this side's before it was rebuilt: freed before this is read
+        for old in [m for m in _LOADED if m[1] == memo[1] or Path(m[1]).parent != here.parent]:
+            del _LOADED[old]
+        retriever.load_index(docs, path)
+        state = _LOADED[memo] = {name: getattr(retriever, name) for name in names}
+    for name, value in state.items():
+        setattr(retriever, name, value)
+
+
 def prepare_index(
-    pipeline: PipelineResource, retriever, entry, bench: Benchmark, setting: str
+    pipeline: PipelineResource, retriever, entry, bench: Benchmark, setting: str, use: bool = True
 ) -> IndexInfo | None:
     """Load (or build once and keep) the retriever's index for this setting's documents; None for
     retrievers without document-side work of their own (fusion, two-stage). Settings that show
@@ -145,4 +188,5 @@ def prepare_index(
     docs = documents_to_index(retriever, bench, setting, full)
     side = document_side(setting)
     path = pipeline.outputs().index(entry.name) / side
-    return ensure_index(retriever, entry.definition(), side, docs, path)
+    shared = pipeline.outputs().token_tables
+    return ensure_index(retriever, entry.definition(), side, docs, path, use, shared)

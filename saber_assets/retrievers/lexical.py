@@ -11,59 +11,57 @@ scikit-learn's, with sublinear tf by default; ``sublinear_tf: false`` is the lib
 Each retriever's document-side work — tokens, and its corpus structure (the bm25s index, the
 TF-IDF vocabulary, IDF and matrix, the Jaccard token-id sets) — is written once by
 ``build_index`` and read back by ``load_index`` (``retrievers.indexes``); the loaded state is
-exactly what ``fit_corpus`` would compute, so the scores are identical.
+exactly what ``fit_corpus`` would compute, so the scores are identical. The tokens are a token
+table (``token_table``) made once per tokenizer and document set and shared by every retriever
+of that tokenizer.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from saber_assets.retrievers.base import Kind, docs_key
+from saber_assets.retrievers.base import Kind, docs_key, texts_digest
+from saber_assets.retrievers.token_table import TokenTable, shared_tokens
 from saber_assets.retrievers.tokenize import TOKENIZERS
 
-
-def tokenize_all(tokenize, texts: list[str]) -> list[list[str]]:
-    """Every text's tokens, equal tokens sharing one string object: a corpus's token lists then
-    cost a pointer per token, not a string each (283K full texts: ~0.7 GB instead of ~5 GB)."""
-    shared: dict[str, str] = {}
-    one = shared.setdefault
-    return [[one(t, t) for t in tokenize(text)] for text in texts]
+TOKENS_FILE = "tokens.json"  # in an index folder: where its documents' token table lies
 
 
 class StoredTokens:
-    """The tokens of an index's documents, looked up by text: a list while the index is built,
-    an Arrow list column once it is read back (a few bytes a token, no Python object each)."""
+    """The tokens of an index's documents, looked up by text, from their token table
+    (``token_table``: ids into a vocabulary, no Python object per token)."""
 
-    def __init__(self, docs: list[str], tokens) -> None:
-        if len(tokens) != len(docs):
-            raise ValueError(f"{len(tokens)} token lists for {len(docs)} documents")
+    def __init__(self, docs: list[str], table: TokenTable) -> None:
+        if len(table) != len(docs):
+            raise ValueError(f"{len(table)} token lists for {len(docs)} documents")
         self.row_of = {d: i for i, d in enumerate(docs)}
-        self.tokens = tokens
+        self.table = table
 
     @classmethod
-    def read(cls, docs: list[str], path: Path) -> StoredTokens:
-        column = pl.read_parquet(path / "tokens.parquet")["tokens"].rechunk()
-        return cls(docs, column.to_arrow())
+    def read(cls, docs: list[str], path: Path, shared: Path | None) -> StoredTokens:
+        """The table an index folder names: its own, or one in the ``shared`` folder."""
+        where = json.loads((path / TOKENS_FILE).read_text())
+        if "shared" in where:
+            if shared is None:
+                raise ValueError(f"{path}: its tokens are shared, and no shared folder is given")
+            return cls(docs, TokenTable.load(shared / where["shared"]))
+        return cls(docs, TokenTable.load(path / where["own"]))
 
     def get(self, text: str) -> list[str] | None:
         row = self.row_of.get(text)
-        if row is None:
-            return None
-        toks = self.tokens[row]
-        return toks if isinstance(toks, list) else toks.as_py()
+        return None if row is None else self.table.tokens(row)
 
     def series(self, docs: list[str]) -> pl.Series | None:
         """The documents' tokens as one column, or None when one of them is not stored."""
         rows = [self.row_of.get(d) for d in docs]
         if None in rows:
             return None
-        if isinstance(self.tokens, list):
-            return pl.Series([self.tokens[r] for r in rows], dtype=pl.List(pl.String))
-        return pl.Series(self.tokens).gather(rows)
+        return self.table.series(rows)
 
 
 class _Lexical:
@@ -71,12 +69,16 @@ class _Lexical:
         if tokenizer not in TOKENIZERS:
             raise ValueError(f"unknown tokenizer {tokenizer!r} (one of {sorted(TOKENIZERS)})")
         self.name = name
+        self.tokenizer = tokenizer
         self._tokenize = TOKENIZERS[tokenizer]
         # texts outside the index (queries, other documents): a document is a candidate of many
         # queries. The index's own documents are read from its stored tokens instead, which
         # are replaced, not accumulated, when another setting's index is built or read.
         self._cache: dict[str, list[str]] = {}
         self._stored: StoredTokens | None = None
+        # where token tables shared with the other retrievers of this tokenizer lie
+        # (``indexes.ensure_index`` says); None: each index keeps its own
+        self.tokens_dir: Path | None = None
 
     def tok(self, text: str) -> list[str]:
         toks = self._cache.get(text)
@@ -98,19 +100,25 @@ class _Lexical:
         return self.score(query, all_docs)
 
     def build_index(self, docs: list[str], path: Path) -> None:
-        """Write the documents' tokens and the corpus structure under ``path``."""
+        """Name the documents' token table (made once per tokenizer and document set where a
+        shared folder is given) and write the corpus structure under ``path``."""
         path.mkdir(parents=True, exist_ok=True)
         self._stored = None  # the previous setting's tokens are not needed while this one builds
-        tokens = tokenize_all(self._tokenize, docs)
-        pl.DataFrame({"tokens": tokens}, schema={"tokens": pl.List(pl.String)}).write_parquet(
-            path / "tokens.parquet"
-        )
-        self._stored = StoredTokens(docs, tokens)
+        if self.tokens_dir is not None:
+            table, where = shared_tokens(
+                self.tokens_dir, self.tokenizer, self._tokenize, docs, texts_digest(docs)
+            )
+            (path / TOKENS_FILE).write_text(json.dumps({"shared": where.name}))
+        else:
+            table = TokenTable.of(self._tokenize, docs)
+            table.save(path / "tokens")
+            (path / TOKENS_FILE).write_text(json.dumps({"own": "tokens"}))
+        self._stored = StoredTokens(docs, table)
         self._save_corpus(docs, path)
 
     def load_index(self, docs: list[str], path: Path) -> None:
-        self._stored = None  # freed before the next column is read, not after
-        self._stored = StoredTokens.read(docs, path)
+        self._stored = None  # freed before the next table is read, not after
+        self._stored = StoredTokens.read(docs, path, self.tokens_dir)
         self._load_corpus(docs, path)
 
     def _term_counts(self, all_docs: list[str]):
@@ -165,6 +173,8 @@ class _Lexical:
 
 
 class BM25Retriever(_Lexical):
+    index_state = ("_stored", "_full")  # what load_index sets (indexes._load)
+
     def __init__(
         self,
         name: str,
@@ -291,6 +301,8 @@ class TfidfRetriever(_Lexical):
     track fits the vectorizer on every document once and scores a batch of queries with one
     sparse product (each entry is the same sum as one query's product, so the scores are
     identical)."""
+
+    index_state = ("_stored", "_fitted")
 
     def __init__(self, name: str, tokenizer: str = "math", sublinear_tf: bool = True) -> None:
         super().__init__(name, tokenizer)
@@ -421,6 +433,7 @@ class JaccardRetriever(_Lexical):
     one sparse product over token-id sets (the same integers, the same division)."""
 
     candidates_from_corpus = True
+    index_state = ("_stored", "_docs")
 
     def score(self, query: str, docs: list[str]) -> np.ndarray:
         q = set(self.tok(query))

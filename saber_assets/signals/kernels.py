@@ -198,10 +198,13 @@ def _block(
     store,
     both,
     full,
+    counting,
+    progress,
 ):
     n = t_ptr.shape[0] - 1
     n_topics = lin.shape[0]
-    kept = 0
+    # a resumed call starts at the row tile whose pairs did not fit, after the pairs kept before it
+    kept = progress[1]
     best_row = np.zeros((n_topics, TILE), dtype=np.float32)
     token_mask = np.zeros(np.int64(s_idx.max()) + 1 if s_idx.shape[0] > 0 else 1, dtype=np.uint64)
     local_of = np.full(n_topics, -1, dtype=np.int32)
@@ -233,8 +236,9 @@ def _block(
     for q in range(256):
         b = q * n_bins // 256
         bin_of[q] = b if b < n_bins else n_bins - 1
-    for r0 in range(row_start, row_end, TILE):
+    for r0 in range(progress[0], row_end, TILE):
         rn = min(TILE, row_end - r0)
+        tile_kept = kept
         # --- per row tile: best_row over all topics, token masks, the tile's own topic set
         best_row[:, :] = 0.0
         n_union = 0
@@ -343,7 +347,9 @@ def _block(
                         )
                     inter = inter_r[r]
                     sq = lut[inter, row_ns[r] + ns_b - inter]
-                    if both:  # the pair in both rows' histograms, indexed globally
+                    if not counting:
+                        pass
+                    elif both:  # the pair in both rows' histograms, indexed globally
                         i = row_of[r0 + r]
                         hist[i, bin_of[tq], bin_of[sq]] += 1
                         hist[j, bin_of[tq], bin_of[sq]] += 1
@@ -351,7 +357,11 @@ def _block(
                         hist[r0 + r - row_start, bin_of[tq], bin_of[sq]] += 1
                     if store and (tq >= floor_t or sq >= floor_s):
                         if kept >= out_rows.shape[0]:
-                            return -1  # buffers full: the caller grows them and retries
+                            # buffers full: the caller grows them and resumes at this row tile
+                            # (its histogram rows cleared), keeping the tiles before it
+                            progress[0] = r0
+                            progress[1] = tile_kept
+                            return -1
                         out_rows[kept] = row_of[r0 + r]
                         out_cols[kept] = j
                         out_t[kept] = tq
@@ -367,6 +377,36 @@ def _block(
             if full:
                 tile_pos[i] = -1
     return kept
+
+
+NO_HISTOGRAM = np.zeros((1, 1, 1), dtype=np.uint32)  # a pass that counts no pair
+
+
+def kept_pairs(
+    run, row_start: int, row_end: int, capacity: int, hist: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """The block kernel's kept pairs (rows, cols, q_t, q_s buffers and how many), run by
+    ``run(rows, cols, q_t, q_s, progress)`` into buffers of ``capacity`` pairs at first. When
+    they fill up, the kernel stops at the row tile that did not fit; the buffers grow to what
+    the tiles so far predict for the whole range (at least twice the room), keep the pairs
+    kept, and the kernel resumes at that tile (its rows of ``hist``, indexed from
+    ``row_start``, cleared): no pair is computed twice."""
+    buffers = [np.empty(capacity, dtype=t) for t in (np.int64, np.int32, np.uint8, np.uint8)]
+    progress = np.array([row_start, 0], dtype=np.int64)
+    while True:
+        kept = run(*buffers, progress)
+        if kept >= 0:
+            return (*buffers, kept)
+        at, have = int(progress[0]), int(progress[1])
+        done = at - row_start
+        predicted = have * (row_end - row_start) // done + have // 4 if done else 0
+        capacity = max(2 * capacity, predicted)
+        grown = [np.empty(capacity, dtype=b.dtype) for b in buffers]
+        for new, old in zip(grown, buffers, strict=True):
+            new[:have] = old[:have]
+        buffers = grown
+        if hist is not None:
+            hist[done : done + TILE] = 0
 
 
 def split_rows(row_start: int, row_end: int, n: int, parts: int) -> list[tuple[int, int]]:
@@ -443,15 +483,9 @@ def _signal_range(
 ):
     rows = row_end - row_start
     hist = np.zeros((rows, n_bins, n_bins), dtype=np.uint32)
-    capacity = capacity or max(1024, rows * 64)
     lut = jaccard_lut()
-    while True:
-        out_rows = np.empty(capacity, dtype=np.int64)
-        out_cols = np.empty(capacity, dtype=np.int32)
-        out_t = np.empty(capacity, dtype=np.uint8)
-        out_s = np.empty(capacity, dtype=np.uint8)
-        hist[:] = 0
-        kept = _block(
+    out_rows, out_cols, out_t, out_s, kept = kept_pairs(
+        lambda o_rows, o_cols, o_t, o_s, progress: _block(
             t_ptr,
             t_idx,
             lin,
@@ -464,18 +498,22 @@ def _signal_range(
             np.uint8(floor_topic),
             np.uint8(floor_summary),
             n_bins,
-            out_rows,
-            out_cols,
-            out_t,
-            out_s,
+            o_rows,
+            o_cols,
+            o_t,
+            o_s,
             hist,
             True,
             False,
             False,
-        )
-        if kept >= 0:
-            break
-        capacity *= 4
+            True,
+            progress,
+        ),  # fmt: skip
+        row_start,
+        row_end,
+        capacity or max(1024, rows * 64),
+        hist,
+    )
     order = np.lexsort((out_cols[:kept], out_rows[:kept]))
     local = out_rows[:kept][order] - row_start
     indptr = np.zeros(rows + 1, dtype=np.int64)
@@ -507,7 +545,8 @@ def row_histograms(
         _block(
             t_ptr, t_idx, lin, s_ptr, s_idx, lut, np.arange(n, dtype=np.int64), r[0], r[1],
             np.uint8(0), np.uint8(0), n_bins,
-            none_i64, none_i32, none_u8, none_u8, hist, False, True, False,
+            none_i64, none_i32, none_u8, none_u8, hist, False, True, False, True,
+            np.array([r[0], 0], dtype=np.int64),
         )  # fmt: skip
         return hist
 
@@ -525,6 +564,51 @@ def row_histograms(
     return total
 
 
+def full_row_kept(
+    arrays: KernelArrays,
+    rows: np.ndarray,
+    floor_topic: int,
+    floor_summary: int,
+    capacity: int | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """The given rows' pairs with every other problem whose topic or summary byte reaches its
+    floor, as the kernel keeps them: (row, other row, q_t, q_s) buffers and how many pairs they
+    hold, in tiles of 64 of ``rows`` (rows need not be neighbours), within a tile by the other
+    row, then by the row's place. ``capacity``: pairs to make room for at first."""
+    t_ptr, t_idx, lin, s_ptr, s_idx = arrays
+    lin, lut = _checked_inputs(lin, s_ptr, s_idx)
+    rows = _distinct_rows(rows, arrays.n)
+    return kept_pairs(
+        lambda o_rows, o_cols, o_t, o_s, progress: _block(
+            t_ptr,
+            t_idx,
+            lin,
+            s_ptr,
+            s_idx,
+            lut,
+            rows,
+            0,
+            len(rows),
+            np.uint8(floor_topic),
+            np.uint8(floor_summary),
+            1,
+            o_rows,
+            o_cols,
+            o_t,
+            o_s,
+            NO_HISTOGRAM,
+            True,
+            False,
+            True,
+            False,
+            progress,
+        ),  # fmt: skip
+        0,
+        len(rows),
+        capacity or max(1024, len(rows) * 64),
+    )
+
+
 def full_row_pairs(
     arrays: KernelArrays,
     rows: np.ndarray,
@@ -532,28 +616,13 @@ def full_row_pairs(
     floor_summary: int,
     capacity: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The given rows' pairs with every other problem whose topic or summary byte reaches its
-    floor: (row, other row, q_t, q_s), by the order of ``rows`` then the other row, in tiles of
-    64 rows (rows need not be neighbours). ``capacity``: pairs to make room for at first (the
-    kernel starts again with four times the room when they do not fit)."""
-    t_ptr, t_idx, lin, s_ptr, s_idx = arrays
-    lin, lut = _checked_inputs(lin, s_ptr, s_idx)
+    """``full_row_kept``'s pairs as (row, other row, q_t, q_s), by the order of ``rows`` then the
+    other row."""
     rows = _distinct_rows(rows, arrays.n)
-    hist = np.zeros((len(rows), 1, 1), dtype=np.uint32)
-    capacity = capacity or max(1024, len(rows) * 64)
-    while True:
-        out_rows = np.empty(capacity, dtype=np.int64)
-        out_cols = np.empty(capacity, dtype=np.int32)
-        out_t = np.empty(capacity, dtype=np.uint8)
-        out_s = np.empty(capacity, dtype=np.uint8)
-        kept = _block(
-            t_ptr, t_idx, lin, s_ptr, s_idx, lut, rows, 0, len(rows), np.uint8(floor_topic),
-            np.uint8(floor_summary), 1, out_rows, out_cols, out_t, out_s, hist, True, False, True,
-        )  # fmt: skip
-        if kept >= 0:
-            break
-        capacity *= 4
-    position = np.empty(len(t_ptr) - 1, dtype=np.int64)
+    out_rows, out_cols, out_t, out_s, kept = full_row_kept(
+        arrays, rows, floor_topic, floor_summary, capacity
+    )
+    position = np.empty(arrays.n, dtype=np.int64)
     position[rows] = np.arange(len(rows))
     order = np.lexsort((out_cols[:kept], position[out_rows[:kept]]))
     return (out_rows[:kept][order], out_cols[:kept][order].astype(np.int64), out_t[:kept][order],

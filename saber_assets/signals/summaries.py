@@ -26,7 +26,13 @@ from collections.abc import Iterator, Sequence
 import numba as nb
 import numpy as np
 
-from saber_assets.signals.kernels import KernelArrays, full_row_pairs, signal_block
+from saber_assets.signals.kernels import (
+    TILE,
+    KernelArrays,
+    full_row_kept,
+    full_row_pairs,
+    signal_block,
+)
 from saber_assets.signals.thresholds import (
     QMAX,
     Cut,
@@ -37,7 +43,6 @@ from saber_assets.signals.thresholds import (
     domain_csr,
     domain_index,
     pick_thresholds,
-    sort_rows_by_topic,
     viable_intervals,
 )
 
@@ -49,16 +54,35 @@ TRIANGLE_ROWS = 1024
 
 
 @nb.njit(cache=True, nogil=True)
-def _intervals_of_rows(indptr, tq, sq, k, t_min, s_min, out):  # pragma: no cover - compiled
-    """out[r, τ_t] = (lo, hi): each CSR row's sweep over its pairs (sorted by q_t descending)."""
+def _summaries_of_block(q_rows, tq, sq, kept, position, b0, n_rows, k, t_min, s_min, out):
+    """out[r, τ_t] = (lo, hi) for the block's rows from the kernel's kept pairs, in the kernel's
+    order: a stable counting sort by (the row's place, q_t descending) then each row's sweep.
+    The pairs' order within a row and q_t does not change a sweep."""  # pragma: no cover
+    start = np.zeros(n_rows * (QMAX + 1) + 1, dtype=np.int64)
+    for p in range(kept):
+        start[(position[q_rows[p]] - b0) * (QMAX + 1) + (QMAX - tq[p]) + 1] += 1
+    for x in range(start.shape[0] - 1):
+        start[x + 1] += start[x]
+    indptr = np.empty(n_rows + 1, dtype=np.int64)
+    for r in range(n_rows + 1):
+        indptr[r] = start[r * (QMAX + 1)]
+    t_sorted = np.empty(kept, dtype=np.uint8)
+    s_sorted = np.empty(kept, dtype=np.uint8)
+    for p in range(kept):
+        x = (position[q_rows[p]] - b0) * (QMAX + 1) + (QMAX - tq[p])
+        t_sorted[start[x]] = tq[p]
+        s_sorted[start[x]] = sq[p]
+        start[x] += 1
     cnt_hi = np.zeros(QMAX + 1, dtype=np.int64)
     cnt_lo = np.zeros(QMAX + 1, dtype=np.int64)
     lo = np.empty(QMAX, dtype=np.uint8)
     hi = np.empty(QMAX, dtype=np.uint8)
-    for r in range(len(indptr) - 1):
-        viable_intervals(tq, sq, indptr[r], indptr[r + 1], k, t_min, s_min, cnt_hi, cnt_lo, lo, hi)
-        out[r, :, 0] = lo
-        out[r, :, 1] = hi
+    for r in range(n_rows):
+        viable_intervals(
+            t_sorted, s_sorted, indptr[r], indptr[r + 1], k, t_min, s_min, cnt_hi, cnt_lo, lo, hi
+        )
+        out[b0 + r, :, 0] = lo
+        out[b0 + r, :, 1] = hi
 
 
 def viability_summaries(
@@ -94,26 +118,35 @@ def summaries_of_rows(
     position[rows] = np.arange(len(rows))
     kept = [0]  # the last block's pairs: the next block's first guess at its room
 
-    def run(b0: int) -> None:
-        block = rows[b0 : b0 + block_rows]
+    def run(block: tuple[int, int]) -> None:
+        b0, b1 = block
         room = max(1024, kept[0] + kept[0] // 2)
-        q, _, tq, sq = full_row_pairs(arrays, block, *floors, capacity=room)
-        kept[0] = len(q)
-        indptr = np.zeros(len(block) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(position[q] - b0, minlength=len(block)), out=indptr[1:])
-        sort_rows_by_topic(indptr, tq, sq)
-        _intervals_of_rows(indptr, tq, sq, k, t_min, s_min, out[b0 : b0 + len(block)])
+        q, _, tq, sq, n_kept = full_row_kept(arrays, rows[b0:b1], *floors, capacity=room)
+        kept[0] = n_kept
+        _summaries_of_block(q, tq, sq, n_kept, position, b0, b1 - b0, k, t_min, s_min, out)
 
-    starts = range(0, len(rows), block_rows)
-    if threads <= 1 or len(starts) <= 1:
-        for b0 in starts:
-            run(b0)
+    blocks = even_blocks(len(rows), block_rows, threads)
+    if threads <= 1 or len(blocks) <= 1:
+        for block in blocks:
+            run(block)
     else:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(run, starts))
+            list(pool.map(run, blocks))
     return out
+
+
+def even_blocks(n_rows: int, block_rows: int, threads: int) -> list[tuple[int, int]]:
+    """[start, end) blocks of about ``block_rows`` rows in whole tiles of 64, as many as a
+    multiple of ``threads`` and as even as tiles allow: a full row costs the same wherever it
+    lies, so the threads finish their last blocks together instead of one waiting out a whole
+    block alone."""
+    tiles = -(-n_rows // TILE)
+    count = max(1, -(-tiles // max(1, block_rows // TILE)))
+    count = min(tiles, -(-count // threads) * threads) if threads > 1 else count
+    cuts = [min(n_rows, (tiles * b // max(count, 1)) * TILE) for b in range(count + 1)]
+    return [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
 
 
 def grown_summaries(
