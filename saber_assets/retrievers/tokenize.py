@@ -11,7 +11,6 @@ LaTeX stay glued to their words). sklearn: scikit-learn's default analyzer (lowe
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
 from saber_assets.retrievers.a0_search import quiet_c_output  # noqa: F401 - re-exported for the retrievers
 from saber_resources.prompts import LATEX_SPAN
@@ -34,9 +33,20 @@ def sklearn_tokens(text: str) -> list[str]:
 
 
 def split_math(text: str) -> tuple[str, list[str]]:
-    """(prose with the formulas removed, the formulas)."""
-    formulas = [next(g for g in m.groups() if g is not None) for m in LATEX_SPAN.finditer(text)]
-    return LATEX_SPAN.sub(" ", text), [f.strip() for f in formulas if f.strip()]
+    """(prose with each formula replaced by a space, the formulas), in one pass of the pattern:
+    each of its alternatives holds one group, so the matched one is ``lastindex``."""
+    pieces: list[str] = []
+    formulas: list[str] = []
+    at = 0
+    for m in LATEX_SPAN.finditer(text):
+        pieces.append(text[at : m.start()])
+        at = m.end()
+        if f := m.group(m.lastindex).strip():
+            formulas.append(f)
+    if not pieces:
+        return text, formulas
+    pieces.append(text[at:])
+    return " ".join(pieces), formulas
 
 
 def _walk(node, ancestors: tuple[str, ...], out: list[str]) -> None:
@@ -50,9 +60,11 @@ def _walk(node, ancestors: tuple[str, ...], out: list[str]) -> None:
         _walk(child, (kind, *ancestors), out)
 
 
-@lru_cache(maxsize=200_000)
-def formula_tokens(tex: str) -> tuple[str, ...]:
-    """Leaf-root operator paths of a formula (pya0), or its plain words if it does not parse."""
+_FORMULAS: dict[str, tuple[str, ...]] = {}  # formula -> its tokens, parsed once per process
+_FORMULAS_KEPT = 200_000
+
+
+def _parse_formula(tex: str) -> tuple[str, ...]:
     import pya0
 
     try:
@@ -66,13 +78,30 @@ def formula_tokens(tex: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _parsed(formulas: list[str]) -> list[tuple[str, ...]]:
+    """The formulas' tokens, parsing (with the parser's C output silenced: a handful of system
+    calls, once per document before, when nearly every formula was already parsed) only the
+    ones this process has not seen."""
+    new = [f for f in formulas if f not in _FORMULAS]
+    if new:
+        if len(_FORMULAS) + len(new) > _FORMULAS_KEPT:
+            _FORMULAS.clear()
+        with quiet_c_output():
+            for f in new:
+                _FORMULAS[f] = _parse_formula(f)
+    return [_FORMULAS[f] for f in formulas]
+
+
+def formula_tokens(tex: str) -> tuple[str, ...]:
+    """Leaf-root operator paths of a formula (pya0), or its plain words if it does not parse."""
+    return _parsed([tex])[0]
+
+
 def math_tokens(text: str) -> list[str]:
     prose, formulas = split_math(text)
     tokens = plain_tokens(prose)
-    if formulas:
-        with quiet_c_output():
-            for f in formulas:
-                tokens.extend(formula_tokens(f))
+    for parsed in _parsed(formulas) if formulas else ():
+        tokens.extend(parsed)
     return tokens
 
 
