@@ -101,83 +101,94 @@ def _identity(tokens):
     return tokens
 
 
-def index_engine(kind: str, params: dict, sides: dict[str, list[str]]) -> float:
-    """Seconds of the tokenizer and the library's index over each document side's texts."""
-    from saber_assets.retrievers.tokenize import TOKENIZERS
+class Tokens:
+    """Each (tokenizer, document side)'s tokens, made once and timed: every retriever's engine
+    is charged the tokenizing it would do alone."""
 
-    tokenize = TOKENIZERS[params.get("tokenizer", "math")]
-    t0 = time.perf_counter()
-    for docs in sides.values():
-        tokens = [tokenize(d) for d in docs]
+    def __init__(self, sides: dict[str, list[str]]) -> None:
+        self.sides = sides
+        self.made: dict[tuple[str, str], tuple[list[list[str]], float]] = {}
+
+    def of(self, tokenizer: str, side: str) -> tuple[list[list[str]], float]:
+        from saber_assets.retrievers.tokenize import TOKENIZERS
+
+        if (tokenizer, side) not in self.made:
+            t0 = time.perf_counter()
+            tokens = [TOKENIZERS[tokenizer](d) for d in self.sides[side]]
+            self.made[tokenizer, side] = (tokens, time.perf_counter() - t0)
+        return self.made[tokenizer, side]
+
+
+def _bm25(params: dict, tokens: list[list[str]]):
+    import bm25s
+
+    index = bm25s.BM25(k1=params.get("k1", 1.5), b=params.get("b", 0.75), method="lucene")
+    index.index([t or ["\x00"] for t in tokens], show_progress=False)
+    return index
+
+
+def index_engine(kind: str, params: dict, tokens: Tokens) -> tuple[float, dict]:
+    """Seconds of the tokenizer and the library's index over each document side's texts, and
+    the indexes (by side) for the runs' engine."""
+    from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
+
+    tokenizer = params.get("tokenizer", "math")
+    seconds, built = 0.0, {}
+    for side in tokens.sides:
+        toks, tok_seconds = tokens.of(tokenizer, side)
+        t0 = time.perf_counter()
         if kind == "bm25":
-            import bm25s
-
-            bm25s.BM25(k1=params.get("k1", 1.5), b=params.get("b", 0.75), method="lucene").index(
-                [t or ["\x00"] for t in tokens], show_progress=False
-            )
+            built[side] = _bm25(params, toks)
         elif kind == "tfidf":
-            from sklearn.feature_extraction.text import TfidfVectorizer
-
-            TfidfVectorizer(
-                analyzer=_identity, sublinear_tf=params.get("sublinear_tf", True)
-            ).fit_transform(tokens)
+            vec = TfidfVectorizer(analyzer=_identity, sublinear_tf=params.get("sublinear_tf", True))
+            built[side] = (vec, vec.fit_transform(toks))
         elif kind == "jaccard":
-            from sklearn.feature_extraction.text import CountVectorizer
-
-            CountVectorizer(analyzer=_identity, binary=True).fit_transform(tokens)
+            vec = CountVectorizer(analyzer=_identity, binary=True)
+            sets = vec.fit_transform(toks).T.tocsr()
+            built[side] = (vec, sets, np.asarray(sets.sum(axis=0)).ravel())
         else:
             raise ValueError(f"no engine for kind {kind!r}")
-    return time.perf_counter() - t0
+        seconds += tok_seconds + time.perf_counter() - t0
+    return seconds, built
 
 
 def runs_engine(
-    kind: str, params: dict, settings: dict[str, tuple[list[str], list[str]]], candidates
+    kind: str,
+    params: dict,
+    settings: dict[str, tuple[list[str], str]],
+    candidates: list[list[int]],
+    tokens: Tokens,
+    built: dict,
 ) -> float:
     """Seconds of the library scoring every query against every document and, where the entry's
-    statistics are per query, fitted on each query's candidates, in every setting."""
+    statistics are per query, fitted on each query's candidates, in every setting (the queries'
+    tokenizing included; the documents' is the index's)."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
     from saber_assets.retrievers.tokenize import TOKENIZERS
 
-    tokenize = TOKENIZERS[params.get("tokenizer", "math")]
-    per_query = (kind == "bm25" and params.get("idf", "candidates") == "candidates") or (
-        kind == "tfidf"
+    tokenizer = params.get("tokenizer", "math")
+    per_query = kind == "tfidf" or (
+        kind == "bm25" and params.get("idf", "candidates") == "candidates"
     )
     total = 0.0
-    for queries, docs in settings.values():
-        # the corpus side as the index stage leaves it (not timed here: the index engine's)
-        doc_tokens = [tokenize(d) for d in docs]
-        if kind == "bm25":
-            import bm25s
-
-            def bm25(toks):
-                index = bm25s.BM25(k1=params.get("k1", 1.5), b=params.get("b", 0.75))
-                index.index([t or ["\x00"] for t in toks], show_progress=False)
-                return index
-
-            full = bm25(doc_tokens)
-        elif kind == "tfidf":
-            from sklearn.feature_extraction.text import TfidfVectorizer
-
-            vec = TfidfVectorizer(analyzer=_identity, sublinear_tf=params.get("sublinear_tf", True))
-            matrix = vec.fit_transform(doc_tokens)
-        else:
-            from sklearn.feature_extraction.text import CountVectorizer
-
-            vec = CountVectorizer(analyzer=_identity, binary=True)
-            sets = vec.fit_transform(doc_tokens).T.tocsr()
-            sizes = np.asarray(sets.sum(axis=0)).ravel()
+    for queries, side in settings.values():
+        doc_tokens, _ = tokens.of(tokenizer, side)
+        index = built[side]
         t0 = time.perf_counter()
-        q_tokens = [tokenize(q) for q in queries]
+        q_tokens = [TOKENIZERS[tokenizer](q) for q in queries]
         if kind == "bm25":
             for q in q_tokens:
-                full.get_scores(q or ["\x01"])
+                index.get_scores(q or ["\x01"])
         elif kind == "tfidf":
+            vec, matrix = index
             for c0 in range(0, len(q_tokens), 64):
                 (matrix @ vec.transform(q_tokens[c0 : c0 + 64]).T).toarray()
         else:
+            vec, sets, sizes = index
             for c0 in range(0, len(q_tokens), 64):
                 chunk = q_tokens[c0 : c0 + 64]
-                q = vec.transform(chunk)
-                inter = (q @ sets).toarray()
+                inter = (vec.transform(chunk) @ sets).toarray()
                 q_sizes = np.array([len(set(t)) for t in chunk])
                 union = q_sizes[:, None] + sizes[None, :] - inter
                 with np.errstate(invalid="ignore", divide="ignore"):
@@ -186,10 +197,8 @@ def runs_engine(
             for q, cands in zip(q_tokens, candidates, strict=True):
                 toks = [doc_tokens[c] for c in cands]
                 if kind == "bm25":
-                    bm25(toks).get_scores(q or ["\x01"])
+                    _bm25(params, toks).get_scores(q or ["\x01"])
                 else:
-                    from sklearn.feature_extraction.text import TfidfVectorizer
-
                     v = TfidfVectorizer(
                         analyzer=_identity, sublinear_tf=params.get("sublinear_tf", True)
                     )
@@ -219,9 +228,10 @@ def measure(home: Path, n: int, retrievers: list[str], threads: int = 2) -> dict
     rows = bench.queries.select("problem", "solution").rows()
     candidates = bench.queries["candidates"].to_list()
     settings = {
-        s: ([setting_texts(s, p, q, as_query=True) for p, q in rows], sides[document_side(s)])
+        s: ([setting_texts(s, p, q, as_query=True) for p, q in rows], document_side(s))
         for s in SETTINGS
     }
+    tokens = Tokens(sides)
     registry = yaml.safe_load((home / f"scale-{n}-inputs" / "retrievers.yaml").read_text())
     entries = {e["name"]: e for e in registry["retrievers"]}
     saber = saber_seconds((home / f"scale-{n}.log").read_text(), retrievers)
@@ -229,8 +239,9 @@ def measure(home: Path, n: int, retrievers: list[str], threads: int = 2) -> dict
     for name in retrievers:
         e = entries[name]
         params = e.get("params") or {}
-        idx = index_engine(e["kind"], params, sides)
-        run = runs_engine(e["kind"], params, settings, candidates)
+        idx, built = index_engine(e["kind"], params, tokens)
+        run = runs_engine(e["kind"], params, settings, candidates, tokens, built)
+        del built
         out["retrievers"][name] = {
             "indexes_engine": round(idx, 1),
             "runs_engine": round(run, 1),
