@@ -785,6 +785,14 @@ def test_prepare_inputs_maps_topics_and_builds_lin_over_the_used_ones(tmp_path):
     for f in ("t_ptr", "t_idx", "lin", "used_nodes", "s_ptr", "s_idx"):
         assert np.array_equal(getattr(back, f), getattr(inputs, f))
     assert back.prefix_version(5) == inputs.prefix_version(5)
+    # the whole corpus's version is saved with the inputs (each shard asks for it) and is the
+    # one computed afresh; another IC hash is another version
+    assert back.versions == {(inputs.ic_hash, inputs.n): inputs.prefix_version(inputs.n)}
+    fresh = SignalInputs.load(tmp_path / "in.npz")
+    fresh.versions.clear()
+    assert fresh.prefix_version(inputs.n) == back.prefix_version(inputs.n)
+    fresh.ic_hash = "another"
+    assert fresh.prefix_version(inputs.n) != back.prefix_version(inputs.n)
     # IC recomputed with float noise keeps the hash (9 digits); a real change does not
     assert ic_hash(ic + 3e-10) == ic_hash(ic) != ic_hash(ic + 3e-9)
 

@@ -6,7 +6,7 @@ import functools
 import hashlib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +71,10 @@ class SignalInputs:
     s_idx: np.ndarray
     vocab: list[str]
     ic_hash: str = ""  # hash of the IC values Lin was built from
+    # prefix_version by n: the whole corpus's is saved with the inputs, since each of the
+    # shards stage's steps asks for it (0.9 s of Python a step at 283K, 73 steps)
+    # (keyed by the IC hash too: the inputs stage sets it after the arrays are made)
+    versions: dict[tuple[str, int], str] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n(self) -> int:
@@ -82,6 +86,12 @@ class SignalInputs:
 
     def prefix_version(self, n: int) -> str:
         """Hash of the first n problems' signal inputs: a shard computed on them stays valid."""
+        key = (self.ic_hash, n)
+        if key not in self.versions:
+            self.versions[key] = self._hash_prefix(n)
+        return self.versions[key]
+
+    def _hash_prefix(self, n: int) -> str:
         h = hashlib.blake2b(digest_size=8)
         h.update(self.ic_hash.encode())
         for i in range(n):
@@ -106,12 +116,14 @@ class SignalInputs:
             s_idx=self.s_idx,
             vocab=np.array(self.vocab, dtype=object),
             ic_hash=np.array(self.ic_hash),
+            version=np.array(self.prefix_version(self.n)),
         )
         write_whole(path, arrays)
 
     @classmethod
     def load(cls, path: Path) -> SignalInputs:
         z = np.load(path, allow_pickle=True)
+        n, ic = len(z["t_ptr"]) - 1, str(z["ic_hash"])
         return cls(
             ids=z["ids"].tolist(),
             t_ptr=z["t_ptr"],
@@ -121,7 +133,8 @@ class SignalInputs:
             s_ptr=z["s_ptr"],
             s_idx=z["s_idx"],
             vocab=z["vocab"].tolist(),
-            ic_hash=str(z["ic_hash"]),
+            ic_hash=ic,
+            versions={(ic, n): str(z["version"])} if "version" in z.files else {},
         )
 
 
