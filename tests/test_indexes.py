@@ -386,6 +386,8 @@ def test_a_corpus_tokenised_for_an_index_shares_one_string_per_token(tmp_path):
     back = TokenTable.load(tmp_path / "t")
     assert back.lists() == tokens and back.series([1]).to_list() == [tokens[1]]
     assert TokenTable.of(plain_tokens, []).lists() == []
+    chunked = TokenTable.of(math_tokens, texts, chunk=2)  # a vocabulary across chunks
+    assert chunked.lists() == tokens and list(chunked.vocab) == list(table.vocab)
 
 
 def test_retrievers_of_one_tokenizer_share_its_token_table(tmp_path, monkeypatch):

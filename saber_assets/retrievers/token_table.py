@@ -42,15 +42,27 @@ class TokenTable:
         return len(self.offsets) - 1
 
     @classmethod
-    def of(cls, tokenize: Callable[[str], list[str]], texts: Sequence[str]) -> TokenTable:
-        raw = [tokenize(t) for t in texts]
-        offsets = np.zeros(len(raw) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, raw), dtype=np.int64, count=len(raw)), out=offsets[1:])
-        flat = pa.array(list(chain.from_iterable(raw)), type=pa.large_string())
-        del raw
-        encoded = flat.dictionary_encode()  # first-seen order
-        ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
-        return cls(encoded.dictionary.to_pylist(), ids, offsets)
+    def of(
+        cls, tokenize: Callable[[str], list[str]], texts: Sequence[str], chunk: int = 8192
+    ) -> TokenTable:
+        """The texts' tokens, a chunk of texts at a time: only one chunk's token strings are
+        ever Python objects (283K full texts at once: ~3 GB of them)."""
+        vocab: dict[str, int] = {}
+        ids, lengths = [], []
+        for c0 in range(0, len(texts), chunk):
+            raw = [tokenize(t) for t in texts[c0 : c0 + chunk]]
+            lengths.append(np.fromiter(map(len, raw), dtype=np.int64, count=len(raw)))
+            encoded = pa.array(list(chain.from_iterable(raw)), type=pa.large_string())
+            encoded = encoded.dictionary_encode()  # the chunk's tokens, first seen first
+            words = encoded.dictionary.to_pylist()
+            to_global = np.array([vocab.setdefault(w, len(vocab)) for w in words], np.int32)
+            local = encoded.indices.to_numpy(zero_copy_only=False)
+            ids.append(to_global[local] if len(words) else np.zeros(0, np.int32))
+        offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+        if lengths:
+            np.cumsum(np.concatenate(lengths), out=offsets[1:])
+        flat = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int32)
+        return cls(list(vocab), flat.astype(np.int32, copy=False), offsets)
 
     def tokens(self, row: int) -> list[str]:
         return self.vocab[self.ids[self.offsets[row] : self.offsets[row + 1]]].tolist()
