@@ -281,3 +281,25 @@ def test_approach0_searches_once_per_query_in_parallel():
     assert cands[int(np.argmax(one[0][cands]))] == 4  # the renamed twin, as with its own index
     run = evaluate(Approach0Retriever(), bench, "statement-statement")
     assert run["scores"][0].to_list() == one[0][bench.queries["candidates"][0].to_list()].tolist()
+
+
+def test_the_full_corpus_track_never_retrieves_the_query_itself(monkeypatch):
+    """Each query is also a document (its best match by far): the full-corpus track sees its
+    own row at -inf, and only its own; queries of the filter that are no document see none."""
+    from saber_assets.leaderboard import evaluate as ev
+
+    bench = _bench(n_docs=60, n_queries=6)
+    seen = []
+    real = ev.full_corpus_metrics_from_scores
+
+    def spy(all_scores, cands, rel, k):
+        seen.append(np.flatnonzero(np.isneginf(all_scores)).tolist())
+        return real(all_scores, cands, rel, k)
+
+    monkeypatch.setattr(ev, "full_corpus_metrics_from_scores", spy)
+    ev.evaluate(JaccardRetriever("j"), bench, "full-full", 10, query_filter=[4, 1, 3])
+    assert seen == [[4], [1], [3]]
+    seen.clear()
+    other = Benchmark(bench.queries.with_columns(pl.lit("q-x").alias("id")), bench.documents)
+    ev.evaluate(JaccardRetriever("j"), other, "full-full", 10, query_filter=[2])
+    assert seen == [[]]

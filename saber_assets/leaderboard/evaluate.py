@@ -156,8 +156,11 @@ def evaluate(
     doc_texts = document_texts(bench, setting)
     if hasattr(retriever, "fit_corpus"):
         retriever.fit_corpus(doc_texts)
-    doc_row = {d: i for i, d in enumerate(docs["id"].to_list())}
     q = bench.queries if query_filter is None else bench.queries[list(query_filter)]
+    # the queries' own rows among the documents (a dict of every document id cost 0.2 s a
+    # setting at 283K documents, for a score or two per query)
+    own = docs.select(pl.col("id"), pl.int_range(pl.len()).alias("row"))
+    doc_row = dict(own.filter(pl.col("id").is_in(q["id"].implode())).iter_rows())
     if hasattr(retriever, "fit_candidates"):  # statistics over each query's candidates
         union = sorted({c for cands in q["candidates"].to_list() for c in cands})
         retriever.fit_candidates([doc_texts[c] for c in union])
