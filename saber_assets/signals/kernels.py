@@ -23,7 +23,10 @@ The block kernel computes every unordered pair (i, j), i in a row block, j > i, 
   it); a column's tokens are added into 8 bit-planes with a ripple carry, giving all 64
   intersection sizes at once; a uint8 table over (intersection, union) gives the quantised value.
 Values are quantised to uint8 (q = round(255·v)); pairs with topic ≥ floor or summary ≥ floor
-(quantised) are kept; every pair lands in its row's coarse 2-D histogram.
+(quantised) are kept; every pair lands in its row's coarse 2-D histogram, unless the pass counts
+none (a full-row pass keeps its pairs and nothing else: the count was a random write per pair).
+Kept pairs that outgrow their buffers stop the kernel at the row tile that did not fit, and it
+resumes there with larger ones (``kept_pairs``): no pair is computed twice.
 """
 
 from __future__ import annotations
@@ -347,13 +350,11 @@ def _block(
                         )
                     inter = inter_r[r]
                     sq = lut[inter, row_ns[r] + ns_b - inter]
-                    if not counting:
-                        pass
-                    elif both:  # the pair in both rows' histograms, indexed globally
+                    if counting and both:  # in both rows' histograms, indexed globally
                         i = row_of[r0 + r]
                         hist[i, bin_of[tq], bin_of[sq]] += 1
                         hist[j, bin_of[tq], bin_of[sq]] += 1
-                    else:
+                    elif counting:
                         hist[r0 + r - row_start, bin_of[tq], bin_of[sq]] += 1
                     if store and (tq >= floor_t or sq >= floor_s):
                         if kept >= out_rows.shape[0]:
