@@ -484,34 +484,12 @@ def _signal_range(
 ):
     rows = row_end - row_start
     hist = np.zeros((rows, n_bins, n_bins), dtype=np.uint32)
-    lut = jaccard_lut()
-    out_rows, out_cols, out_t, out_s, kept = kept_pairs(
-        lambda o_rows, o_cols, o_t, o_s, progress: _block(
-            t_ptr,
-            t_idx,
-            lin,
-            s_ptr,
-            s_idx,
-            lut,
-            np.arange(len(t_ptr) - 1, dtype=np.int64),
-            row_start,
-            row_end,
-            np.uint8(floor_topic),
-            np.uint8(floor_summary),
-            n_bins,
-            o_rows,
-            o_cols,
-            o_t,
-            o_s,
-            hist,
-            True,
-            False,
-            False,
-            True,
-            progress,
-        ),  # fmt: skip
+    out_rows, out_cols, out_t, out_s, kept = _kept_block(
+        (t_ptr, t_idx, lin, s_ptr, s_idx),
+        np.arange(len(t_ptr) - 1, dtype=np.int64),
         row_start,
         row_end,
+        (floor_topic, floor_summary),
         capacity or max(1024, rows * 64),
         hist,
     )
@@ -577,37 +555,35 @@ def full_row_kept(
     hold, in tiles of 64 of ``rows`` (rows need not be neighbours), within a tile by the other
     row, then by the row's place. ``capacity``: pairs to make room for at first."""
     t_ptr, t_idx, lin, s_ptr, s_idx = arrays
-    lin, lut = _checked_inputs(lin, s_ptr, s_idx)
+    lin = _checked_inputs(lin, s_ptr, s_idx)[0]
     rows = _distinct_rows(rows, arrays.n)
-    return kept_pairs(
-        lambda o_rows, o_cols, o_t, o_s, progress: _block(
-            t_ptr,
-            t_idx,
-            lin,
-            s_ptr,
-            s_idx,
-            lut,
-            rows,
-            0,
-            len(rows),
-            np.uint8(floor_topic),
-            np.uint8(floor_summary),
-            1,
-            o_rows,
-            o_cols,
-            o_t,
-            o_s,
-            NO_HISTOGRAM,
-            True,
-            False,
-            True,
-            False,
-            progress,
-        ),  # fmt: skip
+    return _kept_block(
+        (t_ptr, t_idx, lin, s_ptr, s_idx),
+        rows,
         0,
         len(rows),
+        (floor_topic, floor_summary),
         capacity or max(1024, len(rows) * 64),
+        full=True,
     )
+
+
+def _kept_block(inputs, row_of, row_start, row_end, floors, capacity, hist=None, full=False):
+    """``kept_pairs`` of the block kernel over ``row_of[row_start:row_end]`` storing at the
+    ``floors`` (bytes); counting every pair into ``hist`` (rows from ``row_start``) when given;
+    ``full``: each row against every other problem, else the later ones."""
+    lut = jaccard_lut()
+    counting = hist is not None
+    n_bins = hist.shape[1] if counting else 1
+
+    def run(o_rows, o_cols, o_t, o_s, progress):
+        return _block(
+            *inputs, lut, row_of, row_start, row_end, np.uint8(floors[0]), np.uint8(floors[1]),
+            n_bins, o_rows, o_cols, o_t, o_s, hist if counting else NO_HISTOGRAM, True, False,
+            full, counting, progress,
+        )  # fmt: skip
+
+    return kept_pairs(run, row_start, row_end, capacity, hist)
 
 
 def full_row_pairs(
