@@ -3,6 +3,7 @@ nothing of the document side redone; stale, broken or half-written indexes are r
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -479,3 +480,31 @@ def test_approach0_temporary_indexes_leave_with_their_process_or_the_next_one(tm
     other.mkdir()
     assert a0.remove_orphans(str(root)) == [str(root / left)]
     assert sorted(os.listdir(root)) == sorted([mine.name, other.name])
+
+
+def test_a_retrievers_next_domain_reuses_the_index_state_it_loaded(tmp_path, monkeypatch):
+    """A build runs a retriever's domains one after another in one process: the second run's
+    retriever takes the state the first loaded (read once), scores exactly as a fresh fit, and
+    another retriever's load frees it."""
+    bench = _bench(n_docs=40, n_queries=5)
+    docs = document_texts(bench, "full-full")
+    entry = {"kind": "bm25"}
+    ensure_index(BM25Retriever("b"), entry, "full", docs, tmp_path / "b" / "full", use=False)
+    indexes._LOADED.clear()
+    loads = []
+    real = BM25Retriever.load_index
+
+    def counted(self, d, p):
+        loads.append(p)
+        return real(self, d, p)
+
+    monkeypatch.setattr(BM25Retriever, "load_index", counted)
+    first, second = BM25Retriever("b"), BM25Retriever("b")
+    for r in (first, second):
+        info = ensure_index(r, entry, "full", docs, tmp_path / "b" / "full")
+        assert not info.built
+    assert len(loads) == 1 and second._full is first._full
+    want = evaluate(BM25Retriever("b"), bench, "full-full", 10)["scores"].to_list()
+    assert evaluate(second, bench, "full-full", 10)["scores"].to_list() == want
+    ensure_index(TfidfRetriever("t"), {"kind": "tfidf"}, "full", docs, tmp_path / "t" / "full")
+    assert [Path(m[1]).parent.name for m in indexes._LOADED] == ["t"]
