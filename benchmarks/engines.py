@@ -90,8 +90,8 @@ def shards_engine(
     seconds = time.perf_counter() - t0
     return {
         "sample_rows": len(rows),
-        "sample_seconds": round(seconds, 2),
-        "seconds": round(seconds * n / len(rows), 1),
+        "sample_seconds": round(seconds, 4),
+        "seconds": round(seconds * n / len(rows), 3),
         "row_pairs_per_s": round(len(rows) * (n - 1) / seconds),
         "threads": threads,
     }
@@ -243,10 +243,10 @@ def measure(home: Path, n: int, retrievers: list[str], threads: int = 2) -> dict
         run = runs_engine(e["kind"], params, settings, candidates, tokens, built)
         del built
         out["retrievers"][name] = {
-            "indexes_engine": round(idx, 1),
-            "runs_engine": round(run, 1),
-            "indexes_saber": round(saber[name]["indexes"], 1),
-            "runs_saber": round(saber[name]["runs"], 1),
+            "indexes_engine": round(idx, 3),
+            "runs_engine": round(run, 3),
+            "indexes_saber": round(saber[name]["indexes"], 3),
+            "runs_saber": round(saber[name]["runs"], 3),
         }
         r = out["retrievers"][name]
         print(
