@@ -508,3 +508,30 @@ def test_a_retrievers_next_domain_reuses_the_index_state_it_loaded(tmp_path, mon
     assert evaluate(second, bench, "full-full", 10)["scores"].to_list() == want
     ensure_index(TfidfRetriever("t"), {"kind": "tfidf"}, "full", docs, tmp_path / "t" / "full")
     assert [Path(m[1]).parent.name for m in indexes._LOADED] == ["t"]
+
+
+def test_token_tables_no_index_names_are_pruned_once_they_are_old(tmp_path):
+    """A corpus changed: its old token tables go, but not one an index names, one being
+    written beside a scratch index, or one written a moment ago by another build."""
+    import os
+    import time
+
+    from saber_assets.retrievers.token_table import prune_token_tables
+
+    indexes_root, tables = tmp_path / "indexes", tmp_path / "indexes" / ".tokens"
+    for name in ("named", "scratch-named", "old", "fresh"):
+        (tables / name).mkdir(parents=True)
+    (indexes_root / "bm25" / "full").mkdir(parents=True)
+    (indexes_root / "bm25" / "full" / "tokens.json").write_text(json.dumps({"shared": "named"}))
+    (indexes_root / "bm25" / ".full.1.x").mkdir()
+    (indexes_root / "bm25" / ".full.1.x" / "tokens.json").write_text(
+        json.dumps({"shared": "scratch-named"})
+    )
+    (indexes_root / "tfidf" / "full").mkdir(parents=True)
+    (indexes_root / "tfidf" / "full" / "tokens.json").write_text("{broken")
+    hour_ago = time.time() - 7200
+    for name in ("named", "scratch-named", "old"):
+        os.utime(tables / name, (hour_ago, hour_ago))
+    assert prune_token_tables(tables, indexes_root) == ["old"]
+    assert sorted(p.name for p in tables.iterdir()) == ["fresh", "named", "scratch-named"]
+    assert prune_token_tables(tmp_path / "none", indexes_root) == []

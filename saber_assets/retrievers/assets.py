@@ -25,6 +25,7 @@ from saber_assets.retrievers.registry import (
     build_retriever,
     definitions_by_name,
 )
+from saber_assets.retrievers.token_table import prune_token_tables
 from saber_assets.versions import registry_versions
 from saber_resources.stores import StoresResource
 
@@ -78,6 +79,10 @@ def retriever_index(
     for i in infos:
         if i.rebuilt_because:
             context.log.warning(f"{entry.name} / {i.setting}: index rebuilt ({i.rebuilt_because})")
+    tables = pipeline.outputs().token_tables
+    pruned = prune_token_tables(tables, tables.parent)
+    if pruned:
+        context.log.info(f"removed {len(pruned)} token table(s) no index names: {pruned}")
     table = pl.DataFrame(
         [
             {
@@ -107,6 +112,7 @@ def retriever_index(
             "kind": entry.kind,
             "indexes": markdown_table(table) if infos else "none: no document-side work of its own",
             "built": sum(i.built for i in infos),
+            "token_tables_removed": len(pruned),
             "MB": round(sum(i.bytes for i in infos) / 2**20, 2),
             "path": MetadataValue.path(str(pipeline.outputs().index(entry.name))),
         }

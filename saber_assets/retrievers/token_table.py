@@ -13,8 +13,10 @@ tokens it gives back are exactly the tokenizer's, each distinct token one string
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from itertools import chain
@@ -144,3 +146,27 @@ def shared_tokens(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return table, path
+
+
+def prune_token_tables(root: Path, indexes: Path, older_than_s: float = 3600.0) -> list[str]:
+    """Remove the token tables under ``root`` that no index under ``indexes`` names (an earlier
+    corpus's: an index used to take its tokens with it when it was replaced) and that were
+    written more than ``older_than_s`` ago: a build in another process may have just written
+    one its index does not name yet. Returns the removed tables' names."""
+    if not root.is_dir():
+        return []
+    named = set()
+    for f in indexes.glob("*/*/tokens.json"):
+        try:
+            named.add(json.loads(f.read_text()).get("shared"))
+        except (OSError, ValueError):
+            continue  # an index being written or broken: its table is kept this time
+    cutoff = time.time() - older_than_s
+    gone = []
+    for table in sorted(root.iterdir()):
+        if table.name.startswith(".") or table.name in named:
+            continue
+        if table.stat().st_mtime < cutoff:
+            shutil.rmtree(table, ignore_errors=True)
+            gone.append(table.name)
+    return gone
