@@ -377,7 +377,7 @@ def test_an_index_holds_its_documents_tokens_columnar_one_document_set_at_a_time
 def test_a_corpus_tokenised_for_an_index_shares_one_string_per_token(tmp_path):
     texts = ["prime sum prime", "sum of a prime", "nothing here", "", "$x^2+1$ is prime"]
     table = TokenTable.of(math_tokens, texts)
-    tokens = table.lists()
+    tokens = [table.tokens(r) for r in range(len(table))]
     assert tokens == [math_tokens(t) for t in texts]
     assert tokens[0][0] is tokens[0][2] is tokens[1][3]
     assert tokens[0][1] is tokens[1][0]
@@ -385,10 +385,12 @@ def test_a_corpus_tokenised_for_an_index_shares_one_string_per_token(tmp_path):
     assert table.series([4, 3, 0]).to_list() == [tokens[4], [], tokens[0]]
     table.save(tmp_path / "t")
     back = TokenTable.load(tmp_path / "t")
-    assert back.lists() == tokens and back.series([1]).to_list() == [tokens[1]]
-    assert TokenTable.of(plain_tokens, []).lists() == []
+    assert [back.tokens(r) for r in range(len(back))] == tokens
+    assert back.series([1]).to_list() == [tokens[1]]
+    assert len(TokenTable.of(plain_tokens, [])) == 0
     chunked = TokenTable.of(math_tokens, texts, chunk=2)  # a vocabulary across chunks
-    assert chunked.lists() == tokens and list(chunked.vocab) == list(table.vocab)
+    assert [chunked.tokens(r) for r in range(len(chunked))] == tokens
+    assert list(chunked.vocab) == list(table.vocab)
 
 
 def test_retrievers_of_one_tokenizer_share_its_token_table(tmp_path, monkeypatch):

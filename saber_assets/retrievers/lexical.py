@@ -26,10 +26,8 @@ import numpy as np
 import polars as pl
 
 from saber_assets.retrievers.base import Kind, docs_key, texts_digest
-from saber_assets.retrievers.token_table import TokenTable, shared_tokens
+from saber_assets.retrievers.token_table import TOKENS_FILE, TokenTable, shared_tokens
 from saber_assets.retrievers.tokenize import TOKENIZERS
-
-TOKENS_FILE = "tokens.json"  # in an index folder: where its documents' token table lies
 
 
 class StoredTokens:

@@ -27,6 +27,7 @@ import polars as pl
 import pyarrow as pa
 
 TOKENS_FORMAT = 1
+TOKENS_FILE = "tokens.json"  # in an index folder: which token table holds its documents' tokens
 
 
 class TokenTable:
@@ -68,13 +69,6 @@ class TokenTable:
 
     def tokens(self, row: int) -> list[str]:
         return self.vocab[self.ids[self.offsets[row] : self.offsets[row + 1]]].tolist()
-
-    def lists(self) -> list[list[str]]:
-        """Every row's tokens (equal tokens one string object: a corpus costs a pointer per
-        token, not a string each)."""
-        flat = self.vocab[self.ids]
-        bounds = self.offsets.tolist()
-        return [flat[a:b].tolist() for a, b in zip(bounds, bounds[1:], strict=False)]
 
     def series(self, rows: Sequence[int]) -> pl.Series:
         """The rows' tokens as one list column."""
@@ -156,7 +150,7 @@ def prune_token_tables(root: Path, indexes: Path, older_than_s: float = 3600.0) 
     if not root.is_dir():
         return []
     named = set()
-    for f in indexes.glob("*/*/tokens.json"):
+    for f in indexes.glob(f"*/*/{TOKENS_FILE}"):
         try:
             named.add(json.loads(f.read_text()).get("shared"))
         except (OSError, ValueError):
