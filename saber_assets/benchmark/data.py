@@ -130,9 +130,9 @@ class Benchmark:
         made of its documents (``texts.document_texts``)."""
         directory = Path(directory).resolve()
         files = tuple(
-            (f.name, f.stat().st_ino, f.stat().st_mtime_ns, f.stat().st_size)
+            (f.name, st.st_ino, st.st_mtime_ns, st.st_size)
             for f in sorted(directory.iterdir())
-            if f.is_file()
+            if f.is_file() and (st := f.stat())
         )
         kept = _READ.get(directory)
         if kept is None or kept[0] != files:
