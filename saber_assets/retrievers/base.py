@@ -4,7 +4,7 @@ in-memory identity. The settings and their texts are the benchmark's (``benchmar
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -44,7 +44,7 @@ def texts_digest(docs: list[str]) -> bytes:
     return digest
 
 
-def framed_digest(texts) -> bytes:
+def framed_digest(texts: Iterable[str]) -> bytes:
     """blake2b-128 of the texts in order, each as its byte length then its bytes."""
     h = hashlib.blake2b(digest_size=16)
     for text in texts:

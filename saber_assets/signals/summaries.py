@@ -54,10 +54,12 @@ TRIANGLE_ROWS = 1024
 
 
 @nb.njit(cache=True, nogil=True)
-def _summaries_of_block(q_rows, tq, sq, kept, position, b0, n_rows, k, t_min, s_min, out):
+def _summaries_of_block(
+    q_rows, tq, sq, kept, position, b0, n_rows, k, t_min, s_min, out
+):  # pragma: no cover - compiled
     """out[r, τ_t] = (lo, hi) for the block's rows from the kernel's kept pairs, in the kernel's
     order: a stable counting sort by (the row's place, q_t descending) then each row's sweep.
-    The pairs' order within a row and q_t does not change a sweep."""  # pragma: no cover
+    The pairs' order within a row and q_t does not change a sweep."""
     start = np.zeros(n_rows * (QMAX + 1) + 1, dtype=np.int64)
     for p in range(kept):
         start[(position[q_rows[p]] - b0) * (QMAX + 1) + (QMAX - tq[p]) + 1] += 1
