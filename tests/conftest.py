@@ -214,6 +214,20 @@ def postgres_dsn():
         shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.fixture
+def browser(tmp_path):
+    """Headless Debian chromium on a fresh profile, driven by Selenium (tests/chromium.py); the
+    test is skipped, naming the Debian package, where the browser or its driver is absent."""
+    from . import chromium
+
+    reason = chromium.missing()
+    if reason:
+        pytest.skip(reason)
+    driver = chromium.start(tmp_path / "chromium-profile")
+    yield driver
+    driver.quit()
+
+
 @pytest.fixture(scope="session")
 def llama_parts():
     """(llama-server binary, SmolLM2 GGUF), or the test is skipped with the reason (built by
@@ -261,7 +275,7 @@ def llama_embed(llama_parts):
 # them runs on either worker, beside the shared ones)
 SERVER_GROUPS = {"llama_chat": "llama", "llama_embed": "llama", "postgres_dsn": "postgres",
                  "clean_rehearsal": "faults"}  # fmt: skip
-E2E_FIXTURES = {"shared_build", "label_studio_db", "llama_parts", *SERVER_GROUPS}
+E2E_FIXTURES = {"shared_build", "label_studio_db", "llama_parts", "browser", *SERVER_GROUPS}
 
 
 # the longest first, so that two workers finish together (xdist hands work out in this order;

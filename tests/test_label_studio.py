@@ -20,7 +20,8 @@ import yaml
 from saber_assets.cli import main
 from saber_assets.config import REPO_ROOT
 
-from .browser import CHROMIUM, Browser
+from . import chromium
+from .chromium import open_until
 from .label_studio_server import LabelStudioServer, label_studio_bin, migrated_template
 
 pytestmark = pytest.mark.skipif(
@@ -142,6 +143,7 @@ def test_human_study_through_label_studio(
         cfg = shared_build("tiny").copy_to(tmp_path, monkeypatch)
         _study(cfg, "copy")
         ls = starting.result()
+    browser_missing = chromium.missing()
     try:
         monkeypatch.setenv("LABEL_STUDIO_URL", ls.url)
         monkeypatch.setenv("LABEL_STUDIO_API_KEY", ls.TOKEN)
@@ -221,11 +223,13 @@ def test_human_study_through_label_studio(
         assert got[("inter_annotator", 0)] == (2, 1.0)
         print(pl.read_parquet(home / "tiny" / "parquet" / "judge_human_agreement.parquet"))
 
-        if CHROMIUM:
+        if browser_missing is None:
             screenshot_of_a_task(ls, project, study)
         assert ls.outbound_requests() == []  # nothing fetched
     finally:
         ls.stop()
+    if browser_missing is not None:  # all but the browser's part passed: say what did not run
+        pytest.skip(f"the task in the browser: {browser_missing}")
 
 
 def screenshot_of_a_task(ls: LabelStudioServer, project: int, study: pl.DataFrame) -> None:
@@ -234,32 +238,36 @@ def screenshot_of_a_task(ls: LabelStudioServer, project: int, study: pl.DataFram
     tasks = httpx.get(f"{ls.url}/api/tasks", params={"project": project},
                       headers={"Authorization": f"Token {ls.TOKEN}"}).json()["tasks"]  # fmt: skip
     task = max(tasks, key=lambda t: t["data"]["first_html"].count("<math"))
-    browser = Browser(ls.data_dir / "chromium-profile")
+    browser = chromium.start(ls.data_dir / "chromium-profile")
     try:
-        browser.open_until(f"{ls.url}/user/login/", ["Log in"], 120)
-        browser.evaluate(
-            f"(() => {{ document.querySelector('input[name=email]').value = '{ls.ADMIN}';"
-            f" document.querySelector('input[name=password]').value = '{ls.PASSWORD}';"
-            " document.querySelector('form').submit(); return 1; })()"
+        open_until(browser, f"{ls.url}/user/login/", ["Log in"], 120)
+        browser.execute_script(
+            "document.querySelector('input[name=email]').value = arguments[0];"
+            " document.querySelector('input[name=password]').value = arguments[1];"
+            " document.querySelector('form').submit();",
+            ls.ADMIN,
+            ls.PASSWORD,
         )
         time.sleep(3)
-        text = browser.open_until(
+        text = open_until(
+            browser,
             f"{ls.url}/projects/{project}/data?task={task['id']}",
             ["Which candidate is closer to the query in method?", "Candidate 1", "Candidate 2"],
             120,
         )
         assert "Query" in text
         time.sleep(2)
-        widths = browser.evaluate(
-            "[...document.querySelectorAll('.saber-text math')].map(m => m.getBoundingClientRect().width)"
+        widths = browser.execute_script(
+            "return [...document.querySelectorAll('.saber-text math')]"
+            ".map(m => m.getBoundingClientRect().width)"
         )
         assert widths and all(w > 0 for w in widths), widths
         # a token element (mi, mn, mo) holding elements: a row swallowed, drawn one per line
-        swallowed = browser.evaluate(
-            "document.querySelectorAll('.saber-text :is(mi, mn, mo, mtext) > *').length"
+        swallowed = browser.execute_script(
+            "return document.querySelectorAll('.saber-text :is(mi, mn, mo, mtext) > *').length"
         )
         assert swallowed == 0
-        browser.screenshot(SCREENSHOT)
+        chromium.screenshot(browser, SCREENSHOT)
     finally:
-        browser.close()
+        browser.quit()
     shutil.copyfile(SCREENSHOT, ls.data_dir / SCREENSHOT.name)

@@ -1,5 +1,5 @@
 """The Dagster UI, as a user sees it: after a build, headless Chromium opens the asset graph and
-the leaderboard's page and reads the rendered DOM over the DevTools protocol. Then the UI knows
+the leaderboard's page and reads the rendered DOM (Selenium, tests/chromium.py). Then the UI knows
 what is stale: a changed `tournament.rounds` in the config the code location reads marks exactly
 the tournament and what reads it unsynced (Dagster's stale status, and the pages that show it),
 `saber build` launches exactly that and brings everything back to synced, and a changed registry
@@ -14,17 +14,12 @@ import time
 import urllib.error
 import urllib.request
 
-import pytest
-
 from saber_assets.cli import main
 from saber_assets.config import REPO_ROOT
 
-from .browser import CHROMIUM, Browser
+from .chromium import click_after, click_text, open_until, screenshot, text
 from .dagster_dev import dagster_dev
 
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)"
-)
 # docs/ui.md shows these screens: `SABER_UPDATE_SCREENS=1 uv run pytest tests/test_ui.py -n 0`
 # captures them again into docs/images/ui/ (otherwise they go to the ignored .saber/)
 SCREENSHOTS = (
@@ -110,7 +105,7 @@ def wait_for_run(url: str, job: str) -> None:
 
 
 def test_ui_shows_the_asset_graph_the_leaderboard_and_what_is_unsynced(
-    shared_build, tmp_path, monkeypatch, capsys
+    shared_build, browser, tmp_path, monkeypatch, capsys
 ):
     """On a copy of the session's one-domain build (a rounds change rebuilds one tournament and
     its two runs, not five and ten). The rounds change is also the incremental build's case:
@@ -123,63 +118,59 @@ def test_ui_shows_the_asset_graph_the_leaderboard_and_what_is_unsynced(
     env = {**os.environ, "DAGSTER_HOME": str(home / "dagster_home"), "SABER_CONFIG": str(served)}
     with dagster_dev(env, tmp_path / "dagster_dev.log") as url:
         assert stale_assets(url) == {}, "the build and the UI disagree on what is up to date"
-        browser = Browser(tmp_path / "chromium-profile")
-        try:
-            # the global lineage: one box per package (each asset's group is its package)
-            groups = ["corpus", "ontology", "annotations", "signals", "candidates",
-                      "tournament", "ratings", "benchmark", "retrievers", "contamination",
-                      "leaderboard", "analyses"]  # fmt: skip
-            graph = browser.open_until(f"{url}/asset-groups", groups)
-            assert "Global asset lineage" in graph
-            time.sleep(2)
-            if "Join the Dagster community" in browser.text():  # Dagster's first-visit modal
-                browser.click_text("Skip")
-                time.sleep(1)
-            browser.screenshot(SCREENSHOTS / "asset-graph.png")
-            # the leaderboard's page: its latest materialization's table and chart metadata
-            board = f"{url}/assets/leaderboard"
-            page = browser.open_until(
-                board, ["judge_backend", "table", "chart", "ndcg@10", "bm25", "jaccard-no-tok"]
-            )
-            assert "Unsynced" not in page
-            browser.screenshot(SCREENSHOTS / "leaderboard.png")
-
-            served.write_text(served.read_text().replace("rounds: 3", "rounds: 4"))
-            reload(url)
-            stale = stale_assets(url)
-            assert set(stale) == ROUNDS_MOVE, sorted(set(stale) ^ ROUNDS_MOVE)
-            assert stale["tournament_judgments"] == {"Algebra"}
-            assert stale["retriever_runs"] == {"Algebra|bm25", "Algebra|jaccard-no-tok"}
-            browser.open_until(board, ["leaderboard", "Unsynced"])
-            browser.screenshot(SCREENSHOTS / "unsynced-after-rounds.png")
-            # the UI's own "Materialize unsynced" offers the unsynced assets it can launch at
-            # once: the unpartitioned ones (Dagster 1.13 leaves partitioned assets out there;
-            # `saber build`, locally or `--on` the deployment, launches all of them)
-            browser.open_until(f"{url}/asset-groups", ["Global asset lineage"])
-            time.sleep(3)
-            browser.click_after("Materialize all")
+        # the global lineage: one box per package (each asset's group is its package)
+        groups = ["corpus", "ontology", "annotations", "signals", "candidates",
+                  "tournament", "ratings", "benchmark", "retrievers", "contamination",
+                  "leaderboard", "analyses"]  # fmt: skip
+        graph = open_until(browser, f"{url}/asset-groups", groups)
+        assert "Global asset lineage" in graph
+        time.sleep(2)
+        if "Join the Dagster community" in text(browser):  # Dagster's first-visit modal
+            click_text(browser, "Skip")
             time.sleep(1)
-            browser.click_text("Materialize unsynced")
-            unpartitioned = {a for a in ROUNDS_MOVE if stale[a] == {""}}
-            launch = f"Materialize {len(unpartitioned)} assets"
-            dialog = browser.open_until(None, ["Materialize unsynced assets", launch])
-            browser.screenshot(SCREENSHOTS / "materialize-unsynced-dialog.png")
-            listed = dialog.split("Materialize unsynced assets")[1]
-            assert all(a in listed for a in unpartitioned), listed
+        screenshot(browser, SCREENSHOTS / "asset-graph.png")
+        # the leaderboard's page: its latest materialization's table and chart metadata
+        board = f"{url}/assets/leaderboard"
+        page = open_until(
+            browser, board, ["judge_backend", "table", "chart", "ndcg@10", "bm25", "jaccard-no-tok"]
+        )
+        assert "Unsynced" not in page
+        screenshot(browser, SCREENSHOTS / "leaderboard.png")
 
-            # the build asks the same instance the same question: it runs exactly that
-            capsys.readouterr()
-            assert main(["build", "--config", str(served)]) == 0
-            out = capsys.readouterr().out
-            assert "tournament_judgments [" in out and "benchmark_export" in out
-            assert "topic_annotations" not in out and "pair_signal_shards" not in out
-            assert stale_assets(url) == {}
-            browser.open_until(board, ["leaderboard", "Latest materialization"])
-            time.sleep(5)
-            assert "Unsynced" not in browser.text()
-            browser.screenshot(SCREENSHOTS / "synced-after-build.png")
-        finally:
-            browser.close()
+        served.write_text(served.read_text().replace("rounds: 3", "rounds: 4"))
+        reload(url)
+        stale = stale_assets(url)
+        assert set(stale) == ROUNDS_MOVE, sorted(set(stale) ^ ROUNDS_MOVE)
+        assert stale["tournament_judgments"] == {"Algebra"}
+        assert stale["retriever_runs"] == {"Algebra|bm25", "Algebra|jaccard-no-tok"}
+        open_until(browser, board, ["leaderboard", "Unsynced"])
+        screenshot(browser, SCREENSHOTS / "unsynced-after-rounds.png")
+        # the UI's own "Materialize unsynced" offers the unsynced assets it can launch at
+        # once: the unpartitioned ones (Dagster 1.13 leaves partitioned assets out there;
+        # `saber build`, locally or `--on` the deployment, launches all of them)
+        open_until(browser, f"{url}/asset-groups", ["Global asset lineage"])
+        time.sleep(3)
+        click_after(browser, "Materialize all")
+        time.sleep(1)
+        click_text(browser, "Materialize unsynced")
+        unpartitioned = {a for a in ROUNDS_MOVE if stale[a] == {""}}
+        launch = f"Materialize {len(unpartitioned)} assets"
+        dialog = open_until(browser, None, ["Materialize unsynced assets", launch])
+        screenshot(browser, SCREENSHOTS / "materialize-unsynced-dialog.png")
+        listed = dialog.split("Materialize unsynced assets")[1]
+        assert all(a in listed for a in unpartitioned), listed
+
+        # the build asks the same instance the same question: it runs exactly that
+        capsys.readouterr()
+        assert main(["build", "--config", str(served)]) == 0
+        out = capsys.readouterr().out
+        assert "tournament_judgments [" in out and "benchmark_export" in out
+        assert "topic_annotations" not in out and "pair_signal_shards" not in out
+        assert stale_assets(url) == {}
+        open_until(browser, board, ["leaderboard", "Latest materialization"])
+        time.sleep(5)
+        assert "Unsynced" not in text(browser)
+        screenshot(browser, SCREENSHOTS / "synced-after-build.png")
         # one changed registry entry: only its own partitions and what reads every entry
         registry = tmp_path / "retrievers.yaml"
         registry.write_text(

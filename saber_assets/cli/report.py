@@ -53,15 +53,19 @@ def report_cmd(config: str | None, serve: bool = False, port: int = 8765) -> int
 
 
 def serve_folder(root, port: int, start: str) -> int:
-    """Serve ``root`` read-only on 127.0.0.1 (never another interface) until Ctrl-C."""
+    """Serve ``root`` read-only on 127.0.0.1 (never another interface) until Ctrl-C or SIGTERM,
+    either of which stops it at once (the request threads are daemons: none is waited for)."""
     import functools
     import http.server
 
+    from saber_assets.cli.stop import interrupt_on_stop_signals
+
+    interrupt_on_stop_signals()
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
     with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as server:
         print(f"serving http://127.0.0.1:{server.server_port}/{start} (Ctrl-C stops)", flush=True)
         try:
             server.serve_forever()
         except KeyboardInterrupt:
-            pass
+            print("stopped", flush=True)
     return 0
