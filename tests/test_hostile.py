@@ -489,3 +489,88 @@ def test_two_builds_started_together_on_one_home(shared_build, tmp_path, monkeyp
     stopped = outs[[p.returncode for p in procs].index(2)]
     assert "is in use by `saber build --config" in stopped and "one build per home" in stopped
     assert not any("Traceback" in o for o in outs)
+
+
+# ---- round two (#76)
+
+
+@pytest.fixture
+def served_outputs(tmp_path):
+    """An outputs folder with the site, its downloads and what must never be served (the
+    stores, the study's exports, a link out), served on a free loopback port."""
+    from saber_assets.analyses.explorer_server import explorer_server
+
+    root = tmp_path / "outputs"
+    files = {
+        "explorer/index.html": "<!doctype html>board",
+        "explorer/queries/0.html": "query 0",
+        "explorer/assets/explorer.css": "body {}",
+        "leaderboard/leaderboard.csv": "retriever,ndcg@10\nbm25,0.5\n",
+        "leaderboard/secret-draft.csv": "draft",
+        "runs/bm25/Algebra.full-full.trec": "0 Q0 d 1 1.0 bm25\n",
+        "runs/bm25/Algebra.parquet": "PAR1",
+        "stores.duckdb": "the LLM cache and annotators' e-mails",
+        "human_study/exports/export-1.json": '[{"completed_by": "a@example.com"}]',
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    (root / "explorer" / "rootlink").symlink_to("/")
+    (root / "explorer" / "leak.html").symlink_to(root / "stores.duckdb")
+    (root / "runs" / "evil").symlink_to(root / "human_study" / "exports")
+    (root / "human_study" / "exports" / "x.trec").write_text("exports through a linked folder")
+    server = explorer_server(root, 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_port
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _get(port: int, path: str, host: str | None = None) -> tuple[int, bytes, dict]:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.putrequest("GET", path, skip_host=True)
+    conn.putheader("Host", host or f"127.0.0.1:{port}")
+    conn.endheaders()
+    resp = conn.getresponse()
+    out = resp.status, resp.read(), dict(resp.getheaders())
+    conn.close()
+    return out
+
+
+def test_the_served_explorer_shows_the_site_and_its_downloads_only(served_outputs):
+    port = served_outputs
+    for path, wanted in [("/explorer/index.html", b"<!doctype html>board"), ("/explorer/queries/0.html", b"query 0"),
+                         ("/explorer/assets/explorer.css", b"body"),
+                         ("/leaderboard/leaderboard.csv", b"bm25,0.5"),
+                         ("/runs/bm25/Algebra.full-full.trec", b"Q0")]:  # fmt: skip
+        status, body, _ = _get(port, path)
+        assert status == 200 and wanted in body, path
+    status, _, headers = _get(port, "/")
+    assert status == 302 and headers["Location"] == "/explorer/index.html"
+    status, body, _ = _get(port, "/runs/")  # the board's "folder per retriever": run files only
+    assert status == 200 and b"bm25/Algebra.full-full.trec" in body
+    assert b"parquet" not in body and b"evil" not in body
+    never = ["/stores.duckdb", "/human_study/exports/export-1.json", "/explorer/", "/explorer",
+             "/runs/bm25/", "/leaderboard/", "/leaderboard/secret-draft.csv",
+             "/runs/bm25/Algebra.parquet", "/explorer/rootlink/etc/passwd", "/explorer/leak.html",
+             "/runs/evil/x.trec", "/explorer/../stores.duckdb", "/explorer/%2e%2e/stores.duckdb",
+             "/explorer//index.html", "/explorer/%00index.html"]  # fmt: skip
+    for path in never:
+        status, body, _ = _get(port, path)
+        assert status == 404, (path, status, body[:80])
+        assert b"e-mail" not in body and b"root:" not in body
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:{port}", "127.0.0.1:1", ""])
+def test_the_served_explorer_refuses_a_foreign_host_header(served_outputs, host):
+    """DNS rebinding: a page elsewhere points its own name at 127.0.0.1; its requests carry
+    that name, and get nothing."""
+    port = served_outputs
+    status, body, _ = _get(port, "/explorer/index.html", host=host.format(port=port) or " ")
+    assert status == 403 and b"board" not in body
+    assert _get(port, "/explorer/index.html", host=f"localhost:{port}")[0] == 200

@@ -19,6 +19,7 @@ from saber_assets.analyses.convergence import (
     round_robin,
 )
 from saber_assets.analyses.explorer import ExplorerInputs, write_site
+from saber_assets.analyses.explorer_server import site_links
 from saber_assets.analyses.human_agreement import (
     SUMMARY_SCHEMA,
     human_agreement,
@@ -576,12 +577,7 @@ def benchmark_explorer(
         ratings=concat_partitions(relevance_ratings),
         judgments=concat_partitions(tournament_judgments),
         annotations=annotations,
-        downloads={
-            "leaderboard.csv": "../leaderboard/leaderboard.csv",
-            "leaderboard.parquet": "../leaderboard/leaderboard.parquet",
-            "significance.csv": "../leaderboard/significance.csv",
-            "the TREC runs (a folder per retriever)": "../runs/",
-        },
+        downloads=site_links(),
     )
     written = write_site(out.explorer, inputs)
     index = out.explorer / "index.html"

@@ -28,8 +28,8 @@ def run(args: argparse.Namespace) -> int:
 
 def report_cmd(config: str | None, serve: bool = False, port: int = 8765) -> int:
     """Print where the report (``benchmark_report``) and the explorer (``benchmark_explorer``)
-    are; with ``serve``, serve the benchmark's outputs folder so the explorer's downloads (the
-    leaderboard files, the TREC runs beside it) resolve too."""
+    are; with ``serve``, serve the explorer and its downloads (the leaderboard files, the TREC
+    runs) on localhost."""
     from saber_assets.outputs import Outputs
 
     cfg = load_config(config)  # a bad config is reported like everywhere else
@@ -48,22 +48,20 @@ def report_cmd(config: str | None, serve: bool = False, port: int = 8765) -> int
         if not explorer.exists():
             print("saber: no explorer to serve: run `saber build`", file=sys.stderr)
             return 1
-        return serve_folder(outputs.root, port, "explorer/index.html")
+        return serve_explorer(outputs.root, port)
     return 0
 
 
-def serve_folder(root, port: int, start: str) -> int:
-    """Serve ``root`` read-only on 127.0.0.1 (never another interface) until Ctrl-C or SIGTERM,
-    either of which stops it at once (the request threads are daemons: none is waited for)."""
-    import functools
-    import http.server
-
+def serve_explorer(root, port: int) -> int:
+    """Serve the explorer of the outputs folder ``root`` and its downloads, nothing else of it
+    (``explorer_server``), on 127.0.0.1 until Ctrl-C or SIGTERM, either of which stops it at once
+    (the request threads are daemons: none is waited for)."""
+    from saber_assets.analyses.explorer_server import START, explorer_server
     from saber_assets.cli.stop import interrupt_on_stop_signals
 
     interrupt_on_stop_signals()
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as server:
-        print(f"serving http://127.0.0.1:{server.server_port}/{start} (Ctrl-C stops)", flush=True)
+    with explorer_server(root, port) as server:
+        print(f"serving http://127.0.0.1:{server.server_port}/{START} (Ctrl-C stops)", flush=True)
         try:
             server.serve_forever()
         except KeyboardInterrupt:
