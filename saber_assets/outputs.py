@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -109,12 +110,37 @@ def inside(base: Path, name: str) -> Path:
     return base / name
 
 
+def unique_sibling(path: Path, kind: str) -> Path:
+    """A name beside ``path`` that no other writer picks: ``<name>.<pid>.<random>.<kind>``."""
+    return path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(6)}.{kind}")
+
+
+def own_folder(path: Path, kind: str) -> Path:
+    """A new, empty folder beside ``path`` (``unique_sibling``), created by this call alone."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        folder = unique_sibling(path, kind)
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+
+
 @contextmanager
 def written_whole(path: Path) -> Iterator[Path]:
     """Where to write ``path``'s new content: a file beside it, renamed into place when the block
     ends without an error. A reader never sees half a file, and a build killed or stopped by a
     full disk leaves the old file as it was, never a partial one."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    # created exclusively (O_EXCL) under a name of its own: writers in one process (threads) or
+    # with one pid (the run pods, each PID 1, on one shared volume) never share a file
+    while True:
+        tmp = unique_sibling(path, "tmp")
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            break
+        except FileExistsError:
+            continue
     try:
         yield tmp
         os.replace(tmp, path)
@@ -127,10 +153,9 @@ def folder_written_whole(path: Path) -> Iterator[Path]:
     """Where to write folder ``path``'s new content: a sibling folder that replaces it when the
     block ends without an error (the old one is removed only then), so a killed build leaves the
     old folder whole, never a mix of two."""
-    staging = path.with_name(f"{path.name}.{os.getpid()}.new")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    old = path.with_name(f"{path.name}.{os.getpid()}.old")
+    # this writer's own folders (mkdir creates exclusively), so a second writer of the same
+    # folder, even with the same pid, never removes or fills the first one's
+    staging, old = own_folder(path, "new"), own_folder(path, "old") / "was"
     try:
         yield staging
         if path.exists():
@@ -138,7 +163,7 @@ def folder_written_whole(path: Path) -> Iterator[Path]:
         staging.rename(path)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-        shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(old.parent, ignore_errors=True)
 
 
 def write_whole(path: Path, data) -> Path:

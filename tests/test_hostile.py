@@ -574,3 +574,57 @@ def test_the_served_explorer_refuses_a_foreign_host_header(served_outputs, host)
     status, body, _ = _get(port, "/explorer/index.html", host=host.format(port=port) or " ")
     assert status == 403 and b"board" not in body
     assert _get(port, "/explorer/index.html", host=f"localhost:{port}")[0] == 200
+
+
+def test_two_writers_of_one_file_in_one_process_never_mix(tmp_path):
+    """Threads share a pid, as the run pods (each PID 1) on one volume do: each writer has its
+    own temporary file, so the file is one writer's whole text and neither fails."""
+    from saber_assets.outputs import folder_written_whole, written_whole
+
+    target, errors = tmp_path / "board.csv", []
+    start = threading.Barrier(2)
+
+    def write(letter: str) -> None:
+        try:
+            with written_whole(target) as tmp, open(tmp, "w") as f:
+                start.wait()
+                for i in range(100):
+                    f.write(f"{letter}{i}\n")
+                    f.flush()
+                    time.sleep(0.001)
+        except Exception as exc:  # noqa: BLE001 (the test reports any)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(c,)) for c in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    lines = target.read_text().splitlines()
+    assert len(lines) == 100 and len({line[0] for line in lines}) == 1, lines[:3]
+    assert [p.name for p in tmp_path.iterdir()] == ["board.csv"]  # no temporary file left
+
+    folder, errors = tmp_path / "site", []
+
+    def fill(letter: str) -> None:
+        try:
+            with folder_written_whole(folder) as staging:
+                start.wait()
+                for i in range(20):
+                    (staging / f"{i}.txt").write_text(letter)
+                    time.sleep(0.002)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=fill, args=(c,)) for c in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # the second to finish may find the first's folder in its way; it never loses the first's
+    # files or writes into its staging
+    written = {p.read_text() for p in folder.iterdir()}
+    assert len(list(folder.iterdir())) == 20 and len(written) == 1, written
+    assert all(isinstance(e, OSError) for e in errors), errors
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["board.csv", "site"]
