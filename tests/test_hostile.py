@@ -628,3 +628,37 @@ def test_two_writers_of_one_file_in_one_process_never_mix(tmp_path):
     assert len(list(folder.iterdir())) == 20 and len(written) == 1, written
     assert all(isinstance(e, OSError) for e in errors), errors
     assert sorted(p.name for p in tmp_path.iterdir()) == ["board.csv", "site"]
+
+
+def test_signal_inputs_are_stored_and_read_without_pickle(tmp_path):
+    """A planted `signals/inputs.npz` with a pickled object is refused, and nothing of it runs;
+    the real inputs round-trip through plain arrays (non-ASCII ids and words included)."""
+    import numpy as np
+
+    from saber_assets.signals.prepare import SignalInputs
+
+    inputs = SignalInputs(
+        ids=["aops:1", "numinamath:é2", ""], t_ptr=np.array([0, 1, 2, 2]),
+        t_idx=np.array([0, 1], dtype=np.int32), lin=np.eye(2, dtype=np.float32),
+        used_nodes=np.array([3, 4]), s_ptr=np.array([0, 2, 3, 3]),
+        s_idx=np.array([0, 1, 1], dtype=np.int32), vocab=["∑", "prove"], ic_hash="ic",
+    )  # fmt: skip
+    inputs.save(tmp_path / "inputs.npz")
+    back = SignalInputs.load(tmp_path / "inputs.npz")
+    assert back.ids == inputs.ids and back.vocab == inputs.vocab and back.ic_hash == "ic"
+    with np.load(tmp_path / "inputs.npz", allow_pickle=False) as z:  # every array plain
+        assert all(z[k].dtype != object for k in z.files)
+
+    ran = tmp_path / "ran"
+
+    class Planted:
+        def __reduce__(self):
+            return (os.system, (f"touch {ran}",))
+
+    planted = {k: v for k, v in np.load(tmp_path / "inputs.npz").items()}
+    planted["ids"] = np.array([Planted()], dtype=object)
+    with open(tmp_path / "planted.npz", "wb") as f:
+        np.savez(f, **planted)
+    with pytest.raises(ValueError, match=r"planted\.npz: not saber's signal inputs.*refused"):
+        SignalInputs.load(tmp_path / "planted.npz")
+    assert not ran.exists()

@@ -106,15 +106,19 @@ class SignalInputs:
         return h.hexdigest()
 
     def save(self, path: Path) -> None:
+        ids, ids_end = packed_strings(self.ids)
+        vocab, vocab_end = packed_strings(self.vocab)
         arrays = dict(
-            ids=np.array(self.ids, dtype=object),
+            ids=ids,
+            ids_end=ids_end,
             t_ptr=self.t_ptr,
             t_idx=self.t_idx,
             lin=self.lin,
             used_nodes=self.used_nodes,
             s_ptr=self.s_ptr,
             s_idx=self.s_idx,
-            vocab=np.array(self.vocab, dtype=object),
+            vocab=vocab,
+            vocab_end=vocab_end,
             ic_hash=np.array(self.ic_hash),
             version=np.array(self.prefix_version(self.n)),
         )
@@ -122,20 +126,45 @@ class SignalInputs:
 
     @classmethod
     def load(cls, path: Path) -> SignalInputs:
-        z = np.load(path, allow_pickle=True)
+        try:  # never pickle: a planted file on a shared volume would run code in every pod
+            z = np.load(path, allow_pickle=False)
+            ids = unpacked_strings(z["ids"], z["ids_end"])
+            vocab = unpacked_strings(z["vocab"], z["vocab_end"])
+        except (ValueError, KeyError) as exc:
+            raise ValueError(
+                f"{path}: not saber's signal inputs ({exc}); an older saber's file, or a "
+                "planted one: refused, nothing of it was run; materialise signal_inputs again"
+            ) from None
         n, ic = len(z["t_ptr"]) - 1, str(z["ic_hash"])
         return cls(
-            ids=z["ids"].tolist(),
+            ids=ids,
             t_ptr=z["t_ptr"],
             t_idx=z["t_idx"],
             lin=z["lin"],
             used_nodes=z["used_nodes"],
             s_ptr=z["s_ptr"],
             s_idx=z["s_idx"],
-            vocab=z["vocab"].tolist(),
+            vocab=vocab,
             ic_hash=ic,
             versions={(ic, n): str(z["version"])} if "version" in z.files else {},
         )
+
+
+def packed_strings(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Strings as one UTF-8 byte array and each one's end offset: stored without pickle."""
+    encoded = [x.encode() for x in strings]
+    blob = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    return blob, np.cumsum([len(b) for b in encoded], dtype=np.int64)
+
+
+def unpacked_strings(blob: np.ndarray, ends: np.ndarray) -> list[str]:
+    if blob.dtype != np.uint8 or ends.dtype != np.int64:
+        raise ValueError(f"strings stored as {blob.dtype} / {ends.dtype}")
+    data, start, out = blob.tobytes(), 0, []
+    for end in ends.tolist():
+        out.append(data[start:end].decode())
+        start = end
+    return out
 
 
 def prepare_inputs(
