@@ -58,7 +58,7 @@ def test_saber_build_runs_every_stage(shared_build, tmp_path, monkeypatch, capsy
     # one index per document side (statement; full for statement→full and full→full)
     assert len(list((home / "indexes").glob("*/*/manifest.json"))) == 4
     # each run's TREC file: every scored query, its candidates ranked by the stored scores
-    from saber_assets.leaderboard.trec_runs import read_run
+    from saber_assets.leaderboard.outside_runs import read_run
 
     docs = Benchmark.read(home / "evaluation_benchmark").documents["id"].to_list()
     scored = pl.read_parquet(home / "runs" / "bm25" / "Algebra.parquet").filter(

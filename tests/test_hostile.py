@@ -662,3 +662,26 @@ def test_signal_inputs_are_stored_and_read_without_pickle(tmp_path):
     with pytest.raises(ValueError, match=r"planted\.npz: not saber's signal inputs.*refused"):
         SignalInputs.load(tmp_path / "planted.npz")
     assert not ran.exists()
+
+
+@pytest.mark.parametrize(
+    ("lines", "refusal"),
+    [
+        # every pair twice: first a score of 0, then the oracle's; the last line used to win
+        (["q:0 Q0 doc:1 1 0.0 mine", "q:0 Q0 doc:2 2 0.0 mine", "q:0 Q0 doc:2 1 9.0 mine"],
+         r"line 3: mine lists query 'q:0' document 'doc:2' twice"),
+        (["q:0 Q0 doc:1 1 nan mine"], r"line 1: score 'nan' is not finite"),
+        (["q:0 Q0 doc:1 1 inf mine"], r"line 1: score 'inf' is not finite"),
+    ],
+)  # fmt: skip
+def test_a_trec_run_that_could_score_itself_is_refused(tmp_path, lines, refusal):
+    from saber_assets.benchmark.data import BenchmarkFormatError
+    from saber_assets.leaderboard.outside_runs import read_run
+
+    run = tmp_path / "run.trec"
+    run.write_text("\n".join(lines) + "\n")
+    with pytest.raises(BenchmarkFormatError, match=refusal):
+        read_run(run)
+    # one document under two tags is two runs, not a repeat
+    run.write_text("q:0 Q0 doc:1 1 1.0 a\nq:0 Q0 doc:1 1 2.0 b\n")
+    assert read_run(run) == {"a": {"q:0": {"doc:1": 1.0}}, "b": {"q:0": {"doc:1": 2.0}}}

@@ -96,8 +96,7 @@ def evaluate_run_file(args, cfg, bench, bench_dir: Path) -> int:
     import polars as pl
 
     from saber_assets.leaderboard.evaluate import score_table
-    from saber_assets.leaderboard.outside_runs import evaluate_run, runs_by_setting
-    from saber_assets.leaderboard.trec_runs import read_run
+    from saber_assets.leaderboard.outside_runs import evaluate_run, read_run, runs_by_setting
 
     runs = runs_by_setting(read_run(Path(args.run)), args.setting)
     frames = [

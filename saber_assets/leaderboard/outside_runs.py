@@ -1,14 +1,18 @@
 """Outside runs scored like our own: a TREC run file from any system (``saber evaluate-run``),
-read, its tags mapped to settings, and scored with the leaderboard's metric and CIs."""
+read (a line that cannot be trusted refused with its number), its tags mapped to settings, and
+scored with the leaderboard's metric and CIs. Apart from `trec_runs.py`, the runs stage's
+writer, so that a change here moves no run's code version."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from saber_assets.benchmark.data import Benchmark
+from saber_assets.benchmark.data import Benchmark, BenchmarkFormatError
 from saber_assets.benchmark.texts import SETTINGS
 from saber_assets.leaderboard.evaluate import (
     RUN_SCHEMA,
@@ -84,3 +88,37 @@ def evaluate_run(
             row |= full_corpus_metrics([doc_row[d] for d in order], cands, rel, k)
         rows.append(row)
     return pl.DataFrame(rows, schema=RUN_SCHEMA)
+
+
+def read_run(path: Path) -> dict[str, dict[str, dict[str, float]]]:
+    """A TREC run file (qid Q0 docid rank score tag) as {tag: {qid: {docid: score}}}. A file may
+    hold several runs (one per setting, told apart by their tag); a malformed line is an error
+    naming it."""
+    runs: dict[str, dict[str, dict[str, float]]] = {}
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            parts = line.split()
+            if not parts:
+                continue
+            if len(parts) != 6:
+                raise BenchmarkFormatError(
+                    f"{path}: line {n}: expected 'qid Q0 docid rank score tag', got {len(parts)} fields"
+                )
+            qid, _, doc, _, score, tag = parts
+            try:
+                value = float(score)
+            except ValueError:
+                raise BenchmarkFormatError(
+                    f"{path}: line {n}: score {score!r} is not a number"
+                ) from None
+            if not math.isfinite(value):
+                raise BenchmarkFormatError(f"{path}: line {n}: score {score!r} is not finite")
+            ranked = runs.setdefault(tag, {}).setdefault(qid, {})
+            if doc in ranked:  # a later line must not replace a score: it could be the oracle's
+                raise BenchmarkFormatError(
+                    f"{path}: line {n}: {tag} lists query {qid!r} document {doc!r} twice"
+                )
+            ranked[doc] = value
+    if not runs:
+        raise BenchmarkFormatError(f"{path}: empty run file")
+    return runs
