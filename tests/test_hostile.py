@@ -685,3 +685,31 @@ def test_a_trec_run_that_could_score_itself_is_refused(tmp_path, lines, refusal)
     # one document under two tags is two runs, not a repeat
     run.write_text("q:0 Q0 doc:1 1 1.0 a\nq:0 Q0 doc:1 1 2.0 b\n")
     assert read_run(run) == {"a": {"q:0": {"doc:1": 1.0}}, "b": {"q:0": {"doc:1": 2.0}}}
+
+
+def test_a_lone_surrogate_in_a_corpus_row_quarantines_that_row_only(tmp_path):
+    """JSON may spell a lone surrogate (`"\\ud800"`); no file or table can store one. The row is
+    quarantined with the field and position, its excerpt escaped; the other rows are built."""
+    from saber_assets.config import CorpusConfig, SourceConfig
+    from saber_assets.corpus.build import build_corpus
+
+    good = [{"id": i, "problem": f"Find the {i}th prime.", "solution": "Sieve."} for i in (1, 2)]
+    lines = [json.dumps(r) for r in good] + [
+        '{"id": 3, "problem": "Let x = \\ud800 be", "solution": "s"}',
+        '{"id": "\\udfff", "problem": "p", "solution": "s"}',
+        '{"id": 5, "problem": "p", "solution": "s", "cat": "\\ud83d"}',
+    ]
+    path = tmp_path / "src.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    fields = {"id": "id", "problem": "problem", "solution": "solution", "category": "cat"}
+    cfg = CorpusConfig(sources=[SourceConfig(name="src", path=str(path), fields=fields)])
+    built = build_corpus(cfg, seed=0)
+    assert built.corpus["id"].to_list() == ["src:1", "src:2"]
+    reasons = dict(zip(built.quarantine["line"], built.quarantine["reason"], strict=True))
+    assert reasons == {
+        3: "problem holds a lone surrogate U+D800 at character 8: not valid Unicode",
+        4: "id holds a lone surrogate U+DFFF at character 0: not valid Unicode",
+        5: "category holds a lone surrogate U+D83D at character 0: not valid Unicode",
+    }
+    assert "\\ud800" in built.quarantine.filter(pl.col("line") == 3)["excerpt"][0]
+    built.quarantine.write_parquet(tmp_path / "q.parquet")  # storable as it is

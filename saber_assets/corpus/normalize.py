@@ -7,7 +7,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from saber_assets.corpus.sources import RawRow, Rejected
+from saber_assets.corpus.sources import RawRow, Rejected, storable
 
 _SPACES = re.compile(r"[ \t\f\v\u00a0]+")
 _TRAILING = re.compile(r" +\n")
@@ -85,9 +85,19 @@ def canonical_id(value: Any) -> tuple[str | None, str | None]:
 
 def _row_excerpt(record: dict) -> str:
     try:
-        return str(record)[:200]
+        return storable(str(record)[:200])
     except Exception:  # a value nested too deep to print
         return "<unprintable>"
+
+
+def _not_unicode(field: str, text: str) -> str | None:
+    """Why ``text`` is not valid Unicode (a lone surrogate), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        char = ord(text[exc.start])
+        return f"{field} holds a lone surrogate U+{char:04X} at character {exc.start:,}: not valid Unicode"
+    return None
 
 
 def validate_rows(
@@ -109,6 +119,7 @@ def validate_rows(
             first_seen[result.native_id] = row.line
         else:
             native_id = _id_or_none(row.record.get(mapping["id"]))
+            native_id = None if native_id is None else storable(native_id)
             rejected.append(
                 Rejected(row.source, row.line, native_id, result, _row_excerpt(row.record))
             )
@@ -151,9 +162,14 @@ def _validate_row(
         return f"problem has {len(problem):,} characters (cap {max_problem_chars:,})"
     if len(solution) > max_solution_chars:
         return f"solution has {len(solution):,} characters (cap {max_solution_chars:,})"
+    category = rec.get(mapping["category"]) if "category" in mapping else None
+    category = None if category is None else str(category)[:200]
+    for field, text in (("id", native_id), ("problem", problem), ("solution", solution),
+                        ("category", category or "")):  # fmt: skip
+        if reason := _not_unicode(field, text):
+            return reason
     if native_id in first_seen:
         return f"duplicate native id {native_id!r} (first seen at line {first_seen[native_id]})"
-    category = rec.get(mapping["category"]) if "category" in mapping else None
     return CorpusRow(
         id=f"{row.source}:{native_id}",
         source=row.source,
@@ -162,5 +178,5 @@ def _validate_row(
         problem=problem,
         solution=solution,
         n_solutions=n_solutions,
-        category=None if category is None else str(category)[:200],
+        category=category,
     )

@@ -48,7 +48,13 @@ class SourceRead:
 def _excerpt(data: bytes | str, n: int = 200) -> str:
     if isinstance(data, bytes):
         data = data.decode("utf-8", errors="replace")
-    return data[:n]
+    return storable(data[:n])
+
+
+def storable(text: str) -> str:
+    """``text`` as valid Unicode: a lone surrogate (JSON may spell one, ``"\\ud800"``; no file
+    or table can store it) written as its escape, so a quarantine row can show it."""
+    return text.encode("utf-8", errors="backslashreplace").decode("utf-8")
 
 
 def _open_lines(path: Path) -> Iterator[bytes]:
