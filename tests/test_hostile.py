@@ -713,3 +713,57 @@ def test_a_lone_surrogate_in_a_corpus_row_quarantines_that_row_only(tmp_path):
     }
     assert "\\ud800" in built.quarantine.filter(pl.col("line") == 3)["excerpt"][0]
     built.quarantine.write_parquet(tmp_path / "q.parquet")  # storable as it is
+
+
+def test_one_unreadable_label_studio_annotation_is_one_refusal_and_ids_are_plain(tmp_path):
+    """A hostile annotation is refused with its reason and the rest of the export is read; a
+    user id is a positive ASCII integer ("²" and "٣" are digits to str.isdigit, and int("٣") is
+    3); and one-annotator files imported one by one cannot exceed a task's overlap."""
+    from saber_assets.analyses.human_study import (
+        labels_from_export,
+        store_labels,
+        stored_annotators,
+    )
+    from saber_resources.duckdb_files import DuckDBFile
+    from saber_resources.stores import DuckDBStore
+
+    from .test_human_study import study_and_export
+
+    _, study, export, rated = study_and_export(tmp_path)
+    hostile = {"result": "x", "completed_by": "²"}
+    cases = [({"result": "x"}, "result 'x' is not a list of objects"),
+             ({"result": [1]}, "is not a list of objects"),
+             ({"result": [{"from_name": "closer", "type": "choices", "value": "v"}]},
+              "choices under 'closer'"),
+             ({"result": [{"from_name": "closer", "type": "choices", "value": {"choices": "1"}}]},
+              "choices '1' are not a list"),
+             ({"completed_by": "²"}, "completed_by '²' is not a Label Studio user id"),
+             ({"completed_by": "٣"}, "completed_by '٣' is not a Label Studio user id"),
+             ({"completed_by": -5}, "completed_by '-5' is not a Label Studio user id"),
+             ({"completed_by": 10**30}, "is not a Label Studio user id"),
+             ({"completed_by": {"id": "0"}}, "completed_by '0' is not a Label Studio user id"),
+             ({"lead_time": {"x": 1}}, "lead_time"),
+             ({"id": {"x": 1}}, "annotation id")]  # fmt: skip
+    assert hostile  # the issue's two probes are the first and fifth cases
+    for change, reason in cases:
+        bad = json.loads(json.dumps(export))
+        bad[0]["annotations"][0].update(change)
+        labels, refused = labels_from_export(bad, study, rated)
+        assert refused.height == 1 and reason in refused["reason"][0], (change, refused)
+        assert labels.height == len(export) + int((study["annotators"] == 2).sum()) - 1
+    # one-annotator exports, three imports: the overlap-1 task keeps its first annotator only
+    one = next(i for i, t in enumerate(export) if t["data"]["saber_task"] in
+               set(study.filter(pl.col("annotators") == 1)["task_id"]))  # fmt: skip
+    db = DuckDBStore(DuckDBFile(str(tmp_path / "stores.duckdb")).connect)
+    kept = []
+    for uid in (1, 7, 8):
+        single = json.loads(json.dumps(export[one]))
+        single["annotations"] = [{**single["annotations"][0], "completed_by": uid}]
+        stored = stored_annotators(db, study["task_id"].to_list())
+        labels, refused = labels_from_export([single], study, rated, None, stored)
+        store_labels(db, labels)
+        kept.append((labels.height, refused.height))
+    assert kept == [(1, 0), (0, 1), (0, 1)]
+    assert stored_annotators(db, study["task_id"].to_list()) == {
+        export[one]["data"]["saber_task"]: {"ls:1"}
+    }

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -269,17 +270,28 @@ def study_tasks(
 
 def annotation_label(annotation: dict) -> str:
     """The label of one Label Studio annotation (first / second / tie); StudyError otherwise."""
-    choices = [
-        c
-        for r in annotation.get("result") or []
-        if r.get("from_name") == FROM_NAME and r.get("type") == "choices"
-        for c in (r.get("value") or {}).get("choices") or []
-    ]
+    result = annotation.get("result") or []
+    if not isinstance(result, list) or not all(isinstance(r, dict) for r in result):
+        raise StudyError(f"the annotation's result {str(result)[:40]!r} is not a list of objects")
+    choices = []
+    for r in result:
+        if r.get("from_name") == FROM_NAME and r.get("type") == "choices":
+            value = r.get("value") or {}
+            picked = value.get("choices") if isinstance(value, dict) else None
+            if not isinstance(picked, list | None):
+                raise StudyError(f"choices {str(picked)[:40]!r} are not a list")
+            choices += picked or []
+    if not all(isinstance(c, str) for c in choices):
+        raise StudyError(f"choices {str(choices)[:40]!r} are not texts")
     if len(choices) != 1:
         raise StudyError(f"{len(choices)} choices under {FROM_NAME!r}, need exactly one")
     if choices[0] not in CHOICE_LABELS:
         raise StudyError(f"choice {choices[0]!r} is not one of {sorted(CHOICE_LABELS)}")
     return CHOICE_LABELS[choices[0]]
+
+
+USER_ID = re.compile(r"[0-9]{1,10}")
+MAX_USER_ID = 2**31 - 1  # Label Studio's user ids are positive database integers
 
 
 def annotator_of(annotation: dict, emails: dict[int, str]) -> tuple[str, str | None]:
@@ -292,7 +304,10 @@ def annotator_of(annotation: dict, emails: dict[int, str]) -> tuple[str, str | N
         uid, email = who, None
     if uid is None:
         raise StudyError("the annotation names no annotator (completed_by)")
-    if isinstance(uid, bool) or not (isinstance(uid, int) or str(uid).isdigit()):
+    # ASCII digits only: str.isdigit() also takes "²" (int() then fails) and "٣" (read as 3)
+    if isinstance(uid, str) and USER_ID.fullmatch(uid):
+        uid = int(uid)
+    if isinstance(uid, bool) or not isinstance(uid, int) or not 1 <= uid <= MAX_USER_ID:
         raise StudyError(f"completed_by {str(uid)[:40]!r} is not a Label Studio user id")
     if email is not None and not isinstance(email, str):
         raise StudyError(f"completed_by's email is a {type(email).__name__}, not text")
@@ -323,13 +338,17 @@ def labels_from_export(
     study: pl.DataFrame | None,
     benchmark_pairs: set[tuple[str, str]] | None,
     emails: dict[int, str] | None = None,
+    stored: dict[str, set[str]] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(labels, refused) from Label Studio's JSON export (a list of tasks with annotations).
     A label is kept when its task is one of the study's, shows the study's pair in the study's
     order, and both candidates are rated for the query in the benchmark (``benchmark_pairs``:
     (query, candidate)); otherwise refused with the reason. Without a study, a task's own data
     (query_id, first_id, second_id) says what it showed; without ``benchmark_pairs`` the pair is
-    not checked. Cancelled (skipped) annotations are no labels and are not refused."""
+    not checked. Cancelled (skipped) annotations are no labels and are not refused. A task's
+    annotators already in the stores (``stored``: task -> annotators, ``stored_annotators``)
+    count toward its overlap, so one-annotator files imported one by one cannot exceed it; an
+    annotation that cannot be read in any way is refused with the reason, never the export."""
     emails = emails or {}
     if not isinstance(export, list):
         raise StudyError("a Label Studio JSON export is a list of tasks")
@@ -337,7 +356,8 @@ def labels_from_export(
         study = study_from_export(export)
     by_task = {r["task_id"]: r for r in study.iter_rows(named=True)}
     labels, refused = [], []
-    annotators: dict[str, set[str]] = {}  # task -> the annotators whose labels are kept
+    # task -> the annotators whose labels are kept (or were, by an earlier import)
+    annotators: dict[str, set[str]] = {t: set(a) for t, a in (stored or {}).items()}
     for n, task in enumerate(export):
         if not isinstance(task, dict):
             refused.append({"task": f"#{n}", "annotation": None,
@@ -358,8 +378,8 @@ def labels_from_export(
                 continue
 
             def refuse(reason: str, tid=tid, ann=ann, task=task) -> None:
-                refused.append({"task": str(tid if tid else task.get("id")),
-                                "annotation": ann.get("id"), "reason": reason})  # fmt: skip
+                refused.append({"task": str(tid if tid else task.get("id"))[:200],
+                                "annotation": plain_id(ann.get("id")), "reason": reason})  # fmt: skip
 
             if tid is None:
                 refuse(f"Label Studio task {task.get('id')} is no saber study task (no saber_task)")
@@ -395,6 +415,9 @@ def labels_from_export(
             except StudyError as exc:
                 refuse(str(exc))
                 continue
+            except Exception as exc:  # whatever a hostile annotation holds, it is one refusal
+                refuse(f"cannot be read: {type(exc).__name__}: {str(exc)[:120]}")
+                continue
             # a task asks for `overlap` annotators: more ids than that under one task is one
             # person under several ids (or a forged export), and would inflate the agreement
             seen = annotators.setdefault(tid, set())
@@ -415,6 +438,12 @@ def labels_from_export(
         pl.DataFrame(labels, schema=LABEL_SCHEMA),
         pl.DataFrame(refused, schema=REFUSED_SCHEMA),
     )
+
+
+def plain_id(value) -> int | None:
+    """A Label Studio id as the refusal table stores it: an int64, else None (the reason says)."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
+    return value if ok else None
 
 
 def study_from_export(export: list[dict]) -> pl.DataFrame:
@@ -497,6 +526,16 @@ def stored_labels(db: StoreDB, study: str | None = None) -> pl.DataFrame:
         f"SELECT {cols} FROM human_labels {where} ORDER BY labelled_at, task_id", params
     )
     return frame.cast(LABEL_SCHEMA) if frame.height else pl.DataFrame(schema=LABEL_SCHEMA)
+
+
+def stored_annotators(db: StoreDB, tasks: list[str]) -> dict[str, set[str]]:
+    """task -> the annotators the stores hold a label of, for the given tasks."""
+    ensure_table(db, "human_labels")
+    found = db.lookup("human_labels", ["task_id", "annotator"], {}, "task_id", tasks)
+    out: dict[str, set[str]] = {}
+    for task, annotator in found:
+        out.setdefault(task, set()).add(annotator)
+    return out
 
 
 def labels_version(db, study: str | None = None) -> str:

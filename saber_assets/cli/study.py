@@ -247,14 +247,20 @@ def read_project(folder: Path, ls) -> dict:
 def import_labels(cfg, folder: Path, export_json, bench: str | None, emails) -> int:
     """Read an export against the study and the benchmark; store what is valid; refused labels
     go to refused.csv with their reasons (and the exit status says so)."""
-    from saber_assets.analyses.human_study import labels_from_export, store_labels
+    from saber_assets.analyses.human_study import (
+        labels_from_export,
+        store_labels,
+        stored_annotators,
+    )
     from saber_assets.resources import open_stores
 
     pairs, meta = read_study(folder)
     ratings, _ = benchmark_ratings(benchmark_dir(bench or meta.get("benchmark"), cfg))
     rated = set(ratings.select("query_id", "candidate_id").iter_rows())
-    labels, refused = labels_from_export(export_json, pairs, rated, emails)
-    new, already = store_labels(open_stores(cfg), labels)
+    db = open_stores(cfg)
+    stored = stored_annotators(db, pairs["task_id"].to_list())
+    labels, refused = labels_from_export(export_json, pairs, rated, emails, stored)
+    new, already = store_labels(db, labels)
     write_whole(folder / FILES["refused"], refused)
     print(f"saber study: {labels.height} labels read: {new} new, {already} already stored; "
           f"{labels['annotator'].n_unique()} annotators")  # fmt: skip
