@@ -723,9 +723,43 @@ class PipelineConfig(_Strict):
 
 
 _ENV_REF = re.compile(r"\$\{([^}:]*)(?::-([^}]*))?\}")
-# a variable whose name says it holds a secret, and a value that carries credentials in a URL
-_SECRET_NAME = re.compile(r"(KEY|TOKEN|PASSWORD|PASSWD|SECRET|DSN|CREDENTIALS?)(_|$)")
-_URL_CREDENTIALS = re.compile(r"[a-z][a-z0-9+.\-]*://[^/@\s:]*:[^/@\s]+@", re.IGNORECASE)
+# a variable whose name says it holds a secret (anywhere in the name: SABER_PGPASS, API_KEYS)
+_SECRET_NAME = re.compile(r"KEY|TOKEN|PASS|PWD|SECRET|DSN|CRED|AUTH|PRIVATE|COOKIE|SESSION")
+# values that are secrets whatever their key: credentials in a URL, a secret as a URL
+# parameter, and the shapes of the common API tokens
+SECRET_VALUES = {
+    "a password in a URL": re.compile(r"[a-z][a-z0-9+.\-]*://[^/@\s:]*:[^/@\s]+@", re.I),
+    "a secret as a URL parameter": re.compile(
+        r"[?&;](password|passwd|pwd|pass|token|access_token|api[_-]?key|key|secret|sig|signature"
+        r"|auth)=[^&\s]", re.I),
+    "an API key": re.compile(
+        r"(?<![A-Za-z0-9])(sk-[A-Za-z0-9_\-]{12,}|hf_[A-Za-z0-9]{16,}|gh[pousr]_[A-Za-z0-9]{20,}"
+        r"|github_pat_[A-Za-z0-9_]{20,}|xox[abpsr]-[A-Za-z0-9\-]{10,}|AKIA[0-9A-Z]{16}"
+        r"|glpat-[A-Za-z0-9_\-]{16,}|eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,})"),
+}  # fmt: skip
+
+
+def secret_in(value: str) -> str | None:
+    """What kind of secret ``value`` holds (``SECRET_VALUES``), or None."""
+    return next((what for what, pattern in SECRET_VALUES.items() if pattern.search(value)), None)
+
+
+def refuse_secret_values(raw, where: str, key: str = "") -> None:
+    """Refuse a config that holds a secret as a value, naming the key: a config lands in run
+    metadata, the UI and output paths; a secret belongs in the environment, named by a
+    ``*_env`` key (read through EnvVar)."""
+    if isinstance(raw, dict):
+        for k, v in raw.items():
+            refuse_secret_values(v, where, f"{key}.{k}" if key else str(k))
+    elif isinstance(raw, list):
+        for i, v in enumerate(raw):
+            refuse_secret_values(v, where, f"{key}[{i}]")
+    elif isinstance(raw, str) and (what := secret_in(raw)):
+        raise ValueError(
+            f"invalid config {where}: {key} holds {what}, which would be written into metadata "
+            "and paths; put the secret in an environment variable and name it with the "
+            "section's *_env key (api_key_env, dsn_env)"
+        )
 
 
 def secret_variables(raw) -> set[str]:
@@ -770,10 +804,10 @@ def expand_env(value, where: str, secrets: frozenset[str] = frozenset()):
         if got is None and default is None:
             raise ValueError(f"invalid config {where}: ${{{name}}} is not set and has no default")
         got = got if got is not None else default
-        if _URL_CREDENTIALS.search(got):
+        if what := secret_in(got):
             raise ValueError(
-                f"invalid config {where}: ${{{name}}} carries a password in a URL; secrets are "
-                "read only through the *_env keys"
+                f"invalid config {where}: ${{{name}}} holds {what}; secrets are read only "
+                "through the *_env keys"
             )
         return got
 
@@ -788,6 +822,7 @@ def load_config(path: str | os.PathLike | None = None) -> PipelineConfig:
     with open(path, encoding="utf-8") as f:
         raw = yaml.safe_load(f) or {}
     raw = expand_env(raw, str(path), frozenset(secret_variables(raw)))
+    refuse_secret_values(raw, str(path))
     try:
         return PipelineConfig.model_validate(raw)
     except Exception as exc:  # pydantic's message lists every bad key
