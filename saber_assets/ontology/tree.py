@@ -232,18 +232,51 @@ def first_level_nodes(dag: TopicDag) -> list[str]:
     return list(dag.graph.successors(roots[0])) if len(roots) == 1 else roots
 
 
-def tree_size(dag: TopicDag) -> int:
-    """How many nodes the expanded tree has (one per root path of each DAG node, plus a synthetic
-    root for several DAG roots), counted without building it: paths multiply at every diamond,
-    so a few kilobytes of DAG can expand to billions of nodes."""
+# what an expanded tree may reach besides its node count: every node stores its whole path, so
+# a plain chain of long titles grows quadratically (8,000 titles of 64 characters, a 0.9 MB
+# file, filled the memory), and depth is stored as int16
+MAX_TREE_DEPTH = 256
+MAX_PATH_CHARS = 200_000_000
+
+
+@dataclass(frozen=True)
+class TreeExtent:
+    nodes: int  # one per root path of each DAG node, plus a synthetic root for several roots
+    depth: int  # the deepest node's depth (the root's is 0)
+    path_chars: int  # the characters of every node's path together
+
+
+def tree_extent(dag: TopicDag) -> TreeExtent:
+    """What the expanded tree would hold, counted without building it: paths multiply at every
+    diamond (a few kilobytes of DAG can expand to billions of nodes), and each copy stores its
+    path from the root."""
     import networkx as nx
 
     g = dag.graph
-    paths: dict[str, int] = {}
+    several = len(_roots(dag)) > 1
+    paths: dict[str, int] = {}  # root paths that reach the node
+    chars: dict[str, int] = {}  # their characters together
+    depth: dict[str, int] = {}
     for key in nx.topological_sort(g):
         parents = list(g.predecessors(key))
-        paths[key] = sum(paths[p] for p in parents) if parents else 1
-    return sum(paths.values()) + (len(_roots(dag)) > 1)
+        title = len(g.nodes[key]["title"])
+        if parents:
+            paths[key] = sum(paths[p] for p in parents)
+            chars[key] = sum(chars[p] + paths[p] * (len(PATH_SEP) + title) for p in parents)
+            depth[key] = 1 + max(depth[p] for p in parents)
+        else:
+            paths[key], depth[key] = 1, int(several)
+            chars[key] = title + (len("ROOT") + len(PATH_SEP) if several else 0)
+    return TreeExtent(
+        nodes=sum(paths.values()) + several,
+        depth=max(depth.values(), default=0),
+        path_chars=sum(chars.values()),
+    )
+
+
+def tree_size(dag: TopicDag) -> int:
+    """How many nodes the expanded tree has (``tree_extent``)."""
+    return tree_extent(dag).nodes
 
 
 def expand_to_tree(
@@ -259,12 +292,23 @@ def expand_to_tree(
     per path, so each copy has one domain). A DAG whose tree would pass ``max_nodes`` is refused
     with the size it would reach."""
     g = dag.graph
-    size = tree_size(dag)
-    if size > max_nodes:
+    extent = tree_extent(dag)
+    if extent.nodes > max_nodes:
         raise OntologyError(
-            f"the ontology's {g.number_of_nodes():,} topics expand to a tree of {size:,} nodes "
-            f"(one per root path), past ontology.max_tree_nodes = {max_nodes:,}: its diamonds "
-            "multiply the paths; raise the cap if that is meant"
+            f"the ontology's {g.number_of_nodes():,} topics expand to a tree of {extent.nodes:,} "
+            f"nodes (one per root path), past ontology.max_tree_nodes = {max_nodes:,}: its "
+            "diamonds multiply the paths; raise the cap if that is meant"
+        )
+    if extent.depth > MAX_TREE_DEPTH:
+        raise OntologyError(
+            f"the ontology's {g.number_of_nodes():,} topics are {extent.depth:,} levels deep, past "
+            f"{MAX_TREE_DEPTH}: a topic tree is a few levels deep; is it a chain?"
+        )
+    if extent.path_chars > MAX_PATH_CHARS:
+        raise OntologyError(
+            f"the ontology's {g.number_of_nodes():,} topics expand to paths of "
+            f"{extent.path_chars:,} characters together, past {MAX_PATH_CHARS:,}: each node "
+            "stores its path from the root; long titles on deep branches multiply them"
         )
     keys = list(g.nodes)
     index = {k: i for i, k in enumerate(keys)}
