@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,19 +54,35 @@ BUILTIN = {
     "math_split": "math_split.yaml",
     "translate": "translate.yaml",
 }
-# a tag named for any placeholder, as a value could write one to close its block early
-_BLOCK_TAG = re.compile(
-    r"<(\s*/?\s*(?:" + "|".join(sorted({p for ps in PLACEHOLDERS.values() for p in ps}
-                                         | {p for ps in OPTIONAL.values() for p in ps}))
-    + r")\s*)>",
+# a tag named for any placeholder, as a value could write one to close its block early: after
+# an opening bracket or one that reads like it (full-width ＜, small ﹤, ‹, ⟨, 〈), a name in any
+# width (NFKC: ｓａｍｐｌｅ_1 is sample_1) followed by anything (`</sample_1 x>` is a tag too)
+_BRACKETS = re.compile("[<\uff1c\ufe64\u2039\u27e8\u3008]")
+_TAG_NAME = re.compile(
+    r"\s*/?\s*(?:" + "|".join(sorted({p for ps in PLACEHOLDERS.values() for p in ps}
+                                     | {p for ps in OPTIONAL.values() for p in ps}))
+    + r")(?![A-Za-z0-9_])",
     re.IGNORECASE,
 )  # fmt: skip
+_NAME_WINDOW = 64  # characters after a bracket that can spell a tag's name
 
 
 def escape_blocks(value: str) -> str:
-    """``value`` with every placeholder-named tag escaped (``</sample_1>`` → ``&lt;/sample_1>``):
-    the text stays readable and can never end the block it is put in."""
-    return _BLOCK_TAG.sub(lambda m: "&lt;" + m.group(1) + ">", value)
+    """``value`` with the bracket of every placeholder-named tag escaped (``</sample_1>`` →
+    ``&lt;/sample_1>``, ``＜/sample_1＞`` → ``&lt;/sample_1＞``): the text stays readable and can
+    never end the block it is put in."""
+    cuts = [
+        m.start()
+        for m in _BRACKETS.finditer(value)
+        if _TAG_NAME.match(unicodedata.normalize("NFKC", value[m.end() : m.end() + _NAME_WINDOW]))
+    ]
+    if not cuts:
+        return value
+    out, pos = [], 0
+    for cut in cuts:
+        out += [value[pos:cut], "&lt;"]
+        pos = cut + 1
+    return "".join(out) + value[pos:]
 
 
 _LIKELY_PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\}")
