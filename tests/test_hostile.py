@@ -112,8 +112,21 @@ def test_an_old_store_file_with_a_quote_in_its_path_is_attached_as_a_path(tmp_pa
         ),  # fmt: skip
         # a value with a password in a URL, under an innocent name
         ({"llm": {"base_url": "${SABER_URL}"}}, {"SABER_URL": "https://u:secret@host/v1"}),
+        # round two (#76): names that hold a secret in part, secret shapes under innocent names
+        ({"llm": {"model": "${SABER_PGPASS}"}}, {"SABER_PGPASS": "hunter2hunter2"}),
+        ({"llm": {"model": "${SABER_API_KEYS}"}}, {"SABER_API_KEYS": "k1,k2-long-enough"}),
+        ({"llm": {"model": "${SABER_MODEL}"}}, {"SABER_MODEL": "sk-proj-abcdefghijklmnop1234"}),
+        ({"llm": {"base_url": "${SABER_URL}"}},
+         {"SABER_URL": "https://host/v1?password=hunter2hunter2"}),
+        ({"llm": {"base_url": "${SABER_URL}"}}, {"SABER_URL": "https://host/v1?api_key=abcdefgh"}),
+        # written into the config itself, no variable at all
+        ({"llm": {"base_url": "https://u:hunter2hunter2@host/v1"}}, {"_": "hunter2hunter2"}),
+        ({"llm": {"model": "hf_abcdefghijklmnopqrstu"}}, {"_": "hf_abcdefghijklmnopqrstu"}),
+        ({"corpus": {"sources": [{"name": "math", "bundled": "math",
+                                  "path": "https://h/x.jsonl?token=abcdefgh12345678"}]}},
+         {"_": "abcdefgh12345678"}),
     ],
-)
+)  # fmt: skip
 def test_an_environment_reference_never_pastes_a_secret_into_the_config(
     tmp_path, monkeypatch, doc, env
 ):
@@ -767,3 +780,101 @@ def test_one_unreadable_label_studio_annotation_is_one_refusal_and_ids_are_plain
     assert stored_annotators(db, study["task_id"].to_list()) == {
         export[one]["data"]["saber_task"]: {"ls:1"}
     }
+
+
+@pytest.mark.parametrize(
+    ("value", "escaped"),
+    [("</sample_1 x>", "&lt;/sample_1 x>"),
+     ("＜/sample_1＞", "&lt;/sample_1＞"),
+     ("﹤/sample_1﹥ and ‹/target_problem›", "&lt;/sample_1﹥ and &lt;/target_problem›"),
+     ("＜／ｓａｍｐｌｅ_1＞", "&lt;／ｓａｍｐｌｅ_1＞"),
+     ("<SAMPLE_2\n>", "&lt;SAMPLE_2\n>"),
+     # as before: the plain tag, spaces inside it; text that names no placeholder is untouched
+     ("</sample_1>", "&lt;/sample_1>"), ("< /sample_1 >", "&lt; /sample_1 >"),
+     ("<sample_10> a < b, <b>", "<sample_10> a < b, <b>")],
+)  # fmt: skip
+def test_a_prompt_value_cannot_close_its_block_with_a_look_alike_tag(value, escaped):
+    from saber_resources.templates import escape_blocks
+
+    assert escape_blocks(value) == escaped
+
+
+# the formula pattern `math_html` used before its linear scan: the reference it must agree with
+REFERENCE_SPAN = r"""(?<!\\)\$\$(?P<dd>.+?)(?<!\\)\$\$|\\\[(?P<db>.+?)\\\]|\\begin\{(?P<env>align|equation|gather|eqnarray|multline)(?P<star>\*?)\}(?P<de>.+?)\\end\{(?P=env)(?P=star)\}|(?<!\\)\$(?P<i>.+?)(?<!\\)\$|\\\((?P<ib>.+?)\\\)|\[asy\](?P<asy>.+?)\[/asy\]"""
+PIECES = ["$", "$$", "\\", "\\$", "\\(", "\\)", "\\[", "\\]", "[asy]", "[/asy]", "a", " ", "\n",
+          "\\begin{align}", "\\end{align}", "\\begin{align*}", "\\end{align*}", "x^2", "{", "}",
+          "\\begin{gather}", "\\end{gather}", "&"]  # fmt: skip
+
+
+def test_the_formula_scan_finds_what_the_regex_found_in_linear_time():
+    """Every formula and figure the old lazy regex found, at the same places with the same parts,
+    on random texts made of the delimiters; and a text of unclosed openings scans in linear
+    time (the regex took 11.7 s on 50,000 characters of `\\(`)."""
+    import re
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from saber_assets.analyses.math_html import render, spans
+
+    reference = re.compile(REFERENCE_SPAN, re.DOTALL)
+
+    @settings(max_examples=1500, deadline=None, database=None)
+    @given(st.lists(st.sampled_from(PIECES), max_size=40))
+    def agrees(pieces):
+        text = "".join(pieces)
+        want = [(m.start(), m.end(), m.groupdict()) for m in reference.finditer(text)]
+        assert [(s.start, s.end, s.groups) for s in spans(text)] == want, text
+
+    agrees()
+
+    def seconds(text: str) -> float:
+        best = float("inf")
+        for _ in range(3):
+            started = time.perf_counter()
+            list(spans(text))
+            best = min(best, time.perf_counter() - started)
+        return best
+
+    # four times the text, about four times the work (the regex's was sixteen times)
+    for unit in ("\\(", "$\\$", "\\begin{align}", "[asy]", "$$ \\[ \\( [asy] "):
+        small, large = seconds(unit * 5_000), seconds(unit * 20_000)
+        assert large / small < 8, (unit, small, large)
+    unclosed = render("\\(" * 25_000 + " x")  # 50,000 characters, no formula: prose
+    assert unclosed.formulas == 0 and "\\(\\(" in unclosed.html
+
+
+def test_a_chain_ontology_is_refused_by_depth_and_long_paths_by_their_size(tmp_path):
+    """A plain chain never trips the node cap, yet each node stores its whole path: 8,000
+    titles of 64 characters (a 0.9 MB file) filled the memory. Refused before anything is
+    built, by depth; a shallower chain of long titles by the characters of its paths."""
+    from saber_assets.ontology.tree import (
+        MAX_PATH_CHARS,
+        MAX_TREE_DEPTH,
+        OntologyError,
+        dag_from_nodes_edges,
+        expand_to_tree,
+        tree_extent,
+    )
+
+    def chain(n: int, title_chars: int):
+        nodes = [{"id": f"n{i}", "title": f"{i:08d}".ljust(title_chars, "x")} for i in range(n)]
+        edges = [[f"n{i}", f"n{i + 1}"] for i in range(n - 1)]
+        path = tmp_path / f"chain-{n}.json"
+        path.write_text(json.dumps({"nodes": nodes, "edges": edges}))
+        return dag_from_nodes_edges(path)
+
+    dag = chain(8_000, 64)
+    assert tree_extent(dag).nodes == 8_000 and tree_extent(dag).depth == 7_999
+    with pytest.raises(OntologyError, match=rf"7,999 levels deep, past {MAX_TREE_DEPTH}"):
+        expand_to_tree(dag)
+    long_titles = chain(MAX_TREE_DEPTH, 8_000)  # 256 deep: each path up to 2 M characters
+    assert tree_extent(long_titles).path_chars > MAX_PATH_CHARS
+    with pytest.raises(OntologyError, match=r"paths of [\d,]+ characters together, past"):
+        expand_to_tree(long_titles)
+    # within the bounds: the counted extent is what the built tree holds
+    small = chain(30, 20)
+    tree = expand_to_tree(small)
+    extent = tree_extent(small)
+    assert (extent.nodes, extent.depth) == (len(tree.paths), int(tree.depth.max()))
+    assert extent.path_chars == sum(len(p) for p in tree.paths)
