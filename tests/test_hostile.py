@@ -297,6 +297,15 @@ def test_the_exchange_format_refuses_repeated_query_ids_and_missing_texts(tmp_pa
     spaced = bench.documents.with_columns(pl.col("id").str.replace("^d0$", "d 0"))
     with pytest.raises(BenchmarkFormatError, match="no whitespace"):
         Benchmark(q, spaced).validate()
+    # a text no corpus holds: every page, prompt and index would carry it (#76)
+    from saber_assets.benchmark.data import MAX_TEXT_CHARS
+
+    huge = "\\(" * (MAX_TEXT_CHARS // 2 + 1)
+    long_doc = bench.documents.with_columns(
+        pl.when(pl.col("id") == "d1").then(pl.lit(huge)).otherwise("problem").alias("problem")
+    )
+    with pytest.raises(BenchmarkFormatError, match=r"field 'problem' has 1,000,002 characters"):
+        Benchmark(q, long_doc).validate()
     # written and read back, the refusal names the file
     out = tmp_path / "b"
     Benchmark(repeated, bench.documents).write(out)

@@ -279,6 +279,22 @@ class Benchmark:
                 f"{'null' if texts[row] is None else 'empty'} (id {ids[row]!r}; "
                 f"{empty.len()} such rows)"
             )
+        for column in ("problem", "solution"):
+            if column not in frame.columns:
+                continue
+            long = (frame[column].cast(pl.String).str.len_chars() > MAX_TEXT_CHARS).arg_true()
+            if long.len():
+                row = int(long[0])
+                raise BenchmarkFormatError(
+                    f"{self.locate(name, row, where)}: {name}.parquet field {column!r} has "
+                    f"{len(frame[column][row]):,} characters, past {MAX_TEXT_CHARS:,} (id "
+                    f"{ids[row]!r}; {long.len()} such rows)"
+                )
+
+
+# a text no corpus holds (the corpus's own caps are 20,000 and 50,000 characters by default):
+# every page, prompt and index would carry it
+MAX_TEXT_CHARS = 1_000_000
 
 
 def best_rated(candidates: Sequence, relevance: Sequence[float], top: int = 5) -> list:
