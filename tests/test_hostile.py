@@ -887,3 +887,58 @@ def test_a_chain_ontology_is_refused_by_depth_and_long_paths_by_their_size(tmp_p
     extent = tree_extent(small)
     assert (extent.nodes, extent.depth) == (len(tree.paths), int(tree.depth.max()))
     assert extent.path_chars == sum(len(p) for p in tree.paths)
+
+
+def test_every_writer_of_a_home_takes_its_lock(tmp_path, monkeypatch, capsys):
+    """`saber export`, `evaluate` and `study` are refused on a held home, naming its holder."""
+    from saber_assets.cli import main
+    from saber_assets.home_lock import holding_home
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("SABER_HOME", str(home))
+    config = _config(tmp_path)
+    with holding_home(home, "saber build --config a.yaml"):
+        for argv in (["export", "--format", "beir", str(tmp_path / "out")],
+                     ["evaluate", "bm25"], ["study", "export", "--pairs", "2"]):  # fmt: skip
+            assert main([*argv, "--config", str(config)]) == 2, argv
+            err = capsys.readouterr().err
+            assert "is in use by `saber build --config a.yaml`" in err, (argv, err)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.e2e
+def test_saber_ui_holds_the_home_and_a_second_command_is_told_to_launch_through_it(tmp_path):
+    """Runs that the UI and its sensors launch write the home: while `saber ui` is up, a build
+    is refused with the way through the UI, and SIGTERM stops the UI and frees the home."""
+    import socket
+
+    from saber_assets.home_lock import HOLDER_FILE
+
+    home = tmp_path / "home"
+    env = {**os.environ, "SABER_HOME": str(home)}
+    env.pop("DAGSTER_HOME", None)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ui = subprocess.Popen([sys.executable, "-m", "saber_assets.cli", "ui", "--port", str(port)],
+                          cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not (home / HOLDER_FILE).exists():
+            assert ui.poll() is None and time.monotonic() < deadline, "the UI never held the home"
+            time.sleep(0.2)
+        proc = subprocess.run([sys.executable, "-m", "saber_assets.cli", "build"], cwd=REPO_ROOT,
+                              env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert f"is in use by `saber ui --port {port}`" in proc.stderr
+        assert f"launch through the UI: `saber build --on http://127.0.0.1:{port}`" in proc.stderr
+        ui.terminate()
+        assert ui.wait(timeout=90) == 0
+        assert not (home / HOLDER_FILE).exists()
+    finally:
+        ui.kill()
+        ui.wait()
+    children = subprocess.run(["pgrep", "-f", f"dagster dev -w workspace.yaml -p {port}"],
+                              capture_output=True, text=True)  # fmt: skip
+    assert children.stdout.strip() == "", "dagster dev outlived `saber ui`"

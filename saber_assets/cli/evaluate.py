@@ -7,7 +7,8 @@ import argparse
 from pathlib import Path
 
 from saber_assets.benchmark.texts import SETTINGS
-from saber_assets.config import REPO_ROOT, load_config
+from saber_assets.config import REPO_ROOT, data_home, load_config
+from saber_assets.home_lock import holding_home
 from saber_assets.outputs import Outputs
 
 
@@ -55,7 +56,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return evaluate_cmd(args)
+    with holding_home(data_home(), "saber evaluate"):  # it writes embeddings into the stores
+        return evaluate_cmd(args)
 
 
 def benchmark_dir(given: str | None, cfg) -> Path:

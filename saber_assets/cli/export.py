@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from saber_assets.benchmark.texts import SETTINGS
-from saber_assets.config import load_config
+from saber_assets.config import data_home, load_config
+from saber_assets.home_lock import holding_home
 from saber_assets.outputs import Outputs
 
 
@@ -25,7 +26,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return export_cmd(args)
+    with holding_home(data_home(), "saber export"):  # never a benchmark half rewritten
+        return export_cmd(args)
 
 
 def export_cmd(args) -> int:

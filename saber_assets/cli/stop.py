@@ -1,4 +1,4 @@
-"""How a long-running command (`saber report --serve`) stops when asked."""
+"""How a long-running command (`saber report --serve`, `saber ui`) stops when asked."""
 
 from __future__ import annotations
 

@@ -17,7 +17,8 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from saber_assets.config import load_config
+from saber_assets.config import data_home, load_config
+from saber_assets.home_lock import holding_home
 from saber_assets.outputs import Outputs, write_whole
 
 FILES = {
@@ -60,7 +61,8 @@ def run(args) -> int:
     from saber_resources.label_studio import LabelStudioError
 
     try:
-        return act(args)
+        with holding_home(data_home(), f"saber study {args.action}"):
+            return act(args)
     except LabelStudioError as exc:  # the server's answer, never the key
         print(f"saber: {exc}", file=sys.stderr)
         return 2

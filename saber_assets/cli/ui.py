@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
+import subprocess
 import sys
 
 from saber_assets.build.run import prepare_dagster_home
+from saber_assets.cli.stop import interrupt_on_stop_signals
 from saber_assets.config import REPO_ROOT, data_home
+from saber_assets.home_lock import holding_home
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -20,8 +22,24 @@ def run(args: argparse.Namespace) -> int:
 
 
 def ui(port: int) -> int:
-    prepare_dagster_home(data_home())
-    os.chdir(REPO_ROOT)
+    """`dagster dev` on the home's instance, the home held for as long as it runs: the runs the
+    UI and its sensors launch write the home, so no other command may meanwhile (it is told to
+    launch through the UI: ``saber build --on``). Ctrl-C or SIGTERM stop the UI, then free it."""
+    home = data_home()
+    prepare_dagster_home(home)
+    url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml", "-p", str(port)]
-    os.execv(sys.executable, cmd)
-    return 0  # not reached
+    with holding_home(home, f"saber ui --port {port}", advice=f"launch through the UI: "
+                      f"`saber build --on {url}`, or stop the UI"):  # fmt: skip
+        interrupt_on_stop_signals()
+        proc = subprocess.Popen(cmd, cwd=REPO_ROOT)
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:  # dagster dev stops its runs and its daemon, then exits
+            proc.terminate()
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            return 0
