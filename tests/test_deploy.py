@@ -604,15 +604,52 @@ def _selects(selector: dict, labels: dict) -> bool:
     return True
 
 
-def _allowed(policies: list[dict], src: dict, dst: dict, port: int) -> bool:
-    """Whether NetworkPolicy semantics let pod ``src`` (labels; None: from outside the namespace)
-    open ``port`` on pod ``dst``: the destination's ingress and the source's egress must each
-    allow it (a pod no policy of a direction selects is open in that direction)."""
+NAMESPACE = {"kubernetes.io/metadata.name": "saber"}
 
-    def side(direction: str, me: dict, peer: dict) -> bool:
+
+def _outside(peer) -> bool:
+    """Whether ``peer`` is not a pod of the saber namespace (its own policies are not these):
+    None (anything outside), ``{"namespace": labels, "pod": labels}`` or ``{"ip": address}``."""
+    return peer is None or "namespace" in peer or "ip" in peer
+
+
+def _peer_matches(chosen: dict, peer) -> bool:
+    """Whether one ``from`` / ``to`` entry of a rule selects ``peer`` (a pod's labels in the
+    namespace, or an ``_outside`` peer)."""
+    import ipaddress
+
+    if peer is None:
+        return False
+    if "ipBlock" in chosen:
+        if "ip" not in peer:
+            return False
+        address = ipaddress.ip_address(peer["ip"])
+        block = chosen["ipBlock"]
+        return address in ipaddress.ip_network(block["cidr"]) and not any(
+            address in ipaddress.ip_network(e) for e in block.get("except") or []
+        )
+    if "ip" in peer:
+        return False
+    namespace = peer.get("namespace") if "namespace" in peer else NAMESPACE
+    labels = peer["pod"] if "namespace" in peer else peer
+    if "namespaceSelector" in chosen:
+        if not _selects(chosen["namespaceSelector"], namespace):
+            return False
+    elif namespace != NAMESPACE:
+        return False
+    return "podSelector" not in chosen or _selects(chosen["podSelector"], labels)
+
+
+def _allowed(policies: list[dict], src, dst, port: int) -> bool:
+    """Whether NetworkPolicy semantics let ``src`` open ``port`` on ``dst`` (each a pod's labels
+    in the namespace, or an ``_outside`` peer): the destination's ingress and the source's
+    egress must each allow it (a pod no policy of a direction selects is open in that
+    direction)."""
+
+    def side(direction: str, me, peer) -> bool:
         key = "ingress" if direction == "Ingress" else "egress"
         peers = "from" if direction == "Ingress" else "to"
-        if me is None:  # outside the namespace: its policies are not these
+        if _outside(me):  # its policies are not these
             return True
         mine = [p["spec"] for p in policies if direction in p["spec"]["policyTypes"]
                 and _selects(p["spec"]["podSelector"], me)]  # fmt: skip
@@ -624,9 +661,7 @@ def _allowed(policies: list[dict], src: dict, dst: dict, port: int) -> bool:
                 if ports and port not in ports:
                     continue
                 chosen = rule.get(peers)
-                if not chosen or any(peer is not None and "podSelector" in c
-                                     and "namespaceSelector" not in c
-                                     and _selects(c["podSelector"], peer) for c in chosen):  # fmt: skip
+                if not chosen or any(_peer_matches(c, peer) for c in chosen):
                     return True
         return False
 
@@ -665,10 +700,35 @@ def test_the_network_policies_allow_only_the_flows_the_deployment_needs():
         ("webserver", "code"), ("daemon", "code"),  # the code server: the UI and the daemon
         ("code", "vllm"), ("run", "vllm"),  # the model and its metrics: saber's own pods
     }  # fmt: skip
-    # the UI from outside the namespace; nothing else from outside
-    assert _allowed(policies, None, role["webserver"], 80)
+    # the UI from the ingress controller's namespace only: not another namespace's pods, not
+    # another pod of this one; nothing else from outside
+    controller = {"namespace": {"kubernetes.io/metadata.name": "ingress-nginx"}, "pod": {}}
+    assert _allowed(policies, controller, role["webserver"], 80)
+    elsewhere = {"namespace": {"kubernetes.io/metadata.name": "tenant-b"}, "pod": {}}
+    assert not _allowed(policies, elsewhere, role["webserver"], 80)
+    assert not _allowed(policies, other, role["webserver"], 80)
+    assert not _allowed(policies, None, role["webserver"], 80)
+    assert not _allowed(policies, controller, role["code"], 4000)
     assert not _allowed(policies, None, role["code"], 4000)
     assert not _allowed(policies, None, role["vllm"], 8000)
+    # out: HTTPS to public addresses only (never the metadata endpoint or the cluster's own),
+    # PostgreSQL to its pods or a private address, never the internet
+    postgres = {"app.kubernetes.io/name": "postgresql"}
+    for src in ("code", "run", "vllm"):
+        assert _allowed(policies, role[src], {"ip": "52.216.8.1"}, 443), src
+        assert not _allowed(policies, role[src], {"ip": "169.254.169.254"}, 443), src
+    for src in ("code", "vllm"):  # the cluster's own addresses: the API's pods only
+        for private in ("10.0.0.7", "192.168.1.1"):
+            assert not _allowed(policies, role[src], {"ip": private}, 443), (src, private)
+    api = {"ip": "10.96.0.1"}
+    assert _allowed(policies, role["daemon"], api, 443) and _allowed(policies, role["run"], api, 6443)
+    assert not _allowed(policies, role["daemon"], {"ip": "169.254.169.254"}, 80)
+    for src in ("webserver", "daemon", "code", "run"):
+        assert _allowed(policies, role[src], postgres, 5432), src
+        assert _allowed(policies, role[src], {"ip": "10.20.0.5"}, 5432), src
+        assert not _allowed(policies, role[src], {"ip": "52.216.8.1"}, 5432), src
+        assert not _allowed(policies, role[src], other, 5432), src
+    assert not _allowed(policies, role["vllm"], postgres, 5432)
     # each rule matters: without the code server's own policy the default-deny still holds it
     # shut; without both, any pod reaches it
     named = {p["metadata"]["name"]: p for p in policies}
@@ -676,3 +736,19 @@ def test_the_network_policies_allow_only_the_flows_the_deployment_needs():
     assert not _allowed(less, None, role["code"], 4000)
     less = [p for n, p in named.items() if n not in ("code-server-ingress", "default-deny")]
     assert _allowed(less, None, role["code"], 4000)
+
+
+def test_every_image_is_pinned_by_version_never_latest():
+    """With IfNotPresent a node keeps whichever `latest` it pulled first: every image the
+    deployment names carries a version (or a digest)."""
+    import re
+
+    images = [c["image"] for pod in _values_pods().values()
+              for c in pod["spec"]["containers"] if c["image"] != "saber"]  # fmt: skip
+    saber = _user_code()["image"]
+    images.append(f"{saber['repository']}:{saber['tag']}")
+    assert len(images) >= 3, images  # vLLM, the volume's init Job, saber's own
+    for image in images:
+        tag = image.rpartition(":")[2] if ":" in image.rpartition("/")[2] else ""
+        assert "@sha256:" in image or (tag != "latest" and re.search(r"\d", tag)), image
+    # the Dagster chart's own images (webserver, daemon) default to the chart's version
