@@ -689,7 +689,10 @@ def test_the_network_policies_allow_only_the_flows_the_deployment_needs():
         )
         assert block["labels"] == role[name]
     other = {"app": "something-else"}  # any other pod in the namespace
-    port = {"code": _user_code()["port"], "vllm": 8000, "webserver": 80}
+    web = _values()["dagsterWebserver"]  # the chart's webserver listens on its service's port
+    port = {"code": _user_code()["port"], "vllm": 8000, "webserver": web["service"]["port"]}
+    assert port["webserver"] > 1024  # unprivileged: uid 10001 holds no capability
+    assert web["readinessProbe"]["httpGet"]["port"] == port["webserver"]
     allowed = {
         (src, dst)
         for src in [*role, "other"]
@@ -703,11 +706,11 @@ def test_the_network_policies_allow_only_the_flows_the_deployment_needs():
     # the UI from the ingress controller's namespace only: not another namespace's pods, not
     # another pod of this one; nothing else from outside
     controller = {"namespace": {"kubernetes.io/metadata.name": "ingress-nginx"}, "pod": {}}
-    assert _allowed(policies, controller, role["webserver"], 80)
+    assert _allowed(policies, controller, role["webserver"], port["webserver"])
     elsewhere = {"namespace": {"kubernetes.io/metadata.name": "tenant-b"}, "pod": {}}
-    assert not _allowed(policies, elsewhere, role["webserver"], 80)
-    assert not _allowed(policies, other, role["webserver"], 80)
-    assert not _allowed(policies, None, role["webserver"], 80)
+    assert not _allowed(policies, elsewhere, role["webserver"], port["webserver"])
+    assert not _allowed(policies, other, role["webserver"], port["webserver"])
+    assert not _allowed(policies, None, role["webserver"], port["webserver"])
     assert not _allowed(policies, controller, role["code"], 4000)
     assert not _allowed(policies, None, role["code"], 4000)
     assert not _allowed(policies, None, role["vllm"], 8000)
