@@ -17,6 +17,7 @@ from saber_assets.analyses.robustness import (
 from saber_assets.leaderboard.evaluate import rescore_runs
 from saber_assets.leaderboard.significance import kendall_tau, score_matrix
 from saber_assets.ratings.bradley_terry import Prior
+from saber_assets.ratings.rate import rate
 
 LATENT = {f"c{i}": float(i) for i in range(8)}  # c7 is the best candidate of every query
 
@@ -78,6 +79,27 @@ def test_a_judge_that_reverses_every_decision_agrees_never():
     )
     new = refit_ratings(judg, rev, cands, Prior("choix", alpha=0.01))
     assert not base.equals(new)  # the reversed decisions move the ratings
+
+
+def test_the_second_judge_reaches_the_grades_when_the_candidates_carry_their_stored_ratings():
+    """The asset passes the stored relevance_ratings (rating, strength, games already there):
+    the refit's grades, not the stored ones, must come back (the second judge was ignored)."""
+    cands, judg = _world()
+    prior = Prior("choix", alpha=0.01)
+    stored = rate(cands, judg, prior)
+    assert {"rating", "strength", "games"} <= set(stored.columns)
+    rev = rejudge(sample_judgments(judg, 0.3, seed=0), TEXT, LatentJudge(reverse=True))
+    plain = refit_ratings(judg, rev, cands, prior)
+    refit = refit_ratings(judg, rev, stored, prior)
+    assert refit.sort("query_id", "candidate_id").equals(plain.sort("query_id", "candidate_id"))
+    moved = refit.join(stored, on=["query_id", "candidate_id"], suffix="_stored")
+    assert (moved["rating"] - moved["rating_stored"]).abs().max() > 0.1
+    # and rating a frame that carries ratings fits it afresh
+    flipped = judg.with_columns(
+        winner=pl.when(pl.col("winner") == pl.col("a")).then(pl.col("b")).otherwise(pl.col("a"))
+    )
+    again = rate(stored, flipped, prior)
+    assert again["rating"].to_list() != stored["rating"].to_list()
 
 
 def _bench_and_runs(n_queries=30, seed=0):

@@ -111,7 +111,10 @@ def refit_ratings(
         .drop("winner2")
     )
     affected = swap["query"].unique().to_list()
-    cands = candidates.filter(pl.col("query_id").is_in(affected))
+    # the candidates alone: stored ratings beside them would be what the refit reads back
+    cands = candidates.filter(pl.col("query_id").is_in(affected)).select(
+        "query_id", "candidate_id", "position"
+    )
     if cands.height == 0:
         return pl.DataFrame(schema={"query_id": pl.String, "candidate_id": pl.String,
                                     "rating": pl.Float64})  # fmt: skip

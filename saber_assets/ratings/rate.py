@@ -72,6 +72,9 @@ def soft_measurements(
     return np.array(first, dtype=int), np.array(second, dtype=int), rows["p_first"].to_numpy()
 
 
+FITTED = ("strength", "rating", "games")  # what ``rate`` adds to its candidates
+
+
 def rate(
     candidates: pl.DataFrame,
     judgments: pl.DataFrame,
@@ -83,7 +86,9 @@ def rate(
     strength, rating in [0, 5] and games played; a candidate that never played gets the prior.
     ``soft`` (the efficient policy): strengths from the judges' probabilities where they carry
     some (``soft.fit_soft``), else Bradley–Terry on the decisions."""
-    cands = candidates.sort("query_id", "position")
+    # a frame that already carries ratings (the stored relevance_ratings) is rated afresh: its
+    # old columns would otherwise win the final join and the new fit be lost as `rating_right`
+    cands = candidates.drop(FITTED, strict=False).sort("query_id", "position")
     by_query = (
         {k[0]: f for k, f in judgments.partition_by("query", as_dict=True).items()}
         if judgments.height
