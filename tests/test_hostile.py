@@ -942,3 +942,62 @@ def test_saber_ui_holds_the_home_and_a_second_command_is_told_to_launch_through_
     children = subprocess.run(["pgrep", "-f", f"dagster dev -w workspace.yaml -p {port}"],
                               capture_output=True, text=True)  # fmt: skip
     assert children.stdout.strip() == "", "dagster dev outlived `saber ui`"
+
+
+def test_a_benchmark_bundle_is_whole_or_refused_naming_the_file(tmp_path, monkeypatch):
+    """The manifest lists each file's size and sha256 and `read` checks them; a write that fails
+    half way (a full disk on documents.parquet) leaves the old bundle whole (#75)."""
+    from saber_assets.benchmark.data import Benchmark, BenchmarkFormatError
+
+    from .test_leaderboard import toy_benchmark
+
+    bench = toy_benchmark()
+    out = bench.write(tmp_path / "bench")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert set(manifest["files"]) == {"queries.parquet", "documents.parquet"}
+    back = Benchmark.read(out)
+    assert back.manifest == bench.manifest and "files" not in back.manifest
+    # one qrel changed, one file truncated, one file gone, one file that is not the bundle's
+    q = bench.queries
+    edited = q.with_columns(
+        pl.when(pl.int_range(pl.len()) == 0)
+        .then(pl.col("relevance_scores").list.eval(pl.element() * 0.5))
+        .otherwise(pl.col("relevance_scores"))
+        .alias("relevance_scores")
+    )
+    for damage, refusal in [
+        (lambda d: edited.write_parquet(d / "queries.parquet"), r"queries.parquet: [\d,]+ bytes, sha256"),
+        (lambda d: (d / "documents.parquet").write_bytes((d / "documents.parquet").read_bytes()[:-50]),
+         r"documents.parquet: [\d,]+ bytes.*torn or was edited"),
+        (lambda d: (d / "documents.parquet").unlink(), r"missing documents.parquet|documents.parquet: listed"),
+        (lambda d: bench.queries.head(0).write_parquet(d / "judgments.parquet"),
+         r"judgments.parquet: not in the manifest's files"),
+    ]:  # fmt: skip
+        case = tmp_path / f"case{len(list(tmp_path.iterdir()))}"
+        bench.write(case)
+        damage(case)
+        with pytest.raises(BenchmarkFormatError, match=refusal):
+            Benchmark.read(case)
+    # a disk that fills while documents.parquet is written: the old bundle stays, whole
+    newer = Benchmark(q.head(2), bench.documents, {"name": "newer"})
+    real = pl.DataFrame.write_parquet
+
+    def full_disk(frame, file, *a, **k):
+        if str(file).endswith("documents.parquet"):
+            Path(file).write_bytes(b"PAR1 half")
+            raise OSError(28, "No space left on device")
+        return real(frame, file, *a, **k)
+
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        newer.write(out)
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", real)
+    kept = Benchmark.read(out)
+    assert kept.manifest == bench.manifest and kept.queries.height == q.height
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("bench")) == ["bench"]
+    # a folder that holds anything else is never replaced
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    with pytest.raises(BenchmarkFormatError, match=r"holds \['notes.txt'\] besides a benchmark"):
+        bench.write(tmp_path / "mine")
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "mine"

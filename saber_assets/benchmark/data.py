@@ -18,6 +18,7 @@ is what ``candidates`` points at). A missing ``id`` is derived from the row (``q
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -27,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from saber_assets.outputs import written_whole
+from saber_assets.outputs import folder_written_whole
 
 QUERY_SCHEMA = {
     "id": pl.String,  # optional in files: derived from the row when absent
@@ -104,21 +105,27 @@ class Benchmark:
         return list(dict.fromkeys(seen))
 
     def write(self, directory: Path) -> Path:
+        """The bundle into ``directory``, whole: written into a staging folder and swapped in,
+        so a failure (a full disk) leaves the old bundle as it was, never new queries beside old
+        documents; the manifest lists each file's size and sha256 (``BUNDLE_FILES``), which
+        ``read`` checks. A folder holding anything else is refused, never replaced."""
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        for frame, name in (
-            (self.queries, "queries.parquet"),
-            (self.documents, "documents.parquet"),
-        ):
-            with written_whole(directory / name) as tmp:
-                frame.write_parquet(tmp)
-        if self.judgments is not None:
-            with written_whole(directory / "judgments.parquet") as tmp:
-                self.judgments.write_parquet(tmp)
-        else:  # a rewrite without judgments must not leave an older benchmark's beside it
-            (directory / "judgments.parquet").unlink(missing_ok=True)
-        with written_whole(directory / "manifest.json") as tmp:
-            tmp.write_text(json.dumps(self.manifest, indent=2, default=str))
+        if directory.is_dir():
+            other = sorted(p.name for p in directory.iterdir() if p.name not in BUNDLE_NAMES)
+            if other:
+                raise BenchmarkFormatError(
+                    f"{directory} holds {other[:5]} besides a benchmark: not overwritten (write "
+                    "the benchmark into a folder of its own)"
+                )
+        with folder_written_whole(directory) as staging:
+            tables = [(self.queries, QUERIES), (self.documents, DOCUMENTS)]
+            if self.judgments is not None:  # a rewrite without judgments drops an older one's
+                tables.append((self.judgments, JUDGMENTS))
+            for frame, name in tables:
+                frame.write_parquet(staging / name)
+            files = {name: file_facts(staging / name) for _, name in tables}
+            manifest = {**self.manifest, BUNDLE_FILES: files}
+            (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))
         return directory
 
     @classmethod
@@ -143,20 +150,27 @@ class Benchmark:
     @classmethod
     def read(cls, directory: Path) -> Benchmark:
         directory = Path(directory)
-        for name in ("queries.parquet", "documents.parquet"):
+        for name in (QUERIES, DOCUMENTS):
             if not (directory / name).exists():
                 raise BenchmarkFormatError(f"{directory}: missing {name}")
+        manifest_path = directory / MANIFEST
         try:
-            queries = pl.read_parquet(directory / "queries.parquet")
-            documents = pl.read_parquet(directory / "documents.parquet")
+            manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+        except ValueError as exc:
+            raise BenchmarkFormatError(f"{manifest_path}: not JSON: {exc}") from None
+        if not isinstance(manifest, dict):
+            raise BenchmarkFormatError(f"{manifest_path}: not a JSON object")
+        # the bundle's facts, not the benchmark's own: checked before a file is parsed
+        check_files(directory, manifest.pop(BUNDLE_FILES, None))
+        try:
+            queries = pl.read_parquet(directory / QUERIES)
+            documents = pl.read_parquet(directory / DOCUMENTS)
         except Exception as exc:
             raise BenchmarkFormatError(f"{directory}: unreadable Parquet: {exc}") from None
-        manifest_path = directory / "manifest.json"
-        manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
         judgments = None
-        if (directory / "judgments.parquet").exists():
+        if (directory / JUDGMENTS).exists():
             try:
-                judgments = pl.read_parquet(directory / "judgments.parquet")
+                judgments = pl.read_parquet(directory / JUDGMENTS)
             except Exception as exc:
                 raise BenchmarkFormatError(
                     f"{directory}: unreadable judgments.parquet: {exc}"
@@ -290,6 +304,48 @@ class Benchmark:
                     f"{len(frame[column][row]):,} characters, past {MAX_TEXT_CHARS:,} (id "
                     f"{ids[row]!r}; {long.len()} such rows)"
                 )
+
+
+QUERIES, DOCUMENTS, JUDGMENTS, MANIFEST = (
+    "queries.parquet", "documents.parquet", "judgments.parquet", "manifest.json",
+)  # fmt: skip
+BUNDLE_NAMES = frozenset({QUERIES, DOCUMENTS, JUDGMENTS, MANIFEST})
+BUNDLE_FILES = "files"  # the manifest's key: each file's bytes and sha256
+
+
+def file_facts(path: Path) -> dict:
+    """A file's size and sha256, as a bundle's manifest lists them."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+
+
+def check_files(directory: Path, listed: dict | None) -> None:
+    """Refuse a bundle whose files are not those its manifest lists (``listed``: name ->
+    bytes and sha256), naming the file: a torn or edited folder is never read as a
+    benchmark. A folder whose manifest lists none (written elsewhere) is read as it is."""
+    if listed is None:
+        return
+    if not isinstance(listed, dict):
+        raise BenchmarkFormatError(f"{directory}: manifest.json's {BUNDLE_FILES!r} is no map")
+    present = {p.name for p in directory.iterdir() if p.name in BUNDLE_NAMES} - {MANIFEST}
+    unlisted = sorted(present - set(listed))
+    if unlisted:
+        raise BenchmarkFormatError(
+            f"{directory}/{unlisted[0]}: not in the manifest's files: another write's, refused"
+        )
+    for name, want in sorted(listed.items()):
+        path = directory / str(name)
+        if not path.is_file():
+            raise BenchmarkFormatError(f"{path}: listed in the manifest, missing")
+        got = file_facts(path)
+        if not isinstance(want, dict) or got != {k: want.get(k) for k in got}:
+            raise BenchmarkFormatError(
+                f"{path}: {got['bytes']:,} bytes, sha256 {got['sha256'][:12]}…, but the "
+                f"manifest lists {want}: the bundle is torn or was edited, refused"
+            )
 
 
 # a text no corpus holds (the corpus's own caps are 20,000 and 50,000 characters by default):
