@@ -18,8 +18,7 @@ from saber_assets.analyses.convergence import (
     convergence_section,
     round_robin,
 )
-from saber_assets.analyses.explorer import ExplorerInputs, write_site
-from saber_assets.analyses.explorer_server import site_links
+from saber_assets.analyses.explorer import ExplorerInputs, site_links, write_site
 from saber_assets.analyses.human_agreement import (
     SUMMARY_SCHEMA,
     human_agreement,

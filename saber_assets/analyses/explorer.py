@@ -33,6 +33,20 @@ from saber_assets.outputs import folder_written_whole
 
 TOP = 10
 STATIC = ("explorer.css", "explorer.js")
+RUNS_PAGE = "runs/"
+# the board's downloads, relative to the outputs folder (the site links them as ``../<path>``;
+# `saber report --serve` serves these and the site, nothing else: explorer_server.py)
+DOWNLOADS = {
+    "leaderboard.csv": "leaderboard/leaderboard.csv",
+    "leaderboard.parquet": "leaderboard/leaderboard.parquet",
+    "significance.csv": "leaderboard/significance.csv",
+    "the TREC runs (a folder per retriever)": RUNS_PAGE,
+}
+
+
+def site_links() -> dict[str, str]:
+    """The downloads as the site links them (from ``explorer/``)."""
+    return {label: f"../{path}" for label, path in DOWNLOADS.items()}
 
 
 @dataclass

@@ -26,23 +26,12 @@ import stat
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from saber_assets.analyses.explorer import DOWNLOADS, RUNS_PAGE
+
 SITE = "explorer"
 START = f"{SITE}/index.html"
-RUNS_PAGE = "runs/"
-# the board's downloads, relative to the outputs folder (the site links them as ``../<path>``)
-DOWNLOADS = {
-    "leaderboard.csv": "leaderboard/leaderboard.csv",
-    "leaderboard.parquet": "leaderboard/leaderboard.parquet",
-    "significance.csv": "leaderboard/significance.csv",
-    "the TREC runs (a folder per retriever)": RUNS_PAGE,
-}
 RUN_FILE = re.compile(r"runs/[^/]+/[^/]+\.trec")
 LOOPBACK_NAMES = ("127.0.0.1", "localhost")
-
-
-def site_links() -> dict[str, str]:
-    """The downloads as the site links them (from ``explorer/``)."""
-    return {label: f"../{path}" for label, path in DOWNLOADS.items()}
 
 
 def regular_file(root: Path, rel: str) -> Path | None:
