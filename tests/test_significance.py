@@ -161,3 +161,27 @@ def test_many_systems_are_still_separable_past_the_monte_carlo_floor():
     t = paired_tests(m, [f"s{i:02d}" for i in range(k)], resamples=1000)
     assert t.height == 780 and t["better"].is_not_null().sum() >= 700
     assert (t["p_randomization"] > 0).all()
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_both_paired_tests_are_two_sided_and_match_independent_computations(seed):
+    """Either order of a pair gives the same p-values, and each equals what scipy's t-test and
+    an exact enumeration of every sign flip give (#75: made one-sided, the suite stayed green)."""
+    from itertools import product
+
+    from scipy.stats import ttest_rel
+
+    from saber_assets.leaderboard.significance import paired_pvalues
+
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(0.2, 0.8, 12)
+    b = a + rng.normal(0.06, 0.08, 12)  # b better on average, not on every query
+    d = a - b
+    exact = np.mean(
+        [abs(np.mean(np.array(s) * d)) >= abs(d.mean()) - 1e-12 for s in product((1, -1), repeat=12)]
+    )  # all 4,096 flips
+    p_t, p_r = paired_pvalues(a, b, 20_000, 0)
+    q_t, q_r = paired_pvalues(b, a, 20_000, 0)
+    assert p_t == pytest.approx(ttest_rel(a, b).pvalue) == pytest.approx(q_t)
+    assert 0.001 < exact < 0.5  # a case where a one-sided test would differ
+    assert p_r == pytest.approx(exact, abs=0.01) and q_r == pytest.approx(exact, abs=0.01)
