@@ -616,16 +616,25 @@ def test_report_readings_follow_the_numbers():
     # a domain without viable queries has no threshold; a failed retriever has no score
     thresholds = pl.DataFrame(
         {
-            "domain": ["A", "B"],
-            "domain_topic_threshold": [0.5, None],
-            "summary_threshold": [0.25, 0.25],
-            "viable_queries": [7, None],
+            "domain": ["A", "B", "C"],
+            "domain_topic_threshold": [0.5, None, 0.878],
+            "topic_threshold": [0.502] * 3,
+            "summary_threshold": [0.247] * 3,
+            "viable_queries": [7, None, 5],
         }
     )
     groups = pl.DataFrame({"group": ["both"], "per_query": [10.0]})
     text = rp.read_candidates(thresholds, groups)
-    assert "from 0.500 to 0.500 across 1 domains; 1 domain(s) have no threshold" in text
-    assert "7 queries were viable" in text and "10 both" in text
+    # the cut every candidate met is the global one, each domain's strictest point beside it
+    # (#75: "Topic thresholds run from 0.502 to 0.878" read the latter as the former)
+    assert text.startswith("Every candidate was cut at topic > 0.502 and summary > 0.247;")
+    assert "each domain's own strictest topic point runs from 0.500 to 0.878 across 2 domains" in text
+    assert "; 1 domain(s) have no threshold" in text
+    # a per-domain sum, said as one (#75: "799 queries were viable" of 652 distinct problems)
+    assert "12 viable queries counted per domain (a query in several domains counts in each)" in text
+    assert "10 both" in text
+    moved = rp.read_candidates(thresholds.with_columns(topic_threshold=pl.lit(0.61)), groups)
+    assert "cut at topic > 0.610" in moved
     failed = board.vstack(
         pl.DataFrame(
             {

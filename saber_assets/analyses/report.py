@@ -105,28 +105,32 @@ def read_coverage(coverage: pl.DataFrame) -> str:
 
 
 def read_candidates(thresholds: pl.DataFrame, groups: pl.DataFrame) -> str:
+    """The cut every candidate met (one global topic and summary threshold), each domain's own
+    strictest point beside it, and the viable queries as counted: per domain, so a query
+    annotated with two domains counts in both."""
     text = ""
-    if "domain_topic_threshold" in thresholds.columns:
+    cols = thresholds.columns
+    if "topic_threshold" in cols and "summary_threshold" in cols and thresholds.height:
+        topic, summary = thresholds["topic_threshold"][0], thresholds["summary_threshold"][0]
+        if topic is not None and summary is not None:
+            text += f"Every candidate was cut at topic > {topic:.3f} and summary > {summary:.3f}"
+    if "domain_topic_threshold" in cols:
         t = thresholds["domain_topic_threshold"].drop_nulls()
         unset = thresholds.height - t.len()
         if t.len():
             text += (
-                f"Topic thresholds run from {t.min():.3f} to {t.max():.3f} across {t.len()} domains"
+                f"{'; ' if text else ''}each domain's own strictest topic point runs from "
+                f"{t.min():.3f} to {t.max():.3f} across {t.len()} domains"
             )
         if unset:
             text += f"{'; ' if text else ''}{unset} domain(s) have no threshold (no viable query)"
-        s = (
-            thresholds["summary_threshold"].drop_nulls()
-            if "summary_threshold" in thresholds.columns
-            else []
+    if "viable_queries" in cols:
+        viable = int(thresholds["viable_queries"].fill_null(0).sum())
+        text += (
+            f"{'; ' if text else ''}{viable:,} viable queries counted per domain (a query in "
+            "several domains counts in each)"
         )
-        if len(s):
-            text += f", the summary threshold is {s.max():.3f}"
-        if "viable_queries" in thresholds.columns:
-            text += (
-                f"; {int(thresholds['viable_queries'].fill_null(0).sum()):,} queries were viable"
-            )
-        text += ". " if text else ""
+    text += ". " if text else ""
     if groups.height:
         parts = ", ".join(
             f"{per_query:g} {group.replace('_', '-')}"
