@@ -10,6 +10,7 @@ import duckdb
 import numpy as np
 import polars as pl
 import pytest
+import yaml
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.cli import main
@@ -467,3 +468,55 @@ def test_an_empty_benchmark_skips_the_analyses_instead_of_failing_them(tmp_path)
     assert no_queries(out)
     pl.DataFrame({"id": ["q1"]}).write_parquet(bench / "queries.parquet")
     assert not no_queries(out)
+
+
+def test_a_judge_that_always_picks_the_first_shown_stops_the_build_and_push(
+    shared_build, tmp_path, monkeypatch, capsys
+):
+    """The position-bias check fails at ERROR severity: the build stops after the tournament
+    and says which check and why; a second build is refused at the benchmark; with
+    --accept-failed-checks the benchmark is built and records the failure, which `saber push`
+    refuses unless given the same flag, and then the card says so (#75)."""
+    from saber_resources.cpu_tasks import CPUPairJudge
+    from saber_resources.llm_tasks import Outcome
+
+    cfg = shared_build("algebra").copy_to(tmp_path, monkeypatch)
+    home = tmp_path / "home" / "tiny"
+    before = json.loads((home / "benchmark" / "manifest.json").read_text())
+    assert before["checks"] and all(c["passed"] for c in before["checks"])
+
+    def first_always(self, items, sample=0, temperature=0.7):
+        return [Outcome(1, p_first=0.99) for _ in items]
+
+    # another judge version: its judgments are asked afresh, not read from the stores; and a
+    # config change, as another judge brings one, so that what is built on them is unsynced
+    monkeypatch.setattr(CPUPairJudge, "compare_batch", first_always)
+    monkeypatch.setattr(CPUPairJudge, "version", "always-first/v1")
+    doc = yaml.safe_load(cfg.read_text())
+    doc["tournament"]["position_bias_band"] = [0.39, 0.61]
+    cfg.write_text(yaml.safe_dump(doc))
+    capsys.readouterr()
+    assert main(["build", "--config", str(cfg), "--select", "domains"]) == 1
+    out, err = capsys.readouterr()
+    assert "CHECK FAILED: tournament_judgments / judge_position_bias" in out
+    assert "STOPPED BY failed check tournament_judgments / judge_position_bias" in err
+    assert re.search(r"the first-shown candidate won (\d+) of \1 judgments", err), err
+    assert "saber build STOPPED" in err and "--accept-failed-checks" in err
+    # the next build gets as far as the benchmark, which is refused on these grades
+    assert main(["build", "--config", str(cfg)]) == 1
+    out, err = capsys.readouterr()
+    assert "FAILED step benchmark_export" in err and "refused: the grades come from" in err
+    assert json.loads((home / "benchmark" / "manifest.json").read_text()) == before
+    # accepted: built, and the failure recorded where a publisher reads it
+    assert main(["build", "--config", str(cfg), "--accept-failed-checks"]) == 0
+    manifest = json.loads((home / "benchmark" / "manifest.json").read_text())
+    assert [c["passed"] for c in manifest["checks"]] == [False]
+    assert main(["push", str(home / "benchmark"), "--repo-prefix", "me/b",
+                 "--stage-only", str(tmp_path / "staged")]) == 1  # fmt: skip
+    err = capsys.readouterr().err
+    assert "saber push: refused: 1 check(s)" in err and "judge_position_bias (Algebra)" in err
+    assert not (tmp_path / "staged").exists()
+    assert main(["push", str(home / "benchmark"), "--repo-prefix", "me/b",
+                 "--stage-only", str(tmp_path / "staged"), "--accept-failed-checks"]) == 0  # fmt: skip
+    card = (tmp_path / "staged").rglob("README.md").__next__().read_text()
+    assert "## Failed checks: published anyway" in card and "judge_position_bias (Algebra)" in card

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from dagster import MaterializeResult, MetadataValue
+from dagster import AssetExecutionContext, Failure, MaterializeResult, MetadataValue
 
 from saber_assets.benchmark.data import JUDGMENT_SCHEMA, QUERY_SCHEMA, Benchmark
 from saber_assets.candidates.coverage import below_quota, domain_coverage
@@ -16,6 +16,7 @@ from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import markdown_table
 from saber_assets.ontology.domains import domain_names
 from saber_assets.resources import PipelineResource
+from saber_assets.tournament.engine import position_bias
 
 
 def shuffled_order(n: int, seed: int, query_id: str) -> np.ndarray:
@@ -62,8 +63,14 @@ def exported_judgments(
     return pl.DataFrame(rows, schema=JUDGMENT_SCHEMA, orient="row")
 
 
+# a run with this tag builds the benchmark although a check of its grades failed (the manifest
+# records the failure): `saber build --accept-failed-checks` sets it
+ACCEPT_FAILED_CHECKS_TAG = "saber/accept_failed_checks"
+
+
 @stage_asset(kinds={"parquet"})
 def benchmark_export(
+    context: AssetExecutionContext,
     pipeline: PipelineResource,
     corpus: pl.DataFrame,
     problem_annotations: pl.DataFrame,
@@ -71,8 +78,20 @@ def benchmark_export(
     relevance_thresholds: pl.DataFrame,
     tournament_judgments: dict[str, pl.DataFrame],
 ) -> MaterializeResult:
-    """The built benchmark in the exchange format (queries, documents, manifest)."""
+    """The built benchmark in the exchange format (queries, documents, manifest). Refused
+    while a check of its grades failed at ERROR severity (the judge's position bias in any
+    domain), unless the run carries ``ACCEPT_FAILED_CHECKS_TAG``: nothing is published on
+    grades that follow the order the judge was shown."""
     cfg = pipeline.load()
+    checks = judge_checks(tournament_judgments, tuple(cfg.tournament.position_bias_band))
+    failed = [c for c in checks if not c["passed"]]
+    if failed and context.run.tags.get(ACCEPT_FAILED_CHECKS_TAG) != "true":
+        raise Failure(
+            description="refused: the grades come from judgments whose check failed: "
+            + "; ".join(f"{c['check']} ({c['domain']}): {c['description']}" for c in failed)
+            + ". Fix the cause (another judge, `tournament.both_orders`), or build with "
+            "--accept-failed-checks (the manifest then records the failure)"
+        )
     domain_order = domain_names(cfg.ontology)
     ratings = concat_partitions(relevance_ratings)
     row_of = {i: k for k, i in enumerate(corpus["id"].to_list())}
@@ -143,6 +162,9 @@ def benchmark_export(
             "both_orders": cfg.tournament.both_orders,
         },  # fmt: skip
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        # the ERROR-severity checks of what the grades were built from: `saber push` refuses a
+        # benchmark with a failed one unless told to publish it anyway (the card then says so)
+        "checks": checks,
     }
     judgments = exported_judgments(concat_partitions(tournament_judgments), queries, row_of)
     bench = Benchmark(queries, documents, manifest, judgments=judgments)
@@ -160,6 +182,24 @@ def benchmark_export(
             "manifest": MetadataValue.json(manifest),
         }
     )
+
+
+def judge_checks(
+    tournament_judgments: dict[str, pl.DataFrame] | pl.DataFrame, band: tuple[float, float]
+) -> list[dict]:
+    """Per domain, the judge's position-bias check (``judge_position_bias``) over the judgments
+    the grades came from: check, domain, passed, severity, description."""
+    parts = (
+        tournament_judgments
+        if isinstance(tournament_judgments, dict)
+        else {"all": tournament_judgments}
+    )
+    out = []
+    for key in sorted(parts):
+        bias = position_bias(parts[key], band)
+        out.append({"check": "judge_position_bias", "domain": key, "passed": not bias.biased,
+                    "severity": "ERROR", "description": bias.describe()})  # fmt: skip
+    return out
 
 
 @stage_asset(kinds={"parquet"}, deps=["benchmark_export"])

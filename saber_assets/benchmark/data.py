@@ -94,6 +94,15 @@ class Benchmark:
         q = self.queries
         return dict(zip(q["id"].to_list(), q["relevance_scores"].to_list(), strict=True))
 
+    def failed_checks(self) -> list[str]:
+        """The checks the manifest records as failed (``benchmark_export``'s ``checks``), each
+        in words: a benchmark with one is not published unless that is asked for."""
+        return [
+            f"{c.get('check')} ({c.get('domain')}): {c.get('description')}"
+            for c in self.manifest.get("checks") or []
+            if isinstance(c, dict) and c.get("passed") is False
+        ]
+
     def domain_list(self) -> list[str]:
         """The benchmark's domains: the manifest's list, else those its queries name."""
         named = self.manifest.get("domains")

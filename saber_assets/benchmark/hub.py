@@ -333,6 +333,7 @@ def card(bench: Benchmark, table: str, repos: dict[str, str]) -> str:
         f"- domains: {', '.join(bench.domain_list())}",
         f"- created: {m.get('created', 'unknown')}",
         "",
+        *checks_section(bench),
         "## Licences of the sources",
         "",
         *[f"- {s}" for s in (m.get("source_licences") or ["see the corpus sources' own licences"])],
@@ -343,6 +344,26 @@ def card(bench: Benchmark, table: str, repos: dict[str, str]) -> str:
         "tables back; the SABER-Math reference evaluation reads the same columns.",
     ]
     return "---\n" + yaml.safe_dump(header, sort_keys=False) + "---\n\n" + "\n".join(lines) + "\n"
+
+
+def checks_section(bench: Benchmark) -> list[str]:
+    """The card's word on the build's checks: a failed one is said first and plainly (it was
+    published only because the publisher asked for it)."""
+    checks = bench.manifest.get("checks") or []
+    failed = bench.failed_checks()
+    if failed:
+        return [
+            "## Failed checks: published anyway",
+            "",
+            "The publisher pushed this benchmark although these checks failed; its grades may "
+            "reflect them:",
+            "",
+            *[f"- {line}" for line in failed],
+            "",
+        ]
+    if checks:
+        return [f"Checks: all {len(checks)} passed (the judge's position bias per domain).", ""]
+    return []
 
 
 def _dtype_entry(feature: dict) -> dict:

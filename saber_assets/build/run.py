@@ -85,6 +85,18 @@ def faults_line(metadatas) -> str | None:
     return f"faults met: {causes} ({sum(faults.values())} retries, {lost:.1f}s lost)"
 
 
+def failed_error_checks(result) -> list:
+    """The checks of a run that failed at ERROR severity: what is built from their asset must
+    not be built on (the judge's position bias: grades that follow the order shown)."""
+    from dagster import AssetCheckSeverity
+
+    return [
+        check
+        for check in result.get_asset_check_evaluations()
+        if not check.passed and check.severity == AssetCheckSeverity.ERROR
+    ]
+
+
 def print_run(result, seconds: float, console: Console) -> None:
     """One line per materialisation: asset, partition, rows; the faults its LLM calls met;
     failed checks too."""
@@ -215,9 +227,12 @@ def build(
     select: list[str] | None = None,
     on: str | None = None,
     console: Console | None = None,
+    accept_failed_checks: bool = False,
 ) -> int:
     """Every missing or unsynced step of the selection, job by job, here or ``on`` a running
-    deployment; each line to ``console``. Returns the exit status."""
+    deployment; each line to ``console``. Returns the exit status. A check that fails at ERROR
+    severity stops the build after its stage (nothing is built on it) and the status is 1,
+    unless ``accept_failed_checks``: then the build goes on and says so."""
     console = console or Console()
     cfg = load_config(config)  # fail fast, before Dagster starts, on a bad config file
     home = data_home()
@@ -259,10 +274,16 @@ def build(
     observe_sources(defs, instance, run_config)
     retrievers = runnable_names(cfg, say=console.out)
     domains = [x.split("=", 1)[1] for x in select if x.startswith("domain=")]
+    from saber_assets.benchmark.assets import ACCEPT_FAILED_CHECKS_TAG
+
+    accept_tags = {ACCEPT_FAILED_CHECKS_TAG: "true"} if accept_failed_checks else {}
     failed, ran, skipped = [], 0, 0
+    blocked: list[tuple[str, object]] = []  # (step, check) that failed at ERROR severity
     for stage in stages:
         if failed:
             break  # later stages need this one complete
+        if blocked and not accept_failed_checks:
+            break  # nothing is built on what a check refused
         if stage.alias == "analyses" and no_queries(Outputs.of(cfg, home)):
             # the analyses read queries, ratings and a leaderboard: over none they have nothing
             # to say, and a build whose model found no viable query still finishes
@@ -288,7 +309,7 @@ def build(
                 raise_on_error=False,
                 run_config=run_config,
                 partition_key=step.partition,
-                tags=process_tags(),
+                tags={**process_tags(), **accept_tags},
             )
             ran += 1
             print_run(result, time.perf_counter() - t1, console)
@@ -296,6 +317,7 @@ def build(
                 console.out(f"  warning: {message}")
             if not result.success:
                 failed.append(result)
+            blocked += [(step.label, check) for check in failed_error_checks(result)]
     elapsed = time.perf_counter() - t0
     import duckdb
 
@@ -333,6 +355,20 @@ def build(
             for _, step_key, error in failures:
                 console.err(f"FAILED step {step_key}: {error.message.strip()}")
         console.err(f"saber build FAILED after {elapsed:.1f}s")
+        return 1
+    for label, check in blocked:
+        why = f": {check.description}" if check.description else ""
+        say = console.out if accept_failed_checks else console.err
+        say(f"{'ACCEPTED' if accept_failed_checks else 'STOPPED BY'} failed check "
+            f"{check.asset_key.to_user_string()} / {check.check_name} ({label}){why}")  # fmt: skip
+    if blocked and not accept_failed_checks:
+        console.err(
+            f"saber build STOPPED after {elapsed:.1f}s: {len(blocked)} check(s) failed at ERROR "
+            "severity, and nothing was built on them (no benchmark, runs or leaderboard from "
+            "these grades). Fix the cause (another judge, `tournament.both_orders`), or build "
+            "with --accept-failed-checks: the benchmark then records the failure, and "
+            "`saber push` refuses it unless told the same"
+        )
         return 1
     console.out(f"saber build finished in {elapsed:.1f}s")
     return 0

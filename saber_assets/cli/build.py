@@ -43,6 +43,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--on", metavar="URL", help="launch the build on a running Dagster webserver (GraphQL)"
     )
     p.add_argument(
+        "--accept-failed-checks",
+        action="store_true",
+        help="go on past a check that fails at ERROR severity (the judge's position bias): "
+        "the benchmark is built and records the failure, which `saber push` then refuses "
+        "unless given the same flag",
+    )
+    p.add_argument(
         "--select",
         action="append",
         help="only these: " + select_help() + "; and/or domain=NAME (a title or its "
@@ -60,4 +67,5 @@ def run(args: argparse.Namespace) -> int:
         return build(args.config, level, args.force, args.select, args.on)
     command = f"saber build --config {args.config or DEFAULT_CONFIG}"
     with holding_home(data_home(), command, args.wait):
-        return build(args.config, level, args.force, args.select)
+        return build(args.config, level, args.force, args.select,
+                     accept_failed_checks=args.accept_failed_checks)  # fmt: skip

@@ -24,6 +24,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "of the queries dataset",
     )
     p.add_argument(
+        "--accept-failed-checks",
+        action="store_true",
+        help="publish a benchmark whose build checks failed (the card says so); refused without",
+    )
+    p.add_argument(
         "--stage-only",
         metavar="DIR",
         help="write the two dataset folders under DIR, upload nothing",
@@ -42,6 +47,15 @@ def push_cmd(args) -> int:
     from saber_assets.benchmark.hub import HubUnavailable, push, stage_push
 
     bench = Benchmark.read(Path(args.dir))
+    if (failed := bench.failed_checks()) and not args.accept_failed_checks:
+        print(
+            f"saber push: refused: {len(failed)} check(s) of this benchmark's build failed:\n  "
+            + "\n  ".join(failed)
+            + "\nrebuild it (another judge, `tournament.both_orders`), or publish it anyway "
+            "with --accept-failed-checks (its card then says so)",
+            file=sys.stderr,
+        )
+        return 1
     explorer = Path(args.explorer) if getattr(args, "explorer", None) else None
     if args.stage_only:
         folders = stage_push(bench, Path(args.stage_only), args.repo_prefix, explorer)
