@@ -618,11 +618,14 @@ def test_two_writers_of_one_file_in_one_process_never_mix(tmp_path):
         except Exception as exc:  # noqa: BLE001 (the test reports any)
             errors.append(exc)
 
-    threads = [threading.Thread(target=write, args=(c,)) for c in "ab"]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    def both_at_once(writer) -> None:
+        threads = [threading.Thread(target=writer, args=(c,)) for c in "ab"]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    both_at_once(write)
     assert errors == []
     lines = target.read_text().splitlines()
     assert len(lines) == 100 and len({line[0] for line in lines}) == 1, lines[:3]
@@ -640,11 +643,7 @@ def test_two_writers_of_one_file_in_one_process_never_mix(tmp_path):
         except Exception as exc:  # noqa: BLE001
             errors.append(exc)
 
-    threads = [threading.Thread(target=fill, args=(c,)) for c in "ab"]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    both_at_once(fill)
     # the second to finish may find the first's folder in its way; it never loses the first's
     # files or writes into its staging
     written = {p.read_text() for p in folder.iterdir()}

@@ -293,26 +293,23 @@ class Benchmark:
                     f"{self.locate(name, row, where)}: {name}.parquet field 'id' is {value!r}: "
                     "ids must be non-empty with no whitespace (TREC files are split on it)"
                 )
+        def refuse(rows: pl.Series, column: str, what) -> None:
+            """The first of ``rows`` (indices) refused: its file and row, what is wrong."""
+            if rows.len():
+                row = int(rows[0])
+                raise BenchmarkFormatError(
+                    f"{self.locate(name, row, where)}: {name}.parquet field {column!r} "
+                    f"{what(row)} (id {ids[row]!r}; {rows.len()} such rows)"
+                )
+
         texts = frame["problem"]
         empty = (texts.is_null() | (texts.cast(pl.String).str.strip_chars() == "")).arg_true()
-        if empty.len():
-            row = int(empty[0])
-            raise BenchmarkFormatError(
-                f"{self.locate(name, row, where)}: {name}.parquet field 'problem' is "
-                f"{'null' if texts[row] is None else 'empty'} (id {ids[row]!r}; "
-                f"{empty.len()} such rows)"
-            )
+        refuse(empty, "problem", lambda row: f"is {'null' if texts[row] is None else 'empty'}")
         for column in ("problem", "solution"):
-            if column not in frame.columns:
-                continue
-            long = (frame[column].cast(pl.String).str.len_chars() > MAX_TEXT_CHARS).arg_true()
-            if long.len():
-                row = int(long[0])
-                raise BenchmarkFormatError(
-                    f"{self.locate(name, row, where)}: {name}.parquet field {column!r} has "
-                    f"{len(frame[column][row]):,} characters, past {MAX_TEXT_CHARS:,} (id "
-                    f"{ids[row]!r}; {long.len()} such rows)"
-                )
+            if column in frame.columns:
+                long = (frame[column].cast(pl.String).str.len_chars() > MAX_TEXT_CHARS).arg_true()
+                refuse(long, column, lambda row, c=column: (
+                    f"has {len(frame[c][row]):,} characters, past {MAX_TEXT_CHARS:,}"))  # fmt: skip
 
 
 QUERIES, DOCUMENTS, JUDGMENTS, MANIFEST = (
