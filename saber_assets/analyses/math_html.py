@@ -4,6 +4,7 @@ nothing. A formula that does not convert stays as its source, marked, never drop
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 from collections.abc import Iterator
@@ -38,6 +39,11 @@ class Span:
     groups: dict[str, str | None]
 
 
+@functools.cache
+def environment_closing(env: str, star: str) -> re.Pattern:
+    return re.compile(re.escape(f"\\end{{{env}{star}}}"))
+
+
 def spans(text: str) -> Iterator[Span]:
     """The formulas and figures of ``text``, left to right, in time linear in its length: the
     first closing after each position is searched once per kind and remembered, so a text of
@@ -66,7 +72,7 @@ def spans(text: str) -> Iterator[Span]:
             key, pattern = group, close
             if close is None:  # an environment ends with its own name
                 key = f"end:{o['env']}{o['star']}"
-                pattern = re.compile(re.escape(f"\\end{{{o['env']}{o['star']}}}"))
+                pattern = environment_closing(o["env"], o["star"])
             c = closing(key, pattern, o.end() + 1)  # a formula holds at least one character
             if c is None:
                 continue
