@@ -280,8 +280,9 @@ E2E_FIXTURES = {"shared_build", "label_studio_db", "llama_parts", "browser", *SE
 
 # the longest first, so that two workers finish together (xdist hands work out in this order;
 # a server's group goes where its first test is)
-LONGEST_FIRST = ["test_cluster", "test_real_llm_build", "test_real_llm", "test_ui", "test_faults",
-                 "test_scale", "test_build", "test_label_studio", "test_discovery",
+LONGEST_FIRST = ["test_cluster", "test_real_llm_build", "test_real_llm", "test_sample_quota",
+                 "test_joint_intervals", "test_ui", "test_faults", "test_scale", "test_build",
+                 "test_significance", "test_retrievers", "test_label_studio", "test_discovery",
                  "test_resume"]  # fmt: skip
 
 
