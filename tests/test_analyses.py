@@ -87,6 +87,31 @@ def test_composition_counts_domains_subdomains_sources_and_groups():
     }
     g = dict(zip(t["groups"]["group"], t["groups"]["per_query"], strict=True))
     assert g == {"both": 2.0, "topic_only": 1.0}
+    # distinct problems per first-level domain: m:2 is in both, counted once in each
+    one = {(o, l1): (c, sh) for o, l1, c, sh in t["level1"].iter_rows()}
+    assert one[("documents", "Geometry")] == (3, 0.75) and one[("documents", "Algebra")] == (2, 0.5)
+    assert one[("queries", "Algebra")] == (1, 0.5)
+
+
+def test_the_composition_reading_counts_domains_by_queries_not_by_subdomain_hits():
+    """#75: "Geometry is the largest domain (31%)" added its sub-domains' hits; by queries
+    Algebra led. The sentence reads the distinct queries per domain, each figure from the table."""
+    from saber_assets.analyses import report as rp
+
+    corpus = pl.DataFrame({"id": ["a:1", "a:2", "b:3"], "source": ["a", "a", "b"]})
+    level1 = pl.DataFrame({"of": ["queries"] * 3 + ["documents"],
+                           "level1": ["Geometry", "Algebra", "Calculus", "Geometry"],
+                           "count": [30, 40, 5, 900], "share": [0.3, 0.4, 0.05, 0.9]})  # fmt: skip
+    text = rp.read_composition(corpus, {"level1": level1})
+    assert "3 problems from 2 source(s); the largest, a, gives 67%" in text
+    assert "By queries, Algebra is the largest domain (40 queries, 40%)" in text
+    assert "and Calculus the smallest (5, 5%)" in text
+    moved = level1.with_columns(
+        count=pl.Series([50, 40, 5, 900]), share=pl.Series([0.5, 0.4, 0.05, 0.9])
+    )
+    assert "By queries, Geometry is the largest domain (50 queries, 50%)" in rp.read_composition(
+        corpus, {"level1": moved}
+    )
 
 
 def _board(scores: dict[str, float], setting="stmt-stmt") -> pl.DataFrame:

@@ -49,8 +49,9 @@ def composition(
     ratings: pl.DataFrame,
 ) -> dict[str, pl.DataFrame]:
     """Tables: ``domains`` (of, level1, level2, count, share: a problem counts once in each
-    sub-domain it is annotated with, so shares may sum past 1), ``sources`` (of, source, count,
-    share) and ``groups`` (group, candidates, per_query)."""
+    sub-domain it is annotated with, so shares may sum past 1), ``level1`` (of, level1, count,
+    share: distinct problems per first-level domain, each once per domain it is in),
+    ``sources`` (of, source, count, share) and ``groups`` (group, candidates, per_query)."""
     topics = (
         annotations.select("id", "topics")
         .explode("topics")
@@ -58,9 +59,14 @@ def composition(
         .join(subdomains(tree), left_on="topics", right_on="node", how="inner")
         .unique(["id", "level1", "level2"])
     )
-    parts_d, parts_s = [], []
+    parts_d, parts_1, parts_s = [], [], []
     for what, frame in (("queries", queries), ("documents", documents)):
         ids = frame.select("id")
+        parts_1.append(
+            shares(ids.join(topics, on="id"), ["level1"], ids.height, what).select(
+                "of", "level1", "count", "share"
+            )
+        )
         parts_d.append(
             shares(ids.join(topics, on="id"), ["level1", "level2"], ids.height, what).select(
                 "of", "level1", "level2", "count", "share"
@@ -81,4 +87,5 @@ def composition(
         .with_columns((pl.col("candidates") / n_queries).round(2).alias("per_query"))
         .sort("group")
     )
-    return {"domains": pl.concat(parts_d), "sources": pl.concat(parts_s), "groups": groups}
+    return {"domains": pl.concat(parts_d), "level1": pl.concat(parts_1),
+            "sources": pl.concat(parts_s), "groups": groups}  # fmt: skip

@@ -71,21 +71,23 @@ def tournament_stats(judgments: pl.DataFrame) -> pl.DataFrame:
 
 
 def read_composition(corpus: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> str:
+    """The corpus's sources, and the domains by queries: how many distinct queries each
+    first-level domain holds (``composition``'s ``level1``), not its sub-domains' hits added."""
     src = corpus.group_by("source").len().sort("len", descending=True)
     top = src.row(0) if src.height else ("none", 0)
-    q = tables["domains"].filter(pl.col("of") == "queries").group_by("level1")
-    shares = q.agg(pl.col("count").sum()).sort("count", descending=True)
-    total = shares["count"].sum() or 1
+    q = tables["level1"].filter(pl.col("of") == "queries").sort(
+        ["count", "level1"], descending=[True, False]
+    )
     text = (
         f"The corpus holds {corpus.height:,} problems from {src.height} source(s); the largest, "
         f"{top[0]}, gives {pct(top[1] / max(corpus.height, 1))}."
     )
-    if shares.height:
-        big, small = shares.row(0), shares.row(-1)
+    if q.height:
+        big, small = q.row(0, named=True), q.row(-1, named=True)
         text += (
-            f" Among the queries' topic assignments {big[0]} is the largest domain "
-            f"({pct(big[1] / total)}) and {small[0]} the smallest ({pct(small[1] / total)}); "
-            "a problem counts once in every domain it is annotated with."
+            f" By queries, {big['level1']} is the largest domain ({big['count']:,} queries, "
+            f"{pct(big['share'])}) and {small['level1']} the smallest ({small['count']:,}, "
+            f"{pct(small['share'])}); a query annotated with several domains counts in each."
         )
     return text
 
