@@ -779,8 +779,9 @@ def secret_variables(raw) -> set[str]:
 def expand_env(value, where: str, secrets: frozenset[str] = frozenset()):
     """``${SABER_NAME}`` / ``${SABER_NAME:-default}`` in string values, from the environment.
     Only ``SABER_*`` variables, and never one that holds a secret (named like a key, token or
-    DSN, named by a ``*_env`` key, or a value with a password in its URL): a config lands in run
-    metadata and output paths, so secrets stay behind the ``*_env`` keys (read through EnvVar)."""
+    DSN, or named by a ``*_env`` key; a secret-shaped value is refused after expansion): a
+    config lands in run metadata and output paths, so secrets stay behind the ``*_env`` keys
+    (read through EnvVar)."""
     if isinstance(value, dict):
         return {k: expand_env(v, where, secrets) for k, v in value.items()}
     if isinstance(value, list):
@@ -803,13 +804,9 @@ def expand_env(value, where: str, secrets: frozenset[str] = frozenset()):
         got = os.environ.get(name)
         if got is None and default is None:
             raise ValueError(f"invalid config {where}: ${{{name}}} is not set and has no default")
-        got = got if got is not None else default
-        if what := secret_in(got):
-            raise ValueError(
-                f"invalid config {where}: ${{{name}}} holds {what}; secrets are read only "
-                "through the *_env keys"
-            )
-        return got
+        # a secret-shaped value is refused after expansion with every other value, naming its
+        # key (``refuse_secret_values``)
+        return got if got is not None else default
 
     return _ENV_REF.sub(sub, value)
 

@@ -1,5 +1,5 @@
 """One writing command per home at a time: ``saber build``, ``warehouse``, ``registry adopt``,
-``pull``, ``study``, ``evaluate`` and ``export`` hold the home's lock while they run, and
+``study``, ``evaluate`` and ``export`` hold the home's lock while they run, and
 ``saber ui`` for as long as the UI is up (the runs it and its sensors launch are its children;
 another command is refused with the way to launch through the UI instead).
 
