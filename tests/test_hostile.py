@@ -987,6 +987,9 @@ def test_a_benchmark_bundle_is_whole_or_refused_naming_the_file(tmp_path, monkey
         (lambda d: (d / "documents.parquet").unlink(), r"missing documents.parquet|documents.parquet: listed"),
         (lambda d: bench.queries.head(0).write_parquet(d / "judgments.parquet"),
          r"judgments.parquet: not in the manifest's files"),
+        (lambda d: (d / "manifest.json").write_text(json.dumps(
+            {**manifest, "files": {**manifest["files"], "../../etc/passwd": {}}})),
+         r"manifest.json lists '../../etc/passwd', not a file of a benchmark"),
     ]:  # fmt: skip
         case = tmp_path / f"case{len(list(tmp_path.iterdir()))}"
         bench.write(case)

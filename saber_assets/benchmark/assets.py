@@ -8,7 +8,12 @@ import numpy as np
 import polars as pl
 from dagster import AssetExecutionContext, Failure, MaterializeResult, MetadataValue
 
-from saber_assets.benchmark.data import JUDGMENT_SCHEMA, QUERY_SCHEMA, Benchmark
+from saber_assets.benchmark.data import (
+    JUDGMENT_SCHEMA,
+    QUERY_SCHEMA,
+    Benchmark,
+    failed_check_lines,
+)
 from saber_assets.candidates.coverage import below_quota, domain_coverage
 from saber_assets.corpus.build import corpus_version
 from saber_assets.io_managers import concat_partitions
@@ -84,11 +89,11 @@ def benchmark_export(
     grades that follow the order the judge was shown."""
     cfg = pipeline.load()
     checks = judge_checks(tournament_judgments, tuple(cfg.tournament.position_bias_band))
-    failed = [c for c in checks if not c["passed"]]
+    failed = failed_check_lines(checks)
     if failed and context.run.tags.get(ACCEPT_FAILED_CHECKS_TAG) != "true":
         raise Failure(
             description="refused: the grades come from judgments whose check failed: "
-            + "; ".join(f"{c['check']} ({c['domain']}): {c['description']}" for c in failed)
+            + "; ".join(failed)
             + ". Fix the cause (another judge, `tournament.both_orders`), or build with "
             "--accept-failed-checks (the manifest then records the failure)"
         )

@@ -97,11 +97,7 @@ class Benchmark:
     def failed_checks(self) -> list[str]:
         """The checks the manifest records as failed (``benchmark_export``'s ``checks``), each
         in words: a benchmark with one is not published unless that is asked for."""
-        return [
-            f"{c.get('check')} ({c.get('domain')}): {c.get('description')}"
-            for c in self.manifest.get("checks") or []
-            if isinstance(c, dict) and c.get("passed") is False
-        ]
+        return failed_check_lines(self.manifest.get("checks"))
 
     def domain_list(self) -> list[str]:
         """The benchmark's domains: the manifest's list, else those its queries name."""
@@ -293,6 +289,7 @@ class Benchmark:
                     f"{self.locate(name, row, where)}: {name}.parquet field 'id' is {value!r}: "
                     "ids must be non-empty with no whitespace (TREC files are split on it)"
                 )
+
         def refuse(rows: pl.Series, column: str, what) -> None:
             """The first of ``rows`` (indices) refused: its file and row, what is wrong."""
             if rows.len():
@@ -319,6 +316,15 @@ BUNDLE_NAMES = frozenset({QUERIES, DOCUMENTS, JUDGMENTS, MANIFEST})
 BUNDLE_FILES = "files"  # the manifest's key: each file's bytes and sha256
 
 
+def failed_check_lines(checks: list | None) -> list[str]:
+    """Each failed check of a manifest's ``checks`` in words: check (domain): why."""
+    return [
+        f"{c.get('check')} ({c.get('domain')}): {c.get('description')}"
+        for c in checks or []
+        if isinstance(c, dict) and c.get("passed") is False
+    ]
+
+
 def file_facts(path: Path) -> dict:
     """A file's size and sha256, as a bundle's manifest lists them."""
     digest = hashlib.sha256()
@@ -336,6 +342,11 @@ def check_files(directory: Path, listed: dict | None) -> None:
         return
     if not isinstance(listed, dict):
         raise BenchmarkFormatError(f"{directory}: manifest.json's {BUNDLE_FILES!r} is no map")
+    foreign = sorted(str(name)[:80] for name in listed if name not in BUNDLE_NAMES - {MANIFEST})
+    if foreign:  # a name from the file never becomes a path outside the bundle's own
+        raise BenchmarkFormatError(
+            f"{directory}: manifest.json lists {foreign[0]!r}, not a file of a benchmark"
+        )
     present = {p.name for p in directory.iterdir() if p.name in BUNDLE_NAMES} - {MANIFEST}
     unlisted = sorted(present - set(listed))
     if unlisted:
@@ -343,7 +354,7 @@ def check_files(directory: Path, listed: dict | None) -> None:
             f"{directory}/{unlisted[0]}: not in the manifest's files: another write's, refused"
         )
     for name, want in sorted(listed.items()):
-        path = directory / str(name)
+        path = directory / name
         if not path.is_file():
             raise BenchmarkFormatError(f"{path}: listed in the manifest, missing")
         got = file_facts(path)
