@@ -71,18 +71,12 @@ def escape_blocks(value: str) -> str:
     """``value`` with the bracket of every placeholder-named tag escaped (``</sample_1>`` →
     ``&lt;/sample_1>``, ``＜/sample_1＞`` → ``&lt;/sample_1＞``): the text stays readable and can
     never end the block it is put in."""
-    cuts = [
-        m.start()
-        for m in _BRACKETS.finditer(value)
-        if _TAG_NAME.match(unicodedata.normalize("NFKC", value[m.end() : m.end() + _NAME_WINDOW]))
-    ]
-    if not cuts:
-        return value
-    out, pos = [], 0
-    for cut in cuts:
-        out += [value[pos:cut], "&lt;"]
-        pos = cut + 1
-    return "".join(out) + value[pos:]
+
+    def escaped(m: re.Match) -> str:
+        after = unicodedata.normalize("NFKC", value[m.end() : m.end() + _NAME_WINDOW])
+        return "&lt;" if _TAG_NAME.match(after) else m.group()
+
+    return _BRACKETS.sub(escaped, value)
 
 
 _LIKELY_PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\}")

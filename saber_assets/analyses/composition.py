@@ -62,13 +62,12 @@ def composition(
     parts_d, parts_1, parts_s = [], [], []
     for what, frame in (("queries", queries), ("documents", documents)):
         ids = frame.select("id")
+        tagged = ids.join(topics, on="id")
         parts_1.append(
-            shares(ids.join(topics, on="id"), ["level1"], ids.height, what).select(
-                "of", "level1", "count", "share"
-            )
+            shares(tagged, ["level1"], ids.height, what).select("of", "level1", "count", "share")
         )
         parts_d.append(
-            shares(ids.join(topics, on="id"), ["level1", "level2"], ids.height, what).select(
+            shares(tagged, ["level1", "level2"], ids.height, what).select(
                 "of", "level1", "level2", "count", "share"
             )
         )

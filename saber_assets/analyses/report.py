@@ -75,8 +75,10 @@ def read_composition(corpus: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> s
     first-level domain holds (``composition``'s ``level1``), not its sub-domains' hits added."""
     src = corpus.group_by("source").len().sort("len", descending=True)
     top = src.row(0) if src.height else ("none", 0)
-    q = tables["level1"].filter(pl.col("of") == "queries").sort(
-        ["count", "level1"], descending=[True, False]
+    q = (
+        tables["level1"]
+        .filter(pl.col("of") == "queries")
+        .sort(["count", "level1"], descending=[True, False])
     )
     text = (
         f"The corpus holds {corpus.height:,} problems from {src.height} source(s); the largest, "
@@ -110,29 +112,31 @@ def read_candidates(thresholds: pl.DataFrame, groups: pl.DataFrame) -> str:
     """The cut every candidate met (one global topic and summary threshold), each domain's own
     strictest point beside it, and the viable queries as counted: per domain, so a query
     annotated with two domains counts in both."""
-    text = ""
+    parts = []
     cols = thresholds.columns
     if "topic_threshold" in cols and "summary_threshold" in cols and thresholds.height:
         topic, summary = thresholds["topic_threshold"][0], thresholds["summary_threshold"][0]
         if topic is not None and summary is not None:
-            text += f"Every candidate was cut at topic > {topic:.3f} and summary > {summary:.3f}"
+            parts.append(
+                f"Every candidate was cut at topic > {topic:.3f} and summary > {summary:.3f}"
+            )
     if "domain_topic_threshold" in cols:
         t = thresholds["domain_topic_threshold"].drop_nulls()
         unset = thresholds.height - t.len()
         if t.len():
-            text += (
-                f"{'; ' if text else ''}each domain's own strictest topic point runs from "
-                f"{t.min():.3f} to {t.max():.3f} across {t.len()} domains"
+            parts.append(
+                f"each domain's own strictest topic point runs from {t.min():.3f} to "
+                f"{t.max():.3f} across {t.len()} domains"
             )
         if unset:
-            text += f"{'; ' if text else ''}{unset} domain(s) have no threshold (no viable query)"
+            parts.append(f"{unset} domain(s) have no threshold (no viable query)")
     if "viable_queries" in cols:
         viable = int(thresholds["viable_queries"].fill_null(0).sum())
-        text += (
-            f"{'; ' if text else ''}{viable:,} viable queries counted per domain (a query in "
-            "several domains counts in each)"
+        parts.append(
+            f"{viable:,} viable queries counted per domain (a query in several domains counts "
+            "in each)"
         )
-    text += ". " if text else ""
+    text = "; ".join(parts) + ". " if parts else ""
     if groups.height:
         parts = ", ".join(
             f"{per_query:g} {group.replace('_', '-')}"
