@@ -65,8 +65,11 @@ def holding_home(
         if not wait:
             raise HomeBusy(
                 f"{home} is in use by {who}: one build per home at a time. "
-                + (f"{their_advice}, or " if their_advice else "Wait for it to end, run again "
-                   "with --wait (where the command has it), or ")
+                + (
+                    f"{their_advice}, or "
+                    if their_advice
+                    else "Wait for it to end, run again with --wait (where the command has it), or "
+                )
                 + "give this one its own SABER_HOME"
             ) from None
         say(f"saber: waiting for {who} to finish with {home}")

@@ -160,7 +160,7 @@ STAGES: tuple[Stage, ...] = (
         "build_leaderboard",
         "leaderboard",
         "The leaderboard over every registered retriever.",
-        ("leaderboard",),
+        ("leaderboard", "benchmark_verification"),
         "build_runs",
     ),
     Stage(
@@ -223,6 +223,7 @@ ASSET_CONFIG: dict[str, tuple[str, ...]] = {
         "contamination.exclude_own_matches",
         "contamination.top_candidates",
     ),
+    "benchmark_verification": ("seed", "leaderboard"),
     **{name: _ANALYSIS for name in ANALYSES},
 }
 

@@ -653,10 +653,14 @@ def test_report_readings_follow_the_numbers():
     # the cut every candidate met is the global one, each domain's strictest point beside it
     # (#75: "Topic thresholds run from 0.502 to 0.878" read the latter as the former)
     assert text.startswith("Every candidate was cut at topic > 0.502 and summary > 0.247;")
-    assert "each domain's own strictest topic point runs from 0.500 to 0.878 across 2 domains" in text
+    assert (
+        "each domain's own strictest topic point runs from 0.500 to 0.878 across 2 domains" in text
+    )
     assert "; 1 domain(s) have no threshold" in text
     # a per-domain sum, said as one (#75: "799 queries were viable" of 652 distinct problems)
-    assert "12 viable queries counted per domain (a query in several domains counts in each)" in text
+    assert (
+        "12 viable queries counted per domain (a query in several domains counts in each)" in text
+    )
     assert "10 both" in text
     moved = rp.read_candidates(thresholds.with_columns(topic_threshold=pl.lit(0.61)), groups)
     assert "cut at topic > 0.610" in moved

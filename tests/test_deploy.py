@@ -724,7 +724,9 @@ def test_the_network_policies_allow_only_the_flows_the_deployment_needs():
         for private in ("10.0.0.7", "192.168.1.1"):
             assert not _allowed(policies, role[src], {"ip": private}, 443), (src, private)
     api = {"ip": "10.96.0.1"}
-    assert _allowed(policies, role["daemon"], api, 443) and _allowed(policies, role["run"], api, 6443)
+    assert _allowed(policies, role["daemon"], api, 443) and _allowed(
+        policies, role["run"], api, 6443
+    )
     assert not _allowed(policies, role["daemon"], {"ip": "169.254.169.254"}, 80)
     for src in ("webserver", "daemon", "code", "run"):
         assert _allowed(policies, role[src], postgres, 5432), src

@@ -178,7 +178,10 @@ def test_both_paired_tests_are_two_sided_and_match_independent_computations(seed
     b = a + rng.normal(0.06, 0.08, 12)  # b better on average, not on every query
     d = a - b
     exact = np.mean(
-        [abs(np.mean(np.array(s) * d)) >= abs(d.mean()) - 1e-12 for s in product((1, -1), repeat=12)]
+        [
+            abs(np.mean(np.array(s) * d)) >= abs(d.mean()) - 1e-12
+            for s in product((1, -1), repeat=12)
+        ]
     )  # all 4,096 flips
     p_t, p_r = paired_pvalues(a, b, 20_000, 0)
     q_t, q_r = paired_pvalues(b, a, 20_000, 0)

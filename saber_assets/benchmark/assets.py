@@ -21,7 +21,7 @@ from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import markdown_table
 from saber_assets.ontology.domains import domain_names
 from saber_assets.resources import PipelineResource
-from saber_assets.tournament.engine import position_bias
+from saber_assets.tournament.engine import order_consistency, position_bias
 
 
 def shuffled_order(n: int, seed: int, query_id: str) -> np.ndarray:
@@ -172,6 +172,8 @@ def benchmark_export(
         "checks": checks,
     }
     judgments = exported_judgments(concat_partitions(tournament_judgments), queries, row_of)
+    agree, both, _, _ = order_consistency(judgments)
+    manifest["order_consistency"] = {"agree": agree, "both": both}
     bench = Benchmark(queries, documents, manifest, judgments=judgments)
     bench.validate("built benchmark")
     path = bench.write(pipeline.outputs().benchmark)
@@ -203,7 +205,9 @@ def judge_checks(
     for key in sorted(parts):
         bias = position_bias(parts[key], band)
         out.append({"check": "judge_position_bias", "domain": key, "passed": not bias.biased,
-                    "severity": "ERROR", "description": bias.describe()})  # fmt: skip
+                    "severity": "ERROR", "description": bias.describe(),
+                    # the counts the verdict is decided from (`saber verify` re-decides it)
+                    "first_wins": bias.first_wins, "decided": bias.decided})  # fmt: skip
     return out
 
 

@@ -19,6 +19,7 @@ from saber_assets.cli import (
     report,
     study,
     ui,
+    verify,
     warehouse,
 )
 
@@ -32,6 +33,7 @@ COMMANDS = {
     "cost": cost,
     "export": export,
     "report": report,
+    "verify": verify,
     "study": study,
     "registry": registry,
     "llm-server": llm_server,

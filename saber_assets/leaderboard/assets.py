@@ -5,7 +5,14 @@ import time
 
 import matplotlib
 import polars as pl
-from dagster import AssetExecutionContext, MaterializeResult, MetadataValue
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    MaterializeResult,
+    MetadataValue,
+)
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.contamination.matches import audited_items, declared_training, own_matched_queries
@@ -22,6 +29,7 @@ from saber_assets.leaderboard.metrics import metric_column
 from saber_assets.leaderboard.plots import board_chart, pvalue_heatmap
 from saber_assets.leaderboard.provenance import SCORING_CODE, benchmark_id
 from saber_assets.leaderboard.rows import entry_rows
+from saber_assets.leaderboard.verify import BOARD_SETTINGS, record_verdict, verify
 from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import figure_markdown, markdown_table, stage_metadata
 from saber_assets.outputs import write_whole, written_whole
@@ -150,6 +158,7 @@ def leaderboard(
         write_whole(out / "rounds_resolution.parquet", curve)
     else:  # an older curve would describe other judgments
         (out / "rounds_resolution.parquet").unlink(missing_ok=True)
+    write_whole(out / BOARD_SETTINGS, json.dumps(board_settings(cfg, excluded), indent=2))
     refresh_warehouse(warehouse, context)
     separable = separable_pairs(tests)
     text = board_text(board, domains, metric, manifest, separable, no_joint)
@@ -191,3 +200,55 @@ def leaderboard(
             ),
         }
     )
+
+
+def board_settings(cfg, excluded: set[str]) -> dict:
+    """How the board was computed, for ``saber verify`` to compute it again: the cut-off, the
+    tie rule, the resamples, the seed, the level and the queries left out."""
+    lb = cfg.leaderboard
+    return {
+        "k": lb.k, "ties": lb.ties, "bootstrap_resamples": lb.bootstrap_resamples,
+        "test_resamples": lb.test_resamples, "seed": cfg.seed, "alpha": lb.alpha,
+        "excluded_queries": sorted(excluded),
+    }  # fmt: skip
+
+
+VERIFIED = "verified"  # the verification's check: ERROR, so a failure stops the build there
+
+
+@stage_asset(
+    kinds={"polars"},
+    deps=["leaderboard"],
+    check_specs=[AssetCheckSpec(VERIFIED, asset="benchmark_verification",
+                                description="Every published number is what the benchmark's "
+                                "own files give (`saber verify`)")],
+)  # fmt: skip
+def benchmark_verification(
+    context: AssetExecutionContext, pipeline: PipelineResource
+) -> MaterializeResult:
+    """Every number the board publishes recomputed from the benchmark's files, its runs and its
+    board alone, through independent implementations (``leaderboard/verify.py``). The verdict
+    goes into the benchmark's manifest (``saber push`` refuses a failed one, the card, the report
+    and the explorer say it) and ``verification.json``; a failed one stops the build here."""
+    out = pipeline.outputs()
+    t0 = time.perf_counter()
+    verdict = verify(out.evaluation_benchmark, out.runs, out.leaderboard)
+    seconds = time.perf_counter() - t0
+    record_verdict(verdict, out.evaluation_benchmark, out.leaderboard)
+    if verdict.not_checked:
+        context.log.warning("not verified: " + "; ".join(verdict.not_checked))
+    return MaterializeResult(
+        metadata={
+            **stage_metadata(sum(verdict.checked.values()), seconds=seconds),
+            "verdict": verdict.summary(),
+            "checked": MetadataValue.json(verdict.checked),
+            "differences": MetadataValue.md(verdict.table()),
+            "not_checked": MetadataValue.md("\n".join(f"- {x}" for x in verdict.not_checked)
+                                            or "everything"),
+        },
+        check_results=[AssetCheckResult(
+            check_name=VERIFIED, passed=verdict.passed, severity=AssetCheckSeverity.ERROR,
+            description=verdict.summary(),
+            metadata={"differences": len(verdict.differences)},
+        )],
+    )  # fmt: skip

@@ -1,0 +1,687 @@
+"""`saber verify`: every number a benchmark publishes, recomputed from its own files.
+
+From the exchange-format folder (queries, documents, judgments, manifest), the TREC runs the
+runs stage wrote beside it and the board it published (``leaderboard.parquet``,
+``significance.parquet``, ``board.json``), and nothing else — no home, no stores, no cache:
+
+- the bundle: each file's size and sha256 against the manifest (``Benchmark.read``);
+- the grades: Bradley–Terry refitted from ``judgments.parquet`` with **scikit-learn**'s logistic
+  regression (the published fit's own definition, ``ratings/bradley_terry.py``) or **choix**,
+  min–max rescaled, against ``relevance_scores``;
+- the judge checks: the first-shown share recounted, its Wilson interval by **scipy**
+  (``binomtest``), each domain's verdict re-decided, and the order-consistency count;
+- nDCG@k per query by **scikit-learn**'s ``ndcg_score`` (tie-averaged, gain 2^rel − 1 given as
+  the true relevance) from the TREC scores; the means per system, setting and domain with their
+  query and failure counts; the bootstrap intervals from the board's seeded query draws (equal);
+- the paired tests: the mean difference, the t-test from its formula (scipy's t distribution),
+  the randomization test by an own seeded sign-flip count at ``VERIFY_FLIPS`` (within the
+  Monte-Carlo tolerance of both draws), Holm, each ``better``, ``beats`` and the tie groups;
+- the joint intervals and rank intervals, re-derived from the bundle's judgments and the runs
+  (the board's seeded draws: equal).
+
+A published number that differs beyond its tolerance is a ``Difference``; the verdict passes
+when there is none. Pure: no Dagster (``leaderboard/verify_asset.py`` runs it in the build).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from saber_assets.benchmark.data import Benchmark, BenchmarkFormatError
+from saber_assets.leaderboard.outside_runs import read_run
+from saber_assets.ontology.domains import keys_for
+
+BOARD_SETTINGS = "board.json"  # how the board was computed: k, ties, resamples, seed, alpha
+VERIFY_FLIPS = 100_000  # the verifier's own sign flips per pair
+EXACT = 1e-9  # numbers recomputed by the same arithmetic: equal to rounding
+RATING_TOLERANCE = 1e-4  # a refit by another optimiser, on the [0, 5] scale
+MAX_LISTED = 200  # differences kept in the verdict (all are counted)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One published number that its files do not give: what, where, both values, the
+    tolerance it was held to."""
+
+    check: str
+    where: str
+    published: str
+    recomputed: str
+    tolerance: str = ""
+
+
+@dataclass
+class Verification:
+    """The verdict: how many numbers of each kind were recomputed, what differs, and what could
+    not be checked and why."""
+
+    checked: dict[str, int] = field(default_factory=dict)
+    differences: list[Difference] = field(default_factory=list)
+    not_checked: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.differences
+
+    def count(self, kind: str, n: int = 1) -> None:
+        self.checked[kind] = self.checked.get(kind, 0) + n
+
+    def differ(self, check: str, where: str, published, recomputed, tolerance: str = "") -> None:
+        self.differences.append(
+            Difference(check, where, _shown(published), _shown(recomputed), tolerance)
+        )
+
+    def close(self, check: str, where: str, published, recomputed, tol: float) -> None:
+        """Count a number; a difference where the two are not within ``tol`` (absolute), or one
+        is missing or not finite where the other is."""
+        self.count(check)
+        if not numbers_agree(published, recomputed, tol):
+            self.differ(check, where, published, recomputed, f"± {tol:g}")
+
+    def same(self, check: str, where: str, published, recomputed) -> None:
+        self.count(check)
+        if published != recomputed:
+            self.differ(check, where, published, recomputed, "equal")
+
+    def summary(self) -> str:
+        """One line: the verdict and the count of numbers checked."""
+        total = sum(self.checked.values())
+        if self.passed:
+            return f"verified: {total:,} published numbers recomputed from the bundle, all agree"
+        return (
+            f"NOT verified: {len(self.differences):,} of {total:,} published numbers differ "
+            f"from what the bundle gives (first: {self.differences[0].check} "
+            f"{self.differences[0].where})"
+        )
+
+    def table(self, limit: int = 50) -> str:
+        """The differences as a Markdown table (the first ``limit``)."""
+        if not self.differences:
+            return "no differences"
+        lines = ["| check | where | published | recomputed | tolerance |", "|---|---|---|---|---|"]
+        for d in self.differences[:limit]:
+            cells = [d.check, d.where, d.published, d.recomputed, d.tolerance]
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        if len(self.differences) > limit:
+            lines.append(f"\n… and {len(self.differences) - limit:,} more")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        """The verdict as the manifest and ``verification.json`` record it."""
+        return {
+            "passed": self.passed,
+            "summary": self.summary(),
+            "checked": dict(sorted(self.checked.items())),
+            "differences": len(self.differences),
+            "first_differences": [vars(d) for d in self.differences[:MAX_LISTED]],
+            "not_checked": self.not_checked,
+        }
+
+
+def _shown(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.10g}"
+    return str(value)
+
+
+def numbers_agree(a, b, tol: float) -> bool:
+    """Both missing (None / NaN), or both finite and within ``tol``."""
+    na = a is None or (isinstance(a, float) and math.isnan(a))
+    nb = b is None or (isinstance(b, float) and math.isnan(b))
+    if na or nb:
+        return na and nb
+    return abs(float(a) - float(b)) <= tol
+
+
+# ---------------------------------------------------------------- the grades and the judge
+
+
+def bt_strengths_sklearn(n: int, wins: list[tuple[int, int]], ties: list[tuple[int, int]],
+                         c: float) -> np.ndarray:  # fmt: skip
+    """Bradley–Terry strengths maximising Σ log σ(θ_w − θ_l) − ½‖θ‖²/C, by scikit-learn's
+    logistic regression without intercept: each outcome is two mirrored rows of half its
+    weight (a tie: two half-weight outcomes, one each way), so both classes are present and
+    each game counts once."""
+    from sklearn.linear_model import LogisticRegression
+
+    games = [(w, lo, 1.0) for w, lo in wins] + [
+        g for a, b in ties for g in ((a, b, 0.5), (b, a, 0.5))
+    ]
+    if not games:
+        return np.zeros(n)
+    x = np.zeros((2 * len(games), n))
+    y = np.tile([1, 0], len(games))
+    weight = np.repeat([g[2] / 2 for g in games], 2)
+    for k, (w, lo, _) in enumerate(games):
+        x[2 * k, w], x[2 * k, lo] = 1.0, -1.0
+        x[2 * k + 1, w], x[2 * k + 1, lo] = -1.0, 1.0
+    model = LogisticRegression(C=c, fit_intercept=False, tol=1e-12, max_iter=10_000)
+    model.fit(x, y, sample_weight=weight)
+    return model.coef_[0]
+
+
+def min_max(strengths: np.ndarray) -> np.ndarray:
+    """Strengths to [0, 5], all-equal ones to 2.5 (the exchange format's rescale)."""
+    lo, hi = float(strengths.min()), float(strengths.max())
+    if hi - lo < 1e-12:
+        return np.full(len(strengths), 2.5)
+    return 5.0 * (strengths - lo) / (hi - lo)
+
+
+def verify_grades(bench: Benchmark, out: Verification) -> None:
+    """Each query's published grades against a refit of its bundled judgments."""
+    if bench.judgments is None:
+        out.not_checked.append("grades: the bundle has no judgments.parquet")
+        return
+    fit_cfg = bench.manifest.get("ratings") or {}
+    if fit_cfg.get("soft"):
+        out.not_checked.append(
+            "grades: fitted to the judge's probabilities (the efficient policy), which the "
+            "exchange format does not carry"
+        )
+        return
+    prior, both = fit_cfg.get("prior", "l2"), bool(fit_cfg.get("both_orders"))
+    by_query = {k[0]: f for k, f in bench.judgments.partition_by("query_id", as_dict=True).items()}
+    for qid, cands, grades in bench.queries.select(
+        "id", "candidates", "relevance_scores"
+    ).iter_rows():
+        index = {c: i for i, c in enumerate(cands)}
+        wins, ties = [], []
+        judged = by_query.get(qid)
+        rows = (
+            judged.select(
+                "shown_first",
+                "shown_second",
+                "winner",
+                "swapped_winner" if "swapped_winner" in judged.columns else pl.lit(None, pl.Int64),
+            ).iter_rows()  # fmt: skip
+            if judged is not None
+            else []
+        )
+        for first, second, winner, swapped in rows:
+            if both and winner is not None and swapped is not None and winner != swapped:
+                ties.append((index[first], index[second]))
+                continue
+            decided = winner if winner is not None else (swapped if both else None)
+            if decided is not None:
+                loser = second if decided == first else first
+                wins.append((index[decided], index[loser]))
+        if prior == "choix":
+            if ties:
+                out.not_checked.append(f"grades of {qid}: choix's prior with tied pairs")
+                continue
+            import choix
+
+            strengths = (
+                choix.mm_pairwise(
+                    len(cands),
+                    wins,
+                    alpha=float(fit_cfg.get("alpha", 0.1)),
+                    max_iter=100_000,
+                    tol=1e-12,
+                )  # fmt: skip
+                if wins
+                else np.zeros(len(cands))
+            )
+        else:
+            strengths = bt_strengths_sklearn(len(cands), wins, ties, float(fit_cfg.get("c", 1.0)))
+        refit = min_max(np.asarray(strengths, dtype=np.float64))
+        gap = np.abs(refit - np.asarray(grades))
+        out.count("grade", len(cands))
+        bad = np.flatnonzero(gap > RATING_TOLERANCE)
+        if bad.size:  # the largest gap of the query, named, and how many more
+            worst = int(bad[np.argmax(gap[bad])])
+            out.differ("grade", f"query {qid}, candidate {cands[worst]} ({bad.size} of "
+                       f"{len(cands)} candidates differ)", float(grades[worst]),
+                       float(refit[worst]), f"± {RATING_TOLERANCE:g}")  # fmt: skip
+
+
+def wilson(k: int, n: int) -> tuple[float, float]:
+    """scipy's Wilson score interval (95%) of k successes in n."""
+    from scipy.stats import binomtest
+
+    if n == 0:
+        return 0.0, 1.0
+    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def verify_judge_checks(bench: Benchmark, out: Verification) -> None:
+    """The position-bias checks the manifest records, re-decided from their counts, and their
+    counts summed against the bundle's judgments; the order-consistency count."""
+    checks = [
+        c for c in bench.manifest.get("checks") or []
+        if isinstance(c, dict) and c.get("check") == "judge_position_bias"
+    ]  # fmt: skip
+    band = (bench.manifest.get("tournament") or {}).get("position_bias_band")
+    counted = [c for c in checks if "first_wins" in c and "decided" in c]
+    for c in counted:
+        lo, hi = wilson(int(c["first_wins"]), int(c["decided"]))
+        biased = band is not None and c["decided"] > 0 and (lo > band[1] or hi < band[0])
+        out.same("position-bias verdict", f"domain {c.get('domain')}", c.get("passed"), not biased)
+    j = bench.judgments
+    if j is None:
+        out.not_checked.append("judge checks: the bundle has no judgments.parquet")
+        return
+    decided = j.filter(pl.col("winner").is_not_null())
+    first = int((decided["winner"] == decided["shown_first"]).sum())
+    if counted:
+        out.same("position-bias count", "first-shown wins, all domains",
+                 sum(int(c["first_wins"]) for c in counted), first)  # fmt: skip
+        out.same("position-bias count", "decided judgments, all domains",
+                 sum(int(c["decided"]) for c in counted), decided.height)  # fmt: skip
+    elif checks:
+        out.not_checked.append("position bias: the manifest's checks carry no counts")
+    recorded = bench.manifest.get("order_consistency")
+    if isinstance(recorded, dict) and "swapped_winner" in j.columns:
+        both = j.filter(pl.col("winner").is_not_null() & pl.col("swapped_winner").is_not_null())
+        agree = int((both["winner"] == both["swapped_winner"]).sum())
+        out.same("order consistency", "pairs judged in both orders", recorded.get("both"),
+                 both.height)  # fmt: skip
+        out.same("order consistency", "of them agreeing", recorded.get("agree"), agree)
+
+
+# ---------------------------------------------------------------- the runs and nDCG
+
+
+def ndcg_sklearn(scores: np.ndarray, grades: np.ndarray, k: int) -> float:
+    """nDCG@k by scikit-learn (ties averaged), the gain 2^rel − 1 given as the relevance; 0
+    where every grade is 0."""
+    from sklearn.metrics import ndcg_score
+
+    gain = np.power(2.0, np.asarray(grades, dtype=np.float64)) - 1.0
+    if len(gain) < 2:  # scikit-learn needs two documents; one is ranked first, whatever
+        return 1.0 if len(gain) and gain[0] > 0 else 0.0
+    if not gain.max() > 0:
+        return 0.0
+    return float(ndcg_score(gain[None, :], np.asarray(scores)[None, :], k=k, ignore_ties=False))
+
+
+def trec_files(runs_dir: Path) -> dict[str, list[Path]]:
+    """retriever -> its TREC run files (``RETRIEVER/DOMAIN.SETTING.trec``)."""
+    out: dict[str, list[Path]] = {}
+    if not runs_dir.is_dir():
+        return out
+    for folder in sorted(p for p in runs_dir.iterdir() if p.is_dir() and not p.is_symlink()):
+        files = sorted(f for f in folder.glob("*.trec") if f.is_file() and not f.is_symlink())
+        if files:
+            out[folder.name] = files
+    return out
+
+
+def scored_runs(
+    bench: Benchmark, runs_dir: Path, k: int, excluded: Iterable[str], out: Verification
+) -> pl.DataFrame:
+    """retriever, setting, query_id, domains, failed, scores (candidate order), ndcg: every query
+    of every domain a retriever's files cover in a setting, from its TREC lines (a query with
+    none failed: nDCG 0, as the board counts it). A query in two domains' files is read from the
+    first, as the board reads its runs."""
+    doc_ids = bench.documents["id"].to_list()
+    key_of = keys_for(bench.domain_list())
+    title_of = {v: t for t, v in key_of.items()}
+    excluded = set(excluded)
+    queries = [
+        row for row in bench.queries.select("id", "candidates", "relevance_scores", "domains")
+        .iter_rows() if row[0] not in excluded
+    ]  # fmt: skip
+    rows = []
+    for retriever, files in trec_files(runs_dir).items():
+        seen: dict[str, set[str]] = {}
+        for path in files:
+            domain_key, setting = path.name[: -len(".trec")].rsplit(".", 1)
+            domain = title_of.get(domain_key)
+            if domain is None:
+                out.differ("run file", str(path), "a run of a benchmark domain",
+                           f"domain key {domain_key!r} names none")  # fmt: skip
+                continue
+            try:
+                tagged = read_run(path)
+            except BenchmarkFormatError as exc:
+                out.differ("run file", str(path), "a readable TREC run", str(exc))
+                continue
+            run = {q: docs for r in tagged.values() for q, docs in r.items()}
+            done = seen.setdefault(setting, set())
+            for qid, cands, grades, domains in queries:
+                if domain not in domains or qid in done:
+                    continue
+                done.add(qid)
+                ranked = run.get(qid)
+                scores = None
+                if ranked:
+                    listed = [ranked.get(doc_ids[c]) for c in cands]
+                    if None in listed or len(ranked) != len(cands):
+                        out.differ("run file", f"{path}: query {qid}",
+                                   f"{len(cands)} candidates scored",
+                                   f"{len(ranked)} lines, {listed.count(None)} candidates missing")  # fmt: skip
+                        continue
+                    scores = listed
+                ndcg = ndcg_sklearn(np.array(scores), np.array(grades), k) if scores else 0.0
+                rows.append((retriever, setting, qid, domains, scores is None, scores, ndcg))
+    return pl.DataFrame(
+        rows, orient="row",
+        schema={"retriever": pl.String, "setting": pl.String, "query_id": pl.String,
+                "domains": pl.List(pl.String), "failed": pl.Boolean,
+                "scores": pl.List(pl.Float64), "ndcg": pl.Float64},
+    )  # fmt: skip
+
+
+def verify_per_query(runs: pl.DataFrame, runs_dir: Path, out: Verification) -> None:
+    """The per-query nDCG the runs stage stored (``RETRIEVER/DOMAIN.parquet``), where present."""
+    for retriever in runs["retriever"].unique().sort().to_list():
+        files = sorted((runs_dir / retriever).glob("*.parquet"))
+        if not files:
+            continue
+        stored = (
+            pl.concat([pl.read_parquet(f, columns=["query_id", "setting", "ndcg"]) for f in files])
+            .unique(["query_id", "setting"], keep="first")
+        )  # fmt: skip
+        mine = runs.filter(pl.col("retriever") == retriever).select("query_id", "setting", "ndcg")
+        joined = mine.join(stored, on=["query_id", "setting"], how="left", suffix="_stored")
+        for qid, setting, ndcg, published in joined.iter_rows():
+            out.close("per-query nDCG", f"{retriever} {setting} {qid}", published, ndcg, EXACT)
+
+
+def seeded_interval(values: np.ndarray, resamples: int, seed: int) -> tuple[float, float]:
+    """The board's percentile interval of the mean from its seeded query draws (numpy's
+    ``default_rng(seed).integers``, resamples × queries)."""
+    if len(values) == 0:
+        return float("nan"), float("nan")
+    draws = np.random.default_rng(seed).integers(0, len(values), size=(resamples, len(values)))
+    lo, hi = np.quantile(values[draws].mean(axis=1), [0.025, 0.975])
+    return float(lo), float(hi)
+
+
+def verify_board_rows(board: pl.DataFrame, runs: pl.DataFrame, domains: list[str],
+                      settings: dict, out: Verification) -> None:  # fmt: skip
+    """Each board row's means, counts and intervals, overall and per domain."""
+    k, resamples, seed = settings["k"], settings["bootstrap_resamples"], settings["seed"]
+    metric = f"ndcg@{k}"
+    for row in board.iter_rows(named=True):
+        retriever, setting = row["retriever"], row["setting"]
+        where = f"{retriever} {setting}"
+        mine = runs.filter((pl.col("retriever") == retriever) & (pl.col("setting") == setting))
+        mine = mine.sort("query_id")
+        if mine.height == 0:
+            out.differ("run", where, f"{row.get('queries')} queries", "no TREC run")
+            continue
+        v = mine["ndcg"].to_numpy()
+        out.same("query count", where, row.get("queries"), mine.height)
+        out.same("failure count", where, row.get("failed"), int(mine["failed"].sum()))
+        out.close("nDCG", where, row.get(metric), float(v.mean()), EXACT)
+        lo, hi = seeded_interval(v, resamples, seed)
+        out.close("bootstrap interval", f"{where} (low)", row.get("ci_low"), lo, EXACT)
+        out.close("bootstrap interval", f"{where} (high)", row.get("ci_high"), hi, EXACT)
+        for d in domains:
+            if d not in row:
+                continue
+            part = np.array(
+                [n for n, ds in zip(v, mine["domains"].to_list(), strict=True) if d in ds]
+            )
+            out.same("query count", f"{where} {d}", row.get(f"{d} queries"), len(part))
+            out.close("nDCG", f"{where} {d}", row.get(d), float(part.mean()) if len(part)
+                      else float("nan"), EXACT)  # fmt: skip
+
+
+# ---------------------------------------------------------------- the tests and the tie groups
+
+
+def t_test_p(d: np.ndarray) -> float:
+    """Two-sided paired t-test p from its formula (scipy's t distribution): 1 for no difference,
+    0 for a constant one."""
+    from scipy.stats import t
+
+    n = len(d)
+    if n < 2 or np.all(d == 0):
+        return 1.0
+    sd = float(np.std(d, ddof=1))
+    if sd <= 1e-12 * max(1.0, float(np.abs(d).max())):
+        return 0.0
+    stat = float(np.mean(d)) / (sd / math.sqrt(n))
+    return float(2 * t.sf(abs(stat), n - 1))
+
+
+def sign_flip_p(d: np.ndarray, flips: int, seed: int) -> float:
+    """Two-sided sign-flip p of the mean difference by the verifier's own seeded count (the
+    observed assignment counted in: (hits + 1) / (flips + 1))."""
+    if len(d) == 0 or np.all(d == 0):
+        return 1.0
+    rng = np.random.default_rng([seed, len(d), 7])
+    observed = abs(float(d.sum())) * (1 - 1e-12)
+    hits, done = 0, 0
+    while done < flips:
+        n = min(20_000, flips - done)
+        signs = rng.integers(0, 2, size=(n, len(d)), dtype=np.int8) * 2 - 1
+        hits += int(np.count_nonzero(np.abs(signs @ d) >= observed))
+        done += n
+    return (hits + 1) / (flips + 1)
+
+
+def holm_adjusted(p: list[float]) -> list[float]:
+    """Holm's step-down adjustment, written out: the i-th smallest of m times (m − i), running
+    maximum, capped at 1."""
+    m = len(p)
+    order = sorted(range(m), key=lambda i: p[i])
+    out, running = [0.0] * m, 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, p[i] * (m - rank)))
+        out[i] = running
+    return out
+
+
+def pair_matrix(runs: pl.DataFrame, setting: str, domain: str | None):
+    """(systems, queries × systems nDCG) over the queries every system of the setting scored."""
+    part = runs.filter(pl.col("setting") == setting)
+    if domain is not None:
+        part = part.filter(pl.col("domains").list.contains(domain))
+    wide = part.pivot(on="retriever", index="query_id", values="ndcg").drop_nulls()
+    names = sorted(c for c in wide.columns if c != "query_id")
+    return names, wide.sort("query_id").select(names).to_numpy().astype(np.float64)
+
+
+def verify_tests(tests: pl.DataFrame, runs: pl.DataFrame, settings: dict,
+                 out: Verification) -> pl.DataFrame:  # fmt: skip
+    """Each published pair's difference and p-values, and its ``better``; returns the tests
+    with the recomputed decision (``better_verified``)."""
+    alpha, flips = settings["alpha"], settings.get("verify_flips", VERIFY_FLIPS)
+    published_flips = settings.get("test_resamples", 10_000)
+    checked = []
+    for (setting, domain), group in tests.group_by(["setting", "domain"], maintain_order=True):
+        names, m = pair_matrix(runs, setting, None if domain == "Overall" else domain)
+        col = {n: i for i, n in enumerate(names)}
+        pairs = list(group.select("a", "b", "mean_diff", "p_ttest", "p_randomization",
+                                  "p_randomization_holm", "better").iter_rows())  # fmt: skip
+        mine = []
+        for a, b, diff, p_t, p_r, _, _ in pairs:
+            where = f"{setting} {domain}: {a} vs {b}"
+            if a not in col or b not in col:
+                out.differ("paired test", where, "two systems with runs", "no run for one")
+                mine.append(None)
+                continue
+            d = m[:, col[a]] - m[:, col[b]]
+            out.close("mean difference", where, diff, float(d.mean()), EXACT)
+            out.close("t-test p", where, p_t, t_test_p(d), 1e-9)
+            p_v = sign_flip_p(d, flips, settings["seed"])
+            floor = 1 / (published_flips + 1)
+            tol = monte_carlo_tolerance(p_v, published_flips, flips)
+            out.count("randomization p")
+            if not (p_r <= floor and p_v <= 5 / (flips + 1)) and abs(p_r - p_v) > tol:
+                out.differ("randomization p", where, p_r, p_v, f"± {tol:.2g} (Monte Carlo)")
+            mine.append(p_v)
+        known = [p for p in mine if p is not None]
+        adjusted = iter(holm_adjusted(known))
+        for (a, b, diff, *_, better), p_v in zip(pairs, mine, strict=True):
+            if p_v is None:
+                continue
+            p_vh = next(adjusted)
+            decided = (a if diff > 0 else b) if p_vh < alpha and diff != 0 else None
+            tol = monte_carlo_tolerance(p_vh, published_flips, flips) * len(known)
+            out.count("better")
+            if decided != better and abs(p_vh - alpha) > tol:
+                out.differ("better", f"{setting} {domain}: {a} vs {b}", better, decided,
+                           f"Holm p {p_vh:.4g} vs α {alpha}")  # fmt: skip
+            checked.append((setting, domain, a, b, better))
+    return pl.DataFrame(checked, orient="row", schema=["setting", "domain", "a", "b", "better"])
+
+
+def monte_carlo_tolerance(p: float, *flips: int) -> float:
+    """Five standard errors of the difference of Monte-Carlo p-values drawn with ``flips``
+    each, plus one draw's step."""
+    q = min(max(p, 1 / max(flips)), 1.0)
+    return 5 * math.sqrt(q * (1 - q) * sum(1 / f for f in flips)) + 1 / min(flips)
+
+
+def verify_tie_groups(board: pl.DataFrame, tests: pl.DataFrame, settings: dict,
+                      out: Verification) -> None:  # fmt: skip
+    """``beats`` and ``tie_group`` of each row from the overall tests' decisions."""
+    metric = f"ndcg@{settings['k']}"
+    overall = tests.filter(pl.col("domain") == "Overall")
+    for (setting,), part in board.sort(metric, descending=True).group_by(
+        "setting", maintain_order=True
+    ):
+        decided = {
+            frozenset((a, b)): w
+            for s, a, b, w in overall.select("setting", "a", "b", "better").iter_rows()
+            if s == setting
+        }
+        group, top = 0, None
+        for name, beats, tie_group in part.select("retriever", "beats", "tie_group").iter_rows():
+            if top is None or decided.get(frozenset((top, name))) == top:
+                group, top = group + 1, name
+            out.same("tie group", f"{setting} {name}", tie_group, group)
+            losers = sorted((set(pair) - {name}).pop() for pair, w in decided.items() if w == name)
+            out.same("beats", f"{setting} {name}", beats or "", ", ".join(losers))
+
+
+def verify_joint(bench: Benchmark, board: pl.DataFrame, runs: pl.DataFrame, settings: dict,
+                 out: Verification) -> None:  # fmt: skip
+    """The joint intervals, rank intervals and judge shares re-derived from the bundle's
+    judgments and the runs (the board's seeded draws)."""
+    from saber_assets.leaderboard.joint import joint_intervals
+
+    columns = ["ci_low_joint", "ci_high_joint", "judge_noise_share"]
+    if not set(columns) <= set(board.columns) or board["ci_low_joint"].is_null().all():
+        out.not_checked.append("joint intervals: the board has none")
+        return
+    joint, _, why = joint_intervals(
+        bench, runs, k=settings["k"], ties="numpy" if settings["ties"] == "order" else "average",
+        resamples=settings["bootstrap_resamples"], curve_draws=0, seed=settings["seed"],
+        alpha=settings["alpha"],
+    )  # fmt: skip
+    if joint is None:
+        out.differ("joint interval", "the board", "joint intervals", f"none: {why}")
+        return
+    mine = {(r["setting"], r["retriever"]): r for r in joint.rows.iter_rows(named=True)}
+    for row in board.iter_rows(named=True):
+        key = (row["setting"], row["retriever"])
+        where = f"{key[1]} {key[0]}"
+        if key not in mine:
+            out.differ("joint interval", where, row["ci_low_joint"], "no row")
+            continue
+        for c in columns:
+            out.close("joint interval", f"{where} ({c})", row[c], mine[key][c], EXACT)
+        out.same("joint rank interval", where, row.get("rank_ci_joint"), mine[key]["rank_ci_joint"])
+
+
+def verify_rank_intervals(board: pl.DataFrame, runs: pl.DataFrame, settings: dict,
+                          out: Verification) -> None:  # fmt: skip
+    """Each row's rank interval from the board's seeded query draws over the shared queries."""
+    from saber_assets.leaderboard.significance import rank_intervals
+
+    for (setting,), part in board.group_by("setting", maintain_order=True):
+        names, m = pair_matrix(runs, setting, None)
+        if len(names) < 2:
+            continue
+        ranks = rank_intervals(m, names, settings["bootstrap_resamples"], settings["seed"])
+        mine = dict(ranks.select("retriever", "rank_ci").iter_rows())
+        for name, rank_ci in part.select("retriever", "rank_ci").iter_rows():
+            out.same("rank interval", f"{setting} {name}", rank_ci, mine.get(name))
+
+
+# ---------------------------------------------------------------- the whole
+
+
+def read_board_settings(board_dir: Path) -> dict:
+    path = board_dir / BOARD_SETTINGS
+    try:
+        settings = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise BenchmarkFormatError(
+            f"{path}: unreadable ({exc}): the board cannot be verified"
+        ) from None
+    missing = [
+        k for k in ("k", "ties", "bootstrap_resamples", "test_resamples", "seed", "alpha")
+        if k not in settings
+    ]  # fmt: skip
+    if missing:
+        raise BenchmarkFormatError(f"{path}: lacks {missing}")
+    return settings
+
+
+def verify(bench_dir: Path, runs_dir: Path, board_dir: Path, flips: int = VERIFY_FLIPS
+           ) -> Verification:  # fmt: skip
+    """Every number the benchmark in ``bench_dir`` publishes with its runs (``runs_dir``) and
+    its board (``board_dir``), recomputed from those files."""
+    out = Verification()
+    try:
+        bench = Benchmark.read(bench_dir)
+    except BenchmarkFormatError as exc:
+        out.differ("bundle", str(bench_dir), "a whole benchmark", str(exc))
+        return out
+    out.count("bundle file", len(bench.manifest.get("files", {})) or 2)
+    verify_grades(bench, out)
+    verify_judge_checks(bench, out)
+    if not (board_dir / "leaderboard.parquet").exists():
+        out.not_checked.append(f"the board: no leaderboard.parquet in {board_dir}")
+        return out
+    try:
+        settings = {**read_board_settings(board_dir), "verify_flips": flips}
+    except BenchmarkFormatError as exc:
+        out.differ("board settings", str(board_dir), "the board's settings", str(exc))
+        return out
+    board = pl.read_parquet(board_dir / "leaderboard.parquet")
+    runs = scored_runs(bench, runs_dir, settings["k"], settings.get("excluded_queries", []), out)
+    if settings["ties"] != "average":
+        out.not_checked.append(f"nDCG: ties {settings['ties']!r} (numpy's order) is not re-derived")
+        return out
+    verify_per_query(runs, runs_dir, out)
+    verify_board_rows(board, runs, bench.domain_list(), settings, out)
+    verify_rank_intervals(board, runs, settings, out)
+    tests_path = board_dir / "significance.parquet"
+    if tests_path.exists():
+        tests = pl.read_parquet(tests_path)
+        if tests.height:
+            verify_tests(tests, runs, settings, out)
+            verify_tie_groups(board, tests, settings, out)
+    verify_joint(bench, board, runs, settings, out)
+    return out
+
+
+VERIFICATION = "verification.json"  # beside the board: the whole verdict
+
+
+def record_verdict(verdict: Verification, bench_dir: Path, board_dir: Path) -> None:
+    """The verdict into the benchmark's manifest (``verification``, and a ``checks`` entry of
+    ERROR severity, which ``saber push`` refuses when failed) and ``verification.json`` beside
+    the board. The manifest is rewritten whole; the bundle's files are untouched."""
+    from saber_assets.benchmark.data import MANIFEST
+    from saber_assets.outputs import write_whole
+
+    record = verdict.to_dict()
+    write_whole(board_dir / VERIFICATION, json.dumps(record, indent=2))
+    path = bench_dir / MANIFEST
+    manifest = json.loads(path.read_text())
+    manifest["verification"] = {k: v for k, v in record.items() if k != "first_differences"}
+    manifest["verification"]["first_differences"] = record["first_differences"][:10]
+    manifest["checks"] = [
+        c for c in manifest.get("checks") or [] if not (isinstance(c, dict)
+                                                        and c.get("check") == "verification")
+    ] + [{"check": "verification", "domain": "all", "passed": verdict.passed,
+          "severity": "ERROR", "description": verdict.summary()}]  # fmt: skip
+    write_whole(path, json.dumps(manifest, indent=2, default=str))

@@ -1,0 +1,230 @@
+"""`saber verify`: every published number recomputed from the benchmark's own files, and a
+changed qrel, run line, judgment, board figure or truncated file named."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from saber_assets.benchmark.data import Benchmark
+from saber_assets.leaderboard.metrics import ndcg_at_k
+from saber_assets.leaderboard.significance import holm
+from saber_assets.leaderboard.verify import (
+    bt_strengths_sklearn,
+    holm_adjusted,
+    min_max,
+    ndcg_sklearn,
+    sign_flip_p,
+    t_test_p,
+    verify,
+)
+from saber_assets.ratings.bradley_terry import Prior, fit, rescale
+
+REPO = Path(__file__).resolve().parent.parent
+FLIPS = 20_000  # the verifier's flips in the tests (its default is 100,000)
+
+
+@pytest.fixture
+def published(shared_build, tmp_path) -> Path:
+    """A copy of the tiny build's benchmark, runs and board (the home's layout)."""
+    home = shared_build("tiny").home / "tiny"
+    for part in ("evaluation_benchmark", "runs", "leaderboard"):
+        shutil.copytree(home / part, tmp_path / part)
+    return tmp_path
+
+
+def verdict(root: Path):
+    return verify(root / "evaluation_benchmark", root / "runs", root / "leaderboard", flips=FLIPS)
+
+
+def saber_verify(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "saber_assets.cli", "verify", str(root / "evaluation_benchmark"),
+         "--flips", str(FLIPS)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def checks_named(v, check: str) -> list:
+    return [d for d in v.differences if d.check == check]
+
+
+def test_the_build_verifies_itself_and_records_the_verdict(shared_build, published):
+    """The build ran the verification as its last leaderboard step: the manifest says passed,
+    with a check entry; the CLI recomputes every kind of number and agrees."""
+    built = shared_build("tiny")
+    manifest = json.loads((built.home / "tiny/evaluation_benchmark/manifest.json").read_text())
+    assert manifest["verification"]["passed"] is True, manifest["verification"]
+    assert {"check": "verification", "passed": True}.items() <= next(
+        c for c in manifest["checks"] if c["check"] == "verification"
+    ).items()
+    assert "verified:" in built.log
+    v = verdict(published)
+    assert v.passed, v.table()
+    for kind in ("grade", "per-query nDCG", "nDCG", "bootstrap interval", "query count",
+                 "t-test p", "randomization p", "better", "tie group", "beats", "rank interval",
+                 "joint interval", "position-bias verdict", "position-bias count",
+                 "order consistency"):  # fmt: skip
+        assert v.checked.get(kind, 0) > 0, (kind, v.checked)
+    proc = saber_verify(published)
+    assert proc.returncode == 0, proc.stderr
+    assert "all agree" in proc.stdout
+
+
+def test_a_changed_qrel_is_named(published):
+    """A grade edited in place tears the bundle (its sha256); written whole, the judgments
+    refit it back and the board's nDCG no longer follows."""
+    bench_dir = published / "evaluation_benchmark"
+    bench = Benchmark.read(bench_dir)
+    q = bench.queries
+    scores = q["relevance_scores"].to_list()
+    row = 0
+    top = int(np.argmax(scores[row]))
+    scores[row][top] = 0.0  # the best candidate graded irrelevant
+    edited = q.with_columns(pl.Series("relevance_scores", scores))
+    edited.write_parquet(bench_dir / "queries.parquet")
+    v = verdict(published)
+    assert [d.check for d in v.differences] == ["bundle"]
+    assert "queries.parquet" in v.differences[0].recomputed
+    proc = saber_verify(published)
+    assert proc.returncode == 1 and "queries.parquet" in proc.stderr
+
+    shutil.rmtree(bench_dir)
+    Benchmark(edited, bench.documents, bench.manifest, judgments=bench.judgments).write(bench_dir)
+    v = verdict(published)
+    qid = q["id"][row]
+    grade = checks_named(v, "grade")
+    assert len(grade) == 1 and f"query {qid}," in grade[0].where
+    assert grade[0].published == "0" and float(grade[0].recomputed) > 4
+    assert any(qid in d.where for d in checks_named(v, "per-query nDCG"))
+    assert checks_named(v, "nDCG")
+
+
+def test_a_changed_run_line_is_named(published):
+    """One candidate's score in one TREC file: the query's nDCG and its system's mean differ
+    from what the board and the runs stage published."""
+    bench = Benchmark.read(published / "evaluation_benchmark")
+    qid, cands, grades = bench.queries.select("id", "candidates", "relevance_scores").row(0)
+    best = bench.documents["id"][cands[int(np.argmax(grades))]]
+    path = next((published / "runs/bm25").glob("*.statement-statement.trec"))
+    lines = path.read_text().splitlines()
+    hits = [n for n, line in enumerate(lines) if line.split()[:3] == [qid, "Q0", best]]
+    if not hits:  # the query is in another domain's file
+        path = next(
+            p for p in (published / "runs/bm25").glob("*.statement-statement.trec")
+            if f"{qid} Q0 {best} " in p.read_text()
+        )  # fmt: skip
+        lines = path.read_text().splitlines()
+        hits = [n for n, line in enumerate(lines) if line.split()[:3] == [qid, "Q0", best]]
+    parts = lines[hits[0]].split()
+    parts[4] = "-1000.0"  # the best candidate ranked last
+    lines[hits[0]] = " ".join(parts)
+    path.write_text("\n".join(lines) + "\n")
+    v = verdict(published)
+    per_query = checks_named(v, "per-query nDCG")
+    assert [d.where for d in per_query] == [f"bm25 statement-statement {qid}"]
+    assert any(d.where == "bm25 statement-statement" for d in checks_named(v, "nDCG"))
+
+
+def test_a_flipped_judgment_is_named(published):
+    """One judgment's winner swapped, the bundle written whole: the refit grades of that
+    query no longer are the published ones."""
+    bench_dir = published / "evaluation_benchmark"
+    bench = Benchmark.read(bench_dir)
+    j = bench.judgments
+    decided = j.with_row_index("row").filter(pl.col("winner").is_not_null())
+    row, qid = decided["row"][0], decided["query_id"][0]
+    first, second, winner = j.select("shown_first", "shown_second", "winner").row(row)
+    flipped = j.with_columns(
+        pl.when(pl.int_range(pl.len()) == row)
+        .then(pl.lit(second if winner == first else first))
+        .otherwise(pl.col("winner"))
+        .alias("winner")
+    )
+    shutil.rmtree(bench_dir)
+    Benchmark(bench.queries, bench.documents, bench.manifest, judgments=flipped).write(bench_dir)
+    v = verdict(published)
+    grade = checks_named(v, "grade")
+    assert [d.where.split(",")[0] for d in grade] == [f"query {qid}"], v.table()
+    # the first-shown count moved by one against the manifest's checks
+    assert checks_named(v, "position-bias count")
+
+
+def test_a_truncated_file_is_named(published):
+    path = published / "evaluation_benchmark/documents.parquet"
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    v = verdict(published)
+    assert [d.check for d in v.differences] == ["bundle"]
+    assert "documents.parquet" in v.differences[0].recomputed
+
+
+def test_a_changed_board_figure_is_named(published):
+    """A mean nudged by 0.001 and a `better` turned round: each named on its row."""
+    board_path = published / "leaderboard/leaderboard.parquet"
+    board = pl.read_parquet(board_path)
+    nudged = board.with_columns(
+        pl.when(pl.int_range(pl.len()) == 0).then(pl.col("ndcg@10") + 0.001)
+        .otherwise(pl.col("ndcg@10")).alias("ndcg@10")
+    )  # fmt: skip
+    nudged.write_parquet(board_path)
+    tests_path = published / "leaderboard/significance.parquet"
+    tests = pl.read_parquet(tests_path)
+    a, b = tests["a"][0], tests["b"][0]
+    # the first pair said to be separable the other way round (or separable at all)
+    tests.with_columns(
+        pl.when(pl.int_range(pl.len()) == 0).then(pl.lit(b if tests["better"][0] == a else a))
+        .otherwise(pl.col("better")).alias("better")
+    ).write_parquet(tests_path)  # fmt: skip
+    v = verdict(published)
+    row = board.row(0, named=True)
+    assert any(d.where == f"{row['retriever']} {row['setting']}" for d in checks_named(v, "nDCG"))
+    assert any(f"{a} vs {b}" in d.where for d in checks_named(v, "better")), v.table()
+
+
+# ---------------------------------------------------------------- the independent parts
+
+
+def test_the_independent_fit_is_the_published_one():
+    """scikit-learn's logistic regression on mirrored half-weight rows maximises the same
+    penalised likelihood as the project's Newton fit, ties included; min–max as rescale."""
+    rng = np.random.default_rng(3)
+    n = 12
+    wins = [tuple(rng.choice(n, 2, replace=False)) for _ in range(60)]
+    ties = [tuple(rng.choice(n, 2, replace=False)) for _ in range(5)]
+    for c in (1.0, 0.2):
+        ours = fit(n, wins, Prior("l2", c=c), ties=ties)
+        theirs = bt_strengths_sklearn(n, wins, ties, c)
+        assert np.abs(rescale(np.asarray(ours)) - min_max(theirs)).max() < 1e-5
+    # a different C is a different fit: the comparison can fail
+    assert np.abs(min_max(bt_strengths_sklearn(n, wins, ties, 0.05)) - rescale(
+        np.asarray(fit(n, wins, Prior("l2", c=1.0), ties=ties)))).max() > 1e-3  # fmt: skip
+
+
+def test_scikit_learns_ndcg_is_the_boards():
+    """Tie-averaged nDCG@k with exponential gain, two implementations, on tied scores too."""
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        grades = rng.uniform(0, 5, 30)
+        scores = rng.integers(0, 6, 30).astype(float)  # many ties
+        assert abs(ndcg_sklearn(scores, grades, 10) - ndcg_at_k(scores, grades, 10)) < 1e-12
+
+
+def test_the_tests_written_out():
+    rng = np.random.default_rng(8)
+    a, b = rng.uniform(size=40), rng.uniform(size=40)
+    from scipy.stats import ttest_rel
+
+    assert abs(t_test_p(a - b) - ttest_rel(a, b).pvalue) < 1e-12
+    p = rng.uniform(size=20)
+    assert np.allclose(holm_adjusted(list(p)), holm(p))
+    # two-sided: a difference favouring b is as significant as one favouring a
+    d = rng.normal(0.05, 0.1, 40)
+    assert abs(sign_flip_p(d, 20_000, 1) - sign_flip_p(-d, 20_000, 1)) < 1e-12
+    assert sign_flip_p(np.zeros(5), 100, 1) == 1.0
