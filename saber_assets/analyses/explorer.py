@@ -27,7 +27,7 @@ import polars as pl
 
 from saber_assets.analyses.math_html import CSS as MATH_CSS
 from saber_assets.analyses.math_html import render
-from saber_assets.benchmark.data import Benchmark
+from saber_assets.benchmark.data import Benchmark, verification_line
 from saber_assets.leaderboard.metrics import score_column
 from saber_assets.outputs import folder_written_whole
 
@@ -150,14 +150,27 @@ def write_site_files(out: Path, inputs: ExplorerInputs) -> dict:
     (out / "data" / "site.js").write_text(
         "window.SABER = " + json.dumps(data, default=str) + ";\n", encoding="utf-8"
     )
-    (out / "index.html").write_text(shell("Leaderboard", "board"), encoding="utf-8")
-    (out / "compare.html").write_text(shell("Compare two systems", "compare"), encoding="utf-8")
+    verdict = verdict_html(bench.manifest)
+    (out / "index.html").write_text(shell("Leaderboard", "board", verdict), encoding="utf-8")
+    (out / "compare.html").write_text(
+        shell("Compare two systems", "compare", verdict), encoding="utf-8"
+    )
     pages = write_query_pages(out, inputs, page_of)
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     return {"query_pages": pages, "bytes": size}
 
 
-def shell(title: str, page: str) -> str:
+def verdict_html(manifest: dict) -> str:
+    """The header's line on whether the numbers below were verified (``saber verify``)."""
+    v = manifest.get("verification")
+    passed = isinstance(v, dict) and v.get("passed") is True
+    return (
+        f'<p id="verification" class="{"verified" if passed else "unverified"}">'
+        f"{esc(verification_line(manifest))}</p>"
+    )
+
+
+def shell(title: str, page: str, verdict: str = "") -> str:
     """A script page: the shared data, the app, and a place for it to draw."""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -165,6 +178,7 @@ def shell(title: str, page: str) -> str:
 <link rel="stylesheet" href="assets/explorer.css"></head>
 <body data-page="{page}">
 <nav><a href="index.html">Leaderboard</a> · <a href="compare.html">Compare two systems</a></nav>
+{verdict}
 <main id="app"><p>Loading…</p></main>
 <script src="data/site.js"></script>
 <script src="assets/explorer.js"></script>
@@ -185,6 +199,7 @@ def write_query_pages(out: Path, inputs: ExplorerInputs, page_of: dict[str, str]
         ).iter_rows(named=True)
     }
     wl = wins_losses(inputs.judgments)
+    verdict = verdict_html(bench.manifest)
     ratings, judged, runs = (
         {q: f for (q,), f in frame.group_by(key)} if frame.height else {}
         for frame, key in (
@@ -215,7 +230,7 @@ def write_query_pages(out: Path, inputs: ExplorerInputs, page_of: dict[str, str]
 <html lang="en"><head><meta charset="utf-8"><title>SABER query {esc(qid)}</title>
 <link rel="stylesheet" href="../assets/explorer.css"><style>{MATH_CSS}</style></head>
 <body><nav><a href="../index.html">Leaderboard</a> · <a href="../compare.html">Compare two
-systems</a></nav><main>{"".join(body)}</main></body></html>
+systems</a></nav>{verdict}<main>{"".join(body)}</main></body></html>
 """
         (out / query_page_name(number)).write_text(page, encoding="utf-8")
         n += 1

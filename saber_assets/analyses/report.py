@@ -273,7 +273,8 @@ def _anchor(title: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in title.lower()).strip("-")
 
 
-def render_html(title: str, subtitle: str, sections: list[Section]) -> str:
+def render_html(title: str, subtitle: str, sections: list[Section], verdict: str = "") -> str:
+    """The report page; ``verdict``: the line on whether its numbers were verified."""
     nav = "".join(f'<a href="#{_anchor(s.title)}">{html.escape(s.title)}</a>' for s in sections)
     body = []
     for s in sections:
@@ -289,6 +290,7 @@ def render_html(title: str, subtitle: str, sections: list[Section]) -> str:
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
         f'<h1>{html.escape(title)}</h1><p class="sub">{html.escape(subtitle)}</p>'
+        f'<p class="verdict" id="verification">{html.escape(verdict)}</p>'
         f"<nav>{nav}</nav>{''.join(body)}</body></html>"
     )
 

@@ -12,7 +12,7 @@ from dagster import AssetIn, AssetKey, MetadataValue, Output
 from saber_assets.analyses import plots
 from saber_assets.analyses import report as rp
 from saber_assets.analyses.composition import composition
-from saber_assets.benchmark.data import Benchmark
+from saber_assets.benchmark.data import MANIFEST, Benchmark, verification_line
 from saber_assets.candidates.coverage import COVERAGE_SCHEMA
 from saber_assets.config import PipelineConfig
 from saber_assets.io_managers import concat_partitions
@@ -22,7 +22,7 @@ from saber_assets.leaderboard.plots import pvalue_heatmap
 from saber_assets.lib.declare import Declared, analysis
 from saber_assets.lib.figures import png_base64
 from saber_assets.lib.metadata import markdown_table, stage_metadata
-from saber_assets.outputs import written_whole
+from saber_assets.outputs import read_json_or_none, written_whole
 from saber_assets.resources import PipelineResource
 
 # an analysis's section: (its table, the config) -> the report's section
@@ -212,6 +212,10 @@ def write_report(
         f"seed {cfg.seed} · {bench.queries.height} queries · {bench.documents.height} documents "
         f"· generated {when}",
         sections,
+        # the verdict on the scored benchmark, whose manifest the verification wrote
+        verification_line(
+            read_json_or_none(pipeline.outputs().evaluation_benchmark / MANIFEST) or {}
+        ),
     )
     path = report_path(pipeline)
     path.parent.mkdir(parents=True, exist_ok=True)

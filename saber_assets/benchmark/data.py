@@ -325,6 +325,25 @@ def failed_check_lines(checks: list | None) -> list[str]:
     ]
 
 
+def verification_line(manifest: dict) -> str:
+    """The manifest's verification verdict in one sentence, as the card, the report and the
+    explorer's header say it (``saber verify``, recorded by the build's last leaderboard step)."""
+    v = manifest.get("verification")
+    if not isinstance(v, dict) or "passed" not in v:
+        return "Not verified: no `saber verify` verdict is recorded for these numbers."
+    checked = v.get("checked") if isinstance(v.get("checked"), dict) else {}
+    total = sum(n for n in checked.values() if isinstance(n, int))
+    if v["passed"] is True:
+        return (
+            f"Verified: {total:,} published numbers recomputed from the benchmark's own files "
+            "(`saber verify`), all agree."
+        )
+    return (
+        f"NOT verified: {v.get('differences', '?')} of {total:,} published numbers differ from "
+        "what the benchmark's own files give (`saber verify`)."
+    )
+
+
 def file_facts(path: Path) -> dict:
     """A file's size and sha256, as a bundle's manifest lists them."""
     digest = hashlib.sha256()

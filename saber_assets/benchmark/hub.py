@@ -26,7 +26,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from saber_assets.benchmark.data import QUERY_SCHEMA, Benchmark, BenchmarkFormatError
+from saber_assets.benchmark.data import (
+    QUERY_SCHEMA,
+    Benchmark,
+    BenchmarkFormatError,
+    verification_line,
+)
 
 QUERIES_REPO = "INSAIT-Institute/SaberMath-queries"
 DOCUMENTS_REPO = "INSAIT-Institute/SaberMath-documents"
@@ -351,19 +356,21 @@ def checks_section(bench: Benchmark) -> list[str]:
     published only because the publisher asked for it)."""
     checks = bench.manifest.get("checks") or []
     failed = bench.failed_checks()
+    verified = [verification_line(bench.manifest), ""]
     if failed:
         return [
             "## Failed checks: published anyway",
             "",
-            "The publisher pushed this benchmark although these checks failed; its grades may "
-            "reflect them:",
+            "The publisher pushed this benchmark although these checks failed; its grades or "
+            "numbers may reflect them:",
             "",
             *[f"- {line}" for line in failed],
             "",
+            *verified,
         ]
     if checks:
-        return [f"Checks: all {len(checks)} passed (the judge's position bias per domain).", ""]
-    return []
+        return [f"Checks: all {len(checks)} passed.", "", *verified]
+    return verified
 
 
 def _dtype_entry(feature: dict) -> dict:

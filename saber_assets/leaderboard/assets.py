@@ -234,7 +234,11 @@ def benchmark_verification(
     t0 = time.perf_counter()
     verdict = verify(out.evaluation_benchmark, out.runs, out.leaderboard)
     seconds = time.perf_counter() - t0
-    record_verdict(verdict, out.evaluation_benchmark, out.leaderboard)
+    # the built benchmark too where it is the one scored: `saber push` publishes that folder
+    scored = [out.evaluation_benchmark]
+    if pipeline.load().benchmark.path is None and out.benchmark.is_dir():
+        scored.append(out.benchmark)
+    record_verdict(verdict, scored, out.leaderboard)
     if verdict.not_checked:
         context.log.warning("not verified: " + "; ".join(verdict.not_checked))
     return MaterializeResult(

@@ -666,22 +666,24 @@ def verify(bench_dir: Path, runs_dir: Path, board_dir: Path, flips: int = VERIFY
 VERIFICATION = "verification.json"  # beside the board: the whole verdict
 
 
-def record_verdict(verdict: Verification, bench_dir: Path, board_dir: Path) -> None:
-    """The verdict into the benchmark's manifest (``verification``, and a ``checks`` entry of
-    ERROR severity, which ``saber push`` refuses when failed) and ``verification.json`` beside
-    the board. The manifest is rewritten whole; the bundle's files are untouched."""
+def record_verdict(verdict: Verification, bench_dirs: list[Path], board_dir: Path) -> None:
+    """The verdict into each benchmark folder's manifest (``verification``, and a ``checks``
+    entry of ERROR severity, which ``saber push`` refuses when failed) and
+    ``verification.json`` beside the board. A manifest is rewritten whole; the bundle's files
+    are untouched."""
     from saber_assets.benchmark.data import MANIFEST
     from saber_assets.outputs import write_whole
 
     record = verdict.to_dict()
     write_whole(board_dir / VERIFICATION, json.dumps(record, indent=2))
-    path = bench_dir / MANIFEST
-    manifest = json.loads(path.read_text())
-    manifest["verification"] = {k: v for k, v in record.items() if k != "first_differences"}
-    manifest["verification"]["first_differences"] = record["first_differences"][:10]
-    manifest["checks"] = [
-        c for c in manifest.get("checks") or [] if not (isinstance(c, dict)
-                                                        and c.get("check") == "verification")
-    ] + [{"check": "verification", "domain": "all", "passed": verdict.passed,
-          "severity": "ERROR", "description": verdict.summary()}]  # fmt: skip
-    write_whole(path, json.dumps(manifest, indent=2, default=str))
+    for bench_dir in bench_dirs:
+        path = bench_dir / MANIFEST
+        manifest = json.loads(path.read_text())
+        manifest["verification"] = {k: v for k, v in record.items() if k != "first_differences"}
+        manifest["verification"]["first_differences"] = record["first_differences"][:10]
+        manifest["checks"] = [
+            c for c in manifest.get("checks") or []
+            if not (isinstance(c, dict) and c.get("check") == "verification")
+        ] + [{"check": "verification", "domain": "all", "passed": verdict.passed,
+              "severity": "ERROR", "description": verdict.summary()}]  # fmt: skip
+        write_whole(path, json.dumps(manifest, indent=2, default=str))
