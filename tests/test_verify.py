@@ -65,7 +65,7 @@ def test_the_build_verifies_itself_and_records_the_verdict(shared_build, publish
     assert {"check": "verification", "passed": True}.items() <= next(
         c for c in manifest["checks"] if c["check"] == "verification"
     ).items()
-    assert "verified:" in built.log
+    assert "verify:    Verified: " in built.log
     v = verdict(published)
     assert v.passed, v.table()
     for kind in ("grade", "per-query nDCG", "nDCG", "bootstrap interval", "query count",

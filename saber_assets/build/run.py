@@ -339,6 +339,8 @@ def build(
         console.out("benchmark: " + lines[0])
         for line in lines[1:]:
             console.out(f"  {line}")
+    if verdict := verification_of(Outputs.of(cfg, home)):
+        console.out(f"verify:    {verdict}")
     report = Outputs.of(cfg, home).report / "index.html"
     if report.exists():
         console.out(f"report:    {report}")
@@ -415,6 +417,17 @@ def benchmark_lines(outputs: Outputs) -> list[str]:
         "every domain at its quota" if not short else f"{short} below quota"
     )
     return [head, *coverage_lines(table)]
+
+
+def verification_of(outputs: Outputs) -> str | None:
+    """The scored benchmark's verification verdict in words, once its board was verified."""
+    from saber_assets.benchmark.data import MANIFEST, verification_line
+    from saber_assets.outputs import read_json_or_none
+
+    manifest = read_json_or_none(outputs.evaluation_benchmark / MANIFEST)
+    if not manifest or "verification" not in manifest:
+        return None
+    return verification_line(manifest)
 
 
 def no_queries(outputs: Outputs) -> bool:
