@@ -632,6 +632,20 @@ def test_report_readings_follow_the_numbers():
         in text
     )
     assert "p = 0.2 (Holm), so the lead is not significant" in text
+    # the joint interval beside the corrected score it is centred on, and the judge's share to
+    # the precision its draws support (two Monte-Carlo standard errors)
+    joint = ranked.with_columns(
+        ci_low_joint=pl.lit(0.81), ci_high_joint=pl.lit(0.88), rank_ci_joint=pl.lit("1–2"),
+        ndcg_corrected=pl.lit(0.845), judge_noise_share=pl.lit(0.213),
+        judge_noise_share_se=pl.lit(0.02),
+    )  # fmt: skip
+    text = rp.read_leaderboard(joint, tests)
+    assert (
+        "([0.810, 0.880] around the judge-corrected 0.845 and rank 1–2 once the judge's noise is "
+        "counted; the judge's share of that interval's variance is 0.21 ± 0.04)" in text
+    )
+    noisier = rp.read_leaderboard(joint.with_columns(judge_noise_share_se=pl.lit(0.1)), tests)
+    assert "variance is 0.2 ± 0.2)" in noisier
 
     areas = pl.DataFrame(
         {"scope": ["all"], "both": [0.7], "topic_only": [0.5], "summary_only": [0.2]}

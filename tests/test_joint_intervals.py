@@ -207,3 +207,23 @@ def test_the_built_board_carries_the_judges_noise(shared_build, tmp_path, monkey
     assert main(["cost", "--config", str(cfg), "--plan"]) == 0
     out = capsys.readouterr().out
     assert "one more Swiss round costs" in out and "projected" in out and "measured" in out
+
+
+def test_the_judge_share_is_shown_to_the_precision_its_draws_support():
+    """Its Monte-Carlo standard error shrinks with the draws (about as 1/√draws), and the text
+    keeps no digit finer than two of them."""
+    from saber_assets.leaderboard.joint import share_standard_error, share_text
+
+    rng = np.random.default_rng(2)
+
+    def draws(n: int):
+        query_only = 0.6 + 0.02 * rng.standard_normal((n, 3))
+        joint = query_only + 0.015 * rng.standard_normal((n, 3))
+        return query_only, joint
+
+    few, many = share_standard_error(*draws(500), 0), share_standard_error(*draws(8000), 0)
+    assert (few > 2.5 * many).all() and (many > 0).all()
+    assert share_text(0.2134, 0.021) == "0.21 ± 0.04"
+    assert share_text(0.2134, 0.3) == "0.2 ± 0.6"
+    assert share_text(0.2134, 0.0004) == "0.2134 ± 0.0008"
+    assert share_text(0.2134, None) == "0.2"

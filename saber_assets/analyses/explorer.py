@@ -28,6 +28,7 @@ import polars as pl
 from saber_assets.analyses.math_html import CSS as MATH_CSS
 from saber_assets.analyses.math_html import render
 from saber_assets.benchmark.data import Benchmark, verification_line
+from saber_assets.leaderboard.joint import share_texts
 from saber_assets.leaderboard.metrics import score_column
 from saber_assets.outputs import folder_written_whole
 
@@ -88,6 +89,8 @@ def wins_losses(judgments: pl.DataFrame) -> dict[tuple[str, str], tuple[int, int
 
 def board_data(board: pl.DataFrame, domains: list[str], coverage: list[dict]) -> dict:
     metric = score_column(board)
+    if "judge_noise_share" in board.columns:  # to the precision its draws support
+        board = board.with_columns(share_texts(board).alias("judge_share_text"))
     rows = board.to_dicts()  # with each domain's "<domain> ci", which a domain's view shows
     return {
         "metric": metric,

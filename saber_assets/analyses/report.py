@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from saber_assets.config import PipelineConfig
+from saber_assets.leaderboard.joint import share_text
 from saber_assets.leaderboard.metrics import score_column
 from saber_assets.lib.figures import png_base64
 from saber_assets.tournament.engine import order_consistency, position_bias
@@ -183,10 +184,13 @@ def read_leaderboard(board: pl.DataFrame, tests: pl.DataFrame | None = None) -> 
         if best.get("rank_ci"):
             text += f", rank {best['rank_ci']} at 95%"
         if best.get("ci_low_joint") is not None:
+            corrected = best.get("ndcg_corrected")
+            share = share_text(best.get("judge_noise_share"), best.get("judge_noise_share_se"))
             text += (
-                f" ([{best['ci_low_joint']:.3f}, {best['ci_high_joint']:.3f}] and rank "
-                f"{best['rank_ci_joint']} once the judge's noise is counted, "
-                f"{best['judge_noise_share']:.0%} of that interval's variance)"
+                f" ([{best['ci_low_joint']:.3f}, {best['ci_high_joint']:.3f}]"
+                + (f" around the judge-corrected {corrected:.3f}" if corrected is not None else "")
+                + f" and rank {best['rank_ci_joint']} once the judge's noise is counted; the "
+                f"judge's share of that interval's variance is {share})"
             )
         if part.height > 1:
             second = part.row(1, named=True)

@@ -17,6 +17,7 @@ from saber_assets.candidates.coverage import COVERAGE_SCHEMA
 from saber_assets.config import PipelineConfig
 from saber_assets.io_managers import concat_partitions
 from saber_assets.leaderboard.contamination_columns import checked_rows, contamination_paragraph
+from saber_assets.leaderboard.joint import share_texts
 from saber_assets.leaderboard.metrics import score_column
 from saber_assets.leaderboard.plots import pvalue_heatmap
 from saber_assets.lib.declare import Declared, analysis
@@ -65,10 +66,16 @@ def _joint_columns(board: pl.DataFrame) -> list[pl.Expr]:
     benchmark carried its judgments."""
     if "ci_low_joint" not in board.columns:
         return []
+    corrected = (
+        [pl.col("ndcg_corrected").round(3).alias("judge-corrected nDCG")]
+        if "ndcg_corrected" in board.columns
+        else []
+    )
     return [
+        *corrected,
         pl.format("[{}, {}]", pl.col("ci_low_joint").round(3), pl.col("ci_high_joint").round(3))
         .alias("95% CI, queries + judgments"),
-        pl.col("judge_noise_share").round(2).alias("judge share"),
+        pl.lit(share_texts(board)).alias("judge share"),
     ]  # fmt: skip
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from saber_assets.leaderboard.contamination_columns import checked_rows
+from saber_assets.leaderboard.joint import share_texts
 from saber_assets.leaderboard.metrics import score_column
 from saber_assets.lib.metadata import markdown_table
 
@@ -102,8 +103,10 @@ def joint_view(board: pl.DataFrame, part: str) -> list:
     if "ci_low_joint" not in board.columns:
         return []
     if part == "ci":
-        return [pl.col("ci_low_joint").round(4), pl.col("ci_high_joint").round(4),
-                pl.col("judge_noise_share").round(2)]  # fmt: skip
+        corrected = ["ndcg_corrected"] if "ndcg_corrected" in board.columns else []
+        return [*[pl.col(c).round(4) for c in corrected], pl.col("ci_low_joint").round(4),
+                pl.col("ci_high_joint").round(4),
+                pl.lit(share_texts(board)).alias("judge_noise_share")]  # fmt: skip
     return ["rank_ci_joint"]
 
 

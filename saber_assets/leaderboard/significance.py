@@ -128,14 +128,14 @@ def near_holm_threshold(p: np.ndarray, resamples: np.ndarray, alpha: float,
 
 def paired_tests(
     matrix: np.ndarray, names: Sequence[str], resamples: int = 10_000, seed: int = 0,
-    alpha: float = ALPHA,
+    alpha: float = ALPHA, max_resamples: int = MAX_TEST_RESAMPLES,
 ) -> pl.DataFrame:  # fmt: skip
     """Every pair of systems: mean difference (first − second), raw and Holm-corrected p-values
     of both tests, and which one (if any) is significantly better.
 
     The randomization test starts at ``resamples`` flips per pair; a pair whose p lies within
     three Monte-Carlo standard errors of its Holm threshold is drawn again with ten times as
-    many, up to ``MAX_TEST_RESAMPLES``, so that a decision does not turn on the seed (the
+    many, up to ``max_resamples``, so that a decision does not turn on the seed (the
     family grows the thresholds down: 66 pairs at 12 systems, 780 at 40).
     ``randomization_resamples`` says how many flips each pair's p took; ``near_threshold``
     marks a pair still undecidable at the cap."""
@@ -148,11 +148,11 @@ def paired_tests(
     p_r = np.asarray(p_r, dtype=np.float64)
     used = np.full(len(pairs), resamples, dtype=np.int64)
     while True:
-        redo = np.flatnonzero(near_holm_threshold(p_r, used, alpha) & (used < MAX_TEST_RESAMPLES))
+        redo = np.flatnonzero(near_holm_threshold(p_r, used, alpha) & (used < max_resamples))
         if redo.size == 0:
             break
         for k in redo:
-            used[k] = min(used[k] * 10, MAX_TEST_RESAMPLES)
+            used[k] = min(used[k] * 10, max_resamples)
             i, j = pairs[k]
             p_r[k] = randomization_p(matrix[:, i], matrix[:, j], int(used[k]), seed)
     rows = [

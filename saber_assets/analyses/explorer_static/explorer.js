@@ -35,7 +35,7 @@
     const cols = () => [
       ["tie_group", "tie group"], ["retriever", "retriever"], ["kind", "kind"],
       [state.domain || m, state.domain ? `${state.domain} nDCG` : m], ["ci", "95% CI"],
-      ...(joint && !state.domain ? [["ci_low_joint", "95% CI, + judge"], ["judge_noise_share", "judge share"]] : []),
+      ...(joint && !state.domain ? [["ndcg_corrected", "+ judge: corrected"], ["ci_low_joint", "95% CI, + judge"], ["judge_noise_share", "judge share"]] : []),
       ["rank_ci", "rank (95%)"], ...(joint ? [["rank_ci_joint", "rank, + judge"]] : []),
       ["failed", "failed"], ["contaminated_share", "contaminated"],
     ];
@@ -60,8 +60,9 @@
         tr.append(el("td", {}, `T${r.tie_group}`), el("td", {}, r.retriever), el("td", {}, r.kind),
           el("td", { class: "num" }, `${fmt(score)} (n=${n ?? "?"})`),
           el("td", {}, state.domain ? (r[`${state.domain} ci`] || "") : `[${fmt(r.ci_low, 3)}, ${fmt(r.ci_high, 3)}]`),
-          ...(joint && !state.domain ? [el("td", {}, `[${fmt(r.ci_low_joint, 3)}, ${fmt(r.ci_high_joint, 3)}]`),
-            el("td", { class: "num" }, fmt(r.judge_noise_share, 2))] : []),
+          ...(joint && !state.domain ? [el("td", { class: "num" }, fmt(r.ndcg_corrected, 3)),
+            el("td", {}, `[${fmt(r.ci_low_joint, 3)}, ${fmt(r.ci_high_joint, 3)}]`),
+            el("td", { class: "num" }, r.judge_share_text || "")] : []),
           el("td", {}, r.rank_ci || ""), ...(joint ? [el("td", {}, r.rank_ci_joint || "")] : []),
           el("td", { class: "num" }, r.failed ?? 0),
           el("td", { class: r.contaminated_share > 0 ? "contaminated" : "" },
@@ -79,7 +80,9 @@
         el("p", { class: "note" }, "Rows in one tie group (T1, T2, …) are not separated by the paired randomization test " +
           "(Holm-corrected) from the group's first row. n = the queries a cell averages. Click a row for its provenance." +
           (joint ? " “+ judge”: intervals over the queries and the judgments that graded them (the grades redrawn from " +
-            "each query's Bradley–Terry fit); “judge share”: the share of that interval's variance the judge's noise adds." : "")),
+            "each query's Bradley–Terry fit), centred on the “corrected” score: a noisy judge pulls every score down, and the " +
+            "correction undoes that pull, so the interval can sit above the raw score; “judge share”: the share of that interval's " +
+            "variance the judge's noise adds, ± two Monte-Carlo standard errors." : "")),
         el("div", { class: "controls" },
           select("Setting", "setting", settings.map((s) => [s, s]), state.setting, (e) => { state.setting = e.target.value; draw(); }),
           select("Domain", "domain", domainOpts, state.domain, (e) => { state.domain = e.target.value; state.sort = state.domain || m; draw(); }),
