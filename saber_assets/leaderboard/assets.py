@@ -17,7 +17,7 @@ from dagster import (
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.contamination.matches import audited_items, declared_training, own_matched_queries
 from saber_assets.io_managers import refresh_warehouse
-from saber_assets.leaderboard.board import assemble_board, separable_pairs
+from saber_assets.leaderboard.board import assemble_board, same_rankings, separable_pairs
 from saber_assets.leaderboard.board_markdown import board_text
 from saber_assets.leaderboard.contamination_columns import (
     contamination_columns,
@@ -147,6 +147,12 @@ def leaderboard(
         alpha=lb.alpha, joint=joint,
     )  # fmt: skip
     test_seconds = time.perf_counter() - t0
+    # one system under two names (a re-ranker whose depth covers every candidate) is said so
+    board = board.join(
+        same_rankings(pl.concat([r.select("retriever", "setting", "query_id", "scores")
+                                 for r in all_runs])),
+        on=["setting", "retriever"], how="left",
+    )  # fmt: skip
     out = pipeline.outputs().leaderboard
     out.mkdir(parents=True, exist_ok=True)
     for write, name in ((tests.write_parquet, "significance.parquet"),

@@ -39,6 +39,31 @@ def tie_groups(
     )  # fmt: skip
 
 
+def same_rankings(runs: pl.DataFrame) -> pl.DataFrame:
+    """(setting, retriever, same_ranking_as): per setting, the other systems that rank every
+    query's candidates exactly as this one does (the same order, ties included, on the same
+    queries; a failed query counts as its own order): one system under two names, e.g. a
+    re-ranker whose depth covers every candidate is its re-ranking model. Null where none."""
+    from scipy.stats import rankdata
+
+    schema = {"setting": pl.String, "retriever": pl.String, "same_ranking_as": pl.String}
+    if runs.height == 0:
+        return pl.DataFrame(schema=schema)
+    rows = []
+    frame = runs.unique(["retriever", "setting", "query_id"], keep="first").sort("query_id")
+    for (setting,), part in frame.group_by("setting", maintain_order=True):
+        signature: dict[str, tuple] = {}
+        for (name,), mine in part.group_by("retriever", maintain_order=True):
+            signature[name] = tuple(
+                (qid, None if scores is None else tuple(rankdata(scores, method="min")))
+                for qid, scores in mine.select("query_id", "scores").iter_rows()
+            )
+        for name in sorted(signature):
+            same = [o for o in sorted(signature) if o != name and signature[o] == signature[name]]
+            rows.append((setting, name, ", ".join(same) or None))
+    return pl.DataFrame(rows, orient="row", schema=schema)
+
+
 def separable_pairs(tests: pl.DataFrame) -> pl.DataFrame:
     """Per setting (overall tests): how many system pairs the query-only test orders, and how
     many the joint test does (null without joint tests)."""

@@ -154,11 +154,41 @@ def board_markdown(board: pl.DataFrame, domains: list[str], metric: str, manifes
             *joint_view(board, "rank"),
             *[c for c in ("tie_group", "tie_group_joint") if c in board.columns],
             "beats",
+            *(["same_ranking_as"] if same_named(board).height else []),
             *contamination_view(board, metric),
         ),
         max_rows=500,
         max_chars=40,
     ).value
+
+
+def same_named(board: pl.DataFrame) -> pl.DataFrame:
+    """The rows that rank every query as another row of their setting does."""
+    if "same_ranking_as" not in board.columns:
+        return board.clear()
+    return board.filter(pl.col("same_ranking_as").is_not_null())
+
+
+def same_rankings_note(board: pl.DataFrame, markdown: bool = True) -> str:
+    """Which systems are one system under two names, per setting (``board.same_rankings``):
+    their scores, intervals and tests are the same numbers twice, not two results."""
+    rows = same_named(board)
+    if rows.height == 0:
+        return ""
+    groups = {}
+    for setting, name, same in rows.select("setting", "retriever", "same_ranking_as").iter_rows():
+        groups.setdefault(setting, set()).add(tuple(sorted([name, *same.split(", ")])))
+    parts = [
+        f"in {setting}, {' and '.join(g)} rank every query's candidates in the same order"
+        for setting in sorted(groups)
+        for g in sorted(groups[setting])
+    ]
+    head = "**One system, two names:**" if markdown else "One system, two names:"
+    return (
+        f"{head} " + "; ".join(parts) + ". Their scores, intervals and tests are the same "
+        "numbers twice (a re-ranker whose depth covers every candidate is its re-ranking "
+        "model)." + ("\n\n" if markdown else "")
+    )
 
 
 @dataclass(frozen=True)
@@ -172,12 +202,14 @@ class BoardText:
     table: str
     legend: str
     judge_noise: str = ""
+    same: str = ""  # systems that are one system under two names
 
     @property
     def document(self) -> str:
         """``leaderboard.md``."""
         return (
-            f"Judge backend: {self.judge}\n\n{self.caveat}{self.note}{self.judge_noise}"
+            f"Judge backend: {self.judge}\n\n{self.caveat}{self.note}{self.same}"
+            f"{self.judge_noise}"
             f"{self.table}\n\n"
             f"{self.legend}\n"
         )
@@ -195,4 +227,5 @@ def board_text(
         table=board_markdown(board, domains, metric, manifest),
         legend=superscript_board(board),
         judge_noise=joint_paragraph(separable, no_joint),
+        same=same_rankings_note(board),
     )
