@@ -366,10 +366,11 @@ def build(
     if blocked and not accept_failed_checks:
         console.err(
             f"saber build STOPPED after {elapsed:.1f}s: {len(blocked)} check(s) failed at ERROR "
-            "severity, and nothing was built on them (no benchmark, runs or leaderboard from "
-            "these grades). Fix the cause (another judge, `tournament.both_orders`), or build "
-            "with --accept-failed-checks: the benchmark then records the failure, and "
-            "`saber push` refuses it unless told the same"
+            "severity, and nothing was built on what they check. Fix the cause (the judge's "
+            "position bias: another judge, `tournament.both_orders`; the verification: "
+            "`saber verify` lists each number that differs), or build with "
+            "--accept-failed-checks: the benchmark then records the failure, and `saber push` "
+            "refuses it unless told the same"
         )
         return 1
     console.out(f"saber build finished in {elapsed:.1f}s")

@@ -121,8 +121,9 @@ def near_holm_threshold(p: np.ndarray, resamples: np.ndarray, alpha: float,
     order = np.argsort(p, kind="stable")
     threshold = np.empty(m)
     threshold[order] = alpha / (m - np.arange(m))
-    q = np.clip(np.maximum(p, 1.0 / resamples), 0.0, 1.0)
-    se = np.sqrt(q * (1 - q) / resamples)
+    # a two-sided p is twice a tail's share q: its standard error is 2·√(q(1 − q)/resamples)
+    q = np.clip(np.maximum(p / 2, 1.0 / resamples), 0.0, 0.5)
+    se = 2 * np.sqrt(q * (1 - q) / resamples)
     return np.abs(p - threshold) < z * se
 
 
