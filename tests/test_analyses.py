@@ -336,7 +336,12 @@ class _SeesOnlyByRow(_SeesOnlyBulk):
 
 
 def test_math_vs_words_a_math_only_retriever_makes_math_win():
-    from saber_assets.analyses.math_vs_words import math_token_ratio, math_vs_words, variants
+    from saber_assets.analyses.math_vs_words import (
+        math_token_ratio,
+        math_vs_words,
+        read_math_vs_words,
+        variants,
+    )
 
     assert variants("Solve $x^2 = 4$ for real x.") == ("$x^2 = 4$", "Solve for real x.")
     assert variants("No formulas here.") == ("", "No formulas here.")
@@ -376,6 +381,20 @@ def test_math_vs_words_a_math_only_retriever_makes_math_win():
     assert at[("math-only", "Algebra")][:4] == [2, 1, 0, 100.0]
     assert at[("words-only", "Algebra")][:4] == [2, 1, 0, 0.0]
     assert at[("math-only", "Geometry")][:4] == [1, 0, 0, 100.0]
+    # each query once: q2 sits in Algebra and Geometry, and counts once over all queries
+    assert at[("math-only", "all queries")][:4] == [2, 1, 0, 100.0]
+    text = read_math_vs_words(summary)
+    assert text.startswith(
+        "Share of queries where the formulas alone are closer to the best-rated candidates than "
+        "the words alone, each query counted once: from 100% (math-bulk, statement-statement, "
+        "2 queries) down to 0% (words-only, statement-statement, 2 queries)."
+    )
+    # the headline reads the rows over all queries, not the domains' rows added up
+    moved = summary.with_columns(
+        pl.when((pl.col("retriever") == "words-only") & (pl.col("domain") == "all queries"))
+        .then(50.0).otherwise(pl.col("math_wins_pct")).alias("math_wins_pct")
+    )  # fmt: skip
+    assert "down to 50% (words-only, statement-statement, 2 queries)" in read_math_vs_words(moved)
     assert at[("math-bulk", "Algebra")] == at[("math-only", "Algebra")]
     assert at[("math-by-row", "Algebra")] == at[("math-only", "Algebra")]
     assert retrievers["math-by-row"].asked == [5, 5, 5, 5]  # two queries' two variants, top 5

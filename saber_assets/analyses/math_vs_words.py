@@ -151,9 +151,11 @@ def math_vs_words(
         "words": pl.Float64, "math_wins": pl.Boolean, "dropped": pl.Boolean, "error": pl.String,
     }  # fmt: skip
     per_query = pl.DataFrame(rows, schema=schema)
+    by_domain = per_query.explode("domains").rename({"domains": "domain"})
+    # ALL: each query once (a query in two domains counts in both of their rows, once here)
+    every = per_query.drop("domains").with_columns(pl.lit(ALL).alias("domain"))
     summary = (
-        per_query.explode("domains")
-        .rename({"domains": "domain"})
+        pl.concat([by_domain, every.select(by_domain.columns)])
         .group_by("retriever", "setting", "domain")
         .agg(
             pl.col("math_wins").is_not_null().sum().alias("queries"),
@@ -163,9 +165,12 @@ def math_vs_words(
             pl.col("ratio").mean().round(3).alias("math_token_ratio"),
             (pl.col("split") == "llm").sum().alias("llm_split"),
         )
-        .sort("retriever", "setting", "domain")
+        .sort("retriever", "setting", pl.col("domain") == ALL, "domain")
     )
     return per_query, summary
+
+
+ALL = "all queries"  # the summary's row of each retriever and setting over its distinct queries
 
 
 def choose_retrievers(
@@ -228,21 +233,27 @@ def wins_figure(summary: pl.DataFrame):
 
 
 def read_math_vs_words(summary: pl.DataFrame) -> str:
+    """The headline over queries, each once (the ``ALL`` rows), per retriever and setting: the
+    highest and the lowest share of queries whose formulas alone beat their words alone."""
     if not summary.height:
         return "No queries with both formulas and words."
-    overall = (
-        summary.group_by("retriever")
-        .agg((pl.col("math_wins_pct") * pl.col("queries")).sum() / pl.col("queries").sum())
-        .drop_nans()
-        .drop_nulls()
-        .sort("math_wins_pct", descending=True)
+    rows = (
+        summary.filter((pl.col("domain") == ALL) & (pl.col("queries") > 0))
+        .drop_nulls("math_wins_pct")
+        .sort("math_wins_pct", "retriever", "setting", descending=[True, False, False])
     )
-    if not overall.height:
+    if not rows.height:
         return "Every retriever failed or every query was dropped: nothing to compare."
-    top, low = overall.row(0), overall.row(-1)
+    top, low = rows.row(0, named=True), rows.row(-1, named=True)
+
+    def who(r: dict) -> str:
+        return (
+            f"{r['math_wins_pct']:.0f}% ({r['retriever']}, {r['setting']}, {r['queries']} queries)"
+        )
+
     return (
-        f"Share of queries where the formulas alone are closer to the best-rated candidates "
-        f"than the words alone: from {top[1]:.0f}% ({top[0]}) down to {low[1]:.0f}% ({low[0]}). "
+        "Share of queries where the formulas alone are closer to the best-rated candidates "
+        f"than the words alone, each query counted once: from {who(top)} down to {who(low)}. "
         "Above 50% a retriever leans on the mathematics, below it on the prose."
     )
 
