@@ -521,3 +521,5 @@ def test_a_judge_that_always_picks_the_first_shown_stops_the_build_and_push(
                  "--stage-only", str(tmp_path / "staged"), "--accept-failed-checks"]) == 0  # fmt: skip
     card = (tmp_path / "staged").rglob("README.md").__next__().read_text()
     assert "## Failed checks: published anyway" in card and "judge_position_bias (Algebra)" in card
+    # rebuilt, the benchmark's numbers were not verified again: the card says so
+    assert "Not verified: no `saber verify` verdict is recorded" in card

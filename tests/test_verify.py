@@ -186,6 +186,18 @@ def test_a_changed_board_figure_is_named(published):
     row = board.row(0, named=True)
     assert any(d.where == f"{row['retriever']} {row['setting']}" for d in checks_named(v, "nDCG"))
     assert any(f"{a} vs {b}" in d.where for d in checks_named(v, "better")), v.table()
+    # the verdict recorded (as the build does): `saber push` refuses the benchmark
+    from saber_assets.cli import main
+    from saber_assets.leaderboard.verify import record_verdict
+
+    bench_dir = published / "evaluation_benchmark"
+    record_verdict(v, [bench_dir], published / "leaderboard")
+    recorded = json.loads((published / "leaderboard/verification.json").read_text())
+    assert recorded["passed"] is False and recorded["differences"] == len(v.differences)
+    staged = published / "staged"
+    assert main(["push", str(bench_dir), "--repo-prefix", "me/b", "--stage-only", str(staged)]) == 1
+    assert not staged.exists()
+    assert Benchmark.read(bench_dir).failed_checks()[0].startswith("verification (all): NOT")
 
 
 # ---------------------------------------------------------------- the independent parts

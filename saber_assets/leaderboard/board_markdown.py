@@ -122,7 +122,8 @@ def joint_paragraph(separable: pl.DataFrame | None, no_joint: str | None) -> str
         "query's grades from its Bradley–Terry fit (basic bootstrap, leaderboard/joint.py); "
         "`judge_noise_share` is the share of the joint interval's variance the judge adds. A noisy "
         "judge pulls every score down (a misgraded top candidate costs the good systems most); "
-        "the joint interval corrects for that pull, so it can sit above the score itself. "
+        "the joint interval corrects for that pull: it is centred on `ndcg_corrected` "
+        "(2·score − the draws' mean), so it can sit above the score itself. "
         "Pairs of systems the paired test separates (Holm, alpha as configured):",
         "",
     ]
