@@ -111,6 +111,9 @@ def main() -> None:
     ap.add_argument("--systems", type=int, default=40)
     ap.add_argument("--draws", type=int, default=1000)
     ap.add_argument("--coverage", type=int, default=200, help="simulations (0: skip)")
+    ap.add_argument("--coverage-queries", type=int, default=60, help="queries per simulation")
+    ap.add_argument("--coverage-candidates", type=int, default=60)
+    ap.add_argument("--coverage-rounds", type=int, default=10)
     ap.add_argument("--separable", action="store_true", help="count separable pairs both ways")
     ap.add_argument("--rounds-curve", action="store_true", help="refit on the first r rounds")
     args = ap.parse_args()
@@ -151,11 +154,16 @@ def main() -> None:
     if args.coverage:
         for kappa in (1.0, 3.0):
             t0 = time.perf_counter()
-            c = coverage(simulations=args.coverage, candidates=60, rounds=10, kappa=kappa)
+            c = coverage(simulations=args.coverage, queries=args.coverage_queries,
+                         candidates=args.coverage_candidates, rounds=args.coverage_rounds,
+                         kappa=kappa)  # fmt: skip
             print(f"coverage, judge kappa={kappa}: joint {c.joint:.3f}, query-only "
                   f"{c.query_only:.3f}, percentile on the joint draws {c.joint_percentile:.3f}; "
                   f"pairs ordered the wrong way: joint {c.wrong_order_joint:.3f}, query-only "
-                  f"{c.wrong_order_query_only:.3f} "
+                  f"{c.wrong_order_query_only:.3f}; each system's true level: joint "
+                  f"{c.level_joint:.3f}, query-only {c.level_query_only:.3f}, mean error of "
+                  f"the raw score {c.error_raw:.4f}, of the judge-corrected one "
+                  f"{c.error_corrected:.4f} "
                   f"({c.cells} cells, {time.perf_counter() - t0:.0f} s)")  # fmt: skip
 
 

@@ -467,7 +467,8 @@ class LeaderboardConfig(_Strict):
     k: int = Field(default=10, ge=1)  # the cut-off of nDCG@k
     # bootstrap resamples of the queries for the CIs and rank intervals
     bootstrap_resamples: int = Field(default=1000, ge=10)
-    # paired tests between systems: the randomization test's resamples, the level (Holm-corrected)
+    # paired tests between systems: the randomization test's resamples (a pair near its Holm
+    # threshold is drawn again with up to 1,000,000), the level (Holm-corrected)
     test_resamples: int = Field(default=10_000, ge=100)
     alpha: float = Field(default=0.05, gt=0, lt=1)
     # tied retriever scores in nDCG: `average` (the expected DCG over the tied group's orders)

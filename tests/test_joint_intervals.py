@@ -65,6 +65,10 @@ def test_joint_intervals_cover_the_true_differences_where_query_only_ones_do_not
     assert c.joint >= 0.93, c
     assert c.query_only < 0.85, c
     assert c.wrong_order_joint <= 0.025, c  # never a confident call the wrong way round
+    # each system's own level: the judge pulls the raw score down, the corrected score
+    # (2t − mean t*, which the joint interval is centred on) undoes most of the pull
+    assert c.error_corrected < 0.5 * c.error_raw, c
+    assert c.level_joint > 0.75 and c.level_query_only < 0.1, c
 
 
 def test_without_the_judgment_draws_the_joint_intervals_under_cover(monkeypatch):

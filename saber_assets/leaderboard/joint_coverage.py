@@ -35,6 +35,12 @@ class Coverage:
     # the wrong way round, which a 95% interval should do at most 2.5% of the time
     wrong_order_joint: float = 0.0
     wrong_order_query_only: float = 0.0
+    # per (simulation, system): the interval's coverage of the system's own true nDCG, and how
+    # far the raw score and the judge-corrected one (2t − mean t*) lie from it on average
+    level_joint: float = 0.0
+    level_query_only: float = 0.0
+    error_raw: float = 0.0
+    error_corrected: float = 0.0
 
 
 def simulated_benchmark(
@@ -75,13 +81,21 @@ def coverage(
 ) -> Coverage:
     """The three intervals' coverage of the true differences over ``simulations`` benchmarks."""
     hits, wrong = np.zeros(3), np.zeros(3)
-    cells = 0
+    level, errors = np.zeros(2), np.zeros(2)
+    cells = systems = 0
     for sim in range(simulations):
         posteriors, weights, fitted, truths = simulated_benchmark(
             seed * 1_000_003 + sim, queries, candidates, rounds, kappa, noise
         )
         d = joint_draws(posteriors, weights, fitted, resamples, seed + sim)
         truth = truths.mean(axis=0)
+        joint_lo, joint_hi = intervals(reflected(d.joint, d.point))
+        query_lo, query_hi = intervals(d.query_only)
+        level += [np.sum((joint_lo <= truth) & (truth <= joint_hi)),
+                  np.sum((query_lo <= truth) & (truth <= query_hi))]  # fmt: skip
+        corrected = 2 * d.point - d.joint.mean(axis=0)
+        errors += [np.abs(d.point - truth).sum(), np.abs(corrected - truth).sum()]
+        systems += len(noise)
         for i, j in combinations(range(len(noise)), 2):
             target = truth[i] - truth[j]
             for n, draws in enumerate((reflected(d.joint, d.point), d.query_only, d.joint)):
@@ -90,6 +104,8 @@ def coverage(
                 wrong[n] += (lo[0] > 0 and target < 0) or (hi[0] < 0 and target > 0)
             cells += 1
     share, bad = hits / max(cells, 1), wrong / max(cells, 1)
+    lv, err = level / max(systems, 1), errors / max(systems, 1)
     return Coverage(
-        float(share[0]), float(share[1]), float(share[2]), cells, float(bad[0]), float(bad[1])
-    )
+        float(share[0]), float(share[1]), float(share[2]), cells, float(bad[0]), float(bad[1]),
+        float(lv[0]), float(lv[1]), float(err[0]), float(err[1]),
+    )  # fmt: skip
