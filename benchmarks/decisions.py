@@ -75,7 +75,8 @@ def measure(label: str, names, m, resamples: int) -> None:
             f"{label:<28} {'growing' if grow else 'fixed':<8} pairs {len(first_b):>4} "
             f"separable {separable:>4}  decisions differing from seed 1: {flips}  "
             f"tie groups moved: {moved}  pairs drawn again: {[r[2] for r in runs]}  "
-            f"seconds: {[round(r[3], 1) for r in runs]}"
+            f"seconds: {[round(r[3], 1) for r in runs]}",
+            flush=True,
         )
 
 
@@ -84,11 +85,13 @@ def main() -> None:
     parser.add_argument("--home", default=".saber", help="SABER_HOME of a finished build")
     parser.add_argument("--name", default="sample", help="the build's config name")
     parser.add_argument("--resamples", type=int, default=10_000)
+    parser.add_argument("--systems", type=int, default=40, help="a synthetic board (0: none)")
     args = parser.parse_args()
     for setting, (names, m) in boards_of(Path(args.home) / args.name).items():
         measure(f"{args.name} {setting} ({len(names)})", names, m, args.resamples)
-    names, m = synthetic()
-    measure("synthetic (40 systems)", names, m, args.resamples)
+    if args.systems:
+        names, m = synthetic(args.systems)
+        measure(f"synthetic ({args.systems} systems)", names, m, args.resamples)
 
 
 if __name__ == "__main__":

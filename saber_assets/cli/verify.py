@@ -26,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", help="pipeline config YAML (where the build wrote them)")
     p.add_argument(
         "--flips", type=int, default=None,
-        help="the randomization test's sign flips per pair (default 100,000)",
+        help="scipy's sign flips per pair for the randomization test (default 10,000)",
     )  # fmt: skip
 
 

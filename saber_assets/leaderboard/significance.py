@@ -5,8 +5,8 @@ Everything works on one matrix per setting: per-query nDCG@k, queries × systems
 queries every system of the setting scored (a failed query counts 0, as on the leaderboard).
 
 - Paired tests: a paired t-test (``scipy.stats.ttest_rel``) and a seeded paired randomization
-  test (``scipy.stats.permutation_test``, permutation type "samples": the sign of each query's
-  difference flipped at random; where no resample is as extreme, the sign-flip distribution's
+  test (the sign of each query's difference flipped at random, ``scipy.stats.permutation_test``'s
+  definition, counted by ``randomization_p``; where no resample is as extreme, the sign-flip distribution's
   normal tail, since the Monte Carlo p cannot go below its floor), each Holm-corrected over all
   pairs of the setting. "A beats B"
   means A's mean is higher and the corrected randomization p-value is below ``alpha`` (the
@@ -63,10 +63,6 @@ def holm(pvalues: Sequence[float]) -> np.ndarray:
     return out
 
 
-def _mean_diff(x, y, axis=0):
-    return np.mean(x - y, axis=axis)
-
-
 def paired_pvalues(a: np.ndarray, b: np.ndarray, resamples: int, seed: int) -> tuple[float, float]:
     """(paired t-test p, paired randomization p), two-sided; identical systems give 1 and 1."""
     from scipy.stats import ttest_rel
@@ -82,26 +78,35 @@ def paired_pvalues(a: np.ndarray, b: np.ndarray, resamples: int, seed: int) -> t
 
 
 def randomization_p(a: np.ndarray, b: np.ndarray, resamples: int, seed: int) -> float:
-    """The paired randomization test's two-sided p (scipy's ``permutation_test``, the sign of
-    each query's difference flipped at random), ``resamples`` seeded flips."""
-    from scipy.stats import permutation_test
-
-    d = a - b
+    """The paired randomization test's two-sided p, ``resamples`` seeded sign flips of the
+    queries' differences, under scipy's ``permutation_test`` definition: twice the smaller
+    tail, each tail (hits + 1) / (flips + 1), a flip's sum within 100 ulps of the observed one
+    counted as equal to it, capped at 1. Counted here, not by scipy: flips as an int8 matrix
+    times the differences cost 6 ms for 10,000 flips of 100 queries where ``permutation_test``
+    takes 76 ms, and 0.35 s for 1,000,000 where it takes 4.9 s (the board draws up to that many
+    for a pair near its Holm threshold). ``saber verify`` recomputes it with scipy's."""
+    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
     if len(d) < 2 or np.all(d == 0):
         return 1.0
-    res = permutation_test(
-        (a, b), _mean_diff, permutation_type="samples", n_resamples=resamples,
-        alternative="two-sided", vectorized=True, rng=np.random.default_rng(seed),
-        batch=max(1, min(resamples, 4_000_000 // max(len(d), 1))),
-    )  # fmt: skip
-    p_r = float(res.pvalue)
-    if not np.any(np.abs(res.null_distribution) >= abs(res.statistic)):
-        # no resample as extreme: the Monte Carlo p sits at its floor (~2/(resamples + 1)),
-        # which Holm over a board's pairs never lets through (780 pairs at 40 systems). The
-        # same sign-flip distribution's normal tail (mean 0, variance Σd²/n²) resolves it.
+    rng = np.random.default_rng([seed, len(d), 7])
+    observed = float(d.sum())
+    gamma = abs(observed) * np.finfo(np.float64).eps * 100
+    low = high = done = 0
+    batch = max(1, 4_000_000 // len(d))  # flips per matrix: ~4 MB of signs
+    while done < resamples:
+        n = min(batch, resamples - done)
+        sums = (rng.integers(0, 2, size=(n, len(d)), dtype=np.int8) * 2 - 1) @ d
+        low += int(np.count_nonzero(sums <= observed + gamma))
+        high += int(np.count_nonzero(sums >= observed - gamma))
+        done += n
+    p_r = min(1.0, 2 * min(low + 1, high + 1) / (resamples + 1))
+    if min(low, high) == 0:
+        # no flip as extreme: the Monte Carlo p sits at its floor (~2/(resamples + 1)), which
+        # Holm over a board's pairs never lets through (780 pairs at 40 systems). The same
+        # sign-flip distribution's normal tail (mean 0, variance Σd²) resolves it.
         from scipy.stats import norm
 
-        z = abs(float(d.sum())) / float(np.sqrt(np.sum(d * d)))
+        z = abs(observed) / float(np.sqrt(np.sum(d * d)))
         p_r = min(p_r, float(2 * norm.sf(z)))
     return p_r
 
