@@ -26,13 +26,16 @@ SEEDS = (1, 2, 3, 4, 5)
 
 
 def boards_of(home: Path) -> dict[str, tuple[list[str], np.ndarray]]:
-    """setting -> (systems, queries × systems nDCG) of a built home's runs."""
+    """setting -> (systems, queries × systems nDCG) of a built home's runs (none without)."""
+    files = sorted((home / "runs").glob("*/*.parquet"))
+    if not files:
+        return {}
     runs = pl.concat(
         [
             pl.read_parquet(f, columns=["query_id", "setting", "ndcg"]).with_columns(
                 retriever=pl.lit(f.parent.name)
             )
-            for f in sorted((home / "runs").glob("*/*.parquet"))
+            for f in files
         ]
     )
     out = {}

@@ -188,3 +188,25 @@ def test_both_paired_tests_are_two_sided_and_match_independent_computations(seed
     assert p_t == pytest.approx(ttest_rel(a, b).pvalue) == pytest.approx(q_t)
     assert 0.001 < exact < 0.5  # a case where a one-sided test would differ
     assert p_r == pytest.approx(exact, abs=0.01) and q_r == pytest.approx(exact, abs=0.01)
+
+
+def test_decisions_near_their_holm_threshold_do_not_turn_on_the_seed():
+    """12 systems a step apart on 100 queries: with the flips fixed at 1,000, another seed
+    turns a `better` decision; drawn again near the threshold (up to 1,000,000), three seeds
+    decide every pair alike, and the pairs drawn again say so (#75)."""
+    rng = np.random.default_rng(0)
+    base = rng.uniform(0.2, 0.8, size=(100, 1))
+    m = np.clip(base + 0.01 * np.arange(12)[None, :] + 0.05 * rng.standard_normal((100, 12)),
+                0, 1)  # fmt: skip
+    names = [f"s{i:02d}" for i in range(12)]
+
+    def decisions(seed: int, grow: bool) -> list:
+        t = paired_tests(m, names, 1000, seed, max_resamples=1_000_000 if grow else 1000)
+        return t["better"].to_list()
+
+    fixed = [decisions(s, False) for s in (1, 2, 3)]
+    assert fixed[0] != fixed[1] or fixed[0] != fixed[2]
+    t = paired_tests(m, names, 1000, 1)
+    assert t["better"].to_list() == decisions(2, True) == decisions(3, True)
+    grown = t.filter(pl.col("randomization_resamples") > 1000)
+    assert grown.height and not t["near_threshold"].any()
