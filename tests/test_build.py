@@ -126,6 +126,8 @@ def _report_is_self_contained(cfg, home, capsys):
     for title in ("Tournament", "Leaderboard", "Judging regimes", "Math vs words"):
         assert f">{title}</h2>" in page
     assert "bm25" in page and "jaccard-no-tok" in page  # the leaderboard's retrievers
+    # the header says whether its numbers were verified from the benchmark's own files
+    assert re.search(r'<p class="verdict" id="verification">Verified: [\d,]+ published', page)
     readings = pl.read_parquet(home / "parquet" / "benchmark_report.parquet")
     assert readings.height == 11 and readings["reading"].str.len_chars().min() > 20
     assert ">Robustness of the ordering</h2>" in page

@@ -55,7 +55,14 @@ def test_the_explorer_shows_the_board_a_query_and_a_comparison(shared_build, bro
     # the judge's noise beside the query-only interval: its interval, share and rank
     assert "95% CI, + judge" in head(browser) and "judge share" in head(browser)
     assert "rank, + judge" in head(browser)
-    assert all(re.fullmatch(r"\[\d\.\d{3}, \d\.\d{3}\]", r[5]) for r in rows), rows
+    # the interval beside the judge-corrected score it is centred on, the share to its precision
+    assert "+ judge: corrected" in head(browser)
+    assert all(re.fullmatch(r"\d\.\d{3}", r[5]) for r in rows), rows
+    assert all(re.fullmatch(r"\[\d\.\d{3}, \d\.\d{3}\]", r[6]) for r in rows), rows
+    assert all(re.fullmatch(r"\d(\.\d+)? ± \d(\.\d+)?", r[7]) for r in rows), rows
+    # the header says the numbers were verified from the benchmark's own files
+    verdict = browser.find_element("id", "verification")
+    assert verdict.text.startswith("Verified: ") and "verified" in verdict.get_attribute("class")
     assert "leaderboard.csv" in page_text and "queries (" in page_text
     # sort: the score column ascending, then descending again
     first = [r[1] for r in rows]
