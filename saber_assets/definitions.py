@@ -35,7 +35,7 @@ from saber_assets.contamination import assets as contamination_assets
 from saber_assets.corpus import assets as corpus_assets
 from saber_assets.io_managers import WarehouseParquetIOManager
 from saber_assets.leaderboard import assets as leaderboard_assets
-from saber_assets.leaderboard import run_assets
+from saber_assets.leaderboard import run_assets, verify_asset
 from saber_assets.lib.declare import Declared, declared_in
 from saber_assets.lib.partitions import (
     annotation_partitions,
@@ -90,6 +90,7 @@ STAGE_MODULES = [
     retriever_assets,
     run_assets,
     leaderboard_assets,
+    verify_asset,
     contamination_assets,
     analysis_assets,
 ]

@@ -33,15 +33,20 @@ class HomeBusy(ValueError):
     """Another command holds the home; the message says which, since when, and what to do."""
 
 
-def holder(home: Path) -> tuple[str, str]:
+def holder(home: Path, patience_s: float = 2.0) -> tuple[str, str]:
     """Who holds ``home``'s lock, in words (as its holder wrote it), and its advice to a second
-    command (empty where it gave none)."""
-    try:
-        h = json.loads((home / HOLDER_FILE).read_text())
-        who = f"`{h['command']}` (pid {h['pid']} on {h['host']}, since {h['since']})"
-        return who, str(h.get("advice") or "")
-    except (OSError, ValueError, KeyError, TypeError):
-        return "another saber command", ""
+    command (empty where it gave none). A holder writes its file just after taking the lock: a
+    command started at the same moment waits up to ``patience_s`` for it."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            h = json.loads((home / HOLDER_FILE).read_text())
+            who = f"`{h['command']}` (pid {h['pid']} on {h['host']}, since {h['since']})"
+            return who, str(h.get("advice") or "")
+        except (OSError, ValueError, KeyError, TypeError):
+            if time.monotonic() >= deadline:
+                return "another saber command", ""
+            time.sleep(0.05)
 
 
 @contextmanager

@@ -88,7 +88,7 @@ ROUNDS_MOVE = {  # what reads the tournament, all partitions of each
     "retriever_index", "retriever_runs", "leaderboard", "benchmark_composition",
     "tournament_convergence", "signal_group_curves", "judge_human_agreement", "judging_regimes",
     "math_vs_words", "mteb_correlation", "leaderboard_robustness", "benchmark_explorer",
-    "benchmark_report",
+    "benchmark_report", "benchmark_verification",
 }  # fmt: skip
 
 

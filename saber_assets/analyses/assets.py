@@ -536,7 +536,10 @@ def leaderboard_robustness(
     return Output(table, metadata=meta)
 
 
-@analysis(deps=[AssetKey("leaderboard"), AssetKey("evaluation_benchmark")])
+@analysis(
+    deps=[AssetKey("leaderboard"), AssetKey("evaluation_benchmark"),
+          AssetKey("benchmark_verification")],  # its header: the verdict
+)  # fmt: skip
 def benchmark_explorer(
     pipeline: PipelineResource,
     problem_annotations: pl.DataFrame,

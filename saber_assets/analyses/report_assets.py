@@ -106,7 +106,11 @@ def benchmark_report(sections: Mapping[str, SectionOf]) -> Declared:
 
     @analysis(
         name="benchmark_report",
-        deps=[AssetKey("leaderboard"), AssetKey("benchmark_export")],
+        deps=[
+            AssetKey("leaderboard"),
+            AssetKey("benchmark_export"),
+            AssetKey("benchmark_verification"),
+        ],  # its header: the verdict
         ins={name: AssetIn(name) for name in sections},
     )
     def report(

@@ -5,19 +5,17 @@ import time
 
 import matplotlib
 import polars as pl
-from dagster import (
-    AssetCheckResult,
-    AssetCheckSeverity,
-    AssetCheckSpec,
-    AssetExecutionContext,
-    MaterializeResult,
-    MetadataValue,
-)
+from dagster import AssetExecutionContext, MaterializeResult, MetadataValue
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.contamination.matches import audited_items, declared_training, own_matched_queries
 from saber_assets.io_managers import refresh_warehouse
-from saber_assets.leaderboard.board import assemble_board, same_rankings, separable_pairs
+from saber_assets.leaderboard.board import (
+    BOARD_SETTINGS,
+    assemble_board,
+    same_rankings,
+    separable_pairs,
+)
 from saber_assets.leaderboard.board_markdown import board_text
 from saber_assets.leaderboard.contamination_columns import (
     contamination_columns,
@@ -29,7 +27,6 @@ from saber_assets.leaderboard.metrics import metric_column
 from saber_assets.leaderboard.plots import board_chart, pvalue_heatmap
 from saber_assets.leaderboard.provenance import SCORING_CODE, benchmark_id
 from saber_assets.leaderboard.rows import entry_rows
-from saber_assets.leaderboard.verify import BOARD_SETTINGS, record_verdict, verify
 from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import figure_markdown, markdown_table, stage_metadata
 from saber_assets.outputs import write_whole, written_whole
@@ -217,48 +214,3 @@ def board_settings(cfg, excluded: set[str]) -> dict:
         "test_resamples": lb.test_resamples, "seed": cfg.seed, "alpha": lb.alpha,
         "excluded_queries": sorted(excluded),
     }  # fmt: skip
-
-
-VERIFIED = "verified"  # the verification's check: ERROR, so a failure stops the build there
-
-
-@stage_asset(
-    kinds={"polars"},
-    deps=["leaderboard"],
-    check_specs=[AssetCheckSpec(VERIFIED, asset="benchmark_verification",
-                                description="Every published number is what the benchmark's "
-                                "own files give (`saber verify`)")],
-)  # fmt: skip
-def benchmark_verification(
-    context: AssetExecutionContext, pipeline: PipelineResource
-) -> MaterializeResult:
-    """Every number the board publishes recomputed from the benchmark's files, its runs and its
-    board alone, through independent implementations (``leaderboard/verify.py``). The verdict
-    goes into the benchmark's manifest (``saber push`` refuses a failed one, the card, the report
-    and the explorer say it) and ``verification.json``; a failed one stops the build here."""
-    out = pipeline.outputs()
-    t0 = time.perf_counter()
-    verdict = verify(out.evaluation_benchmark, out.runs, out.leaderboard)
-    seconds = time.perf_counter() - t0
-    # the built benchmark too where it is the one scored: `saber push` publishes that folder
-    scored = [out.evaluation_benchmark]
-    if pipeline.load().benchmark.path is None and out.benchmark.is_dir():
-        scored.append(out.benchmark)
-    record_verdict(verdict, scored, out.leaderboard)
-    if verdict.not_checked:
-        context.log.warning("not verified: " + "; ".join(verdict.not_checked))
-    return MaterializeResult(
-        metadata={
-            **stage_metadata(sum(verdict.checked.values()), seconds=seconds),
-            "verdict": verdict.summary(),
-            "checked": MetadataValue.json(verdict.checked),
-            "differences": MetadataValue.md(verdict.table()),
-            "not_checked": MetadataValue.md("\n".join(f"- {x}" for x in verdict.not_checked)
-                                            or "everything"),
-        },
-        check_results=[AssetCheckResult(
-            check_name=VERIFIED, passed=verdict.passed, severity=AssetCheckSeverity.ERROR,
-            description=verdict.summary(),
-            metadata={"differences": len(verdict.differences)},
-        )],
-    )  # fmt: skip

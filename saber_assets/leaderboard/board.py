@@ -9,6 +9,10 @@ import polars as pl
 from saber_assets.leaderboard.joint import JointBoard
 from saber_assets.leaderboard.significance import beats_column, significance_tables
 
+# beside the board: how it was computed (k, ties, resamples, seed, alpha, the queries left
+# out), which `saber verify` reads to compute it again
+BOARD_SETTINGS = "board.json"
+
 
 def tie_groups(
     board: pl.DataFrame, tests: pl.DataFrame, metric: str, better_column: str = "better",

@@ -35,10 +35,10 @@ import numpy as np
 import polars as pl
 
 from saber_assets.benchmark.data import Benchmark, BenchmarkFormatError
+from saber_assets.leaderboard.board import BOARD_SETTINGS
 from saber_assets.leaderboard.outside_runs import read_run
 from saber_assets.ontology.domains import keys_for
 
-BOARD_SETTINGS = "board.json"  # how the board was computed: k, ties, resamples, seed, alpha
 VERIFY_FLIPS = 10_000  # scipy's sign flips per pair (76 ms each at 100 queries)
 EXACT = 1e-9  # numbers recomputed by the same arithmetic: equal to rounding
 RATING_TOLERANCE = 1e-4  # a refit by another optimiser, on the [0, 5] scale
@@ -687,6 +687,7 @@ def record_verdict(verdict: Verification, bench_dirs: list[Path], board_dir: Pat
     from saber_assets.outputs import write_whole
 
     record = verdict.to_dict()
+    board_dir.mkdir(parents=True, exist_ok=True)  # an empty benchmark's board wrote nothing
     write_whole(board_dir / VERIFICATION, json.dumps(record, indent=2))
     for bench_dir in bench_dirs:
         path = bench_dir / MANIFEST
