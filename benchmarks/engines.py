@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-_MATERIALIZED = re.compile(r"^  (\S+) \[(.+?)\]\s+rows=")
+_MATERIALIZED = re.compile(r"^  (\S+) \[(.+?)\](?:\s+rows=\S+)?\s*$")
 _JOB = re.compile(r"^  \((build_\w+) (?:ok|FAILED) in ([0-9.]+)s[,)]")
 
 

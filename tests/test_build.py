@@ -24,6 +24,8 @@ def test_saber_build_runs_every_stage(shared_build, tmp_path, monkeypatch, capsy
     built = shared_build("tiny")
     out = built.log
     assert "CHECK FAILED" not in out
+    # a row count where an asset is a table; none printed where it is not (an index, runs)
+    assert "rows=None" not in out and re.search(r"^  retriever_index \[bm25\]\n", out, re.M)
     assert re.search(r"corpus_quarantine\s+rows=1\n", out) and re.search(
         r"ontology_tree\s+rows=17022\n", out
     )

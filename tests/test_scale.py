@@ -195,12 +195,12 @@ def test_build_steps_seconds_are_read_per_partition_from_the_log():
 === indexes
   retriever_index [bm25]                 rows=None
   (build_indexes ok in 12.5s, process peak RSS 1.00 GB)
-  retriever_index [jaccard]              rows=None
+  retriever_index [jaccard]
   (build_indexes ok in 2.0s, process peak RSS 1.00 GB)
 === runs
   retriever_runs [Algebra|bm25]          rows=None
   (build_runs ok in 3.0s, process peak RSS 1.00 GB)
-  retriever_runs [Geometry|bm25]         rows=None
+  retriever_runs [Geometry|bm25]
   (build_runs ok in 4.5s, process peak RSS 1.00 GB)
   retriever_runs [Algebra|jaccard]       rows=None
   (build_runs FAILED in 1.0s, process peak RSS 1.00 GB)
