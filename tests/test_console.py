@@ -56,3 +56,29 @@ def test_the_console_says_which_domain_is_short_and_why(tmp_path):
         "3/20 queries  SHORT" in lines[2] and "(100 problems, 40 annotated, 3 viable)" in lines[2]
     )
     assert lines[3].strip() == "below quota: only 3 of its 40 annotated problems are viable"
+
+
+def test_the_builds_last_lines_name_who_leads_each_setting(tmp_path):
+    """The first tie group of each setting, the leader's score, and whether it stands alone."""
+    import polars as pl
+
+    from saber_assets.build.run import board_lines
+    from saber_assets.outputs import Outputs
+
+    out = Outputs(tmp_path)
+    assert board_lines(out) == []
+    out.leaderboard.mkdir(parents=True)
+    board = pl.DataFrame({
+        "retriever": ["a", "b", "c", "a", "b", "c"], "setting": ["s1"] * 3 + ["s2"] * 3,
+        "ndcg@10": [0.70, 0.69, 0.5, 0.8, 0.6, 0.59], "tie_group": [1, 1, 2, 1, 2, 2],
+    })  # fmt: skip
+    board.write_parquet(out.leaderboard / "leaderboard.parquet")
+    assert board_lines(out) == [
+        "leaders:   s1: a, b (ndcg@10 0.700; one tie group)",
+        "           s2: a (ndcg@10 0.800; ahead of the rest, significantly)",
+    ]
+    board.with_columns(tie_group=pl.lit(1)).write_parquet(out.leaderboard / "leaderboard.parquet")
+    assert (
+        board_lines(out, most=2)[0]
+        == "leaders:   s1: a, b and 1 more (ndcg@10 0.700; one tie group)"
+    )

@@ -343,9 +343,14 @@ def build(
             console.out(f"  {line}")
     if verdict := verification_of(Outputs.of(cfg, home)):
         console.out(f"verify:    {verdict}")
+    for line in board_lines(Outputs.of(cfg, home)):
+        console.out(line)
     report = Outputs.of(cfg, home).report / "index.html"
     if report.exists():
         console.out(f"report:    {report}")
+    explorer = Outputs.of(cfg, home).explorer / "index.html"
+    if explorer.exists():
+        console.out(f"explorer:  {explorer} (served: uv run saber report --serve)")
     if failed:
         failures = [
             (res.dagster_run.job_name, ev.step_key, ev.step_failure_data.error)
@@ -420,6 +425,36 @@ def benchmark_lines(outputs: Outputs) -> list[str]:
         "every domain at its quota" if not short else f"{short} below quota"
     )
     return [head, *coverage_lines(table)]
+
+
+def board_lines(outputs: Outputs, most: int = 4) -> list[str]:
+    """Who leads each setting: the first tie group (the systems the paired test cannot
+    separate from the leader), up to ``most`` names, with the leader's score."""
+    import polars as pl
+
+    from saber_assets.leaderboard.metrics import score_column
+
+    path = outputs.leaderboard / "leaderboard.parquet"
+    if not path.exists():
+        return []
+    board = pl.read_parquet(path)
+    if board.height == 0 or "tie_group" not in board.columns:
+        return []
+    metric = score_column(board)
+    lines = []
+    for (setting,), part in board.sort("setting", metric, descending=[False, True]).group_by(
+        "setting", maintain_order=True
+    ):
+        top = part.filter(pl.col("tie_group") == part["tie_group"][0])
+        names = top["retriever"].to_list()
+        more = f" and {len(names) - most} more" if len(names) > most else ""
+        lines.append(
+            f"{'leaders:' if not lines else '':<10} {setting}: {', '.join(names[:most])}{more} "
+            f"({metric} {part[metric][0]:.3f}; "
+            + ("one tie group" if len(names) > 1 else "ahead of the rest, significantly")
+            + ")"
+        )
+    return lines
 
 
 def verification_of(outputs: Outputs) -> str | None:
