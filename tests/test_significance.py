@@ -210,3 +210,24 @@ def test_decisions_near_their_holm_threshold_do_not_turn_on_the_seed():
     assert t["better"].to_list() == decisions(2, True) == decisions(3, True)
     grown = t.filter(pl.col("randomization_resamples") > 1000)
     assert grown.height and not t["near_threshold"].any()
+
+
+def test_which_p_values_are_drawn_again():
+    """Near its Holm threshold within three Monte-Carlo standard errors of a two-sided p: drawn
+    again; under the floor (the normal tail) only where it is not an order of magnitude below
+    the threshold."""
+    from saber_assets.leaderboard.significance import near_holm_threshold
+
+    # two pairs: thresholds 0.025 (the smaller p) and 0.05; SE of p = 0.02 at 10,000 flips is
+    # 2·√(0.01·0.99/10,000) ≈ 0.002
+    near = near_holm_threshold(np.array([0.021, 0.2]), np.array([10_000, 10_000]), 0.05)
+    assert near.tolist() == [True, False]
+    far = near_holm_threshold(np.array([0.010, 0.2]), np.array([10_000, 10_000]), 0.05)
+    assert far.tolist() == [False, False]
+    # under the floor of 10,000 flips (2e-4): 1e-4 lies an order of magnitude below 0.025
+    floor = near_holm_threshold(np.array([1e-4, 0.2]), np.array([10_000, 10_000]), 0.05)
+    assert floor.tolist() == [False, False]
+    # with 780 pairs the first threshold is 6.4e-5: a normal-tail 1e-5 is drawn again
+    p = np.full(780, 0.5)
+    p[0] = 1e-5
+    assert near_holm_threshold(p, np.full(780, 10_000), 0.05)[0]
