@@ -457,31 +457,29 @@ def test_saber_evaluate_cli_json(tmp_path, capsys):
 
 
 def test_one_system_under_two_names_is_said_so():
-    """A system whose every query ranks its candidates as another's does (a re-ranker whose
-    depth covers every candidate) is marked on the board and named in its words; one query
-    ranked otherwise and the mark goes."""
-    from saber_assets.leaderboard.board import same_rankings
-    from saber_assets.leaderboard.board_markdown import same_rankings_note
+    """A system whose nDCG on every query is another's (a re-ranker whose depth covers every
+    candidate) is marked on the board and named in its words; one query scored otherwise and
+    the mark goes."""
+    from saber_assets.leaderboard.board import same_scores
+    from saber_assets.leaderboard.board_markdown import same_scores_note
 
-    def runs(b_second_query):
+    def runs(rerank_q2: float):
         return pl.DataFrame(
             {
                 "retriever": ["dense", "dense", "rerank", "rerank", "bm25", "bm25"],
                 "setting": ["s"] * 6,
                 "query_id": ["q1", "q2"] * 3,
-                "scores": [[0.9, 0.1, 0.5], [0.2, 0.3, 0.1],
-                           [1.9, 1.1, 1.5], b_second_query,
-                           [0.1, 0.9, 0.5], [0.2, 0.3, 0.1]],
+                "ndcg": [0.9, 0.4, 0.9, rerank_q2, 0.2, 0.4],
             }
-        )  # fmt: skip
+        )
 
-    same = same_rankings(runs([1.2, 1.3, 1.1]))  # scaled scores, the same order
-    marks = dict(same.select("retriever", "same_ranking_as").iter_rows())
+    same = same_scores(runs(0.4))
+    marks = dict(same.select("retriever", "same_scores_as").iter_rows())
     assert marks == {"bm25": None, "dense": "rerank", "rerank": "dense"}
     board = same.with_columns(pl.lit(0.5).alias("ndcg@10"))
-    note = same_rankings_note(board)
-    assert note.startswith("**One system, two names:** in s, dense and rerank rank every query")
+    note = same_scores_note(board)
+    assert note.startswith("**One system, two names:** in s, dense and rerank score every query")
     assert "bm25" not in note
-    apart = same_rankings(runs([1.3, 1.2, 1.1]))  # one query ranked otherwise
-    assert apart["same_ranking_as"].is_null().all()
-    assert same_rankings_note(apart) == ""
+    apart = same_scores(runs(0.41))  # one query scored otherwise
+    assert apart["same_scores_as"].is_null().all()
+    assert same_scores_note(apart) == ""

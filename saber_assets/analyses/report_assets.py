@@ -16,7 +16,7 @@ from saber_assets.benchmark.data import MANIFEST, Benchmark, verification_line
 from saber_assets.candidates.coverage import COVERAGE_SCHEMA
 from saber_assets.config import PipelineConfig
 from saber_assets.io_managers import concat_partitions
-from saber_assets.leaderboard.board_markdown import same_rankings_note
+from saber_assets.leaderboard.board_markdown import same_scores_note
 from saber_assets.leaderboard.contamination_columns import checked_rows, contamination_paragraph
 from saber_assets.leaderboard.joint import share_texts
 from saber_assets.leaderboard.metrics import score_column
@@ -57,11 +57,7 @@ def _board_table(board: pl.DataFrame) -> pl.DataFrame:
             for d in domains
         ],
         *_joint_columns(board),
-        *[
-            c
-            for c in ("rank_ci", "rank_ci_joint", "beats", "same_ranking_as")
-            if c in board.columns
-        ],
+        *[c for c in ("rank_ci", "rank_ci_joint", "beats", "same_scores_as") if c in board.columns],
         *_clean_columns(board, metric),
     ).sort("setting", metric, descending=[False, True])
 
@@ -199,7 +195,7 @@ def built_sections(
                 x
                 for x in (
                     rp.read_leaderboard(board, tests),
-                    same_rankings_note(board, markdown=False),
+                    same_scores_note(board, markdown=False),
                     contamination_paragraph(board),
                 )
                 if x

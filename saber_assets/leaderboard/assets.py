@@ -13,7 +13,7 @@ from saber_assets.io_managers import refresh_warehouse
 from saber_assets.leaderboard.board import (
     BOARD_SETTINGS,
     assemble_board,
-    same_rankings,
+    same_scores,
     separable_pairs,
 )
 from saber_assets.leaderboard.board_markdown import board_text
@@ -146,7 +146,7 @@ def leaderboard(
     test_seconds = time.perf_counter() - t0
     # one system under two names (a re-ranker whose depth covers every candidate) is said so
     board = board.join(
-        same_rankings(pl.concat([r.select("retriever", "setting", "query_id", "scores")
+        same_scores(pl.concat([r.select("retriever", "setting", "query_id", "ndcg")
                                  for r in all_runs])),
         on=["setting", "retriever"], how="left",
     )  # fmt: skip

@@ -43,14 +43,12 @@ def tie_groups(
     )  # fmt: skip
 
 
-def same_rankings(runs: pl.DataFrame) -> pl.DataFrame:
-    """(setting, retriever, same_ranking_as): per setting, the other systems that rank every
-    query's candidates exactly as this one does (the same order, ties included, on the same
-    queries; a failed query counts as its own order): one system under two names, e.g. a
-    re-ranker whose depth covers every candidate is its re-ranking model. Null where none."""
-    from scipy.stats import rankdata
-
-    schema = {"setting": pl.String, "retriever": pl.String, "same_ranking_as": pl.String}
+def same_scores(runs: pl.DataFrame) -> pl.DataFrame:
+    """(setting, retriever, same_scores_as): per setting, the other systems whose nDCG on every
+    query is this one's (to 1e-12, on the same queries; a failed query scores 0): one system
+    under two names on this board, e.g. a re-ranker whose depth covers every candidate and its
+    re-ranking model. Null where none."""
+    schema = {"setting": pl.String, "retriever": pl.String, "same_scores_as": pl.String}
     if runs.height == 0:
         return pl.DataFrame(schema=schema)
     rows = []
@@ -59,8 +57,8 @@ def same_rankings(runs: pl.DataFrame) -> pl.DataFrame:
         signature: dict[str, tuple] = {}
         for (name,), mine in part.group_by("retriever", maintain_order=True):
             signature[name] = tuple(
-                (qid, None if scores is None else tuple(rankdata(scores, method="min")))
-                for qid, scores in mine.select("query_id", "scores").iter_rows()
+                (qid, round(float(ndcg or 0.0), 12))
+                for qid, ndcg in mine.select("query_id", "ndcg").iter_rows()
             )
         for name in sorted(signature):
             same = [o for o in sorted(signature) if o != name and signature[o] == signature[name]]

@@ -155,7 +155,7 @@ def board_markdown(board: pl.DataFrame, domains: list[str], metric: str, manifes
             *joint_view(board, "rank"),
             *[c for c in ("tie_group", "tie_group_joint") if c in board.columns],
             "beats",
-            *(["same_ranking_as"] if same_named(board).height else []),
+            *(["same_scores_as"] if same_named(board).height else []),
             *contamination_view(board, metric),
         ),
         max_rows=500,
@@ -164,23 +164,23 @@ def board_markdown(board: pl.DataFrame, domains: list[str], metric: str, manifes
 
 
 def same_named(board: pl.DataFrame) -> pl.DataFrame:
-    """The rows that rank every query as another row of their setting does."""
-    if "same_ranking_as" not in board.columns:
+    """The rows that score every query as another row of their setting does."""
+    if "same_scores_as" not in board.columns:
         return board.clear()
-    return board.filter(pl.col("same_ranking_as").is_not_null())
+    return board.filter(pl.col("same_scores_as").is_not_null())
 
 
-def same_rankings_note(board: pl.DataFrame, markdown: bool = True) -> str:
-    """Which systems are one system under two names, per setting (``board.same_rankings``):
+def same_scores_note(board: pl.DataFrame, markdown: bool = True) -> str:
+    """Which systems are one system under two names, per setting (``board.same_scores``):
     their scores, intervals and tests are the same numbers twice, not two results."""
     rows = same_named(board)
     if rows.height == 0:
         return ""
     groups = {}
-    for setting, name, same in rows.select("setting", "retriever", "same_ranking_as").iter_rows():
+    for setting, name, same in rows.select("setting", "retriever", "same_scores_as").iter_rows():
         groups.setdefault(setting, set()).add(tuple(sorted([name, *same.split(", ")])))
     parts = [
-        f"in {setting}, {' and '.join(g)} rank every query's candidates in the same order"
+        f"in {setting}, {' and '.join(g)} score every query alike"
         for setting in sorted(groups)
         for g in sorted(groups[setting])
     ]
@@ -228,5 +228,5 @@ def board_text(
         table=board_markdown(board, domains, metric, manifest),
         legend=superscript_board(board),
         judge_noise=joint_paragraph(separable, no_joint),
-        same=same_rankings_note(board),
+        same=same_scores_note(board),
     )

@@ -58,7 +58,7 @@
         const score = state.domain ? r[state.domain] : r[m];
         const n = state.domain ? r[`${state.domain} queries`] : r.queries;
         tr.append(el("td", {}, `T${r.tie_group}`), el("td", {}, r.retriever),
-          el("td", {}, r.kind + (r.same_ranking_as ? ` (ranks as ${r.same_ranking_as} does)` : "")),
+          el("td", {}, r.kind + (r.same_scores_as ? ` (scores every query as ${r.same_scores_as})` : "")),
           el("td", { class: "num" }, `${fmt(score)} (n=${n ?? "?"})`),
           el("td", {}, state.domain ? (r[`${state.domain} ci`] || "") : `[${fmt(r.ci_low, 3)}, ${fmt(r.ci_high, 3)}]`),
           ...(joint && !state.domain ? [el("td", { class: "num" }, fmt(r.ndcg_corrected, 3)),
