@@ -27,7 +27,8 @@ def test_saber_build_runs_every_stage(shared_build, tmp_path, monkeypatch, capsy
     # a row count where an asset is a table; none printed where it is not (an index, runs)
     assert "rows=None" not in out and re.search(r"^  retriever_index \[bm25\]\n", out, re.M)
     # its last lines: who leads each setting, and where the explorer is
-    assert re.search(r"^leaders: +statement-statement: \S+.*\(ndcg@10 0\.\d{3}; ", out, re.M)
+    assert re.search(r"^leaders: +full-full: \S+.*\(ndcg@10 0\.\d{3}; ", out, re.M)
+    assert re.search(r"^ +statement-statement: \S+.*\(ndcg@10 0\.\d{3}; ", out, re.M)
     assert "(served: uv run saber report --serve)" in out
     assert re.search(r"corpus_quarantine\s+rows=1\n", out) and re.search(
         r"ontology_tree\s+rows=17022\n", out
