@@ -158,7 +158,7 @@ def write_site_files(out: Path, inputs: ExplorerInputs) -> dict:
     (out / "compare.html").write_text(
         shell("Compare two systems", "compare", verdict), encoding="utf-8"
     )
-    pages = write_query_pages(out, inputs, page_of)
+    pages = write_query_pages(out, inputs, page_of, verdict)
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     return {"query_pages": pages, "bytes": size}
 
@@ -189,7 +189,10 @@ def shell(title: str, page: str, verdict: str = "") -> str:
 """
 
 
-def write_query_pages(out: Path, inputs: ExplorerInputs, page_of: dict[str, str]) -> int:
+def write_query_pages(
+    out: Path, inputs: ExplorerInputs, page_of: dict[str, str], verdict: str = ""
+) -> int:
+    """One page per query; ``verdict``: the header line of ``verdict_html``."""
     bench = inputs.bench
     docs = bench.documents
     doc_id = docs["id"].to_list()
@@ -202,7 +205,6 @@ def write_query_pages(out: Path, inputs: ExplorerInputs, page_of: dict[str, str]
         ).iter_rows(named=True)
     }
     wl = wins_losses(inputs.judgments)
-    verdict = verdict_html(bench.manifest)
     ratings, judged, runs = (
         {q: f for (q,), f in frame.group_by(key)} if frame.height else {}
         for frame, key in (
