@@ -104,9 +104,9 @@ def print_run(result, seconds: float, console: Console) -> None:
     for mat in mats:
         part = f" [{mat.partition}]" if mat.partition else ""
         rows = summary_value(mat.metadata, "dagster/row_count")
+        label = mat.asset_key.to_user_string() + part
         # an asset that is no table (an index, a run folder) has no row count to print
-        line = f"  {mat.asset_key.to_user_string() + part:<40} rows={rows}"
-        console.out(line if rows is not None else line.split(" rows=")[0].rstrip())
+        console.out(f"  {label:<40} rows={rows}" if rows is not None else f"  {label}")
     if line := faults_line(m.metadata for m in mats):
         console.out(f"  {line}")
     for check in result.get_asset_check_evaluations():

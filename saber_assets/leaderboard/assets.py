@@ -138,18 +138,15 @@ def leaderboard(
     if no_joint:
         context.log.warning(f"no joint intervals: {no_joint}")
     t0 = time.perf_counter()
+    scored = pl.concat([r.select(cols) for r in all_runs])
     board, tests = assemble_board(
-        tables, pl.concat([r.select(cols) for r in all_runs]), domains, metric, judge,
+        tables, scored, domains, metric, judge,
         resamples=lb.bootstrap_resamples, test_resamples=lb.test_resamples, seed=cfg.seed,
         alpha=lb.alpha, joint=joint,
     )  # fmt: skip
     test_seconds = time.perf_counter() - t0
     # one system under two names (a re-ranker whose depth covers every candidate) is said so
-    board = board.join(
-        same_scores(pl.concat([r.select("retriever", "setting", "query_id", "ndcg")
-                                 for r in all_runs])),
-        on=["setting", "retriever"], how="left",
-    )  # fmt: skip
+    board = board.join(same_scores(scored), on=["setting", "retriever"], how="left")
     out = pipeline.outputs().leaderboard
     out.mkdir(parents=True, exist_ok=True)
     for write, name in ((tests.write_parquet, "significance.parquet"),
