@@ -10,6 +10,7 @@ import warnings
 from saber_assets.cli import (
     build,
     cost,
+    diff,
     evaluate,
     export,
     llm_server,
@@ -34,6 +35,7 @@ COMMANDS = {
     "export": export,
     "report": report,
     "verify": verify,
+    "diff": diff,
     "study": study,
     "registry": registry,
     "llm-server": llm_server,
