@@ -100,6 +100,12 @@ class Outputs:
         """The benchmark explorer: a static site (``index.html``, a page per query)."""
         return self.root / "explorer"
 
+    @property
+    def builds(self) -> Path:
+        """Snapshots of the last builds the explorer showed (``analyses/build_diff.py``): what
+        its "What changed" page compares the current build with."""
+        return self.root / "builds"
+
 
 def inside(base: Path, name: str) -> Path:
     """``base / name``, refused unless it resolves to a folder strictly under ``base``: a name from

@@ -11,6 +11,13 @@ from dagster import AssetKey, DataVersion, MetadataValue, Output
 
 from saber_assets.analyses import plots
 from saber_assets.analyses import robustness as rb
+from saber_assets.analyses.build_diff import (
+    BuildState,
+    diff_builds,
+    diff_data,
+    diff_lines,
+    remember,
+)
 from saber_assets.analyses.composition import composition
 from saber_assets.analyses.convergence import (
     convergence,
@@ -571,6 +578,9 @@ def benchmark_explorer(
     board = pl.read_csv(out.leaderboard / "leaderboard.csv")
     runs = runs.filter(pl.col("retriever").is_in(board["retriever"].unique().to_list()))
     sig = out.leaderboard / "significance.parquet"
+    current = BuildState.read(out.root)
+    previous, fingerprint = remember(out.builds, current)
+    diff = diff_builds(previous, current) if previous is not None else None
     inputs = ExplorerInputs(
         bench=bench,
         board=board,
@@ -580,6 +590,7 @@ def benchmark_explorer(
         judgments=concat_partitions(tournament_judgments),
         annotations=annotations,
         downloads=site_links(),
+        diff=diff_data(diff) if diff is not None else None,
     )
     written = write_site(out.explorer, inputs)
     index = out.explorer / "index.html"
@@ -592,5 +603,9 @@ def benchmark_explorer(
             "path": MetadataValue.path(str(index)),
             "query_pages": written["query_pages"],
             "size_mb": round(written["bytes"] / 2**20, 2),
+            "build": fingerprint,
+            "changed_since": MetadataValue.md(
+                "\n".join(f"- {line}" for line in diff_lines(diff)) if diff else "no earlier build"
+            ),
         },
     )

@@ -209,8 +209,11 @@ def diff_builds(old: BuildState, new: BuildState) -> BuildDiff:
     return BuildDiff(
         old=old.label,
         new=new.label,
-        facts={k: (old.facts.get(k), new.facts.get(k))
-               for k in FACTS if old.facts.get(k) != new.facts.get(k)},  # fmt: skip
+        facts={
+            k: (old.facts.get(k), new.facts.get(k))
+            for k in FACTS
+            if old.facts.get(k) != new.facts.get(k)
+        },  # fmt: skip
         queries_added=sorted(new_q - old_q),
         queries_removed=sorted(old_q - new_q),
         compared=paired.height,
@@ -244,7 +247,7 @@ def board_diffs(old: pl.DataFrame, new: pl.DataFrame) -> list[SettingDiff]:
 
 def diff_lines(d: BuildDiff, query_link=None, most: int = 10) -> list[str]:
     """The diff as the console prints it; ``query_link(query_id)``: where a query's page is."""
-    link = (lambda q: f"  {query_link(q)}" if query_link and query_link(q) else "")  # noqa: E731
+    link = lambda q: f"  {query_link(q)}" if query_link and query_link(q) else ""  # noqa: E731
     lines = [f"old: {d.old}", f"new: {d.new}"]
     if d.nothing_moved:
         return [*lines, "nothing moved: the same queries, grades and board"

@@ -3,38 +3,54 @@
 - ``index.html``: the leaderboard, sortable by any column and filtered by setting, domain and
   kind; each domain cell with the queries it averages, the rank interval, the tie groups of the
   paired test (``leaderboard.board.tie_groups``), contamination marks, a row's provenance on
-  click, and the downloads (CSV, Parquet, the TREC runs).
-- ``queries/<n>.html``: one page per query, written ahead of time (a page loads alone: nothing
-  holds every query): problem and solution with the mathematics as MathML, domains, topic paths
-  and core idea, the candidates in the paper's three groups with BT strength, grade and wins and
-  losses, every judgment of the tournament, each retriever's top 10 and its nDCG.
-- ``compare.html``: two systems in one setting, query by query (ΔnDCG), with the paired test's
-  p-value and the per-domain split.
+  click, and the downloads (CSV, Parquet, the TREC runs). A score cell opens the query browser
+  filtered to its domain and sorted by its system's score.
+- ``queries.html``: the query browser: every query with its domains, stratum, the opening of its
+  statement with the mathematics drawn, the systems' mean and spread of nDCG@10 on it, how unsure
+  the judge left its grades (the mean 95% width of its candidates' grade posteriors) and how
+  often the candidate shown first won; searchable by id and text, filterable, sortable.
+- ``queries/<n>.html``: one page per query (``explorer_query.py``).
+- ``compare.html``: two systems in one setting, query by query: a scatter of their nDCG@10
+  (Chart.js, vendored), coloured by domain, each point a link; the paired test's p-value, the
+  per-domain split and the queries where they differ most.
+- ``diff.html``: what changed since the previous build this explorer showed
+  (``build_diff.py``: the explorer keeps a snapshot of each build under ``<outputs>/builds``).
 
-The data of the two script pages ships as ``data/*.js`` (``window.SABER = …``): a browser reads a
+Formulas are MathML made ahead of time (``math_html``: latex2mathml, pinned in the lock file),
+which Chromium and Firefox draw natively: a page carries no math script and no font to load.
+The data of the script pages ships as ``data/site.js`` (``window.SABER = …``): a browser reads a
 script from `file://`, not a fetched JSON file. Pure: no Dagster; the asset gathers the tables.
 """
 
 from __future__ import annotations
 
-import html
-import json
-from dataclasses import dataclass
+import zlib
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
+from saber_assets.analyses.explorer_query import (
+    esc,
+    query_page_name,
+    script_json,
+    write_query_pages,
+)
 from saber_assets.analyses.math_html import CSS as MATH_CSS
-from saber_assets.analyses.math_html import render
+from saber_assets.analyses.math_html import render, spans
 from saber_assets.benchmark.data import Benchmark, verification_line
-from saber_assets.leaderboard.joint import share_texts
+from saber_assets.leaderboard.joint import benchmark_posteriors, grade_interval_widths, share_texts
 from saber_assets.leaderboard.metrics import score_column
 from saber_assets.outputs import folder_written_whole
 
-TOP = 10
-STATIC = ("explorer.css", "explorer.js")
+STATIC = ("explorer.css", "explorer.js", "query.js", "vendor/chart.umd.min.js")
 RUNS_PAGE = "runs/"
+SNIPPET = 240  # characters of a statement the browser shows (a formula is never cut)
+SEARCH_TEXT = 4000  # characters of a statement the browser's search reads
+WIDTH_DRAWS = 400  # posterior draws per query for its grades' interval widths
+WIDTH_SEED = 0
 # the board's downloads, relative to the outputs folder (the site links them as ``../<path>``;
 # `saber report --serve` serves these and the site, nothing else: explorer_server.py)
 DOWNLOADS = {
@@ -42,6 +58,12 @@ DOWNLOADS = {
     "leaderboard.parquet": "leaderboard/leaderboard.parquet",
     "significance.csv": "leaderboard/significance.csv",
     "the TREC runs (a folder per retriever)": RUNS_PAGE,
+}
+PAGES = {  # script page -> (file, title in the navigation)
+    "board": ("index.html", "Leaderboard"),
+    "queries": ("queries.html", "Queries"),
+    "compare": ("compare.html", "Compare two systems"),
+    "diff": ("diff.html", "What changed"),
 }
 
 
@@ -60,31 +82,111 @@ class ExplorerInputs:
     judgments: pl.DataFrame  # tournament_judgments
     annotations: pl.DataFrame  # problem_annotations: id, summary, domains, topic paths
     downloads: dict[str, str]  # label -> path relative to the site
+    diff: dict | None = field(default=None)  # build_diff.diff_data against the previous build
 
 
-def query_page_name(number: int) -> str:
-    return f"queries/{number}.html"
+def snippet_source(text: str, limit: int = SNIPPET) -> str:
+    """The opening of ``text`` up to about ``limit`` characters, never cut inside a formula: a
+    cut that falls in one moves before it, or past it when the formula opens the text."""
+    if len(text) <= limit:
+        return text
+    cut = limit
+    for span in spans(text[: limit * 4]):
+        if span.start >= cut:
+            break
+        if span.end > cut:
+            cut = span.start if span.start > limit // 3 else span.end
+            break
+    return text[:cut].rstrip() + " …"
 
 
-def esc(value) -> str:
-    return html.escape("" if value is None else str(value))
+def snippet_html(text: str | None, limit: int = SNIPPET) -> str:
+    """The opening of a statement as HTML with its formulas as MathML (``math_html.render``)."""
+    return render(snippet_source(text or "", limit)).html
 
 
-def text_html(text: str | None) -> str:
-    """Prose with LaTeX as escaped HTML with MathML formulas (``math_html.render``)."""
-    return f'<div class="saber-text">{render(text or "").html}</div>'
+def search_text(text: str | None) -> str:
+    return " ".join((text or "").split())[:SEARCH_TEXT].lower()
 
 
-def wins_losses(judgments: pl.DataFrame) -> dict[tuple[str, str], tuple[int, int]]:
-    """(query, candidate) -> (wins, losses) over the decided judgments."""
+def judge_facts(judgments: pl.DataFrame) -> dict[str, dict]:
+    """Per query: decided judgments, how many the candidate shown first won, and the judgments
+    asked again in the other order and how many of those changed winner."""
     if not judgments.height:
         return {}
-    decided = judgments.filter(pl.col("winner").is_not_null())
-    out: dict[tuple[str, str], list[int]] = {}
-    for q, a, b, w in decided.select("query", "a", "b", "winner").iter_rows():
-        for c in (a, b):
-            out.setdefault((q, c), [0, 0])[0 if c == w else 1] += 1
-    return {k: (v[0], v[1]) for k, v in out.items()}
+    j = judgments
+    swapped = pl.col("swapped_winner") if "swapped_winner" in j.columns else pl.lit(None)
+    facts = (
+        j.with_columns(swapped.alias("_sw"))
+        .group_by("query")
+        .agg(
+            pl.len().alias("judgments"),
+            pl.col("winner").is_not_null().sum().alias("decided"),
+            (pl.col("winner") == pl.col("shown_first")).sum().alias("first_won"),
+            (pl.col("winner").is_not_null() & pl.col("_sw").is_not_null()).sum().alias("rechecked"),
+            (pl.col("winner").is_not_null() & pl.col("_sw").is_not_null()
+             & (pl.col("winner") != pl.col("_sw"))).sum().alias("flipped"),  # fmt: skip
+        )
+    )
+    return {r.pop("query"): r for r in facts.iter_rows(named=True)}
+
+
+def grade_widths(bench: Benchmark) -> tuple[dict[str, float], str | None]:
+    """Per query, the mean over its candidates of the 95% width of the grade's posterior
+    (``joint.grade_interval_widths``, seeded by (WIDTH_SEED, crc32(query id))); or none and why
+    (a benchmark without judgments, or with soft grades)."""
+    posteriors, why = benchmark_posteriors(bench)
+    out = {}
+    for qid, post in posteriors.items():
+        rng = np.random.default_rng([WIDTH_SEED, zlib.crc32(qid.encode())])
+        out[qid] = float(grade_interval_widths(post, rng, WIDTH_DRAWS).mean())
+    return out, why
+
+
+def query_rows(inputs: ExplorerInputs) -> list[dict]:
+    """One row per query for the browser: id, page, domains, stratum, the statement's opening
+    (HTML) and its searchable text, the judge's facts and the grades' posterior width."""
+    q = inputs.bench.queries
+    facts = judge_facts(inputs.judgments)
+    widths, _ = grade_widths(inputs.bench)
+    rows = []
+    for n, (qid, doms, problem) in enumerate(q.select("id", "domains", "problem").iter_rows()):
+        f = facts.get(qid, {})
+        rows.append(
+            {
+                "id": qid,
+                "page": query_page_name(n),
+                "domains": doms,
+                "stratum": " + ".join(doms),
+                "snippet": snippet_html(problem),
+                "text": search_text(problem),
+                "judgments": f.get("judgments", 0),
+                "first_won": f.get("first_won", 0),
+                "decided": f.get("decided", 0),
+                "rechecked": f.get("rechecked", 0),
+                "flipped": f.get("flipped", 0),
+                "width": None if qid not in widths else round(widths[qid], 4),
+            }
+        )
+    return rows
+
+
+def ndcg_columns(runs: pl.DataFrame, query_ids: list[str]) -> dict[str, dict[str, list]]:
+    """setting -> retriever -> nDCG@10 per query in the browser's order (None: not run there)."""
+    position = {q: k for k, q in enumerate(query_ids)}
+    out: dict[str, dict[str, list]] = {}
+    table = runs.select("retriever", "setting", "query_id", "ndcg").unique(
+        ["retriever", "setting", "query_id"], keep="first"
+    )
+    for (setting, retriever), part in table.sort("setting", "retriever").group_by(
+        "setting", "retriever", maintain_order=True
+    ):
+        column: list = [None] * len(query_ids)
+        for qid, value in part.select("query_id", "ndcg").iter_rows():
+            if qid in position and value is not None:
+                column[position[qid]] = round(float(value), 6)
+        out.setdefault(str(setting), {})[str(retriever)] = column
+    return out
 
 
 def board_data(board: pl.DataFrame, domains: list[str], coverage: list[dict]) -> dict:
@@ -100,15 +202,6 @@ def board_data(board: pl.DataFrame, domains: list[str], coverage: list[dict]) ->
     }
 
 
-def query_rows(inputs: ExplorerInputs) -> list[dict]:
-    """One dict per query: its id, its page and its domains (for the compare page)."""
-    q = inputs.bench.queries
-    return [
-        {"id": qid, "page": query_page_name(n), "domains": doms}
-        for n, (qid, doms) in enumerate(q.select("id", "domains").iter_rows())
-    ]
-
-
 def write_site(site: Path, inputs: ExplorerInputs) -> dict:
     """Write the whole site as ``site`` (replacing the old one only once it is whole); returns
     pages and bytes written."""
@@ -121,7 +214,7 @@ def write_site_files(out: Path, inputs: ExplorerInputs) -> dict:
     """The site's files under the empty folder ``out``."""
     (out / "data").mkdir(parents=True)
     (out / "queries").mkdir()
-    (out / "assets").mkdir()
+    (out / "assets" / "vendor").mkdir(parents=True)
     for name in STATIC:
         data = resources.files("saber_assets.analyses").joinpath("explorer_static", name)
         (out / "assets" / name).write_bytes(data.read_bytes())
@@ -129,19 +222,13 @@ def write_site_files(out: Path, inputs: ExplorerInputs) -> dict:
     domains = bench.domain_list()
     coverage = bench.manifest.get("coverage") or []
     queries = query_rows(inputs)
-    page_of = {r["id"]: r["page"] for r in queries}
-    ndcg = (
-        inputs.runs.select("retriever", "setting", "query_id", "ndcg")
-        .unique(["retriever", "setting", "query_id"], keep="first")
-        .sort("retriever", "setting", "query_id")
-    )
     overall = (
         inputs.tests.filter(pl.col("domain") == "Overall") if inputs.tests.height else inputs.tests
     )
     data = {
         "board": board_data(inputs.board, domains, coverage),
         "queries": queries,
-        "ndcg": ndcg.to_dicts(),
+        "ndcg": ndcg_columns(inputs.runs, [r["id"] for r in queries]),
         "tests": overall.select(
             "setting", "a", "b", "mean_diff", "p_randomization_holm", "better"
         ).to_dicts()
@@ -149,18 +236,24 @@ def write_site_files(out: Path, inputs: ExplorerInputs) -> dict:
         else [],
         "downloads": inputs.downloads,
         "name": bench.manifest.get("name", ""),
+        "width_rule": f"the mean over its candidates of the 95% interval width of the grade's "
+        f"posterior ({WIDTH_DRAWS} draws of its Bradley–Terry fit's Laplace posterior)",
+        "diff": inputs.diff,
     }
     (out / "data" / "site.js").write_text(
-        "window.SABER = " + json.dumps(data, default=str) + ";\n", encoding="utf-8"
+        "window.SABER = " + script_json(data) + ";\n", encoding="utf-8"
     )
     verdict = verdict_html(bench.manifest)
-    (out / "index.html").write_text(shell("Leaderboard", "board", verdict), encoding="utf-8")
-    (out / "compare.html").write_text(
-        shell("Compare two systems", "compare", verdict), encoding="utf-8"
-    )
-    pages = write_query_pages(out, inputs, page_of, verdict)
+    pages = [p for p in PAGES if p != "diff" or inputs.diff is not None]
+    for page in pages:
+        file, title = PAGES[page]
+        (out / file).write_text(shell(title, page, verdict, pages), encoding="utf-8")
+    page_of = {r["id"]: r["page"] for r in queries}
+    tables = {"annotations": inputs.annotations, "ratings": inputs.ratings,
+              "judgments": inputs.judgments, "runs": inputs.runs}  # fmt: skip
+    n = write_query_pages(out, bench, tables, page_of, nav_html(pages, "../"), verdict)
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-    return {"query_pages": pages, "bytes": size}
+    return {"query_pages": n, "bytes": size}
 
 
 def verdict_html(manifest: dict) -> str:
@@ -173,151 +266,26 @@ def verdict_html(manifest: dict) -> str:
     )
 
 
-def shell(title: str, page: str, verdict: str = "") -> str:
+def nav_html(pages: list[str], prefix: str = "") -> str:
+    return (
+        "<nav>"
+        + " · ".join(f'<a href="{prefix}{PAGES[p][0]}">{esc(PAGES[p][1])}</a>' for p in pages)
+        + "</nav>"
+    )
+
+
+def shell(title: str, page: str, verdict: str = "", pages: list[str] | None = None) -> str:
     """A script page: the shared data, the app, and a place for it to draw."""
+    chart = '<script src="assets/vendor/chart.umd.min.js"></script>\n' if page == "compare" else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <title>SABER explorer: {esc(title)}</title>
-<link rel="stylesheet" href="assets/explorer.css"></head>
+<link rel="stylesheet" href="assets/explorer.css"><style>{MATH_CSS}</style></head>
 <body data-page="{page}">
-<nav><a href="index.html">Leaderboard</a> · <a href="compare.html">Compare two systems</a></nav>
+{nav_html(pages or list(PAGES))}
 {verdict}
 <main id="app"><p>Loading…</p></main>
 <script src="data/site.js"></script>
-<script src="assets/explorer.js"></script>
+{chart}<script src="assets/explorer.js"></script>
 </body></html>
 """
-
-
-def write_query_pages(
-    out: Path, inputs: ExplorerInputs, page_of: dict[str, str], verdict: str = ""
-) -> int:
-    """One page per query; ``verdict``: the header line of ``verdict_html``."""
-    bench = inputs.bench
-    docs = bench.documents
-    doc_id = docs["id"].to_list()
-    problem = docs["problem"].to_list()
-    row_of = {d: i for i, d in enumerate(doc_id)}
-    ann = {
-        r["id"]: r
-        for r in inputs.annotations.select(
-            "id", "summary", *[c for c in ("topic_paths",) if c in inputs.annotations.columns]
-        ).iter_rows(named=True)
-    }
-    wl = wins_losses(inputs.judgments)
-    ratings, judged, runs = (
-        {q: f for (q,), f in frame.group_by(key)} if frame.height else {}
-        for frame, key in (
-            (inputs.ratings, "query_id"),
-            (inputs.judgments, "query"),
-            (inputs.runs, "query_id"),
-        )
-    )
-    n = 0
-    for number, q in enumerate(bench.queries.iter_rows(named=True)):
-        qid = q["id"]
-        grade = {doc_id[c]: g for c, g in zip(q["candidates"], q["relevance_scores"], strict=True)}
-        cand_ids = [doc_id[c] for c in q["candidates"]]
-        body = [
-            f"<h1>Query {esc(qid)}</h1>",
-            f"<p class='meta'>Domains: {esc(', '.join(q['domains']))}</p>",
-            "<h2>Problem</h2>",
-            text_html(q["problem"]),
-            "<details><summary>Solution</summary>",
-            text_html(q["solution"]),
-            "</details>",
-            annotation_html(ann.get(qid)),
-            candidates_html(ratings.get(qid), grade, wl, qid, problem, row_of),
-            judgments_html(judged.get(qid), problem, row_of),
-            top10_html(runs.get(qid), cand_ids, grade, page_of),
-        ]
-        page = f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>SABER query {esc(qid)}</title>
-<link rel="stylesheet" href="../assets/explorer.css"><style>{MATH_CSS}</style></head>
-<body><nav><a href="../index.html">Leaderboard</a> · <a href="../compare.html">Compare two
-systems</a></nav>{verdict}<main>{"".join(body)}</main></body></html>
-"""
-        (out / query_page_name(number)).write_text(page, encoding="utf-8")
-        n += 1
-    return n
-
-
-def annotation_html(row: dict | None) -> str:
-    if row is None:
-        return ""
-    paths = row.get("topic_paths") or []
-    items = "".join(f"<li>{esc(' › '.join(p) if isinstance(p, list) else p)}</li>" for p in paths)
-    return f"<h2>Annotation</h2><p><b>Core idea:</b> {esc(row.get('summary') or 'none')}</p>" + (
-        f"<p><b>Topic paths:</b></p><ul>{items}</ul>" if items else ""
-    )
-
-
-def statement(problem: list[str], row_of: dict[str, int], cid: str, limit: int = 160) -> str:
-    text = problem[row_of[cid]] if cid in row_of else ""
-    return esc(text if len(text) <= limit else text[: limit - 1] + "…")
-
-
-def candidates_html(frame, grade, wl, qid, problem, row_of) -> str:
-    if frame is None or not frame.height:
-        return "<h2>Candidates</h2><p>No ratings for this query.</p>"
-    parts = ["<h2>Candidates</h2>"]
-    for group in ("topic_only", "summary_only", "both"):
-        part = frame.filter(pl.col("group") == group).sort("rating", descending=True)
-        rows = "".join(
-            f"<tr><td>{esc(c)}</td><td>{s:.3f}</td><td>{grade.get(c, r):.2f}</td>"
-            f"<td>{wl.get((qid, c), (0, 0))[0]}–{wl.get((qid, c), (0, 0))[1]}</td>"
-            f"<td>{statement(problem, row_of, c)}</td></tr>"
-            for c, s, r in part.select("candidate_id", "strength", "rating").iter_rows()
-        )
-        parts.append(
-            f"<h3>{group.replace('_', '-')} ({part.height})</h3><table class='cands'><thead><tr>"
-            "<th>candidate</th><th>BT strength</th><th>grade</th><th>wins–losses</th>"
-            f"<th>statement</th></tr></thead><tbody>{rows}</tbody></table>"
-        )
-    return "".join(parts)
-
-
-def judgments_html(frame, problem, row_of) -> str:
-    if frame is None or not frame.height:
-        return "<h2>Judgments</h2><p>No judgment stored for this query.</p>"
-    rows = "".join(
-        f"<tr><td>{rnd}</td><td>{esc(a)}</td><td>{esc(b)}</td><td>{esc(first)}</td>"
-        f"<td>{esc(winner or 'none')}</td><td>{'' if p is None else f'{p:.2f}'}</td>"
-        f"<td>{esc(raw or error or '')}</td></tr>"
-        for rnd, a, b, first, winner, p, raw, error in frame.sort("round")
-        .select("round", "a", "b", "shown_first", "winner", "p_first", "raw", "error")
-        .iter_rows()
-    )
-    return (
-        f"<h2>Judgments ({frame.height})</h2><table class='judgments'><thead><tr><th>round</th>"
-        "<th>a</th><th>b</th><th>shown first</th><th>winner</th><th>P(first)</th>"
-        f"<th>raw answer</th></tr></thead><tbody>{rows}</tbody></table>"
-    )
-
-
-def top10_html(frame, cand_ids, grade, page_of) -> str:
-    if frame is None or not frame.height:
-        return ""
-    parts = ["<h2>Retrievers on this query</h2>"]
-    ideal = sorted(grade.values(), reverse=True)[:TOP]
-    for (setting,), part in frame.sort("setting", "retriever").group_by(
-        "setting", maintain_order=True
-    ):
-        rows = []
-        for name, ndcg, scores in part.select("retriever", "ndcg", "scores").iter_rows():
-            if scores is None:
-                rows.append(f"<tr><td>{esc(name)}</td><td>failed</td><td></td></tr>")
-                continue
-            order = sorted(range(len(scores)), key=lambda k: -scores[k])[:TOP]
-            top = ", ".join(
-                f"<span class='{'hit' if grade[cand_ids[k]] >= min(ideal) else 'miss'}'>"
-                f"{esc(cand_ids[k])} ({grade[cand_ids[k]]:.1f})</span>"
-                for k in order
-            )
-            rows.append(f"<tr><td>{esc(name)}</td><td>{ndcg:.4f}</td><td>{top}</td></tr>")
-        parts.append(
-            f"<h3>{esc(setting)}</h3><table class='runs'><thead><tr><th>retriever</th>"
-            f"<th>nDCG@{TOP}</th><th>top {TOP} (grade; a hit is in the ideal top {TOP})</th>"
-            f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-        )
-    return "".join(parts)

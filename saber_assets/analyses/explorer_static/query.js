@@ -1,0 +1,140 @@
+// A query's page: the systems on it, why one beats another here, and the candidates, each
+// expanding to its own judgments. Data: window.QUERY (written into the page). No network.
+"use strict";
+(function () {
+  const Q = window.QUERY;
+  const el = (tag, attrs, ...kids) => {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "class") e.className = v; else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, v);
+    }
+    for (const k of kids) e.append(k instanceof Node ? k : document.createTextNode(k == null ? "" : String(k)));
+    return e;
+  };
+  // Markup the site's own renderer made (math_html.render: prose escaped, formulas as sanitised
+  // MathML); nothing else is ever given to innerHTML.
+  const rendered = (markup, cls) => { const d = el("div", { class: cls || "rendered" }); d.innerHTML = markup; return d; };
+  const fmt = (v, d = 3) => (typeof v === "number" ? v.toFixed(d) : v == null ? "" : String(v));
+  const select = (label, id, options, value, onchange) => {
+    const s = el("select", { id, onchange });
+    for (const [v, text] of options) {
+      const o = el("option", { value: v }, text);
+      if (v === value) o.selected = true;
+      s.append(o);
+    }
+    return el("label", { for: id }, label + " ", s);
+  };
+  const C = Q.candidates, K = Q.top;
+  const params = new URLSearchParams(location.search);
+  const settings = Object.keys(Q.systems);
+  const state = { setting: params.get("setting") || settings[0], a: params.get("a") || "", b: params.get("b") || "", open: new Set() };
+  if (!settings.includes(state.setting)) state.setting = settings[0];
+  const best = Math.max(...C.map((c) => c.grade));
+  const gain = (g) => 2 ** g - 1;
+  const candLabel = (k) => el("span", { class: "cand" }, C[k].page ? el("a", { href: C[k].page }, C[k].id) : C[k].id, ` (${fmt(C[k].grade, 2)})`);
+  const runs = () => Q.systems[state.setting] || {};
+  // where each candidate stands in a system's ranking (1-based)
+  const rankOf = (order) => { const r = new Array(C.length); order.forEach((k, i) => { r[k] = i + 1; }); return r; };
+
+  function systems() {
+    const box = document.querySelector("#systems .app");
+    if (!settings.length) { box.replaceChildren(el("p", {}, "No retriever was run on this query.")); return; }
+    const rows = Object.entries(runs()).sort((x, y) => (y[1] ? y[1].ndcg : -1) - (x[1] ? x[1].ndcg : -1));
+    const body = el("tbody", {}, ...rows.map(([name, r]) => {
+      if (!r) return el("tr", {}, el("td", {}, name), el("td", { colspan: "3" }, "failed on this query"));
+      const rank = rankOf(r.order);
+      const bestRank = Math.min(...C.map((c, k) => (c.grade === best ? rank[k] : Infinity)));
+      const first = r.order[0];
+      return el("tr", { class: "system-row", "data-system": name }, el("td", {}, name), el("td", { class: "num" }, fmt(r.ndcg, 4)),
+        el("td", { class: "num" }, bestRank), el("td", {}, candLabel(first), rendered(C[first].html, "statement clamp")));
+    }));
+    box.replaceChildren(
+      el("div", { class: "controls" }, select("Setting", "q-setting", settings.map((s) => [s, s]), state.setting,
+        (e) => { state.setting = e.target.value; systems(); why(); })),
+      el("table", { id: "systems-table" }, el("thead", {}, el("tr", {}, ...["system", "nDCG@10", "rank of the best candidate", "what it put first (grade)"]
+        .map((h) => el("th", { scope: "col" }, h)))), body),
+      el("p", { class: "note" }, `The best candidate: the highest grade (${fmt(best, 2)}); its rank is where the system put it, among ${C.length}.`));
+  }
+
+  function why() {
+    const box = document.querySelector("#why .app");
+    const names = Object.keys(runs()).filter((n) => runs()[n]);
+    if (names.length < 2) { box.replaceChildren(el("p", {}, "Fewer than two systems ran on this query.")); return; }
+    const byScore = [...names].sort((x, y) => runs()[y].ndcg - runs()[x].ndcg);
+    if (!names.includes(state.a)) state.a = byScore[0];
+    if (!names.includes(state.b) || state.b === state.a) state.b = byScore.find((n) => n !== state.a);
+    const A = runs()[state.a], B = runs()[state.b];
+    const ra = rankOf(A.order), rb = rankOf(B.order);
+    // a candidate's share of DCG@10 in a ranking: gain / log2(rank + 1), inside the top 10
+    const part = (rank, k) => (rank <= K ? gain(C[k].grade) / Math.log2(rank + 1) / (Q.ideal_dcg || 1) : 0);
+    const shown = [...new Set([...A.order.slice(0, K), ...B.order.slice(0, K)])]
+      .map((k) => ({ k, d: part(ra[k], k) - part(rb[k], k) }))
+      .sort((x, y) => y.d - x.d);
+    const above = shown.filter((r) => ra[r.k] < rb[r.k]);
+    const body = el("tbody", {}, ...shown.map((r) => el("tr", { class: ra[r.k] < rb[r.k] ? "a-above" : ra[r.k] > rb[r.k] ? "b-above" : "" },
+      el("td", {}, candLabel(r.k)), el("td", { class: "num" }, fmt(C[r.k].grade, 2)), el("td", { class: "num" }, ra[r.k]),
+      el("td", { class: "num" }, rb[r.k]), el("td", { class: "num" }, (r.d >= 0 ? "+" : "") + fmt(r.d, 4)),
+      el("td", {}, rendered(C[r.k].html, "statement clamp")))));
+    const names2 = names.map((n) => [n, n]);
+    box.replaceChildren(
+      el("div", { class: "controls" },
+        select("A", "why-a", names2, state.a, (e) => { state.a = e.target.value; why(); }),
+        select("B", "why-b", names2, state.b, (e) => { state.b = e.target.value; why(); })),
+      el("p", { id: "why-summary" }, `${state.a} ${fmt(A.ndcg, 4)} against ${state.b} ${fmt(B.ndcg, 4)} (Δ ${fmt(A.ndcg - B.ndcg, 4)}). ` +
+        `${state.a} ranks ${above.length} of the ${shown.length} candidates in either top ${K} above ${state.b}` +
+        (above.length ? `, with mean grade ${fmt(above.reduce((s, r) => s + C[r.k].grade, 0) / above.length, 2)}` : "") + "."),
+      el("table", { id: "why-table" }, el("thead", {}, el("tr", {}, ...["candidate", "grade", `rank by ${state.a}`, `rank by ${state.b}`, "share of ΔnDCG", "statement"]
+        .map((h) => el("th", { scope: "col" }, h)))), body),
+      el("p", { class: "note" }, `Share of ΔnDCG: the candidate's gain (2^grade − 1) over log2(rank + 1), inside the top ${K}, for A minus for B, over the ideal DCG; ` +
+        "the shares sum to the difference (up to the averaging of tied scores)."));
+  }
+
+  // Each candidate's judgments: [round, a, b, shown first, winner, P(first), answer, order check's winner]
+  const games = C.map(() => []);
+  for (const j of Q.judgments) { if (j[1] >= 0) games[j[1]].push(j); if (j[2] >= 0) games[j[2]].push(j); }
+
+  function judgmentsOf(k) {
+    const rows = games[k].map((j) => {
+      const other = j[1] === k ? j[2] : j[1];
+      const result = j[4] < 0 ? "no decision" : j[4] === k ? "won" : "lost";
+      const check = j[7] == null ? "" : j[7] === j[4] ? "same winner" : "winner changed";
+      return el("tr", { class: "judgment " + result.replace(" ", "-") }, el("td", { class: "num" }, j[0]),
+        el("td", {}, other >= 0 ? candLabel(other) : "?", other >= 0 ? rendered(C[other].html, "statement") : ""),
+        el("td", {}, j[3] === k ? "this one" : "the opponent"), el("td", {}, result), el("td", { class: "num" }, fmt(j[5], 2)),
+        el("td", {}, check), el("td", { class: "raw" }, j[6] || ""));
+    });
+    return el("table", { class: "judgments" }, el("thead", {}, el("tr", {}, ...["round", "opponent (grade)", "shown first", "this candidate", "P(first)", "asked again, other order", "judge's answer"]
+      .map((h) => el("th", { scope: "col" }, h)))), el("tbody", {}, ...rows));
+  }
+
+  function candidates() {
+    const box = document.querySelector("#candidates .app");
+    const groups = [...new Set(C.map((c) => c.group))];
+    const order = ["topic_only", "summary_only", "both"].filter((g) => groups.includes(g)).concat(groups.filter((g) => !["topic_only", "summary_only", "both"].includes(g)));
+    box.replaceChildren(...order.map((g) => {
+      const ks = C.map((_, k) => k).filter((k) => C[k].group === g).sort((x, y) => C[y].grade - C[x].grade);
+      const body = el("tbody");
+      for (const k of ks) {
+        const c = C[k];
+        const open = state.open.has(k);
+        const toggle = () => { if (state.open.has(k)) state.open.delete(k); else state.open.add(k); candidates(); };
+        body.append(el("tr", { class: "cand-row" + (open ? " open" : ""), "data-candidate": c.id, tabindex: "0", "aria-expanded": String(open),
+          onclick: (e) => { if (!e.target.closest("a")) toggle(); }, onkeydown: (e) => { if (e.key === "Enter") toggle(); } },
+          el("td", {}, (open ? "▾ " : "▸ "), c.page ? el("a", { href: c.page }, c.id) : c.id), el("td", { class: "num" }, fmt(c.strength)),
+          el("td", { class: "num" }, fmt(c.grade, 2)), el("td", { class: "num" }, `${c.w}–${c.l}`),
+          el("td", {}, rendered(c.html, open ? "statement" : "statement clamp"))));
+        if (open) body.append(el("tr", { class: "cand-judgments" }, el("td", { colspan: "5" },
+          games[k].length ? judgmentsOf(k) : el("p", {}, "No judgment stored for this candidate."))));
+      }
+      return el("div", { class: "group" }, el("h3", {}, `${g == null ? "(no group)" : g.replace("_", "-")} (${ks.length})`),
+        el("table", { class: "cands" }, el("thead", {}, el("tr", {}, ...["candidate", "BT strength", "grade", "wins–losses", "statement"]
+          .map((h) => el("th", { scope: "col" }, h)))), body));
+    }));
+  }
+
+  systems();
+  why();
+  candidates();
+  document.body.dataset.ready = "1";
+})();
