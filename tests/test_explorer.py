@@ -11,10 +11,13 @@ import sys
 import time
 import urllib.request
 
+import polars as pl
 import pytest
 from selenium.webdriver import Chrome
 from selenium.webdriver.support.ui import WebDriverWait
 
+from saber_assets.benchmark.data import Benchmark
+from saber_assets.cli import main
 from saber_assets.config import REPO_ROOT
 
 from .chromium import open_until, text
@@ -84,24 +87,125 @@ def test_the_explorer_shows_the_board_a_query_and_a_comparison(shared_build, bro
     until(browser, lambda b: "Provenance — " in text(b), "the provenance panel")
     assert "row_id:" in text(browser)
 
-    # a query's page: problem, candidates in their groups, its judgments, the retrievers
-    page = (site / "queries" / "0.html").resolve().as_uri()
-    page_text = open_until(browser, page, ["Problem", "Candidates", "Judgments (", "nDCG@10"])
-    assert "topic-only (" in page_text and "summary-only (" in page_text
-    assert "both (" in page_text
-    judgments = browser.execute_script(
-        "return document.querySelectorAll('table.judgments tbody tr').length"
+    # a domain's score cell opens the query browser on that domain, sorted by that system
+    browser.execute_script("document.querySelector('#board tbody tr.board-row a.score-link').click()")
+    until(browser, lambda b: b.execute_script("return document.body.dataset.page") == "queries", "the browser")
+    until(browser, lambda b: browser_rows(b), "the browser's rows")
+    system = browser.execute_script("return document.getElementById('browser-system').value")
+    assert system and f"{system} nDCG@10" in browser.execute_script(
+        "return document.querySelector('#queries thead').innerText"
     )
-    assert judgments > 0
-    assert "shown first" in page_text and "wins–losses" in page_text
+    rows = browser_rows(browser)
+    assert all(domain in r[1] for r in rows), rows
+    scores = [float(r[5]) for r in rows if r[5]]
+    assert scores == sorted(scores, reverse=True) and len(scores) == len(rows)
+    _find_a_query_and_read_its_page(browser, site)
+    _compare_has_a_chart_of_links(browser, site)
 
-    # two systems compared query by query, each query linking to its page
+
+def browser_rows(browser: Chrome) -> list[list[str]]:
+    return browser.execute_script(
+        "return [...document.querySelectorAll('#queries tbody tr')]"
+        ".map(tr => [...tr.children].map(td => td.innerText.trim()))"
+    )
+
+
+def _find_a_query_and_read_its_page(browser: Chrome, site) -> None:
+    """Search by a phrase of a statement, open the query, read its mathematics, expand a
+    candidate to its judgments."""
+    home = site.parent
+    bench = Benchmark.read(home / "evaluation_benchmark")
+    judgments = pl.concat(
+        [pl.read_parquet(f) for f in sorted((home / "parquet" / "tournament_judgments").glob("*.parquet"))]
+    )
+    problems = bench.queries["problem"].to_list()
+    # a phrase of plain words from a statement that holds a formula
+    number, phrase = next(
+        (n, " ".join(m.group(0).split()))
+        for n, p in enumerate(problems)
+        if "$" in p and (m := re.search(r"[A-Za-z,]+(?: [A-Za-z,]+){3}", p))
+    )
+    wanted = {
+        q for q, p in zip(bench.queries["id"].to_list(), problems, strict=True)
+        if phrase.lower() in " ".join(p.split()).lower()
+    }  # fmt: skip
+    browser.get((site / "queries.html").resolve().as_uri())
+    search = until(browser, lambda b: b.find_element("id", "search"), "the search box")
+    search.send_keys(phrase)
+    until(browser, lambda b: {r[0] for r in browser_rows(b)} == wanted, f"the queries holding {phrase!r}")
+    # the statements are drawn: MathML in the snippets, not dollar signs
+    assert browser.execute_script("return document.querySelectorAll('#queries td.snippet math').length") > 0
+    qid = bench.queries["id"][number]
+    browser.execute_script(
+        "[...document.querySelectorAll('#queries tbody tr')].find(tr => tr.dataset.id === arguments[0])"
+        ".querySelector('a').click()", qid,
+    )  # fmt: skip
+    page_text = open_until(browser, None, ["Systems on this query", "Why one system beats another"])
+    assert f"Query {qid}" in page_text
+    until(browser, lambda b: b.execute_script("return document.body.dataset.ready") == "1", "the page's script")
+    # every candidate statement holding a formula shows it as MathML, no `$` left
+    cands = browser.execute_script(
+        "return [...document.querySelectorAll('#candidates tr.cand-row')].map(tr => "
+        "[tr.dataset.candidate, tr.querySelectorAll('math').length, tr.lastElementChild.innerText])"
+    )
+    doc_text = dict(bench.documents.select("id", "problem").iter_rows())
+    with_math = [c for c in cands if "$" in doc_text[c[0]]]
+    assert with_math and all(n > 0 and "$" not in shown for _, n, shown in with_math), with_math[:3]
+    # the systems on this query, one row each
+    systems = browser.execute_script("return document.querySelectorAll('#systems-table tr.system-row').length")
+    assert systems >= 2
+    assert re.search(r"ranks \d+ of the \d+ candidates in either top 10", text(browser))
+    # each candidate expands to its own judgments (won ones marked), its opponents drawn beside
+    expected = {}
+    for cand, _, _ in cands:
+        played = judgments.filter((pl.col("query") == qid) & ((pl.col("a") == cand) | (pl.col("b") == cand)))
+        expected[cand] = (played.height, played.filter(pl.col("winner") == cand).height)
+        browser.execute_script(
+            "document.querySelector(`#candidates tr.cand-row[data-candidate='${arguments[0]}']`).click()", cand
+        )
+    seen = until(browser, lambda b: b.execute_script(
+        "const out = {};"
+        "for (const tr of document.querySelectorAll('#candidates tr.cand-judgments')) {"
+        "  const t = tr.previousElementSibling.dataset.candidate;"
+        "  out[t] = [tr.querySelectorAll('tr.judgment').length, tr.querySelectorAll('tr.judgment.won').length,"
+        "            tr.querySelectorAll('tr.judgment math').length]; }"
+        "return Object.keys(out).length === arguments[0] ? out : null;", len(cands)
+    ), "every candidate's judgments")  # fmt: skip
+    assert {c: tuple(v[:2]) for c, v in seen.items()} == expected
+    assert sum(n for n, _ in expected.values()) > 0 and any(v[2] for v in seen.values())
+
+
+def _compare_has_a_chart_of_links(browser: Chrome, site) -> None:
+    """The compare page's scatter: a point per query both systems scored, coloured by domain,
+    each a link to its query."""
     compare = (site / "compare.html").resolve().as_uri() + "?a=bm25&b=jaccard-no-tok"
     page_text = open_until(browser, compare, ["Compare two systems", "Queries where they differ"])
     assert re.search(r"\d+ queries; mean ΔnDCG \(A − B\) -?\d\.\d{4}", page_text), page_text[:600]
     assert "paired randomization test p = " in page_text or "no paired test" in page_text
     link = browser.execute_script("return document.querySelector('#deltas a').getAttribute('href')")
     assert re.fullmatch(r"queries/\d+\.html", link)
+    n = int(re.search(r"(\d+) queries; mean", page_text).group(1))
+    sets = browser.execute_script(
+        "const c = Chart.getChart(document.getElementById('scatter'));"
+        "return c.data.datasets.filter(d => d.type !== 'line').map(d => [d.label, d.data.map(p => [p.x, p.y, p.page])])"
+    )
+    points = [p for _, data in sets for p in data]
+    assert len(points) == n and all(re.fullmatch(r"queries/\d+\.html", p[2]) for p in points)
+    assert len({label for label, _ in sets}) == len(sets) >= 1
+    # a click on a point opens its query
+    x, y, page = browser.execute_script(
+        "const c = Chart.getChart(document.getElementById('scatter'));"
+        "const i = c.data.datasets.findIndex(d => d.type !== 'line' && d.data.length);"
+        "const p = c.getDatasetMeta(i).data[0], r = c.canvas.getBoundingClientRect();"
+        "return [r.left + p.x, r.top + p.y, c.data.datasets[i].data[0].page];"
+    )
+    browser.execute_cdp_cmd("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": x, "y": y})
+    for kind in ("mousePressed", "mouseReleased"):
+        browser.execute_cdp_cmd(
+            "Input.dispatchMouseEvent",
+            {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1},
+        )
+    until(browser, lambda b: b.current_url.endswith(page), f"the point's query page {page}")
 
 
 def ignore_stop_signals() -> None:
@@ -140,3 +244,65 @@ def test_saber_report_serves_the_explorer_and_stops_when_asked(tmp_path, stop):
     finally:
         proc.kill()
         proc.wait()
+
+
+def kendall_tau_b(a: list[float], b: list[float]) -> float:
+    """τ-b by counting pairs (ties in either list leave a pair neither concordant nor
+    discordant and shrink the denominator)."""
+    concordant = discordant = ties_a = ties_b = 0
+    for i in range(len(a)):
+        for k in range(i + 1, len(a)):
+            x, y = a[i] - a[k], b[i] - b[k]
+            concordant += x * y > 0
+            discordant += x * y < 0
+            ties_a += x == 0
+            ties_b += y == 0
+    n0 = len(a) * (len(a) - 1) / 2
+    return (concordant - discordant) / ((n0 - ties_a) * (n0 - ties_b)) ** 0.5
+
+
+def graded(home) -> dict[tuple[str, str], float]:
+    bench = Benchmark.read(home / "evaluation_benchmark")
+    doc = bench.documents["id"].to_list()
+    return {
+        (q, doc[c]): g
+        for q, cands, grades in bench.queries.select("id", "candidates", "relevance_scores").iter_rows()
+        for c, g in zip(cands, grades, strict=True)
+    }
+
+
+def test_a_rebuild_with_another_seed_says_what_moved(shared_build, tmp_path, monkeypatch, capsys, browser):
+    """`saber diff` between the tiny build and a rebuild that differs only in `seed`: the moved
+    grades and each setting's τ are what a recomputation from the two builds' files finds; a
+    build against itself moved nothing; the rebuilt explorer's What-changed page says the same."""
+    before = shared_build("tiny").home / "tiny"
+    cfg = shared_build("tiny").copy_to(tmp_path, monkeypatch)
+    cfg.write_text(cfg.read_text() + "seed: 7\n")
+    assert main(["build", "--config", str(cfg)]) == 0
+    after = tmp_path / "home" / "tiny"
+    capsys.readouterr()
+    assert main(["diff", str(before), str(after)]) == 0
+    out = capsys.readouterr().out
+    old, new = graded(before), graded(after)
+    both = old.keys() & new.keys()
+    moved = sum(abs(old[k] - new[k]) > 1e-9 for k in both)
+    assert f"grades: {moved} of {len(both)} moved" in out, out
+    assert "changed seed: 20261129 -> 7" in out
+    taus = {}
+    board_a, board_b = (pl.read_csv(h / "leaderboard" / "leaderboard.csv") for h in (before, after))
+    for setting in sorted(set(board_a["setting"])):
+        a = dict(board_a.filter(pl.col("setting") == setting).select("retriever", "ndcg@10").iter_rows())
+        b = dict(board_b.filter(pl.col("setting") == setting).select("retriever", "ndcg@10").iter_rows())
+        names = sorted(a.keys() & b.keys())
+        taus[setting] = kendall_tau_b([a[n] for n in names], [b[n] for n in names])
+        assert re.search(rf"board {setting}: Kendall τ {taus[setting]:.3f} over {len(names)} systems", out), out
+    capsys.readouterr()
+    assert main(["diff", str(before), str(before)]) == 0
+    assert capsys.readouterr().out.strip().endswith("nothing moved: the same queries, grades and board")
+    # the explorer kept the build it replaced and shows what changed since
+    page_text = open_until(browser, (after / "explorer" / "diff.html").resolve().as_uri(),
+                           ["What changed since the previous build", "The board"])  # fmt: skip
+    assert f"{moved} of {len(both)} grades moved" in page_text
+    for setting, tau in taus.items():
+        assert f"{setting}: Kendall τ {tau:.3f}" in page_text
+    assert re.search(r"seed\s+20261129\s+→\s+7", page_text), page_text[:1500]

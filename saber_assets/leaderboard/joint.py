@@ -145,16 +145,6 @@ def grade_interval_widths(
     return hi - lo
 
 
-def grade_interval_widths(
-    posterior: GradePosterior, rng: np.random.Generator, draws: int = 400, level: float = LEVEL
-) -> np.ndarray:
-    """Each candidate's posterior interval width on the grade scale [0, 5]: how unsure the
-    judge's games leave its grade (the draws rescaled as the joint bootstrap rescales them)."""
-    grades = rescale(posterior.draw(rng, draws))
-    lo, hi = np.quantile(grades, [(1 - level) / 2, 1 - (1 - level) / 2], axis=1)
-    return hi - lo
-
-
 def reflected(draws: np.ndarray, point: np.ndarray) -> np.ndarray:
     """The draws mirrored about the point estimate (2t − t*): the basic bootstrap's draws, cut
     at nDCG's range [0, 1] (a mirrored draw can pass it; a mean of nDCG cannot)."""
