@@ -231,7 +231,7 @@ def run_build(stages: list[str], config: Path, home: Path, log: Path) -> dict:
         fh.flush()
         proc = subprocess.Popen(
             [sys.executable, "-m", "saber_assets.cli", "build", "--config", str(config), "--force",
-             *select],
+             "--steps", *select],  # a line per partition: engines.py reads each one's seconds
             cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT,
         )  # fmt: skip
         _, status, usage = os.wait4(proc.pid, 0)

@@ -82,3 +82,70 @@ def test_the_builds_last_lines_name_who_leads_each_setting(tmp_path):
         board_lines(out, most=2)[0]
         == "leaders:   s1: a, b and 1 more (ndcg@10 0.700; one tie group)"
     )
+
+
+def fake_run(
+    job: str, partition: str, rows: dict, success: bool = True, faults: dict | None = None
+):
+    """What `print_run` and `StageSummary` read of a Dagster run result."""
+    from types import SimpleNamespace
+
+    from dagster import AssetKey, MetadataValue
+
+    mats = []
+    for asset, n in rows.items():
+        metadata = {} if n is None else {"dagster/row_count": MetadataValue.int(n)}
+        if faults and not mats:  # the run's first asset met them
+            metadata["llm_faults"] = MetadataValue.text(json.dumps(faults))
+        mats.append(SimpleNamespace(materialization=SimpleNamespace(
+            asset_key=AssetKey(asset), partition=partition, metadata=metadata)))  # fmt: skip
+    return SimpleNamespace(
+        success=success,
+        dagster_run=SimpleNamespace(job_name=job),
+        get_asset_materialization_events=lambda: mats,
+        get_asset_check_evaluations=lambda: [],
+    )
+
+
+def test_a_stage_of_many_partitions_is_one_line_in_a_log_and_one_redrawn_line_on_a_terminal():
+    from types import SimpleNamespace
+
+    from saber_assets.build.run import Console, StageSummary, print_run
+
+    for live in (False, True):
+        out, drawn = [], []
+        console = Console(out=out.append, err=out.append, live=drawn.append if live else None)
+        summary = StageSummary(console, 3)
+        for k, domain in enumerate(["Algebra", "Geometry", "Number Theory"]):
+            faults = {"by_cause": {"timeout": 2}, "lost_s": 1.5} if k == 1 else None
+            run = fake_run(
+                "build_domains", domain, {"query_candidates": 10 + k, "index": None}, faults=faults
+            )
+            step = SimpleNamespace(partition=domain, label=f"build_domains [{domain}]")
+            print_run(run, 1.0, console, summary)
+            summary.step(step, run, 1.0)
+        summary.close()
+        # what a step says beyond its rows, then the one summary line
+        assert out[0] == "  build_domains: faults met: timeout 2 (2 retries, 1.5s lost)"
+        assert len(out) == 2 and out[1].startswith(
+            "  3 partitions (Algebra, Geometry, Number Theory): query_candidates rows=33, index "
+            "(build_domains ok in 3.0s, process peak RSS "
+        ), out
+        if live:  # a progress line per step, cleared before each printed line
+            assert [d for d in drawn if d] == [
+                "  build_domains [Algebra]  1/3  (1s)",
+                "  build_domains [Geometry]  2/3  (2s)",
+                "  build_domains [Number Theory]  3/3  (3s)",
+            ]
+            assert drawn[-1] == ""
+    # a failed step prints its lines whole; the summary counts it
+    out = []
+    console = Console(out=out.append, err=out.append)
+    summary = StageSummary(console, 2)
+    for ok, domain in ((True, "A"), (False, "B")):
+        run = fake_run("build_domains", domain, {"query_candidates": 1}, success=ok)
+        print_run(run, 2.0, console, summary)
+        summary.step(SimpleNamespace(partition=domain, label=domain), run, 2.0)
+    summary.close()
+    assert any("build_domains FAILED in 2.0s" in line for line in out), out
+    assert "1 of 2 FAILED" in out[-1]

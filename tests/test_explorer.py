@@ -88,8 +88,14 @@ def test_the_explorer_shows_the_board_a_query_and_a_comparison(shared_build, bro
     assert "row_id:" in text(browser)
 
     # a domain's score cell opens the query browser on that domain, sorted by that system
-    browser.execute_script("document.querySelector('#board tbody tr.board-row a.score-link').click()")
-    until(browser, lambda b: b.execute_script("return document.body.dataset.page") == "queries", "the browser")
+    browser.execute_script(
+        "document.querySelector('#board tbody tr.board-row a.score-link').click()"
+    )
+    until(
+        browser,
+        lambda b: b.execute_script("return document.body.dataset.page") == "queries",
+        "the browser",
+    )
     until(browser, lambda b: browser_rows(b), "the browser's rows")
     system = browser.execute_script("return document.getElementById('browser-system').value")
     assert system and f"{system} nDCG@10" in browser.execute_script(
@@ -116,7 +122,10 @@ def _find_a_query_and_read_its_page(browser: Chrome, site) -> None:
     home = site.parent
     bench = Benchmark.read(home / "evaluation_benchmark")
     judgments = pl.concat(
-        [pl.read_parquet(f) for f in sorted((home / "parquet" / "tournament_judgments").glob("*.parquet"))]
+        [
+            pl.read_parquet(f)
+            for f in sorted((home / "parquet" / "tournament_judgments").glob("*.parquet"))
+        ]
     )
     problems = bench.queries["problem"].to_list()
     # a phrase of plain words from a statement that holds a formula
@@ -132,9 +141,18 @@ def _find_a_query_and_read_its_page(browser: Chrome, site) -> None:
     browser.get((site / "queries.html").resolve().as_uri())
     search = until(browser, lambda b: b.find_element("id", "search"), "the search box")
     search.send_keys(phrase)
-    until(browser, lambda b: {r[0] for r in browser_rows(b)} == wanted, f"the queries holding {phrase!r}")
+    until(
+        browser,
+        lambda b: {r[0] for r in browser_rows(b)} == wanted,
+        f"the queries holding {phrase!r}",
+    )
     # the statements are drawn: MathML in the snippets, not dollar signs
-    assert browser.execute_script("return document.querySelectorAll('#queries td.snippet math').length") > 0
+    assert (
+        browser.execute_script(
+            "return document.querySelectorAll('#queries td.snippet math').length"
+        )
+        > 0
+    )
     qid = bench.queries["id"][number]
     browser.execute_script(
         "[...document.querySelectorAll('#queries tbody tr')].find(tr => tr.dataset.id === arguments[0])"
@@ -142,7 +160,11 @@ def _find_a_query_and_read_its_page(browser: Chrome, site) -> None:
     )  # fmt: skip
     page_text = open_until(browser, None, ["Systems on this query", "Why one system beats another"])
     assert f"Query {qid}" in page_text
-    until(browser, lambda b: b.execute_script("return document.body.dataset.ready") == "1", "the page's script")
+    until(
+        browser,
+        lambda b: b.execute_script("return document.body.dataset.ready") == "1",
+        "the page's script",
+    )
     # every candidate statement holding a formula shows it as MathML, no `$` left
     cands = browser.execute_script(
         "return [...document.querySelectorAll('#candidates tr.cand-row')].map(tr => "
@@ -152,16 +174,21 @@ def _find_a_query_and_read_its_page(browser: Chrome, site) -> None:
     with_math = [c for c in cands if "$" in doc_text[c[0]]]
     assert with_math and all(n > 0 and "$" not in shown for _, n, shown in with_math), with_math[:3]
     # the systems on this query, one row each
-    systems = browser.execute_script("return document.querySelectorAll('#systems-table tr.system-row').length")
+    systems = browser.execute_script(
+        "return document.querySelectorAll('#systems-table tr.system-row').length"
+    )
     assert systems >= 2
     assert re.search(r"ranks \d+ of the \d+ candidates in either top 10", text(browser))
     # each candidate expands to its own judgments (won ones marked), its opponents drawn beside
     expected = {}
     for cand, _, _ in cands:
-        played = judgments.filter((pl.col("query") == qid) & ((pl.col("a") == cand) | (pl.col("b") == cand)))
+        played = judgments.filter(
+            (pl.col("query") == qid) & ((pl.col("a") == cand) | (pl.col("b") == cand))
+        )
         expected[cand] = (played.height, played.filter(pl.col("winner") == cand).height)
         browser.execute_script(
-            "document.querySelector(`#candidates tr.cand-row[data-candidate='${arguments[0]}']`).click()", cand
+            "document.querySelector(`#candidates tr.cand-row[data-candidate='${arguments[0]}']`).click()",
+            cand,
         )
     seen = until(browser, lambda b: b.execute_script(
         "const out = {};"
@@ -266,12 +293,16 @@ def graded(home) -> dict[tuple[str, str], float]:
     doc = bench.documents["id"].to_list()
     return {
         (q, doc[c]): g
-        for q, cands, grades in bench.queries.select("id", "candidates", "relevance_scores").iter_rows()
+        for q, cands, grades in bench.queries.select(
+            "id", "candidates", "relevance_scores"
+        ).iter_rows()
         for c, g in zip(cands, grades, strict=True)
     }
 
 
-def test_a_rebuild_with_another_seed_says_what_moved(shared_build, tmp_path, monkeypatch, capsys, browser):
+def test_a_rebuild_with_another_seed_says_what_moved(
+    shared_build, tmp_path, monkeypatch, capsys, browser
+):
     """`saber diff` between the tiny build and a rebuild that differs only in `seed`: the moved
     grades and each setting's τ are what a recomputation from the two builds' files finds; a
     build against itself moved nothing; the rebuilt explorer's What-changed page says the same."""
@@ -291,14 +322,24 @@ def test_a_rebuild_with_another_seed_says_what_moved(shared_build, tmp_path, mon
     taus = {}
     board_a, board_b = (pl.read_csv(h / "leaderboard" / "leaderboard.csv") for h in (before, after))
     for setting in sorted(set(board_a["setting"])):
-        a = dict(board_a.filter(pl.col("setting") == setting).select("retriever", "ndcg@10").iter_rows())
-        b = dict(board_b.filter(pl.col("setting") == setting).select("retriever", "ndcg@10").iter_rows())
+        a = dict(
+            board_a.filter(pl.col("setting") == setting).select("retriever", "ndcg@10").iter_rows()
+        )
+        b = dict(
+            board_b.filter(pl.col("setting") == setting).select("retriever", "ndcg@10").iter_rows()
+        )
         names = sorted(a.keys() & b.keys())
         taus[setting] = kendall_tau_b([a[n] for n in names], [b[n] for n in names])
-        assert re.search(rf"board {setting}: Kendall τ {taus[setting]:.3f} over {len(names)} systems", out), out
+        assert re.search(
+            rf"board {setting}: Kendall τ {taus[setting]:.3f} over {len(names)} systems", out
+        ), out
     capsys.readouterr()
     assert main(["diff", str(before), str(before)]) == 0
-    assert capsys.readouterr().out.strip().endswith("nothing moved: the same queries, grades and board")
+    assert (
+        capsys.readouterr()
+        .out.strip()
+        .endswith("nothing moved: the same queries, grades and board")
+    )
     # the explorer kept the build it replaced and shows what changed since
     page_text = open_until(browser, (after / "explorer" / "diff.html").resolve().as_uri(),
                            ["What changed since the previous build", "The board"])  # fmt: skip

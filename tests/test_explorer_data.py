@@ -119,7 +119,9 @@ def test_a_query_page_holds_each_systems_ranking_and_each_judgment_once():
             "error": [None, "no answer"],
         }
     )
-    data = query_data("q", cands, grades, ["$x$"] * 4, None, judgments, runs, {}, {"c3": "queries/3.html"})
+    data = query_data(
+        "q", cands, grades, ["$x$"] * 4, None, judgments, runs, {}, {"c3": "queries/3.html"}
+    )
     systems = data["systems"]["s"]
     assert systems["a"]["order"] == [1, 3, 0, 2] and systems["c"] is None
     assert systems["b"]["order"] == [0, 2, 3, 1]  # equal scores keep the candidates' order
@@ -186,8 +188,16 @@ def test_diff_reports_what_a_recomputation_finds():
     assert d.queries_added == ["q6"] and d.queries_removed == []
     assert d.facts == {"seed": (1, 2)}
     for s in d.settings:
-        a = dict(old.board.filter(pl.col("setting") == s.setting).select("retriever", "score").iter_rows())
-        b = dict(new.board.filter(pl.col("setting") == s.setting).select("retriever", "score").iter_rows())
+        a = dict(
+            old.board.filter(pl.col("setting") == s.setting)
+            .select("retriever", "score")
+            .iter_rows()
+        )
+        b = dict(
+            new.board.filter(pl.col("setting") == s.setting)
+            .select("retriever", "score")
+            .iter_rows()
+        )
         pairs = list(combinations(sorted(a), 2))
         concordant = sum((a[x] - a[y]) * (b[x] - b[y]) > 0 for x, y in pairs)
         discordant = sum((a[x] - a[y]) * (b[x] - b[y]) < 0 for x, y in pairs)
@@ -196,7 +206,9 @@ def test_diff_reports_what_a_recomputation_finds():
     groups = dict(d.by_group.select("group", "moved").iter_rows())
     assert sum(groups.values()) == d.moved.height
     text = "\n".join(diff_lines(d))
-    assert f"grades: {d.moved.height} of {d.compared} moved" in text and "changed seed: 1 -> 2" in text
+    assert (
+        f"grades: {d.moved.height} of {d.compared} moved" in text and "changed seed: 1 -> 2" in text
+    )
 
 
 def test_diff_of_a_build_with_itself_says_nothing_moved(tmp_path, capsys):
@@ -212,7 +224,11 @@ def test_diff_of_a_build_with_itself_says_nothing_moved(tmp_path, capsys):
     )
     BuildState("b", build.grades, flipped, build.facts).write(tmp_path / "b")
     assert main(["diff", str(tmp_path / "a"), str(tmp_path / "a")]) == 0
-    assert capsys.readouterr().out.strip().endswith("nothing moved: the same queries, grades and board")
+    assert (
+        capsys.readouterr()
+        .out.strip()
+        .endswith("nothing moved: the same queries, grades and board")
+    )
     assert main(["diff", str(tmp_path / "a"), str(tmp_path / "b"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["moved_count"] == 0 and not out["nothing_moved"]

@@ -124,8 +124,13 @@ def judge_facts(judgments: pl.DataFrame) -> dict[str, dict]:
             pl.col("winner").is_not_null().sum().alias("decided"),
             (pl.col("winner") == pl.col("shown_first")).sum().alias("first_won"),
             (pl.col("winner").is_not_null() & pl.col("_sw").is_not_null()).sum().alias("rechecked"),
-            (pl.col("winner").is_not_null() & pl.col("_sw").is_not_null()
-             & (pl.col("winner") != pl.col("_sw"))).sum().alias("flipped"),  # fmt: skip
+            (
+                pl.col("winner").is_not_null()
+                & pl.col("_sw").is_not_null()
+                & (pl.col("winner") != pl.col("_sw"))
+            )
+            .sum()
+            .alias("flipped"),  # fmt: skip
         )
     )
     return {r.pop("query"): r for r in facts.iter_rows(named=True)}

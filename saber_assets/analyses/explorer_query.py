@@ -89,14 +89,18 @@ def judgment_rows(frame: pl.DataFrame | None, index: dict[str, int]) -> list[lis
     cols = ["round", "a", "b", "shown_first", "winner", "p_first", "raw", "error"]
     swapped = "swapped_winner" in frame.columns
     rows = []
-    for r in frame.sort("round").select(*cols, *(["swapped_winner"] if swapped else [])).iter_rows(
-        named=True
+    for r in (
+        frame.sort("round")
+        .select(*cols, *(["swapped_winner"] if swapped else []))
+        .iter_rows(named=True)
     ):
         rows.append(
             [
                 r["round"],
-                *(index.get(r[k], MISSING) if r[k] is not None else MISSING
-                  for k in ("a", "b", "shown_first", "winner")),  # fmt: skip
+                *(
+                    index.get(r[k], MISSING) if r[k] is not None else MISSING
+                    for k in ("a", "b", "shown_first", "winner")
+                ),  # fmt: skip
                 None if r["p_first"] is None else round(float(r["p_first"]), 4),
                 r["raw"] or (f"error: {r['error']}" if r["error"] else ""),
                 index.get(r["swapped_winner"], MISSING)
@@ -121,7 +125,9 @@ def query_data(
     """What the page's script draws: candidates (in the benchmark's order), judgments, systems."""
     rated = {}
     if ratings is not None and ratings.height:
-        rated = {c: (g, s) for c, g, s in ratings.select("candidate_id", "group", "strength").iter_rows()}
+        rated = {
+            c: (g, s) for c, g, s in ratings.select("candidate_id", "group", "strength").iter_rows()
+        }
     index = {c: k for k, c in enumerate(cand_ids)}
     cands = []
     for c, grade, text in zip(cand_ids, grades, texts, strict=True):
@@ -142,7 +148,9 @@ def query_data(
     return {
         "id": qid,
         "top": TOP,
-        "ideal_dcg": float(ideal_dcg(gains(np.asarray(grades, dtype=np.float64), "exponential"), TOP)),
+        "ideal_dcg": float(
+            ideal_dcg(gains(np.asarray(grades, dtype=np.float64), "exponential"), TOP)
+        ),
         "candidates": cands,
         "judgments": judgment_rows(judgments, index),
         "systems": system_rows(runs),

@@ -26,13 +26,76 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def terminal_line(line: str) -> None:
+    """Redraw the terminal's last line as ``line`` (cut to the terminal's width); "" clears it."""
+    width = shutil.get_terminal_size((120, 24)).columns - 1
+    sys.stdout.write("\r\033[K" + line[:width])
+    sys.stdout.flush()
+
+
 @dataclass
 class Console:
     """Where a build's lines go: ``out`` for its progress, ``err`` for failures (stdout and
-    stderr by default; a test or another front end collects them)."""
+    stderr by default; a test or another front end collects them). ``live``: a terminal's line
+    redrawn in place (``terminal_line``), None where the lines go to a log. ``steps``: a line per
+    step even in a stage of many partitions (``saber build --steps``)."""
 
     out: Callable[[str], None] = field(default=_stdout)
     err: Callable[[str], None] = field(default=_stderr)
+    live: Callable[[str], None] | None = None
+    steps: bool = False
+
+
+@dataclass
+class StageSummary:
+    """A stage of many steps (a partition each): on a terminal one progress line redrawn per
+    step, then one summary line: the partitions, each asset's rows summed, the job's seconds and
+    the peak RSS (the form ``print_run``'s own last line has). Whatever a step says beyond its
+    rows (faults met, a failed check, a warning, a failure) is still printed, each as it comes."""
+
+    console: Console
+    total: int
+    done: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+    jobs: dict[str, None] = field(default_factory=dict)
+    partitions: list[str] = field(default_factory=list)
+    rows: dict[str, int | None] = field(default_factory=dict)  # None: an asset that is no table
+
+    def say(self, line: str) -> None:
+        if self.console.live is not None:
+            self.console.live("")
+        self.console.out(line)
+
+    def step(self, step, result, seconds: float) -> None:
+        self.done += 1
+        self.failed += not result.success
+        self.seconds += seconds
+        self.jobs.setdefault(result.dagster_run.job_name, None)
+        if step.partition:
+            self.partitions.append(step.partition)
+        for event in result.get_asset_materialization_events():
+            mat = event.materialization
+            n = summary_value(mat.metadata, "dagster/row_count")
+            name = mat.asset_key.to_user_string()
+            was = self.rows.get(name)
+            self.rows[name] = None if n is None else (was or 0) + int(n)
+        if self.console.live is not None:
+            self.console.live(f"  {step.label}  {self.done}/{self.total}  ({self.seconds:.0f}s)")
+
+    def close(self) -> None:
+        import resource
+
+        parts = self.partitions
+        named = ", ".join(parts[:3]) + (f", … {parts[-1]}" if len(parts) > 4 else
+                                        "".join(f", {p}" for p in parts[3:]))  # fmt: skip
+        assets = ", ".join(f"{a} rows={n}" if n is not None else a for a, n in self.rows.items())
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+        state = "ok" if not self.failed else f"{self.failed} of {self.done} FAILED"
+        self.say(
+            f"  {self.done} partitions ({named}): {assets or 'nothing materialised'} "
+            f"({'/'.join(self.jobs)} {state} in {self.seconds:.1f}s, process peak RSS {peak:.2f} GB)"
+        )
 
 
 # Dagster's console logger at this level prints nothing a build does not print better itself:
@@ -97,28 +160,32 @@ def failed_error_checks(result) -> list:
     ]
 
 
-def print_run(result, seconds: float, console: Console) -> None:
+def print_run(
+    result, seconds: float, console: Console, summary: StageSummary | None = None
+) -> None:
     """One line per materialisation: asset, partition, rows; the faults its LLM calls met;
-    failed checks too."""
+    failed checks too. With ``summary`` (a stage of many partitions), a step that succeeded
+    prints only its faults and failed checks; the summary counts its rows."""
+    say = summary.say if summary is not None else console.out
     mats = [event.materialization for event in result.get_asset_materialization_events()]
-    for mat in mats:
+    for mat in [] if summary is not None and result.success else mats:
         part = f" [{mat.partition}]" if mat.partition else ""
         rows = summary_value(mat.metadata, "dagster/row_count")
         label = mat.asset_key.to_user_string() + part
         # an asset that is no table (an index, a run folder) has no row count to print
-        console.out(f"  {label:<40} rows={rows}" if rows is not None else f"  {label}")
+        say(f"  {label:<40} rows={rows}" if rows is not None else f"  {label}")
     if line := faults_line(m.metadata for m in mats):
-        console.out(f"  {line}")
+        say(f"  {line}" if summary is None else f"  {result.dagster_run.job_name}: {line}")
     for check in result.get_asset_check_evaluations():
         if not check.passed:
             why = f": {check.description}" if check.description else ""
-            console.out(
-                f"  CHECK FAILED: {check.asset_key.to_user_string()} / {check.check_name}{why}"
-            )
+            say(f"  CHECK FAILED: {check.asset_key.to_user_string()} / {check.check_name}{why}")
+    if summary is not None and result.success:
+        return
     import resource
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
-    console.out(
+    say(
         f"  ({result.dagster_run.job_name} {'ok' if result.success else 'FAILED'} in "
         f"{seconds:.1f}s, process peak RSS {peak:.2f} GB)"
     )
@@ -299,11 +366,16 @@ def build(
         steps = stage_steps(defs.get_repository_def(), instance, stage, keep, force)
         if stage.fusions_last:
             steps = components_first(steps, registry_for(cfg))
+        to_run = sum(bool(step.reasons) for step in steps)
+        verbose = log_level.upper() in ("DEBUG", "INFO")
+        summary = None
+        if to_run > 1 and not (console.steps or verbose):
+            summary = StageSummary(console, to_run)
         for step in steps:
             if not step.reasons:
                 skipped += 1
                 continue
-            if log_level.upper() in ("DEBUG", "INFO"):
+            if verbose:
                 console.out(f"  {step.label}: {'; '.join(step.reasons[:3])}")
             t1 = time.perf_counter()
             result = defs.resolve_job_def(step.job).execute_in_process(
@@ -314,12 +386,17 @@ def build(
                 tags={**process_tags(), **accept_tags},
             )
             ran += 1
-            print_run(result, time.perf_counter() - t1, console)
+            seconds = time.perf_counter() - t1
+            print_run(result, seconds, console, summary)
             for message in run_warnings(instance, result.run_id):
-                console.out(f"  warning: {message}")
+                (summary.say if summary else console.out)(f"  warning: {message}")
+            if summary is not None:
+                summary.step(step, result, seconds)
             if not result.success:
                 failed.append(result)
             blocked += [(step.label, check) for check in failed_error_checks(result)]
+        if summary is not None:
+            summary.close()
     elapsed = time.perf_counter() - t0
     import duckdb
 

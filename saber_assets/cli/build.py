@@ -34,6 +34,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--force", action="store_true", help="rebuild every step, up to date or not")
     p.add_argument(
+        "--steps",
+        action="store_true",
+        help="a line per step and partition (default: a stage of many partitions is one "
+        "progress line on a terminal and one summary line in a log)",
+    )
+    p.add_argument(
         "--wait",
         action="store_true",
         help="if another command holds the home (one build per home), wait for it instead of "
@@ -58,7 +64,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from saber_assets.build.run import QUIET, build
+    from saber_assets.build.run import QUIET, Console, build, terminal_line
 
     level = args.log_level or {0: QUIET, 1: "INFO"}.get(args.verbose, "DEBUG")
     if sys.stderr.isatty():  # progress lines for long steps, on a terminal only
@@ -66,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
     if args.on:  # the deployment runs it: its own instance, nothing of this home is written
         return build(args.config, level, args.force, args.select, args.on)
     command = f"saber build --config {args.config or DEFAULT_CONFIG}"
+    # a stage of many partitions: one line redrawn on a terminal, one summary line in a log
+    console = Console(live=terminal_line if sys.stdout.isatty() else None, steps=args.steps)
     with holding_home(data_home(), command, args.wait):
-        return build(args.config, level, args.force, args.select,
+        return build(args.config, level, args.force, args.select, console=console,
                      accept_failed_checks=args.accept_failed_checks)  # fmt: skip
