@@ -19,7 +19,13 @@ from saber_assets.analyses.build_diff import (
     remember,
 )
 from saber_assets.analyses.explorer import judge_facts, snippet_source
-from saber_assets.analyses.explorer_query import judgment_rows, query_data, ranking, script_json
+from saber_assets.analyses.explorer_query import (
+    judgment_rows,
+    query_data,
+    ranking,
+    script_json,
+    text_html,
+)
 from saber_assets.analyses.math_html import spans
 from saber_assets.cli import main
 from saber_assets.leaderboard.joint import GradePosterior, grade_interval_widths, grade_posteriors
@@ -120,7 +126,7 @@ def test_a_query_page_holds_each_systems_ranking_and_each_judgment_once():
         }
     )
     data = query_data(
-        "q", cands, grades, ["$x$"] * 4, None, judgments, runs, {}, {"c3": "queries/3.html"}
+        "q", cands, grades, [text_html("$x$")] * 4, None, judgments, runs, {}, {"c3": "queries/3.html"}
     )
     systems = data["systems"]["s"]
     assert systems["a"]["order"] == [1, 3, 0, 2] and systems["c"] is None

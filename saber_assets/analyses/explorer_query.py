@@ -115,14 +115,15 @@ def query_data(
     qid: str,
     cand_ids: list[str],
     grades: list[float],
-    texts: list[str],
+    statements: list[str],
     ratings: pl.DataFrame | None,
     judgments: pl.DataFrame | None,
     runs: pl.DataFrame | None,
     wl: dict[tuple[str, str], tuple[int, int]],
     page_of: dict[str, str],
 ) -> dict:
-    """What the page's script draws: candidates (in the benchmark's order), judgments, systems."""
+    """What the page's script draws: candidates (in the benchmark's order) with ``statements``
+    (their HTML, ``text_html``), judgments, systems."""
     rated = {}
     if ratings is not None and ratings.height:
         rated = {
@@ -130,7 +131,7 @@ def query_data(
         }
     index = {c: k for k, c in enumerate(cand_ids)}
     cands = []
-    for c, grade, text in zip(cand_ids, grades, texts, strict=True):
+    for c, grade, statement in zip(cand_ids, grades, statements, strict=True):
         group, strength = rated.get(c, (None, None))
         w, lost = wl.get((qid, c), (0, 0))
         cands.append(
@@ -141,7 +142,7 @@ def query_data(
                 "grade": round(float(grade), 4),
                 "w": w,
                 "l": lost,
-                "html": text_html(text),
+                "html": statement,
                 "page": ("../" + page_of[c]) if c in page_of else None,
             }
         )
@@ -187,12 +188,19 @@ def write_query_pages(
             (tables["runs"], "query_id"),
         )
     )
+    rendered: dict[int, str] = {}  # a document is a candidate of many queries: drawn once
+
+    def statement(row: int) -> str:
+        if row not in rendered:
+            rendered[row] = text_html(problem[row])
+        return rendered[row]
+
     n = 0
     for number, q in enumerate(bench.queries.iter_rows(named=True)):
         qid = q["id"]
         cand_ids = [doc_id[c] for c in q["candidates"]]
         data = query_data(
-            qid, cand_ids, list(q["relevance_scores"]), [problem[c] for c in q["candidates"]],
+            qid, cand_ids, list(q["relevance_scores"]), [statement(c) for c in q["candidates"]],
             ratings.get(qid), judged.get(qid), runs.get(qid), wl, page_of,
         )  # fmt: skip
         body = [
