@@ -462,6 +462,8 @@ def test_no_module_writes_an_output_file_in_place():
         "saber_assets/retrievers/token_table.py": "into a scratch folder moved into place "
         "(shared_tokens) or an index's (indexes.py)",
         "saber_assets/analyses/explorer.py": "into the staging folder (folder_written_whole)",
+        "saber_assets/analyses/explorer_query.py": "into the site's staging folder (explorer.py)",
+        "saber_assets/analyses/build_diff.py": "a snapshot's staging folder (folder_written_whole)",
         "saber_assets/benchmark/data.py": "into the bundle's staging folder (folder_written_whole)",
         "saber_assets/benchmark/hub.py": "into a temporary staging folder uploaded whole",
         "saber_assets/lib/figures.py": "into an in-memory buffer",
