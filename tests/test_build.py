@@ -369,7 +369,7 @@ def _training_data_is_audited_and_scored_clean(cfg, tmp_path, capsys):
             "{name: math-geometry, bundled: math, id_prefix: 'train/geometry/'}]}}",
         )
     )
-    assert main(["build", "--config", str(cfg)]) == 0
+    assert main(["build", "--config", str(cfg), "--steps"]) == 0
     out = capsys.readouterr().out
     assert sorted(re.findall(r"contamination \[(\S+)\]", out)) == ["math-geometry", "mine"]
     assert "retriever_runs" not in out and "retriever_index" not in out

@@ -222,7 +222,7 @@ def test_a_discovered_model_runs_only_its_own_work_and_reuses_its_embeddings(
         capsys.readouterr()
         srv.models = ["chat-b", {"id": "emb-a", "max_model_len": 256}]
         assert main(["registry", "discover", "--config", str(cfg)]) == 0
-        assert main(["build", "--config", str(cfg)]) == 0
+        assert main(["build", "--config", str(cfg), "--steps"]) == 0  # a line per partition
         out = capsys.readouterr().out
         n_domains = len(re.findall(r"retriever_runs \[[^|\]]+\|local--emb-a\]", out))
         assert n_domains >= 1

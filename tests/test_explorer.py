@@ -178,6 +178,12 @@ def _find_a_query_and_read_its_page(browser: Chrome, site) -> None:
         "return document.querySelectorAll('#systems-table tr.system-row').length"
     )
     assert systems >= 2
+    # a system's row opens its top 10, the grades beside
+    browser.execute_script("document.querySelector('#systems tr.system-row').click()")
+    top = until(browser, lambda b: b.execute_script(
+        "return [...document.querySelectorAll('#systems tr.system-top li')].map(li => li.innerText)"
+    ), "a system's top 10")  # fmt: skip
+    assert len(top) == min(10, len(cands)) and all(re.search(r"\(\d\.\d{2}\)$", t) for t in top), top
     assert re.search(r"ranks \d+ of the \d+ candidates in either top 10", text(browser))
     # each candidate expands to its own judgments (won ones marked), its opponents drawn beside
     expected = {}

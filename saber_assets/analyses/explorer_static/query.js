@@ -28,7 +28,7 @@
   const C = Q.candidates, K = Q.top;
   const params = new URLSearchParams(location.search);
   const settings = Object.keys(Q.systems);
-  const state = { setting: params.get("setting") || settings[0], a: params.get("a") || "", b: params.get("b") || "", open: new Set() };
+  const state = { setting: params.get("setting") || settings[0], a: params.get("a") || "", b: params.get("b") || "", open: new Set(), system: "" };
   if (!settings.includes(state.setting)) state.setting = settings[0];
   const best = Math.max(...C.map((c) => c.grade));
   const gain = (g) => 2 ** g - 1;
@@ -46,15 +46,26 @@
       const rank = rankOf(r.order);
       const bestRank = Math.min(...C.map((c, k) => (c.grade === best ? rank[k] : Infinity)));
       const first = r.order[0];
-      return el("tr", { class: "system-row", "data-system": name }, el("td", {}, name), el("td", { class: "num" }, fmt(r.ndcg, 4)),
+      const open = state.system === name;
+      const toggle = () => { state.system = open ? "" : name; systems(); };
+      const row = el("tr", { class: "system-row" + (open ? " open" : ""), "data-system": name, tabindex: "0", "aria-expanded": String(open),
+        onclick: (e) => { if (!e.target.closest("a")) toggle(); }, onkeydown: (e) => { if (e.key === "Enter") toggle(); } },
+        el("td", {}, (open ? "▾ " : "▸ ") + name), el("td", { class: "num" }, fmt(r.ndcg, 4)),
         el("td", { class: "num" }, bestRank), el("td", {}, candLabel(first), rendered(C[first].html, "statement clamp")));
+      if (!open) return row;
+      // its top 10: what it put where, with the grades the tournament gave them
+      const top = el("ol", { class: "top-list" }, ...r.order.slice(0, K).map((k) => el("li", {}, candLabel(k))));
+      const frag = document.createDocumentFragment();
+      frag.append(row, el("tr", { class: "system-top" }, el("td", { colspan: "4" }, el("b", {}, `${name}'s top ${K}`), top)));
+      return frag;
     }));
     box.replaceChildren(
       el("div", { class: "controls" }, select("Setting", "q-setting", settings.map((s) => [s, s]), state.setting,
         (e) => { state.setting = e.target.value; systems(); why(); })),
       el("table", { id: "systems-table" }, el("thead", {}, el("tr", {}, ...["system", "nDCG@10", "rank of the best candidate", "what it put first (grade)"]
         .map((h) => el("th", { scope: "col" }, h)))), body),
-      el("p", { class: "note" }, `The best candidate: the highest grade (${fmt(best, 2)}); its rank is where the system put it, among ${C.length}.`));
+      el("p", { class: "note" }, `The best candidate: the highest grade (${fmt(best, 2)}); its rank is where the system put it, among ${C.length}. ` +
+        `Click a system for its top ${K}.`));
   }
 
   function why() {
