@@ -103,6 +103,11 @@ def test_latex_becomes_mathml_and_what_does_not_convert_stays_marked():
     assert 'class="asy"' in render("[asy]draw((0,0)--(1,1));[/asy]").html
     with_align = render(r"\begin{align*} a&=b\\ c&=d \end{align*}")
     assert "<mtable" in with_align.html and not with_align.unconverted
+    # a system of equations in $$…$$ (amsmath's aligned, gathered) is a table, no `&` left
+    system = render("$$\n\\begin{aligned}\n(x-1)(y-2) & =0 \\\\\nx+y z & =9\n\\end{aligned}\n$$"
+                    " and $$\\begin{gathered} a=b \\\\ c=d \\end{gathered}$$")  # fmt: skip
+    assert system.html.count("<mtable") == 2 and "&amp;" not in system.html
+    assert not system.unconverted
     # no self-closing tags: Label Studio's sanitiser reads <mi /> as an open element
     assert "/>" not in with_align.html and "<mspace" in render(r"$a \quad b$").html
 

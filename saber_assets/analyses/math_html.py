@@ -91,6 +91,14 @@ def spans(text: str) -> Iterator[Span]:
 UNKNOWN = re.compile(r"<m[io]>\\([A-Za-z]+)</m[io]>")
 # operator names LaTeX defines and latex2mathml 3.81 does not: written as \operatorname{...}
 OPERATORS = re.compile(r"\\(arg|hom|ker|Pr|deg|dim)(?![A-Za-z])")
+# amsmath's environments inside a formula that latex2mathml 3.81 writes as a row with a literal
+# `&` (a system of equations in $$…$$ read as one line): written as the ones it lays out as a
+# table, the same alignment (aligned: right then left columns, like align*; gathered: centred)
+INNER_ENVIRONMENTS = (
+    (re.compile(r"\\(begin|end)\{aligned\}"), r"\\\1{align*}"),
+    (re.compile(r"\\begin\{gathered\}"), r"\\begin{array}{c}"),
+    (re.compile(r"\\end\{gathered\}"), r"\\end{array}"),
+)
 ESCAPES = {r"\$": "$", r"\%": "%", r"\&": "&", r"\#": "#", r"\_": "_"}
 
 CSS = """
@@ -121,6 +129,8 @@ def formula_mathml(tex: str, display: bool) -> str:
     if depth:
         raise ValueError(f"{depth} unclosed brace(s)")
     tex = OPERATORS.sub(r"\\operatorname{\1}", tex)
+    for pattern, replacement in INNER_ENVIRONMENTS:
+        tex = pattern.sub(replacement, tex)
     try:
         out = latex2mathml.converter.convert(tex, display="block" if display else "inline")
     except Exception as exc:  # the converter's own errors carry no common base class
