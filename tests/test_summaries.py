@@ -295,7 +295,7 @@ def test_a_build_that_keeps_summaries_selects_what_one_that_keeps_pairs_does(
     before = {p.name for p in cached.glob("*.parquet")}  # the pairs build's selection
     capsys.readouterr()
     stages = [f"--select={s}" for s in ("signal-inputs", "shards", "thresholds", "domains")]
-    assert main(["build", "--config", str(cfg), *stages]) == 0
+    assert main(["build", "--config", str(cfg), "--steps", *stages]) == 0
     out = capsys.readouterr().out
     assert "pair_signal_shards [" in out and "topic_annotations" not in out
     home, ref = tmp_path / "home" / "tiny", built.home / "tiny"
