@@ -249,6 +249,7 @@ def test_the_explorer_remembers_the_builds_it_showed(tmp_path):
     assert remember(history, first)[0] is None  # the same build again: still nothing else
     previous, _ = remember(history, second)
     assert previous is not None and previous.fingerprint() == first.fingerprint()
+    assert previous.label == f"build 1 ({first.fingerprint()})"  # no local path
     previous, _ = remember(history, second)  # shown again: still compared with the first
     assert previous is not None and previous.fingerprint() == first.fingerprint()
     for k in range(8):

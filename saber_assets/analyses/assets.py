@@ -579,6 +579,7 @@ def benchmark_explorer(
     runs = runs.filter(pl.col("retriever").is_in(board["retriever"].unique().to_list()))
     sig = out.leaderboard / "significance.parquet"
     current = BuildState.read(out.root)
+    current.label = f"this build ({current.fingerprint()})"
     previous, fingerprint = remember(out.builds, current)
     diff = diff_builds(previous, current) if previous is not None else None
     inputs = ExplorerInputs(

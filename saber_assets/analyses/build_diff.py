@@ -317,4 +317,11 @@ def remember(history: Path, state: BuildState) -> tuple[BuildState | None, str]:
         for old in snaps[:-SNAPSHOTS_KEPT]:
             if previous is None or old != previous:
                 shutil.rmtree(old, ignore_errors=True)
-    return (BuildState.read(previous) if previous is not None else None), fp
+    if previous is None:
+        return None, fp
+    earlier = BuildState.read(previous)
+    # named by its snapshot, not its path: the page is published with the benchmark
+    earlier.label = (
+        f"build {previous.name.split('-', 1)[0].lstrip('0')} ({previous.name.split('-', 1)[-1]})"
+    )
+    return earlier, fp
