@@ -171,6 +171,12 @@ def _find_a_query_and_read_its_page(browser: Chrome, site) -> None:
         "[tr.dataset.candidate, tr.querySelectorAll('math').length, tr.lastElementChild.innerText])"
     )
     doc_text = dict(bench.documents.select("id", "problem").iter_rows())
+    intervals = browser.execute_script(
+        "return [...document.querySelectorAll('#candidates tr.cand-row td.interval')].map(td => td.innerText)"
+    )  # each grade's 95% posterior interval, from the judge's games
+    assert len(intervals) == len(cands) and all(
+        re.fullmatch(r"\[\d\.\d\d, \d\.\d\d\]", i) for i in intervals
+    )
     with_math = [c for c in cands if "$" in doc_text[c[0]]]
     assert with_math and all(n > 0 and "$" not in shown for _, n, shown in with_math), with_math[:3]
     # the systems on this query, one row each
@@ -183,7 +189,9 @@ def _find_a_query_and_read_its_page(browser: Chrome, site) -> None:
     top = until(browser, lambda b: b.execute_script(
         "return [...document.querySelectorAll('#systems tr.system-top li')].map(li => li.innerText)"
     ), "a system's top 10")  # fmt: skip
-    assert len(top) == min(10, len(cands)) and all(re.search(r"\(\d\.\d{2}\)$", t) for t in top), top
+    assert len(top) == min(10, len(cands)) and all(re.search(r"\(\d\.\d{2}\)$", t) for t in top), (
+        top
+    )
     assert re.search(r"ranks \d+ of the \d+ candidates in either top 10", text(browser))
     # each candidate expands to its own judgments (won ones marked), its opponents drawn beside
     expected = {}

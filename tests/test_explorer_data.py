@@ -28,8 +28,9 @@ from saber_assets.analyses.explorer_query import (
 )
 from saber_assets.analyses.math_html import spans
 from saber_assets.cli import main
-from saber_assets.leaderboard.joint import GradePosterior, grade_interval_widths, grade_posteriors
+from saber_assets.leaderboard.joint import GradePosterior, grade_intervals, grade_posteriors
 from saber_assets.leaderboard.metrics import gains, ndcg_at_k
+from saber_assets.ratings.bradley_terry import rescale
 
 
 def test_the_vendored_chart_library_is_the_pinned_one():
@@ -97,9 +98,17 @@ def test_more_games_narrow_the_grade_posterior():
             pairs.append((i, k) if win else (k, i))
         return grade_posteriors([(8, pairs)])[0]
 
-    few = grade_interval_widths(posterior(20), np.random.default_rng(0)).mean()
-    many = grade_interval_widths(posterior(2000), np.random.default_rng(0)).mean()
-    assert 0 < many < few / 2 <= 5
+    def width(post: GradePosterior) -> float:
+        lo, hi = grade_intervals(post, np.random.default_rng(0))
+        assert (0 <= lo).all() and (lo <= hi).all() and (hi <= 5).all()
+        return float((hi - lo).mean())
+
+    many = posterior(2000)
+    assert 0 < width(many) < width(posterior(20)) / 2 <= 5
+    # the interval holds the published grade (the fit, rescaled) for nearly every candidate
+    lo, hi = grade_intervals(many, np.random.default_rng(1))
+    grade = rescale(many.theta)
+    assert ((lo - 1e-9 <= grade) & (grade <= hi + 1e-9)).mean() >= 0.75
 
 
 def test_a_query_page_holds_each_systems_ranking_and_each_judgment_once():
@@ -126,7 +135,15 @@ def test_a_query_page_holds_each_systems_ranking_and_each_judgment_once():
         }
     )
     data = query_data(
-        "q", cands, grades, [text_html("$x$")] * 4, None, judgments, runs, {}, {"c3": "queries/3.html"}
+        "q",
+        cands,
+        grades,
+        [text_html("$x$")] * 4,
+        None,
+        judgments,
+        runs,
+        {},
+        {"c3": "queries/3.html"},
     )
     systems = data["systems"]["s"]
     assert systems["a"]["order"] == [1, 3, 0, 2] and systems["c"] is None

@@ -41,7 +41,7 @@ from saber_assets.analyses.explorer_query import (
 from saber_assets.analyses.math_html import CSS as MATH_CSS
 from saber_assets.analyses.math_html import render, spans
 from saber_assets.benchmark.data import Benchmark, verification_line
-from saber_assets.leaderboard.joint import benchmark_posteriors, grade_interval_widths, share_texts
+from saber_assets.leaderboard.joint import benchmark_posteriors, grade_intervals, share_texts
 from saber_assets.leaderboard.metrics import score_column
 from saber_assets.outputs import folder_written_whole
 
@@ -136,24 +136,26 @@ def judge_facts(judgments: pl.DataFrame) -> dict[str, dict]:
     return {r.pop("query"): r for r in facts.iter_rows(named=True)}
 
 
-def grade_widths(bench: Benchmark) -> tuple[dict[str, float], str | None]:
-    """Per query, the mean over its candidates of the 95% width of the grade's posterior
-    (``joint.grade_interval_widths``, seeded by (WIDTH_SEED, crc32(query id))); or none and why
-    (a benchmark without judgments, or with soft grades)."""
+def grade_intervals_of(bench: Benchmark) -> tuple[dict[str, list[list[float]]], str | None]:
+    """Per query, each candidate's 95% posterior interval of its grade, in the benchmark's
+    candidate order (``joint.grade_intervals``, seeded by (WIDTH_SEED, crc32(query id))); or none
+    and why (a benchmark without judgments, or with soft grades)."""
     posteriors, why = benchmark_posteriors(bench)
     out = {}
     for qid, post in posteriors.items():
         rng = np.random.default_rng([WIDTH_SEED, zlib.crc32(qid.encode())])
-        out[qid] = float(grade_interval_widths(post, rng, WIDTH_DRAWS).mean())
+        lo, hi = grade_intervals(post, rng, WIDTH_DRAWS)
+        out[qid] = [[round(float(a), 3), round(float(b), 3)] for a, b in zip(lo, hi, strict=True)]
     return out, why
 
 
-def query_rows(inputs: ExplorerInputs) -> list[dict]:
+def query_rows(inputs: ExplorerInputs, intervals: dict[str, list[list[float]]]) -> list[dict]:
     """One row per query for the browser: id, page, domains, stratum, the statement's opening
-    (HTML) and its searchable text, the judge's facts and the grades' posterior width."""
+    (HTML) and its searchable text, the judge's facts and the mean width of its candidates'
+    grade ``intervals`` (``grade_intervals_of``)."""
     q = inputs.bench.queries
     facts = judge_facts(inputs.judgments)
-    widths, _ = grade_widths(inputs.bench)
+    widths = {k: float(np.mean([b - a for a, b in v])) for k, v in intervals.items() if v}
     rows = []
     for n, (qid, doms, problem) in enumerate(q.select("id", "domains", "problem").iter_rows()):
         f = facts.get(qid, {})
@@ -226,7 +228,8 @@ def write_site_files(out: Path, inputs: ExplorerInputs) -> dict:
     bench = inputs.bench
     domains = bench.domain_list()
     coverage = bench.manifest.get("coverage") or []
-    queries = query_rows(inputs)
+    intervals, _ = grade_intervals_of(bench)
+    queries = query_rows(inputs, intervals)
     overall = (
         inputs.tests.filter(pl.col("domain") == "Overall") if inputs.tests.height else inputs.tests
     )
@@ -256,7 +259,7 @@ def write_site_files(out: Path, inputs: ExplorerInputs) -> dict:
     page_of = {r["id"]: r["page"] for r in queries}
     tables = {"annotations": inputs.annotations, "ratings": inputs.ratings,
               "judgments": inputs.judgments, "runs": inputs.runs}  # fmt: skip
-    n = write_query_pages(out, bench, tables, page_of, nav_html(pages, "../"), verdict)
+    n = write_query_pages(out, bench, tables, page_of, nav_html(pages, "../"), verdict, intervals)
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     return {"query_pages": n, "bytes": size}
 

@@ -121,6 +121,7 @@ def query_data(
     runs: pl.DataFrame | None,
     wl: dict[tuple[str, str], tuple[int, int]],
     page_of: dict[str, str],
+    intervals: list[list[float]] | None = None,
 ) -> dict:
     """What the page's script draws: candidates (in the benchmark's order) with ``statements``
     (their HTML, ``text_html``), judgments, systems."""
@@ -131,7 +132,7 @@ def query_data(
         }
     index = {c: k for k, c in enumerate(cand_ids)}
     cands = []
-    for c, grade, statement in zip(cand_ids, grades, statements, strict=True):
+    for k, (c, grade, statement) in enumerate(zip(cand_ids, grades, statements, strict=True)):
         group, strength = rated.get(c, (None, None))
         w, lost = wl.get((qid, c), (0, 0))
         cands.append(
@@ -140,6 +141,7 @@ def query_data(
                 "group": group,
                 "strength": None if strength is None else round(float(strength), 4),
                 "grade": round(float(grade), 4),
+                "interval": intervals[k] if intervals else None,
                 "w": w,
                 "l": lost,
                 "html": statement,
@@ -165,10 +167,12 @@ def write_query_pages(
     page_of: dict[str, str],
     nav: str,
     verdict: str = "",
+    intervals: dict[str, list[list[float]]] | None = None,
 ) -> int:
     """One page per query under ``out``; ``tables``: the site's ``annotations``, ``ratings``,
     ``judgments`` and ``runs`` (``explorer.ExplorerInputs``); ``nav`` and ``verdict``: the
-    site's navigation and header line."""
+    site's navigation and header line; ``intervals``: each query's candidates' 95% grade
+    intervals (``explorer.grade_intervals_of``)."""
     annotations = tables["annotations"]
     docs = bench.documents
     doc_id = docs["id"].to_list()
@@ -202,6 +206,7 @@ def write_query_pages(
         data = query_data(
             qid, cand_ids, list(q["relevance_scores"]), [statement(c) for c in q["candidates"]],
             ratings.get(qid), judged.get(qid), runs.get(qid), wl, page_of,
+            (intervals or {}).get(qid),
         )  # fmt: skip
         body = [
             f"<h1>Query {esc(qid)}</h1>",
@@ -218,7 +223,9 @@ def write_query_pages(
             "<section id='why'><h2>Why one system beats another here</h2><div class='app'>"
             "</div></section>",
             "<section id='candidates'><h2>Candidates</h2><p class='note'>Click a candidate for "
-            "its judgments.</p><div class='app'></div></section>",
+            "its judgments. 95% interval: where its grade lies given the judge's games (draws "
+            "of the Bradley–Terry fit's Laplace posterior, rescaled like the grades).</p>"
+            "<div class='app'></div></section>",
         ]
         page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>SABER query {esc(qid)}</title>

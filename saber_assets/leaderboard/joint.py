@@ -135,14 +135,14 @@ def joint_draws(
     return JointDraws(joint / scale, query_only / scale, point / scale)
 
 
-def grade_interval_widths(
+def grade_intervals(
     posterior: GradePosterior, rng: np.random.Generator, draws: int = 400, level: float = LEVEL
-) -> np.ndarray:
-    """Each candidate's posterior interval width on the grade scale [0, 5]: how unsure the
-    judge's games leave its grade (the draws rescaled as the joint bootstrap rescales them)."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each candidate's posterior interval on the grade scale [0, 5]: how unsure the judge's
+    games leave its grade (the draws rescaled as the joint bootstrap rescales them)."""
     grades = rescale(posterior.draw(rng, draws))
     lo, hi = np.quantile(grades, [(1 - level) / 2, 1 - (1 - level) / 2], axis=1)
-    return hi - lo
+    return lo, hi
 
 
 def reflected(draws: np.ndarray, point: np.ndarray) -> np.ndarray:

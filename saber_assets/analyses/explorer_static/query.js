@@ -25,6 +25,8 @@
     }
     return el("label", { for: id }, label + " ", s);
   };
+  // a clamped statement that fits needs no fade: only the ones cut short keep it
+  const unclamp = (root) => { for (const e of root.querySelectorAll(".clamp")) if (e.scrollHeight <= e.clientHeight + 1) e.classList.remove("clamp"); };
   const C = Q.candidates, K = Q.top;
   const params = new URLSearchParams(location.search);
   const settings = Object.keys(Q.systems);
@@ -133,13 +135,15 @@
         body.append(el("tr", { class: "cand-row" + (open ? " open" : ""), "data-candidate": c.id, tabindex: "0", "aria-expanded": String(open),
           onclick: (e) => { if (!e.target.closest("a")) toggle(); }, onkeydown: (e) => { if (e.key === "Enter") toggle(); } },
           el("td", {}, (open ? "▾ " : "▸ "), c.page ? el("a", { href: c.page }, c.id) : c.id), el("td", { class: "num" }, fmt(c.strength)),
-          el("td", { class: "num" }, fmt(c.grade, 2)), el("td", { class: "num" }, `${c.w}–${c.l}`),
+          el("td", { class: "num" }, fmt(c.grade, 2)),
+          el("td", { class: "num interval" }, c.interval ? `[${fmt(c.interval[0], 2)}, ${fmt(c.interval[1], 2)}]` : "n/a"),
+          el("td", { class: "num" }, `${c.w}–${c.l}`),
           el("td", {}, rendered(c.html, open ? "statement" : "statement clamp"))));
-        if (open) body.append(el("tr", { class: "cand-judgments" }, el("td", { colspan: "5" },
+        if (open) body.append(el("tr", { class: "cand-judgments" }, el("td", { colspan: "6" },
           games[k].length ? judgmentsOf(k) : el("p", {}, "No judgment stored for this candidate."))));
       }
       return el("div", { class: "group" }, el("h3", {}, `${g == null ? "(no group)" : g.replace("_", "-")} (${ks.length})`),
-        el("table", { class: "cands" }, el("thead", {}, el("tr", {}, ...["candidate", "BT strength", "grade", "wins–losses", "statement"]
+        el("table", { class: "cands" }, el("thead", {}, el("tr", {}, ...["candidate", "BT strength", "grade", "95% interval", "wins–losses", "statement"]
           .map((h) => el("th", { scope: "col" }, h)))), body));
     }));
   }
@@ -147,5 +151,7 @@
   systems();
   why();
   candidates();
+  new MutationObserver(() => unclamp(document.querySelector("main"))).observe(document.querySelector("main"), { childList: true, subtree: true });
+  unclamp(document.querySelector("main"));
   document.body.dataset.ready = "1";
 })();
