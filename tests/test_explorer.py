@@ -154,9 +154,9 @@ def _find_a_query_and_read_its_page(browser: Chrome, site) -> None:
         > 0
     )
     qid = bench.queries["id"][number]
-    browser.execute_script(
+    browser.execute_script(  # a click on the row's statement, not its link, opens the query
         "[...document.querySelectorAll('#queries tbody tr')].find(tr => tr.dataset.id === arguments[0])"
-        ".querySelector('a').click()", qid,
+        ".querySelector('td.snippet').click()", qid,
     )  # fmt: skip
     page_text = open_until(browser, None, ["Systems on this query", "Why one system beats another"])
     assert f"Query {qid}" in page_text

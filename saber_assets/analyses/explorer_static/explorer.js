@@ -194,7 +194,8 @@
       for (const k of shown) {
         const q = S.queries[k];
         const bias = value(k, "bias");
-        body.append(el("tr", { class: "query-row", "data-id": q.id },
+        // the whole row opens the query (its id is the link a keyboard reaches)
+        body.append(el("tr", { class: "query-row", "data-id": q.id, onclick: (e) => { if (!e.target.closest("a")) location.href = q.page; } },
           el("td", {}, el("a", { href: q.page }, q.id)), el("td", {}, q.stratum),
           el("td", { class: "snippet" }, rendered(q.snippet)),
           el("td", { class: "num" }, fmt(stats[k][0], 3)), el("td", { class: "num" }, fmt(stats[k][1], 3)),
