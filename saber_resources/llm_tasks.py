@@ -462,7 +462,7 @@ class LLMPairJudge(_LLMTask):
         self.builtin = f"judge:{prompt}"
         self.parser = JUDGE_VERSIONS[prompt]
         if boxed_answer != "last":  # another parse: another judge version, another tournament
-            self.parser += f"+{boxed_answer}-boxed"
+            self.parser += f"+{boxed_answer}-1or2-boxed"
         super().__init__(runner, template, max_tokens if prompt == "paper" else 2)
 
     def text_for(self, problem: str, solution: str) -> str:

@@ -317,19 +317,30 @@ def judgment_p_first(
 BOXED_CHOICES = ("last", "first")
 
 
+# the reference's reading (swiss_tour_run.py: extract_boxed_number): the first \boxed{} that
+# holds 1 or 2 alone; a \boxed{} of anything else before it is passed over, not an error
+_BOXED_ONE_OR_TWO = re.compile(r"\\boxed\{\s*([12])\s*\}")
+
+
 def parse_judgment(text: str, boxed_answer: str = "last") -> int:
-    """1 or 2: a bare answer ("1", "Candidate 2"), or the last (``boxed_answer="first"``: the
-    first, as the reference code reads it) \\boxed{...} of a reasoned answer."""
+    """1 or 2: a bare answer ("1", "Candidate 2"), or the last \\boxed{...} of a reasoned
+    answer; ``boxed_answer="first"``: the first \\boxed{1} or \\boxed{2}, as the reference code
+    reads it (an earlier \\boxed{} of another content is passed over)."""
     m = _JUDGE_ANSWER.match(text)
     if m:
         return int(m.group(1))
+    if boxed_answer == "first":
+        one_or_two = _BOXED_ONE_OR_TWO.search(text)
+        if one_or_two is None:
+            raise ParseError(f"no \\boxed{{1}} or \\boxed{{2}} in the answer (ends {text[-80:]!r})")
+        return int(one_or_two.group(1))
     boxed = _BOXED.findall(text)
     if not boxed:
         raise ParseError(f"no \\boxed{{1}} or \\boxed{{2}} in the answer (ends {text[-80:]!r})")
-    which = boxed[0] if boxed_answer == "first" else boxed[-1]
+    which = boxed[-1]
     got = re.sub(r"^(?:sample|candidate)\s*", "", which.strip(), flags=re.IGNORECASE)
     if got not in ("1", "2"):
-        raise ParseError(f"the {boxed_answer} boxed answer is {which!r}, not 1 or 2")
+        raise ParseError(f"the last boxed answer is {which!r}, not 1 or 2")
     return int(got)
 
 

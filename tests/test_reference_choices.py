@@ -114,11 +114,17 @@ def test_by_id_shows_the_smaller_candidate_id_first_and_random_mixes_them():
 
 
 def test_the_boxed_answer_is_the_last_or_the_first():
-    from saber_resources.prompts import parse_judgment
+    from saber_resources.prompts import ParseError, parse_judgment
 
     text = r"Sample 1 leans on \boxed{2}-style counting ... so the answer is \boxed{1}."
     assert parse_judgment(text) == 1 and parse_judgment(text, "last") == 1
     assert parse_judgment(text, "first") == 2
+    # the reference's first \boxed{} that holds 1 or 2 alone: another content before it is passed
+    # over, where the last-answer reading would take the last one
+    worked = r"so $x = \boxed{7}$; of the two, \boxed{ 2 } is closer ... \boxed{1}"
+    assert parse_judgment(worked, "first") == 2 and parse_judgment(worked, "last") == 1
+    with pytest.raises(ParseError, match="no \\\\boxed"):
+        parse_judgment(r"\boxed{7} and \boxed{Sample 1}", "first")
     from saber_resources.llm_tasks import LLMPairJudge
 
     class Runner:
@@ -126,7 +132,7 @@ def test_the_boxed_answer_is_the_last_or_the_first():
 
     last = LLMPairJudge(Runner(), "paper", 100)
     first = LLMPairJudge(Runner(), "paper", 100, boxed_answer="first")
-    assert first.version != last.version and "first-boxed" in first.version
+    assert first.version != last.version and "first-1or2-boxed" in first.version
 
 
 def test_the_core_idea_word_cap_is_on_by_default_and_can_be_lifted():
