@@ -40,7 +40,12 @@ def test_the_float16_rule_keeps_a_pair_at_exactly_4_19_and_the_exact_rule_drops_
 
 
 def test_strata_draw_exactly_their_counts_by_exact_domain_set():
-    from saber_assets.candidates.select import choose_queries, strata_drawn, strata_quotas
+    from saber_assets.candidates.select import (
+        choose_queries,
+        short_strata,
+        strata_drawn,
+        strata_quotas,
+    )
 
     order = ["A", "B", "C"]
     # 30 viable problems per domain set, 5 of them not viable
@@ -52,6 +57,11 @@ def test_strata_draw_exactly_their_counts_by_exact_domain_set():
     drawn = strata_drawn(strata, [domains[r] for _, r in chosen], order)
     assert [d["home"] for d in drawn] == ["A", "B", "C", "A", "B"]
     assert [d["drawn"] for d in drawn] == [12, 7, 0, 5, 30]  # the last has only 30 viable
+    # the short stratum is said, once, by the partition it runs in (the console's warning line)
+    assert short_strata(drawn, "B") == [
+        "stratum C + B: 30 of 40 queries drawn (too few viable problems with exactly these domains)"
+    ]
+    assert short_strata(drawn, "A") == short_strata(drawn, "C") == []
     assert all(viable[r] for _, r in chosen) and len({r for _, r in chosen}) == len(chosen)
     # no three-domain query, none of a set no stratum names
     assert all(domains[r] in (["A"], ["B"], ["A", "B"], ["B", "C"]) for _, r in chosen)

@@ -18,6 +18,7 @@ from saber_assets.candidates.select import (
     SelectionSpec,
     select_candidates,
     selection_key,
+    short_strata,
     strata_drawn,
     strata_quotas,
 )
@@ -134,12 +135,8 @@ def query_candidates(
             strata_drawn(select["strata"], drawn["query_domains"].to_list(), select["domain_order"])
         )
         strata = {"strata": markdown_table(table)}
-        short = (pl.col("drawn") < pl.col("asked")) & (pl.col("home") == domain)  # said once
-        for row in table.filter(short).iter_rows(named=True):
-            context.log.warning(
-                f"stratum {row['domains']}: {row['drawn']} of {row['asked']} queries drawn "
-                "(too few viable problems with exactly these domains)"
-            )
+        for line in short_strata(table.to_dicts(), domain):  # said once: by its home partition
+            context.log.warning(line)
     return Output(
         df,
         metadata={

@@ -248,6 +248,18 @@ def strata_drawn(
     ]  # fmt: skip
 
 
+def short_strata(drawn: list[dict], domain: str) -> list[str]:
+    """The warning for each stratum that runs in ``domain``'s partition and drew fewer queries
+    than it asked (``strata_drawn``'s rows): the build goes on with what there is, and says so
+    (the reference's sampler stops there instead)."""
+    return [
+        f"stratum {row['domains']}: {row['drawn']} of {row['asked']} queries drawn "
+        "(too few viable problems with exactly these domains)"
+        for row in drawn
+        if row["home"] == domain and row["drawn"] < row["asked"]
+    ]
+
+
 def candidate_lists(
     ids: Sequence[str],
     chosen: list[tuple[str, int]],
