@@ -100,7 +100,14 @@ def test_tied_scores_are_averaged_or_taken_in_numpys_order():
 
 
 def test_by_id_shows_the_smaller_candidate_id_first_and_random_mixes_them():
-    from saber_assets.tournament.engine import MemoryStore, TournamentQuery, run_tournament
+    import polars as pl
+
+    from saber_assets.tournament.engine import (
+        MemoryStore,
+        TournamentQuery,
+        first_shown_by_source,
+        run_tournament,
+    )
 
     class FirstJudge:  # always picks the first shown: the order is all that matters
         backend, model, version = "t", "t", "first/v1"
@@ -121,6 +128,27 @@ def test_by_id_shows_the_smaller_candidate_id_first_and_random_mixes_them():
     assert any(first != a for first, a, _ in shown["random"])
     with pytest.raises(ValueError, match="presentation must be one of"):
         run_tournament([q], FirstJudge(), MemoryStore(), 1, 7, presentation="alpha")
+    # on source:native_id ids, by_id shows one source first every time: a first-always judge
+    # then favours that source; the tournament's metadata says so per source pair
+    cands = [f"{src}:{k}" for src in ("aops", "numinamath") for k in range(6)]
+    q = TournamentQuery("q", "query", cands, cands)
+    for presentation in ("by_id", "random"):
+        store = MemoryStore()
+        run_tournament([q], FirstJudge(), store, 5, 7, presentation=presentation, key="k")
+        played = pl.DataFrame(
+            [(j.a, j.b, j.shown_first, j.winner) for j in store.load("k")],
+            schema=["a", "b", "shown_first", "winner"], orient="row",
+        )  # fmt: skip
+        share = first_shown_by_source(played)
+        assert share.select("source_a", "source_b").rows() == [("aops", "numinamath")]
+        cross = played.filter(
+            pl.col("a").str.split(":").list.first() != pl.col("b").str.split(":").list.first()
+        )
+        aops_wins = cross["winner"].str.starts_with("aops:").mean()
+        if presentation == "by_id":
+            assert share["a_shown_first"][0] == 1.0 and aops_wins == 1.0
+        else:
+            assert 0.2 < share["a_shown_first"][0] < 0.8 and share["pairs"][0] == cross.height
 
 
 def test_the_boxed_answer_is_the_last_or_the_first():

@@ -12,6 +12,7 @@ from saber_assets.ratings.rate import configured_prior
 from saber_assets.resources import PipelineResource
 from saber_assets.tournament.engine import (
     TournamentQuery,
+    first_shown_by_source,
     order_consistency,
     position_bias,
     run_key,
@@ -130,6 +131,8 @@ def tournament_judgments(
             "both_orders": tcfg.both_orders,
             "swapped_judgments_requested": stats["swapped_requested"],
             "per_round": markdown_table(per_round, max_rows=40),
+            # whether the order shown carries a source (by_id on source-prefixed ids does)
+            "first_shown_by_source": markdown_table(first_shown_by_source(df), max_rows=40),
             **llm_metadata({"judge": judge}),
         },
     )

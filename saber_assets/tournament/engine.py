@@ -366,6 +366,35 @@ def position_bias(judgments: pl.DataFrame, band: tuple[float, float] | None = No
     return PositionBias(first, decided.height, lo, hi, band)
 
 
+def first_shown_by_source(judgments: pl.DataFrame) -> pl.DataFrame:
+    """For each pair of sources (``source_a`` < ``source_b``), the judgments that pitted a
+    candidate of one against a candidate of the other, and the share in which ``source_a``'s was
+    shown first: 0.5 when the order carries no source; under ``presentation: by_id`` with
+    ``source:native_id`` ids, 1.0 (the smaller id's source is always shown first), so a judge's
+    lean to the first position becomes a lean to one source."""
+    if not judgments.height:
+        return pl.DataFrame(
+            schema={"source_a": pl.String, "source_b": pl.String, "pairs": pl.UInt32,
+                    "a_shown_first": pl.Float64}  # fmt: skip
+        )
+    j = judgments.select("a", "b", "shown_first").with_columns(
+        pl.col(c).str.split_exact(":", 1).struct.field("field_0").alias(f"s_{c}")
+        for c in ("a", "b", "shown_first")
+    )
+    cross = j.filter(pl.col("s_a") != pl.col("s_b")).with_columns(
+        pl.min_horizontal("s_a", "s_b").alias("source_a"),
+        pl.max_horizontal("s_a", "s_b").alias("source_b"),
+    )
+    return (
+        cross.group_by("source_a", "source_b")
+        .agg(
+            pl.len().alias("pairs"),
+            (pl.col("s_shown_first") == pl.col("source_a")).mean().alias("a_shown_first"),
+        )
+        .sort("source_a", "source_b")
+    )
+
+
 def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     """95% Wilson score interval of a binomial proportion."""
     if n == 0:
