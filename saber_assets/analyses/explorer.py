@@ -45,7 +45,7 @@ from saber_assets.leaderboard.joint import benchmark_posteriors, grade_intervals
 from saber_assets.leaderboard.metrics import score_column
 from saber_assets.outputs import folder_written_whole
 
-STATIC = ("explorer.css", "explorer.js", "query.js", "vendor/chart.umd.min.js")
+STATIC = ("explorer.css", "common.js", "explorer.js", "query.js", "vendor/chart.umd.min.js")
 RUNS_PAGE = "runs/"
 SNIPPET = 240  # characters of a statement the browser shows (a formula is never cut)
 SEARCH_TEXT = 4000  # characters of a statement the browser's search reads
@@ -294,6 +294,7 @@ def shell(title: str, page: str, verdict: str = "", pages: list[str] | None = No
 {verdict}
 <main id="app"><p>Loading…</p></main>
 <script src="data/site.js"></script>
-{chart}<script src="assets/explorer.js"></script>
+{chart}<script src="assets/common.js"></script>
+<script src="assets/explorer.js"></script>
 </body></html>
 """

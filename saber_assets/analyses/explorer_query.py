@@ -232,6 +232,7 @@ def write_query_pages(
 <link rel="stylesheet" href="../assets/explorer.css"><style>{MATH_CSS}</style></head>
 <body data-page="query">{nav}{verdict}<main>{"".join(body)}</main>
 <script>window.QUERY = {script_json(data)};</script>
+<script src="../assets/common.js"></script>
 <script src="../assets/query.js"></script></body></html>
 """
         (out / query_page_name(number)).write_text(page, encoding="utf-8")

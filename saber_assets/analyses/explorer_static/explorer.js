@@ -5,28 +5,7 @@
 (function () {
   const S = window.SABER;
   const app = document.getElementById("app");
-  const el = (tag, attrs, ...kids) => {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (k === "class") e.className = v; else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
-      else e.setAttribute(k, v);
-    }
-    for (const k of kids) e.append(k instanceof Node ? k : document.createTextNode(k == null ? "" : String(k)));
-    return e;
-  };
-  // Markup the site's own renderer made (math_html.render: prose escaped, formulas as sanitised
-  // MathML); nothing else is ever given to innerHTML.
-  const rendered = (markup) => { const d = el("div", { class: "rendered" }); d.innerHTML = markup; return d; };
-  const fmt = (v, d = 4) => (typeof v === "number" ? v.toFixed(d) : v == null ? "" : String(v));
-  const select = (label, id, options, value, onchange) => {
-    const s = el("select", { id, onchange });
-    for (const [v, text] of options) {
-      const o = el("option", { value: v }, text);
-      if (v === value) o.selected = true;
-      s.append(o);
-    }
-    return el("label", { for: id }, label + " ", s);
-  };
+  const { el, rendered, fmt, select } = window.SaberUI;
   const params = new URLSearchParams(location.search);
   const query = (p) => "queries.html?" + new URLSearchParams(Object.entries(p).filter(([, v]) => v)).toString();
   const pageOf = Object.fromEntries(S.queries.map((q) => [q.id, q.page]));

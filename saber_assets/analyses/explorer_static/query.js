@@ -3,28 +3,7 @@
 "use strict";
 (function () {
   const Q = window.QUERY;
-  const el = (tag, attrs, ...kids) => {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (k === "class") e.className = v; else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
-      else e.setAttribute(k, v);
-    }
-    for (const k of kids) e.append(k instanceof Node ? k : document.createTextNode(k == null ? "" : String(k)));
-    return e;
-  };
-  // Markup the site's own renderer made (math_html.render: prose escaped, formulas as sanitised
-  // MathML); nothing else is ever given to innerHTML.
-  const rendered = (markup, cls) => { const d = el("div", { class: cls || "rendered" }); d.innerHTML = markup; return d; };
-  const fmt = (v, d = 3) => (typeof v === "number" ? v.toFixed(d) : v == null ? "" : String(v));
-  const select = (label, id, options, value, onchange) => {
-    const s = el("select", { id, onchange });
-    for (const [v, text] of options) {
-      const o = el("option", { value: v }, text);
-      if (v === value) o.selected = true;
-      s.append(o);
-    }
-    return el("label", { for: id }, label + " ", s);
-  };
+  const { el, rendered, fmt, select } = window.SaberUI;
   // a clamped statement that fits needs no fade: only the ones cut short keep it
   const unclamp = (root) => { for (const e of root.querySelectorAll(".clamp")) if (e.scrollHeight <= e.clientHeight + 1) e.classList.remove("clamp"); };
   const C = Q.candidates, K = Q.top;
@@ -134,7 +113,7 @@
         const toggle = () => { if (state.open.has(k)) state.open.delete(k); else state.open.add(k); candidates(); };
         body.append(el("tr", { class: "cand-row" + (open ? " open" : ""), "data-candidate": c.id, tabindex: "0", "aria-expanded": String(open),
           onclick: (e) => { if (!e.target.closest("a")) toggle(); }, onkeydown: (e) => { if (e.key === "Enter") toggle(); } },
-          el("td", {}, (open ? "▾ " : "▸ "), c.page ? el("a", { href: c.page }, c.id) : c.id), el("td", { class: "num" }, fmt(c.strength)),
+          el("td", {}, (open ? "▾ " : "▸ "), c.page ? el("a", { href: c.page }, c.id) : c.id), el("td", { class: "num" }, fmt(c.strength, 3)),
           el("td", { class: "num" }, fmt(c.grade, 2)),
           el("td", { class: "num interval" }, c.interval ? `[${fmt(c.interval[0], 2)}, ${fmt(c.interval[1], 2)}]` : "n/a"),
           el("td", { class: "num" }, `${c.w}–${c.l}`),
