@@ -199,7 +199,9 @@ def _find_a_query_and_read_its_page(browser: Chrome, site) -> None:
         played = judgments.filter(
             (pl.col("query") == qid) & ((pl.col("a") == cand) | (pl.col("b") == cand))
         )
-        expected[cand] = (played.height, played.filter(pl.col("winner") == cand).height)
+        won = played.filter(pl.col("winner") == cand).height
+        lost = played.filter(pl.col("winner").is_not_null() & (pl.col("winner") != cand)).height
+        expected[cand] = (played.height, won, f"{won}–{lost}")
         browser.execute_script(
             "document.querySelector(`#candidates tr.cand-row[data-candidate='${arguments[0]}']`).click()",
             cand,
@@ -209,11 +211,12 @@ def _find_a_query_and_read_its_page(browser: Chrome, site) -> None:
         "for (const tr of document.querySelectorAll('#candidates tr.cand-judgments')) {"
         "  const t = tr.previousElementSibling.dataset.candidate;"
         "  out[t] = [tr.querySelectorAll('tr.judgment').length, tr.querySelectorAll('tr.judgment.won').length,"
+        "            tr.previousElementSibling.querySelector('td.wins').innerText,"
         "            tr.querySelectorAll('tr.judgment math').length]; }"
         "return Object.keys(out).length === arguments[0] ? out : null;", len(cands)
     ), "every candidate's judgments")  # fmt: skip
-    assert {c: tuple(v[:2]) for c, v in seen.items()} == expected
-    assert sum(n for n, _ in expected.values()) > 0 and any(v[2] for v in seen.values())
+    assert {c: tuple(v[:3]) for c, v in seen.items()} == expected
+    assert sum(n for n, _, _ in expected.values()) > 0 and any(v[3] for v in seen.values())
 
 
 def _compare_has_a_chart_of_links(browser: Chrome, site) -> None:

@@ -142,7 +142,6 @@ def test_a_query_page_holds_each_systems_ranking_and_each_judgment_once():
         None,
         judgments,
         runs,
-        {},
         {"c3": "queries/3.html"},
     )
     systems = data["systems"]["s"]

@@ -44,6 +44,7 @@ from saber_assets.benchmark.data import Benchmark, verification_line
 from saber_assets.leaderboard.joint import benchmark_posteriors, grade_intervals, share_texts
 from saber_assets.leaderboard.metrics import score_column
 from saber_assets.outputs import folder_written_whole
+from saber_assets.tournament.engine import order_consistency, position_bias
 
 STATIC = ("explorer.css", "common.js", "explorer.js", "query.js", "vendor/chart.umd.min.js")
 RUNS_PAGE = "runs/"
@@ -110,30 +111,16 @@ def search_text(text: str | None) -> str:
 
 
 def judge_facts(judgments: pl.DataFrame) -> dict[str, dict]:
-    """Per query: decided judgments, how many the candidate shown first won, and the judgments
-    asked again in the other order and how many of those changed winner."""
-    if not judgments.height:
-        return {}
-    j = judgments
-    swapped = pl.col("swapped_winner") if "swapped_winner" in j.columns else pl.lit(None)
-    facts = (
-        j.with_columns(swapped.alias("_sw"))
-        .group_by("query")
-        .agg(
-            pl.len().alias("judgments"),
-            pl.col("winner").is_not_null().sum().alias("decided"),
-            (pl.col("winner") == pl.col("shown_first")).sum().alias("first_won"),
-            (pl.col("winner").is_not_null() & pl.col("_sw").is_not_null()).sum().alias("rechecked"),
-            (
-                pl.col("winner").is_not_null()
-                & pl.col("_sw").is_not_null()
-                & (pl.col("winner") != pl.col("_sw"))
-            )
-            .sum()
-            .alias("flipped"),  # fmt: skip
-        )
-    )
-    return {r.pop("query"): r for r in facts.iter_rows(named=True)}
+    """Per query: its judgments, the decided ones and how many the candidate shown first won
+    (``tournament.engine.position_bias``), and the pairs asked again in the other order and how
+    many of those changed winner (``order_consistency``): the tournament's own measures, per query."""
+    out = {}
+    for (qid,), part in judgments.group_by("query") if judgments.height else ():
+        bias = position_bias(part)
+        agree, rechecked, _, _ = order_consistency(part)
+        out[qid] = {"judgments": part.height, "decided": bias.decided, "first_won": bias.first_wins,
+                    "rechecked": rechecked, "flipped": rechecked - agree}  # fmt: skip
+    return out
 
 
 def grade_intervals_of(bench: Benchmark) -> tuple[dict[str, list[list[float]]], str | None]:

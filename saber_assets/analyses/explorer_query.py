@@ -51,18 +51,6 @@ def text_html(text: str | None) -> str:
     return render(text or "").html
 
 
-def wins_losses(judgments: pl.DataFrame) -> dict[tuple[str, str], tuple[int, int]]:
-    """(query, candidate) -> (wins, losses) over the decided judgments."""
-    if not judgments.height:
-        return {}
-    decided = judgments.filter(pl.col("winner").is_not_null())
-    out: dict[tuple[str, str], list[int]] = {}
-    for q, a, b, w in decided.select("query", "a", "b", "winner").iter_rows():
-        for c in (a, b):
-            out.setdefault((q, c), [0, 0])[0 if c == w else 1] += 1
-    return {k: (v[0], v[1]) for k, v in out.items()}
-
-
 def ranking(scores: list[float]) -> list[int]:
     """Candidate positions from the highest score down; equal scores in candidate order."""
     return sorted(range(len(scores)), key=lambda k: (-scores[k], k))
@@ -119,7 +107,6 @@ def query_data(
     ratings: pl.DataFrame | None,
     judgments: pl.DataFrame | None,
     runs: pl.DataFrame | None,
-    wl: dict[tuple[str, str], tuple[int, int]],
     page_of: dict[str, str],
     intervals: list[list[float]] | None = None,
 ) -> dict:
@@ -134,7 +121,6 @@ def query_data(
     cands = []
     for k, (c, grade, statement) in enumerate(zip(cand_ids, grades, statements, strict=True)):
         group, strength = rated.get(c, (None, None))
-        w, lost = wl.get((qid, c), (0, 0))
         cands.append(
             {
                 "id": c,
@@ -142,8 +128,6 @@ def query_data(
                 "strength": None if strength is None else round(float(strength), 4),
                 "grade": round(float(grade), 4),
                 "interval": intervals[k] if intervals else None,
-                "w": w,
-                "l": lost,
                 "html": statement,
                 "page": ("../" + page_of[c]) if c in page_of else None,
             }
@@ -183,7 +167,6 @@ def write_query_pages(
             "id", "summary", *[c for c in ("topic_paths",) if c in annotations.columns]
         ).iter_rows(named=True)
     }
-    wl = wins_losses(tables["judgments"])
     ratings, judged, runs = (
         {q: f for (q,), f in frame.group_by(key)} if frame.height else {}
         for frame, key in (
@@ -205,7 +188,7 @@ def write_query_pages(
         cand_ids = [doc_id[c] for c in q["candidates"]]
         data = query_data(
             qid, cand_ids, list(q["relevance_scores"]), [statement(c) for c in q["candidates"]],
-            ratings.get(qid), judged.get(qid), runs.get(qid), wl, page_of,
+            ratings.get(qid), judged.get(qid), runs.get(qid), page_of,
             (intervals or {}).get(qid),
         )  # fmt: skip
         body = [

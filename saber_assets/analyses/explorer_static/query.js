@@ -85,6 +85,9 @@
   // Each candidate's judgments: [round, a, b, shown first, winner, P(first), answer, order check's winner]
   const games = C.map(() => []);
   for (const j of Q.judgments) { if (j[1] >= 0) games[j[1]].push(j); if (j[2] >= 0) games[j[2]].push(j); }
+  // wins and losses over its decided games (a failed judgment decides nothing)
+  const won = games.map((g, k) => g.filter((j) => j[4] === k).length);
+  const lost = games.map((g, k) => g.filter((j) => j[4] >= 0 && j[4] !== k).length);
 
   function judgmentsOf(k) {
     const rows = games[k].map((j) => {
@@ -116,7 +119,7 @@
           el("td", {}, (open ? "▾ " : "▸ "), c.page ? el("a", { href: c.page }, c.id) : c.id), el("td", { class: "num" }, fmt(c.strength, 3)),
           el("td", { class: "num" }, fmt(c.grade, 2)),
           el("td", { class: "num interval" }, c.interval ? `[${fmt(c.interval[0], 2)}, ${fmt(c.interval[1], 2)}]` : "n/a"),
-          el("td", { class: "num" }, `${c.w}–${c.l}`),
+          el("td", { class: "num wins" }, `${won[k]}–${lost[k]}`),
           el("td", {}, rendered(c.html, open ? "statement" : "statement clamp"))));
         if (open) body.append(el("tr", { class: "cand-judgments" }, el("td", { colspan: "6" },
           games[k].length ? judgmentsOf(k) : el("p", {}, "No judgment stored for this candidate."))));
