@@ -43,6 +43,7 @@ GRADES_SCHEMA = {"query_id": pl.String, "candidate_id": pl.String, "grade": pl.F
 BOARD_SCHEMA = {"setting": pl.String, "retriever": pl.String, "score": pl.Float64,
                 "tie_group": pl.Int64}  # fmt: skip
 SNAPSHOTS_KEPT = 5
+GROUP_KEYS = ("query_id", "candidate_id", "group")  # of relevance_ratings
 
 
 @dataclass
@@ -73,12 +74,38 @@ class BuildState:
                 f"{folder}: not a build (no evaluation_benchmark/ or benchmark/ with a "
                 "manifest.json), a benchmark folder, or a snapshot (grades.parquet)"
             )
-        bench = Benchmark.read(bench_dir)
         root = bench_dir.parent if bench_dir != folder else folder
         board_csv = root / "leaderboard" / "leaderboard.csv"
-        board = board_state(pl.read_csv(board_csv)) if board_csv.is_file() else empty_board()
-        return cls(str(folder), grades_of(bench, ratings_groups(root / "parquet")), board,
-                   facts_of(bench.manifest))  # fmt: skip
+        board = pl.read_csv(board_csv) if board_csv.is_file() else None
+        ratings = sorted((root / "parquet" / "relevance_ratings").glob("*.parquet"))
+        return cls.of(
+            str(folder),
+            Benchmark.read(bench_dir),
+            board,
+            pl.concat([pl.read_parquet(f, columns=list(GROUP_KEYS)) for f in ratings])
+            if ratings
+            else None,
+        )
+
+    @classmethod
+    def of(
+        cls,
+        label: str,
+        bench: Benchmark,
+        board: pl.DataFrame | None,
+        ratings: pl.DataFrame | None,
+    ) -> BuildState:
+        """A build from what was read already: its benchmark, ``leaderboard.csv`` (None: not
+        scored yet) and its relevance ratings (the candidates' groups; None: not kept)."""
+        groups = None
+        if ratings is not None and ratings.height:
+            groups = ratings.select(GROUP_KEYS).unique(["query_id", "candidate_id"], keep="first")
+        return cls(
+            label,
+            grades_of(bench, groups),
+            board_state(board) if board is not None else empty_board(),
+            facts_of(bench.manifest),
+        )
 
     def fingerprint(self) -> str:
         """A hash of the grades and the board: equal for two builds that publish the same."""
@@ -111,16 +138,6 @@ def board_state(board: pl.DataFrame) -> pl.DataFrame:
     return board.select(
         "setting", "retriever", pl.col(metric).alias("score"), tie.alias("tie_group")
     ).cast(BOARD_SCHEMA)  # type: ignore[arg-type]
-
-
-def ratings_groups(parquet: Path) -> pl.DataFrame | None:
-    """(query_id, candidate_id, group) from the build's relevance ratings, if it kept them."""
-    files = sorted((parquet / "relevance_ratings").glob("*.parquet"))
-    if not files:
-        return None
-    return pl.concat(
-        [pl.read_parquet(f, columns=["query_id", "candidate_id", "group"]) for f in files]
-    ).unique(["query_id", "candidate_id"], keep="first")
 
 
 def grades_of(bench: Benchmark, groups: pl.DataFrame | None) -> pl.DataFrame:
