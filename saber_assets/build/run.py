@@ -84,18 +84,24 @@ class StageSummary:
             self.console.live(f"  {step.label}  {self.done}/{self.total}  ({self.seconds:.0f}s)")
 
     def close(self) -> None:
-        import resource
-
         parts = self.partitions
         named = ", ".join(parts[:3]) + (f", … {parts[-1]}" if len(parts) > 4 else
                                         "".join(f", {p}" for p in parts[3:]))  # fmt: skip
         assets = ", ".join(f"{a} rows={n}" if n is not None else a for a, n in self.rows.items())
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
         state = "ok" if not self.failed else f"{self.failed} of {self.done} FAILED"
         self.say(
             f"  {self.done} partitions ({named}): {assets or 'nothing materialised'} "
-            f"({'/'.join(self.jobs)} {state} in {self.seconds:.1f}s, process peak RSS {peak:.2f} GB)"
+            + job_line("/".join(self.jobs), state, self.seconds)
         )
+
+
+def job_line(job: str, state: str, seconds: float) -> str:
+    """A job's closing words, ``(JOB ok in 1.2s, process peak RSS 0.98 GB)``: the form
+    ``benchmarks/scale.py`` reads each job's seconds from."""
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+    return f"({job} {state} in {seconds:.1f}s, process peak RSS {peak:.2f} GB)"
 
 
 # Dagster's console logger at this level prints nothing a build does not print better itself:
@@ -180,15 +186,11 @@ def print_run(
         if not check.passed:
             why = f": {check.description}" if check.description else ""
             say(f"  CHECK FAILED: {check.asset_key.to_user_string()} / {check.check_name}{why}")
-    if summary is not None and result.success:
-        return
-    import resource
-
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
-    say(
-        f"  ({result.dagster_run.job_name} {'ok' if result.success else 'FAILED'} in "
-        f"{seconds:.1f}s, process peak RSS {peak:.2f} GB)"
-    )
+    if summary is None or not result.success:
+        say(
+            "  "
+            + job_line(result.dagster_run.job_name, "ok" if result.success else "FAILED", seconds)
+        )
 
 
 def sync_partitions(instance, cfg) -> dict[str, list[str]]:
