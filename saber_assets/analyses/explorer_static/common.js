@@ -24,5 +24,7 @@ window.SaberUI = (function () {
     }
     return el("label", { for: id }, label + " ", s);
   };
-  return { el, rendered, fmt, select };
+  // a table's header row of plain labels
+  const head = (labels) => el("thead", {}, el("tr", {}, ...labels.map((h) => el("th", { scope: "col" }, h))));
+  return { el, rendered, fmt, select, head };
 })();

@@ -5,7 +5,7 @@
 (function () {
   const S = window.SABER;
   const app = document.getElementById("app");
-  const { el, rendered, fmt, select } = window.SaberUI;
+  const { el, rendered, fmt, select, head } = window.SaberUI;
   const params = new URLSearchParams(location.search);
   const query = (p) => "queries.html?" + new URLSearchParams(Object.entries(p).filter(([, v]) => v)).toString();
   const pageOf = Object.fromEntries(S.queries.map((q) => [q.id, q.page]));
@@ -35,7 +35,7 @@
         const c = typeof x === "number" && typeof y === "number" ? x - y : String(x ?? "").localeCompare(String(y ?? ""));
         return state.desc ? -c : c;
       });
-      const head = el("tr", {}, ...cols().map(([k, label]) => el("th", { scope: "col" },
+      const headRow = el("tr", {}, ...cols().map(([k, label]) => el("th", { scope: "col" },
         el("button", { type: "button", onclick: () => { state.desc = state.sort === k ? !state.desc : true; state.sort = k; draw(); } },
           label + (state.sort === k ? (state.desc ? " ▼" : " ▲") : "")))));
       const body = el("tbody");
@@ -80,7 +80,7 @@
           select("Setting", "setting", settings.map((s) => [s, s]), state.setting, (e) => { state.setting = e.target.value; draw(); }),
           select("Domain", "domain", domainOpts, state.domain, (e) => { state.domain = e.target.value; state.sort = state.domain || m; draw(); }),
           select("Kind", "kind", [["", "all"], ...kinds.map((k) => [k, k])], state.kind, (e) => { state.kind = e.target.value; draw(); })),
-        el("div", { class: "scroll" }, el("table", { id: "board" }, el("thead", {}, head), body)),
+        el("div", { class: "scroll" }, el("table", { id: "board" }, el("thead", {}, headRow), body)),
         el("h2", {}, "Domains"),
         el("ul", {}, ...B.coverage.map((c) => el("li", { class: c.queries < c.quota ? "short" : "" },
           el("a", { href: query({ domain: c.domain }) }, c.domain),
@@ -166,7 +166,7 @@
       const shown = rows.slice(0, state.limit);
       summary.textContent = `${rows.length} of ${S.queries.length} queries` + (rows.length > shown.length ? ` (the first ${shown.length} shown: narrow the search)` : "") +
         `. nDCG@10 in setting ${state.setting}; judge's uncertainty: ${S.width_rule}; first shown won: the share of the decided judgments the candidate shown first won (0.5: no lean).`;
-      const head = el("tr", {}, ...cols().map(([k, label]) => el("th", { scope: "col" }, k == null ? label :
+      const headRow = el("tr", {}, ...cols().map(([k, label]) => el("th", { scope: "col" }, k == null ? label :
         el("button", { type: "button", onclick: () => { state.desc = state.sort === k ? !state.desc : k !== "id" && k !== "stratum"; state.sort = k; draw(); } },
           label + (state.sort === k ? (state.desc ? " ▼" : " ▲") : "")))));
       const body = el("tbody");
@@ -184,7 +184,7 @@
             bias == null ? "" : `${fmt(bias, 2)} (${q.decided})`),
           el("td", { class: "num" }, q.judgments)));
       }
-      table.replaceChildren(el("thead", {}, head), body);
+      table.replaceChildren(el("thead", {}, headRow), body);
     }
     app.replaceChildren(el("h1", {}, "Queries"), controls, summary, el("div", { class: "scroll" }, table));
     fillSystems();
@@ -227,11 +227,11 @@
         el("p", { class: "note" }, `Each point is a query: ${state.a}'s nDCG@10 across, ${state.b}'s up; above the diagonal B does better; a query in two domains takes its first one's colour. ` +
           "Click a point to open the query."),
         el("h2", {}, "Per domain"),
-        el("table", { id: "per-domain" }, el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "domain"), el("th", { scope: "col" }, "queries"), el("th", { scope: "col" }, "mean Δ"))),
+        el("table", { id: "per-domain" }, head(["domain", "queries", "mean Δ"]),
           el("tbody", {}, ...Object.entries(byDomain).map(([d, v]) => el("tr", {}, el("td", {}, d), el("td", { class: "num" }, v.length),
             el("td", { class: "num" }, fmt(v.reduce((s, x) => s + x, 0) / v.length)))))),
         el("h2", {}, "Queries where they differ most"),
-        el("table", { id: "deltas" }, el("thead", {}, el("tr", {}, ...["query", "A", "B", "Δ"].map((h) => el("th", { scope: "col" }, h)))),
+        el("table", { id: "deltas" }, head(["query", "A", "B", "Δ"]),
           el("tbody", {}, ...sorted.slice(0, 100).map((r) => el("tr", {},
             el("td", {}, el("a", { href: r.q.page }, r.q.id)),
             el("td", { class: "num" }, fmt(r.a)), el("td", { class: "num" }, fmt(r.b)), el("td", { class: "num" }, fmt(r.d)))))));
@@ -282,16 +282,16 @@
         ...(D.queries_removed.length ? [el("h3", {}, "Removed"), list(D.queries_removed, false)] : [])),
       section("Grades", el("p", {}, `${D.moved_count} of ${D.compared} (query, candidate) grades in both builds moved; ` +
           `${D.candidates_added} candidates drawn only now, ${D.candidates_removed} only before.`),
-        el("table", { id: "by-group" }, el("thead", {}, el("tr", {}, ...["group", "compared", "moved", "mean |Δ|", "largest |Δ|"].map((h) => el("th", { scope: "col" }, h)))),
+        el("table", { id: "by-group" }, head(["group", "compared", "moved", "mean |Δ|", "largest |Δ|"]),
           el("tbody", {}, ...D.by_group.map((g) => el("tr", {}, el("td", {}, g.group), el("td", { class: "num" }, g.compared),
             el("td", { class: "num" }, g.moved), el("td", { class: "num" }, fmt(g.mean_abs_delta, 3)), el("td", { class: "num" }, fmt(g.max_abs_delta, 3)))))),
         el("h3", {}, "Largest moves"),
-        el("table", { id: "moved" }, el("thead", {}, el("tr", {}, ...["query", "candidate", "group", "before", "now", "Δ"].map((h) => el("th", { scope: "col" }, h)))),
+        el("table", { id: "moved" }, head(["query", "candidate", "group", "before", "now", "Δ"]),
           el("tbody", {}, ...D.moved.slice(0, 50).map((m) => el("tr", {}, el("td", {}, qlink(m.query_id)), el("td", {}, m.candidate_id), el("td", {}, m.group || ""),
             el("td", { class: "num" }, fmt(m.old, 3)), el("td", { class: "num" }, fmt(m.new, 3)), el("td", { class: "num" }, fmt(m.delta, 3))))))),
       section("The board", ...D.settings.map((s) => el("div", { class: "setting-diff" },
         el("h3", {}, `${s.setting}: Kendall τ ${s.tau == null ? "n/a" : fmt(s.tau, 3)} over ${s.systems} systems`),
-        s.flipped.length ? el("table", { class: "flipped" }, el("thead", {}, el("tr", {}, ...["pair", "before", "now"].map((h) => el("th", { scope: "col" }, h)))),
+        s.flipped.length ? el("table", { class: "flipped" }, head(["pair", "before", "now"]),
           el("tbody", {}, ...s.flipped.map((f) => el("tr", {},
             el("td", {}, el("a", { href: `compare.html?${new URLSearchParams({ a: f.a, b: f.b, setting: s.setting })}` }, `${f.a} vs ${f.b}`)),
             el("td", { class: "num" }, `${fmt(f.old_a)} vs ${fmt(f.old_b)}`), el("td", { class: "num" }, `${fmt(f.new_a)} vs ${fmt(f.new_b)}`)))))

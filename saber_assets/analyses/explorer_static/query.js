@@ -3,7 +3,7 @@
 "use strict";
 (function () {
   const Q = window.QUERY;
-  const { el, rendered, fmt, select } = window.SaberUI;
+  const { el, rendered, fmt, select, head } = window.SaberUI;
   // a clamped statement that fits needs no fade: only the ones cut short keep it
   const unclamp = (root) => { for (const e of root.querySelectorAll(".clamp")) if (e.scrollHeight <= e.clientHeight + 1) e.classList.remove("clamp"); };
   const C = Q.candidates, K = Q.top;
@@ -43,8 +43,7 @@
     box.replaceChildren(
       el("div", { class: "controls" }, select("Setting", "q-setting", settings.map((s) => [s, s]), state.setting,
         (e) => { state.setting = e.target.value; systems(); why(); })),
-      el("table", { id: "systems-table" }, el("thead", {}, el("tr", {}, ...["system", "nDCG@10", "rank of the best candidate", "what it put first (grade)"]
-        .map((h) => el("th", { scope: "col" }, h)))), body),
+      el("table", { id: "systems-table" }, head(["system", "nDCG@10", "rank of the best candidate", "what it put first (grade)"]), body),
       el("p", { class: "note" }, `The best candidate: the highest grade (${fmt(best, 2)}); its rank is where the system put it, among ${C.length}. ` +
         `Click a system for its top ${K}.`));
   }
@@ -76,8 +75,7 @@
       el("p", { id: "why-summary" }, `${state.a} ${fmt(A.ndcg, 4)} against ${state.b} ${fmt(B.ndcg, 4)} (Δ ${fmt(A.ndcg - B.ndcg, 4)}). ` +
         `${state.a} ranks ${above.length} of the ${shown.length} candidates in either top ${K} above ${state.b}` +
         (above.length ? `, with mean grade ${fmt(above.reduce((s, r) => s + C[r.k].grade, 0) / above.length, 2)}` : "") + "."),
-      el("table", { id: "why-table" }, el("thead", {}, el("tr", {}, ...["candidate", "grade", `rank by ${state.a}`, `rank by ${state.b}`, "share of ΔnDCG", "statement"]
-        .map((h) => el("th", { scope: "col" }, h)))), body),
+      el("table", { id: "why-table" }, head(["candidate", "grade", `rank by ${state.a}`, `rank by ${state.b}`, "share of ΔnDCG", "statement"]), body),
       el("p", { class: "note" }, `Share of ΔnDCG: the candidate's gain (2^grade − 1) over log2(rank + 1), inside the top ${K}, for A minus for B, over the ideal DCG; ` +
         "the shares sum to the difference (up to the averaging of tied scores)."));
   }
@@ -99,8 +97,7 @@
         el("td", {}, j[3] === k ? "this one" : "the opponent"), el("td", {}, result), el("td", { class: "num" }, fmt(j[5], 2)),
         el("td", {}, check), el("td", { class: "raw" }, j[6] || ""));
     });
-    return el("table", { class: "judgments" }, el("thead", {}, el("tr", {}, ...["round", "opponent (grade)", "shown first", "this candidate", "P(first)", "asked again, other order", "judge's answer"]
-      .map((h) => el("th", { scope: "col" }, h)))), el("tbody", {}, ...rows));
+    return el("table", { class: "judgments" }, head(["round", "opponent (grade)", "shown first", "this candidate", "P(first)", "asked again, other order", "judge's answer"]), el("tbody", {}, ...rows));
   }
 
   function candidates() {
@@ -125,8 +122,7 @@
           games[k].length ? judgmentsOf(k) : el("p", {}, "No judgment stored for this candidate."))));
       }
       return el("div", { class: "group" }, el("h3", {}, `${g == null ? "(no group)" : g.replace("_", "-")} (${ks.length})`),
-        el("table", { class: "cands" }, el("thead", {}, el("tr", {}, ...["candidate", "BT strength", "grade", "95% interval", "wins–losses", "statement"]
-          .map((h) => el("th", { scope: "col" }, h)))), body));
+        el("table", { class: "cands" }, head(["candidate", "BT strength", "grade", "95% interval", "wins–losses", "statement"]), body));
     }));
   }
 
