@@ -101,14 +101,24 @@ class FieldCondition(_Strict):
         return f"{kind.rstrip('_')} {getattr(self, kind)!r}"
 
 
+# a source's id field that is no field: the row's 0-based position in the source (the published
+# documents' ids are their row indices)
+ROW_NUMBER = "#row"
+
+
 class SourceConfig(_Strict):
-    """One corpus source: a bundled name or a JSONL/Parquet path with a field mapping."""
+    """One corpus source: a bundled name or a JSONL/Parquet path (or a dataset folder) with a
+    field mapping."""
 
     # the source name: the prefix of its problems' ids (`name:native_id`)
     name: str = Field(pattern=r"^[a-z0-9_\-]+$")
     bundled: str | None = None  # a bundled corpus: `math`, `olympiadbench` or `champ`
-    path: str | None = None  # or a JSONL / JSONL.gz / Parquet file
-    # the file's field names for id, problem, solution (and category)
+    # or a JSONL / JSONL.gz / Parquet file, or a folder: a Hugging Face dataset as
+    # snapshot_download leaves it (its data/train-*.parquet shards in order, e.g.
+    # SaberMath-documents) or a `saber pull` folder (its documents.parquet)
+    path: str | None = None
+    # the file's field names for id, problem, solution (and category); an id of `#row` numbers
+    # the rows by position from 0 (the published documents' row index)
     fields: dict[str, str] | None = None
     # Higher priority wins inside a near-duplicate cluster (paper: official > NuminaMath > AoPS).
     priority: int = 0
@@ -152,6 +162,9 @@ class SourceConfig(_Strict):
 
 
 class DedupConfig(_Strict):
+    # off for a corpus deduplicated already (the published documents are the paper's corpus
+    # after its deduplication: a second pass would drop rows the paper kept)
+    enabled: bool = True
     n_grams: int = Field(default=5, ge=1)  # MinHash shingles: word n-grams of the statement
     # LSH bands (with hashes_per_bucket: ≈ 0.72 Jaccard threshold)
     num_buckets: int = Field(default=14, ge=1)
@@ -385,7 +398,9 @@ class TournamentConfig(_Strict):
     # Reasoning budget of the paper judge; a cut-off answer is retried once with twice as much.
     judge_max_tokens: int = Field(default=4096, ge=16)
     # Which candidate of a pair is shown first: `random` (per pair, seeded) or `by_id` (the
-    # smaller candidate id, as text, as the reference code shows them)
+    # smaller document number, as the reference shows the smaller document index: a corpus of
+    # one source numbered by integers, the published documents, keeps its numbers; any other is
+    # numbered by a hash of the id, so no source is shown first more often)
     presentation: Literal["random", "by_id"] = "random"
     # Which \boxed{} of a reasoned answer is the choice: the `last` (saber's) or the `first`
     # (the reference's); the reference also retries once (max_parse_retries: 1)
@@ -812,13 +827,41 @@ def expand_env(value, where: str, secrets: frozenset[str] = frozenset()):
     return _ENV_REF.sub(sub, value)
 
 
+def read_raw_config(path: Path, seen: tuple[Path, ...] = ()) -> dict:
+    """A config file's mapping; ``extends: OTHER.yaml`` (relative to the file) starts from that
+    config's, each section merged key by key and anything else (a list, a value) replaced."""
+    if not path.exists():
+        raise FileNotFoundError(f"config file not found: {path}")
+    if path.resolve() in seen:
+        chain = " -> ".join(str(p) for p in (*seen, path.resolve()))
+        raise ValueError(f"config {path}: `extends` runs in a circle: {chain}")
+    with open(path, encoding="utf-8") as f:
+        raw = yaml.safe_load(f) or {}
+    if not isinstance(raw, dict):
+        raise ValueError(
+            f"config {path}: a mapping of sections is needed, not {type(raw).__name__}"
+        )
+    base = raw.pop("extends", None)
+    if base is None:
+        return raw
+    if not isinstance(base, str):
+        raise ValueError(f"config {path}: `extends` names one config file, not {base!r}")
+    return merged(read_raw_config(path.parent / base, (*seen, path.resolve())), raw)
+
+
+def merged(base: dict, over: dict) -> dict:
+    """``over`` on top of ``base``: mappings merged key by key, anything else replaced."""
+    out = dict(base)
+    for key, value in over.items():
+        both = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = merged(out[key], value) if both else value
+    return out
+
+
 def load_config(path: str | os.PathLike | None = None) -> PipelineConfig:
     """Read and validate a pipeline config; errors name the file and the offending key."""
     path = Path(path) if path else DEFAULT_CONFIG
-    if not path.exists():
-        raise FileNotFoundError(f"config file not found: {path}")
-    with open(path, encoding="utf-8") as f:
-        raw = yaml.safe_load(f) or {}
+    raw = read_raw_config(path)
     raw = expand_env(raw, str(path), frozenset(secret_variables(raw)))
     refuse_secret_values(raw, str(path))
     try:

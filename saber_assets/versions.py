@@ -66,11 +66,16 @@ def code_digest(modules: Iterable[str], graph: CodeGraph | None = None) -> str:
 
 
 def file_stamp(path: Path) -> str:
-    """Content hash of an input file (corpus source, ontology, prompt template)."""
+    """Content hash of an input file (corpus source, ontology, prompt template), or of a folder
+    read as one source (a dataset snapshot): every file in it, by relative name and content."""
     h = hashlib.blake2b(digest_size=12)
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for file in files:
+        if path.is_dir():
+            h.update(file.relative_to(path).as_posix().encode() + b"\0")
+        with open(file, "rb") as f:
+            for block in iter(lambda f=f: f.read(1 << 20), b""):
+                h.update(block)
     return h.hexdigest()
 
 

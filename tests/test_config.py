@@ -60,3 +60,25 @@ def test_the_shipped_configs_use_no_old_key():
         with warnings.catch_warnings():
             warnings.simplefilter("error", ConfigDeprecation)
             load_config(path)
+
+
+def test_a_config_extends_another_section_by_section(tmp_path):
+    """`extends`: the other config's sections merged key by key, lists and values replaced; a
+    circle is refused with its chain."""
+    from saber_assets.config import load_config
+
+    (tmp_path / "base.yaml").write_text(
+        "name: base\nseed: 3\ntournament: {rounds: 7, presentation: by_id}\n"
+        "corpus: {sources: [{name: math, bundled: math}], max_problem_chars: 999}\n"
+    )
+    (tmp_path / "child.yaml").write_text(
+        "extends: base.yaml\nname: child\ntournament: {rounds: 2}\n"
+        "corpus: {sources: [{name: ob, bundled: olympiadbench}]}\n"
+    )
+    cfg = load_config(tmp_path / "child.yaml")
+    assert (cfg.name, cfg.seed, cfg.tournament.rounds) == ("child", 3, 2)
+    assert cfg.tournament.presentation == "by_id" and cfg.corpus.max_problem_chars == 999
+    assert [s.name for s in cfg.corpus.sources] == ["ob"]
+    (tmp_path / "base.yaml").write_text("extends: child.yaml\nname: base\n")
+    with pytest.raises(ValueError, match="runs in a circle"):
+        load_config(tmp_path / "child.yaml")

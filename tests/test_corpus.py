@@ -301,3 +301,51 @@ def test_texts_that_speak_to_a_model_are_flagged_not_dropped():
     )
     cfg = load_config("configs/sample.yaml")
     assert instruction_like(build_corpus(cfg.corpus, cfg.seed).corpus).height == 0
+
+
+def paper_corpus(folder) -> dict:
+    """configs/paper.yaml's corpus section, its source pointed at ``folder``."""
+    from saber_assets.config import REPO_ROOT, read_raw_config
+
+    section = read_raw_config(REPO_ROOT / "configs" / "paper.yaml")["corpus"]
+    (source,) = section["sources"]
+    return {**section, "sources": [{**source, "path": str(folder)}]}
+
+
+def test_the_published_documents_are_read_in_row_order_with_their_row_as_id(tmp_path):
+    """paper.yaml's corpus source on a folder shaped like SaberMath-documents: every row, in the
+    published order across shards, numbered by its row; a near-duplicate the paper kept stays
+    (no second deduplication); a `saber pull` folder reads the same."""
+    import polars as pl
+
+    from saber_assets.corpus.normalize import normalize_text
+    from saber_assets.versions import files_version
+    from saber_testing.published import published_rows, write_published_documents
+
+    rows = published_rows(23)
+    rows.insert(5, {"problem": rows[4]["problem"] + " ", "solution": "Another solution."})
+    folder = write_published_documents(tmp_path / "snapshot", rows, shards=3)
+    cfg = CorpusConfig.model_validate(paper_corpus(folder))
+    built = build_corpus(cfg, seed=0)
+    ids = built.corpus["id"].to_list()
+    assert ids == [f"sabermath:{k}" for k in range(24)]  # 10 after 9: numbers, not text
+    assert built.corpus["problem"].to_list() == [normalize_text(r["problem"]) for r in rows]
+    assert built.duplicates.height == 0 and built.quarantine.height == 0
+    # the same rows as `saber pull` writes them (documents.parquet with its own ids)
+    pulled = tmp_path / "pulled"
+    pulled.mkdir()
+    pl.DataFrame(rows).with_row_index("id").with_columns(
+        ("d" + pl.col("id").cast(pl.String)).alias("id")
+    ).write_parquet(pulled / "documents.parquet")
+    again = build_corpus(CorpusConfig.model_validate(paper_corpus(pulled)), seed=0)
+    assert again.corpus.select("id", "problem").equals(built.corpus.select("id", "problem"))
+    # a shard changed moves the source's data version; an empty folder is refused by name
+    before = files_version({"sabermath": folder})
+    write_published_documents(folder, rows[:-1], shards=3)
+    assert files_version({"sabermath": folder}) != before
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CorpusSourceError, match=r"without data/train-\*\.parquet"):
+        build_corpus(CorpusConfig.model_validate(paper_corpus(tmp_path / "empty")), seed=0)
+    # with deduplication on, the planted near-duplicate goes: the switch is what keeps it
+    on = paper_corpus(folder) | {"dedup": {"enabled": True}}
+    assert build_corpus(CorpusConfig.model_validate(on), seed=0).duplicates.height == 1

@@ -65,17 +65,35 @@ def test_the_paper_config_is_the_published_build_and_waits_for_its_sources(
     assert (cfg.tournament.presentation, cfg.tournament.boxed_answer) == ("by_id", "first")
     assert cfg.leaderboard.ties == "order" and not cfg.annotations.rescale_scores
     assert not cfg.annotations.core_idea_word_cap
-    assert set(cfg.corpus.sources[2].where) == {"source", "synthetic", "question_type",
-                                                "problem_is_valid", "solution_is_valid"}  # fmt: skip
+    # the corpus is the published documents, numbered by row, not deduplicated again
+    (published,) = cfg.corpus.sources
+    assert published.field_mapping()["id"] == "#row" and not cfg.corpus.dedup.enabled
+    # the from-sources build: every other choice the same (`extends`), its own corpus
+    sources = load_config(REPO_ROOT / "configs" / "paper-sources.yaml")
+    assert [s.name for s in sources.corpus.sources] == [
+        "olympiadbench",
+        "math",
+        "numinamath",
+        "aops",
+    ]
+    assert set(sources.corpus.sources[2].where) == {"source", "synthetic", "question_type",
+                                                    "problem_is_valid", "solution_is_valid"}  # fmt: skip
+    assert sources.corpus.dedup.enabled
+    assert sources.model_dump(exclude={"name", "corpus", "pods"}) == cfg.model_dump(
+        exclude={"name", "corpus", "pods"}
+    )
     assert cfg.tournament.judge_max_tokens == 50_000 and cfg.tournament.rounds == 20
     assert cfg.retrievers.registry == "retrievers.paper.yaml"
     paper = str(REPO_ROOT / "configs" / "paper.yaml")
     assert main(["cost", "--config", paper]) == 0
     out = capsys.readouterr().out
-    assert "283,000 problems" in out and "not there: numinamath, aops" in out
+    assert "283,000 problems" in out and "not there: sabermath" in out
     assert "1500000" in out and "the paper: ≈1.5 M judge calls" in out
     monkeypatch.setenv("SABER_HOME", str(tmp_path))
     assert main(["build", "--config", paper]) == 2
+    err = capsys.readouterr().err
+    assert "source 'sabermath'" in err and "saber pull data/paper/sabermath" in err
+    assert main(["build", "--config", str(REPO_ROOT / "configs" / "paper-sources.yaml")]) == 2
     err = capsys.readouterr().err
     assert "source 'numinamath'" in err and "AI-MO/NuminaMath-1.5" in err
     assert "source 'aops'" in err and "source 'math'" not in err

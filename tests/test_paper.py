@@ -424,3 +424,44 @@ def test_math_vs_words_tries_only_what_can_run_here(monkeypatch):
         choose_retrievers(entries, ["bge-m3", "tf-idf"])
     with pytest.raises(ValueError, match="not in the registry"):
         choose_retrievers(entries, ["nope"])
+
+
+# ------------------------------------------------------------- the published documents as corpus
+
+
+def test_a_build_on_the_published_documents_keeps_their_row_numbers(tiny_config, tmp_path):
+    """configs/paper.yaml's corpus source on a folder shaped like SaberMath-documents, built end
+    to end (the CPU backends): the corpus ids are the published rows in order, the benchmark's
+    candidate numbers are those rows, and ``by_id`` shows the smaller row first."""
+    from saber_assets.config import read_raw_config
+    from saber_testing.published import published_rows, write_published_documents
+
+    folder = write_published_documents(tmp_path / "sabermath", published_rows(330), shards=3)
+    corpus = read_raw_config(REPO / "configs" / "paper.yaml")["corpus"]
+    corpus["sources"][0]["path"] = str(folder)
+    tournament = {"rounds": 4, "presentation": "by_id", "order_check_share": 0}
+    cfg = tiny_config(corpus=corpus, tournament=tournament)
+    # up to the benchmark: the stages after it read the corpus through it
+    jobs = (
+        "sources",
+        "annotations",
+        "signal-inputs",
+        "shards",
+        "thresholds",
+        "domains",
+        "benchmark",
+    )
+    assert main(["build", "--config", str(cfg), *(a for j in jobs for a in ("--select", j))]) == 0
+    home = tmp_path / "home" / "tiny"
+    built = pl.read_parquet(home / "parquet" / "corpus.parquet")
+    assert built["id"].to_list() == [f"sabermath:{k}" for k in range(330)]
+    bench = Benchmark.read(home / "benchmark")
+    rows = bench.documents["id"].to_list()
+    numbers = [c for cands in bench.queries["candidates"] for c in cands]
+    assert numbers and all(rows[c] == f"sabermath:{c}" for c in numbers)
+    judged = pl.read_parquet(home / "parquet" / "tournament_judgments")
+    number = pl.col("shown_first").str.split(":").list.last().cast(pl.Int64)
+    smaller = pl.min_horizontal(
+        *(pl.col(c).str.split(":").list.last().cast(pl.Int64) for c in ("a", "b"))
+    )
+    assert judged.height and judged.select((number == smaller).all()).item()

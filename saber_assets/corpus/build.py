@@ -122,8 +122,12 @@ def build_corpus(cfg: CorpusConfig, seed: int) -> CorpusBuild:
     t1 = time.perf_counter()
     d = cfg.dedup
     items = [DedupItem(r.id, r.problem, prio, order * 10**9 + r.line) for r, prio, order in kept]
-    links = find_duplicates(
-        items, minhash_config(d.n_grams, d.num_buckets, d.hashes_per_bucket, d.seed)
+    links = (
+        find_duplicates(
+            items, minhash_config(d.n_grams, d.num_buckets, d.hashes_per_bucket, d.seed)
+        )
+        if d.enabled
+        else []
     )
     t2 = time.perf_counter()
     removed = {link.removed_id for link in links}

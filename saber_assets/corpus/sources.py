@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from saber_assets.config import CorpusConfig
+from saber_assets.config import ROW_NUMBER, CorpusConfig
 
 
 class CorpusSourceError(ValueError):
@@ -92,17 +92,40 @@ def readable(path: Path) -> bool:
     return path.suffix == ".parquet" or "".join(path.suffixes[-2:]).endswith(JSON_LINES)
 
 
+# a pulled benchmark's documents (`saber pull`), read as a source in their row order
+PULLED_DOCUMENTS = "documents.parquet"
+
+
+def dataset_shards(folder: Path, split: str = "train") -> list[Path]:
+    """The Parquet shards of a Hugging Face dataset folder as ``snapshot_download`` leaves it
+    (``data/{split}-*.parquet``, in shard order), else a ``saber pull`` folder's documents; []
+    when it holds neither."""
+    shards = sorted((folder / "data").glob(f"{split}-*.parquet"))
+    if not shards and (folder / PULLED_DOCUMENTS).is_file():
+        shards = [folder / PULLED_DOCUMENTS]
+    return shards
+
+
 def iter_source(name: str, path: Path, mapping: dict[str, str]) -> Iterator[RawRow | Rejected]:
     """The rows of one JSONL(.gz) or Parquet file, streamed (a Parquet file batch by batch), each
     read or rejected with its reason; the mapped fields are checked on the first row."""
     if not path.exists():
         raise CorpusSourceError(f"source {name!r}: file not found: {path}")
+    if path.is_dir():
+        shards = dataset_shards(path)
+        if not shards:
+            raise CorpusSourceError(
+                f"source {name!r}: {path} is a folder without data/train-*.parquet (a dataset "
+                f"folder as snapshot_download leaves it) or {PULLED_DOCUMENTS} (saber pull)"
+            )
+        yield from _iter_parquet(name, shards, mapping)
+        return
     if not readable(path):
         raise CorpusSourceError(
             f"source {name!r}: unsupported file type {path.name!r} (use .jsonl, .jsonl.gz or .parquet)"
         )
     if path.suffix == ".parquet":
-        yield from _iter_parquet(name, path, mapping)
+        yield from _iter_parquet(name, [path], mapping)
         return
     checked = False
     for lineno, raw in enumerate(_open_lines(path), start=1):
@@ -135,31 +158,38 @@ def iter_source(name: str, path: Path, mapping: dict[str, str]) -> Iterator[RawR
         if not checked:
             _check_mapping(name, path, lineno, mapping, record.keys())
             checked = True
+        if mapping["id"] == ROW_NUMBER:
+            record[ROW_NUMBER] = lineno - 1
         yield RawRow(name, lineno, record)
 
 
-def _iter_parquet(name: str, path: Path, mapping: dict[str, str]) -> Iterator[RawRow]:
-    try:
-        file = pq.ParquetFile(path)
-    except Exception as exc:
-        raise CorpusSourceError(
-            f"source {name!r}: cannot read Parquet file {path}: {exc}"
-        ) from None
-    _check_mapping(name, path, 1, mapping, file.schema_arrow.names)
+def _iter_parquet(name: str, paths: list[Path], mapping: dict[str, str]) -> Iterator[RawRow]:
+    """The rows of Parquet shards read as one table, in order (``line`` runs on across them)."""
     i = 0
-    for batch in file.iter_batches(batch_size=8192):
-        for record in batch.to_pylist():
-            i += 1
-            yield RawRow(name, i, record)
+    for path in paths:
+        try:
+            file = pq.ParquetFile(path)
+        except Exception as exc:
+            raise CorpusSourceError(
+                f"source {name!r}: cannot read Parquet file {path}: {exc}"
+            ) from None
+        _check_mapping(name, path, i + 1, mapping, file.schema_arrow.names)
+        for batch in file.iter_batches(batch_size=8192):
+            for record in batch.to_pylist():
+                if mapping["id"] == ROW_NUMBER:
+                    record[ROW_NUMBER] = i  # the published row index, 0-based
+                i += 1
+                yield RawRow(name, i, record)
 
 
 def _check_mapping(name: str, path: Path, line: int, mapping: dict[str, str], present) -> None:
     present = list(present)
-    # `category` is optional; id/problem/solution must exist in the file.
+    # `category` is optional; id/problem/solution must exist in the file (an id of `#row` is
+    # the row's position, not a field)
     missing = [
         f"{role}={col!r}"
         for role, col in mapping.items()
-        if col not in present and role != "category"
+        if col not in present and role != "category" and col != ROW_NUMBER
     ]
     if missing:
         raise CorpusSourceError(

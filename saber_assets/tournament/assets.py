@@ -12,6 +12,7 @@ from saber_assets.ratings.rate import configured_prior
 from saber_assets.resources import PipelineResource
 from saber_assets.tournament.engine import (
     TournamentQuery,
+    document_numbers,
     first_shown_by_source,
     order_consistency,
     position_bias,
@@ -56,15 +57,17 @@ def tournament_judgments(
     cfg = pipeline.load()
     tcfg = cfg.tournament
     judge, text = prepared_judge(pipeline, llm, stores, corpus, query_candidates)
+    number, numbering = document_numbers(corpus)
     queries = []
     for (qid,), frame in query_candidates.sort("query_id", "position").group_by(
         "query_id", maintain_order=True
     ):
         cands = frame["candidate_id"].to_list()
-        queries.append(TournamentQuery(qid, text[qid], cands, [text[c] for c in cands]))
+        texts = [text[c] for c in cands]
+        queries.append(TournamentQuery(qid, text[qid], cands, texts, [number[c] for c in cands]))
     store = SQLJudgmentStore(stores.db())
     # another presentation is another tournament (the default's key is as before)
-    shown = "" if tcfg.presentation == "random" else f"|{tcfg.presentation}"
+    shown = "" if tcfg.presentation == "random" else f"|{tcfg.presentation}:{numbering}"
     key = run_key(judge, cfg.seed, tcfg.policy, tcfg.rounds, extra=context.partition_key + shown)
     t0 = time.perf_counter()
     standings, stats = run_tournament(
@@ -129,9 +132,11 @@ def tournament_judgments(
             "order_consistency": round(agree / checked, 4) if checked else None,
             "order_consistency_95ci": f"[{agree_lo:.3f}, {agree_hi:.3f}]" if checked else None,
             "both_orders": tcfg.both_orders,
+            "presentation": tcfg.presentation
+            + (f" ({numbering})" if tcfg.presentation == "by_id" else ""),
             "swapped_judgments_requested": stats["swapped_requested"],
             "per_round": markdown_table(per_round, max_rows=40),
-            # whether the order shown carries a source (by_id on source-prefixed ids does)
+            # whether the order shown carries a source: near 0.5 per pair of sources when not
             "first_shown_by_source": markdown_table(first_shown_by_source(df), max_rows=40),
             **llm_metadata({"judge": judge}),
         },

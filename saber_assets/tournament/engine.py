@@ -68,6 +68,27 @@ class TournamentQuery:
     text: str
     candidates: list[str]  # candidate ids
     texts: list[str]  # candidate texts, same order
+    # what ``presentation: by_id`` orders a pair by (``document_numbers``), same order; without
+    # them, a hash of each id
+    numbers: list[int] | None = None
+
+
+def id_number(doc_id: str) -> int:
+    """A number for an id that carries nothing of it: no source comes first more often."""
+    return int.from_bytes(hashlib.blake2b(doc_id.encode(), digest_size=8).digest(), "big")
+
+
+def document_numbers(corpus: pl.DataFrame) -> tuple[dict[str, int], str]:
+    """The number ``presentation: by_id`` shows the smaller of first, per corpus problem, and
+    the rule used. A corpus of one source whose native ids are all integers (the published
+    documents, numbered by row) keeps them: the reference's order, by document index. Any other
+    corpus numbers a problem by a hash of its id, since its ids begin with their source and the
+    smaller would put one source first every time."""
+    natives = corpus["native_id"]
+    one_source = corpus["source"].n_unique() == 1
+    if one_source and corpus.height and natives.str.contains(r"^\d{1,18}$").all():
+        return dict(zip(corpus["id"], natives.cast(pl.Int64), strict=True)), "native_number"
+    return {i: id_number(i) for i in corpus["id"]}, "id_hash"
 
 
 @dataclass
@@ -194,7 +215,7 @@ def run_tournament(
 ) -> tuple[dict[str, Standing], dict]:
     """Run (or resume) the tournament; returns standings per query and run statistics.
     ``presentation``: which candidate of a pair is shown first, ``random`` (from the round's
-    generator) or ``by_id`` (the smaller candidate id). ``order_check_share`` of each round's
+    generator) or ``by_id`` (the smaller of the candidates' ``numbers``). ``order_check_share`` of each round's
     pairs (chosen by ``order_checked``) are judged again in the other order, stored under
     ``swapped_key(key)``, and only reported; with ``both_orders`` every pair is, and the two
     answers decide together (agreeing: a win; disagreeing: a tie)."""
@@ -205,6 +226,10 @@ def run_tournament(
     stored = {(j.query, j.round, j.a, j.b): j for j in store.load(key)}
     standings = {q.query_id: Standing(len(q.candidates)) for q in queries}
     index = {q.query_id: {c: k for k, c in enumerate(q.candidates)} for q in queries}
+    numbers = {
+        q.query_id: q.numbers if q.numbers is not None else [id_number(c) for c in q.candidates]
+        for q in queries
+    }
     stats = {
         "requested": 0,
         "replayed": 0,
@@ -286,7 +311,8 @@ def run_tournament(
                     first, second = (x, y) if rng.random() < 0.5 else (y, x)
                     cx, cy = q.candidates[x], q.candidates[y]
                     if presentation == "by_id":
-                        first, second = (x, y) if cx < cy else (y, x)
+                        nx, ny = numbers[q.query_id][x], numbers[q.query_id][y]
+                        first, second = (x, y) if nx < ny else (y, x)
                     a, b = min(cx, cy), max(cx, cy)
                     done = stored.get((q.query_id, rnd, a, b))
                     if done is not None:
@@ -369,13 +395,17 @@ def position_bias(judgments: pl.DataFrame, band: tuple[float, float] | None = No
 def first_shown_by_source(judgments: pl.DataFrame) -> pl.DataFrame:
     """For each pair of sources (``source_a`` < ``source_b``), the judgments that pitted a
     candidate of one against a candidate of the other, and the share in which ``source_a``'s was
-    shown first: 0.5 when the order carries no source; under ``presentation: by_id`` with
-    ``source:native_id`` ids, 1.0 (the smaller id's source is always shown first), so a judge's
-    lean to the first position becomes a lean to one source."""
+    shown first: near 0.5 when the order carries no source (``random``, or ``by_id`` on
+    ``document_numbers``); 1.0 where one source were always shown first, which would turn a
+    judge's lean to the first position into a lean to that source."""
     if not judgments.height:
         return pl.DataFrame(
-            schema={"source_a": pl.String, "source_b": pl.String, "pairs": pl.UInt32,
-                    "a_shown_first": pl.Float64}  # fmt: skip
+            schema={
+                "source_a": pl.String,
+                "source_b": pl.String,
+                "pairs": pl.UInt32,
+                "a_shown_first": pl.Float64,
+            }  # fmt: skip
         )
     j = judgments.select("a", "b", "shown_first").with_columns(
         pl.col(c).str.split_exact(":", 1).struct.field("field_0").alias(f"s_{c}")
