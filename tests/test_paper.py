@@ -465,3 +465,62 @@ def test_a_build_on_the_published_documents_keeps_their_row_numbers(tiny_config,
         *(pl.col(c).str.split(":").list.last().cast(pl.Int64) for c in ("a", "b"))
     )
     assert judged.height and judged.select((number == smaller).all()).item()
+
+
+# ------------------------------------------------------------------ Approach Zero as the reference
+
+
+def test_approach_zero_as_the_reference_runs_it():
+    """The reference's query (every prose stretch and formula, in reading order) and its skip
+    list (md5 of the query text; left out of the means, counted as skipped), from the paper
+    registry's entry."""
+    import hashlib
+
+    from saber_assets.leaderboard.significance import score_matrix
+    from saber_assets.retrievers.approach0 import (
+        REFERENCE_SKIP,
+        Approach0Retriever,
+        reference_keywords,
+    )
+
+    from .test_leaderboard import toy_benchmark
+
+    query = (
+        r"Find $x$ such that $$x^2=1$$ holds, and \(y\) with \[ y+1 \] "
+        r"\begin{align*}a&=b\end{align*} end."
+    )
+    assert reference_keywords(query) == [
+        {"type": "term", "str": "Find"}, {"type": "tex", "str": "x"},
+        {"type": "term", "str": "such that"}, {"type": "tex", "str": "x^2=1"},
+        {"type": "term", "str": "holds, and"}, {"type": "tex", "str": "y"},
+        {"type": "term", "str": "with"}, {"type": "tex", "str": "y+1"},
+        {"type": "tex", "str": "a&=b"}, {"type": "term", "str": "end."},
+    ]  # fmt: skip
+    assert reference_keywords("a\x00b \ud800") == [{"type": "term", "str": "a b ?"}]
+    entry = next(e for e in load_registry(PAPER_REGISTRY) if e.kind == "approach0")
+    az = build_retriever(entry)
+    assert az.query == "reference" and az.skip == REFERENCE_SKIP and len(az.skip) == 29
+    # saber's own query keeps 12 words and 6 formulas; the reference's sends them all
+    long = " ".join(f"word{k} $x_{{{k}}}$" for k in range(20))
+    assert len(az.query_keywords(long)) == 40
+    assert len(Approach0Retriever(candidates="own-index").query_keywords(long)) == 18
+    # on the toy benchmark: the engine answers the reference's query (the renamed twin first)
+    bench = toy_benchmark()
+    run = evaluate(az, bench, "statement-statement", full_corpus=False)
+    assert not run["failed"][0] and int(np.argmax(run["scores"][0].to_list())) == 3
+    # a query on the skip list is not searched, and leaves the means and the paired tests
+    text = bench.queries["problem"][0]
+    az.skip = frozenset({hashlib.md5(text.encode()).hexdigest()})
+    skipped = evaluate(az, bench, "statement-statement", full_corpus=False)
+    assert skipped["failed"][0] and skipped["error"][0].startswith("skipped: md5 ")
+    two = pl.concat([run, run.with_columns(pl.col("query_id") + "b")])
+    mixed = pl.concat([skipped, run.with_columns(pl.col("query_id") + "b")])
+    board, board_mixed = score_table(two, ["Number Theory"]), score_table(mixed, ["Number Theory"])
+    assert (board["skipped"][0], board_mixed["skipped"][0], board_mixed["failed"][0]) == (0, 1, 1)
+    assert board_mixed["ndcg@10"][0] == pytest.approx(run["ndcg"][0])  # the other query alone
+    assert board_mixed["Number Theory queries"][0] == 1
+    other = mixed.with_columns(retriever=pl.lit("a")).vstack(
+        two.with_columns(retriever=pl.lit("b")).select(mixed.columns + ["retriever"])
+    )
+    ids, names, _ = score_matrix(other, "statement-statement")
+    assert ids == ["q0b"] and names == ["a", "b"]

@@ -150,6 +150,8 @@ def board_markdown(board: pl.DataFrame, domains: list[str], metric: str, manifes
             *joint_view(board, "ci"),
             *domain_cells(board, domains, manifest.get("coverage", [])),
             "failed",
+            # queries a retriever leaves out by its own rule (the reference's Approach Zero)
+            *(["skipped"] if "skipped" in board.columns and board["skipped"].sum() else []),
             pl.col("median_latency_ms").round(2),
             "rank_ci",
             *joint_view(board, "rank"),

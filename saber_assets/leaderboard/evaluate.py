@@ -19,7 +19,7 @@ from saber_assets.leaderboard.metrics import (
     recall_of_top,
     summarize,
 )
-from saber_assets.retrievers.base import RetrieverFailed
+from saber_assets.retrievers.base import SKIPPED, RetrieverFailed
 
 RUN_SCHEMA = {
     "query_id": pl.String,
@@ -72,6 +72,11 @@ def corpus_score_matrix(
             continue
         out[n] = r
     return out, errors
+
+
+def skipped() -> pl.Expr:
+    """The run rows of queries a retriever skipped by its own rule (``RetrieverSkipped``)."""
+    return pl.col("error").str.starts_with(SKIPPED).fill_null(False)
 
 
 def failed(error: str) -> dict:
@@ -276,18 +281,22 @@ def score_table(
     the score columns are named for the runs' cut-off ``k`` (``ndcg@k``).
     Failed queries count as nDCG 0 in the means and are reported in ``failed``; with
     ``drop_failed`` (the reference evaluation's protocol) they are left out of the means, still
-    counted in ``failed``."""
+    counted in ``failed``. A query the retriever skipped by its own rule (``skipped``) is left
+    out of the means either way and counted in ``skipped`` (among ``failed`` too)."""
     out = []
     # one row per (query, setting) (a multi-domain query runs in several domain partitions) in a
     # fixed query order, so the seeded bootstrap gives the same CI wherever it is computed
     unique = runs.unique(["query_id", "setting"], keep="first").sort("setting", "query_id")
     for (setting,), frame in unique.group_by("setting", maintain_order=True):
         n_failed = int(frame["failed"].sum())
-        scored = frame.filter(~pl.col("failed")) if drop_failed else frame
+        left_out = skipped()
+        n_skipped = int(frame.select(left_out.sum()).item())
+        scored = frame.filter(~(pl.col("failed") if drop_failed else left_out))
         summ = summarize(
             scored["ndcg"].to_list(), scored["domains"].to_list(), domains, resamples, seed
         )
         row = {"setting": setting, "queries": frame.height, "failed": n_failed}
+        row["skipped"] = n_skipped
         if "doc_failures" in frame.columns:
             row["doc_failures"] = int(frame["doc_failures"].fill_null(0).sum())
         row |= {

@@ -25,7 +25,7 @@ from itertools import combinations
 import numpy as np
 import polars as pl
 
-from saber_assets.leaderboard.evaluate import rescore_runs
+from saber_assets.leaderboard.evaluate import rescore_runs, skipped
 from saber_assets.leaderboard.metrics import bootstrap_means
 
 ALPHA = 0.05
@@ -34,9 +34,11 @@ MIN_DOMAIN_QUERIES = 30  # per-domain tests only where a domain has at least thi
 
 def score_matrix(runs: pl.DataFrame, setting: str, column: str = "ndcg"):
     """(query ids, system names, matrix queries × systems) of one setting, over the queries that
-    every system scored; a failed query is 0 (the leaderboard's convention)."""
+    every system scored; a failed query is 0 (the leaderboard's convention), a skipped one is
+    not scored (``evaluate.skipped``: the query leaves the matrix)."""
     frame = (
         runs.filter(pl.col("setting") == setting)
+        .filter(~skipped() if "error" in runs.columns else pl.lit(True))
         .unique(["retriever", "query_id"], keep="first")
         .with_columns(pl.col(column).fill_null(0.0))
     )

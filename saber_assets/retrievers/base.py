@@ -93,3 +93,15 @@ class Kind:
 
 class RetrieverFailed(RuntimeError):
     """The retriever could not score this query; it is counted, never silently dropped."""
+
+
+# how a skipped query's error begins, wherever the error travels as text (a run file's `error`)
+SKIPPED = "skipped: "
+
+
+class RetrieverSkipped(RetrieverFailed):
+    """The retriever leaves this query out by its own rule (the reference's Approach Zero skips
+    the queries its engine crashes on): left out of its means, counted as skipped on the board."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(SKIPPED + reason)
