@@ -70,9 +70,41 @@ def _strict_json(text: str) -> object:
 # ------------------------------------------------------------------------------ topic scores
 
 
-def problem_text(problem: str, solution: str | None) -> str:
+class ProblemText(str):
+    """A problem as shown to a model (the statement, then its worked solution) that keeps both
+    parts, for a template that names them apart (the reference's verbatim judge prompt)."""
+
+    problem: str
+    solution: str
+
+    def __new__(cls, problem: str, solution: str | None) -> ProblemText:
+        text = super().__new__(cls, _problem_block(problem, solution))
+        text.problem, text.solution = problem, solution or ""
+        return text
+
+    def __reduce__(self):
+        return ProblemText, (self.problem, self.solution)
+
+
+def problem_text(problem: str, solution: str | None) -> ProblemText:
     """How a problem is shown to a model: the statement, then its worked solution."""
-    return _problem_block(problem, solution)
+    return ProblemText(problem, solution)
+
+
+def judge_values(template: PromptTemplate, query: str, first: str, second: str) -> dict[str, str]:
+    """The judge template's values: each item whole, or (a template naming them apart) each
+    item's statement and solution."""
+    if not template.split:
+        return {"target_problem": query, "sample_1": first, "sample_2": second}
+    values = {}
+    for name, text in (("target", query), ("sample1", first), ("sample2", second)):
+        if not isinstance(text, ProblemText):
+            raise ValueError(
+                f"{template.source} names each item's statement and solution apart, but the "
+                f"{name} text came whole (not made by the judge's text_for)"
+            )
+        values[f"{name}_problem"], values[f"{name}_solution"] = text.problem, text.solution
+    return values
 
 
 def topic_request(
@@ -249,9 +281,8 @@ def judge_request(
     query: str, first: str, second: str, template: PromptTemplate | None = None
 ) -> LLMRequest:
     """The ``direct`` judge: the answer is the digit alone (two tokens, constrained to 1 or 2)."""
-    messages = _template(template, "judge:direct").messages(
-        target_problem=query, sample_1=first, sample_2=second
-    )
+    chosen = _template(template, "judge:direct")
+    messages = chosen.messages(**judge_values(chosen, query, first, second))
     return LLMRequest(
         messages=messages,
         max_tokens=2,
@@ -266,9 +297,8 @@ def paper_judge_request(
     """The ``paper`` judge: technique profiles, a comparison with match scores, the decision with
     three ordered tie-breakers, then a final \\boxed{1} or \\boxed{2}. Every item shows its
     problem and solution."""
-    messages = _template(template, "judge:paper").messages(
-        target_problem=query, sample_1=first, sample_2=second
-    )
+    chosen = _template(template, "judge:paper")
+    messages = chosen.messages(**judge_values(chosen, query, first, second))
     return LLMRequest(
         messages=messages,
         max_tokens=max_tokens,

@@ -43,6 +43,12 @@ PLACEHOLDERS: dict[str, tuple[str, ...]] = {
 }
 # placeholders a template may leave out (the default summary names the word cap, a user's need not)
 OPTIONAL: dict[str, tuple[str, ...]] = {"summaries": ("max_words",), "ordinal": ("max_score",)}
+# a task's other set of placeholders: each item's statement and solution apart, as the reference
+# code's verbatim judge prompt names them (there `{target_problem}` is the statement alone)
+SPLIT: dict[str, tuple[str, ...]] = {
+    "judge": ("target_problem", "target_solution", "sample1_problem", "sample1_solution",
+              "sample2_problem", "sample2_solution"),
+}  # fmt: skip
 # the built-in template of each task (the judge's per prompt style)
 BUILTIN = {
     "topics": "topics.yaml",
@@ -60,7 +66,8 @@ BUILTIN = {
 _BRACKETS = re.compile("[<\uff1c\ufe64\u2039\u27e8\u3008]")
 _TAG_NAME = re.compile(
     r"\s*/?\s*(?:" + "|".join(sorted({p for ps in PLACEHOLDERS.values() for p in ps}
-                                     | {p for ps in OPTIONAL.values() for p in ps}))
+                                     | {p for ps in OPTIONAL.values() for p in ps}
+                                     | {p for ps in SPLIT.values() for p in ps}))
     + r")(?![A-Za-z0-9_])",
     re.IGNORECASE,
 )  # fmt: skip
@@ -84,7 +91,7 @@ _LIKELY_PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\}")
 
 def allowed_placeholders(task: str) -> set[str]:
     """What a template of ``task`` may name: the placeholders its requests fill."""
-    return set(PLACEHOLDERS[task]) | set(OPTIONAL.get(task, ()))
+    return set(PLACEHOLDERS[task]) | set(OPTIONAL.get(task, ())) | set(SPLIT.get(task, ()))
 
 
 class TemplateError(ValueError):
@@ -97,10 +104,21 @@ class PromptTemplate:
     user: str
     system: str | None = None
     source: str = "built-in"
+    # `python`: the text is written for str.format, so `{{` and `}}` are literal braces (the
+    # reference code's prompt files); `literal` (default): every brace is as written
+    braces: str = "literal"
+
+    @property
+    def split(self) -> bool:
+        """Whether it names each item's statement and solution apart (``SPLIT``)."""
+        names = SPLIT.get(self.task, ())
+        return bool(names) and f"{{{names[1]}}}" in f"{self.system or ''}\n{self.user}"
 
     @property
     def digest(self) -> str:
-        text = f"{self.system or ''}\x00{self.user}"
+        text = f"{self.system or ''}\x00{self.user}" + (
+            "\x00python" if self.braces == "python" else ""
+        )
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     def version(self, parser: str) -> str:
@@ -111,12 +129,17 @@ class PromptTemplate:
         unknown = set(values) - allowed_placeholders(self.task)
         if unknown:
             raise KeyError(f"{self.task} template has no placeholder {sorted(unknown)}")
-        pattern = re.compile(r"\{(" + "|".join(map(re.escape, sorted(values))) + r")\}")
+        names = "|".join(map(re.escape, sorted(values)))
+        doubled = r"|(\{\{|\}\})" if self.braces == "python" else ""
+        pattern = re.compile(r"\{(" + names + r")\}" + doubled) if values else None
 
         safe = {k: escape_blocks(v) for k, v in values.items()}
 
+        def filled(m: re.Match) -> str:
+            return safe[m.group(1)] if m.group(1) else m.group(2)[0]
+
         def fill(text: str) -> str:  # one pass: a filled value is never scanned again
-            return pattern.sub(lambda m: safe[m.group(1)], text) if values else text
+            return pattern.sub(filled, text) if pattern else text
 
         user = ("user", fill(self.user))
         return ((("system", fill(self.system)),) if self.system else ()) + (user,)
@@ -133,24 +156,46 @@ def parse_template(task: str, text: str, source: str, yaml_file: bool) -> Prompt
             raise TemplateError(f"{source}: not YAML: {exc}") from None
         if not isinstance(data, dict) or not isinstance(data.get("user"), str):
             raise TemplateError(f"{source}: a YAML template needs a 'user' string")
-        extra = set(data) - {"system", "user"}
+        extra = set(data) - {"system", "user", "braces"}
         if extra:
-            raise TemplateError(f"{source}: unknown keys {sorted(extra)} (only system, user)")
+            raise TemplateError(
+                f"{source}: unknown keys {sorted(extra)} (only system, user, braces)"
+            )
         system, user = data.get("system"), data["user"]
+        braces = data.get("braces", "literal")
+        if braces not in ("literal", "python"):
+            raise TemplateError(f"{source}: braces must be 'literal' or 'python', not {braces!r}")
         if system is not None and not isinstance(system, str):
             raise TemplateError(f"{source}: 'system' must be a string")
     else:
-        user = text
+        user, braces = text, "literal"
     if not user.strip():
         raise TemplateError(f"{source}: the user message is empty")
     both = f"{system or ''}\n{user}"
-    missing = [p for p in PLACEHOLDERS[task] if f"{{{p}}}" not in both]
+    # the placeholders of the set it uses: a split template names a solution placeholder
+    needed = PLACEHOLDERS[task]
+    if task in SPLIT and f"{{{SPLIT[task][1]}}}" in both:
+        needed = SPLIT[task]
+    missing = [p for p in needed if f"{{{p}}}" not in both]
     if missing:
+        other = (
+            f"; or each apart: {', '.join(f'{{{p}}}' for p in SPLIT[task])}"
+            if task in SPLIT
+            else ""
+        )
         raise TemplateError(
             f"{source}: the {task} template lacks "
             + ", ".join(f"{{{p}}}" for p in missing)
-            + f" (its placeholders: {', '.join(f'{{{p}}}' for p in PLACEHOLDERS[task])})"
+            + f" (its placeholders: {', '.join(f'{{{p}}}' for p in needed)}{other})"
         )
+    if task in SPLIT and needed is SPLIT[task]:
+        mixed = [p for p in PLACEHOLDERS[task] if p not in needed and f"{{{p}}}" in both]
+        if mixed:
+            raise TemplateError(
+                f"{source}: the {task} template names each item's parts apart and also "
+                + ", ".join(f"{{{p}}}" for p in mixed)
+                + " (one set or the other)"
+            )
     allowed = allowed_placeholders(task)
     unknown = sorted({m for m in _LIKELY_PLACEHOLDER.findall(both) if m not in allowed})
     if unknown:
@@ -160,7 +205,7 @@ def parse_template(task: str, text: str, source: str, yaml_file: bool) -> Prompt
             + ", ".join(f"{{{p}}}" for p in sorted(allowed))
             + ")"
         )
-    return PromptTemplate(task, user, system or None, source)
+    return PromptTemplate(task, user, system or None, source, braces)
 
 
 def load_template(task: str, path: str | Path) -> PromptTemplate:

@@ -274,3 +274,45 @@ def test_every_builtin_prompt_puts_each_text_in_a_block_that_a_text_cannot_close
         assert text.count(f"<{p}>") == 1 and text.count(f"</{p}>") == 1, (p, text)
         assert text.index(f"<{p}>") < text.index(f"&lt;/{p}>") < text.index(f"</{p}>")
     assert "<SAMPLE_2>" not in text and "</Problem >" not in text
+
+
+def test_a_judge_template_with_the_verbatim_placeholders_loads_and_fills(tmp_path):
+    """The reference code's judge prompt names each item's statement and solution apart
+    ({target_problem} is the statement alone there) and is written for str.format ({{1}} is a
+    literal brace): such a file loads, and each part lands in its place."""
+    import pickle
+
+    from saber_resources.prompts import paper_judge_request, problem_text
+
+    verbatim = tmp_path / "judge.yaml"
+    verbatim.write_text(
+        "braces: python\nsystem: You are a helpful expert.\nuser: |\n"
+        "  [Target] Problem: {target_problem} Correct Solution: {target_solution}\n"
+        "  [Sample 1] Problem: {sample1_problem} Correct Solution: {sample1_solution}\n"
+        "  [Sample 2] Problem: {sample2_problem} Correct Solution: {sample2_solution}\n"
+        "  Answer $\\\\boxed{{1}}$ or $\\\\boxed{{2}}$; a dict {{'a': 1}} stays literal.\n"
+    )
+    template = load_template("judge", verbatim)
+    assert template.split and template.braces == "python"
+    items = [problem_text(f"P{k} with {{x}}", f"S{k}") for k in range(3)]
+    assert pickle.loads(pickle.dumps(items[1])).solution == "S1"
+    (_, system), (_, user) = paper_judge_request(*items, 100, template).messages
+    assert system == "You are a helpful expert."
+    assert "[Target] Problem: P0 with {x} Correct Solution: S0" in user
+    assert "[Sample 1] Problem: P1 with {x} Correct Solution: S1" in user
+    assert "[Sample 2] Problem: P2 with {x} Correct Solution: S2" in user
+    assert "$\\\\boxed{1}$ or $\\\\boxed{2}$; a dict {'a': 1} stays" in user
+    # the whole-item template is as it was: {target_problem} holds statement and solution
+    (_, user), *_ = paper_judge_request(*items, 100).messages[-1:]
+    assert "Problem:\nP0 with {x}\n\nSolution:\nS0" in user
+    # a text made whole, not by text_for, cannot fill the parts; the two sets do not mix; a
+    # part left out is named
+    with pytest.raises(ValueError, match="came whole"):
+        paper_judge_request("a target", items[1], items[2], 100, template)
+    mixed = verbatim.read_text().replace("{sample2_solution}", "{sample_2}")
+    (tmp_path / "mixed.yaml").write_text(mixed)
+    with pytest.raises(TemplateError, match=r"lacks \{sample2_solution\}"):
+        load_template("judge", tmp_path / "mixed.yaml")
+    (tmp_path / "both.yaml").write_text(verbatim.read_text() + "  and {sample_1}\n")
+    with pytest.raises(TemplateError, match=r"also \{sample_1\}"):
+        load_template("judge", tmp_path / "both.yaml")
