@@ -485,7 +485,7 @@ class LLMPairJudge(_LLMTask):
             reqs,
             lambda i, r: (
                 parse_judgment(r.text, self.boxed_answer),
-                judgment_p_first(r.text, r.top_logprobs, r.token_logprobs),
+                judgment_p_first(r.text, r.top_logprobs, r.token_logprobs, self.boxed_answer),
             ),
         )
         for o in outcomes:  # (choice, P(first)) -> the choice, with P(first) beside it

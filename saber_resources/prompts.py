@@ -327,12 +327,17 @@ def _p_one(alternatives: dict[str, float] | None) -> float | None:
 
 
 def judgment_p_first(
-    text: str, top_logprobs: dict[str, float] | None, token_logprobs: list | None
+    text: str,
+    top_logprobs: dict[str, float] | None,
+    token_logprobs: list | None,
+    boxed_answer: str = "last",
 ) -> float | None:
     """P(first shown is better) from logprobs: the answer token of a bare answer, or the digit of
-    the last \\boxed{} of a reasoned one; None where the backend gave no logprobs."""
+    the \\boxed{} the choice was read from (``parse_judgment``'s ``boxed_answer``: the last, or
+    the first holding 1 or 2); None where the backend gave no logprobs."""
     if token_logprobs:
-        pos, boxed_at = 0, text.rfind("\\boxed")
+        first = _BOXED_ONE_OR_TWO.search(text) if boxed_answer == "first" else None
+        pos, boxed_at = 0, first.start() if first else text.rfind("\\boxed")
         digit = text.find("1", boxed_at), text.find("2", boxed_at)
         target = min(d for d in digit if d >= 0) if boxed_at >= 0 and max(digit) >= 0 else -1
         for tok, alternatives in token_logprobs:

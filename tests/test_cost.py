@@ -65,6 +65,8 @@ def test_the_paper_config_is_the_published_build_and_waits_for_its_sources(
     assert (cfg.tournament.presentation, cfg.tournament.boxed_answer) == ("by_id", "first")
     assert cfg.leaderboard.ties == "order" and not cfg.annotations.rescale_scores
     assert not cfg.annotations.core_idea_word_cap
+    # free text read as JSON, four attempts, as the reference's tagger and idea extractor
+    assert cfg.llm.json_mode == "none" and cfg.annotations.max_parse_retries == 3
     # the corpus is the published documents, numbered by row, not deduplicated again
     (published,) = cfg.corpus.sources
     assert published.field_mapping()["id"] == "#row" and not cfg.corpus.dedup.enabled

@@ -287,3 +287,24 @@ def test_a_row_filter_keeps_numinamaths_olympiad_rows_and_counts_the_rest(tmp_pa
         build_corpus(CorpusConfig(sources=[{**source, "where": {"is_valid": {"equals": 1}}}]), 0)
     with pytest.raises(ValueError, match="exactly one of equals"):
         CorpusConfig(sources=[{**source, "where": {"source": {"in": ["a"], "equals": "b"}}}])
+
+
+def test_p_first_reads_the_digit_the_choice_was_read_from():
+    """Under ``boxed_answer: first`` the choice is the first \\boxed{1|2}; its P(first) is that
+    digit's logprobs, not the last \\boxed{}'s."""
+    import math
+
+    from saber_resources.prompts import judgment_p_first, parse_judgment
+
+    tokens = [
+        ("so $x=\\boxed{7}$, ", None), ("\\boxed{", None), ("2", {"2": -0.1, "1": -2.3}),
+        ("} ... final ", None), ("\\boxed{", None), ("1", {"1": -0.2, "2": -1.7}), ("}", None),
+    ]  # fmt: skip
+    text = "".join(t for t, _ in tokens)
+
+    def p_one(lp1, lp2):
+        return math.exp(lp1) / (math.exp(lp1) + math.exp(lp2))
+
+    assert parse_judgment(text, "first") == 2 and parse_judgment(text, "last") == 1
+    assert judgment_p_first(text, None, tokens, "first") == pytest.approx(p_one(-2.3, -0.1))
+    assert judgment_p_first(text, None, tokens, "last") == pytest.approx(p_one(-0.2, -1.7))
