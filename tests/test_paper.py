@@ -69,7 +69,8 @@ def test_paper_registry_is_the_roster_with_the_reference_protocol():
                                  "b": 0.75, "epsilon": 0.25}  # fmt: skip
     assert by["TF-IDF"].params == {"tokenizer": "sklearn", "sublinear_tf": False}
     assert by["Jaccard"].params == {"tokenizer": "whitespace"}
-    assert by["Approach Zero"].params == {"candidates": "own-index"}
+    assert by["Approach Zero"].params == {"candidates": "own-index", "query": "reference",
+                                          "skip": "reference"}  # fmt: skip
     # the vendors' prompts are a second, opt-in variant, named so
     vendor = [e for e in entries if e.opt_in]
     assert vendor and all(e.name.endswith("-vendor-prompts") for e in vendor)

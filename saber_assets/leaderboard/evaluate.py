@@ -74,8 +74,11 @@ def corpus_score_matrix(
     return out, errors
 
 
-def skipped() -> pl.Expr:
-    """The run rows of queries a retriever skipped by its own rule (``RetrieverSkipped``)."""
+def skipped(runs: pl.DataFrame) -> pl.Expr:
+    """The rows of ``runs`` whose query the retriever skipped by its own rule
+    (``RetrieverSkipped``); none where the runs carry no errors."""
+    if "error" not in runs.columns:
+        return pl.lit(False)
     return pl.col("error").str.starts_with(SKIPPED).fill_null(False)
 
 
@@ -289,7 +292,7 @@ def score_table(
     unique = runs.unique(["query_id", "setting"], keep="first").sort("setting", "query_id")
     for (setting,), frame in unique.group_by("setting", maintain_order=True):
         n_failed = int(frame["failed"].sum())
-        left_out = skipped()
+        left_out = skipped(frame)
         n_skipped = int(frame.select(left_out.sum()).item())
         scored = frame.filter(~(pl.col("failed") if drop_failed else left_out))
         summ = summarize(

@@ -38,7 +38,7 @@ def score_matrix(runs: pl.DataFrame, setting: str, column: str = "ndcg"):
     not scored (``evaluate.skipped``: the query leaves the matrix)."""
     frame = (
         runs.filter(pl.col("setting") == setting)
-        .filter(~skipped() if "error" in runs.columns else pl.lit(True))
+        .filter(~skipped(runs))
         .unique(["retriever", "query_id"], keep="first")
         .with_columns(pl.col(column).fill_null(0.0))
     )
