@@ -273,3 +273,23 @@ def test_runs_of_a_retriever_off_the_board_are_not_read(published):
     shutil.copy(first, gone / first.name)
     v = verdict(published)
     assert v.passed, v.table()
+
+
+def test_a_query_marked_skipped_leaves_the_rederived_means(published):
+    """A query its retriever skipped (the stored per-query file says so) is left out of the
+    re-derived means as the board leaves it out; a board that still counts it differs, named."""
+    path = sorted((published / "runs/bm25").glob("*.parquet"))[0]
+    frame = pl.read_parquet(path)
+    qid = frame.filter(pl.col("setting") == "statement-statement")["query_id"][0]
+    hit = (pl.col("query_id") == qid) & (pl.col("setting") == "statement-statement")
+    marked = frame.with_columns(
+        error=pl.when(hit).then(pl.lit("skipped: md5 planted")).otherwise(pl.col("error"))
+    )
+    marked.write_parquet(path)
+    v = verdict(published)
+    where = "bm25 statement-statement"
+    assert [(d.where, d.published, d.recomputed) for d in checks_named(v, "skipped count")] == [
+        (where, "0", "1")
+    ]
+    # the TREC file still holds the query: the board's mean, which counted it, now differs
+    assert any(d.where == where for d in checks_named(v, "nDCG"))

@@ -38,6 +38,7 @@ from saber_assets.benchmark.data import Benchmark, BenchmarkFormatError
 from saber_assets.leaderboard.board import BOARD_SETTINGS
 from saber_assets.leaderboard.outside_runs import read_run
 from saber_assets.ontology.domains import keys_for
+from saber_assets.retrievers.base import SKIPPED
 
 VERIFY_FLIPS = 10_000  # scipy's sign flips per pair (76 ms each at 100 queries)
 EXACT = 1e-9  # numbers recomputed by the same arithmetic: equal to rounding
@@ -375,6 +376,21 @@ def scored_runs(
     )  # fmt: skip
 
 
+def skipped_queries(runs_dir: Path) -> set[tuple[str, str, str]]:
+    """(retriever, setting, query) of every query a retriever skipped by its own rule, from the
+    per-query files the runs stage stored beside its TREC runs (a TREC file has no line for a
+    skipped query, as for a failed one; the board leaves a skipped one out of its means)."""
+    found = set()
+    for path in sorted(runs_dir.glob("*/*.parquet")):
+        frame = pl.read_parquet(path)
+        if "error" not in frame.columns:
+            continue
+        marked = frame.filter(pl.col("error").str.starts_with(SKIPPED).fill_null(False))
+        for qid, setting in marked.select("query_id", "setting").iter_rows():
+            found.add((path.parent.name, setting, qid))
+    return found
+
+
 def verify_per_query(runs: pl.DataFrame, runs_dir: Path, out: Verification) -> None:
     """The per-query nDCG the runs stage stored (``RETRIEVER/DOMAIN.parquet``), where present."""
     for retriever in runs["retriever"].unique().sort().to_list():
@@ -414,9 +430,12 @@ def verify_board_rows(board: pl.DataFrame, runs: pl.DataFrame, domains: list[str
         if mine.height == 0:
             out.differ("run", where, f"{row.get('queries')} queries", "no TREC run")
             continue
-        v = mine["ndcg"].to_numpy()
         out.same("query count", where, row.get("queries"), mine.height)
         out.same("failure count", where, row.get("failed"), int(mine["failed"].sum()))
+        if "skipped" in mine.columns:  # left out of the means (``evaluate.score_table``)
+            out.same("skipped count", where, row.get("skipped", 0), int(mine["skipped"].sum()))
+            mine = mine.filter(~pl.col("skipped"))
+        v = mine["ndcg"].to_numpy()
         out.close("nDCG", where, row.get(metric), float(v.mean()), EXACT)
         lo, hi = seeded_interval(v, resamples, seed)
         out.close("bootstrap interval", f"{where} (low)", row.get("ci_low"), lo, EXACT)
@@ -678,13 +697,25 @@ def verify(bench_dir: Path, runs_dir: Path, board_dir: Path, flips: int = VERIFY
     runs = scored_runs(bench, runs_dir, settings["k"], settings.get("excluded_queries", []), out,
                        on_board)  # fmt: skip
     verify_per_query(runs, runs_dir, out)
+    left_out = skipped_queries(runs_dir)
+    runs = runs.with_columns(
+        skipped=pl.Series(
+            [
+                key in left_out
+                for key in runs.select("retriever", "setting", "query_id").iter_rows()
+            ],
+            dtype=pl.Boolean,
+        )
+    )
     verify_board_rows(board, runs, bench.domain_list(), settings, out)
-    verify_rank_intervals(board, runs, settings, out)
+    # nor in the tests and rank intervals; the joint intervals count one as 0 (joint.py)
+    scored = runs.filter(~pl.col("skipped"))
+    verify_rank_intervals(board, scored, settings, out)
     tests_path = board_dir / "significance.parquet"
     if tests_path.exists():
         tests = pl.read_parquet(tests_path)
         if tests.height:
-            verify_tests(tests, runs, settings, out)
+            verify_tests(tests, scored, settings, out)
             verify_tie_groups(board, tests, settings, out)
     verify_joint(bench, board, runs, settings, out)
     return out
