@@ -15,6 +15,7 @@ is the one the code versions read (``saber_assets/code_graph.py``).
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -335,3 +336,41 @@ def test_every_name_in_the_readmes_package_table_is_a_selection():
         assert {s.alias for s in selected_stages(aliases)} == set(aliases)
         if package not in aliases:  # a name that is both selects the job
             assert {s.alias for s in selected_stages([package], packages)} == set(aliases), package
+
+
+# a board column spelled out to read or write one: `row[f"{d} ci"]`, `.get(f"{d} queries")`,
+# `r[`${d} ci`]`, `d + " ci"`, `f"{d} ci" in board.columns`, `endswith(" ci")` (the names are
+# made in leaderboard/board_columns.py and read back through it, in Python and in the pages)
+SPELLED_COLUMN = re.compile(
+    r"""[\[(]\s*f?["'`]\$?\{[^{}\n]+\} (?:ci|queries)["'`]"""
+    r"""|\+\s*["'] (?:ci|queries)["']"""
+    r"""|\} (?:ci|queries)["']\s+(?:not\s+)?in\b"""
+    r"""|endswith\(\s*["'] (?:ci|queries)["']"""
+)
+
+
+def spelled_board_columns(root: Path) -> list[str]:
+    """``path:line`` of every board column name spelled outside the module that owns them."""
+    owner = root / "saber_assets" / "leaderboard" / "board_columns.py"
+    found = []
+    for path in sorted((root / "saber_assets").rglob("*")):
+        if path.suffix not in (".py", ".js") or path == owner or "vendor" in path.parts:
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if SPELLED_COLUMN.search(line):
+                found.append(f"{path.relative_to(root)}:{n}")
+    return found
+
+
+def test_no_board_column_is_spelled_outside_the_module_that_owns_them(tmp_path):
+    assert spelled_board_columns(REPO_ROOT) == []
+    # planted, in a report module and in a page's script: both named
+    root = copy_source(tmp_path)
+    report = root / "saber_assets" / "analyses" / "report_assets.py"
+    report.write_text(report.read_text() + '\nNAME = ROW[f"{DOMAIN} ci"]\n')
+    page = root / "saber_assets" / "analyses" / "explorer_static" / "explorer.js"
+    page.write_text(page.read_text() + "\nconst n = r[`${d} queries`];\n")
+    assert [p.split(":")[0] for p in spelled_board_columns(root)] == [
+        "saber_assets/analyses/explorer_static/explorer.js",
+        "saber_assets/analyses/report_assets.py",
+    ]

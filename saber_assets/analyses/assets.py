@@ -65,6 +65,7 @@ from saber_assets.analyses.signal_groups import (
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.io_managers import concat_partitions
 from saber_assets.leaderboard.evaluate import rescore_runs
+from saber_assets.leaderboard.run_files import stored_runs
 from saber_assets.lib.declare import analysis, source_asset
 from saber_assets.lib.metadata import (
     figure_markdown,
@@ -464,14 +465,9 @@ def second_judge(pipeline: PipelineResource, llm: LLMResource, stores: StoresRes
 
 def registered_runs(pipeline: PipelineResource) -> pl.DataFrame:
     """Every registered retriever's stored runs (the files the leaderboard read)."""
-    frames = []
-    for e in registry_for(pipeline.load(), home=pipeline.home_dir()):
-        files = sorted((pipeline.outputs().runs / e.name).glob("*.parquet"))
-        if files:
-            cols = ["query_id", "setting", "domains", "failed", "scores", "ndcg"]
-            runs = pl.concat([pl.read_parquet(f, columns=cols) for f in files])
-            frames.append(runs.with_columns(pl.lit(e.name).alias("retriever")))
-    return pl.concat(frames) if frames else pl.DataFrame()
+    names = [e.name for e in registry_for(pipeline.load(), home=pipeline.home_dir())]
+    cols = ["query_id", "setting", "domains", "failed", "scores", "ndcg"]
+    return stored_runs(pipeline.outputs().runs, names, cols)
 
 
 @analysis(section=rb.robustness_section, deps=[AssetKey("leaderboard")], pool="llm")
@@ -566,17 +562,12 @@ def benchmark_explorer(
         .map_elements(lambda ts: [path_of.get(t, "") for t in ts], return_dtype=pl.List(pl.String))
         .alias("topic_paths")
     )
-    runs = pl.concat(
-        [
-            pl.read_parquet(f, columns=["query_id", "setting", "ndcg", "scores"]).with_columns(
-                pl.lit(f.parent.name).alias("retriever")
-            )
-            for f in sorted(out.runs.glob("*/*.parquet"))
-        ],
-        how="diagonal_relaxed",
-    )
     board = pl.read_csv(out.leaderboard / "leaderboard.csv")
-    runs = runs.filter(pl.col("retriever").is_in(board["retriever"].unique().to_list()))
+    runs = stored_runs(
+        out.runs,
+        board["retriever"].unique().sort().to_list(),
+        ["query_id", "setting", "ndcg", "scores"],
+    )
     sig = out.leaderboard / "significance.parquet"
     ratings = concat_partitions(relevance_ratings)
     current = BuildState.of("this build", bench, board, ratings)

@@ -31,7 +31,7 @@ import polars as pl
 from scipy.stats import kendalltau
 
 from saber_assets.benchmark.data import Benchmark
-from saber_assets.leaderboard.metrics import score_column
+from saber_assets.leaderboard.board_columns import score_column
 from saber_assets.outputs import folder_written_whole
 
 TOLERANCE = 1e-9

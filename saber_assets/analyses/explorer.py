@@ -41,8 +41,8 @@ from saber_assets.analyses.explorer_query import (
 from saber_assets.analyses.math_html import CSS as MATH_CSS
 from saber_assets.analyses.math_html import render, spans
 from saber_assets.benchmark.data import Benchmark, verification_line
+from saber_assets.leaderboard.board_columns import for_page, score_column
 from saber_assets.leaderboard.joint import benchmark_posteriors, grade_intervals, share_texts
-from saber_assets.leaderboard.metrics import score_column
 from saber_assets.outputs import folder_written_whole
 from saber_assets.tournament.engine import order_consistency, position_bias
 
@@ -187,10 +187,11 @@ def board_data(board: pl.DataFrame, domains: list[str], coverage: list[dict]) ->
     metric = score_column(board)
     if "judge_noise_share" in board.columns:  # to the precision its draws support
         board = board.with_columns(share_texts(board).alias("judge_share_text"))
-    rows = board.to_dicts()  # with each domain's "<domain> ci", which a domain's view shows
+    rows = board.to_dicts()  # with each domain's mean, interval and count, which its view shows
     return {
         "metric": metric,
         "domains": domains,
+        "columns": for_page(domains),  # the script reads a domain's cells by these names
         "coverage": coverage,
         "rows": [{k: v for k, v in r.items() if v is not None} for r in rows],
     }

@@ -6,7 +6,7 @@ import matplotlib
 import numpy as np
 import polars as pl
 
-from saber_assets.leaderboard.metrics import score_column
+from saber_assets.leaderboard.board_columns import score_column
 
 matplotlib.use("Agg")
 

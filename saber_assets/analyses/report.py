@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from saber_assets.config import PipelineConfig
+from saber_assets.leaderboard.board_columns import score_column
 from saber_assets.leaderboard.joint import share_text
-from saber_assets.leaderboard.metrics import score_column
 from saber_assets.lib.figures import png_base64
 from saber_assets.tournament.engine import order_consistency, position_bias
 

@@ -16,10 +16,15 @@ from saber_assets.benchmark.data import MANIFEST, Benchmark, verification_line
 from saber_assets.candidates.coverage import COVERAGE_SCHEMA
 from saber_assets.config import PipelineConfig
 from saber_assets.io_managers import concat_partitions
+from saber_assets.leaderboard.board_columns import (
+    board_domains,
+    domain_mean,
+    domain_queries,
+    score_column,
+)
 from saber_assets.leaderboard.board_markdown import same_scores_note
 from saber_assets.leaderboard.contamination_columns import checked_rows, contamination_paragraph
 from saber_assets.leaderboard.joint import share_texts
-from saber_assets.leaderboard.metrics import score_column
 from saber_assets.leaderboard.plots import pvalue_heatmap
 from saber_assets.lib.declare import Declared, analysis
 from saber_assets.lib.figures import png_base64
@@ -41,7 +46,7 @@ def _by_domain(parts: dict[str, pl.DataFrame]) -> pl.DataFrame:
 
 
 def _board_table(board: pl.DataFrame) -> pl.DataFrame:
-    domains = [c[:-3] for c in board.columns if c.endswith(" ci") and c[:-3] in board.columns]
+    domains = board_domains(board)
     metric = score_column(board)
     return board.select(
         "setting",
@@ -51,9 +56,9 @@ def _board_table(board: pl.DataFrame) -> pl.DataFrame:
             "95% CI"
         ),
         *[
-            pl.col(d).round(3).alias(f"{d} (n={board[f'{d} queries'].max()})")
-            if f"{d} queries" in board.columns
-            else pl.col(d).round(3)
+            pl.col(domain_mean(d)).round(3).alias(f"{d} (n={board[domain_queries(d)].max()})")
+            if domain_queries(d) in board.columns
+            else pl.col(domain_mean(d)).round(3)
             for d in domains
         ],
         *_joint_columns(board),

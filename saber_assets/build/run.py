@@ -511,7 +511,7 @@ def board_lines(outputs: Outputs, most: int = 4) -> list[str]:
     separate from the leader), up to ``most`` names, with the leader's score."""
     import polars as pl
 
-    from saber_assets.leaderboard.metrics import score_column
+    from saber_assets.leaderboard.board_columns import score_column
 
     path = outputs.leaderboard / "leaderboard.parquet"
     if not path.exists():

@@ -68,7 +68,7 @@ def benchmark_dir(given: str | None, cfg) -> Path:
 
 
 def print_report(label: str, bench_dir: Path, bench, rep, k: int) -> None:
-    from saber_assets.leaderboard.metrics import metric_column
+    from saber_assets.leaderboard.board_columns import domain_ci, domain_mean, metric_column
 
     m = metric_column(k)
     print(
@@ -81,8 +81,9 @@ def print_report(label: str, bench_dir: Path, bench, rep, k: int) -> None:
             + (f"  row_id {r['row_id']}" if r.get("row_id") else "")
         )
         for d in bench.domain_list():
-            if r[d] is not None and r[d] == r[d]:
-                print(f"  {d:<22} {r[d]:.4f}  {r[d + ' ci']}")
+            mean = r[domain_mean(d)]
+            if mean is not None and mean == mean:
+                print(f"  {d:<22} {mean:.4f}  {r[domain_ci(d)]}")
         full = r[f"full_ndcg'@{k}"]
         if full is not None:
             print(
@@ -242,7 +243,7 @@ def evaluate_cmd(args) -> int:
 
 
 def print_registry_run(args, bench_dir, bench, results, skipped, other) -> None:
-    from saber_assets.leaderboard.metrics import metric_column
+    from saber_assets.leaderboard.board_columns import metric_column
 
     print(
         f"registry run on {bench_dir}: {bench.queries.height} queries, "
@@ -307,8 +308,8 @@ def reproduce(args, cfg, bench, bench_dir: Path) -> int:
     recorded provenance against today's, then its nDCG and interval recomputed."""
     import polars as pl
 
+    from saber_assets.leaderboard.board_columns import metric_column, score_column
     from saber_assets.leaderboard.evaluate import evaluate
-    from saber_assets.leaderboard.metrics import metric_column, score_column
     from saber_assets.leaderboard.provenance import PROVENANCE_COLUMNS, benchmark_id, provenance
     from saber_assets.leaderboard.rows import entry_rows
     from saber_assets.retrievers.registry import build_retriever

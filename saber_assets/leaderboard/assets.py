@@ -16,6 +16,7 @@ from saber_assets.leaderboard.board import (
     same_scores,
     separable_pairs,
 )
+from saber_assets.leaderboard.board_columns import metric_column
 from saber_assets.leaderboard.board_markdown import board_text
 from saber_assets.leaderboard.contamination_columns import (
     contamination_columns,
@@ -23,10 +24,10 @@ from saber_assets.leaderboard.contamination_columns import (
 )
 from saber_assets.leaderboard.evaluate import score_table, with_ties
 from saber_assets.leaderboard.joint import joint_intervals
-from saber_assets.leaderboard.metrics import metric_column
 from saber_assets.leaderboard.plots import board_chart, pvalue_heatmap
 from saber_assets.leaderboard.provenance import SCORING_CODE, benchmark_id
 from saber_assets.leaderboard.rows import entry_rows
+from saber_assets.leaderboard.run_files import stored_runs
 from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import figure_markdown, markdown_table, stage_metadata
 from saber_assets.outputs import write_whole, written_whole
@@ -73,16 +74,14 @@ def leaderboard(
         return score_table(runs, domains, lb.bootstrap_resamples, cfg.seed, k=lb.k)
 
     for e in entries:
-        files = sorted((pipeline.outputs().runs / e.name).glob("*.parquet"))
-        if not files:
+        runs = stored_runs(pipeline.outputs().runs, [e.name])
+        if runs.is_empty():
             why = unavailable_reason(e, entries)
             context.log.warning(
                 f"no runs for {e.name!r}: " + (f"it cannot run here ({why})" if why else "not yet")
             )
             continue
-        # diagonal: a domain's file written before a column was added still reads
-        runs = pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
-        runs = with_ties(runs, relevance, lb.k, lb.ties)
+        runs = with_ties(runs.drop("retriever"), relevance, lb.k, lb.ties)
         if excluded:
             runs = runs.filter(~pl.col("query_id").is_in(sorted(excluded)))
         all_runs.append(runs.with_columns(pl.lit(e.name).alias("retriever")))

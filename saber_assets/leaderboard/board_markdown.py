@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from saber_assets.leaderboard.board_columns import domain_mean, domain_queries, score_column
 from saber_assets.leaderboard.contamination_columns import checked_rows
 from saber_assets.leaderboard.joint import share_texts
-from saber_assets.leaderboard.metrics import score_column
 from saber_assets.lib.metadata import markdown_table
 
 CPU_JUDGE_CAVEAT = (
@@ -54,15 +54,15 @@ def superscript_board(board: pl.DataFrame) -> str:
 
 def domain_cells(board: pl.DataFrame, domains: list[str], coverage: list[dict]) -> list[pl.Expr]:
     """The markdown board's domain columns, each headed with the queries its cells average
-    (from ``"{domain} queries"``) and marked where the domain fell below its quota."""
+    (``board_columns.domain_queries``) and marked where the domain fell below its quota."""
     short = {c["domain"] for c in coverage if c["queries"] < c["quota"]}
     out = []
     for d in domains:
-        if d not in board.columns:
+        if domain_mean(d) not in board.columns:
             continue
-        n = board[f"{d} queries"].max() if f"{d} queries" in board.columns else None
+        n = board[domain_queries(d)].max() if domain_queries(d) in board.columns else None
         head = f"{d} (n={n}{', below quota' if d in short else ''})" if n is not None else d
-        out.append(pl.col(d).round(4).alias(head))
+        out.append(pl.col(domain_mean(d)).round(4).alias(head))
     return out
 
 

@@ -10,7 +10,7 @@ import polars as pl
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.contamination.matches import contaminated_queries
-from saber_assets.leaderboard.metrics import score_column
+from saber_assets.leaderboard.board_columns import score_column
 from saber_assets.retrievers.entries import TrainingCorpus
 
 

@@ -12,9 +12,10 @@ import polars as pl
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.benchmark.texts import document_texts, setting_texts
+from saber_assets.leaderboard import board_columns as col
+from saber_assets.leaderboard.board_columns import metric_column
 from saber_assets.leaderboard.metrics import (
     condensed_ndcg,
-    metric_column,
     ndcg_at_k,
     recall_of_top,
     summarize,
@@ -298,19 +299,19 @@ def score_table(
         summ = summarize(
             scored["ndcg"].to_list(), scored["domains"].to_list(), domains, resamples, seed
         )
-        row = {"setting": setting, "queries": frame.height, "failed": n_failed}
-        row["skipped"] = n_skipped
+        row = {col.SETTING: setting, col.QUERIES: frame.height, col.FAILED: n_failed}
+        row[col.SKIPPED] = n_skipped
         if "doc_failures" in frame.columns:
             row["doc_failures"] = int(frame["doc_failures"].fill_null(0).sum())
         row |= {
             metric_column(k): summ["overall"]["mean"],
-            "ci_low": summ["overall"]["ci_low"],
-            "ci_high": summ["overall"]["ci_high"],
+            col.CI_LOW: summ["overall"]["ci_low"],
+            col.CI_HIGH: summ["overall"]["ci_high"],
         }
         for d in domains:
-            row[d] = summ[d]["mean"]
-            row[f"{d} queries"] = summ[d]["queries"]  # what the cell averages
-            row[f"{d} ci"] = (
+            row[col.domain_mean(d)] = summ[d]["mean"]
+            row[col.domain_queries(d)] = summ[d]["queries"]  # what the cell averages
+            row[col.domain_ci(d)] = (
                 f"[{summ[d]['ci_low']:.3f}, {summ[d]['ci_high']:.3f}]" if summ[d]["queries"] else ""
             )
         row[f"{metric_column(k)}_linear"] = float(scored["ndcg_linear"].mean())

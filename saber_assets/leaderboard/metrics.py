@@ -17,7 +17,6 @@ ranx truncates fractional grades to integers, so this metric does not go through
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -165,16 +164,3 @@ def recall_of_top(
     best = best_rated(candidates, relevance, top)
     retrieved = set(list(ranked_doc_rows)[:depth])
     return sum(d in retrieved for d in best) / len(best) if best else 0.0
-
-
-def metric_column(k: int) -> str:
-    """The leaderboard's score column for the cut-off k (``leaderboard.k``): nDCG@k."""
-    return f"ndcg@{k}"
-
-
-def score_column(table) -> str:
-    """The nDCG@k column of a leaderboard or report table, whatever its k."""
-    names = [c for c in table.columns if re.fullmatch(r"ndcg@\d+", c)]
-    if len(names) != 1:
-        raise ValueError(f"expected one nDCG@k column, found {names or 'none'} in {table.columns}")
-    return names[0]

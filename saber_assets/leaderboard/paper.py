@@ -21,8 +21,8 @@ import numpy as np
 import polars as pl
 
 from saber_assets.config import REPO_ROOT
+from saber_assets.leaderboard.board_columns import score_column
 from saber_assets.leaderboard.evaluate import rescore_runs
-from saber_assets.leaderboard.metrics import score_column
 
 PAPER_CSV = REPO_ROOT / "data" / "reference" / "saber_math_paper_ndcg10.csv"
 TABLES = ("main", "ci", "additional")

@@ -36,7 +36,9 @@ import polars as pl
 
 from saber_assets.benchmark.data import Benchmark, BenchmarkFormatError
 from saber_assets.leaderboard.board import BOARD_SETTINGS
+from saber_assets.leaderboard.board_columns import domain_mean, domain_queries
 from saber_assets.leaderboard.outside_runs import read_run
+from saber_assets.leaderboard.run_files import stored_runs
 from saber_assets.ontology.domains import keys_for
 from saber_assets.retrievers.base import SKIPPED
 
@@ -380,27 +382,20 @@ def skipped_queries(runs_dir: Path) -> set[tuple[str, str, str]]:
     """(retriever, setting, query) of every query a retriever skipped by its own rule, from the
     per-query files the runs stage stored beside its TREC runs (a TREC file has no line for a
     skipped query, as for a failed one; the board leaves a skipped one out of its means)."""
-    found = set()
-    for path in sorted(runs_dir.glob("*/*.parquet")):
-        frame = pl.read_parquet(path)
-        if "error" not in frame.columns:
-            continue
-        marked = frame.filter(pl.col("error").str.starts_with(SKIPPED).fill_null(False))
-        for qid, setting in marked.select("query_id", "setting").iter_rows():
-            found.add((path.parent.name, setting, qid))
-    return found
+    runs = stored_runs(runs_dir)
+    if "error" not in runs.columns:
+        return set()
+    marked = runs.filter(pl.col("error").str.starts_with(SKIPPED).fill_null(False))
+    return set(marked.select("retriever", "setting", "query_id").iter_rows())
 
 
 def verify_per_query(runs: pl.DataFrame, runs_dir: Path, out: Verification) -> None:
     """The per-query nDCG the runs stage stored (``RETRIEVER/DOMAIN.parquet``), where present."""
     for retriever in runs["retriever"].unique().sort().to_list():
-        files = sorted((runs_dir / retriever).glob("*.parquet"))
-        if not files:
+        stored = stored_runs(runs_dir, [retriever], ["query_id", "setting", "ndcg"])
+        if stored.is_empty():
             continue
-        stored = (
-            pl.concat([pl.read_parquet(f, columns=["query_id", "setting", "ndcg"]) for f in files])
-            .unique(["query_id", "setting"], keep="first")
-        )  # fmt: skip
+        stored = stored.drop("retriever").unique(["query_id", "setting"], keep="first")
         mine = runs.filter(pl.col("retriever") == retriever).select("query_id", "setting", "ndcg")
         joined = mine.join(stored, on=["query_id", "setting"], how="left", suffix="_stored")
         for qid, setting, ndcg, published in joined.iter_rows():
@@ -446,8 +441,8 @@ def verify_board_rows(board: pl.DataFrame, runs: pl.DataFrame, domains: list[str
             part = np.array(
                 [n for n, ds in zip(v, mine["domains"].to_list(), strict=True) if d in ds]
             )
-            out.same("query count", f"{where} {d}", row.get(f"{d} queries"), len(part))
-            out.close("nDCG", f"{where} {d}", row.get(d), float(part.mean()) if len(part)
+            out.same("query count", f"{where} {d}", row.get(domain_queries(d)), len(part))
+            out.close("nDCG", f"{where} {d}", row.get(domain_mean(d)), float(part.mean()) if len(part)
                       else float("nan"), EXACT)  # fmt: skip
 
 

@@ -14,7 +14,7 @@
   const systemsOf = (setting) => Object.keys(S.ndcg[setting] || {}).sort();
 
   function board() {
-    const B = S.board, m = B.metric;
+    const B = S.board, m = B.metric, C = B.columns;  // C: the board's per-domain column names
     const settings = [...new Set(B.rows.map((r) => r.setting))];
     const kinds = [...new Set(B.rows.map((r) => r.kind))];
     const joint = B.rows.some((r) => r.ci_low_joint != null);  // the benchmark carried its judgments
@@ -22,7 +22,7 @@
     const state = { setting: params.get("setting") || settings[0], domain: "", kind: "", sort: m, desc: true, open: null };
     const cols = () => [
       ["tie_group", "tie group"], ["retriever", "retriever"], ["kind", "kind"],
-      [state.domain || m, state.domain ? `${state.domain} nDCG` : m], ["ci", "95% CI"],
+      [state.domain ? C.domain_mean[state.domain] : m, state.domain ? `${state.domain} nDCG` : m], ["ci", "95% CI"],
       ...(joint && !state.domain ? [["ndcg_corrected", "+ judge: corrected"], ["ci_low_joint", "95% CI, + judge"], ["judge_noise_share", "judge share"]] : []),
       ["rank_ci", "rank (95%)"], ...(joint ? [["rank_ci_joint", "rank, + judge"]] : []),
       ["failed", "failed"], ["contaminated_share", "contaminated"],
@@ -43,15 +43,15 @@
         const tr = el("tr", { class: "board-row" + (r.tie_group % 2 ? " tie-odd" : ""), tabindex: "0",
           onclick: (e) => { if (e.target.closest("a")) return; state.open = state.open === r.row_id ? null : r.row_id; draw(); },
           onkeydown: (e) => { if (e.key === "Enter" && !e.target.closest("a")) { state.open = state.open === r.row_id ? null : r.row_id; draw(); } } });
-        const score = state.domain ? r[state.domain] : r[m];
-        const n = state.domain ? r[`${state.domain} queries`] : r.queries;
+        const score = state.domain ? r[C.domain_mean[state.domain]] : r[m];
+        const n = state.domain ? r[C.domain_queries[state.domain]] : r.queries;
         // the cell opens the queries it averages, sorted by this system's score on each
         const cell = el("a", { class: "score-link", title: "the queries this cell averages, by this system's score",
           href: query({ setting: state.setting, domain: state.domain, system: r.retriever }) }, `${fmt(score)} (n=${n ?? "?"})`);
         tr.append(el("td", {}, `T${r.tie_group}`), el("td", {}, r.retriever),
           el("td", {}, r.kind + (r.same_scores_as ? ` (scores every query as ${r.same_scores_as})` : "")),
           el("td", { class: "num" }, cell),
-          el("td", {}, state.domain ? (r[`${state.domain} ci`] || "") : `[${fmt(r.ci_low, 3)}, ${fmt(r.ci_high, 3)}]`),
+          el("td", {}, state.domain ? (r[C.domain_ci[state.domain]] || "") : `[${fmt(r.ci_low, 3)}, ${fmt(r.ci_high, 3)}]`),
           ...(joint && !state.domain ? [el("td", { class: "num" }, fmt(r.ndcg_corrected, 3)),
             el("td", {}, `[${fmt(r.ci_low_joint, 3)}, ${fmt(r.ci_high_joint, 3)}]`),
             el("td", { class: "num" }, r.judge_share_text || "")] : []),
@@ -78,7 +78,7 @@
             "variance the judge's noise adds, ± two Monte-Carlo standard errors." : "")),
         el("div", { class: "controls" },
           select("Setting", "setting", settings.map((s) => [s, s]), state.setting, (e) => { state.setting = e.target.value; draw(); }),
-          select("Domain", "domain", domainOpts, state.domain, (e) => { state.domain = e.target.value; state.sort = state.domain || m; draw(); }),
+          select("Domain", "domain", domainOpts, state.domain, (e) => { state.domain = e.target.value; state.sort = state.domain ? C.domain_mean[state.domain] : m; draw(); }),
           select("Kind", "kind", [["", "all"], ...kinds.map((k) => [k, k])], state.kind, (e) => { state.kind = e.target.value; draw(); })),
         el("div", { class: "scroll" }, el("table", { id: "board" }, el("thead", {}, headRow), body)),
         el("h2", {}, "Domains"),
