@@ -19,7 +19,7 @@ from dagster import (
 )
 
 from saber_assets.analyses import assets as analysis_assets
-from saber_assets.analyses import report_assets
+from saber_assets.analyses import explorer_assets, judge_assets, report_assets
 from saber_assets.annotations import assets as annotation_assets
 from saber_assets.benchmark import assets as benchmark_assets
 from saber_assets.candidates import assets as candidate_assets
@@ -93,6 +93,8 @@ STAGE_MODULES = [
     verify_asset,
     contamination_assets,
     analysis_assets,
+    judge_assets,
+    explorer_assets,
 ]
 
 

@@ -6,6 +6,8 @@ judge looks the answer up, so all policies see the same judge at equal budgets."
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import polars as pl
 
@@ -130,3 +132,49 @@ def convergence_section(table: pl.DataFrame, cfg: PipelineConfig) -> rp.Section:
         [("mean over the queries, per policy and round", mean)],
         rp.figures(mean, convergence_figure, "inversions vs judge calls"),
     )
+
+
+CONVERGENCE_SCHEMA = {
+    "policy": pl.String, "round": pl.Int64, "calls": pl.Int64, "inversions": pl.Float64,
+    "share": pl.Float64, "query_id": pl.String, "n": pl.Int64,
+}  # fmt: skip
+
+
+def outcome_p(outcome) -> float:
+    """P(first better) of one judgment: the judge's probability, else its decision; NaN when
+    it failed."""
+    if not outcome.ok or outcome.value is None:
+        return float("nan")
+    if outcome.p_first is not None:
+        return float(outcome.p_first)
+    return 1.0 if outcome.value == 1 else 0.0
+
+
+def round_robin_curves(
+    judge, text: dict[str, str], cands: pl.DataFrame, chosen: list[str], seed: int,
+    max_rounds: int, prior: Prior = DEFAULT_PRIOR,
+) -> tuple[pl.DataFrame, int, int]:  # fmt: skip
+    """Per chosen query, an exhaustive round-robin of its candidates (``cands``: query_id,
+    candidate_id, position) with ``judge``, and each policy's convergence curve against it (at
+    most ``max_rounds`` rounds); with the judgments made and those that failed."""
+    parts, calls, failures = [], 0, 0
+    for qid in chosen:
+        members = cands.filter(pl.col("query_id") == qid).unique("candidate_id", keep="first")
+        members = members.sort("position")["candidate_id"].to_list()
+        n = len(members)
+        first, second = round_robin(n, seed=seed + zlib.crc32(qid.encode()))
+        out = judge.compare_batch(
+            [
+                (text[qid], text[members[f]], text[members[s]])
+                for f, s in zip(first, second, strict=True)
+            ]
+        )
+        p = np.array([outcome_p(o) for o in out])
+        failures += int(np.sum(np.isnan(p)))
+        p = np.where(np.isnan(p), 0.5, p)  # a failed judgment says nothing
+        calls += len(out)
+        rounds = min(n - 1, max_rounds)
+        curve = convergence(n, first, second, p, rounds, seed, prior=prior)
+        parts.append(curve.with_columns(pl.lit(qid).alias("query_id"), pl.lit(n).alias("n")))
+    curves = pl.concat(parts) if parts else pl.DataFrame(schema=CONVERGENCE_SCHEMA)
+    return curves, calls, failures

@@ -217,3 +217,11 @@ regimes_section = rp.table_section(
     "Judging regimes", read_regimes, "agreement with the BT ranking by rank distance",
     regimes_figure, "agreement by Δr",
 )  # fmt: skip
+
+
+def configured_regimes(pairs, text: dict[str, str], tasks, acfg):
+    """``regime_choices`` with the task set's judges and the `analyses.regime_*` settings."""
+    return regime_choices(
+        pairs, text, tasks.pair_judge, tasks.ordinal_judge, acfg.regime_votes,
+        acfg.regime_tie_margin, acfg.regime_temperature,
+    )  # fmt: skip

@@ -262,3 +262,15 @@ math_vs_words_section = rp.table_section(
     "Math vs words", read_math_vs_words, "math-only wins per retriever, setting and domain",
     wins_figure, "math-only wins (%)",
 )  # fmt: skip
+
+
+def llm_segment(segmenter):
+    """The segmenter's answers as math_vs_words wants them: (math variant, words) or the error."""
+
+    def segment(texts):
+        return [
+            (" ".join(f"${e}$" for e in o.value[0]), o.value[1]) if o.ok else o.error
+            for o in segmenter.segment_batch(list(texts))
+        ]
+
+    return segment

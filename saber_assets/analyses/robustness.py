@@ -237,3 +237,23 @@ robustness_section = rp.table_section(
     "Kendall τ to the leaderboard's ordering, per setting and check",
     robustness_figure, "τ per check",
 )  # fmt: skip
+
+
+def second_judge_relevance(
+    bench, judgments: pl.DataFrame, ratings: pl.DataFrame, text: dict[str, str], judge,
+    swap: bool, share: float, seed: int, prior: Prior,
+) -> tuple[dict, dict, float | None, int, str]:  # fmt: skip
+    """The second judge on a seeded ``share`` of the tournament's pairs (``swap``: each shown in
+    the other order), the affected queries' ratings refitted: (the grades refitted with the
+    first judge's answers, with the second's, their agreement, the pairs re-judged, a line
+    saying so). Both from the same refit, so that an identical judge changes nothing."""
+    sample = sample_judgments(judgments, share, seed)
+    rejudged = rejudge(sample, text, judge, swap_order=swap)
+    agree, n_pairs = agreement(rejudged)
+    base = refit_ratings(judgments, rejudged.with_columns(winner2=pl.col("winner")), ratings, prior)
+    new = refit_ratings(judgments, rejudged, ratings, prior)
+    doc_ids = bench.documents["id"].to_list()
+    rel = relevance_with(bench.queries, doc_ids, base)
+    judge_rel = relevance_with(bench.queries, doc_ids, new)
+    detail = f"{n_pairs} re-judged pairs, agreement {agree:.3f}" if n_pairs else "no pair re-judged"
+    return rel, judge_rel, agree, n_pairs, detail
