@@ -41,6 +41,7 @@ from saber_assets.lib.metadata import (
     llm_metadata,
     markdown_table,
     stage_metadata,
+    task_label,
 )
 from saber_assets.lib.tasks import prepared_judge, prepared_tasks
 from saber_assets.ratings.rate import configured_prior
@@ -112,7 +113,7 @@ def judge_human_agreement(
             # the order the judge saw each pair in: as people saw it, or seeded where unrecorded
             "order": f"{len(shown)} pairs as shown to people, {len(pairs) - len(shown)} seeded",
             "seed": cfg.seed,
-            "judge": f"{judge.backend}:{judge.model} ({judge.version})",
+            "judge": task_label(judge),
         },
     )
 
@@ -149,9 +150,8 @@ def judging_regimes(
             "agreement": markdown_table(summary),
             "pairs": len(pairs),
             "seed": cfg.seed,
-            "pair_judge": f"{judge.backend}:{judge.model} ({judge.version})",
-            "ordinal_judge": f"{tasks.ordinal_judge.backend}:{tasks.ordinal_judge.model} "
-            f"({tasks.ordinal_judge.version})",
+            "pair_judge": task_label(judge),
+            "ordinal_judge": task_label(tasks.ordinal_judge),
             "votes": acfg.regime_votes,
             "tie_margin": acfg.regime_tie_margin,
             "vote_temperature": acfg.regime_temperature,
@@ -198,7 +198,7 @@ def tournament_convergence(
         metadata={
             **stage_metadata(curves.height),
             "queries": MetadataValue.json(chosen),
-            "judge": f"{judge.backend}:{judge.model} ({judge.version})",
+            "judge": task_label(judge),
             "exhaustive_judgments": calls,
             "failed_judgments": failures,
             f"at_{cfg.tournament.rounds}_rounds": markdown_table(at_rounds),

@@ -48,6 +48,11 @@ def stage_metadata(
     return out
 
 
+def task_label(task: object) -> str:
+    """A model task as its metadata names it: ``backend:model (prompt version)``."""
+    return f"{task.backend}:{task.model} ({task.version})"
+
+
 def llm_metadata(tasks: dict[str, object]) -> dict[str, object]:
     """What each LLM task (name -> its task object) cost: calls, answers served from the cache,
     retries by cause, unparsed answers (retried) and failures (never parsed), the server's tokens
