@@ -27,10 +27,10 @@ from dagster import (
 from dagster._core.storage.tags import PARTITION_NAME_TAG
 
 from saber_assets.analyses.human_study import labels_version
-from saber_assets.build.plan import Step, partition_filter, runnable_names, stage_steps
 from saber_assets.contamination.matches import checked_corpora, training_corpus_version
 from saber_assets.lib.partitions import retriever_partitions, training_partitions
 from saber_assets.ontology.domains import domain_keys
+from saber_assets.orchestration.plan import Step, partition_filter, runnable_names, stage_steps
 from saber_assets.resources import PipelineResource
 from saber_assets.retrievers.discovery import registry_for, tick
 from saber_assets.retrievers.registry import definitions_by_name, load_registry

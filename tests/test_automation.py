@@ -173,7 +173,7 @@ def test_sync_sensor_requests_what_the_build_would_run_next_stage_by_stage(tiny_
     failed with the same reasons and code, and asks again once the config moves its version."""
     from dagster._core.test_utils import create_run_for_test
 
-    from saber_assets.build.plan import stage_steps
+    from saber_assets.orchestration.plan import stage_steps
     from saber_assets.stages import BY_JOB
 
     cfg = tiny_config()

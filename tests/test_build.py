@@ -476,7 +476,7 @@ def test_a_model_that_finds_no_core_idea_leaves_an_empty_pool_and_the_build_goes
 def test_an_empty_benchmark_skips_the_analyses_instead_of_failing_them(tmp_path):
     """A model that leaves no viable query (a 135M model on the real server did) gives an empty
     benchmark: the build reports that the analyses have nothing to read instead of failing."""
-    from saber_assets.build.run import no_queries
+    from saber_assets.orchestration.run import no_queries
     from saber_assets.outputs import Outputs
 
     out = Outputs(tmp_path)

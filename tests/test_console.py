@@ -34,7 +34,7 @@ def test_work_shorter_than_the_delay_draws_nothing(monkeypatch, capsys):
 def test_the_console_says_which_domain_is_short_and_why(tmp_path):
     """`saber build`'s closing lines from a benchmark's manifest: each domain against its quota,
     the reason under a short one."""
-    from saber_assets.build.run import benchmark_lines
+    from saber_assets.orchestration.run import benchmark_lines
 
     bench = tmp_path / "benchmark"
     bench.mkdir()
@@ -62,7 +62,7 @@ def test_the_builds_last_lines_name_who_leads_each_setting(tmp_path):
     """The first tie group of each setting, the leader's score, and whether it stands alone."""
     import polars as pl
 
-    from saber_assets.build.run import board_lines
+    from saber_assets.orchestration.run import board_lines
     from saber_assets.outputs import Outputs
 
     out = Outputs(tmp_path)
@@ -110,7 +110,7 @@ def fake_run(
 def test_a_stage_of_many_partitions_is_one_line_in_a_log_and_one_redrawn_line_on_a_terminal():
     from types import SimpleNamespace
 
-    from saber_assets.build.run import Console, StageSummary, print_run
+    from saber_assets.orchestration.run import Console, StageSummary, print_run
 
     for live in (False, True):
         out, drawn = [], []

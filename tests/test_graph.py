@@ -218,7 +218,7 @@ def test_the_layer_check_finds_a_planted_problem(planted, tmp_path):
 
 
 def test_select_names_stages_by_alias_or_job_and_refuses_an_unknown_one():
-    from saber_assets.build.plan import partition_filter, selected_stages
+    from saber_assets.orchestration.plan import partition_filter, selected_stages
 
     assert [s.job for s in selected_stages(["runs", "build_leaderboard"])] == [
         "build_runs", "build_leaderboard"
@@ -250,7 +250,7 @@ def test_a_first_partition_of_a_parent_that_had_none_makes_its_child_unsynced():
     import dagster as dg
     from dagster._core.definitions.data_version import StaleStatus
 
-    from saber_assets.build.plan import stale_resolver, why_run
+    from saber_assets.orchestration.plan import stale_resolver, why_run
 
     parts = dg.DynamicPartitionsDefinition(name="p")
 
@@ -324,8 +324,8 @@ def test_every_name_in_the_readmes_package_table_is_a_selection():
     """What a newcomer reads in the README's table they can pass to `saber build --select`."""
     import re
 
-    from saber_assets.build.plan import selected_stages
-    from saber_assets.build.run import package_assets
+    from saber_assets.orchestration.plan import selected_stages
+    from saber_assets.orchestration.run import package_assets
 
     packages = package_assets(make_definitions(DEFAULT_CONFIG))
     readme = (REPO_ROOT / "README.md").read_text()

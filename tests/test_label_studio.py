@@ -91,8 +91,8 @@ def observe_labels(cfg_path) -> dict[str, list[str]]:
     and say why each of a few assets would run: [] when it is up to date."""
     from dagster import DagsterInstance
 
-    from saber_assets.build.plan import stale_resolver, why_run
     from saber_assets.definitions import make_definitions
+    from saber_assets.orchestration.plan import stale_resolver, why_run
 
     defs = make_definitions(str(cfg_path))
     with DagsterInstance.get() as instance:

@@ -369,7 +369,7 @@ def test_domain_cells_is_overall_and_each_domain():
 
 
 def test_a_build_on_the_paper_registry_leaves_out_what_cannot_run_here(monkeypatch):
-    from saber_assets.build.plan import runnable_entries
+    from saber_assets.orchestration.plan import runnable_entries
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     entries = load_registry(PAPER_REGISTRY)

@@ -5,7 +5,7 @@ import pytest
 from dagster import DagsterInstance, job, op
 from dagster_graphql.test.utils import execute_dagster_graphql
 
-from saber_assets.build.remote import (
+from saber_assets.orchestration.remote import (
     RUN_ERRORS,
     RUNS_QUERY,
     RemoteBuildError,
@@ -99,8 +99,8 @@ def test_a_remote_build_sees_a_changed_partition_past_the_fan_in_threshold_as_a_
     import dagster as dg
     from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql
 
-    from saber_assets.build.plan import fan_in_parents, fan_in_updates
-    from saber_assets.build.remote import Deployment
+    from saber_assets.orchestration.plan import fan_in_parents, fan_in_updates
+    from saber_assets.orchestration.remote import Deployment
     from tests import fan_in_defs
 
     def report(key, partition=None, version="v1"):

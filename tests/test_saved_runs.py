@@ -7,7 +7,6 @@ import polars as pl
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.benchmark.texts import document_texts
-from saber_assets.build.plan import Step, components_first
 from saber_assets.leaderboard.evaluate import evaluate
 from saber_assets.leaderboard.saved_runs import (
     RUN_KEY,
@@ -17,6 +16,7 @@ from saber_assets.leaderboard.saved_runs import (
     run_key,
     saved_scores,
 )
+from saber_assets.orchestration.plan import Step, components_first
 from saber_assets.retrievers.base import RetrieverFailed
 from saber_assets.retrievers.entries import RetrieverEntry
 from saber_assets.retrievers.fusion import FusionRetriever

@@ -93,7 +93,7 @@ ROUNDS_MOVE = {  # what reads the tournament, all partitions of each
 
 
 def wait_for_run(url: str, job: str) -> None:
-    from saber_assets.build.remote import Deployment
+    from saber_assets.orchestration.remote import Deployment
 
     dep = Deployment(url)
     run_id = dep.submit(job, None, {})

@@ -1,4 +1,4 @@
-"""The `saber build` command: its arguments, parsed and handed to ``build.run.build``."""
+"""The `saber build` command: its arguments, parsed and handed to ``orchestration.run.build``."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from saber_assets.build.run import QUIET, Console, build, terminal_line
+    from saber_assets.orchestration.run import QUIET, Console, build, terminal_line
 
     level = args.log_level or {0: QUIET, 1: "INFO"}.get(args.verbose, "DEBUG")
     if sys.stderr.isatty():  # progress lines for long steps, on a terminal only

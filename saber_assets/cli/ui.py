@@ -6,10 +6,10 @@ import argparse
 import subprocess
 import sys
 
-from saber_assets.build.run import prepare_dagster_home
 from saber_assets.cli.stop import interrupt_on_stop_signals
 from saber_assets.config import REPO_ROOT, data_home
 from saber_assets.home_lock import holding_home
+from saber_assets.orchestration.run import prepare_dagster_home
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

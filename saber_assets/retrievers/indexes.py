@@ -28,7 +28,7 @@ from saber_assets.retrievers.base import texts_digest
 INDEX_FORMAT = 1
 
 # The index state this process loaded last, one retriever's (its document sides): a build runs
-# a retriever's runs of every domain one after another in one process (``build.plan``'s order),
+# a retriever's runs of every domain one after another in one process (``orchestration.plan``'s order),
 # and at 283K documents each of those runs read the same index again, setting by setting. Kept
 # by where the index lies, what its manifest says and its files' identities, and given
 # only to retrievers that name the state their ``load_index`` sets (``index_state``).

@@ -1,5 +1,5 @@
 """`saber build`'s loop: every missing or unsynced step of the selection, job by job (the plan:
-``build.plan``), in this process or on a running deployment (``build.remote``), after the runs a
+``orchestration.plan``), in this process or on a running deployment (``orchestration.remote``), after the runs a
 killed build left are marked failed (``build.dead_runs``). It prints through a ``Console``; the
 CLI (``cli/build.py``) only parses its arguments and calls ``build``."""
 
@@ -245,7 +245,7 @@ def domain_selection(select: list[str], keys: dict[str, str]) -> list[str]:
 def observe_sources(defs, instance, run_config: dict | None = None) -> None:
     """Observe the input files and the registry entries (their data versions) before a build
     asks what is unsynced; a failed observation is an error (the versions would be guesses)."""
-    from saber_assets.build.plan import OBSERVE_JOBS
+    from saber_assets.orchestration.plan import OBSERVE_JOBS
 
     for job in OBSERVE_JOBS:
         res = defs.resolve_job_def(job).execute_in_process(
@@ -258,17 +258,17 @@ def observe_sources(defs, instance, run_config: dict | None = None) -> None:
 def build_remote(
     url: str, defs, cfg, force: bool, select: list[str], stages: list, console: Console
 ) -> int:
-    """The build on a running deployment (``build.remote``): its own Dagster says what is
+    """The build on a running deployment (``orchestration.remote``): its own Dagster says what is
     unsynced."""
     from dagster import AssetKey, DagsterInstance
 
-    from saber_assets.build.plan import (
+    from saber_assets.orchestration.plan import (
         fan_in_parents,
         partition_filter,
         runnable_names,
         stage_partition_keys,
     )
-    from saber_assets.build.remote import build_on
+    from saber_assets.orchestration.remote import build_on
 
     with DagsterInstance.ephemeral() as scratch:  # the partitions, not run history
         names = sync_partitions(scratch, cfg)
@@ -309,16 +309,16 @@ def build(
     home = data_home()
     from dagster import DagsterInstance
 
-    from saber_assets.build.dead_runs import process_tags, reap_dead_runs
-    from saber_assets.build.plan import (
+    from saber_assets.definitions import make_definitions
+    from saber_assets.ontology.domains import domain_keys
+    from saber_assets.orchestration.dead_runs import process_tags, reap_dead_runs
+    from saber_assets.orchestration.plan import (
         components_first,
         partition_filter,
         runnable_names,
         selected_stages,
         stage_steps,
     )
-    from saber_assets.definitions import make_definitions
-    from saber_assets.ontology.domains import domain_keys
     from saber_assets.retrievers.discovery import registry_for
 
     defs = make_definitions(config, home, cfg)

@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 
 from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
-from saber_assets.build.plan import OBSERVE_JOBS
+from saber_assets.orchestration.plan import OBSERVE_JOBS
 
 TERMINAL = {"SUCCESS", "FAILURE", "CANCELED"}
 EVENT_FIELDS = "partition timestamp tags { key value }"
