@@ -53,7 +53,7 @@ def is_json_nodes(name: str) -> bool:
 
 # stored share of pairs at the default signal floors, for pod sizing: the signal index reports
 # it (`stored_fraction`); measured 0.176 on the bundled sample with CPU annotations and
-# 0.11-0.13 on the scale rehearsal's synthetic ones (benchmarks/scale.py), so the default takes
+# 0.11-0.13 on the scale rehearsal's synthetic ones (perf/scale.py), so the default takes
 # the larger. At 5% a 70K corpus in 4 shards was sized at 4 GiB and its first shard peaked at
 # 4.52 GB.
 DEFAULT_STORED_FRACTION = 0.18
@@ -227,7 +227,7 @@ class OntologyConfig(_Strict):
 class LLMConfig(_Strict):
     """Which LLM serves the tasks. `cpu` (default) needs none: deterministic CPU stand-ins."""
 
-    # synthetic: hash-drawn topics and summaries for scale rehearsals (benchmarks/scale.py), the
+    # synthetic: hash-drawn topics and summaries for scale rehearsals (perf/scale.py), the
     # CPU pair judge; never a benchmark to publish
     backend: Literal["cpu", "vllm", "openai", "synthetic"] = "cpu"
     model: str = "cpu"

@@ -1,6 +1,6 @@
 """The `synthetic` annotation backend: deterministic topics and summaries without any model.
 
-For scale rehearsals (``benchmarks/scale.py``): annotating 283K problems with the CPU stand-ins
+For scale rehearsals (``perf/scale.py``): annotating 283K problems with the CPU stand-ins
 costs hours of MiniLM inference that says nothing about the platform's own speed. These tasks
 answer instantly, from a hash of the text they are asked about, with the shape of real
 annotations — a skewed topic distribution (some topics far more popular than others), one to a

@@ -1,6 +1,6 @@
 """A build rehearsed through faults: the tiny config judged by an LLM, built clean and then
 through ``saber_resources.fault_proxy`` with SIGKILLs at seeded moments, each time resumed; what
-the two builds made, compared. Used by ``tests/test_faults.py`` and ``benchmarks/faults.py``."""
+the two builds made, compared. Used by ``tests/test_faults.py`` and ``perf/faults.py``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The scale rehearsal: the synthetic annotation backend, the synthetic corpus, and
-benchmarks/scale.py end to end at N = 2,000 (CI's smoke test of the 283K rehearsal)."""
+perf/scale.py end to end at N = 2,000 (CI's smoke test of the 283K rehearsal)."""
 
 import importlib.util
 import json
@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _bench_module(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, REPO / "perf" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -224,7 +224,7 @@ def test_percentiles_over_the_triangle_are_the_stored_pairs(p):
 
 
 def test_both_designs_give_the_builds_thresholds_and_candidates(shared_build, tmp_path):
-    """``benchmarks/summaries.py`` on the session's tiny build: its given thresholds and every
+    """``perf/summaries.py`` on the session's tiny build: its given thresholds and every
     domain's candidate lists from the rows equal the build's and the stored pairs'; with the
     thresholds derived instead, both designs derive the same ones and select the same lists."""
     import importlib.util
@@ -234,7 +234,7 @@ def test_both_designs_give_the_builds_thresholds_and_candidates(shared_build, tm
     from saber_assets.config import REPO_ROOT
 
     spec = importlib.util.spec_from_file_location(
-        "summaries_bench", REPO_ROOT / "benchmarks" / "summaries.py"
+        "summaries_bench", REPO_ROOT / "perf" / "summaries.py"
     )
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

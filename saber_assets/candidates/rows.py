@@ -3,7 +3,7 @@ the rows' viability summaries decide the thresholds and which queries are viable
 thresholds given as numbers or taken as percentiles, the triangle computed again), and only the
 chosen queries' rows are computed in full for their candidate lists. Same rule, same seeds,
 same answer as ``signals.thresholds.derive_thresholds`` and ``select.select_candidates`` over
-the stored pairs (``tests/test_summaries.py``, ``benchmarks/summaries.py``).
+the stored pairs (``tests/test_summaries.py``, ``perf/summaries.py``).
 """
 
 from __future__ import annotations

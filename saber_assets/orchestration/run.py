@@ -97,7 +97,7 @@ class StageSummary:
 
 def job_line(job: str, state: str, seconds: float) -> str:
     """A job's closing words, ``(JOB ok in 1.2s, process peak RSS 0.98 GB)``: the form
-    ``benchmarks/scale.py`` reads each job's seconds from."""
+    ``perf/scale.py`` reads each job's seconds from."""
     import resource
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux

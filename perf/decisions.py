@@ -6,8 +6,8 @@ pairs), the paired tests are run with five seeds twice: with the flips fixed at
 board now). Printed per board: the `better` decisions and tie groups that differ from the
 first seed's, the pairs drawn again and the seconds taken.
 
-    uv run python benchmarks/decisions.py                  # the sample build (.saber/sample)
-    uv run python benchmarks/decisions.py --home DIR --name NAME
+    uv run python perf/decisions.py                  # the sample build (.saber/sample)
+    uv run python perf/decisions.py --home DIR --name NAME
 """
 
 from __future__ import annotations

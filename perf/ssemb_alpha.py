@@ -1,7 +1,7 @@
 """SSEmb-style α sweep on a built benchmark: α·cos_struct + (1 − α)·cos_text (structure from
 hashed operator paths and text from e5, not the paper's GIN encoder).
 
-uv run python benchmarks/ssemb_alpha.py [--benchmark .saber/sample/evaluation_benchmark] [--setting statement-statement]
+uv run python perf/ssemb_alpha.py [--benchmark .saber/sample/evaluation_benchmark] [--setting statement-statement]
 """
 
 from __future__ import annotations

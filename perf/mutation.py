@@ -1,9 +1,9 @@
 """Mutation testing of the pure core (cosmic-ray): do the tests notice a planted bug?
 
-uv run python benchmarks/mutation.py                    # every module below (hours on 2 cores)
-uv run python benchmarks/mutation.py bradley_terry swiss  # some of them
-uv run python benchmarks/mutation.py --workers 2 kernels  # two mutants at a time
-uv run python benchmarks/mutation.py --list
+uv run python perf/mutation.py                    # every module below (hours on 2 cores)
+uv run python perf/mutation.py bradley_terry swiss  # some of them
+uv run python perf/mutation.py --workers 2 kernels  # two mutants at a time
+uv run python perf/mutation.py --list
 
 Each module is mutated against its own test files, in a throw-away copy of the checkout (cosmic-ray
 rewrites the file on disk for every mutant; the working tree is never touched). A mutant's tests
@@ -13,9 +13,9 @@ fresh, and a mutant costs its tests instead of ~10-20 s of imports. Bitwise, shi
 and floor-division replacements of arithmetic operators are not generated (about half of
 cosmic-ray's mutants, nearly all killed at once or equivalent, e.g. `p + 1` -> `p | 1`). Too slow for CI,
 so it reports like a benchmark: killed / survived / timeout / incompetent per module, and every
-survivor as file:line with its operator, into benchmarks/out/mutation.md (and on stdout). The
+survivor as file:line with its operator, into perf/out/mutation.md (and on stdout). The
 target is >= 85% of the non-equivalent mutants killed per module; a survivor is either killed by
-a new test or argued equivalent in benchmarks/mutation_equivalent.md.
+a new test or argued equivalent in perf/mutation_equivalent.md.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-OUT = REPO / "benchmarks" / "out"
+OUT = REPO / "perf" / "out"
 
 # module name -> (source file, pytest arguments that test it)
 MODULES: dict[str, tuple[str, str]] = {
@@ -311,7 +311,7 @@ def run_module(name: str, timeout: float, workers: int = 1) -> dict:
 
 
 def write_report(results: dict) -> None:
-    """benchmarks/out/mutation.md from every module run so far (kept after each module: a long
+    """perf/out/mutation.md from every module run so far (kept after each module: a long
     run stopped halfway still leaves its report)."""
     lines = [
         "| module | killed | survived | timeout | kill rate | seconds |",

@@ -7,7 +7,7 @@ with each job's real execution-plan concurrency info, against `concurrency.pools
 slots and `concurrency.runs.maxConcurrentRuns`. A run dequeued while the pool is full is a pod
 that starts (2 CPU / 8 GiB for build_runs) only to wait.
 
-    uv run python benchmarks/pool_granularity.py [--queued 32]
+    uv run python perf/pool_granularity.py [--queued 32]
 """
 
 from __future__ import annotations

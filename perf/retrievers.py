@@ -1,10 +1,10 @@
 """Retriever runs: bulk scoring vs one query at a time, at corpus scale.
 
-uv run python benchmarks/retrievers.py                 # the bundled corpora (~14K documents)
-uv run python benchmarks/retrievers.py --n 283000      # synthetic documents up to 283K
-uv run python benchmarks/retrievers.py --retrievers jaccard,bm25-corpus-idf --queries 500
+uv run python perf/retrievers.py                 # the bundled corpora (~14K documents)
+uv run python perf/retrievers.py --n 283000      # synthetic documents up to 283K
+uv run python perf/retrievers.py --retrievers jaccard,bm25-corpus-idf --queries 500
 # the full config's shape: its seven lexical retrievers, 492 queries x 90 candidates, 3 settings
-uv run python benchmarks/retrievers.py --queries 492 --candidates 90 --setting all \
+uv run python perf/retrievers.py --queries 492 --candidates 90 --setting all \
     --retrievers bm25,bm25-no-tok,bm25-corpus-idf,tfidf,tfidf-no-tok,jaccard,jaccard-no-tok
 
 For each retriever: queries/s of the whole run (candidate re-ranking + the full-corpus track) with

@@ -1,12 +1,12 @@
 """The stored pairs' design against the rows' (viability summaries + the chosen queries' rows) on
 a finished build: same thresholds and candidate lists, and what each costs.
 
-uv run python benchmarks/summaries.py --config configs/sample.yaml --home ~/.saber
+uv run python perf/summaries.py --config configs/sample.yaml --home ~/.saber
 
 Reads the build's signal inputs, shard files, problem annotations and its own outputs
 (``relevance_thresholds``, ``query_candidates``); runs the thresholds and the selection both ways
 in this process (the stored pairs held in memory, as the build does where they fit); exits 1
-naming the first difference. Prints and writes (benchmarks/out/summaries-<config>.md / .json)
+naming the first difference. Prints and writes (perf/out/summaries-<config>.md / .json)
 the seconds of each, the signal bytes on disk per corpus pair (the shards) against the
 summaries' bytes, and the stored pairs.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-OUT = REPO / "benchmarks" / "out"
+OUT = REPO / "perf" / "out"
 
 COLUMNS = ["domain", "query_id", "candidate_id", "group", "topic", "summary", "position"]
 

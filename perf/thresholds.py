@@ -1,7 +1,7 @@
 """Thresholds and candidate selection over stored pairs: all in memory vs a shard at a time.
 
-uv run python benchmarks/thresholds.py                        # N = 70,000 rows, 11% stored
-uv run python benchmarks/thresholds.py --rows 20000 --density 0.13 --budget-mib 256
+uv run python perf/thresholds.py                        # N = 70,000 rows, 11% stored
+uv run python perf/thresholds.py --rows 20000 --density 0.13 --budget-mib 256
 
 Synthetic shard files of N rows (each later row pairs with a row with probability ``density``; topic quanta uniform above the floor or summary quanta gamma-distributed above
 theirs, like the stored pairs of the scale rehearsal) are written once; then, each in a fresh
@@ -9,7 +9,7 @@ process so that peak RSS is its own, (a) the thresholds with every pair loaded a
 memory — the implementation before this benchmark — and (b) the same thresholds gathered by row
 groups within a budget (``StoredPairs.row_blocks``); then candidate selection with the pairs in
 memory vs streamed shard by shard. Results must be equal; the table gives seconds, peak RSS and
-their ratios (streamed / in memory), into benchmarks/out/thresholds.md and .json.
+their ratios (streamed / in memory), into perf/out/thresholds.md and .json.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-OUT = REPO / "benchmarks" / "out"
+OUT = REPO / "perf" / "out"
 
 FLOOR_T, FLOOR_S = 128, 51  # quantize(0.5), quantize(0.2): the default storage floors
 DOMAINS = ["Algebra", "Geometry", "Number Theory", "Combinatorics", "Calculus and Analysis"]

@@ -3,7 +3,7 @@ by an LLM (the tests' fake, answering by content), built clean and then through 
 at a rate, killed with SIGKILL at seeded moments and resumed; the table of faults by cause, the
 retries the runs counted, the kill points, and the identity verdict.
 
-uv run python benchmarks/faults.py [--problems 300] [--rate 0.1] [--kills 5] [--seed 11]
+uv run python perf/faults.py [--problems 300] [--rate 0.1] [--kills 5] [--seed 11]
 
 The suite runs the same rehearsal small (tests/test_faults.py). The proxy stands in front of any
 OpenAI-compatible server: `--upstream URL` (a server's root, e.g. a vLLM or `saber llm-server`)
@@ -110,8 +110,8 @@ def main() -> int:
     )
     print(f"Dagster runs: {runs_clean}")
     print(f"verdict: benchmark, ratings and leaderboard {'IDENTICAL' if same else 'DIFFER'}")
-    (REPO / "benchmarks" / "out").mkdir(exist_ok=True)
-    (REPO / "benchmarks" / "out" / "faults.json").write_text(
+    (REPO / "perf" / "out").mkdir(exist_ok=True)
+    (REPO / "perf" / "out" / "faults.json").write_text(
         json.dumps(
             {
                 "problems": 30 + args.problems,

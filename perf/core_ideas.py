@@ -1,8 +1,8 @@
 """The CPU summarizer against a baseline summarizer from git history, in one run.
 
-    uv run python benchmarks/core_ideas.py                       # every bundled problem
-    uv run python benchmarks/core_ideas.py --baseline 36389dc    # the extractive summarizer
-    uv run python benchmarks/core_ideas.py --homes OLD_HOME NEW_HOME   # + the built pools
+    uv run python perf/core_ideas.py                       # every bundled problem
+    uv run python perf/core_ideas.py --baseline 36389dc    # the extractive summarizer
+    uv run python perf/core_ideas.py --homes OLD_HOME NEW_HOME   # + the built pools
 
 Printed: per bundled source and subject, the share of problems given a core idea by each
 summarizer; the time per problem of each, as a ratio; examples of ideas and of solutions given

@@ -1,12 +1,12 @@
 """Scale rehearsal: the real assets, through Dagster, on a synthetic corpus of N problems.
 
-    uv run python benchmarks/scale.py --n 20000 [--n 70000 --n 283000] [--queries-per-domain 20]
-    uv run python benchmarks/scale.py --report      # table, exponents and plot from saved runs
-    uv run python benchmarks/scale.py --n 283000 --resume-from indexes   # a stopped run, on
-    uv run python benchmarks/scale.py --n 20000 --unbound --home .saber-scale-unbound \
-        --out benchmarks/out/unbound    # the store before pair_signal_bounds: the baseline
-    uv run python benchmarks/scale.py --n 20000 --layout summaries \
-        --home .saber-scale-summaries --out benchmarks/out/summaries   # no stored pair
+    uv run python perf/scale.py --n 20000 [--n 70000 --n 283000] [--queries-per-domain 20]
+    uv run python perf/scale.py --report      # table, exponents and plot from saved runs
+    uv run python perf/scale.py --n 283000 --resume-from indexes   # a stopped run, on
+    uv run python perf/scale.py --n 20000 --unbound --home .saber-scale-unbound \
+        --out perf/out/unbound    # the store before pair_signal_bounds: the baseline
+    uv run python perf/scale.py --n 20000 --layout summaries \
+        --home .saber-scale-summaries --out perf/out/summaries   # no stored pair
 
 
 For each N: a synthetic corpus (texts drawn from the bundled MATH corpus's word frequencies and
@@ -17,7 +17,7 @@ CPU judge; the leaderboard has the lexical retrievers with the full-corpus track
 runs as its own ``saber build --select STAGE`` process, so its wall time and peak RSS are its
 own (the RSS includes ~0.4 GB of interpreter + Dagster). Printed per stage: seconds, peak RSS,
 Parquet rows and bytes written; across N: the fitted growth exponent of each stage's time
-(slope of log t on log N). Results accumulate in benchmarks/out/scale.json (one entry per N),
+(slope of log t on log N). Results accumulate in perf/out/scale.json (one entry per N),
 the table in scale.md, the plot in scale.png. Each stage's figures are saved as soon as it ends,
 so a rehearsal stopped halfway (hours at 283K) keeps them, and ``--resume-from STAGE`` runs the
 stages from STAGE on over the same outputs, keeping the saved figures of the stages before it.
@@ -51,7 +51,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-OUT = REPO / "benchmarks" / "out"
+OUT = REPO / "perf" / "out"
 STAGES = [
     "sources",
     "annotations",
@@ -340,7 +340,7 @@ def rehearse(
 
 
 def _engines_module():
-    """``benchmarks/engines.py``, wherever this file was loaded from (a script or a test)."""
+    """``perf/engines.py``, wherever this file was loaded from (a script or a test)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("engines", Path(__file__).with_name("engines.py"))

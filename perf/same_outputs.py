@@ -1,6 +1,6 @@
 """Two builds of the same config, compared table by table: did a change keep every output?
 
-    uv run python benchmarks/same_outputs.py BEFORE AFTER   # two outputs folders (<home>/<name>)
+    uv run python perf/same_outputs.py BEFORE AFTER   # two outputs folders (<home>/<name>)
 
 Compared: the relevance thresholds, the candidate lists, the tournament's judgments, the
 ratings, the pair signals' row summaries (the arrays), every retriever's runs (per query and

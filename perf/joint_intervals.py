@@ -1,6 +1,6 @@
 """The joint bootstrap (queries × the judgments' grades) at the full config, and its coverage.
 
-    uv run python benchmarks/joint_intervals.py [--queries 1000] [--systems 40] [--draws 1000]
+    uv run python perf/joint_intervals.py [--queries 1000] [--systems 40] [--draws 1000]
                                                 [--coverage 200]
 
 Speed: a synthetic benchmark of the full config's shape (150 candidates, 20 Swiss rounds of

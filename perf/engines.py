@@ -1,7 +1,7 @@
 """Each heavy stage's engine alone, on a finished rehearsal's own inputs: what saber's stage costs
 above the library or kernel doing the same work.
 
-    uv run python benchmarks/engines.py --home .saber-scale --n 283000   # after scale.py
+    uv run python perf/engines.py --home .saber-scale --n 283000   # after scale.py
     (scale.py runs it itself after the stages, into the same scale.json entry)
 
 - **shards**: the Numba block kernel over full rows (``kernels.full_row_kept``: every pair of a
@@ -261,7 +261,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--home", default=str(REPO / ".saber-scale"))
     ap.add_argument("--n", type=int, required=True)
-    ap.add_argument("--out", default=str(REPO / "benchmarks" / "out"))
+    ap.add_argument("--out", default=str(REPO / "perf" / "out"))
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     saved = Path(args.out) / "scale.json"

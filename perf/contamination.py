@@ -1,8 +1,8 @@
 """The contamination audit against a synthetic training corpus: time and peak memory, with the
 corpus stage's dedup on the same rows as the baseline measured in the same run.
 
-    uv run python benchmarks/contamination.py              # 100,000 training rows
-    uv run python benchmarks/contamination.py --n 200000
+    uv run python perf/contamination.py              # 100,000 training rows
+    uv run python perf/contamination.py --n 200000
 
 The training corpus: the bundled MATH and OlympiadBench statements, each copied with its numbers
 shifted and a row number appended (so rows are distinct but realistic), to ``--n`` rows,

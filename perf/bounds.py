@@ -1,6 +1,6 @@
 """The first pass's trade: kernel time ×2 against the pairs stored (and written, and read).
 
-    uv run python benchmarks/bounds.py [--n 12000] [--threads 1]
+    uv run python perf/bounds.py [--n 12000] [--threads 1]
 
 On a synthetic corpus (Zipf-skewed topics over a random Lin table, random token sets), in one
 run: the storage-free first pass (``kernels.row_histograms``), the shard kernel storing from the

@@ -1,6 +1,6 @@
 """Tournament policies against the latent truth: how many judge calls does a good ranking need?
 
-    uv run python benchmarks/tournament.py [--repeats 3] [--out benchmarks/out]
+    uv run python perf/tournament.py [--repeats 3] [--out perf/out]
     (--repeats 40: the spread between latent draws, as a standard error per cell)
 
 Simulated queries of n = 150 candidates with latent strengths s ~ N(0, 1.5²) and a judge whose
@@ -12,7 +12,7 @@ the engine's own pairing and estimation. Quality: Kendall τ between estimated a
 strengths, and nDCG@10 of the latent relevance (latent strengths rescaled to [0, 5]) when the
 candidates are ranked by the estimate. Reports the calls each policy needs to reach Swiss-20's τ
 (interpolated), times pairing + estimation for 1000 queries × 1500 calls, writes a table and a
-plot under benchmarks/out/.
+plot under perf/out/.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def _time_queries(queries: range) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--out", default="benchmarks/out")
+    ap.add_argument("--out", default="perf/out")
     ap.add_argument("--timing-queries", type=int, default=1000)
     args = ap.parse_args()
     out = Path(args.out)

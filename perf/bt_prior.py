@@ -7,7 +7,7 @@ mean |Δ rating|; per retriever and setting: nDCG@10 under each prior and the di
 Kendall τ between the two orderings of the retrievers (the leaderboard's own per-query matrix:
 a query in two domains counts once).
 
-    uv run python benchmarks/bt_prior.py [--home .saber/sample]
+    uv run python perf/bt_prior.py [--home .saber/sample]
 """
 
 from __future__ import annotations
