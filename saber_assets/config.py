@@ -1,6 +1,6 @@
 """Pipeline configuration: one YAML file (``configs/sample.yaml`` by default), validated.
 
-Plain module (no Dagster): the Dagster resource in ``saber_assets.resources`` wraps it.
+Plain module (no Dagster): the Dagster resource in ``saber_assets.pipeline`` wraps it.
 """
 
 from __future__ import annotations

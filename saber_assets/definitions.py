@@ -47,9 +47,9 @@ from saber_assets.lib.partitions import (
 from saber_assets.ontology import assets as ontology_assets
 from saber_assets.ontology.domains import domain_keys
 from saber_assets.outputs import Outputs
+from saber_assets.pipeline import PipelineResource, stores_resource
 from saber_assets.pods import check_pod_jobs, k8s_tags, orchestrator_tags
 from saber_assets.ratings import assets as rating_assets
-from saber_assets.resources import PipelineResource, stores_resource
 from saber_assets.retrievers import assets as retriever_assets
 from saber_assets.schedules import retriever_runs_backstop
 from saber_assets.sensors import (

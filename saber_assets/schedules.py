@@ -11,7 +11,7 @@ from dagster import (
 
 from saber_assets.lib.partitions import retriever_partitions
 from saber_assets.ontology.domains import domain_keys
-from saber_assets.resources import PipelineResource
+from saber_assets.pipeline import PipelineResource
 from saber_assets.retrievers.discovery import registry_for
 from saber_assets.sensors import benchmark_built
 from saber_assets.stages import serving_new_retrievers

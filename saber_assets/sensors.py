@@ -31,7 +31,7 @@ from saber_assets.contamination.matches import checked_corpora, training_corpus_
 from saber_assets.lib.partitions import retriever_partitions, training_partitions
 from saber_assets.ontology.domains import domain_keys
 from saber_assets.orchestration.plan import Step, partition_filter, runnable_names, stage_steps
-from saber_assets.resources import PipelineResource
+from saber_assets.pipeline import PipelineResource
 from saber_assets.retrievers.discovery import registry_for, tick
 from saber_assets.retrievers.registry import definitions_by_name, load_registry
 from saber_assets.stages import STAGES, serving_new_retrievers

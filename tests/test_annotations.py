@@ -12,7 +12,7 @@ from saber_assets.annotations.traversal import normalise_scores, request_labels,
 from saber_assets.io_managers import WarehouseParquetIOManager
 from saber_assets.lib.partitions import annotation_partitions, chunk_of
 from saber_assets.ontology import assets as ontology_assets
-from saber_assets.resources import PipelineResource
+from saber_assets.pipeline import PipelineResource
 from saber_resources.cpu_tasks import (
     CPUPairJudge,
     CPUSummarizer,

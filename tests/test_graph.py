@@ -106,7 +106,7 @@ STAGE_ORDER = (
     "corpus", "ontology", "annotations", "signals", "candidates", "ratings", "tournament",
     "benchmark", "retrievers", "contamination", "leaderboard", "analyses",
 )  # fmt: skip
-TOP = {"definitions", "sensors", "schedules", "build", "cli", "pods", "cost", "home_lock"}
+TOP = {"definitions", "sensors", "schedules", "orchestration", "cli", "pods", "cost", "home_lock"}
 LAYERS = ("config", "resources", "the stage table and versions", "lib", "stage logic",
           "stage assets", "the top")  # fmt: skip
 
@@ -119,7 +119,7 @@ def layer(module: str) -> tuple[int, int]:
     IO manager; 4 stage logic, by stage (``STAGE_ORDER``); 5 stage assets; 6 the top (definitions,
     sensors, schedules, the build, the CLIs)."""
     parts = module.split(".")
-    if parts[0] == "saber_resources" or module == "saber_assets.resources":
+    if parts[0] == "saber_resources" or module == "saber_assets.pipeline":
         return (1, 0)
     if module in ("saber_assets", "saber_assets.config", "saber_assets.config_reference",
                   "saber_assets.outputs",
@@ -374,3 +374,18 @@ def test_no_board_column_is_spelled_outside_the_module_that_owns_them(tmp_path):
         "saber_assets/analyses/explorer_static/explorer.js",
         "saber_assets/analyses/report_assets.py",
     ]
+
+
+def test_no_source_package_is_named_like_build_output():
+    """Code-structure tools skip folders named like build output (they skipped 1,064 lines of
+    saber's orchestration when it was `build/`)."""
+    from saber_assets.code_graph import PACKAGES, ROOT
+
+    output_names = {"build", "dist", "out", "target"}
+    named = [
+        str(p.relative_to(ROOT))
+        for pkg in PACKAGES
+        for p in (ROOT / pkg).rglob("*")
+        if p.is_dir() and p.name in output_names
+    ]
+    assert named == []

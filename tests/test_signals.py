@@ -805,7 +805,7 @@ def test_two_shards_through_dagster_and_growth(tmp_path, monkeypatch):
     from saber_assets.io_managers import WarehouseParquetIOManager
     from saber_assets.lib.partitions import shard_partitions
     from saber_assets.ontology.tree import TopicTree
-    from saber_assets.resources import PipelineResource
+    from saber_assets.pipeline import PipelineResource
     from saber_assets.signals import assets as sa
     from saber_resources.warehouse import Warehouse
 

@@ -37,8 +37,8 @@ from saber_assets.lib.metadata import (
     stage_metadata,
 )
 from saber_assets.lib.tasks import prepared_tasks, tasks_for
+from saber_assets.pipeline import PipelineResource
 from saber_assets.ratings.rate import configured_prior
-from saber_assets.resources import PipelineResource
 from saber_assets.retrievers.discovery import registry_for
 from saber_assets.retrievers.registry import (
     RetrieverResources,

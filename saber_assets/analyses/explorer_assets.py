@@ -21,7 +21,7 @@ from saber_assets.lib.declare import analysis
 from saber_assets.lib.metadata import (
     stage_metadata,
 )
-from saber_assets.resources import PipelineResource
+from saber_assets.pipeline import PipelineResource
 
 
 @analysis(

@@ -44,8 +44,8 @@ from saber_assets.lib.metadata import (
     task_label,
 )
 from saber_assets.lib.tasks import prepared_judge, prepared_tasks
+from saber_assets.pipeline import PipelineResource
 from saber_assets.ratings.rate import configured_prior
-from saber_assets.resources import PipelineResource
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
 

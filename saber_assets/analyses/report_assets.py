@@ -30,7 +30,7 @@ from saber_assets.lib.declare import Declared, analysis
 from saber_assets.lib.figures import png_base64
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.outputs import read_json_or_none, written_whole
-from saber_assets.resources import PipelineResource
+from saber_assets.pipeline import PipelineResource
 
 # an analysis's section: (its table, the config) -> the report's section
 SectionOf = Callable[[pl.DataFrame, PipelineConfig], rp.Section]

@@ -4,7 +4,7 @@ another prompt, another model, or the CPU judge without the pipeline's signals).
 from __future__ import annotations
 
 from saber_assets.lib.tasks import tasks_for
-from saber_assets.resources import PipelineResource
+from saber_assets.pipeline import PipelineResource
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
 

@@ -24,7 +24,7 @@ from saber_assets.ontology.similarity import (
     subtree_counts,
 )
 from saber_assets.ontology.tree import TopicTree
-from saber_assets.resources import PipelineResource
+from saber_assets.pipeline import PipelineResource
 from saber_resources.llm import LLMResource
 from saber_resources.llm_tasks import Outcome
 from saber_resources.stores import StoresResource

@@ -20,7 +20,7 @@ from saber_assets.io_managers import concat_partitions
 from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import markdown_table
 from saber_assets.ontology.domains import domain_names
-from saber_assets.resources import PipelineResource
+from saber_assets.pipeline import PipelineResource
 from saber_assets.tournament.engine import order_consistency, position_bias
 
 

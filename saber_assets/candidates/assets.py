@@ -26,7 +26,7 @@ from saber_assets.lib.declare import stage_check, table_asset
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.ontology.domains import domain_names, domain_title
 from saber_assets.outputs import written_whole
-from saber_assets.resources import PipelineResource
+from saber_assets.pipeline import PipelineResource
 from saber_assets.signals.prepare import SignalInputs, signal_pool
 from saber_assets.signals.stored import (
     cut_viable_rows,

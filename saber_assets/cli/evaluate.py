@@ -153,7 +153,7 @@ def registry(args, cfg) -> tuple[Path, list]:
 def retriever_resources(cfg, entries):
     """What the retrievers need, with embeddings cached in the config's stores (as the assets
     give them)."""
-    from saber_assets.resources import open_stores
+    from saber_assets.pipeline import open_stores
     from saber_assets.retrievers.registry import RetrieverResources
 
     return RetrieverResources.from_stores(open_stores(cfg), entries)

@@ -50,7 +50,7 @@ def table(cfg, db) -> pl.DataFrame:
 
 
 def run(args: argparse.Namespace) -> int:
-    from saber_assets.resources import open_stores
+    from saber_assets.pipeline import open_stores
     from saber_assets.retrievers.discovery import adopt, tick
     from saber_assets.retrievers.registry import load_registry
 

@@ -254,7 +254,7 @@ def import_labels(cfg, folder: Path, export_json, bench: str | None, emails) -> 
         store_labels,
         stored_annotators,
     )
-    from saber_assets.resources import open_stores
+    from saber_assets.pipeline import open_stores
 
     pairs, meta = read_study(folder)
     ratings, _ = benchmark_ratings(benchmark_dir(bench or meta.get("benchmark"), cfg))

@@ -47,7 +47,7 @@ def set_aside(cfg: PipelineConfig, home: Path, path: Path) -> None:
     """Remove the warehouse file for a rebuild, losing nothing: a file from the older layout
     that still holds store tables (the caches, judgments, human labels) has them copied into
     the DuckDB stores first and is kept as ``<file>.<time>.bak``; a file of views only goes."""
-    from saber_assets.resources import open_stores
+    from saber_assets.pipeline import open_stores
     from saber_resources.stores import DuckDBStore, migrate_duckdb, store_tables_in
 
     held = {t: n for t, n in store_tables_in(str(path)).items() if n}

@@ -33,7 +33,7 @@ from saber_assets.lib.declare import source_asset, stage_asset
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.lib.partitions import training_partitions
 from saber_assets.outputs import write_whole
-from saber_assets.resources import PipelineResource
+from saber_assets.pipeline import PipelineResource
 from saber_assets.retrievers.registry import load_registry
 
 

@@ -13,7 +13,7 @@ from saber_assets.corpus.build import build_corpus, corpus_version
 from saber_assets.corpus.instructions import instruction_like
 from saber_assets.lib.declare import input_files_asset, stage_check, stage_multi_asset
 from saber_assets.lib.metadata import markdown_table, stage_metadata
-from saber_assets.resources import PipelineResource
+from saber_assets.pipeline import PipelineResource
 
 corpus_sources = input_files_asset(
     "corpus_sources", __name__, "The corpus source files (`corpus.sources`), by content hash."

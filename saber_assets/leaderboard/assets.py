@@ -31,7 +31,7 @@ from saber_assets.leaderboard.run_files import stored_runs
 from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import figure_markdown, markdown_table, stage_metadata
 from saber_assets.outputs import write_whole, written_whole
-from saber_assets.resources import PipelineResource
+from saber_assets.pipeline import PipelineResource
 from saber_assets.retrievers.discovery import registry_for
 from saber_assets.retrievers.registry import unavailable_reason
 from saber_assets.versions import code_digest

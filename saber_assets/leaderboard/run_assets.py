@@ -30,7 +30,7 @@ from saber_assets.lib.metadata import llm_metadata, stage_metadata
 from saber_assets.lib.tasks import tasks_for
 from saber_assets.ontology.domains import domain_title
 from saber_assets.outputs import written_whole
-from saber_assets.resources import PipelineResource
+from saber_assets.pipeline import PipelineResource
 from saber_assets.retrievers.discovery import entry_settings, registered_entry
 from saber_assets.retrievers.indexes import prepare_index
 from saber_assets.retrievers.registry import (

@@ -15,7 +15,7 @@ from dagster import (
 from saber_assets.leaderboard.verify import record_verdict, verify
 from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import stage_metadata
-from saber_assets.resources import PipelineResource
+from saber_assets.pipeline import PipelineResource
 
 VERIFIED = "verified"  # the verification's check: ERROR, so a failure stops the build there
 

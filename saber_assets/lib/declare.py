@@ -27,7 +27,7 @@ from dagster import (
     observable_source_asset,
 )
 
-from saber_assets.resources import PipelineResource
+from saber_assets.pipeline import PipelineResource
 from saber_assets.stages import stage_of_asset
 from saber_assets.versions import input_versions
 

@@ -2,7 +2,7 @@
 
 import polars as pl
 
-from saber_assets.resources import PipelineResource
+from saber_assets.pipeline import PipelineResource
 from saber_resources.cache import EmbeddingCache, LLMCache
 from saber_resources.llm import LLMResource
 from saber_resources.llm_tasks import decoding_by_task

@@ -11,7 +11,7 @@ from saber_assets.lib.declare import input_files_asset, table_asset
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.ontology.domains import domain_spec, keys_for, resolve_domains
 from saber_assets.ontology.tree import expand_to_tree, load_dag
-from saber_assets.resources import PipelineResource
+from saber_assets.pipeline import PipelineResource
 
 ontology_files = input_files_asset(
     "ontology_files", __name__, "The ontology's files (bundled or configured), by content hash."

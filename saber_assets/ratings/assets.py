@@ -5,8 +5,8 @@ from dagster import AssetCheckResult, Output
 
 from saber_assets.lib.declare import stage_check, table_asset
 from saber_assets.lib.metadata import markdown_table, stage_metadata
+from saber_assets.pipeline import PipelineResource
 from saber_assets.ratings.rate import configured_prior, rate
-from saber_assets.resources import PipelineResource
 
 
 @table_asset()

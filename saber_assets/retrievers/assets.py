@@ -17,7 +17,7 @@ from saber_assets.benchmark.texts import SETTINGS, document_side
 from saber_assets.lib.declare import source_asset, stage_asset
 from saber_assets.lib.metadata import markdown_table
 from saber_assets.lib.partitions import retriever_partitions
-from saber_assets.resources import PipelineResource
+from saber_assets.pipeline import PipelineResource
 from saber_assets.retrievers.discovery import entry_settings, registered_entry, registry_for
 from saber_assets.retrievers.indexes import prepare_index
 from saber_assets.retrievers.registry import (

@@ -32,7 +32,7 @@ import polars as pl
 
 from saber_assets.config import DiscoveryEndpoint, PipelineConfig
 from saber_assets.outputs import written_whole
-from saber_assets.resources import PipelineResource, open_stores
+from saber_assets.pipeline import PipelineResource, open_stores
 from saber_assets.retrievers.entries import DiscoveredFrom, RetrieverEntry
 from saber_assets.retrievers.registry import load_registry
 from saber_resources.embeddings import LONG_TEXT

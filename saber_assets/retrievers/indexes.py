@@ -22,7 +22,7 @@ from pathlib import Path
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.benchmark.texts import document_side, document_texts
-from saber_assets.resources import PipelineResource
+from saber_assets.pipeline import PipelineResource
 from saber_assets.retrievers.base import texts_digest
 
 INDEX_FORMAT = 1

@@ -20,7 +20,7 @@ from saber_assets.lib.metadata import figure_markdown, markdown_table, stage_met
 from saber_assets.ontology.domains import domain_names
 from saber_assets.ontology.tree import TopicTree
 from saber_assets.outputs import read_json_or_none, write_whole
-from saber_assets.resources import PipelineResource
+from saber_assets.pipeline import PipelineResource
 from saber_assets.signals.bounds import choose_floors, stored_share
 from saber_assets.signals.compute import compute_segment
 from saber_assets.signals.kernels import quantize

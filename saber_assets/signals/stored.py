@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from saber_assets.outputs import write_whole
-from saber_assets.resources import PipelineResource
+from saber_assets.pipeline import PipelineResource
 from saber_assets.signals.bounds import StorageFloors
 from saber_assets.signals.compute import csr_take, memory_available
 from saber_assets.signals.kernels import row_histograms

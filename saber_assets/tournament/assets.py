@@ -8,8 +8,8 @@ from dagster import AssetCheckResult, AssetCheckSeverity, AssetExecutionContext,
 from saber_assets.lib.declare import stage_check, table_asset
 from saber_assets.lib.metadata import llm_metadata, markdown_table, stage_metadata
 from saber_assets.lib.tasks import prepared_judge
+from saber_assets.pipeline import PipelineResource
 from saber_assets.ratings.rate import configured_prior
-from saber_assets.resources import PipelineResource
 from saber_assets.tournament.engine import (
     TournamentQuery,
     document_numbers,

@@ -1,4 +1,5 @@
-"""Dagster resources shared by the stages (the swappable ones live in ``saber_resources``)."""
+"""The pipeline resource (which config the assets read, where their outputs and stores live), shared
+by the stages; the swappable resources live in ``saber_resources``."""
 
 from pathlib import Path
 
