@@ -62,6 +62,17 @@ class Outputs:
         built = self.evaluation_benchmark
         return built if built.exists() else self.benchmark
 
+    def benchmark_folder(self, given: str | os.PathLike | None, scored: bool = True) -> Path:
+        """The benchmark a command reads: the folder given, else this build's (``scored``: the one
+        the leaderboard scores, ``scored_benchmark``; else the export people label). A folder
+        without a benchmark is refused by name."""
+        path = Path(given) if given else (self.scored_benchmark() if scored else self.benchmark)
+        if not (path / "queries.parquet").exists():
+            raise FileNotFoundError(
+                f"no benchmark at {path}: build it first (saber build) or pass --benchmark DIR"
+            )
+        return path
+
     @property
     def runs(self) -> Path:
         """Per retriever: one Parquet run per domain and TREC files per setting."""

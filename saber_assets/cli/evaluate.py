@@ -60,13 +60,6 @@ def run(args: argparse.Namespace) -> int:
         return evaluate_cmd(args)
 
 
-def benchmark_dir(given: str | None, cfg) -> Path:
-    """The given exchange-format directory, else the built (evaluation) benchmark."""
-    if given:
-        return Path(given)
-    return Outputs.of(cfg).scored_benchmark()
-
-
 def print_report(label: str, bench_dir: Path, bench, rep, k: int) -> None:
     from saber_assets.leaderboard.board_columns import domain_ci, domain_mean, metric_column
 
@@ -175,7 +168,7 @@ def evaluate_cmd(args) -> int:
     from saber_assets.retrievers.registry import build_retriever
 
     cfg = load_config(args.config)
-    bench_dir = benchmark_dir(args.benchmark, cfg)
+    bench_dir = Outputs.of(cfg).benchmark_folder(args.benchmark)
     bench = Benchmark.read(bench_dir)
     if args.run:
         return evaluate_run_file(args, cfg, bench, bench_dir)

@@ -90,15 +90,6 @@ def act(args) -> int:
     return import_labels(cfg, folder, export_json, args.benchmark, {})
 
 
-def benchmark_dir(given: str | None, cfg) -> Path:
-    path = Path(given) if given else Outputs.of(cfg).benchmark
-    if not (path / "queries.parquet").exists():
-        raise FileNotFoundError(
-            f"no benchmark at {path}: build it first (saber build) or pass --benchmark DIR"
-        )
-    return path
-
-
 def benchmark_ratings(path: Path):
     """(ratings: domain, query_id, candidate_id, rating; texts: id -> (problem, solution)) of an
     exchange-format benchmark."""
@@ -140,7 +131,7 @@ def export(args, cfg, folder: Path) -> int:
             f"{folder} already holds a study (its labels would no longer match): pass --force "
             "to replace it, or --study-dir for a new one"
         )
-    bench = benchmark_dir(args.benchmark, cfg)
+    bench = Outputs.of(cfg).benchmark_folder(args.benchmark, scored=False)
     ratings, texts = benchmark_ratings(bench)
     seed = cfg.seed if args.seed is None else args.seed
     name = args.name or cfg.name
@@ -257,7 +248,7 @@ def import_labels(cfg, folder: Path, export_json, bench: str | None, emails) -> 
     from saber_assets.pipeline import open_stores
 
     pairs, meta = read_study(folder)
-    ratings, _ = benchmark_ratings(benchmark_dir(bench or meta.get("benchmark"), cfg))
+    ratings, _ = benchmark_ratings(Outputs.of(cfg).benchmark_folder(bench or meta.get("benchmark"), scored=False))
     rated = set(ratings.select("query_id", "candidate_id").iter_rows())
     db = open_stores(cfg)
     stored = stored_annotators(db, pairs["task_id"].to_list())
