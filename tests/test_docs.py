@@ -150,3 +150,50 @@ def test_no_prose_paragraph_of_the_docs_runs_past_twelve_lines():
     ]
     assert not long, long
     assert prose_paragraphs("a\nb\n\n- c\n- d\n  e\n```\nx\n```\n| t |") == [(1, 2), (4, 1), (5, 2)]
+
+
+PROSE_WORDS, CELL_WORDS = 150, 120
+
+
+def long_passages(text: str) -> list[tuple[int, str, int]]:
+    """(line, "prose" or "cell", words) of every paragraph or list item over ``PROSE_WORDS``
+    and every table cell over ``CELL_WORDS`` of a markdown page (code blocks not counted)."""
+    import re
+
+    found, block, start, in_code = [], [], 0, False
+
+    def close() -> None:
+        words = len(" ".join(block).split())
+        if words > PROSE_WORDS:
+            found.append((start, "prose", words))
+        block.clear()
+
+    for n, line in enumerate([*text.splitlines(), ""], 1):
+        if line.startswith("```"):
+            in_code = not in_code
+            close()
+            continue
+        if in_code:
+            continue
+        if not line.strip() or line.startswith(("|", "#")):
+            close()
+            if line.startswith("|"):
+                found += [(n, "cell", w) for c in line.strip("|").split("|")
+                          if (w := len(c.split())) > CELL_WORDS]  # fmt: skip
+            continue
+        if re.match(r"\s*(?:[-*]|\d+\.)\s", line):
+            close()
+        if not block:
+            start = n
+        block.append(line)
+    return found
+
+
+def test_no_prose_block_or_table_cell_runs_too_long():
+    """A paragraph of at most 150 words and a table cell of at most 120 (the generated config
+    reference aside): history goes to CHANGELOG.md, not into the page."""
+    pages = sorted(p for p in (REPO_ROOT / "docs").glob("*.md") if p.name != "config-reference.md")
+    long = {p.name: got for p in pages if (got := long_passages(p.read_text()))}
+    assert long == {}
+    planted = "word " * 151 + "\n\n| a | " + "word " * 121 + "|\n"
+    assert [kind for _, kind, _ in long_passages(planted)] == ["prose", "cell"]

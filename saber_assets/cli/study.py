@@ -248,7 +248,9 @@ def import_labels(cfg, folder: Path, export_json, bench: str | None, emails) -> 
     from saber_assets.pipeline import open_stores
 
     pairs, meta = read_study(folder)
-    ratings, _ = benchmark_ratings(Outputs.of(cfg).benchmark_folder(bench or meta.get("benchmark"), scored=False))
+    ratings, _ = benchmark_ratings(
+        Outputs.of(cfg).benchmark_folder(bench or meta.get("benchmark"), scored=False)
+    )
     rated = set(ratings.select("query_id", "candidate_id").iter_rows())
     db = open_stores(cfg)
     stored = stored_annotators(db, pairs["task_id"].to_list())
