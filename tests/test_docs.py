@@ -197,3 +197,26 @@ def test_no_prose_block_or_table_cell_runs_too_long():
     assert long == {}
     planted = "word " * 151 + "\n\n| a | " + "word " * 121 + "|\n"
     assert [kind for _, kind, _ in long_passages(planted)] == ["prose", "cell"]
+
+
+def test_the_tutorials_backfill_of_one_domain_rebuilds_what_it_says(
+    shared_build, tmp_path, monkeypatch, capsys
+):
+    """docs/tutorial.md step 5, run on a copy of the tiny build: the domain's candidates,
+    tournament and ratings and every retriever's runs on it, and nothing else."""
+    from saber_assets.cli import main
+
+    page = (REPO_ROOT / "docs" / "tutorial.md").read_text()
+    command = next(
+        line for line in page.splitlines() if line.startswith("uv run saber build --select domain=")
+    )
+    args = shlex.split(command)[3:]  # after `uv run saber`
+    cfg = shared_build("tiny").copy_to(tmp_path, monkeypatch)
+    assert main([*args, "--config", str(cfg), "--steps"]) == 0
+    ran = re.findall(r"^\s*(\w+) \[([^\]]+)\]", capsys.readouterr().out, re.MULTILINE)
+    assert ran and {partition.split("|")[0] for _, partition in ran} == {"Algebra"}
+    steps = {asset for asset, _ in ran}
+    assert steps == {"query_candidates", "tournament_judgments", "relevance_ratings",
+                     "retriever_runs"}, ran  # fmt: skip
+    runs = {p.split("|")[1] for a, p in ran if a == "retriever_runs"}
+    assert runs == {"bm25", "jaccard-no-tok"}  # every retriever of the tiny registry
