@@ -18,9 +18,11 @@ import warnings
 import yaml
 
 from saber_assets.config import REPO_ROOT
+from saber_assets.stages import STAGES
 
 warnings.filterwarnings("ignore")
-JOBS = ("build_annotations", "build_domains", "build_runs")
+# the jobs whose steps queue on the `llm` pool: the annotations, the tournaments, the runs
+JOBS = tuple(s.job for s in STAGES if s.pod in ("llm", "runs"))
 
 
 def run_op_concurrency(job_def):

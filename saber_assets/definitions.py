@@ -46,6 +46,7 @@ from saber_assets.lib.partitions import (
 )
 from saber_assets.ontology import assets as ontology_assets
 from saber_assets.ontology.domains import domain_keys
+from saber_assets.orchestration.observe import OBSERVE_JOBS
 from saber_assets.outputs import Outputs
 from saber_assets.pipeline import PipelineResource, stores_resource
 from saber_assets.pods import check_pod_jobs, k8s_tags, orchestrator_tags
@@ -56,9 +57,6 @@ from saber_assets.sensors import (
     build_discovery_sensor,
     build_sync_sensor,
     input_files_sensor,
-    observe_inputs,
-    observe_registry,
-    observe_training,
     retriever_registry_sensor,
 )
 from saber_assets.signals import assets as signal_assets
@@ -219,7 +217,7 @@ def make_definitions(
         for stage in STAGES
     ]
     stage_jobs = list(jobs)
-    jobs += [observe_inputs, observe_registry, observe_training]
+    jobs += list(OBSERVE_JOBS)
     return Definitions(
         assets=assets,
         asset_checks=checks,

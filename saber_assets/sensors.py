@@ -10,7 +10,6 @@ import json
 
 from dagster import (
     AssetKey,
-    AssetSelection,
     DagsterRunStatus,
     DefaultSensorStatus,
     MultiPartitionKey,
@@ -20,8 +19,6 @@ from dagster import (
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
-    define_asset_job,
-    in_process_executor,
     sensor,
 )
 from dagster._core.storage.tags import PARTITION_NAME_TAG
@@ -30,6 +27,7 @@ from saber_assets.analyses.human_study import labels_version
 from saber_assets.contamination.matches import checked_corpora, training_corpus_version
 from saber_assets.lib.partitions import retriever_partitions, training_partitions
 from saber_assets.ontology.domains import domain_keys
+from saber_assets.orchestration.observe import observe_inputs, observe_registry, observe_training
 from saber_assets.orchestration.plan import Step, partition_filter, runnable_names, stage_steps
 from saber_assets.pipeline import PipelineResource
 from saber_assets.retrievers.discovery import registry_for, tick
@@ -102,28 +100,6 @@ def retriever_registry_sensor(context: SensorEvaluationContext, pipeline: Pipeli
     return new_retrievers(pipeline, new, requests, "registry-sensor")
 
 
-observe_inputs = define_asset_job(
-    "observe_inputs",
-    selection=AssetSelection.assets("corpus_sources", "ontology_files", "human_labels"),
-    executor_def=in_process_executor,
-    description="Observe the corpus source files and the ontology's (content hashes), and "
-    "people's labels in the stores.",
-)
-observe_registry = define_asset_job(
-    "observe_registry",
-    selection=AssetSelection.assets("retriever_registry"),
-    executor_def=in_process_executor,
-    description="Observe the retriever registry, one data version per entry.",
-)
-observe_training = define_asset_job(
-    "observe_training",
-    selection=AssetSelection.assets("training_corpora"),
-    executor_def=in_process_executor,
-    description="Observe the training corpora the registry declares with text, one data "
-    "version per corpus.",
-)
-
-
 @sensor(
     jobs=[observe_inputs, observe_registry, observe_training],
     minimum_interval_seconds=60,
@@ -141,11 +117,11 @@ def input_files_sensor(
     corpora = checked_corpora(entries)
     labels = labels_version(stores.db(), cfg.analyses.human_study)
     stamps = {
-        "observe_inputs": digest([input_versions(cfg), labels]),
+        observe_inputs.name: digest([input_versions(cfg), labels]),
         # the partitions too: an entry whose partition the registry sensor adds later is
         # observed then
-        "observe_registry": digest([registry_versions(definitions_by_name(entries)), have]),
-        "observe_training": digest(
+        observe_registry.name: digest([registry_versions(definitions_by_name(entries)), have]),
+        observe_training.name: digest(
             [{k: training_corpus_version(c) for k, c in corpora.items()}, have_corpora]
         ),
     }

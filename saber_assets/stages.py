@@ -36,6 +36,8 @@ class Stage:
     fusions_last: bool = False
     # the sensors' and the schedule's job: a new retriever's work is this stage's
     serves_new_retrievers: bool = False
+    # it reads the benchmark's queries: a build whose benchmark has none skips it, and says so
+    reads_queries: bool = False
 
     @property
     def by_domain(self) -> bool:
@@ -169,6 +171,7 @@ STAGES: tuple[Stage, ...] = (
         "The paper's analyses of the built benchmark and the HTML report.",
         ANALYSES,
         "build_leaderboard",
+        reads_queries=True,
     ),
 )
 

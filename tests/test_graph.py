@@ -283,14 +283,26 @@ def job_name_literals(root: Path) -> list[str]:
     module's, never a name compared by heart (tests/test_retrievers.py)."""
     import ast
 
-    jobs = {s.job for s in STAGES} | {"build_"}
+    from saber_assets.orchestration.observe import OBSERVE_JOBS
+
+    jobs = {s.job for s in STAGES} | {"build_"} | {j.name for j in OBSERVE_JOBS}
+    aliases = {s.alias for s in STAGES}
+    owners = {("saber_assets", "stages.py"), ("orchestration", "observe.py")}
     found = []
-    for path in sorted((root / "saber_assets").rglob("*.py")):
-        if path.name == "stages.py" and path.parent.name == "saber_assets":
+    for path in sorted([*(root / "saber_assets").rglob("*.py"), *(root / "perf").rglob("*.py")]):
+        if (path.parent.name, path.name) in owners:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and node.value in jobs:
                 found.append(f"{path.relative_to(root)}:{node.lineno}: {node.value!r}")
+            # a stage told by its alias (`stage.alias == "analyses"`): a field of Stage says it
+            if isinstance(node, ast.Compare) and any(
+                isinstance(side, ast.Attribute) and side.attr == "alias"
+                for side in (node.left, *node.comparators)
+            ):
+                for side in (node.left, *node.comparators):
+                    if isinstance(side, ast.Constant) and side.value in aliases:
+                        found.append(f"{path.relative_to(root)}:{node.lineno}: {side.value!r}")
     return found
 
 
@@ -302,6 +314,16 @@ def test_no_module_names_a_job_but_the_stage_table(tmp_path):
         target.read_text() + '\n\ndef planted(job):\n    return job == "build_runs"\n'
     )
     assert [x.split(": ")[1] for x in job_name_literals(tmp_path)] == ["'build_runs'"]
+    # an observe job by name, and a stage told by its alias, are found too
+    target.write_text(
+        target.read_text() + '\n\ndef planted2(stage):\n    return stage.alias == "analyses"'
+        ' or stage.job == "observe_inputs"\n'
+    )
+    assert sorted(x.split(": ")[1] for x in job_name_literals(tmp_path)) == [
+        "'analyses'",
+        "'build_runs'",
+        "'observe_inputs'",
+    ]
 
 
 def test_an_assets_group_is_the_package_that_declares_it():

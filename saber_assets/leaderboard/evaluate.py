@@ -295,7 +295,10 @@ def score_table(
         n_failed = int(frame["failed"].sum())
         left_out = skipped(frame)
         n_skipped = int(frame.select(left_out.sum()).item())
-        scored = frame.filter(~(pl.col("failed") if drop_failed else left_out))
+        if drop_failed:
+            scored = frame.filter(~pl.col("failed"))
+        else:  # unfiltered when nothing is skipped: the same sums, to the last bit
+            scored = frame.filter(~left_out) if n_skipped else frame
         summ = summarize(
             scored["ndcg"].to_list(), scored["domains"].to_list(), domains, resamples, seed
         )

@@ -39,8 +39,6 @@ from saber_assets.retrievers.discovery import registry_for
 from saber_assets.retrievers.registry import components_of, runnable
 from saber_assets.stages import BY_ALIAS, STAGES, Stage, stage_of, stage_of_asset
 
-OBSERVE_JOBS = ("observe_inputs", "observe_registry", "observe_training")
-
 
 @dataclass
 class Step:

@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 
 from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
-from saber_assets.orchestration.plan import OBSERVE_JOBS
+from saber_assets.orchestration.observe import OBSERVE_JOBS
 
 TERMINAL = {"SUCCESS", "FAILURE", "CANCELED"}
 EVENT_FIELDS = "partition timestamp tags { key value }"
@@ -302,7 +302,7 @@ def build_on(
                         return False
         return True
 
-    if not run_all([(job, None) for job in OBSERVE_JOBS]):
+    if not run_all([(job.name, None) for job in OBSERVE_JOBS]):
         return 1
     for stage, partitions in plan:
         status = {} if force else dep.stale(stage.assets, partitions)

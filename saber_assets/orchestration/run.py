@@ -245,9 +245,9 @@ def domain_selection(select: list[str], keys: dict[str, str]) -> list[str]:
 def observe_sources(defs, instance, run_config: dict | None = None) -> None:
     """Observe the input files and the registry entries (their data versions) before a build
     asks what is unsynced; a failed observation is an error (the versions would be guesses)."""
-    from saber_assets.orchestration.plan import OBSERVE_JOBS
+    from saber_assets.orchestration.observe import OBSERVE_JOBS
 
-    for job in OBSERVE_JOBS:
+    for job in (j.name for j in OBSERVE_JOBS):
         res = defs.resolve_job_def(job).execute_in_process(
             instance=instance, raise_on_error=False, run_config=run_config
         )
@@ -355,12 +355,12 @@ def build(
             break  # later stages need this one complete
         if blocked and not accept_failed_checks:
             break  # nothing is built on what a check refused
-        if stage.alias == "analyses" and no_queries(Outputs.of(cfg, home)):
+        if stage.reads_queries and no_queries(Outputs.of(cfg, home)):
             # the analyses read queries, ratings and a leaderboard: over none they have nothing
             # to say, and a build whose model found no viable query still finishes
             console.out(
-                "  analyses skipped: the benchmark has no query (no viable query in any domain: "
-                "see relevance_thresholds)"
+                f"  {stage.alias} skipped: the benchmark has no query (no viable query in any "
+                "domain: see relevance_thresholds)"
             )
             continue
         # asked only now: the previous stage may have given this one new inputs
