@@ -62,7 +62,6 @@ from saber_assets.sensors import (
 from saber_assets.signals import assets as signal_assets
 from saber_assets.stages import (
     ANALYSES,
-    ASSET_CONFIG,
     DOMAIN_X_RETRIEVER,
     SOURCE_ASSETS,
     STAGES,
@@ -146,17 +145,33 @@ def asset_modules(declared: list[Declared] | None = None) -> dict[str, str]:
     return {name: d.module for d in declared for name in d.asset_names}
 
 
-def with_code_versions(assets: list, cfg: PipelineConfig, modules: dict[str, str]) -> list:
+def asset_reads(declared: list[Declared] | None = None) -> dict[str, tuple[str, ...]]:
+    """Stage asset name -> the config sections it reads, as its declaration says; an asset
+    that does not say is refused (its version would miss a change)."""
+    declared = stage_declarations() if declared is None else declared
+    silent = sorted(
+        n for d in declared if not d.is_check and d.reads is None for n in d.asset_names
+    )
+    if silent:
+        raise ValueError(
+            f"assets that do not say which config sections they read (reads=): {silent}"
+        )
+    return {name: d.reads for d in declared if not d.is_check for name in d.asset_names}
+
+
+def with_code_versions(
+    assets: list, cfg: PipelineConfig, modules: dict[str, str], reads: dict[str, tuple[str, ...]]
+) -> list:
     """Every stage asset with its Dagster code version (``versions.asset_code_versions``): the
     config sections it reads, the source its module runs and the versions upstream of it."""
     parents: dict[str, list[str]] = {}
     for a in assets:
         for spec in getattr(a, "specs", ()):
             parents[spec.key.to_user_string()] = [d.asset_key.to_user_string() for d in spec.deps]
-    missing = sorted(set(parents) - set(ASSET_CONFIG) - set(SOURCE_ASSETS))
-    if missing:  # a new asset must say which config sections it reads
-        raise ValueError(f"assets without an entry in stages.ASSET_CONFIG: {missing}")
-    versions = asset_code_versions(cfg, parents, modules)
+    missing = sorted(set(parents) - set(reads) - set(SOURCE_ASSETS))
+    if missing:
+        raise ValueError(f"assets declared without a stage declaration: {missing}")
+    versions = asset_code_versions(cfg, parents, modules, reads)
 
     def versioned(a):
         if not isinstance(a, AssetsDefinition) or not any(
@@ -202,7 +217,7 @@ def make_definitions(
     # the observable source assets (input files, the registry) are Dagster's own declarations
     sources = load_assets_from_modules(STAGE_MODULES)
     assets = [*sources, *(b for b in built if not isinstance(b, AssetChecksDefinition))]
-    assets = with_code_versions(assets, cfg, asset_modules(declared))
+    assets = with_code_versions(assets, cfg, asset_modules(declared), asset_reads(declared))
     # under the k8s executor every step has its own pod, sized by its asset's op tags: the run's
     # pod only orchestrates, and a job tag would size it like the heaviest step for nothing
     per_step = cfg.executor == "k8s_job"

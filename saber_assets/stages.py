@@ -1,10 +1,11 @@
 """The stage table: the one list of the build's stages that the definitions (jobs), `saber build`
-(the order, `--select`) and the CLI's help read, and of what each asset's version hashes.
+(the order, `--select`) and the CLI's help read.
 
 A stage is a Dagster job over assets of one partitioning: `saber build` runs the stages in this
-order, one run per partition. ``ASSET_CONFIG`` says, per asset, which config sections its outputs
-depend on; ``versions.asset_code_versions`` turns that, the source its module runs (read from the
-import graph, ``code_graph``) and the asset graph into each asset's Dagster ``code_version``. The
+order, one run per partition. Each asset says with its declaration which config sections its
+outputs depend on (``reads=``); ``versions.asset_code_versions`` turns that, the source its module
+runs (read from the import graph, ``code_graph``) and the asset graph into each asset's Dagster
+``code_version``. The
 input files (corpus sources, ontology files) and the retriever registry are not code: they are
 observable source assets whose data version is their content hash (``SOURCE_ASSETS``). Pure: no
 Dagster here.
@@ -174,61 +175,6 @@ STAGES: tuple[Stage, ...] = (
         reads_queries=True,
     ),
 )
-
-_CORPUS = ("seed", "corpus")
-_ANNOTATE = ("llm", "annotations", "prompts")
-_EXPORT = ("seed", "benchmark")
-_ANALYSIS = ("seed", "analyses", "robustness", "tournament", "llm", "prompts", "leaderboard.k")
-# what the shards store depends on the thresholds the candidates section can end up with
-_FLOORS = (
-    "signals",
-    *(
-        f"candidates.{key}"
-        for key in (
-            "queries_per_domain",
-            "candidates_per_group",
-            "topic_threshold",
-            "summary_threshold",
-            "threshold_method",
-            "percentile",
-        )
-    ),
-)
-ASSET_CONFIG: dict[str, tuple[str, ...]] = {
-    "corpus": _CORPUS,
-    "corpus_quarantine": _CORPUS,
-    "corpus_duplicates": _CORPUS,
-    "ontology_tree": ("ontology",),
-    "topic_annotations": _ANNOTATE,
-    "solution_summaries": _ANNOTATE,
-    "topic_information_content": ("signals.freeze_ic", "signals.ic_counts"),
-    "problem_annotations": (),
-    "pair_signal_inputs": ("signals.freeze_ic", "candidates.require_annotations"),
-    "pair_signal_bounds": _FLOORS,
-    "pair_signal_shards": _FLOORS,
-    "pair_signal_index": ("signals",),
-    "relevance_thresholds": ("signals", "candidates"),
-    "query_candidates": ("seed", "candidates"),
-    "tournament_judgments": ("seed", "tournament", "llm", "prompts"),
-    "relevance_ratings": ("ratings", "tournament"),
-    "benchmark_export": _EXPORT,
-    "evaluation_benchmark": _EXPORT,
-    "own_candidate_matches": ("contamination.own_match_jaccard",),
-    "contamination": tuple(
-        f"contamination.{key}"
-        for key in ("fold_numbers", "n_grams", "num_buckets", "hashes_per_bucket", "seed")
-    ),
-    "retriever_index": ("retrievers.settings", "retrievers.full_corpus"),
-    "retriever_runs": ("retrievers.settings", "leaderboard.k", "retrievers.full_corpus", "llm"),
-    "leaderboard": (
-        "seed",
-        "leaderboard",
-        "contamination.exclude_own_matches",
-        "contamination.top_candidates",
-    ),
-    "benchmark_verification": ("seed", "leaderboard"),
-    **{name: _ANALYSIS for name in ANALYSES},
-}
 
 # observable source assets: their data version is the content hash of what they stand for (the
 # input files; one registry entry per `retriever` partition, with the entries it fuses)

@@ -1,7 +1,7 @@
 """What an asset's version is made of: its Dagster ``code_version`` and the data versions of the
 build's inputs. Pure: no Dagster here.
 
-An asset's code version hashes the config sections it reads (``stages.ASSET_CONFIG``), the source
+An asset's code version hashes the config sections it reads (its declaration's ``reads``), the source
 of the module that defines it and of every project module that module imports, transitively
 (``code_graph``: read from the source, so a new import is counted the day it is written and a
 module only the CLI imports is in no asset's version), and the code versions of the assets
@@ -24,7 +24,6 @@ from pathlib import Path
 
 from saber_assets.code_graph import CodeGraph
 from saber_assets.config import BUNDLED_ONTOLOGIES, DATA_DIR, PipelineConfig, resolve_path
-from saber_assets.stages import ASSET_CONFIG
 
 SECRETS = {"api_key", "api_key_env", "dsn_env"}  # names only, but never part of a version
 # how fast or in how much memory a stage runs, never what it computes (tested equal both ways)
@@ -83,15 +82,17 @@ def asset_code_versions(
     cfg: PipelineConfig,
     parents: Mapping[str, Iterable[str]],
     modules: Mapping[str, str],
+    reads: Mapping[str, tuple[str, ...]],
     graph: CodeGraph | None = None,
 ) -> dict[str, str]:
-    """Asset name -> its code version, for every asset of ``stages.ASSET_CONFIG``.
+    """Asset name -> its code version, for every asset of ``reads``.
 
     ``parents``: asset name -> the names of the assets it depends on (source assets among them
     are skipped: their changes arrive as data versions). ``modules``: asset name -> the module
-    that defines it. ``graph``: the source read (the checkout's by default)."""
+    that defines it. ``reads``: asset name -> the config sections it depends on (declared with
+    it). ``graph``: the source read (the checkout's by default)."""
     graph = graph or CodeGraph.of_checkout()
-    missing = sorted(set(ASSET_CONFIG) - set(modules))
+    missing = sorted(set(reads) - set(modules))
     if missing:
         raise ValueError(f"no defining module for {missing}")
     code: dict[str, str] = {}
@@ -105,17 +106,17 @@ def asset_code_versions(
         module = modules[name]
         if module not in code:
             code[module] = code_digest([module], graph)
-        ups = sorted(version(p, (*seen, name)) for p in parents.get(name, ()) if p in ASSET_CONFIG)
+        ups = sorted(version(p, (*seen, name)) for p in parents.get(name, ()) if p in reads)
         out[name] = digest(
             {
-                "config": {s: config_part(cfg, s) for s in ASSET_CONFIG[name]},
+                "config": {s: config_part(cfg, s) for s in reads[name]},
                 "code": code[module],
                 "upstream": ups,
             }
         )
         return out[name]
 
-    for name in ASSET_CONFIG:
+    for name in reads:
         version(name)
     return out
 

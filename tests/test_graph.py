@@ -22,8 +22,8 @@ import pytest
 
 from saber_assets.code_graph import CodeGraph
 from saber_assets.config import DEFAULT_CONFIG, REPO_ROOT
-from saber_assets.definitions import asset_modules, make_definitions
-from saber_assets.stages import ASSET_CONFIG, STAGES
+from saber_assets.definitions import asset_modules, asset_reads, make_definitions
+from saber_assets.stages import STAGES
 
 from .conftest import copy_source
 
@@ -49,7 +49,7 @@ def graph_snapshot() -> dict:
     for key in sorted(graph.get_all_asset_keys(), key=lambda k: k.to_user_string()):
         node = graph.get(key)
         name = key.to_user_string()
-        config = ASSET_CONFIG.get(name)
+        config = asset_reads().get(name)
         assets[name] = {
             "group": node.group_name,
             "deps": sorted(p.to_user_string() for p in node.parent_keys),
@@ -92,7 +92,7 @@ def test_every_asset_is_in_one_stage_and_says_what_its_version_hashes():
     }
     staged = [a for s in STAGES for a in s.assets]
     assert sorted(staged) == sorted(materialised)  # each exactly once
-    assert set(ASSET_CONFIG) == materialised
+    assert set(asset_reads()) == materialised
     assert all(graph.get(k).code_version for k in graph.get_all_asset_keys()
                if k.to_user_string() in materialised)  # fmt: skip
 
@@ -200,7 +200,7 @@ PLANTED = {
     "lib": ("saber_assets/lib/partitions.py", "from saber_assets.ontology.domains import domain_keys"),
     "versions": ("saber_assets/versions.py", "from saber_assets.analyses.human_study import stored_labels"),
     "stage order": ("saber_assets/corpus/build.py", "from saber_assets.tournament.engine import run_tournament"),
-    "cycle": ("saber_assets/stages.py", "from saber_assets.versions import digest"),
+    "cycle": ("saber_assets/code_graph.py", "from saber_assets.versions import digest"),
     "private": ("saber_assets/corpus/build.py", "from saber_assets.corpus.dedup import _secret"),
 }  # fmt: skip
 
@@ -411,3 +411,19 @@ def test_no_source_package_is_named_like_build_output():
         if p.is_dir() and p.name in output_names
     ]
     assert named == []
+
+
+def test_an_asset_that_does_not_say_what_config_it_reads_is_refused():
+    """Its code version would miss a change of the config it depends on: the definitions stop."""
+    from saber_assets.definitions import stage_declarations
+    from saber_assets.lib.declare import table_asset
+
+    @table_asset()
+    def forgetful():
+        return None
+
+    with pytest.raises(ValueError, match=r"do not say which config sections they read.*forgetful"):
+        asset_reads([*stage_declarations(), forgetful])
+    reads = asset_reads()
+    assert reads["tournament_judgments"] == ("seed", "tournament", "llm", "prompts")
+    assert reads["corpus_quarantine"] == reads["corpus"] == ("seed", "corpus")

@@ -34,14 +34,14 @@ def test_a_registry_entry_moves_its_own_partitions_and_its_fusions_only():
 
 
 def _code_versions(cfg, graph=None):
-    from saber_assets.definitions import asset_modules, make_definitions
+    from saber_assets.definitions import asset_modules, asset_reads, make_definitions
 
     assets = make_definitions().resolve_asset_graph()
     parents = {
         k.to_user_string(): [p.to_user_string() for p in assets.get(k).parent_keys]
         for k in assets.get_all_asset_keys()
     }
-    return asset_code_versions(cfg, parents, asset_modules(), graph)
+    return asset_code_versions(cfg, parents, asset_modules(), asset_reads(), graph)
 
 
 def test_where_input_files_lie_moves_no_version_and_what_they_hold_does(tmp_path):

@@ -106,7 +106,11 @@ def _call_metadata(stats, elapsed: float, n: int) -> dict:
     }
 
 
-@table_asset(pool="llm", ins={"corpus": AssetIn(), "ontology_tree": AssetIn()})
+@table_asset(
+    reads=("llm", "annotations", "prompts"),
+    pool="llm",
+    ins={"corpus": AssetIn(), "ontology_tree": AssetIn()},
+)
 def topic_annotations(
     context: AssetExecutionContext,
     corpus: pl.DataFrame,
@@ -175,7 +179,7 @@ def topic_annotations(
     )
 
 
-@table_asset(pool="llm")
+@table_asset(reads=("llm", "annotations", "prompts"), pool="llm")
 def solution_summaries(
     context: AssetExecutionContext,
     corpus: pl.DataFrame,
@@ -225,7 +229,7 @@ def solution_summaries(
     )
 
 
-@table_asset()
+@table_asset(reads=("signals.freeze_ic", "signals.ic_counts"))
 def topic_information_content(
     pipeline: PipelineResource,
     topic_annotations: dict[str, pl.DataFrame],
@@ -264,7 +268,7 @@ def topic_information_content(
     )
 
 
-@table_asset()
+@table_asset(reads=())
 def problem_annotations(
     pipeline: PipelineResource,
     corpus: pl.DataFrame,

@@ -73,7 +73,7 @@ def exported_judgments(
 ACCEPT_FAILED_CHECKS_TAG = "saber/accept_failed_checks"
 
 
-@stage_asset(kinds={"parquet"})
+@stage_asset(reads=("seed", "benchmark"), kinds={"parquet"})
 def benchmark_export(
     context: AssetExecutionContext,
     pipeline: PipelineResource,
@@ -211,7 +211,7 @@ def judge_checks(
     return out
 
 
-@stage_asset(kinds={"parquet"}, deps=["benchmark_export"])
+@stage_asset(reads=("seed", "benchmark"), kinds={"parquet"}, deps=["benchmark_export"])
 def evaluation_benchmark(pipeline: PipelineResource) -> MaterializeResult:
     """The benchmark the retrievers are scored on: the built one, or any exchange-format directory
     given as ``benchmark.path`` (validated on import)."""

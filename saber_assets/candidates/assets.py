@@ -41,7 +41,7 @@ from saber_assets.signals.summaries import viable_at
 from saber_assets.signals.thresholds import Cut, ExactSignals
 
 
-@table_asset(deps=["pair_signal_index"])
+@table_asset(reads=("seed", "candidates"), deps=["pair_signal_index"])
 def query_candidates(
     context: AssetExecutionContext,
     pipeline: PipelineResource,

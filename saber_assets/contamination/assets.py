@@ -48,7 +48,9 @@ def training_corpora(context, pipeline: PipelineResource) -> DataVersionsByParti
     )
 
 
-@stage_asset(kinds={"parquet"}, deps=["evaluation_benchmark"])
+@stage_asset(
+    reads=("contamination.own_match_jaccard",), kinds={"parquet"}, deps=["evaluation_benchmark"]
+)
 def own_candidate_matches(pipeline: PipelineResource) -> MaterializeResult:
     """Queries whose rephrasing is among their own candidates (word 3-gram Jaccard at least
     ``contamination.own_match_jaccard`` after folding): an easy, meaningless hit the
@@ -75,6 +77,10 @@ def own_candidate_matches(pipeline: PipelineResource) -> MaterializeResult:
 
 
 @stage_asset(
+    reads=tuple(
+        f"contamination.{key}"
+        for key in ("fold_numbers", "n_grams", "num_buckets", "hashes_per_bucket", "seed")
+    ),
     kinds={"parquet", "datatrove"},
     deps=["evaluation_benchmark", training_corpora],
 )

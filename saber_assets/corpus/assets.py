@@ -21,6 +21,7 @@ corpus_sources = input_files_asset(
 
 
 @stage_multi_asset(
+    reads=("seed", "corpus"),
     deps=[corpus_sources],
     outs={
         "corpus": AssetOut(

@@ -42,6 +42,12 @@ matplotlib.use("Agg")
 
 
 @stage_asset(
+    reads=(
+        "seed",
+        "leaderboard",
+        "contamination.exclude_own_matches",
+        "contamination.top_candidates",
+    ),
     kinds={"duckdb", "polars"},
     deps=["retriever_runs", "retriever_registry", "contamination", "own_candidate_matches"],
 )

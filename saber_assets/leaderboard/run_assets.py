@@ -45,6 +45,7 @@ from saber_resources.stores import StoresResource
 
 
 @stage_asset(
+    reads=("retrievers.settings", "leaderboard.k", "retrievers.full_corpus", "llm"),
     kinds={"ranx", "parquet"},
     ins={
         "retriever_index": AssetIn(

@@ -21,6 +21,7 @@ VERIFIED = "verified"  # the verification's check: ERROR, so a failure stops the
 
 
 @stage_asset(
+    reads=("seed", "leaderboard"),
     kinds={"polars"},
     deps=["leaderboard"],
     check_specs=[AssetCheckSpec(VERIFIED, asset="benchmark_verification",

@@ -41,6 +41,10 @@ class Declared:
     attrs: Mapping[str, Any] = field(default_factory=dict)
     # an analysis's section of the HTML report: (its table, the config) -> report.Section
     section: Callable[..., Any] | None = None
+    # the config sections (or `section.key`s) its output depends on: its code version hashes
+    # them (versions.asset_code_versions), so changing one marks it unsynced; every stage asset
+    # says (None: it did not, which the definitions refuse)
+    reads: tuple[str, ...] | None = None
 
     @property
     def is_check(self) -> bool:
@@ -101,13 +105,21 @@ def source_asset(**attrs: Any) -> Callable[[Callable[..., Any]], Any]:
     return lambda fn: observable_source_asset(group_name=package_of(fn.__module__), **attrs)(fn)
 
 
-def stage_asset(**attrs: Any) -> Callable[[Callable[..., Any]], Declared]:
-    """``@asset`` for a stage asset; its partitions and op tags come at build time."""
-    return lambda fn: Declared(fn, asset, attrs)
+def stage_asset(
+    reads: tuple[str, ...] | None = None, **attrs: Any
+) -> Callable[[Callable[..., Any]], Declared]:
+    """``@asset`` for a stage asset that depends on the config sections ``reads``; its partitions
+    and op tags come at build time."""
+    return lambda fn: Declared(fn, asset, attrs, reads=None if reads is None else tuple(reads))
 
 
-def stage_multi_asset(**attrs: Any) -> Callable[[Callable[..., Any]], Declared]:
-    return lambda fn: Declared(fn, multi_asset, attrs)
+def stage_multi_asset(
+    reads: tuple[str, ...] | None = None, **attrs: Any
+) -> Callable[[Callable[..., Any]], Declared]:
+    """``@multi_asset``: every output depends on the config sections ``reads``."""
+    return lambda fn: Declared(
+        fn, multi_asset, attrs, reads=None if reads is None else tuple(reads)
+    )
 
 
 def stage_check(asset: str, **attrs: Any) -> Callable[[Callable[..., Any]], Declared]:
@@ -115,10 +127,16 @@ def stage_check(asset: str, **attrs: Any) -> Callable[[Callable[..., Any]], Decl
     return lambda fn: Declared(fn, asset_check, {"asset": asset, **attrs})
 
 
-def table_asset(**extra: Any) -> Callable[[Callable[..., Any]], Declared]:
+def table_asset(
+    reads: tuple[str, ...] | None = None, **extra: Any
+) -> Callable[[Callable[..., Any]], Declared]:
     """A stage asset whose output is a table in the Parquet store (polars by default)."""
     extra.setdefault("kinds", {"polars", "parquet"})
-    return stage_asset(io_manager_key="parquet_io", **extra)
+    return stage_asset(reads, io_manager_key="parquet_io", **extra)
+
+
+# what every analysis reads: its judges, its own settings and the board's cut-off
+ANALYSIS_READS = ("seed", "analyses", "robustness", "tournament", "llm", "prompts", "leaderboard.k")
 
 
 def analysis(
@@ -128,7 +146,7 @@ def analysis(
     report asset reads every analysis that declares one)."""
     extra.setdefault("kinds", {"polars", "parquet"})
     attrs = {"io_manager_key": "parquet_io", **extra}
-    return lambda fn: Declared(timed(fn), asset, attrs, section)
+    return lambda fn: Declared(timed(fn), asset, attrs, section, ANALYSIS_READS)
 
 
 def timed(fn: Callable[..., Any]) -> Callable[..., Any]:

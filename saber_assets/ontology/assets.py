@@ -18,7 +18,7 @@ ontology_files = input_files_asset(
 )
 
 
-@table_asset(kinds={"networkx", "parquet"}, deps=[ontology_files])
+@table_asset(reads=("ontology",), kinds={"networkx", "parquet"}, deps=[ontology_files])
 def ontology_tree(
     context: AssetExecutionContext, pipeline: PipelineResource
 ) -> Output[pl.DataFrame]:

@@ -9,7 +9,7 @@ from saber_assets.pipeline import PipelineResource
 from saber_assets.ratings.rate import configured_prior, rate
 
 
-@table_asset()
+@table_asset(reads=("ratings", "tournament"))
 def relevance_ratings(
     pipeline: PipelineResource, query_candidates: pl.DataFrame, tournament_judgments: pl.DataFrame
 ) -> Output[pl.DataFrame]:

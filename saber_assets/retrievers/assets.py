@@ -54,6 +54,7 @@ def drop_per_setting_indexes(root: Path) -> list[str]:
 
 
 @stage_asset(
+    reads=("retrievers.settings", "retrievers.full_corpus"),
     kinds={"parquet", "numpy"},
     deps=["evaluation_benchmark", retriever_registry],
     pool="llm",  # document embeddings share the GPU with the judge and the re-ranker

@@ -79,6 +79,7 @@ def _manifest_path(d: Path) -> Path:
 
 
 @stage_asset(
+    reads=("signals.freeze_ic", "candidates.require_annotations"),
     kinds={"numpy"},
     deps=["problem_annotations", "topic_information_content", "ontology_tree"],
 )
@@ -160,7 +161,24 @@ def pair_signal_inputs(
     )
 
 
-@stage_asset(deps=["pair_signal_inputs"], kinds={"numba"})
+# what the shards store depends on the thresholds the candidates section can end up with
+FLOORS = (
+    "signals",
+    *(
+        f"candidates.{key}"
+        for key in (
+            "queries_per_domain",
+            "candidates_per_group",
+            "topic_threshold",
+            "summary_threshold",
+            "threshold_method",
+            "percentile",
+        )
+    ),
+)
+
+
+@stage_asset(reads=FLOORS, deps=["pair_signal_inputs"], kinds={"numba"})
 def pair_signal_bounds(
     context: AssetExecutionContext, pipeline: PipelineResource, problem_annotations: pl.DataFrame
 ) -> MaterializeResult:
@@ -214,7 +232,7 @@ def pair_signal_bounds(
     )
 
 
-@stage_asset(deps=["pair_signal_bounds"], kinds={"numba"})
+@stage_asset(reads=FLOORS, deps=["pair_signal_bounds"], kinds={"numba"})
 def pair_signal_shards(
     context: AssetExecutionContext, pipeline: PipelineResource
 ) -> MaterializeResult:
@@ -363,7 +381,7 @@ INDEX_SCHEMA = {
 }  # fmt: skip
 
 
-@table_asset(deps=["pair_signal_shards"])
+@table_asset(reads=("signals",), deps=["pair_signal_shards"])
 def pair_signal_index(
     context: AssetExecutionContext, pipeline: PipelineResource
 ) -> Output[pl.DataFrame]:
@@ -550,7 +568,7 @@ def _thresholds_by_rows(
     )
 
 
-@table_asset(deps=["pair_signal_index"])
+@table_asset(reads=("signals", "candidates"), deps=["pair_signal_index"])
 def relevance_thresholds(
     context: AssetExecutionContext, pipeline: PipelineResource, problem_annotations: pl.DataFrame
 ) -> Output[pl.DataFrame]:

@@ -44,7 +44,7 @@ def counts_as(both_orders: bool) -> pl.Expr:
     )  # fmt: skip
 
 
-@table_asset(kinds={"polars", "duckdb"}, pool="llm")
+@table_asset(reads=("seed", "tournament", "llm", "prompts"), kinds={"polars", "duckdb"}, pool="llm")
 def tournament_judgments(
     context: AssetExecutionContext,
     pipeline: PipelineResource,
