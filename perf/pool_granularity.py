@@ -18,11 +18,13 @@ import warnings
 import yaml
 
 from saber_assets.config import REPO_ROOT
-from saber_assets.stages import STAGES
+from saber_assets.lib.pod_sizes import llm_pod, runs_pod
+from saber_assets.pods import job_pods
 
 warnings.filterwarnings("ignore")
-# the jobs whose steps queue on the `llm` pool: the annotations, the tournaments, the runs
-JOBS = tuple(s.job for s in STAGES if s.pod in ("llm", "runs"))
+# the jobs whose pods wait on the served model or run the retrievers: the annotations, the
+# tournaments, the runs
+JOBS = tuple(job for job, pod in job_pods().items() if pod in (llm_pod, runs_pod))
 
 
 def run_op_concurrency(job_def):

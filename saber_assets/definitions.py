@@ -18,11 +18,6 @@ from dagster import (
     multiprocess_executor,
 )
 
-from saber_assets.analyses import assets as analysis_assets
-from saber_assets.analyses import explorer_assets, judge_assets, report_assets
-from saber_assets.annotations import assets as annotation_assets
-from saber_assets.benchmark import assets as benchmark_assets
-from saber_assets.candidates import assets as candidate_assets
 from saber_assets.config import (
     DEFAULT_CONFIG,
     SQL_DIR,
@@ -31,12 +26,9 @@ from saber_assets.config import (
     data_home,
     load_config,
 )
-from saber_assets.contamination import assets as contamination_assets
-from saber_assets.corpus import assets as corpus_assets
+from saber_assets.declarations import STAGE_MODULES, stage_declarations
 from saber_assets.io_managers import WarehouseParquetIOManager
-from saber_assets.leaderboard import assets as leaderboard_assets
-from saber_assets.leaderboard import run_assets, verify_asset
-from saber_assets.lib.declare import Declared, declared_in
+from saber_assets.lib.declare import Declared
 from saber_assets.lib.partitions import (
     annotation_partitions,
     domain_partitions,
@@ -44,14 +36,11 @@ from saber_assets.lib.partitions import (
     shard_partitions,
     training_partitions,
 )
-from saber_assets.ontology import assets as ontology_assets
 from saber_assets.ontology.domains import domain_keys
 from saber_assets.orchestration.observe import OBSERVE_JOBS
 from saber_assets.outputs import Outputs
 from saber_assets.pipeline import PipelineResource, stores_resource
 from saber_assets.pods import check_pod_jobs, k8s_tags, orchestrator_tags
-from saber_assets.ratings import assets as rating_assets
-from saber_assets.retrievers import assets as retriever_assets
 from saber_assets.schedules import retriever_runs_backstop
 from saber_assets.sensors import (
     build_discovery_sensor,
@@ -59,50 +48,16 @@ from saber_assets.sensors import (
     input_files_sensor,
     retriever_registry_sensor,
 )
-from saber_assets.signals import assets as signal_assets
 from saber_assets.stages import (
-    ANALYSES,
     DOMAIN_X_RETRIEVER,
     SOURCE_ASSETS,
     STAGES,
     stage_of_asset,
 )
-from saber_assets.tournament import assets as tournament_assets
 from saber_assets.versions import asset_code_versions
 from saber_resources.llm import LLMResource
 from saber_resources.templates import load_templates
 from saber_resources.warehouse import Warehouse
-
-# the stages' asset modules: their declarations (lib/declare.py) are built here, with the
-# config's partitions and pod sizes
-STAGE_MODULES = [
-    corpus_assets,
-    ontology_assets,
-    annotation_assets,
-    signal_assets,
-    candidate_assets,
-    tournament_assets,
-    rating_assets,
-    benchmark_assets,
-    retriever_assets,
-    run_assets,
-    leaderboard_assets,
-    verify_asset,
-    contamination_assets,
-    analysis_assets,
-    judge_assets,
-    explorer_assets,
-]
-
-
-def stage_declarations() -> list[Declared]:
-    """Every stage asset and check, and the report over the analyses that declare a section (in
-    the order of ``stages.ANALYSES``)."""
-    declared = declared_in(STAGE_MODULES)
-    sections = {d.asset_name: d.section for d in declared if d.section is not None}
-    order = {name: n for n, name in enumerate(ANALYSES)}
-    ordered = dict(sorted(sections.items(), key=lambda kv: order[kv[0]]))
-    return [*declared, report_assets.benchmark_report(ordered)]
 
 
 def llm_resource(cfg: LLMConfig, prompts: dict[str, str] | None = None) -> LLMResource:

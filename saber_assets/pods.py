@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from saber_assets.config import PipelineConfig, PodSize
-from saber_assets.signals.sizing import bounds_pod_memory_gib, shard_pod_memory_gib
-from saber_assets.stages import STAGES, stage_of
+from saber_assets.declarations import stage_declarations
+from saber_assets.lib.pod_sizes import default_pod
+from saber_assets.signals.sizing import largest_shard_rows  # noqa: F401 (the tests' import)
+from saber_assets.stages import STAGES, stage_of_asset
 
 K8S_TAG = "dagster-k8s/config"
-
-
-def largest_shard_rows(cfg: PipelineConfig) -> int:
-    """The last shard also takes every row past shards × rows_per_shard: size for it."""
-    sig = cfg.signals
-    return max(
-        sig.rows_per_shard, cfg.pods.expected_problems - (sig.shards - 1) * sig.rows_per_shard
-    )
 
 
 def check_pod_jobs(cfg: PipelineConfig) -> None:
@@ -28,29 +23,26 @@ def check_pod_jobs(cfg: PipelineConfig) -> None:
 
 
 def pod_size(job: str, cfg: PipelineConfig) -> PodSize:
-    """The pod a job's runs get: the config's ``pods.jobs`` entry, else by its stage's ``pod``."""
-    pods = cfg.pods
-    if job in pods.jobs:
-        return pods.jobs[job]
-    kind = stage_of(job).pod
-    if kind == "shard":
-        sig = cfg.signals
-        gib = shard_pod_memory_gib(
-            pods.expected_problems,
-            largest_shard_rows(cfg),
-            stored_fraction=pods.stored_fraction,
-            summaries_threads=sig.threads if sig.layout == "summaries" else None,
-        )
-        return PodSize(cpu=str(cfg.signals.threads), memory=f"{gib}Gi")
-    if kind == "signal-pass":  # the first, storage-free pass over every pair
-        sig = cfg.signals
-        gib = bounds_pod_memory_gib(pods.expected_problems, sig.bound_bins, sig.threads)
-        return PodSize(cpu=str(sig.threads), memory=f"{max(gib, 4)}Gi")
-    if kind == "llm" and cfg.llm.judge_backend != "cpu":
-        return pods.llm
-    if kind == "runs":
-        return pods.runs
-    return pods.default
+    """The pod a job's runs get: the config's ``pods.jobs`` entry, else the pod its assets
+    declare (``pod=`` on their decorators; the default pod where none does)."""
+    if job in cfg.pods.jobs:
+        return cfg.pods.jobs[job]
+    return job_pods().get(job, default_pod)(cfg)
+
+
+def job_pods() -> dict[str, Callable[[PipelineConfig], PodSize]]:
+    """Job -> the pod sizer its assets declare; two different sizers in one job are an error
+    (one run, one pod)."""
+    out: dict[str, Callable[[PipelineConfig], PodSize]] = {}
+    for d in stage_declarations():
+        if d.is_check or d.pod is None:
+            continue
+        job = stage_of_asset(d.asset_name).job
+        if out.get(job, d.pod) is not d.pod:
+            raise ValueError(f"{job}: its assets declare two pods ({out[job].__name__}, "
+                             f"{d.pod.__name__}); one run has one pod")  # fmt: skip
+        out[job] = d.pod
+    return out
 
 
 def orchestrator_tags() -> dict[str, str]:

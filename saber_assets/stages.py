@@ -29,10 +29,6 @@ class Stage:
     upstream: str | None  # the stage that must have finished first
     # what one run of the job covers: names its assets' partitions (definitions.stage_partitions)
     partitioned_by: str = ""
-    # how its pods are sized on Kubernetes (pods.pod_size): "default", "llm" (the served model's
-    # calls: annotation chunks, tournaments), "signal-pass" (a storage-free pass over every
-    # pair), "shard" (one row-block shard of pairs), "runs" (a retriever's domain runs)
-    pod: str = "default"
     # a fusion's partitions run after its components' (it reads their runs)
     fusions_last: bool = False
     # the sensors' and the schedule's job: a new retriever's work is this stage's
@@ -83,7 +79,6 @@ STAGES: tuple[Stage, ...] = (
         ("topic_annotations", "solution_summaries"),
         "build_sources",
         "annotation chunk",
-        pod="llm",
     ),
     Stage(
         "build_signal_inputs",
@@ -97,7 +92,6 @@ STAGES: tuple[Stage, ...] = (
             "pair_signal_bounds",
         ),
         "build_annotations",
-        pod="signal-pass",
     ),
     Stage(
         "build_signal_shards",
@@ -106,7 +100,6 @@ STAGES: tuple[Stage, ...] = (
         ("pair_signal_shards",),
         "build_signal_inputs",
         "signal shard",
-        pod="shard",
     ),
     Stage(
         "build_thresholds",
@@ -122,7 +115,6 @@ STAGES: tuple[Stage, ...] = (
         ("query_candidates", "tournament_judgments", "relevance_ratings"),
         "build_thresholds",
         "domain",
-        pod="llm",
     ),
     Stage(
         "build_benchmark",
@@ -155,7 +147,6 @@ STAGES: tuple[Stage, ...] = (
         ("retriever_runs",),
         "build_indexes",
         DOMAIN_X_RETRIEVER,
-        pod="runs",
         fusions_last=True,
         serves_new_retrievers=True,
     ),

@@ -757,3 +757,27 @@ def test_every_image_is_pinned_by_version_never_latest():
         tag = image.rpartition(":")[2] if ":" in image.rpartition("/")[2] else ""
         assert "@sha256:" in image or (tag != "latest" and re.search(r"\d", tag)), image
     # the Dagster chart's own images (webserver, daemon) default to the chart's version
+
+
+def test_a_job_gets_the_pod_its_assets_declare_and_two_pods_in_one_job_are_refused(monkeypatch):
+    """Pod sizes are declared with the assets (``pod=``): the tournament's job gets the LLM pod
+    on an LLM backend, the default on the CPU one; a second, different pod in one job is an
+    error, not a silent pick."""
+    import dataclasses
+
+    from saber_assets import pods
+    from saber_assets.declarations import stage_declarations
+    from saber_assets.lib.pod_sizes import runs_pod
+
+    cluster = load_config(REPO_ROOT / "configs" / "cluster.yaml")
+    sample = load_config(REPO_ROOT / "configs" / "sample.yaml")
+    assert pods.pod_size("build_domains", cluster) == cluster.pods.llm
+    assert pods.pod_size("build_domains", sample) == sample.pods.default
+    declared = stage_declarations()
+    planted = [
+        dataclasses.replace(d, pod=runs_pod) if d.asset_name == "query_candidates" else d
+        for d in declared
+    ]
+    monkeypatch.setattr(pods, "stage_declarations", lambda: planted)
+    with pytest.raises(ValueError, match="build_domains: its assets declare two pods"):
+        pods.pod_size("build_domains", cluster)

@@ -106,7 +106,8 @@ STAGE_ORDER = (
     "corpus", "ontology", "annotations", "signals", "candidates", "ratings", "tournament",
     "benchmark", "retrievers", "contamination", "leaderboard", "analyses",
 )  # fmt: skip
-TOP = {"definitions", "sensors", "schedules", "orchestration", "cli", "pods", "cost", "home_lock"}
+TOP = {"definitions", "declarations", "sensors", "schedules", "orchestration", "cli", "pods",
+       "cost", "home_lock"}  # fmt: skip
 LAYERS = ("config", "resources", "the stage table and versions", "lib", "stage logic",
           "stage assets", "the top")  # fmt: skip
 

@@ -16,6 +16,7 @@ from saber_assets.io_managers import concat_partitions
 from saber_assets.lib.declare import table_asset
 from saber_assets.lib.metadata import llm_metadata, markdown_table, stage_metadata
 from saber_assets.lib.partitions import chunk_of
+from saber_assets.lib.pod_sizes import llm_pod
 from saber_assets.lib.tasks import tasks_for
 from saber_assets.ontology.domains import domain_names
 from saber_assets.ontology.similarity import (
@@ -108,6 +109,7 @@ def _call_metadata(stats, elapsed: float, n: int) -> dict:
 
 @table_asset(
     reads=("llm", "annotations", "prompts"),
+    pod=llm_pod,
     pool="llm",
     ins={"corpus": AssetIn(), "ontology_tree": AssetIn()},
 )
@@ -179,7 +181,7 @@ def topic_annotations(
     )
 
 
-@table_asset(reads=("llm", "annotations", "prompts"), pool="llm")
+@table_asset(reads=("llm", "annotations", "prompts"), pod=llm_pod, pool="llm")
 def solution_summaries(
     context: AssetExecutionContext,
     corpus: pl.DataFrame,

@@ -27,6 +27,7 @@ from saber_assets.leaderboard.saved_runs import (
 from saber_assets.leaderboard.trec_runs import write_run
 from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import llm_metadata, stage_metadata
+from saber_assets.lib.pod_sizes import runs_pod
 from saber_assets.lib.tasks import tasks_for
 from saber_assets.ontology.domains import domain_title
 from saber_assets.outputs import written_whole
@@ -46,6 +47,7 @@ from saber_resources.stores import StoresResource
 
 @stage_asset(
     reads=("retrievers.settings", "leaderboard.k", "retrievers.full_corpus", "llm"),
+    pod=runs_pod,
     kinds={"ranx", "parquet"},
     ins={
         "retriever_index": AssetIn(

@@ -45,6 +45,8 @@ class Declared:
     # them (versions.asset_code_versions), so changing one marks it unsynced; every stage asset
     # says (None: it did not, which the definitions refuse)
     reads: tuple[str, ...] | None = None
+    # the pod its job's runs need on Kubernetes (lib/pod_sizes.py; None: the default pod)
+    pod: Callable[..., Any] | None = None
 
     @property
     def is_check(self) -> bool:
@@ -106,11 +108,13 @@ def source_asset(**attrs: Any) -> Callable[[Callable[..., Any]], Any]:
 
 
 def stage_asset(
-    reads: tuple[str, ...] | None = None, **attrs: Any
+    reads: tuple[str, ...] | None = None, pod: Callable[..., Any] | None = None, **attrs: Any
 ) -> Callable[[Callable[..., Any]], Declared]:
-    """``@asset`` for a stage asset that depends on the config sections ``reads``; its partitions
-    and op tags come at build time."""
-    return lambda fn: Declared(fn, asset, attrs, reads=None if reads is None else tuple(reads))
+    """``@asset`` for a stage asset that depends on the config sections ``reads`` and whose job
+    needs the pod ``pod`` sizes; its partitions and op tags come at build time."""
+    return lambda fn: Declared(
+        fn, asset, attrs, reads=None if reads is None else tuple(reads), pod=pod
+    )
 
 
 def stage_multi_asset(
@@ -128,11 +132,11 @@ def stage_check(asset: str, **attrs: Any) -> Callable[[Callable[..., Any]], Decl
 
 
 def table_asset(
-    reads: tuple[str, ...] | None = None, **extra: Any
+    reads: tuple[str, ...] | None = None, pod: Callable[..., Any] | None = None, **extra: Any
 ) -> Callable[[Callable[..., Any]], Declared]:
     """A stage asset whose output is a table in the Parquet store (polars by default)."""
     extra.setdefault("kinds", {"polars", "parquet"})
-    return stage_asset(reads, io_manager_key="parquet_io", **extra)
+    return stage_asset(reads, pod, io_manager_key="parquet_io", **extra)
 
 
 # what every analysis reads: its judges, its own settings and the board's cut-off

@@ -34,6 +34,7 @@ from saber_assets.signals.shards import (
     read_shard,
     write_shard,
 )
+from saber_assets.signals.sizing import shard_pod, signal_pass_pod
 from saber_assets.signals.stored import (
     cached_row_histograms,
     cut_viable_rows,
@@ -178,7 +179,7 @@ FLOORS = (
 )
 
 
-@stage_asset(reads=FLOORS, deps=["pair_signal_inputs"], kinds={"numba"})
+@stage_asset(reads=FLOORS, pod=signal_pass_pod, deps=["pair_signal_inputs"], kinds={"numba"})
 def pair_signal_bounds(
     context: AssetExecutionContext, pipeline: PipelineResource, problem_annotations: pl.DataFrame
 ) -> MaterializeResult:
@@ -232,7 +233,7 @@ def pair_signal_bounds(
     )
 
 
-@stage_asset(reads=FLOORS, deps=["pair_signal_bounds"], kinds={"numba"})
+@stage_asset(reads=FLOORS, pod=shard_pod, deps=["pair_signal_bounds"], kinds={"numba"})
 def pair_signal_shards(
     context: AssetExecutionContext, pipeline: PipelineResource
 ) -> MaterializeResult:

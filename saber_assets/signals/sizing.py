@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from saber_assets.config import DEFAULT_STORED_FRACTION
+from saber_assets.config import DEFAULT_STORED_FRACTION, PipelineConfig, PodSize
 from saber_assets.signals.shards import BYTES_PER_PAIR
 from saber_assets.signals.summaries import BLOCK_ROWS
 
@@ -81,3 +81,30 @@ def bounds_memory_bytes(n_problems: int, bins: int, threads: int) -> float:
 
 def bounds_pod_memory_gib(n_problems: int, bins: int, threads: int, headroom: float = 1.5) -> int:
     return math.ceil(bounds_memory_bytes(n_problems, bins, threads) * headroom / 2**30) + 1
+
+
+def largest_shard_rows(cfg: PipelineConfig) -> int:
+    """The last shard also takes every row past shards × rows_per_shard: size for it."""
+    sig = cfg.signals
+    return max(
+        sig.rows_per_shard, cfg.pods.expected_problems - (sig.shards - 1) * sig.rows_per_shard
+    )
+
+
+def shard_pod(cfg: PipelineConfig) -> PodSize:
+    """One row-block shard of pairs: its estimate at the corpus the pods expect."""
+    sig = cfg.signals
+    gib = shard_pod_memory_gib(
+        cfg.pods.expected_problems,
+        largest_shard_rows(cfg),
+        stored_fraction=cfg.pods.stored_fraction,
+        summaries_threads=sig.threads if sig.layout == "summaries" else None,
+    )
+    return PodSize(cpu=str(sig.threads), memory=f"{gib}Gi")
+
+
+def signal_pass_pod(cfg: PipelineConfig) -> PodSize:
+    """The first, storage-free pass over every pair."""
+    sig = cfg.signals
+    gib = bounds_pod_memory_gib(cfg.pods.expected_problems, sig.bound_bins, sig.threads)
+    return PodSize(cpu=str(sig.threads), memory=f"{max(gib, 4)}Gi")

@@ -7,6 +7,7 @@ from dagster import AssetCheckResult, AssetCheckSeverity, AssetExecutionContext,
 
 from saber_assets.lib.declare import stage_check, table_asset
 from saber_assets.lib.metadata import llm_metadata, markdown_table, stage_metadata
+from saber_assets.lib.pod_sizes import llm_pod
 from saber_assets.lib.tasks import prepared_judge
 from saber_assets.pipeline import PipelineResource
 from saber_assets.ratings.rate import configured_prior
@@ -44,7 +45,12 @@ def counts_as(both_orders: bool) -> pl.Expr:
     )  # fmt: skip
 
 
-@table_asset(reads=("seed", "tournament", "llm", "prompts"), kinds={"polars", "duckdb"}, pool="llm")
+@table_asset(
+    reads=("seed", "tournament", "llm", "prompts"),
+    pod=llm_pod,
+    kinds={"polars", "duckdb"},
+    pool="llm",
+)
 def tournament_judgments(
     context: AssetExecutionContext,
     pipeline: PipelineResource,
