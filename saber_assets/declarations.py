@@ -4,7 +4,7 @@ what the definitions build, the pod sizer reads (``pods.pod_size``) and the code
 from __future__ import annotations
 
 from saber_assets.analyses import assets as analysis_assets
-from saber_assets.analyses import explorer_assets, judge_assets, report_assets
+from saber_assets.analyses import judge_assets
 from saber_assets.annotations import assets as annotation_assets
 from saber_assets.benchmark import assets as benchmark_assets
 from saber_assets.candidates import assets as candidate_assets
@@ -17,6 +17,7 @@ from saber_assets.ontology import assets as ontology_assets
 from saber_assets.ratings import assets as rating_assets
 from saber_assets.retrievers import assets as retriever_assets
 from saber_assets.signals import assets as signal_assets
+from saber_assets.site import explorer_assets, report_assets
 from saber_assets.stages import ANALYSES
 from saber_assets.tournament import assets as tournament_assets
 

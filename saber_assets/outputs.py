@@ -113,7 +113,7 @@ class Outputs:
 
     @property
     def builds(self) -> Path:
-        """Snapshots of the last builds the explorer showed (``analyses/build_diff.py``): what
+        """Snapshots of the last builds the explorer showed (``site/build_diff.py``): what
         its "What changed" page compares the current build with."""
         return self.root / "builds"
 

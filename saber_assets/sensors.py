@@ -23,7 +23,6 @@ from dagster import (
 )
 from dagster._core.storage.tags import PARTITION_NAME_TAG
 
-from saber_assets.analyses.human_study import labels_version
 from saber_assets.contamination.matches import checked_corpora, training_corpus_version
 from saber_assets.lib.partitions import retriever_partitions, training_partitions
 from saber_assets.ontology.domains import domain_keys
@@ -33,6 +32,7 @@ from saber_assets.pipeline import PipelineResource
 from saber_assets.retrievers.discovery import registry_for, tick
 from saber_assets.retrievers.registry import definitions_by_name, load_registry
 from saber_assets.stages import STAGES, serving_new_retrievers
+from saber_assets.study.human_study import labels_version
 from saber_assets.versions import digest, input_versions, registry_versions
 from saber_resources.stores import StoresResource
 

@@ -4,8 +4,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_assets.analyses.composition import composition
 from saber_assets.analyses.signal_groups import area_under, group_curves
+from saber_assets.site.composition import composition
 
 
 def _ratings(order: dict[str, int], queries: int, domain="Algebra", seed=0) -> pl.DataFrame:
@@ -96,7 +96,7 @@ def test_composition_counts_domains_subdomains_sources_and_groups():
 def test_the_composition_reading_counts_domains_by_queries_not_by_subdomain_hits():
     """#75: "Geometry is the largest domain (31%)" added its sub-domains' hits; by queries
     Algebra led. The sentence reads the distinct queries per domain, each figure from the table."""
-    from saber_assets.analyses import report as rp
+    from saber_assets.site import report as rp
 
     corpus = pl.DataFrame({"id": ["a:1", "a:2", "b:3"], "source": ["a", "a", "b"]})
     level1 = pl.DataFrame({"of": ["queries"] * 3 + ["documents"],
@@ -157,7 +157,7 @@ def test_mteb_correlation_known_answers(tmp_path):
 
 
 def test_human_agreement_perfect_partial_and_inter_annotator(tmp_path):
-    from saber_assets.analyses.human_agreement import (
+    from saber_assets.study.human_agreement import (
         AnnotationError,
         human_agreement,
         read_annotations,
@@ -219,7 +219,7 @@ def test_human_agreement_perfect_partial_and_inter_annotator(tmp_path):
     with pytest.raises(AnnotationError, match="annotator"):
         read_annotations(path)
     # the order people saw, where recorded: kept, and checked
-    from saber_assets.analyses.human_agreement import shown_first
+    from saber_assets.study.human_agreement import shown_first
 
     path.write_text(
         "query,a,b,choice,annotator,shown_first\nq,c00,c01,a,x,c01\nq,c00,c01,a,y,c00\n"
@@ -232,7 +232,7 @@ def test_human_agreement_perfect_partial_and_inter_annotator(tmp_path):
 
 
 def test_judge_choices_asks_once_in_the_order_people_saw():
-    from saber_assets.analyses.human_agreement import judge_choices
+    from saber_assets.study.human_agreement import judge_choices
     from saber_resources.llm_tasks import Outcome
 
     class Judge:  # prefers the shorter text; says "first" on equal lengths (position bias)
@@ -611,9 +611,9 @@ def test_cpu_ordinal_judge_grades_on_the_scale():
 
 
 def test_report_readings_follow_the_numbers():
-    from saber_assets.analyses import report as rp
     from saber_assets.analyses.convergence import read_convergence
     from saber_assets.analyses.signal_groups import read_signal_groups
+    from saber_assets.site import report as rp
 
     # 1000 decided judgments, the first shown wins 500 / 600: the reading must say which
     def judgments(first_wins: int) -> pl.DataFrame:
@@ -715,8 +715,8 @@ def test_report_readings_follow_the_numbers():
 def test_report_html_is_self_contained_and_escaped():
     import matplotlib.pyplot as plt
 
-    from saber_assets.analyses.report import Section, render_html
     from saber_assets.lib.figures import png_base64
+    from saber_assets.site.report import Section, render_html
 
     fig, ax = plt.subplots()
     ax.plot([0, 1], [0, 1])
@@ -742,9 +742,9 @@ def test_an_analysis_declares_its_report_section_and_the_report_reads_it():
     asset reads every analysis that declares a section, in the order of `stages.ANALYSES`."""
     import polars as pl
 
-    from saber_assets.analyses import report as rp
-    from saber_assets.analyses.report_assets import benchmark_report
     from saber_assets.definitions import stage_declarations
+    from saber_assets.site import report as rp
+    from saber_assets.site.report_assets import benchmark_report
     from saber_assets.stages import ANALYSES
 
     declared = stage_declarations()
@@ -767,7 +767,7 @@ def test_an_analysis_declares_its_report_section_and_the_report_reads_it():
 def test_cohen_kappa_matches_scikit_learn_unweighted_and_linearly_weighted():
     from sklearn.metrics import cohen_kappa_score
 
-    from saber_assets.analyses.human_agreement import ORDER, cohen_kappa
+    from saber_assets.study.human_agreement import ORDER, cohen_kappa
 
     rng = np.random.default_rng(5)
     labels = ["a", "tie", "b"]
@@ -790,7 +790,7 @@ def test_cohen_kappa_matches_scikit_learn_unweighted_and_linearly_weighted():
 def test_krippendorff_alpha_across_annotators_with_its_interval():
     import krippendorff
 
-    from saber_assets.analyses.human_agreement import ORDER, annotator_alpha
+    from saber_assets.study.human_agreement import ORDER, annotator_alpha
 
     rng = np.random.default_rng(2)
     labels = ["a", "tie", "b"]

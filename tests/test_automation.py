@@ -6,8 +6,8 @@ import dagster as dg
 import polars as pl
 from dagster._core.definitions.data_version import extract_data_version_from_entry
 
-from saber_assets.analyses.human_study import store_labels
 from saber_assets.definitions import make_definitions
+from saber_assets.study.human_study import store_labels
 
 DOMAINS = ["Algebra", "Geometry", "Number Theory", "Combinatorics", "Calculus and Analysis"]
 

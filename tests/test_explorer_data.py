@@ -12,29 +12,29 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_assets.analyses.build_diff import (
+from saber_assets.cli import main
+from saber_assets.leaderboard.joint import GradePosterior, grade_intervals, grade_posteriors
+from saber_assets.leaderboard.metrics import gains, ndcg_at_k
+from saber_assets.ratings.bradley_terry import rescale
+from saber_assets.site.build_diff import (
     BuildState,
     diff_builds,
     diff_lines,
     remember,
 )
-from saber_assets.analyses.explorer import judge_facts, snippet_source
-from saber_assets.analyses.explorer_query import (
+from saber_assets.site.explorer import judge_facts, snippet_source
+from saber_assets.site.explorer_query import (
     judgment_rows,
     query_data,
     ranking,
     script_json,
     text_html,
 )
-from saber_assets.analyses.math_html import spans
-from saber_assets.cli import main
-from saber_assets.leaderboard.joint import GradePosterior, grade_intervals, grade_posteriors
-from saber_assets.leaderboard.metrics import gains, ndcg_at_k
-from saber_assets.ratings.bradley_terry import rescale
+from saber_assets.site.math_html import spans
 
 
 def test_the_vendored_chart_library_is_the_pinned_one():
-    vendor = resources.files("saber_assets.analyses").joinpath("explorer_static", "vendor")
+    vendor = resources.files("saber_assets.site").joinpath("explorer_static", "vendor")
     record = json.loads(vendor.joinpath("VENDORED.json").read_text())
     for name, pin in record["files"].items():
         data = vendor.joinpath(name).read_bytes()

@@ -101,10 +101,11 @@ def test_every_asset_is_in_one_stage_and_says_what_its_version_hashes():
 
 # the stage packages, each of whose logic may import an earlier one's, never a later one's: the
 # order the build runs them, but for the ratings, whose Bradley-Terry fit the Swiss pairing runs
-# between rounds
+# between rounds, and the site and the study before the analyses: every analysis returns a section
+# of the site's report, and the judge-versus-people analysis reads the study's labels
 STAGE_ORDER = (
     "corpus", "ontology", "annotations", "signals", "candidates", "ratings", "tournament",
-    "benchmark", "retrievers", "contamination", "leaderboard", "analyses",
+    "benchmark", "retrievers", "contamination", "leaderboard", "site", "study", "analyses",
 )  # fmt: skip
 TOP = {"definitions", "declarations", "sensors", "schedules", "orchestration", "cli", "pods",
        "cost", "home_lock"}  # fmt: skip
@@ -199,7 +200,7 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str]:
 PLANTED = {
     # the four this rule missed before it knew every module kind
     "lib": ("saber_assets/lib/partitions.py", "from saber_assets.ontology.domains import domain_keys"),
-    "versions": ("saber_assets/versions.py", "from saber_assets.analyses.human_study import stored_labels"),
+    "versions": ("saber_assets/versions.py", "from saber_assets.study.human_study import stored_labels"),
     "stage order": ("saber_assets/corpus/build.py", "from saber_assets.tournament.engine import run_tournament"),
     "cycle": ("saber_assets/code_graph.py", "from saber_assets.versions import digest"),
     "private": ("saber_assets/corpus/build.py", "from saber_assets.corpus.dedup import _secret"),
@@ -337,9 +338,7 @@ def test_an_assets_group_is_the_package_that_declares_it():
         if name in modules:
             assert graph.get(key).group_name == modules[name].split(".")[1], name
     groups = {graph.get(k).group_name for k in graph.get_all_asset_keys()}
-    packages = {
-        p.name for p in (REPO_ROOT / "saber_assets").iterdir() if (p / "assets.py").exists()
-    }
+    packages = {p.name for p in (REPO_ROOT / "saber_assets").iterdir() if any(p.glob("*assets.py"))}
     assert groups <= packages, groups - packages
 
 
@@ -389,13 +388,13 @@ def test_no_board_column_is_spelled_outside_the_module_that_owns_them(tmp_path):
     assert spelled_board_columns(REPO_ROOT) == []
     # planted, in a report module and in a page's script: both named
     root = copy_source(tmp_path)
-    report = root / "saber_assets" / "analyses" / "report_assets.py"
+    report = root / "saber_assets" / "site" / "report_assets.py"
     report.write_text(report.read_text() + '\nNAME = ROW[f"{DOMAIN} ci"]\n')
-    page = root / "saber_assets" / "analyses" / "explorer_static" / "explorer.js"
+    page = root / "saber_assets" / "site" / "explorer_static" / "explorer.js"
     page.write_text(page.read_text() + "\nconst n = r[`${d} queries`];\n")
     assert [p.split(":")[0] for p in spelled_board_columns(root)] == [
-        "saber_assets/analyses/explorer_static/explorer.js",
-        "saber_assets/analyses/report_assets.py",
+        "saber_assets/site/explorer_static/explorer.js",
+        "saber_assets/site/report_assets.py",
     ]
 
 

@@ -201,8 +201,8 @@ class _Tags(HTMLParser):
 
 
 def test_markup_in_a_formula_is_shown_as_text_never_run():
-    from saber_assets.analyses.human_study import problem_html
-    from saber_assets.analyses.math_html import MATHML_ELEMENTS, render
+    from saber_assets.site.math_html import MATHML_ELEMENTS, render
+    from saber_assets.study.human_study import problem_html
 
     planted = (
         r"Find $\text{<img src=x onerror=alert(1)>}$ and "
@@ -332,7 +332,7 @@ def test_a_trec_file_gets_one_run_per_setting_and_every_tag_a_setting(tmp_path):
 
 
 def test_a_label_studio_export_with_forged_or_malformed_fields_is_refused_row_by_row(tmp_path):
-    from saber_assets.analyses.human_study import labels_from_export
+    from saber_assets.study.human_study import labels_from_export
 
     from .test_human_study import study_and_export
 
@@ -461,9 +461,9 @@ def test_no_module_writes_an_output_file_in_place():
         "saber_assets/retrievers/approach0.py": "into the index's scratch folder (indexes.py)",
         "saber_assets/retrievers/token_table.py": "into a scratch folder moved into place "
         "(shared_tokens) or an index's (indexes.py)",
-        "saber_assets/analyses/explorer.py": "into the staging folder (folder_written_whole)",
-        "saber_assets/analyses/explorer_query.py": "into the site's staging folder (explorer.py)",
-        "saber_assets/analyses/build_diff.py": "a snapshot's staging folder (folder_written_whole)",
+        "saber_assets/site/explorer.py": "into the staging folder (folder_written_whole)",
+        "saber_assets/site/explorer_query.py": "into the site's staging folder (explorer.py)",
+        "saber_assets/site/build_diff.py": "a snapshot's staging folder (folder_written_whole)",
         "saber_assets/benchmark/data.py": "into the bundle's staging folder (folder_written_whole)",
         "saber_assets/benchmark/hub.py": "into a temporary staging folder uploaded whole",
         "saber_assets/lib/figures.py": "into an in-memory buffer",
@@ -523,7 +523,7 @@ def test_two_builds_started_together_on_one_home(shared_build, tmp_path, monkeyp
 def served_outputs(tmp_path):
     """An outputs folder with the site, its downloads and what must never be served (the
     stores, the study's exports, a link out), served on a free loopback port."""
-    from saber_assets.analyses.explorer_server import explorer_server
+    from saber_assets.site.explorer_server import explorer_server
 
     root = tmp_path / "outputs"
     files = {
@@ -743,7 +743,7 @@ def test_one_unreadable_label_studio_annotation_is_one_refusal_and_ids_are_plain
     """A hostile annotation is refused with its reason and the rest of the export is read; a
     user id is a positive ASCII integer ("²" and "٣" are digits to str.isdigit, and int("٣") is
     3); and one-annotator files imported one by one cannot exceed a task's overlap."""
-    from saber_assets.analyses.human_study import (
+    from saber_assets.study.human_study import (
         labels_from_export,
         store_labels,
         stored_annotators,
@@ -827,7 +827,7 @@ def test_the_formula_scan_finds_what_the_regex_found_in_linear_time():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from saber_assets.analyses.math_html import render, spans
+    from saber_assets.site.math_html import render, spans
 
     reference = re.compile(REFERENCE_SPAN, re.DOTALL)
 
@@ -842,7 +842,7 @@ def test_the_formula_scan_finds_what_the_regex_found_in_linear_time():
 
     # each kind's closing is searched once per closing found, not once per opening: counted
     # through the patterns themselves (the regex scanned to the end from every opening)
-    import saber_assets.analyses.math_html as mh
+    import saber_assets.site.math_html as mh
 
     searches: list[str] = []
 

@@ -10,8 +10,9 @@ import xml.etree.ElementTree as ET
 import polars as pl
 import pytest
 
-from saber_assets.analyses.human_agreement import human_agreement
-from saber_assets.analyses.human_study import (
+from saber_assets.site.math_html import render
+from saber_assets.study.human_agreement import human_agreement
+from saber_assets.study.human_study import (
     LABEL_SCHEMA,
     StudyError,
     human_pairs,
@@ -23,7 +24,6 @@ from saber_assets.analyses.human_study import (
     stored_labels,
     study_tasks,
 )
-from saber_assets.analyses.math_html import render
 from saber_resources.duckdb_files import DuckDBFile
 from saber_resources.stores import DuckDBStore
 
@@ -223,7 +223,7 @@ def test_a_label_studio_export_file_is_an_annotation_file(tmp_path):
     assert humans.height == 9 and set(humans["choice"]) <= {"a", "b", "tie"}
     export[0]["annotations"][0]["result"] = []
     path.write_text(json.dumps(export))
-    from saber_assets.analyses.human_agreement import AnnotationError
+    from saber_assets.study.human_agreement import AnnotationError
 
     with pytest.raises(AnnotationError, match="0 choices under 'closer'"):
         read_human_file(path)

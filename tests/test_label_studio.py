@@ -34,9 +34,9 @@ SCREENSHOT = REPO_ROOT / ".saber" / "screenshots" / "label-studio-task.png"
 def judge_picks(cfg_path, home, study: pl.DataFrame) -> dict[str, str]:
     """task id -> the candidate the pipeline's pairwise judge prefers, asked as the asset asks
     it (once, in the order people saw)."""
-    from saber_assets.analyses.human_agreement import judge_choices
     from saber_assets.definitions import make_definitions
     from saber_assets.lib.tasks import prepared_tasks
+    from saber_assets.study.human_agreement import judge_choices
 
     res = make_definitions(str(cfg_path)).resources
     out = home / "tiny" / "parquet"

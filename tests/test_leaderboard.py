@@ -403,8 +403,8 @@ def test_retriever_failures_are_counted():
 
 
 def test_the_score_columns_are_named_for_the_cut_off():
-    from saber_assets.analyses.report import read_leaderboard
     from saber_assets.leaderboard.board_columns import score_column
+    from saber_assets.site.report import read_leaderboard
 
     bench = toy_benchmark()
     run = evaluate(Flaky(), bench, "full-full", k=5, full_corpus=False)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import polars as pl
 
-from saber_assets.analyses import report as rp
 from saber_assets.analyses.judging_regimes import read_regimes
 from saber_assets.analyses.mteb import read_mteb
 from saber_assets.analyses.robustness import read_robustness, read_robustness_section
@@ -17,6 +16,7 @@ from saber_assets.leaderboard.board_markdown import (
     joint_paragraph,
     superscript_board,
 )
+from saber_assets.site import report as rp
 
 COVERAGE = pl.DataFrame(
     [

@@ -196,7 +196,7 @@ def test_human_labels_on_both_backends_are_stored_once(store):
 
     import polars as pl
 
-    from saber_assets.analyses.human_study import LABEL_SCHEMA, store_labels, stored_labels
+    from saber_assets.study.human_study import LABEL_SCHEMA, store_labels, stored_labels
 
     rows = [
         {"task_id": f"s:{k}", "annotator": f"ls:{a}", "annotator_email": None, "query": "q",

@@ -121,7 +121,7 @@ def test_ui_shows_the_asset_graph_the_leaderboard_and_what_is_unsynced(
         # the global lineage: one box per package (each asset's group is its package)
         groups = ["corpus", "ontology", "annotations", "signals", "candidates",
                   "tournament", "ratings", "benchmark", "retrievers", "contamination",
-                  "leaderboard", "analyses"]  # fmt: skip
+                  "leaderboard", "site", "analyses"]  # fmt: skip
         graph = open_until(browser, f"{url}/asset-groups", groups)
         assert "Global asset lineage" in graph
         time.sleep(2)

@@ -6,7 +6,7 @@
 set -euo pipefail
 version="${1:?usage: update.sh VERSION}"
 here="$(cd "$(dirname "$0")/../.." && pwd)"
-dest="$here/saber_assets/analyses/explorer_static/vendor"
+dest="$here/saber_assets/site/explorer_static/vendor"
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 url="https://registry.npmjs.org/chart.js/-/chart.js-${version}.tgz"
 curl -fsS -o "$tmp/chart.tgz" "$url"

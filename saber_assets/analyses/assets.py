@@ -5,9 +5,7 @@ from __future__ import annotations
 import polars as pl
 from dagster import AssetKey, MetadataValue, Output
 
-from saber_assets.analyses import plots
 from saber_assets.analyses import robustness as rb
-from saber_assets.analyses.composition import composition
 from saber_assets.analyses.math_vs_words import (
     choose_retrievers,
     llm_segment,
@@ -44,6 +42,8 @@ from saber_assets.retrievers.registry import (
     RetrieverResources,
     build_retriever,
 )
+from saber_assets.site import plots
+from saber_assets.site.composition import composition
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
 

@@ -11,9 +11,9 @@ import zlib
 import numpy as np
 import polars as pl
 
-from saber_assets.analyses import report as rp
 from saber_assets.config import PipelineConfig
 from saber_assets.ratings.bradley_terry import DEFAULT_PRIOR, Prior, fit
+from saber_assets.site import report as rp
 from saber_assets.tournament.simulate import estimate
 
 POLICIES = ("swiss", "random", "adaptive", "efficient")

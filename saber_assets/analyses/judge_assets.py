@@ -13,19 +13,6 @@ from saber_assets.analyses.convergence import (
     convergence_section,
     round_robin_curves,
 )
-from saber_assets.analyses.human_agreement import (
-    SUMMARY_SCHEMA,
-    human_agreement,
-    human_section,
-    judge_choices,
-    shown_first,
-)
-from saber_assets.analyses.human_study import (
-    human_pairs,
-    labels_version,
-    read_human_file,
-    stored_labels,
-)
 from saber_assets.analyses.judging_regimes import SUMMARY_SCHEMA as REGIMES_SCHEMA
 from saber_assets.analyses.judging_regimes import (
     configured_regimes,
@@ -46,6 +33,19 @@ from saber_assets.lib.metadata import (
 from saber_assets.lib.tasks import prepared_judge, prepared_tasks
 from saber_assets.pipeline import PipelineResource
 from saber_assets.ratings.rate import configured_prior
+from saber_assets.study.human_agreement import (
+    SUMMARY_SCHEMA,
+    human_agreement,
+    human_section,
+    judge_choices,
+    shown_first,
+)
+from saber_assets.study.human_study import (
+    human_pairs,
+    labels_version,
+    read_human_file,
+    stored_labels,
+)
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
 

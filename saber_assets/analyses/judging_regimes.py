@@ -19,8 +19,8 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from saber_assets.analyses import report as rp
-from saber_assets.analyses.human_agreement import (
+from saber_assets.site import report as rp
+from saber_assets.study.human_agreement import (
     BUCKETS,
     agreement,
     kappa_columns,

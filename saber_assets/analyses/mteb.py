@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from saber_assets.analyses import report as rp
 from saber_assets.leaderboard.board_columns import score_column
+from saber_assets.site import report as rp
 
 STATS_SCHEMA = {
     "setting": pl.String, "subset": pl.String, "n": pl.Int64, "pearson": pl.Float64,

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from saber_assets.analyses import report as rp
 from saber_assets.config import PipelineConfig
 from saber_assets.lib.figures import png_base64
+from saber_assets.site import report as rp
 
 GROUPS = ("topic_only", "summary_only", "both")
 

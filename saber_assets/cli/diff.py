@@ -29,14 +29,14 @@ def explorer_pages(folder: Path) -> dict[str, str]:
     queries = folder / "evaluation_benchmark" / "queries.parquet"
     if not (site / "index.html").is_file() or not queries.is_file():
         return {}
-    from saber_assets.analyses.explorer_query import query_page_name
+    from saber_assets.site.explorer_query import query_page_name
 
     ids = pl.read_parquet(queries, columns=["id"])["id"].to_list()
     return {q: (site / query_page_name(n)).resolve().as_uri() for n, q in enumerate(ids)}
 
 
 def run(args: argparse.Namespace) -> int:
-    from saber_assets.analyses.build_diff import BuildState, diff_builds, diff_data, diff_lines
+    from saber_assets.site.build_diff import BuildState, diff_builds, diff_data, diff_lines
 
     old, new = BuildState.read(Path(args.old)), BuildState.read(Path(args.new))
     d = diff_builds(old, new)

@@ -56,8 +56,8 @@ def serve_explorer(root, port: int) -> int:
     """Serve the explorer of the outputs folder ``root`` and its downloads, nothing else of it
     (``explorer_server``), on 127.0.0.1 until Ctrl-C or SIGTERM, either of which stops it at once
     (the request threads are daemons: none is waited for)."""
-    from saber_assets.analyses.explorer_server import START, explorer_server
     from saber_assets.cli.stop import interrupt_on_stop_signals
+    from saber_assets.site.explorer_server import START, explorer_server
 
     interrupt_on_stop_signals()
     with explorer_server(root, port) as server:

@@ -119,7 +119,7 @@ def benchmark_ratings(path: Path):
 def export(args, cfg, folder: Path) -> int:
     import polars as pl
 
-    from saber_assets.analyses.human_study import (
+    from saber_assets.study.human_study import (
         INSTRUCTIONS,
         label_config,
         sample_study,
@@ -169,7 +169,7 @@ def export(args, cfg, folder: Path) -> int:
 
 
 def stratum_name(lower: int) -> str:
-    from saber_assets.analyses.human_study import STRATA
+    from saber_assets.study.human_study import STRATA
 
     upper = next((s for s in STRATA if s > lower), None)
     return f"Δr in [{lower}, {upper})" if upper is not None else f"Δr >= {lower}"
@@ -177,7 +177,7 @@ def stratum_name(lower: int) -> str:
 
 def preview_html(tasks: list[dict]) -> str:
     """The first tasks as one page, to look at without Label Studio."""
-    from saber_assets.analyses.math_html import CSS
+    from saber_assets.site.math_html import CSS
 
     body = "".join(
         f"<section><h3>{t['data']['saber_task']}</h3><h4>Query</h4>{t['data']['query_html']}"
@@ -240,12 +240,12 @@ def read_project(folder: Path, ls) -> dict:
 def import_labels(cfg, folder: Path, export_json, bench: str | None, emails) -> int:
     """Read an export against the study and the benchmark; store what is valid; refused labels
     go to refused.csv with their reasons (and the exit status says so)."""
-    from saber_assets.analyses.human_study import (
+    from saber_assets.pipeline import open_stores
+    from saber_assets.study.human_study import (
         labels_from_export,
         store_labels,
         stored_annotators,
     )
-    from saber_assets.pipeline import open_stores
 
     pairs, meta = read_study(folder)
     ratings, _ = benchmark_ratings(

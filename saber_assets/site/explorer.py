@@ -32,18 +32,18 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from saber_assets.analyses.explorer_query import (
+from saber_assets.benchmark.data import Benchmark, verification_line
+from saber_assets.leaderboard.board_columns import for_page, score_column
+from saber_assets.leaderboard.joint import benchmark_posteriors, grade_intervals, share_texts
+from saber_assets.outputs import folder_written_whole
+from saber_assets.site.explorer_query import (
     esc,
     query_page_name,
     script_json,
     write_query_pages,
 )
-from saber_assets.analyses.math_html import CSS as MATH_CSS
-from saber_assets.analyses.math_html import render, spans
-from saber_assets.benchmark.data import Benchmark, verification_line
-from saber_assets.leaderboard.board_columns import for_page, score_column
-from saber_assets.leaderboard.joint import benchmark_posteriors, grade_intervals, share_texts
-from saber_assets.outputs import folder_written_whole
+from saber_assets.site.math_html import CSS as MATH_CSS
+from saber_assets.site.math_html import render, spans
 from saber_assets.tournament.engine import order_consistency, position_bias
 
 STATIC = ("explorer.css", "common.js", "explorer.js", "query.js", "vendor/chart.umd.min.js")
@@ -211,7 +211,7 @@ def write_site_files(out: Path, inputs: ExplorerInputs) -> dict:
     (out / "queries").mkdir()
     (out / "assets" / "vendor").mkdir(parents=True)
     for name in STATIC:
-        data = resources.files("saber_assets.analyses").joinpath("explorer_static", name)
+        data = resources.files("saber_assets.site").joinpath("explorer_static", name)
         (out / "assets" / name).write_bytes(data.read_bytes())
     bench = inputs.bench
     domains = bench.domain_list()

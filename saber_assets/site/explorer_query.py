@@ -23,10 +23,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from saber_assets.analyses.math_html import CSS as MATH_CSS
-from saber_assets.analyses.math_html import render
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.leaderboard.metrics import gains, ideal_dcg
+from saber_assets.site.math_html import CSS as MATH_CSS
+from saber_assets.site.math_html import render
 
 TOP = 10
 MISSING = -1  # a judgment's side that is not one of the query's candidates, or no winner

@@ -6,14 +6,6 @@ from __future__ import annotations
 import polars as pl
 from dagster import AssetKey, MetadataValue, Output
 
-from saber_assets.analyses.build_diff import (
-    BuildState,
-    diff_builds,
-    diff_data,
-    diff_lines,
-    remember,
-)
-from saber_assets.analyses.explorer import ExplorerInputs, site_links, write_site
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.io_managers import concat_partitions
 from saber_assets.leaderboard.run_files import stored_runs
@@ -22,6 +14,14 @@ from saber_assets.lib.metadata import (
     stage_metadata,
 )
 from saber_assets.pipeline import PipelineResource
+from saber_assets.site.build_diff import (
+    BuildState,
+    diff_builds,
+    diff_data,
+    diff_lines,
+    remember,
+)
+from saber_assets.site.explorer import ExplorerInputs, site_links, write_site
 
 
 @analysis(

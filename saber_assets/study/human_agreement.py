@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from saber_assets.analyses import report as rp
 from saber_assets.config import REPO_ROOT
+from saber_assets.site import report as rp
 
 CHOICES = ("a", "b", "tie")
 BUCKETS = (0, 25, 50)

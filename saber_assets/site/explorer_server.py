@@ -26,7 +26,7 @@ import stat
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from saber_assets.analyses.explorer import DOWNLOADS, RUNS_PAGE
+from saber_assets.site.explorer import DOWNLOADS, RUNS_PAGE
 
 SITE = "explorer"
 START = f"{SITE}/index.html"

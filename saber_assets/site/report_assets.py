@@ -9,9 +9,6 @@ from collections.abc import Callable, Mapping
 import polars as pl
 from dagster import AssetIn, AssetKey, MetadataValue, Output
 
-from saber_assets.analyses import plots
-from saber_assets.analyses import report as rp
-from saber_assets.analyses.composition import composition
 from saber_assets.benchmark.data import MANIFEST, Benchmark, verification_line
 from saber_assets.candidates.coverage import COVERAGE_SCHEMA
 from saber_assets.config import PipelineConfig
@@ -31,6 +28,9 @@ from saber_assets.lib.figures import png_base64
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.outputs import read_json_or_none, written_whole
 from saber_assets.pipeline import PipelineResource
+from saber_assets.site import plots
+from saber_assets.site import report as rp
+from saber_assets.site.composition import composition
 
 # an analysis's section: (its table, the config) -> the report's section
 SectionOf = Callable[[pl.DataFrame, PipelineConfig], rp.Section]
