@@ -89,6 +89,11 @@ def escape_blocks(value: str) -> str:
 _LIKELY_PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\}")
 
 
+def names_parts(task: str, text: str) -> bool:
+    """Whether a template text of ``task`` uses its ``SPLIT`` set: it names a solution apart."""
+    return task in SPLIT and f"{{{SPLIT[task][1]}}}" in text
+
+
 def allowed_placeholders(task: str) -> set[str]:
     """What a template of ``task`` may name: the placeholders its requests fill."""
     return set(PLACEHOLDERS[task]) | set(OPTIONAL.get(task, ())) | set(SPLIT.get(task, ()))
@@ -111,8 +116,7 @@ class PromptTemplate:
     @property
     def split(self) -> bool:
         """Whether it names each item's statement and solution apart (``SPLIT``)."""
-        names = SPLIT.get(self.task, ())
-        return bool(names) and f"{{{names[1]}}}" in f"{self.system or ''}\n{self.user}"
+        return names_parts(self.task, f"{self.system or ''}\n{self.user}")
 
     @property
     def digest(self) -> str:
@@ -173,9 +177,7 @@ def parse_template(task: str, text: str, source: str, yaml_file: bool) -> Prompt
         raise TemplateError(f"{source}: the user message is empty")
     both = f"{system or ''}\n{user}"
     # the placeholders of the set it uses: a split template names a solution placeholder
-    needed = PLACEHOLDERS[task]
-    if task in SPLIT and f"{{{SPLIT[task][1]}}}" in both:
-        needed = SPLIT[task]
+    needed = SPLIT[task] if names_parts(task, both) else PLACEHOLDERS[task]
     missing = [p for p in needed if f"{{{p}}}" not in both]
     if missing:
         other = (

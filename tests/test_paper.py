@@ -29,6 +29,7 @@ from saber_assets.retrievers.registry import (
     unavailable_reason,
 )
 from saber_assets.retrievers.tokenize import sklearn_tokens, whitespace_tokens
+from saber_assets.stages import STAGES
 
 REPO = Path(__file__).resolve().parent.parent
 ROSTER = REPO / "data" / "reference" / "saber_math_paper_roster.csv"
@@ -443,15 +444,8 @@ def test_a_build_on_the_published_documents_keeps_their_row_numbers(tiny_config,
     tournament = {"rounds": 4, "presentation": "by_id", "order_check_share": 0}
     cfg = tiny_config(corpus=corpus, tournament=tournament)
     # up to the benchmark: the stages after it read the corpus through it
-    jobs = (
-        "sources",
-        "annotations",
-        "signal-inputs",
-        "shards",
-        "thresholds",
-        "domains",
-        "benchmark",
-    )
+    aliases = [s.alias for s in STAGES]
+    jobs = aliases[: aliases.index("benchmark") + 1]
     assert main(["build", "--config", str(cfg), *(a for j in jobs for a in ("--select", j))]) == 0
     home = tmp_path / "home" / "tiny"
     built = pl.read_parquet(home / "parquet" / "corpus.parquet")

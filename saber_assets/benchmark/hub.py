@@ -32,6 +32,7 @@ from saber_assets.benchmark.data import (
     BenchmarkFormatError,
     verification_line,
 )
+from saber_assets.corpus.sources import snapshot_shards
 
 QUERIES_REPO = "INSAIT-Institute/SaberMath-queries"
 DOCUMENTS_REPO = "INSAIT-Institute/SaberMath-documents"
@@ -51,7 +52,7 @@ def snapshot_files(folder: Path, split: str = SPLIT) -> list[Path]:
     folder = Path(folder)
     if not folder.is_dir():
         raise BenchmarkFormatError(f"{folder}: not a folder (a dataset snapshot folder is needed)")
-    files = sorted((folder / "data").glob(f"{split}-*.parquet"))
+    files = snapshot_shards(folder, split)
     if not files:
         raise BenchmarkFormatError(
             f"{folder}: no data/{split}-*.parquet (a snapshot_download folder of the dataset "

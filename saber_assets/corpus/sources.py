@@ -96,11 +96,16 @@ def readable(path: Path) -> bool:
 PULLED_DOCUMENTS = "documents.parquet"
 
 
-def dataset_shards(folder: Path, split: str = "train") -> list[Path]:
+def snapshot_shards(folder: Path, split: str = "train") -> list[Path]:
     """The Parquet shards of a Hugging Face dataset folder as ``snapshot_download`` leaves it
-    (``data/{split}-*.parquet``, in shard order), else a ``saber pull`` folder's documents; []
-    when it holds neither."""
-    shards = sorted((folder / "data").glob(f"{split}-*.parquet"))
+    (``data/{split}-*.parquet``), in shard order."""
+    return sorted((Path(folder) / "data").glob(f"{split}-*.parquet"))
+
+
+def dataset_shards(folder: Path, split: str = "train") -> list[Path]:
+    """A dataset snapshot's shards (``snapshot_shards``), else a ``saber pull`` folder's
+    documents; [] when it holds neither."""
+    shards = snapshot_shards(folder, split)
     if not shards and (folder / PULLED_DOCUMENTS).is_file():
         shards = [folder / PULLED_DOCUMENTS]
     return shards

@@ -87,10 +87,10 @@ def leaderboard(
                 f"no runs for {e.name!r}: " + (f"it cannot run here ({why})" if why else "not yet")
             )
             continue
-        runs = with_ties(runs.drop("retriever"), relevance, lb.k, lb.ties)
+        runs = with_ties(runs, relevance, lb.k, lb.ties)
         if excluded:
             runs = runs.filter(~pl.col("query_id").is_in(sorted(excluded)))
-        all_runs.append(runs.with_columns(pl.lit(e.name).alias("retriever")))
+        all_runs.append(runs)
 
         def board_columns(rep: pl.DataFrame, e=e, runs=runs) -> pl.DataFrame:
             rep = rep.join(

@@ -37,10 +37,10 @@ import polars as pl
 from saber_assets.benchmark.data import Benchmark, BenchmarkFormatError
 from saber_assets.leaderboard.board import BOARD_SETTINGS
 from saber_assets.leaderboard.board_columns import domain_mean, domain_queries
+from saber_assets.leaderboard.evaluate import skipped
 from saber_assets.leaderboard.outside_runs import read_run
 from saber_assets.leaderboard.run_files import stored_runs
 from saber_assets.ontology.domains import keys_for
-from saber_assets.retrievers.base import SKIPPED
 
 VERIFY_FLIPS = 10_000  # scipy's sign flips per pair (76 ms each at 100 queries)
 EXACT = 1e-9  # numbers recomputed by the same arithmetic: equal to rounding
@@ -382,11 +382,10 @@ def skipped_queries(runs_dir: Path) -> set[tuple[str, str, str]]:
     """(retriever, setting, query) of every query a retriever skipped by its own rule, from the
     per-query files the runs stage stored beside its TREC runs (a TREC file has no line for a
     skipped query, as for a failed one; the board leaves a skipped one out of its means)."""
-    runs = stored_runs(runs_dir)
-    if "error" not in runs.columns:
+    runs = stored_runs(runs_dir, columns=["query_id", "setting", "error"])
+    if runs.is_empty():
         return set()
-    marked = runs.filter(pl.col("error").str.starts_with(SKIPPED).fill_null(False))
-    return set(marked.select("retriever", "setting", "query_id").iter_rows())
+    return set(runs.filter(skipped(runs)).select("retriever", "setting", "query_id").iter_rows())
 
 
 def verify_per_query(runs: pl.DataFrame, runs_dir: Path, out: Verification) -> None:
