@@ -143,7 +143,8 @@ STAGES: tuple[Stage, ...] = (
     Stage(
         "build_runs",
         "runs",
-        "One retriever on one domain per run (retriever × domain partitions).",
+        "Each retriever on every domain (retriever × domain partitions; a build runs a "
+        "retriever's domains in one run).",
         ("retriever_runs",),
         "build_indexes",
         DOMAIN_X_RETRIEVER,

@@ -104,6 +104,30 @@ def test_saber_build_runs_every_stage(shared_build, tmp_path, monkeypatch, capsy
             assert event is not None, name
             seconds = event.asset_materialization.metadata["seconds"].value
             assert 0 <= seconds < 600, (name, seconds)
+        # a retriever's domains in one Dagster run, each domain's partition materialised with
+        # its own metadata
+        from dagster import DagsterRunStatus, RunsFilter
+
+        runs = instance.get_runs(RunsFilter(job_name="build_runs"))
+        assert len(runs) == 2 and all(r.status == DagsterRunStatus.SUCCESS for r in runs)
+        ranges = sorted(
+            (
+                r.tags["dagster/asset_partition_range_start"],
+                r.tags["dagster/asset_partition_range_end"],
+            )
+            for r in runs
+        )
+        assert [(a.split("|")[1], b.split("|")[1]) for a, b in ranges] == [
+            ("bm25", "bm25"), ("jaccard-no-tok", "jaccard-no-tok")
+        ]  # fmt: skip
+        records = instance.fetch_materializations(AssetKey("retriever_runs"), limit=100).records
+        by_partition = {r.partition_key: r.asset_materialization.metadata for r in records}
+        assert len(by_partition) == 10
+        for key, meta in by_partition.items():
+            domain_key, retriever = key.split("|")
+            assert meta["retriever"].value == retriever and meta["queries"].value >= 0
+            assert meta["partitions_in_this_run"].value == 5
+        assert len({meta["domain"].value for meta in by_partition.values()}) == 5
     # one candidate selection for every domain partition, each partition its own part of it
     [selection] = list((home / "signals" / "selection").glob("*.parquet"))
     chosen = pl.read_parquet(selection).select("domain", "query_id", "candidate_id", "group")

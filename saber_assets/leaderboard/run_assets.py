@@ -1,5 +1,5 @@
-"""runs stage: one retriever on one domain's queries per run, every setting: per-query nDCG and
-TREC run files."""
+"""runs stage: one retriever on one domain's queries per partition, every setting: per-query nDCG
+and TREC run files; ``saber build`` runs a retriever's domains in one Dagster run."""
 
 import time
 
@@ -70,14 +70,40 @@ def retriever_runs(
     stores: StoresResource,
     llm: LLMResource,
 ) -> MaterializeResult:
-    """One retriever on one domain's queries, every setting: per-query nDCG and TREC run files."""
-    cfg = pipeline.load().leaderboard
-    # a run launched by tag (GraphQL, UI) may carry the key as its string "domain|retriever"
-    key = context.partition_key
+    """One retriever on one domain's queries, every setting: per-query nDCG and TREC run files.
+    A run over a range of partitions (``saber build``: a retriever's domains in one run) does
+    each domain in turn, with the retriever and its index loaded once."""
+    keys = [_keys_of(context, k) for k in context.partition_keys]
+    if len(keys) == 1:
+        return MaterializeResult(metadata=_domain_run(context, pipeline, stores, llm, *keys[0]))
+    t0 = time.perf_counter()
+    for key, (name, domain_key) in zip(context.partition_keys, keys, strict=True):
+        context.add_asset_metadata(
+            _domain_run(context, pipeline, stores, llm, name, domain_key), partition_key=key
+        )
+    return MaterializeResult(
+        metadata={"partitions_in_this_run": len(keys), "run_seconds": time.perf_counter() - t0}
+    )
+
+
+def _keys_of(context: AssetExecutionContext, key) -> tuple[str, str]:
+    """(retriever, domain key) of a partition key; a run launched by tag (GraphQL, UI) may
+    carry it as its string "domain|retriever"."""
     if not hasattr(key, "keys_by_dimension"):
         key = context.assets_def.partitions_def.get_partition_key_from_str(str(key))
-    key = key.keys_by_dimension
-    name, domain_key = key["retriever"], key["domain"]
+    return key.keys_by_dimension["retriever"], key.keys_by_dimension["domain"]
+
+
+def _domain_run(
+    context: AssetExecutionContext,
+    pipeline: PipelineResource,
+    stores: StoresResource,
+    llm: LLMResource,
+    name: str,
+    domain_key: str,
+) -> dict:
+    """One retriever on one domain: its run files written, its metadata returned."""
+    cfg = pipeline.load().leaderboard
     domain = domain_title(pipeline.load().ontology, domain_key)
     entries, entry = registered_entry(pipeline, name, stores.db())
     tasks = tasks_for(llm, stores) if needs_judge(entry, entries) else None
@@ -130,20 +156,18 @@ def retriever_runs(
     failed = int(result["failed"].sum())
     if failed:
         context.log.warning(f"{name} failed on {failed} query-pipeline (counted, scored 0)")
-    return MaterializeResult(
-        metadata={
-            "retriever": name,
-            "kind": entry.kind,
-            "domain": domain,
-            "queries": len(rows),
-            "failed": failed,
-            "median_latency_ms": round(float(result["latency_ms"].median() or 0), 2),
-            **stage_metadata(seconds=time.perf_counter() - t0),
-            **meta,
-            **(
-                llm_metadata({"pointwise": tasks.pointwise_judge})
-                if resources.pointwise_judge is not None
-                else {}
-            ),
-        }
-    )
+    return {
+        "retriever": name,
+        "kind": entry.kind,
+        "domain": domain,
+        "queries": len(rows),
+        "failed": failed,
+        "median_latency_ms": round(float(result["latency_ms"].median() or 0), 2),
+        **stage_metadata(seconds=time.perf_counter() - t0),
+        **meta,
+        **(
+            llm_metadata({"pointwise": tasks.pointwise_judge})
+            if resources.pointwise_judge is not None
+            else {}
+        ),
+    }

@@ -42,13 +42,24 @@ from saber_assets.stages import BY_ALIAS, STAGES, Stage, stage_of, stage_of_asse
 
 @dataclass
 class Step:
+    """One Dagster run: a job on one partition, or (``last``) on the partition range from
+    ``partition`` to ``last`` (``covers``: the partitions that range holds)."""
+
     job: str
     partition: str | None
     reasons: list[str] = field(default_factory=list)
+    last: str | None = None
+    covers: list[str] = field(default_factory=list)
 
     @property
     def label(self) -> str:
+        if self.last:
+            return f"{self.job} [{self.partition} … {self.last}]"
         return self.job + (f" [{self.partition}]" if self.partition else "")
+
+    @property
+    def partitions(self) -> list[str | None]:
+        return list(self.covers) if self.last else [self.partition]
 
 
 def stale_resolver(instance: DagsterInstance, asset_graph) -> CachingStaleStatusResolver:
@@ -224,6 +235,42 @@ def components_first(steps: list[Step], entries: list) -> list[Step]:
     for s in steps:
         first.setdefault(retriever(s), len(first))
     return sorted(steps, key=lambda s: (depth(retriever(s)), first[retriever(s)]))
+
+
+def one_run_per_retriever(steps: list[Step], domains: Sequence[str]) -> list[Step]:
+    """The runs stage's steps to run, a retriever's domains in one Dagster run: the range of
+    "DOMAIN|RETRIEVER" keys from its first domain to its last is, in Dagster's multi-partition
+    ranges, exactly those domains of that retriever when they are neighbours in the domain
+    order (``domains``: the static dimension's). A retriever whose selected domains have gaps
+    gets one run per stretch of neighbours; an up-to-date step keeps its own (no reasons: not
+    run). The order of the retrievers (``components_first``) is kept."""
+    place = {d: i for i, d in enumerate(domains)}
+    out: list[Step] = []
+    open_run: list[Step] = []
+
+    def close() -> None:
+        if len(open_run) == 1:
+            out.append(open_run[0])
+        elif open_run:
+            first, last = open_run[0], open_run[-1]
+            reasons = [r for s in open_run for r in s.reasons]
+            covers = [str(s.partition) for s in open_run]
+            out.append(Step(first.job, first.partition, reasons, str(last.partition), covers))
+        open_run.clear()
+
+    for step in steps:
+        if not step.reasons or step.partition is None:
+            close()
+            out.append(step)
+            continue
+        domain, retriever = step.partition.split("|")
+        if open_run:
+            prev_domain, prev_retriever = str(open_run[-1].partition).split("|")
+            if retriever != prev_retriever or place[domain] != place[prev_domain] + 1:
+                close()
+        open_run.append(step)
+    close()
+    return out
 
 
 def runnable_entries(entries: list, say: Callable[[str], None] | None = None) -> list:

@@ -72,8 +72,7 @@ class StageSummary:
         self.failed += not result.success
         self.seconds += seconds
         self.jobs.setdefault(result.dagster_run.job_name, None)
-        if step.partition:
-            self.partitions.append(step.partition)
+        self.partitions += [p for p in step.partitions if p]
         for event in result.get_asset_materialization_events():
             mat = event.materialization
             n = summary_value(mat.metadata, "dagster/row_count")
@@ -313,7 +312,9 @@ def build(
     from saber_assets.ontology.domains import domain_keys
     from saber_assets.orchestration.dead_runs import process_tags, reap_dead_runs
     from saber_assets.orchestration.plan import (
+        Step,
         components_first,
+        one_run_per_retriever,
         partition_filter,
         runnable_names,
         selected_stages,
@@ -368,6 +369,8 @@ def build(
         steps = stage_steps(defs.get_repository_def(), instance, stage, keep, force)
         if stage.fusions_last:
             steps = components_first(steps, registry_for(cfg))
+        if stage.by_domain and stage.by_retriever:
+            steps = one_run_per_retriever(steps, static_domains(defs, stage.job))
         to_run = sum(bool(step.reasons) for step in steps)
         verbose = log_level.upper() in ("DEBUG", "INFO")
         summary = None
@@ -384,8 +387,8 @@ def build(
                 instance=instance,
                 raise_on_error=False,
                 run_config=run_config,
-                partition_key=step.partition,
-                tags={**process_tags(), **accept_tags},
+                partition_key=None if step.last else step.partition,
+                tags={**process_tags(), **accept_tags, **range_tags(step)},
             )
             ran += 1
             seconds = time.perf_counter() - t1
@@ -394,6 +397,16 @@ def build(
                 (summary.say if summary else console.out)(f"  warning: {message}")
             if summary is not None:
                 summary.step(step, result, seconds)
+            if not result.success and step.last:
+                # a range materialises all its partitions or none: each one again on its own,
+                # so the domains that work are recorded and the failure is the one domain's
+                (summary.say if summary else console.out)(
+                    f"  {step.label} failed: its partitions one run each"
+                )
+                steps[steps.index(step) + 1 : steps.index(step) + 1] = [
+                    Step(step.job, p, step.reasons) for p in step.covers
+                ]
+                continue
             if not result.success:
                 failed.append(result)
             blocked += [(step.label, check) for check in failed_error_checks(result)]
@@ -461,6 +474,27 @@ def build(
         return 1
     console.out(f"saber build finished in {elapsed:.1f}s")
     return 0
+
+
+def range_tags(step) -> dict[str, str]:
+    """A step over a partition range (``plan.one_run_per_retriever``) as Dagster's tags."""
+    if not step.last:
+        return {}
+    from dagster._core.storage.tags import (
+        ASSET_PARTITION_RANGE_END_TAG,
+        ASSET_PARTITION_RANGE_START_TAG,
+    )
+
+    return {
+        ASSET_PARTITION_RANGE_START_TAG: step.partition,
+        ASSET_PARTITION_RANGE_END_TAG: step.last,
+    }
+
+
+def static_domains(defs, job: str) -> list[str]:
+    """The domain keys of a domain × retriever job, in their partition order."""
+    parts = defs.resolve_job_def(job).partitions_def
+    return list(parts.get_partitions_def_for_dimension("domain").get_partition_keys())
 
 
 def disk_full(failures: list[tuple[str, str, object]], outputs: Path) -> str | None:
