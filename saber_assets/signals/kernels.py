@@ -401,7 +401,8 @@ def kept_pairs(
         at, have = int(progress[0]), int(progress[1])
         done = at - row_start
         predicted = have * (row_end - row_start) // done + have // 4 if done else 0
-        capacity = max(2 * capacity, predicted)
+        # the first tile did not fit: nothing to predict from, and each try computes it again
+        capacity = max((2 if done else 8) * capacity, predicted)
         grown = [np.empty(capacity, dtype=b.dtype) for b in buffers]
         for new, old in zip(grown, buffers, strict=True):
             new[:have] = old[:have]
