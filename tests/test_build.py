@@ -204,6 +204,46 @@ def _evaluate_reproduces_the_leaderboard(cfg, home, board, capsys):
         assert row["ci_low"][0] == pytest.approx(r["ci_low"], abs=1e-12)
 
 
+def test_a_failed_run_of_a_retrievers_domains_keeps_the_domains_that_work(
+    shared_build, tmp_path, monkeypatch, capsys
+):
+    """A range run materialises all its domains or none: when one domain fails, the build runs
+    the range's domains one by one, so the others are recorded and the failure is the one
+    domain's (a crashed partition does not lose finished work)."""
+    from dagster import AssetKey, DagsterInstance
+
+    from saber_assets.cli import main
+    from saber_assets.leaderboard import run_assets
+
+    cfg = shared_build("tiny").copy_to(tmp_path, monkeypatch)
+    real = run_assets._domain_run
+
+    def geometry_fails(context, pipeline, stores, llm, name, domain_key):
+        if domain_key == "Geometry" and name == "bm25":
+            raise RuntimeError("planted: the bm25 index of Geometry is unreadable")
+        return real(context, pipeline, stores, llm, name, domain_key)
+
+    monkeypatch.setattr(run_assets, "_domain_run", geometry_fails)
+    assert main(["build", "--select", "runs", "--force", "--config", str(cfg), "--steps"]) == 1
+    out = capsys.readouterr()
+    first, last = "Algebra|bm25", "Calculus and Analysis|bm25"  # the tiny ontology's order
+    assert f"build_runs [{first} … {last}] failed: its partitions one run each" in out.out
+    # the failure in its own words, with its partition, not Dagster's wrapper around it
+    assert (
+        "FAILED step retriever_runs [Geometry|bm25]: RuntimeError: planted: the bm25 index of "
+        "Geometry is unreadable"
+    ) in out.err
+    with DagsterInstance.get() as instance:
+        records = instance.fetch_materializations(AssetKey("retriever_runs"), limit=200).records
+    latest: dict[str, int] = {}
+    for r in records:
+        latest.setdefault(r.partition_key, r.storage_id)
+    newest = sorted(latest.values())[-9:]  # this build's: every partition but Geometry|bm25
+    fresh = {k for k, v in latest.items() if v in newest}
+    assert len(fresh) == 9 and "Geometry|bm25" not in fresh
+    assert {k.split("|")[1] for k in fresh} == {"bm25", "jaccard-no-tok"}
+
+
 def test_saber_build_reports_a_bad_ontology(tiny_config, tmp_path, capsys):
     dag = tmp_path / "cyc.json"
     dag.write_text(

@@ -16,7 +16,7 @@ from saber_assets.leaderboard.saved_runs import (
     run_key,
     saved_scores,
 )
-from saber_assets.orchestration.plan import Step, components_first
+from saber_assets.orchestration.plan import Step, components_first, one_run_per_retriever
 from saber_assets.retrievers.base import RetrieverFailed
 from saber_assets.retrievers.entries import RetrieverEntry
 from saber_assets.retrievers.fusion import FusionRetriever
@@ -194,6 +194,54 @@ def test_a_build_runs_each_fusion_after_the_retrievers_it_fuses():
     ]  # fmt: skip
     # a partition of a retriever the registry no longer holds keeps its place
     assert components_first([Step("build_runs", "A|old")], entries)[0].partition == "A|old"
+
+
+def test_a_retrievers_neighbouring_domains_make_one_run():
+    """A retriever's domains to run are one Dagster run over their key range when they are
+    neighbours in the domain order; a gap (an up-to-date or unselected domain) starts another,
+    and a step with nothing to do is left as it is. Each range then covers exactly its domains:
+    Dagster reads "A|x" .. "C|x" as domains A..C of retriever x."""
+    domains = ["A", "B", "C", "D"]
+    todo = ["x"]
+
+    def step(d: str, r: str, stale: bool = True) -> Step:
+        return Step("build_runs", f"{d}|{r}", [f"{d}|{r}: missing"] if stale else [])
+
+    steps = [step("A", "x"), step("B", "x"), step("C", "x"), step("D", "x", stale=False),
+             step("A", "y"), step("C", "y"), step("D", "y"), step("B", "z")]  # fmt: skip
+    runs = one_run_per_retriever(steps, domains)
+    assert [(s.partition, s.last, s.covers) for s in runs] == [
+        ("A|x", "C|x", ["A|x", "B|x", "C|x"]),
+        ("D|x", None, []),  # up to date: not run, its own step
+        ("A|y", None, []),  # B|y is not selected: a gap
+        ("C|y", "D|y", ["C|y", "D|y"]),
+        ("B|z", None, []),
+    ]
+    assert runs[0].label == "build_runs [A|x … C|x]" and runs[0].partitions == ["A|x", "B|x", "C|x"]
+    assert runs[1].partitions == ["D|x"] and not runs[1].reasons
+    assert runs[0].reasons == ["A|x: missing", "B|x: missing", "C|x: missing"]
+    # what Dagster makes of each range: the multi-partition rectangle, its domains of one
+    # retriever (checked with the partitions the build defines, domains then retrievers)
+    from dagster import (
+        DynamicPartitionsDefinition,
+        MultiPartitionsDefinition,
+        PartitionKeyRange,
+        StaticPartitionsDefinition,
+    )
+    from dagster._core.test_utils import instance_for_test
+
+    parts = MultiPartitionsDefinition(
+        {"domain": StaticPartitionsDefinition(domains),
+         "retriever": DynamicPartitionsDefinition(name="retriever")}
+    )  # fmt: skip
+    with instance_for_test() as instance:
+        instance.add_dynamic_partitions("retriever", ["x", "y", "z"])
+        for run in runs:
+            if run.last:
+                keys = parts.get_partition_keys_in_range(
+                    PartitionKeyRange(run.partition, run.last), dynamic_partitions_store=instance
+                )
+                assert sorted(str(k) for k in keys) == sorted(run.covers), run.label
 
 
 def test_saved_scores_keep_their_floats(tmp_path):

@@ -445,7 +445,11 @@ def build(
         console.out(f"explorer:  {explorer} (served: uv run saber report --serve)")
     if failed:
         failures = [
-            (res.dagster_run.job_name, ev.step_key, ev.step_failure_data.error)
+            (
+                res.dagster_run.job_name,
+                f"{ev.step_key}{partition_of(res)}",
+                ev.step_failure_data.error,
+            )
             for res in failed
             for ev in res.all_events
             if ev.is_step_failure
@@ -454,7 +458,7 @@ def build(
             console.err(full)  # one line: the rest is the same error, many times
         else:
             for _, step_key, error in failures:
-                console.err(f"FAILED step {step_key}: {error.message.strip()}")
+                console.err(f"FAILED step {step_key}: {innermost(error)}")
         console.err(f"saber build FAILED after {elapsed:.1f}s")
         return 1
     for label, check in blocked:
@@ -474,6 +478,23 @@ def build(
         return 1
     console.out(f"saber build finished in {elapsed:.1f}s")
     return 0
+
+
+def innermost(error) -> str:
+    """A step failure's own words: the exception the asset raised, not Dagster's wrapper
+    around it ("Error occurred while executing op ...")."""
+    while error.cause is not None:
+        error = error.cause
+    return error.message.strip()
+
+
+def partition_of(result) -> str:
+    """`` [PARTITION]`` of a run (``[FIRST … LAST]`` for a range), or nothing."""
+    tags = result.dagster_run.tags
+    if key := tags.get("dagster/partition"):
+        return f" [{key}]"
+    first, last = (tags.get(f"dagster/asset_partition_range_{e}") for e in ("start", "end"))
+    return f" [{first} … {last}]" if first else ""
 
 
 def range_tags(step) -> dict[str, str]:
