@@ -202,7 +202,6 @@ def test_a_retrievers_neighbouring_domains_make_one_run():
     and a step with nothing to do is left as it is. Each range then covers exactly its domains:
     Dagster reads "A|x" .. "C|x" as domains A..C of retriever x."""
     domains = ["A", "B", "C", "D"]
-    todo = ["x"]
 
     def step(d: str, r: str, stale: bool = True) -> Step:
         return Step("build_runs", f"{d}|{r}", [f"{d}|{r}: missing"] if stale else [])
