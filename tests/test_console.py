@@ -108,8 +108,8 @@ def fake_run(
 
 
 def test_a_stage_of_many_partitions_is_one_line_in_a_log_and_one_redrawn_line_on_a_terminal():
-    from types import SimpleNamespace
 
+    from saber_assets.orchestration.plan import Step
     from saber_assets.orchestration.run import Console, StageSummary, print_run
 
     for live in (False, True):
@@ -121,7 +121,7 @@ def test_a_stage_of_many_partitions_is_one_line_in_a_log_and_one_redrawn_line_on
             run = fake_run(
                 "build_domains", domain, {"query_candidates": 10 + k, "index": None}, faults=faults
             )
-            step = SimpleNamespace(partition=domain, label=f"build_domains [{domain}]")
+            step = Step("build_domains", domain)
             print_run(run, 1.0, console, summary)
             summary.step(step, run, 1.0)
         summary.close()
@@ -145,7 +145,7 @@ def test_a_stage_of_many_partitions_is_one_line_in_a_log_and_one_redrawn_line_on
     for ok, domain in ((True, "A"), (False, "B")):
         run = fake_run("build_domains", domain, {"query_candidates": 1}, success=ok)
         print_run(run, 2.0, console, summary)
-        summary.step(SimpleNamespace(partition=domain, label=domain), run, 2.0)
+        summary.step(Step("build_domains", domain), run, 2.0)
     summary.close()
     assert any("build_domains FAILED in 2.0s" in line for line in out), out
     assert "1 of 2 FAILED" in out[-1]

@@ -390,7 +390,7 @@ def build(
                 partition_key=None if step.last else step.partition,
                 tags={**process_tags(), **accept_tags, **range_tags(step)},
             )
-            ran += 1
+            ran += len(step.partitions)  # a range's partitions count as steps, as when up to date
             seconds = time.perf_counter() - t1
             print_run(result, seconds, console, summary)
             for message in run_warnings(instance, result.run_id):
