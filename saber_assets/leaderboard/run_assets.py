@@ -82,7 +82,10 @@ def retriever_runs(
             _domain_run(context, pipeline, stores, llm, name, domain_key), partition_key=key
         )
     return MaterializeResult(
-        metadata={"partitions_in_this_run": len(keys), "run_seconds": time.perf_counter() - t0}
+        metadata={
+            "partitions_in_this_run": len(keys),
+            "run_seconds": round(time.perf_counter() - t0, 2),
+        }
     )
 
 

@@ -42,24 +42,33 @@ from saber_assets.stages import BY_ALIAS, STAGES, Stage, stage_of, stage_of_asse
 
 @dataclass
 class Step:
-    """One Dagster run: a job on one partition, or (``last``) on the partition range from
-    ``partition`` to ``last`` (``covers``: the partitions that range holds)."""
+    """One Dagster run: a job on one partition, or (``parts``: the steps of its neighbouring
+    partitions, each with its own reasons) on the partition range from the first to the last."""
 
     job: str
     partition: str | None
     reasons: list[str] = field(default_factory=list)
-    last: str | None = None
-    covers: list[str] = field(default_factory=list)
+    parts: list[Step] = field(default_factory=list)
+
+    @property
+    def last(self) -> str | None:
+        """The range's last partition; None for a step of one partition."""
+        return self.parts[-1].partition if self.parts else None
+
+    @property
+    def covers(self) -> list[str]:
+        """The partitions of a range (none for a step of one partition)."""
+        return [str(p.partition) for p in self.parts]
+
+    @property
+    def partitions(self) -> list[str | None]:
+        return self.covers if self.parts else [self.partition]
 
     @property
     def label(self) -> str:
         if self.last:
             return f"{self.job} [{self.partition} … {self.last}]"
         return self.job + (f" [{self.partition}]" if self.partition else "")
-
-    @property
-    def partitions(self) -> list[str | None]:
-        return list(self.covers) if self.last else [self.partition]
 
 
 def stale_resolver(instance: DagsterInstance, asset_graph) -> CachingStaleStatusResolver:
@@ -252,10 +261,8 @@ def one_run_per_retriever(steps: list[Step], domains: Sequence[str]) -> list[Ste
         if len(open_run) == 1:
             out.append(open_run[0])
         elif open_run:
-            first, last = open_run[0], open_run[-1]
             reasons = [r for s in open_run for r in s.reasons]
-            covers = [str(s.partition) for s in open_run]
-            out.append(Step(first.job, first.partition, reasons, str(last.partition), covers))
+            out.append(Step(open_run[0].job, open_run[0].partition, reasons, list(open_run)))
         open_run.clear()
 
     for step in steps:

@@ -9,6 +9,7 @@ import os
 import shutil
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -312,7 +313,6 @@ def build(
     from saber_assets.ontology.domains import domain_keys
     from saber_assets.orchestration.dead_runs import process_tags, reap_dead_runs
     from saber_assets.orchestration.plan import (
-        Step,
         components_first,
         one_run_per_retriever,
         partition_filter,
@@ -376,7 +376,9 @@ def build(
         summary = None
         if to_run > 1 and not (console.steps or verbose):
             summary = StageSummary(console, to_run)
-        for step in steps:
+        queue = deque(steps)
+        while queue:
+            step = queue.popleft()
             if not step.reasons:
                 skipped += 1
                 continue
@@ -390,23 +392,23 @@ def build(
                 partition_key=None if step.last else step.partition,
                 tags={**process_tags(), **accept_tags, **range_tags(step)},
             )
-            ran += len(step.partitions)  # a range's partitions count as steps, as when up to date
             seconds = time.perf_counter() - t1
             print_run(result, seconds, console, summary)
             for message in run_warnings(instance, result.run_id):
                 (summary.say if summary else console.out)(f"  warning: {message}")
-            if summary is not None:
-                summary.step(step, result, seconds)
-            if not result.success and step.last:
+            if not result.success and step.parts:
                 # a range materialises all its partitions or none: each one again on its own,
                 # so the domains that work are recorded and the failure is the one domain's
                 (summary.say if summary else console.out)(
                     f"  {step.label} failed: its partitions one run each"
                 )
-                steps[steps.index(step) + 1 : steps.index(step) + 1] = [
-                    Step(step.job, p, step.reasons) for p in step.covers
-                ]
+                queue.extendleft(reversed(step.parts))
+                if summary is not None:
+                    summary.total += len(step.parts) - 1
                 continue
+            ran += len(step.partitions)  # a range's partitions count as steps, as when up to date
+            if summary is not None:
+                summary.step(step, result, seconds)
             if not result.success:
                 failed.append(result)
             blocked += [(step.label, check) for check in failed_error_checks(result)]
@@ -490,11 +492,17 @@ def innermost(error) -> str:
 
 def partition_of(result) -> str:
     """`` [PARTITION]`` of a run (``[FIRST … LAST]`` for a range), or nothing."""
+    from dagster._core.storage.tags import (
+        ASSET_PARTITION_RANGE_END_TAG,
+        ASSET_PARTITION_RANGE_START_TAG,
+        PARTITION_NAME_TAG,
+    )
+
     tags = result.dagster_run.tags
-    if key := tags.get("dagster/partition"):
+    if key := tags.get(PARTITION_NAME_TAG):
         return f" [{key}]"
-    first, last = (tags.get(f"dagster/asset_partition_range_{e}") for e in ("start", "end"))
-    return f" [{first} … {last}]" if first else ""
+    first = tags.get(ASSET_PARTITION_RANGE_START_TAG)
+    return f" [{first} … {tags.get(ASSET_PARTITION_RANGE_END_TAG)}]" if first else ""
 
 
 def range_tags(step) -> dict[str, str]:
