@@ -25,6 +25,14 @@ from __future__ import annotations
 
 import re
 
+from saber_resources.math_spans import (
+    Delimiter,
+    First,
+    SpanScanner,
+    delimiter,
+    dollars_and_brackets,
+)
+
 MIN_PROSE_WORDS = 4
 COMPUTATION = "direct computation"  # the method of a solution that only computes
 MAX_CHARS = 6000  # of the problem and of the solution: a long proof names its method early
@@ -255,12 +263,35 @@ OBJECTS: list[tuple[str, str]] = [
     (r"\bexpressions?\b|\bproducts?\b|\bsums?\b", "an expression"),
 ]
 
-MATH_SPAN = re.compile(
-    r"\$\$.*?\$\$|\$.*?\$|\\\[.*?\\\]|\\\(.*?\\\)|\\begin\{(\w+\*?)\}.*?\\end\{\1\}", re.DOTALL
+# what regex ``$$.*?$$|$.*?$|\[.*?\]|\(.*?\)|\begin{(\w+\*?)}.*?\end{\1}`` finds, linearly
+MATH_SPAN = SpanScanner(
+    [
+        *dollars_and_brackets(min_body=0),
+        delimiter("env", r"\\begin\{(?P<env>\w+\*?)\}", r"\\end\{(?P<env>\w+\*?)\}", "env", 0),
+    ]
 )
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")
-# images and Asymptote drawings: neither is prose ("draw(" is not a diagram argument)
-_IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)|\[asy\].*?\[/asy\]", re.DOTALL)
+_BRACKET, _PAREN = re.compile(r"\]"), re.compile(r"\)")
+
+
+def image_closing(text: str, o: re.Match, first: First) -> tuple[int, int] | None:
+    """Where ``![alt](url)`` opened at ``o`` ends: its alt text runs to the first ``]``, which
+    must be followed by ``(``, and its address to the first ``)`` after it."""
+    alt = first(_BRACKET, o.end())
+    if alt is None or not text.startswith("(", alt[1]):
+        return None
+    address = first(_PAREN, alt[1] + 1)
+    return None if address is None else (alt[0], address[1])
+
+
+# images and Asymptote drawings: neither is prose ("draw(" is not a diagram argument); what
+# regex ``!\[[^\]]*\]\([^)]*\)|\[asy\].*?\[/asy\]`` finds, linearly
+IMAGE = SpanScanner(
+    [
+        Delimiter("image", re.compile(r"!\["), image_closing),
+        delimiter("asy", r"\[asy\]", r"\[/asy\]", min_body=0),
+    ]
+)
 
 
 def top_level_branches(pattern: str) -> list[str]:
@@ -343,7 +374,7 @@ _DEFAULT_TARGET = {verb: "the value" for _, verb in GOALS} | {
 
 def prose(text: str) -> str:
     """The text with its formulas and images cut out (each replaced by a space)."""
-    return MATH_SPAN.sub(" ", _IMAGE.sub(" ", text))
+    return MATH_SPAN.sub(" ", IMAGE.sub(" ", text))
 
 
 def named_techniques(text: str) -> list[str]:

@@ -15,6 +15,7 @@ import math
 import re
 
 from saber_resources.llm import LLMRequest, p_yes
+from saber_resources.math_spans import LATEX_SPANS
 from saber_resources.templates import PromptTemplate, builtin_template
 
 # parser revisions (the version of an answer is this + "+" + its template's hash)
@@ -477,8 +478,6 @@ def parse_segment(text: str, source: str) -> tuple[list[str], str]:
 
 # ------------------------------------------------------------------------------ translation
 
-# A formula span: $$…$$, $…$, \[…\] or \(…\) (the retrievers' tokenisers use the same one).
-LATEX_SPAN = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\[(.+?)\\\]|\\\((.+?)\\\)", re.DOTALL)
 TRANSLATE_SCHEMA = {
     "type": "object",
     "properties": {"translation": {"type": "string"}},
@@ -498,7 +497,7 @@ def translate_request(
 
 
 def formulas_of(text: str) -> list[str]:
-    return [m.group(0) for m in LATEX_SPAN.finditer(text)]
+    return [s.whole for s in LATEX_SPANS.finditer(text)]
 
 
 def parse_translation(text: str, source: str) -> str:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
-import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -40,7 +39,8 @@ from saber_assets.retrievers.a0_search import (
     search_task,
 )
 from saber_assets.retrievers.base import Kind, RetrieverFailed, RetrieverSkipped, docs_key
-from saber_assets.retrievers.tokenize import LATEX_SPAN, plain_tokens, split_math
+from saber_assets.retrievers.tokenize import plain_tokens, split_math
+from saber_resources.math_spans import LATEX_SPANS, SpanScanner, delimiter, dollars_and_brackets
 
 
 def _tmp_root() -> str | None:
@@ -98,9 +98,7 @@ def remove_orphans(root: str) -> list[str]:
 
 
 def to_engine_text(text: str) -> str:
-    return LATEX_SPAN.sub(
-        lambda m: f" [imath]{next(g for g in m.groups() if g is not None).strip()}[/imath] ", text
-    )
+    return LATEX_SPANS.sub(lambda m: f" [imath]{m.body.strip()}[/imath] ", text)
 
 
 # The queries the reference evaluation does not ask its engine (it crashed on them), by the md5 of
@@ -120,18 +118,15 @@ REFERENCE_SKIP = frozenset(
     97ddf65b322494fe26d665dd7155ffe3 ecc600c795c74028decbb11e610c3155
     """.split()
 )
-# the reference's formula delimiters, tried in this order at each place
-_REFERENCE_MATH = re.compile(
-    "|".join(
-        f"(?:{p})"
-        for p in (
-            r"\$\$(.+?)\$\$", r"\$(.+?)\$", r"\\\[(.+?)\\\]", r"\\\((.+?)\\\)",
-            r"\\begin\{equation\*?\}(.+?)\\end\{equation\*?\}",
-            r"\\begin\{align\*?\}(.+?)\\end\{align\*?\}",
-        )
-    ),
-    re.DOTALL,
-)  # fmt: skip
+# the reference's formula delimiters, tried in this order at each place (its regex's
+# alternatives: $$…$$, $…$, \[…\], \(…\), equation and align, a star on either end or neither)
+REFERENCE_MATH = SpanScanner(
+    [
+        *dollars_and_brackets(),
+        delimiter("equation", r"\\begin\{equation\*?\}", r"\\end\{equation\*?\}"),
+        delimiter("align", r"\\begin\{align\*?\}", r"\\end\{align\*?\}"),
+    ]
+)
 
 
 def reference_keywords(text: str) -> list[dict]:
@@ -140,12 +135,12 @@ def reference_keywords(text: str) -> list[dict]:
     replaced (the engine's C reader takes neither)."""
     text = text.replace("\x00", " ").encode("utf-8", errors="replace").decode("utf-8")
     chunks, at = [], 0
-    for m in _REFERENCE_MATH.finditer(text):
-        if prose := text[at : m.start()].strip():
+    for m in REFERENCE_MATH.finditer(text):
+        if prose := text[at : m.start].strip():
             chunks.append({"type": "term", "str": prose})
-        if formula := next(g for g in m.groups() if g is not None).strip():
+        if formula := m.body.strip():
             chunks.append({"type": "tex", "str": formula})
-        at = m.end()
+        at = m.end
     if prose := text[at:].strip():
         chunks.append({"type": "term", "str": prose})
     return chunks

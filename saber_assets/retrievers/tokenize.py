@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from saber_assets.retrievers.a0_search import quiet_c_output  # noqa: F401 - re-exported for the retrievers
-from saber_resources.prompts import LATEX_SPAN
+from saber_resources.math_spans import LATEX_SPANS
 
 _WORD = re.compile(r"[a-z0-9]+")
 _SKLEARN = re.compile(r"(?u)\b\w\w+\b")  # TfidfVectorizer's default token_pattern
@@ -33,15 +33,15 @@ def sklearn_tokens(text: str) -> list[str]:
 
 
 def split_math(text: str) -> tuple[str, list[str]]:
-    """(prose with each formula replaced by a space, the formulas), in one pass of the pattern:
-    each of its alternatives holds one group, so the matched one is ``lastindex``."""
+    """(prose with each formula replaced by a space, the formulas), in one linear pass
+    (``math_spans.LATEX_SPANS``)."""
     pieces: list[str] = []
     formulas: list[str] = []
     at = 0
-    for m in LATEX_SPAN.finditer(text):
-        pieces.append(text[at : m.start()])
-        at = m.end()
-        if f := m.group(m.lastindex).strip():
+    for m in LATEX_SPANS.finditer(text):
+        pieces.append(text[at : m.start])
+        at = m.end
+        if f := m.body.strip():
             formulas.append(f)
     if not pieces:
         return text, formulas

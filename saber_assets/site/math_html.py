@@ -4,7 +4,6 @@ nothing. A formula that does not convert stays as its source, marked, never drop
 
 from __future__ import annotations
 
-import functools
 import html
 import re
 from collections.abc import Iterator
@@ -12,20 +11,28 @@ from dataclasses import dataclass, field
 
 import latex2mathml.converter
 
+from saber_resources.math_spans import SpanScanner, delimiter
+
 # $$…$$ and \[…\] and the display environments MATH writes without dollars, $…$ and \(…\), and
 # Asymptote figures ([asy]…[/asy]: code, not LaTeX). A backslash-escaped dollar is a price.
-# Each kind: (group, its opening, its closing); at a position the first kind that opens and
-# closes wins, each formula holds at least one character, and it ends at its first closing.
+# At a position the first kind that opens and closes wins, each formula holds at least one
+# character, and it ends at its first closing (an environment at its own name's end).
 ENVIRONMENTS = "align|equation|gather|eqnarray|multline"
-KINDS = (
-    ("dd", re.compile(r"(?<!\\)\$\$"), re.compile(r"(?<!\\)\$\$")),
-    ("db", re.compile(r"\\\["), re.compile(r"\\\]")),
-    ("de", re.compile(rf"\\begin\{{(?P<env>{ENVIRONMENTS})(?P<star>\*?)\}}"), None),
-    ("i", re.compile(r"(?<!\\)\$"), re.compile(r"(?<!\\)\$")),
-    ("ib", re.compile(r"\\\("), re.compile(r"\\\)")),
-    ("asy", re.compile(r"\[asy\]"), re.compile(r"\[/asy\]")),
+SCANNER = SpanScanner(
+    [
+        delimiter("dd", r"(?<!\\)\$\$", r"(?<!\\)\$\$"),
+        delimiter("db", r"\\\[", r"\\\]"),
+        delimiter(
+            "de",
+            rf"\\begin\{{(?P<name>(?P<env>{ENVIRONMENTS})(?P<star>\*?))\}}",
+            rf"\\end\{{(?P<name>(?:{ENVIRONMENTS})\*?)\}}",
+            same="name",
+        ),
+        delimiter("i", r"(?<!\\)\$", r"(?<!\\)\$"),
+        delimiter("ib", r"\\\(", r"\\\)"),
+        delimiter("asy", r"\[asy\]", r"\[/asy\]"),
+    ]
 )
-OPENING = re.compile("|".join(opening.pattern for _, opening, _ in KINDS))
 
 
 @dataclass
@@ -39,52 +46,15 @@ class Span:
     groups: dict[str, str | None]
 
 
-@functools.cache
-def environment_closing(env: str, star: str) -> re.Pattern:
-    return re.compile(re.escape(f"\\end{{{env}{star}}}"))
-
-
 def spans(text: str) -> Iterator[Span]:
-    """The formulas and figures of ``text``, left to right, in time linear in its length: the
-    first closing after each position is searched once per kind and remembered, so a text of
-    50,000 unclosed ``\\(`` costs one scan, not one per opening (a regex's lazy ``.+?`` took
-    11.7 s on it)."""
-    found: dict[str, tuple[int, int, int]] = {}  # closing -> (searched from, at or -1, its end)
-
-    def closing(key: str, pattern: re.Pattern, start: int) -> tuple[int, int] | None:
-        if key in found:
-            searched, at, end = found[key]
-            if at < 0 and start >= searched:
-                return None
-            if searched <= start <= at:
-                return at, end
-        m = pattern.search(text, start)
-        found[key] = (start, m.start(), m.end()) if m else (start, -1, -1)
-        return (m.start(), m.end()) if m else None
-
-    pos = 0
-    while (opened := OPENING.search(text, pos)) is not None:
-        p = opened.start()
-        for group, opening, close in KINDS:
-            o = opening.match(text, p)
-            if o is None:
-                continue
-            key, pattern = group, close
-            if close is None:  # an environment ends with its own name
-                key = f"end:{o['env']}{o['star']}"
-                pattern = environment_closing(o["env"], o["star"])
-            c = closing(key, pattern, o.end() + 1)  # a formula holds at least one character
-            if c is None:
-                continue
-            groups = dict.fromkeys(("dd", "db", "env", "star", "de", "i", "ib", "asy"))
-            groups[group] = text[o.end() : c[0]]
-            if close is None:
-                groups["env"], groups["star"] = o["env"], o["star"]
-            yield Span(p, c[1], text[p : c[1]], groups)
-            pos = c[1]
-            break
-        else:
-            pos = p + 1
+    """The formulas and figures of ``text``, left to right, in time linear in its length
+    (``saber_resources.math_spans``)."""
+    for s in SCANNER.finditer(text):
+        groups = dict.fromkeys(("dd", "db", "env", "star", "de", "i", "ib", "asy"))
+        groups[s.kind] = s.body
+        if s.kind == "de":
+            groups["env"], groups["star"] = s.opened["env"], s.opened["star"]
+        yield Span(s.start, s.end, s.whole, groups)
 
 
 # latex2mathml writes a command it does not know as a literal identifier: <mi>\foo</mi>
