@@ -5,10 +5,15 @@ it through their pipeline resource (``pipeline.outputs()``), the commands throug
 
 from __future__ import annotations
 
+import ctypes
+import errno
+import fcntl
+import functools
 import json
 import os
 import secrets
 import shutil
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -165,22 +170,146 @@ def written_whole(path: Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
+RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2  # linux/fs.h
+
+
+@functools.cache
+def _renameat2():
+    libc = ctypes.CDLL(None, use_errno=True)
+    return getattr(libc, "renameat2", None)
+
+
+def rename_atomically(src: Path, dest: Path, flags: int) -> bool:
+    """``renameat2(src, dest, flags)``; False where the system or the file system has no such
+    call (not Linux, an old libc, a file system without the flag), OSError on any other error."""
+    call = _renameat2()
+    if call is None:
+        return False
+    at_fdcwd = -100
+    if call(at_fdcwd, os.fsencode(src), at_fdcwd, os.fsencode(dest), flags) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(src), None, str(dest))
+
+
+def swap_folder_in(staging: Path, path: Path) -> Path | None:
+    """Put folder ``staging`` at ``path`` in one step; returns the folder that holds what it
+    replaced (for the caller to remove), or None. Concurrent writers of one folder never fail and a
+    reader never sees ``path`` missing or mixed: an exchange of the two names where ``path``
+    exists, a rename that refuses to replace where it does not (each atomic, ``renameat2``);
+    where the file system has neither, the two renames under a lock file beside ``path``."""
+    while True:
+        try:
+            if rename_atomically(staging, path, RENAME_EXCHANGE):
+                return staging
+        except FileNotFoundError:  # no folder at path yet (or another writer's is moving)
+            try:
+                if rename_atomically(staging, path, RENAME_NOREPLACE):
+                    return None
+            except FileExistsError:
+                continue  # another writer put its folder there first: exchange with it
+            else:
+                break
+        else:
+            break
+    with open(path.with_name(f".{path.name}.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        old = None
+        if path.exists():
+            old = own_folder(path, "old")
+            path.rename(old / "was")
+        staging.rename(path)
+        return old
+
+
 @contextmanager
 def folder_written_whole(path: Path) -> Iterator[Path]:
     """Where to write folder ``path``'s new content: a sibling folder that replaces it when the
     block ends without an error (the old one is removed only then), so a killed build leaves the
-    old folder whole, never a mix of two."""
-    # this writer's own folders (mkdir creates exclusively), so a second writer of the same
+    old folder whole, never a mix of two; two writers at once each put a whole folder in place
+    (``swap_folder_in``), the last one stays."""
+    # this writer's own folder (mkdir creates exclusively), so a second writer of the same
     # folder, even with the same pid, never removes or fills the first one's
-    staging, old = own_folder(path, "new"), own_folder(path, "old") / "was"
+    staging = own_folder(path, "new")
+    old = None
     try:
         yield staging
-        if path.exists():
-            path.rename(old)
-        staging.rename(path)
+        old = swap_folder_in(staging, path)
     finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
         shutil.rmtree(staging, ignore_errors=True)
-        shutil.rmtree(old.parent, ignore_errors=True)
+
+
+MAX_SITE_BYTES = 4 * 2**30  # a published site: the explorer of 1,000 queries is ~0.2 GB
+MAX_SITE_FILES = 200_000
+MAX_SITE_DEPTH = 16
+
+
+def regular_tree(root: Path, max_bytes: int = MAX_SITE_BYTES) -> list[tuple[str, int]]:
+    """Every regular file under folder ``root`` as (relative path, size), refused by name where
+    anything in it is not a folder or a regular file (a symbolic link at any depth, the root
+    included; a socket, a device, a pipe), or where it holds more than ``max_bytes``,
+    ``MAX_SITE_FILES`` files or folders deeper than ``MAX_SITE_DEPTH``. Nothing is followed."""
+    try:
+        mode = os.lstat(root).st_mode
+    except OSError as exc:
+        raise ValueError(f"{root}: cannot be read ({exc.strerror})") from None
+    if not stat.S_ISDIR(mode):
+        raise ValueError(f"{root}: not a folder (a link or a file): refused")
+    files, total, folders = [], 0, [("", 0)]
+    while folders:
+        rel, depth = folders.pop()
+        if depth > MAX_SITE_DEPTH:
+            raise ValueError(f"{root}/{rel}: folders deeper than {MAX_SITE_DEPTH}: refused")
+        with os.scandir(root / rel if rel else root) as entries:
+            for entry in entries:
+                name = f"{rel}/{entry.name}" if rel else entry.name
+                mode = entry.stat(follow_symlinks=False).st_mode
+                if stat.S_ISLNK(mode):
+                    raise ValueError(f"{root}: {name} is a link: a published site holds none")
+                if stat.S_ISDIR(mode):
+                    folders.append((name, depth + 1))
+                elif stat.S_ISREG(mode):
+                    size = entry.stat(follow_symlinks=False).st_size
+                    files.append((name, size))
+                    total += size
+                    if total > max_bytes or len(files) > MAX_SITE_FILES:
+                        raise ValueError(
+                            f"{root}: over {max_bytes:,} bytes or {MAX_SITE_FILES:,} files: refused"
+                        )
+                else:
+                    raise ValueError(f"{root}: {name} is not a regular file: refused")
+    return sorted(files)
+
+
+def copy_regular_tree(src: Path, dest: Path, max_bytes: int = MAX_SITE_BYTES) -> int:
+    """Copy folder ``src`` to ``dest`` (which must not exist) as ``regular_tree`` lists it, each
+    file opened without following a link and read no further than its listed size allows, so a
+    file swapped for a link or grown after the listing is refused, not copied; returns bytes."""
+    listed = regular_tree(src, max_bytes)
+    dest.mkdir(parents=True)
+    copied = 0
+    for rel, size in listed:
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(src / rel, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError as exc:
+            raise ValueError(f"{src}: {rel} changed while it was copied: refused") from exc
+        with os.fdopen(fd, "rb") as f, open(target, "xb") as out:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ValueError(f"{src}: {rel} is not a regular file: refused")
+            left = size + 1  # one byte more than listed tells a file that grew
+            while left and (chunk := f.read(min(left, 1 << 20))):
+                out.write(chunk)
+                left -= len(chunk)
+        if left != 1:
+            raise ValueError(f"{src}: {rel} changed while it was copied: refused")
+        copied += size
+    return copied
 
 
 def write_whole(path: Path, data) -> Path:

@@ -1071,3 +1071,105 @@ def test_every_formula_scanner_takes_steps_linear_in_the_length(opening):
     text = opening * (100_000 // len(opening))
     assert split_math(text)[0].strip() or opening in ("$", "$$")
     assert prose(text) and to_engine_text(text) and reference_keywords(text)
+
+
+@pytest.mark.parametrize(
+    "plant",
+    [
+        lambda site, home: (site / "stores.duckdb").symlink_to(home / "stores.duckdb"),
+        lambda site, home: (site / "queries" / "up").symlink_to(home),  # an ancestor: a loop
+        lambda site, home: (site / "queries" / "deep").mkdir() or (
+            site / "queries" / "deep" / "x.html").symlink_to(site / "index.html"),  # inside
+        lambda site, home: os.mkfifo(site / "pipe"),
+    ],
+    ids=["file-out", "ancestor", "link-inside", "fifo"],
+)  # fmt: skip
+def test_the_publish_uploads_the_sites_regular_files_and_refuses_any_link_by_name(
+    tmp_path, plant
+):
+    """``saber push --explorer`` copied with ``copytree(symlinks=False)``: a link to the stores
+    uploaded them, a link to an ancestor wrote 36 GB in three minutes. Now: exactly what the
+    served site serves, a link at any depth refused by name before anything is staged."""
+    from saber_assets.benchmark.hub import push
+    from tests.test_hub import FakeHub
+    from tests.test_leaderboard import toy_benchmark
+
+    home = tmp_path / "home"
+    site = home / "explorer"
+    (site / "queries").mkdir(parents=True)
+    (site / "index.html").write_text("<!doctype html><title>board</title>")
+    (site / "queries" / "0.html").write_text("<!doctype html><title>q</title>")
+    (home / "stores.duckdb").write_bytes(b"annotator@example.org")
+    plant(site, home)
+    hub = FakeHub(tmp_path / "hub")
+    with pytest.raises(ValueError, match=r"is a link|not a regular file") as err:
+        push(toy_benchmark(), tmp_path / "stage", "me/b", api=hub, explorer=site)
+    assert str(site) in str(err.value)
+    assert not list((tmp_path / "hub").rglob("*.html"))  # nothing uploaded
+    staged = sum(f.stat().st_size for f in (tmp_path / "stage").rglob("*") if f.is_file())
+    assert staged < 1_000_000 and not list((tmp_path / "stage").rglob("stores.duckdb"))
+
+
+def test_the_publish_caps_the_sites_size_and_refuses_a_site_that_is_a_link(tmp_path):
+    from saber_assets.outputs import copy_regular_tree
+
+    site = tmp_path / "explorer"
+    site.mkdir()
+    (site / "index.html").write_bytes(b"x" * 5_000)
+    with pytest.raises(ValueError, match="over 4,096 bytes"):
+        copy_regular_tree(site, tmp_path / "out", max_bytes=4_096)
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "link").symlink_to(site)
+    with pytest.raises(ValueError, match="not a folder"):
+        copy_regular_tree(tmp_path / "link", tmp_path / "out2")
+    assert copy_regular_tree(site, tmp_path / "out3") == 5_000
+
+
+def _write_folders(target: str, writer: int, rounds: int, errors) -> None:
+    from saber_assets.outputs import folder_written_whole
+
+    for n in range(rounds):
+        try:
+            with folder_written_whole(Path(target)) as tmp:
+                for k in range(5):
+                    (tmp / f"part{k}").write_text(f"{writer}:{n}")
+        except Exception as exc:  # noqa: BLE001 - the test counts every failure
+            errors.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_two_writers_of_one_folder_never_fail_and_a_reader_sees_it_whole(tmp_path):
+    """Check-then-rename lost 12 of 400 writes (ENOTEMPTY, FileNotFoundError) and a reader saw
+    the folder missing or mixed; now each write puts its whole folder in place in one step."""
+    import multiprocessing as mp
+
+    target = tmp_path / "shard"
+    errors = mp.get_context("fork").Queue()
+    procs = [
+        mp.get_context("fork").Process(target=_write_folders, args=(str(target), w, 200, errors))
+        for w in range(2)
+    ]
+    for p in procs:
+        p.start()
+    seen, mixed, missing = 0, 0, 0
+    while any(p.is_alive() for p in procs):
+        try:
+            fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            missing += seen > 0  # before the first write it is not there yet
+            continue
+        try:
+            parts = {(os.read(fd2 := os.open(f"part{k}", os.O_RDONLY, dir_fd=fd), 64),
+                      os.close(fd2))[0] for k in range(5)}  # fmt: skip
+        except FileNotFoundError:
+            parts = {b"torn"}
+        finally:
+            os.close(fd)
+        seen += 1
+        mixed += len(parts) != 1
+    for p in procs:
+        p.join()
+    failures = []
+    while not errors.empty():
+        failures.append(errors.get())
+    assert failures == [] and missing == 0 and mixed == 0, (failures[:3], missing, mixed, seen)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shard"]  # nothing left beside it

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from saber_assets.benchmark.data import (
     verification_line,
 )
 from saber_assets.corpus.sources import snapshot_shards
+from saber_assets.outputs import copy_regular_tree
 
 QUERIES_REPO = "INSAIT-Institute/SaberMath-queries"
 DOCUMENTS_REPO = "INSAIT-Institute/SaberMath-documents"
@@ -400,7 +400,8 @@ def stage_push(
     if explorer is not None:
         if not (Path(explorer) / "index.html").exists():
             raise ValueError(f"--explorer {explorer}: no explorer there (index.html)")
-        shutil.copytree(explorer, out[repos["queries"]] / "explorer")
+        # exactly what the served site serves: its regular files, no link at any depth
+        copy_regular_tree(Path(explorer), out[repos["queries"]] / "explorer")
     return out
 
 
