@@ -1173,3 +1173,88 @@ def test_two_writers_of_one_folder_never_fail_and_a_reader_sees_it_whole(tmp_pat
         failures.append(errors.get())
     assert failures == [] and missing == 0 and mixed == 0, (failures[:3], missing, mixed, seen)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shard"]  # nothing left beside it
+
+
+HOLDER_SCRIPT = """
+import sys, time
+from pathlib import Path
+from saber_assets.home_lock import holding_home, run_group
+tree = [sys.executable, "-c", (
+    "import subprocess, sys, time; "
+    "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
+    "time.sleep(600)")]
+with holding_home(Path(sys.argv[1]), "saber ui --port 1") as held:
+    group = run_group(held, tree)
+    print(group.proc.pid, flush=True)
+    group.proc.wait()
+"""
+
+
+def test_the_home_lock_outlives_a_killed_holder_until_its_process_group_is_gone(tmp_path):
+    """`kill -9` of `saber ui` left `dagster dev`, its daemon and its run workers running, the
+    lock free, and `saber build` ran beside them. Now the tree is a process group whose guard
+    holds the lock: it stops the group, and only then is the home free."""
+    import signal
+
+    from saber_assets.home_lock import HomeBusy, group_alive, holding_home
+
+    home = tmp_path / "home"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER_SCRIPT, str(home)], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    pgid = int(holder.stdout.readline())
+    deadline = time.monotonic() + 30
+    while len(_group_members(pgid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)  # the tree's grandchild started
+    members = _group_members(pgid)
+    assert len(members) == 2, members
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait()
+    # the holder is gone; until its tree is, the home stays held
+    if group_alive(pgid):
+        try:
+            with holding_home(home, "saber build"):
+                assert not group_alive(pgid), "a second writer got the home beside the tree"
+        except HomeBusy:
+            pass
+    deadline = time.monotonic() + 60
+    while group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not group_alive(pgid)  # the guard stopped the whole tree, grandchild included
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with holding_home(home, "saber build"):
+                break
+        except HomeBusy:
+            time.sleep(0.2)
+    else:
+        raise AssertionError("the home stayed held after its tree was gone")
+
+
+def _group_members(pgid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat_line = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat_line.rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                out.append(int(entry.name))
+    return out
+
+
+def test_a_pull_into_a_held_home_is_refused_naming_its_holder(tmp_path, monkeypatch, capsys):
+    from saber_assets.cli import main
+    from saber_assets.home_lock import holding_home
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("SABER_HOME", str(home))
+    with holding_home(home, "saber build --config a.yaml"):
+        assert main(["pull", str(home / "published"), "--queries-dir", str(tmp_path / "q"),
+                     "--documents-dir", str(tmp_path / "d")]) == 2  # fmt: skip
+    assert "is in use by `saber build --config a.yaml`" in capsys.readouterr().err
+    assert not (home / "published").exists()

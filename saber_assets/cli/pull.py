@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import nullcontext
 from pathlib import Path
+
+from saber_assets.config import data_home
+from saber_assets.home_lock import holding_home
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -36,18 +40,27 @@ def revisions(given: list[str] | None) -> dict[str, str]:
     return out
 
 
+def within(path: Path, folder: Path) -> bool:
+    """Whether ``path`` lies in ``folder`` (both resolved: a link or ``..`` counts where it leads)."""
+    return path.resolve().is_relative_to(folder.resolve())
+
+
 def pull_cmd(args) -> int:
     """The published SABER-Math (two Hub datasets, or two snapshot folders) in the exchange format."""
     from saber_assets.benchmark.hub import HubUnavailable, pull
 
     dirs = (args.queries_dir, args.documents_dir)
+    home, out = data_home(), Path(args.out)
+    # a pull into the home writes beside its builds: it holds the home as they do
+    held = holding_home(home, "saber pull") if within(out, home) else nullcontext()
     try:
-        bench = pull(
-            Path(args.out),
-            *(Path(d) if d else None for d in dirs),
-            revisions=revisions(args.revision),
-            repos=(args.queries_repo, args.documents_repo),
-        )
+        with held:
+            bench = pull(
+                out,
+                *(Path(d) if d else None for d in dirs),
+                revisions=revisions(args.revision),
+                repos=(args.queries_repo, args.documents_repo),
+            )
     except HubUnavailable as exc:
         print(f"saber: {exc}", file=sys.stderr)
         return 2

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 
 from saber_assets.cli.stop import interrupt_on_stop_signals
 from saber_assets.config import REPO_ROOT, data_home
-from saber_assets.home_lock import holding_home
+from saber_assets.home_lock import holding_home, run_group
 from saber_assets.orchestration.run import prepare_dagster_home
 
 
@@ -30,16 +29,15 @@ def ui(port: int) -> int:
     url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml", "-p", str(port)]
     with holding_home(home, f"saber ui --port {port}", advice=f"launch through the UI: "
-                      f"`saber build --on {url}`, or stop the UI"):  # fmt: skip
+                      f"`saber build --on {url}`, or stop the UI") as held:  # fmt: skip
         interrupt_on_stop_signals()
-        proc = subprocess.Popen(cmd, cwd=REPO_ROOT)
+        # dagster dev, its daemon and its run workers: one group that holds the home with this
+        # process and is stopped if it dies, even by kill -9 (home_lock.run_group)
+        group = run_group(held, cmd, cwd=REPO_ROOT)
         try:
-            return proc.wait()
+            return group.proc.wait()
         except KeyboardInterrupt:  # dagster dev stops its runs and its daemon, then exits
-            proc.terminate()
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            group.stop()
             return 0
+        finally:
+            group.close()
