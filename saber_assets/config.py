@@ -10,8 +10,9 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from saber_resources.yaml_text import read_yaml
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = REPO_ROOT / "data"
@@ -835,8 +836,7 @@ def read_raw_config(path: Path, seen: tuple[Path, ...] = ()) -> dict:
     if path.resolve() in seen:
         chain = " -> ".join(str(p) for p in (*seen, path.resolve()))
         raise ValueError(f"config {path}: `extends` runs in a circle: {chain}")
-    with open(path, encoding="utf-8") as f:
-        raw = yaml.safe_load(f) or {}
+    raw = read_yaml(path, f"config {path}") or {}
     if not isinstance(raw, dict):
         raise ValueError(
             f"config {path}: a mapping of sections is needed, not {type(raw).__name__}"

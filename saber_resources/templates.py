@@ -29,6 +29,8 @@ from pathlib import Path
 
 import yaml
 
+from saber_resources.yaml_text import load_yaml
+
 BUILTIN_DIR = Path(__file__).resolve().parent / "prompt_templates"
 
 # task -> the placeholders its requests fill (each must appear in the template)
@@ -155,8 +157,8 @@ def parse_template(task: str, text: str, source: str, yaml_file: bool) -> Prompt
     system = None
     if yaml_file:
         try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
+            data = load_yaml(text, source)
+        except (yaml.YAMLError, ValueError) as exc:
             raise TemplateError(f"{source}: not YAML: {exc}") from None
         if not isinstance(data, dict) or not isinstance(data.get("user"), str):
             raise TemplateError(f"{source}: a YAML template needs a 'user' string")

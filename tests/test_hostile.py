@@ -855,7 +855,7 @@ def test_a_chain_ontology_is_refused_by_depth_and_long_paths_by_their_size(tmp_p
     titles of 64 characters (a 0.9 MB file) filled the memory. Refused before anything is
     built, by depth; a shallower chain of long titles by the characters of its paths."""
     from saber_assets.ontology.tree import (
-        MAX_PATH_CHARS,
+        MAX_PATH_BYTES,
         MAX_TREE_DEPTH,
         OntologyError,
         dag_from_nodes_edges,
@@ -875,15 +875,15 @@ def test_a_chain_ontology_is_refused_by_depth_and_long_paths_by_their_size(tmp_p
     with pytest.raises(OntologyError, match=rf"7,999 levels deep, past {MAX_TREE_DEPTH}"):
         expand_to_tree(dag)
     long_titles = chain(MAX_TREE_DEPTH, 8_000)  # 256 deep: each path up to 2 M characters
-    assert tree_extent(long_titles).path_chars > MAX_PATH_CHARS
-    with pytest.raises(OntologyError, match=r"paths of [\d,]+ characters together, past"):
+    assert tree_extent(long_titles).path_bytes > MAX_PATH_BYTES
+    with pytest.raises(OntologyError, match=r"paths of [\d,]+ bytes together \(UTF-8\), past"):
         expand_to_tree(long_titles)
     # within the bounds: the counted extent is what the built tree holds
     small = chain(30, 20)
     tree = expand_to_tree(small)
     extent = tree_extent(small)
     assert (extent.nodes, extent.depth) == (len(tree.paths), int(tree.depth.max()))
-    assert extent.path_chars == sum(len(p) for p in tree.paths)
+    assert extent.path_bytes == sum(len(p.encode()) for p in tree.paths)
 
 
 def test_every_writer_of_a_home_takes_its_lock(tmp_path, monkeypatch, capsys):
@@ -1258,3 +1258,116 @@ def test_a_pull_into_a_held_home_is_refused_naming_its_holder(tmp_path, monkeypa
                      "--documents-dir", str(tmp_path / "d")]) == 2  # fmt: skip
     assert "is in use by `saber build --config a.yaml`" in capsys.readouterr().err
     assert not (home / "published").exists()
+
+
+def _peak_rss_mib_of(code: str) -> tuple[float, str]:
+    """Run ``code`` in a fresh interpreter; its peak RSS (MiB) and what it printed."""
+    proc = subprocess.run(
+        [sys.executable, "-c", code + "\nimport resource, sys\n"
+         "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout.strip().splitlines()
+    return float(out[-1].split()[1]), "\n".join(out[:-1])
+
+
+WRITE_PARQUET = """
+import pyarrow as pa, pyarrow.parquet as pq
+big = "x" * (300 * 2**20)
+table = pa.table({"id": ["ok", "big"], "problem": ["p", big], "solution": ["s", "s"]})
+pq.write_table(table, %r, row_group_size=1, compression="zstd")
+"""
+READ_SOURCE = """
+from pathlib import Path
+from saber_assets.corpus.sources import iter_source
+mapping = {"id": "id", "problem": "problem", "solution": "solution"}
+for row in iter_source("s", Path(%r), mapping):
+    print(type(row).__name__, getattr(row, "reason", "")[:90])
+"""
+
+
+@pytest.mark.parametrize("kind", ["sparse-jsonl", "gz", "parquet"])
+def test_a_source_over_its_caps_is_refused_before_its_bytes_are_held(tmp_path, kind):
+    """A 4 KiB sparse `.jsonl` of one 512 MiB line, a 509 KiB `.gz` and a 10 KiB Parquet holding a
+    300 MiB string drove RSS to 1.1-1.6 GB before any cap (and the `.gz` line was skipped without
+    a word). Now each is a quarantine row with its reason, and the read holds about one cap."""
+    from saber_assets.corpus.sources import MAX_LINE_BYTES
+
+    good = json.dumps({"id": "ok", "problem": "p", "solution": "s"}).encode() + b"\n"
+    path = tmp_path / {"sparse-jsonl": "s.jsonl", "gz": "s.jsonl.gz", "parquet": "s.parquet"}[kind]
+    if kind == "sparse-jsonl":
+        with open(path, "wb") as f:
+            f.write(good)
+            f.truncate(len(good) + 512 * 2**20)  # a hole: 512 MiB of NUL bytes, no newline
+        with open(path, "ab") as f:
+            f.write(b"\n" + good)
+    elif kind == "gz":
+        with gzip.open(path, "wb", compresslevel=9) as f:
+            f.write(good)
+            for _ in range(256):
+                f.write(b" " * 2**20)  # 256 MiB of spaces in one line
+            f.write(b"\n" + good)
+    else:  # written in a process of its own: the test's worker never holds the string
+        subprocess.run([sys.executable, "-c", WRITE_PARQUET % str(path)], check=True, timeout=300)
+        assert path.stat().st_size < 100_000
+        # metadata that says it is 2 GiB long is refused before it is parsed
+        from saber_assets.corpus.sources import CorpusSourceError, iter_source
+
+        forged = bytearray(path.read_bytes())
+        forged[-8:-4] = (2**31 - 1).to_bytes(4, "little")
+        (tmp_path / "forged.parquet").write_bytes(forged)
+        mapping = {"id": "id", "problem": "problem", "solution": "solution"}
+        with pytest.raises(CorpusSourceError, match=r"Parquet metadata of 2,147,483,647 bytes"):
+            list(iter_source("s", tmp_path / "forged.parquet", mapping))
+    rss, printed = _peak_rss_mib_of(READ_SOURCE % str(path))
+    lines = printed.splitlines()
+    assert lines.count("RawRow ") == (1 if kind == "parquet" else 2), printed
+    rejected = [line for line in lines if line.startswith("Rejected")]
+    assert len(rejected) == 1, printed
+    assert ("bytes (cap" in rejected[0]) or ("more than" in rejected[0]), rejected
+    assert rss < 3 * MAX_LINE_BYTES / 2**20 + 400, (kind, rss)  # the interpreter, one cap
+
+
+def test_a_config_with_aliases_is_refused_at_once(tmp_path):
+    """A 361-byte YAML alias bomb took 12.5 s at six levels, hours at nine: no alias is read."""
+    levels = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    levels += [f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]"
+               for i in range(8)]  # fmt: skip
+    path = tmp_path / "bomb.yaml"
+    path.write_text("\n".join(levels) + "\n" + yaml.safe_dump(MINIMAL))
+    t = time.monotonic()
+    with pytest.raises(ValueError, match=r"alias \(\*a\) is not allowed"):
+        load_config(path)
+    assert time.monotonic() - t < 60  # never hours: refused on its first alias
+    from saber_assets.retrievers.registry import load_registry
+
+    (tmp_path / "r.yaml").write_text("x: &x {kind: bm25}\nretrievers:\n  - *x\n")
+    with pytest.raises(ValueError, match="alias"):
+        load_registry(tmp_path / "r.yaml")
+
+
+def test_an_ontology_is_capped_in_bytes_and_a_deep_nesting_refused_by_name(tmp_path):
+    """255 titles of 6,000 astral characters passed a cap that counted characters (1.97 GB);
+    a nested tree deeper than the JSON reader ended in a raw RecursionError."""
+    from saber_assets.ontology.tree import (
+        MAX_PATH_BYTES,
+        OntologyError,
+        dag_from_nested_tree,
+        dag_from_nodes_edges,
+        expand_to_tree,
+        tree_extent,
+    )
+
+    n, title = 255, "\U0001d4b3" * 6_000  # 4 bytes each in UTF-8, and in a str
+    nodes = [{"id": f"n{i}", "title": f"{i:04d}{title}"} for i in range(n)]
+    edges = [[f"n{i}", f"n{i + 1}"] for i in range(n - 1)]
+    (tmp_path / "astral.json").write_text(json.dumps({"nodes": nodes, "edges": edges}))
+    dag = dag_from_nodes_edges(tmp_path / "astral.json")
+    assert tree_extent(dag).path_bytes > MAX_PATH_BYTES
+    with pytest.raises(OntologyError, match=r"bytes together \(UTF-8\)"):
+        expand_to_tree(dag)
+    deep = '{"title": "t", "links": [' * 100_000 + "]}" * 100_000
+    (tmp_path / "deep.json").write_text(deep)
+    with pytest.raises(OntologyError, match="nested deeper than its reader can follow"):
+        dag_from_nested_tree(tmp_path / "deep.json")

@@ -33,6 +33,7 @@ from saber_assets.benchmark.data import (
 )
 from saber_assets.corpus.sources import snapshot_shards
 from saber_assets.outputs import copy_regular_tree
+from saber_resources.yaml_text import load_yaml
 
 QUERIES_REPO = "INSAIT-Institute/SaberMath-queries"
 DOCUMENTS_REPO = "INSAIT-Institute/SaberMath-documents"
@@ -71,8 +72,8 @@ def read_card(folder: Path) -> dict:
         return {}
     head = text.split("---", 2)
     try:
-        meta = yaml.safe_load(head[1]) if len(head) == 3 else None
-    except yaml.YAMLError as exc:
+        meta = load_yaml(head[1], str(card)) if len(head) == 3 else None
+    except (yaml.YAMLError, ValueError) as exc:
         raise BenchmarkFormatError(f"{card}: unreadable card header: {exc}") from None
     return meta if isinstance(meta, dict) else {}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +48,7 @@ class SourceRead:
 
 def _excerpt(data: bytes | str, n: int = 200) -> str:
     if isinstance(data, bytes):
-        data = data.decode("utf-8", errors="replace")
+        data = data[: 4 * n].decode("utf-8", errors="replace")
     return storable(data[:n])
 
 
@@ -57,10 +58,28 @@ def storable(text: str) -> str:
     return text.encode("utf-8", errors="backslashreplace").decode("utf-8")
 
 
-def _open_lines(path: Path) -> Iterator[bytes]:
+def bounded_lines(path: Path, cap: int) -> Iterator[tuple[bytes, int]]:
+    """Each line of a JSON-lines file (decompressed where it is ``.gz``) and its length in
+    bytes; a line longer than ``cap`` comes as its first ``cap + 1`` bytes, the rest read past in
+    chunks, never held (a 4 KiB sparse file of one 512 MiB line held all of it before)."""
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as f:
-        yield from f
+        while line := f.readline(cap + 1):
+            size = len(line)
+            if size > cap and not line.endswith(b"\n"):
+                while more := f.readline(1 << 20):
+                    size += len(more)
+                    if more.endswith(b"\n"):
+                        break
+            yield line, size
+
+
+def _open_lines(path: Path, cap: int) -> Iterator[tuple[bytes, int]]:
+    """``bounded_lines``, a damaged ``.gz`` refused by name (it used to end the read early)."""
+    try:
+        yield from bounded_lines(path, cap)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise CorpusSourceError(f"{path}: a damaged gzip stream: {exc}") from None
 
 
 def read_source(name: str, path: Path, mapping: dict[str, str]) -> SourceRead:
@@ -133,17 +152,17 @@ def iter_source(name: str, path: Path, mapping: dict[str, str]) -> Iterator[RawR
         yield from _iter_parquet(name, [path], mapping)
         return
     checked = False
-    for lineno, raw in enumerate(_open_lines(path), start=1):
+    for lineno, (raw, size) in enumerate(_open_lines(path, MAX_LINE_BYTES), start=1):
+        if size > MAX_LINE_BYTES:  # before anything else: the line was never held whole
+            reason = f"line has {size:,} bytes (cap {MAX_LINE_BYTES:,})"
+            yield Rejected(name, lineno, None, reason, _excerpt(raw))
+            continue
         if not raw.strip():
             continue
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             reason = f"not valid UTF-8 at byte {exc.start} of the line"
-            yield Rejected(name, lineno, None, reason, _excerpt(raw))
-            continue
-        if len(raw) > MAX_LINE_BYTES:
-            reason = f"line has {len(raw):,} bytes (cap {MAX_LINE_BYTES:,})"
             yield Rejected(name, lineno, None, reason, _excerpt(raw))
             continue
         try:
@@ -172,6 +191,11 @@ def _iter_parquet(name: str, paths: list[Path], mapping: dict[str, str]) -> Iter
     """The rows of Parquet shards read as one table, in order (``line`` runs on across them)."""
     i = 0
     for path in paths:
+        if (footer := parquet_footer_bytes(path)) > MAX_FOOTER_BYTES:
+            raise CorpusSourceError(
+                f"source {name!r}: {path}: Parquet metadata of {footer:,} bytes (cap "
+                f"{MAX_FOOTER_BYTES:,}; statistics of a huge value?): not read"
+            )
         try:
             file = pq.ParquetFile(path)
         except Exception as exc:
@@ -179,12 +203,55 @@ def _iter_parquet(name: str, paths: list[Path], mapping: dict[str, str]) -> Iter
                 f"source {name!r}: cannot read Parquet file {path}: {exc}"
             ) from None
         _check_mapping(name, path, i + 1, mapping, file.schema_arrow.names)
-        for batch in file.iter_batches(batch_size=8192):
-            for record in batch.to_pylist():
-                if mapping["id"] == ROW_NUMBER:
-                    record[ROW_NUMBER] = i  # the published row index, 0-based
-                i += 1
-                yield RawRow(name, i, record)
+        for group in range(file.metadata.num_row_groups):
+            rows = file.metadata.row_group(group).num_rows
+            if reason := row_group_too_large(file.metadata.row_group(group)):
+                # its sizes are in the metadata: refused unread, its rows counted on
+                yield Rejected(name, i + 1, None, f"row group {group} of {path.name}: {reason}")
+                i += rows
+                continue
+            for batch in file.iter_batches(batch_size=8192, row_groups=[group]):
+                for record in batch.to_pylist():
+                    if mapping["id"] == ROW_NUMBER:
+                        record[ROW_NUMBER] = i  # the published row index, 0-based
+                    i += 1
+                    yield RawRow(name, i, record)
+
+
+MAX_FOOTER_BYTES = 64 * 2**20  # a Parquet file's metadata; a dataset shard's is kilobytes
+
+
+def parquet_footer_bytes(path: Path) -> int:
+    """The length of a Parquet file's metadata, from its last 8 bytes (0 when it has none)."""
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        if f.tell() < 12:
+            return 0
+        f.seek(-8, 2)
+        tail = f.read(8)
+    return int.from_bytes(tail[:4], "little") if tail[4:] == b"PAR1" else 0
+
+
+# a row group is read whole: its uncompressed size (from the file's metadata) is what reading
+# it holds; a row is a problem, so a group whose rows average over a line's cap holds at least
+# one that is not (a 10 KiB file held a 300 MiB string)
+MAX_ROW_GROUP_BYTES = 1 << 30
+
+
+def row_group_too_large(group: pq.RowGroupMetaData) -> str:
+    """Why a Parquet row group is not read (its sizes in the metadata), or ''."""
+    size = max(
+        group.total_byte_size,
+        sum(group.column(c).total_uncompressed_size for c in range(group.num_columns)),
+    )
+    if size > MAX_ROW_GROUP_BYTES:
+        return f"{size:,} bytes uncompressed (cap {MAX_ROW_GROUP_BYTES:,}): not read"
+    if size > max(group.num_rows, 1) * MAX_LINE_BYTES:
+        return (
+            f"{size:,} bytes for {group.num_rows:,} rows, more than {MAX_LINE_BYTES:,} a row "
+            "(a row holds one problem): not read"
+        )
+    return ""
 
 
 def _check_mapping(name: str, path: Path, line: int, mapping: dict[str, str], present) -> None:

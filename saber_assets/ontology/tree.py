@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import networkx as nx  # imported where a DAG is built: 0.55 s of every process's start
 
 PATH_SEP = " › "
+SEP_BYTES = len(PATH_SEP.encode("utf-8"))
 
 
 class OntologyError(ValueError):
@@ -55,12 +56,25 @@ def _open_text(path: Path):
     )
 
 
+MAX_ONTOLOGY_BYTES = 512 * 2**20  # of the file as read (decompressed): MathWorld's is ~2 MB
+
+
 def _read_json(path: Path, what: str):
     try:
         with _open_text(path) as f:
-            return json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            text = f.read(MAX_ONTOLOGY_BYTES + 1)  # characters: at least as many bytes
+        if len(text.encode("utf-8")) > MAX_ONTOLOGY_BYTES:
+            raise OntologyError(
+                f"{path}: over {MAX_ONTOLOGY_BYTES:,} bytes: not read (a topic DAG is a few MB)"
+            )
+        return json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError, EOFError, OSError) as exc:
         raise OntologyError(f"{path}: not a valid JSON {what}: {exc}") from None
+    except RecursionError:
+        raise OntologyError(
+            f"{path}: the {what} is nested deeper than its reader can follow (a topic tree is "
+            f"a few levels deep, at most {MAX_TREE_DEPTH}): refused"
+        ) from None
 
 
 def dag_from_nested_tree(path: Path) -> TopicDag:
@@ -234,16 +248,18 @@ def first_level_nodes(dag: TopicDag) -> list[str]:
 
 # what an expanded tree may reach besides its node count: every node stores its whole path, so
 # a plain chain of long titles grows quadratically (8,000 titles of 64 characters, a 0.9 MB
-# file, filled the memory), and depth is stored as int16
+# file, filled the memory), and depth is stored as int16. The paths are counted in UTF-8
+# bytes, not characters: an astral character is four bytes in a string too (255 titles of 6,000
+# of them took 1.97 GB under a cap of characters)
 MAX_TREE_DEPTH = 256
-MAX_PATH_CHARS = 200_000_000
+MAX_PATH_BYTES = 200_000_000
 
 
 @dataclass(frozen=True)
 class TreeExtent:
     nodes: int  # one per root path of each DAG node, plus a synthetic root for several roots
     depth: int  # the deepest node's depth (the root's is 0)
-    path_chars: int  # the characters of every node's path together
+    path_bytes: int  # the UTF-8 bytes of every node's path together
 
 
 def tree_extent(dag: TopicDag) -> TreeExtent:
@@ -255,22 +271,22 @@ def tree_extent(dag: TopicDag) -> TreeExtent:
     g = dag.graph
     several = len(_roots(dag)) > 1
     paths: dict[str, int] = {}  # root paths that reach the node
-    chars: dict[str, int] = {}  # their characters together
+    chars: dict[str, int] = {}  # their UTF-8 bytes together
     depth: dict[str, int] = {}
     for key in nx.topological_sort(g):
         parents = list(g.predecessors(key))
-        title = len(g.nodes[key]["title"])
+        title = len(g.nodes[key]["title"].encode("utf-8", errors="replace"))
         if parents:
             paths[key] = sum(paths[p] for p in parents)
-            chars[key] = sum(chars[p] + paths[p] * (len(PATH_SEP) + title) for p in parents)
+            chars[key] = sum(chars[p] + paths[p] * (SEP_BYTES + title) for p in parents)
             depth[key] = 1 + max(depth[p] for p in parents)
         else:
             paths[key], depth[key] = 1, int(several)
-            chars[key] = title + (len("ROOT") + len(PATH_SEP) if several else 0)
+            chars[key] = title + (len("ROOT") + SEP_BYTES if several else 0)
     return TreeExtent(
         nodes=sum(paths.values()) + several,
         depth=max(depth.values(), default=0),
-        path_chars=sum(chars.values()),
+        path_bytes=sum(chars.values()),
     )
 
 
@@ -304,10 +320,10 @@ def expand_to_tree(
             f"the ontology's {g.number_of_nodes():,} topics are {extent.depth:,} levels deep, past "
             f"{MAX_TREE_DEPTH}: a topic tree is a few levels deep; is it a chain?"
         )
-    if extent.path_chars > MAX_PATH_CHARS:
+    if extent.path_bytes > MAX_PATH_BYTES:
         raise OntologyError(
             f"the ontology's {g.number_of_nodes():,} topics expand to paths of "
-            f"{extent.path_chars:,} characters together, past {MAX_PATH_CHARS:,}: each node "
+            f"{extent.path_bytes:,} bytes together (UTF-8), past {MAX_PATH_BYTES:,}: each node "
             "stores its path from the root; long titles on deep branches multiply them"
         )
     keys = list(g.nodes)

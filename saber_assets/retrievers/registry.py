@@ -6,8 +6,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from saber_assets.config import REPO_ROOT
 from saber_assets.retrievers import approach0, dense, fusion, lexical, two_stage
 from saber_assets.retrievers.base import Kind
@@ -16,6 +14,7 @@ from saber_assets.retrievers.entries import (
     RegistryError,
     RetrieverEntry,
 )
+from saber_resources.yaml_text import read_yaml
 
 DEFAULT_REGISTRY = REPO_ROOT / "retrievers.yaml"
 
@@ -28,7 +27,7 @@ def load_registry(path: str | Path | None = None) -> list[RetrieverEntry]:
     path = Path(path or DEFAULT_REGISTRY)
     if not path.exists():
         raise RegistryError(f"retriever registry not found: {path}")
-    raw = yaml.safe_load(path.read_text()) or {}
+    raw = read_yaml(path, f"registry {path}") or {}
     entries = raw.get("retrievers")
     if not isinstance(entries, list) or not entries:
         raise RegistryError(f"{path}: expected a non-empty list under 'retrievers'")
