@@ -1084,9 +1084,7 @@ def test_every_formula_scanner_takes_steps_linear_in_the_length(opening):
     ],
     ids=["file-out", "ancestor", "link-inside", "fifo"],
 )  # fmt: skip
-def test_the_publish_uploads_the_sites_regular_files_and_refuses_any_link_by_name(
-    tmp_path, plant
-):
+def test_the_publish_uploads_the_sites_regular_files_and_refuses_any_link_by_name(tmp_path, plant):
     """``saber push --explorer`` copied with ``copytree(symlinks=False)``: a link to the stores
     uploaded them, a link to an ancestor wrote 36 GB in three minutes. Now: exactly what the
     served site serves, a link at any depth refused by name before anything is staged."""
