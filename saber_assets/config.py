@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from saber_resources.home import data_home as data_home  # where the config's outputs go
 from saber_resources.yaml_text import read_yaml
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -870,6 +871,3 @@ def load_config(path: str | os.PathLike | None = None) -> PipelineConfig:
         raise ValueError(f"invalid config {path}:\n{exc}") from None
 
 
-def data_home() -> Path:
-    """Where outputs go: $SABER_HOME, else `.saber/` in the checkout (git-ignored)."""
-    return Path(os.environ.get("SABER_HOME", REPO_ROOT / ".saber")).resolve()

@@ -10,8 +10,10 @@ word with an underscore), is refused on load with the file and the name.
 The built-in templates put every text that comes from outside (a problem, a solution, a
 candidate, the topic titles) between tags named for its placeholder, ``<sample_1>`` …
 ``</sample_1>``, under a line saying that a tagged text is data, never instructions. A filled
-value cannot close its block early: any tag named for a placeholder inside a value is escaped
-(``&lt;/sample_1>``), in every template, a user's too.
+value cannot close its block early: every such tag of a template, a user's too, is sent as
+``<sample_1-CODE>``, CODE a keyed hash of the request under a key kept in the home
+(``fence_code``), which no text can know; the values go in as they are, so no list of
+look-alike brackets or escapes is needed.
 
 ``PromptTemplate.version`` (stored with every answer and part of every cache key) is the task's
 parser revision plus the hash of the template's text: swapping the text re-asks, and answers to
@@ -22,13 +24,15 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import hmac
+import json
 import re
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from saber_resources.home import home_secret
 from saber_resources.yaml_text import load_yaml
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "prompt_templates"
@@ -62,30 +66,18 @@ BUILTIN = {
     "math_split": "math_split.yaml",
     "translate": "translate.yaml",
 }
-# a tag named for any placeholder, as a value could write one to close its block early: after
-# an opening bracket or one that reads like it (full-width ＜, small ﹤, ‹, ⟨, 〈), a name in any
-# width (NFKC: ｓａｍｐｌｅ_1 is sample_1) followed by anything (`</sample_1 x>` is a tag too)
-_BRACKETS = re.compile("[<\uff1c\ufe64\u2039\u27e8\u3008]")
-_TAG_NAME = re.compile(
-    r"\s*/?\s*(?:" + "|".join(sorted({p for ps in PLACEHOLDERS.values() for p in ps}
-                                     | {p for ps in OPTIONAL.values() for p in ps}
-                                     | {p for ps in SPLIT.values() for p in ps}))
-    + r")(?![A-Za-z0-9_])",
-    re.IGNORECASE,
-)  # fmt: skip
-_NAME_WINDOW = 64  # characters after a bracket that can spell a tag's name
+FENCE_KEY = "fence.key"  # the home's key of the fences (``home.home_secret``)
 
 
-def escape_blocks(value: str) -> str:
-    """``value`` with the bracket of every placeholder-named tag escaped (``</sample_1>`` →
-    ``&lt;/sample_1>``, ``＜/sample_1＞`` → ``&lt;/sample_1＞``): the text stays readable and can
-    never end the block it is put in."""
-
-    def escaped(m: re.Match) -> str:
-        after = unicodedata.normalize("NFKC", value[m.end() : m.end() + _NAME_WINDOW])
-        return "&lt;" if _TAG_NAME.match(after) else m.group()
-
-    return _BRACKETS.sub(escaped, value)
+def fence_code(task: str, values: dict[str, str], key: bytes) -> str:
+    """The code that names this prompt's fences: a keyed hash (HMAC-SHA256 under the home's
+    fence key) of the task and every value filled in. No text can know it, since it hashes that
+    text under a key no text holds; the same request in the same home gets the same code, so
+    its cache key holds on every rerun."""
+    message = json.dumps([task, sorted(values.items())], ensure_ascii=False).encode(
+        "utf-8", errors="surrogatepass"
+    )
+    return hmac.new(key, message, hashlib.sha256).hexdigest()[:16]
 
 
 _LIKELY_PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\}")
@@ -131,18 +123,32 @@ class PromptTemplate:
         """``<parser revision>+<text hash>``, e.g. ``pair-judge/v2+3fa9c1d2e4b5``."""
         return f"{parser}+{self.digest}"
 
-    def messages(self, **values: str) -> tuple[tuple[str, str], ...]:
+    def messages(self, key: bytes | None = None, **values: str) -> tuple[tuple[str, str], ...]:
+        """The filled messages. Every tag of the template named for a placeholder (``<name>``,
+        ``</name>``) becomes ``<name-CODE>`` (``fence_code``, under ``key``, else the home's
+        fence key): a value may hold any tag, look-alike or escape of one, and still cannot end
+        its block, whose closing names a code it cannot know. Values go in as they are."""
         unknown = set(values) - allowed_placeholders(self.task)
         if unknown:
             raise KeyError(f"{self.task} template has no placeholder {sorted(unknown)}")
         names = "|".join(map(re.escape, sorted(values)))
-        doubled = r"|(\{\{|\}\})" if self.braces == "python" else ""
-        pattern = re.compile(r"\{(" + names + r")\}" + doubled) if values else None
-
-        safe = {k: escape_blocks(v) for k, v in values.items()}
+        tags = "|".join(map(re.escape, sorted(allowed_placeholders(self.task))))
+        doubled = r"|(?P<brace>\{\{|\}\})" if self.braces == "python" else ""
+        pattern = (
+            re.compile(
+                r"\{(?P<name>" + names + r")\}" + doubled + r"|<(?P<tag>/?(?:" + tags + r"))>"
+            )
+            if values
+            else None
+        )
+        code = fence_code(self.task, values, key or home_secret(FENCE_KEY)) if values else ""
 
         def filled(m: re.Match) -> str:
-            return safe[m.group(1)] if m.group(1) else m.group(2)[0]
+            if m["name"]:
+                return values[m["name"]]
+            if m["tag"]:
+                return f"<{m['tag']}-{code}>"
+            return m["brace"][0]
 
         def fill(text: str) -> str:  # one pass: a filled value is never scanned again
             return pattern.sub(filled, text) if pattern else text

@@ -1,5 +1,7 @@
 """Analyses on synthetic inputs with answers known in closed form."""
 
+import re
+
 import numpy as np
 import polars as pl
 import pytest
@@ -484,7 +486,9 @@ def test_llm_segmenter_keeps_only_verbatim_expressions():
 
             out = []
             for r in requests:
-                text = r.messages[-1][1].split("<statement>\n")[1].split("\n</statement>")[0]
+                text = re.search(
+                    r"<statement-\w+>\n(.*)\n</statement-\w+>", r.messages[-1][1], re.S
+                )[1]
                 # the first answer invents an expression; the retry answers properly
                 expr = "x + y = 11" if r.seed == 0 else "x + y = 10"
                 out.append(LLMResponse(json.dumps({"math": [expr], "words": text[:4]})))

@@ -121,7 +121,7 @@ def layer(module: str) -> tuple[int, int]:
     IO manager; 4 stage logic, by stage (``STAGE_ORDER``); 5 stage assets; 6 the top (definitions,
     sensors, schedules, the build, the CLIs)."""
     parts = module.split(".")
-    if module == "saber_resources.yaml_text":  # how every file is read, the config's first
+    if module in ("saber_resources.yaml_text", "saber_resources.home"):  # the config reads them
         return (0, 0)
     if parts[0] == "saber_resources" or module == "saber_assets.pipeline":
         return (1, 0)
