@@ -383,6 +383,11 @@ class CandidateConfig(_Strict):
     threshold_rule: Literal["exact_gt", "float16_ge"] = "exact_gt"
 
 
+# the widest position-bias band: past it a judge that shows the first candidate 9 times in 10
+# passes, and [0, 1] holds every interval, switching the check off
+MAX_BIAS_BAND = (0.1, 0.9)
+
+
 class TournamentConfig(_Strict):
     rounds: int = Field(default=20, ge=1)  # Swiss rounds per query
     # swiss (the paper's), adaptive (BT-closest pairs), efficient (soft judgments: P(first better)
@@ -421,10 +426,11 @@ class TournamentConfig(_Strict):
     @model_validator(mode="after")
     def _band(self) -> TournamentConfig:
         lo, hi = self.position_bias_band
-        if not 0 <= lo <= 0.5 <= hi <= 1:
+        if not MAX_BIAS_BAND[0] <= lo <= 0.5 <= hi <= MAX_BIAS_BAND[1]:
             raise ValueError(
                 f"tournament.position_bias_band {list(self.position_bias_band)}: a band around "
-                "0.5 within [0, 1]"
+                f"0.5 within {list(MAX_BIAS_BAND)} (a band reaching 0 or 1 holds every interval "
+                "and switches the check off)"
             )
         return self
 
@@ -742,7 +748,7 @@ class PipelineConfig(_Strict):
 
 _ENV_REF = re.compile(r"\$\{([^}:]*)(?::-([^}]*))?\}")
 # a variable whose name says it holds a secret (anywhere in the name: SABER_PGPASS, API_KEYS)
-_SECRET_NAME = re.compile(r"KEY|TOKEN|PASS|PWD|SECRET|DSN|CRED|AUTH|PRIVATE|COOKIE|SESSION")
+_SECRET_NAME = re.compile(r"KEY|TOKEN|PASS|PW|SECRET|DSN|CRED|AUTH|PRIVATE|COOKIE|SESSION")
 # values that are secrets whatever their key: credentials in a URL, a secret as a URL
 # parameter, and the shapes of the common API tokens
 SECRET_VALUES = {
@@ -754,6 +760,10 @@ SECRET_VALUES = {
         r"(?<![A-Za-z0-9])(sk-[A-Za-z0-9_\-]{12,}|hf_[A-Za-z0-9]{16,}|gh[pousr]_[A-Za-z0-9]{20,}"
         r"|github_pat_[A-Za-z0-9_]{20,}|xox[abpsr]-[A-Za-z0-9\-]{10,}|AKIA[0-9A-Z]{16}"
         r"|glpat-[A-Za-z0-9_\-]{16,}|eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,})"),
+    # libpq's key-value form: host=h password=secret (quoted or not)
+    "a password in a connection string": re.compile(
+        r"(?<![A-Za-z0-9_])(password|passwd|sslpassword)\s*=\s*(?!\s)[^\s&]", re.I),
+    "a bearer token": re.compile(r"\bBearer\s+[A-Za-z0-9\-._~+/]{8,}", re.I),
 }  # fmt: skip
 
 
@@ -768,7 +778,20 @@ def refuse_secret_values(raw, where: str, key: str = "") -> None:
     ``*_env`` key (read through EnvVar)."""
     if isinstance(raw, dict):
         for k, v in raw.items():
-            refuse_secret_values(v, where, f"{key}.{k}" if key else str(k))
+            here = f"{key}.{k}" if key else str(k)
+            # a key is written out as a value is (a domain's title, a filter's column)
+            if what := secret_in(str(k)):
+                raise ValueError(
+                    f"invalid config {where}: a key under {key or 'the top'} holds {what}, which "
+                    "would be written into metadata and paths; a secret belongs in the "
+                    "environment, named by the section's *_env key (api_key_env, dsn_env)"
+                )
+            if _ENV_REF.search(str(k)):
+                raise ValueError(
+                    f"invalid config {where}: a key under {key or 'the top'} names a variable "
+                    "(${...}); only values are expanded, and a key is written out as it stands"
+                )
+            refuse_secret_values(v, where, here)
     elif isinstance(raw, list):
         for i, v in enumerate(raw):
             refuse_secret_values(v, where, f"{key}[{i}]")
@@ -869,5 +892,3 @@ def load_config(path: str | os.PathLike | None = None) -> PipelineConfig:
         return PipelineConfig.model_validate(raw)
     except Exception as exc:  # pydantic's message lists every bad key
         raise ValueError(f"invalid config {path}:\n{exc}") from None
-
-

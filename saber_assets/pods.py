@@ -48,7 +48,14 @@ def job_pods() -> dict[str, Callable[[PipelineConfig], PodSize]]:
 def orchestrator_tags() -> dict[str, str]:
     """The run pod's tag under the ``k8s_job`` executor: it launches a pod per step, so it needs
     the service-account token every other run pod goes without (deploy/helm/values.yaml)."""
-    return {K8S_TAG: json.dumps({"pod_spec_config": {"automount_service_account_token": True}})}
+    return {
+        K8S_TAG: json.dumps({
+            "pod_spec_config": {"automount_service_account_token": True},
+            # the one run pod the network policy lets reach the Kubernetes API
+            # (deploy/k8s/network-policy.yaml: step-launcher-api-egress)
+            "pod_template_spec_metadata": {"labels": {"saber/launches": "steps"}},
+        })
+    }  # fmt: skip
 
 
 def k8s_tags(job: str, cfg: PipelineConfig) -> dict[str, str]:

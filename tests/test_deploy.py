@@ -164,7 +164,7 @@ def test_helm_values_name_what_the_code_reads(monkeypatch):
     assert (REPO_ROOT / "configs" / config.name).exists()
     src = (REPO_ROOT / "saber_assets" / "definitions.py").read_text()
     assert 'os.environ.get("SABER_CONFIG")' in src
-    assert 'os.environ.get("SABER_HOME"' in (REPO_ROOT / "saber_assets" / "config.py").read_text()
+    assert 'os.environ.get("SABER_HOME"' in (REPO_ROOT / "saber_resources" / "home.py").read_text()
     # every SABER_* variable the cluster config expands is set by the values
     used = set(re.findall(r"\$\{(SABER_[A-Z_]+)", (REPO_ROOT / "configs/cluster.yaml").read_text()))
     assert used and used <= set(env)
@@ -284,6 +284,7 @@ def test_ui_launched_runs_size_their_step_pods_like_the_build_under_the_k8s_exec
         run_pod = get_user_defined_k8s_config(jobs[stage.job].tags)
         assert run_pod.container_config == {}
         assert run_pod.pod_spec_config == {"automount_service_account_token": True}
+        assert run_pod.pod_template_spec_metadata == {"labels": {"saber/launches": "steps"}}
         size = pod_size(stage.job, cfg)
         for name in stage.assets:
             res = get_user_defined_k8s_config(steps[op_of[name]].tags).container_config
@@ -349,12 +350,18 @@ def test_dockerfiles_cache_dependencies_run_unprivileged_and_pin_vllm():
     # the K8sRunLauncher passes `dagster api execute_run …` as container args: no ENTRYPOINT
     assert not any(ln.startswith("ENTRYPOINT") for ln in lines)
     assert "ARG SABER_REGISTRY" in code and "ARG BASE_IMAGE" in code
+    # every base image pinned by digest: the code image's default, the GPU image's required arg
+    assert re.search(r"^ARG BASE_IMAGE=[\w./:-]+@sha256:[0-9a-f]{64}$", code, re.MULTILINE)
+    assert re.search(r"^FROM \$\{BASE_IMAGE\}$", code, re.MULTILINE)
     # the k8s extra (run pods) and the Postgres instance storage are in the lock
     lock = (REPO_ROOT / "uv.lock").read_text()
     for pkg in ("dagster-k8s", "dagster-postgres"):
         assert f'name = "{pkg}"\nversion = "0.29.27"' in lock
 
     gpu = (DEPLOY / "Dockerfile.gpu").read_text()
+    assert re.search(r"^ARG BASE$", gpu, re.MULTILINE)  # no floating default
+    assert re.search(r"^FROM \$\{BASE:\?\}$", gpu, re.MULTILINE)  # unset: the build stops
+    assert "--build-arg BASE=REGISTRY/saber@sha256:DIGEST" in gpu
     assert "build-essential" in gpu and "--require-hashes" in gpu
     assert "uv venv /opt/vllm/.venv" in gpu  # vLLM in its own environment
     gpu_users = re.findall(r"^USER (\S+)$", gpu.split("\nCMD")[0], re.MULTILINE)
@@ -724,9 +731,12 @@ def test_the_network_policies_allow_only_the_flows_the_deployment_needs():
         for private in ("10.0.0.7", "192.168.1.1"):
             assert not _allowed(policies, role[src], {"ip": private}, 443), (src, private)
     api = {"ip": "10.96.0.1"}
-    assert _allowed(policies, role["daemon"], api, 443) and _allowed(
-        policies, role["run"], api, 6443
-    )
+    launcher = {**role["run"], "saber/launches": "steps"}  # a k8s_job run's pod (pods.py)
+    assert _allowed(policies, role["daemon"], api, 443) and _allowed(policies, launcher, api, 6443)
+    # a run pod parses hostile corpora: no private address on 443 or 6443, the API included
+    for port in (443, 6443):
+        for private in ("10.96.0.1", "10.0.0.7", "172.16.5.5", "192.168.1.1"):
+            assert not _allowed(policies, role["run"], {"ip": private}, port), (private, port)
     assert not _allowed(policies, role["daemon"], {"ip": "169.254.169.254"}, 80)
     for src in ("webserver", "daemon", "code", "run"):
         assert _allowed(policies, role[src], postgres, 5432), src

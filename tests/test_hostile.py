@@ -1404,3 +1404,99 @@ def test_an_ontology_is_capped_in_bytes_and_a_deep_nesting_refused_by_name(tmp_p
     (tmp_path / "deep.json").write_text(deep)
     with pytest.raises(OntologyError, match="nested deeper than its reader can follow"):
         dag_from_nested_tree(tmp_path / "deep.json")
+
+
+@pytest.mark.parametrize(
+    "doc, env, secret",
+    [
+        # a secret in a mapping key: a domain's title, a filter's column
+        ({"ontology": {"domains": {"https://u:hunter2hunter2@h/x": "Algebra"}}}, {},
+         "hunter2hunter2"),
+        ({"corpus": {"sources": [{"name": "math", "bundled": "math",
+                                  "where": {"sk-proj-abcdefghijklmnop1234": 1}}]}}, {},
+         "sk-proj-abcdefghijklmnop1234"),
+        # libpq's key-value form, a bearer token, a variable named *PW*
+        ({"llm": {"base_url": "host=db user=u password=hunter2hunter2"}}, {}, "hunter2hunter2"),
+        ({"llm": {"model": "Bearer abcdefghijklmnop0123"}}, {}, "abcdefghijklmnop0123"),
+        ({"llm": {"model": "${SABER_PGPW}"}}, {"SABER_PGPW": "hunter2hunter2"}, "hunter2hunter2"),
+        # a key naming a variable: only values are expanded
+        ({"ontology": {"domains": {"${SABER_X}": "Algebra"}}}, {}, "${SABER_X}"),
+    ],
+)  # fmt: skip
+def test_a_secret_in_a_key_or_in_a_libpq_bearer_or_pw_shape_is_refused(
+    tmp_path, monkeypatch, doc, env, secret
+):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(ValueError, match="secret|password|token|variable") as err:
+        load_config(_config(tmp_path, **doc))
+    if secret != "${SABER_X}":
+        assert secret not in str(err.value)
+
+
+def test_saber_diff_prints_no_control_sequence_and_one_line_for_a_bad_file(tmp_path, capsys):
+    """Snapshot text reached the terminal raw (OSC 52 writes the clipboard, OSC 8 a link), and a
+    damaged grades file raised a traceback."""
+    from saber_assets.cli import main
+    from saber_assets.site.build_diff import BuildState
+
+    def snapshot(folder: Path, query: str, grade: float) -> Path:
+        grades = pl.DataFrame({"query_id": [query], "candidate_id": ["c"], "grade": [grade],
+                               "group": ["both"]})  # fmt: skip
+        board = pl.DataFrame({"setting": ["s"], "retriever": ["bm25\x1b]8;;http://x\x07"],
+                              "score": [0.5], "tie_group": [1]})  # fmt: skip
+        return BuildState(str(folder), grades, board, {"seed": 1}).write(folder)
+
+    osc52 = "q\x1b]52;c;ZXZpbA==\x07\u202e"
+    old, new = snapshot(tmp_path / "old", "q0", 1.0), snapshot(tmp_path / "new", osc52, 2.0)
+    assert main(["diff", str(old), str(new)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+    assert "q\\x1b]52;c;ZXZpbA==\\x07\\u202e" in out  # shown, as its escapes
+    (new / "grades.parquet").write_bytes(b"PAR1 not a parquet file PAR1")
+    assert main(["diff", str(old), str(new)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"saber: {new}: cannot be read as a build (") and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_an_annotation_file_is_read_against_the_study_not_its_own_overlap(tmp_path):
+    """`analyses.human_annotations: export.json` took its caps from the export's own `overlap`
+    (1,000 let a third annotator into a two-annotator task) and raised AttributeError on an
+    entry that is no object."""
+    from saber_assets.study.human_agreement import AnnotationError
+    from saber_assets.study.human_study import read_human_file
+    from tests.test_human_study import study_and_export
+
+    _, study, export, rated = study_and_export(tmp_path)
+    double = next(n for n, t in enumerate(export) if len(t["annotations"]) == 2)
+    third = json.loads(json.dumps(export[double]["annotations"][0]))
+    third["completed_by"], third["id"] = 99, 9_999
+    export[double]["annotations"].append(third)
+    export[double]["overlap"] = 1_000
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(export))
+    for against in (study, None):  # the home's study, or none: held to a saber study's two
+        with pytest.raises(AnnotationError, match=r"asked for 2 annotator\(s\)"):
+            read_human_file(path, against, rated if against is not None else None)
+    path.write_text(json.dumps([*export[:1], "not a task", 7]))
+    with pytest.raises(AnnotationError, match="export entry 1 is a str, not a task"):
+        read_human_file(path)
+
+
+def test_the_judge_check_blocks_what_is_rated_on_it_and_cannot_be_switched_off():
+    """The UI's "Materialize all" went on past a failed judge check (not blocking), and
+    `position_bias_band: [0, 1]` passed validation, holding every interval."""
+    from saber_assets.config import TournamentConfig
+    from saber_assets.definitions import make_definitions
+
+    graph = make_definitions(REPO_ROOT / "configs" / "sample.yaml").resolve_asset_graph()
+    [spec] = [
+        graph.get_check_spec(key) for key in graph.asset_check_keys
+        if key.name == "judge_position_bias"
+    ]  # fmt: skip
+    assert spec.blocking
+    for band in ((0, 1), (0.05, 0.6), (0.4, 0.95)):
+        with pytest.raises(ValueError, match="switches the check off"):
+            TournamentConfig(position_bias_band=band)
+    TournamentConfig(position_bias_band=(0.1, 0.9))

@@ -41,6 +41,7 @@ from saber_assets.study.human_agreement import (
     shown_first,
 )
 from saber_assets.study.human_study import (
+    PAIRS_FILE,
     human_pairs,
     labels_version,
     read_human_file,
@@ -80,7 +81,12 @@ def judge_human_agreement(
     ).join(rated.rename({"candidate": "shown_second"}), on=["query", "shown_second"], how="semi")
     from_file = None
     if acfg.human_annotations is not None:
-        from_file = read_human_file(acfg.human_annotations)
+        # read against the home's study where there is one, as `saber study import` reads it
+        study_pairs = pipeline.outputs().human_study / PAIRS_FILE
+        study = pl.read_parquet(study_pairs) if study_pairs.is_file() else None
+        if study is not None and acfg.human_study:
+            study = study.filter(pl.col("study") == acfg.human_study)
+        from_file = read_human_file(acfg.human_annotations, study, set(rated.iter_rows()))
     parts = [x for x in (human_pairs(ours) if ours.height else None, from_file) if x is not None]
     origin = {
         "labels_stored": ours.height,

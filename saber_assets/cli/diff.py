@@ -35,10 +35,26 @@ def explorer_pages(folder: Path) -> dict[str, str]:
     return {q: (site / query_page_name(n)).resolve().as_uri() for n, q in enumerate(ids)}
 
 
-def run(args: argparse.Namespace) -> int:
-    from saber_assets.site.build_diff import BuildState, diff_builds, diff_data, diff_lines
+def read_build(folder: Path):
+    """``BuildState.read``, anything unreadable in it one line naming the folder (a damaged
+    Parquet file raised a traceback)."""
+    from saber_assets.site.build_diff import BuildState, printable
 
-    old, new = BuildState.read(Path(args.old)), BuildState.read(Path(args.new))
+    try:
+        return BuildState.read(folder)
+    except FileNotFoundError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - polars, Arrow and JSON each raise their own
+        detail = printable(str(exc).splitlines()[0] if str(exc) else "")[:300]
+        raise ValueError(
+            f"{folder}: cannot be read as a build ({type(exc).__name__}: {detail})"
+        ) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from saber_assets.site.build_diff import diff_builds, diff_data, diff_lines
+
+    old, new = read_build(Path(args.old)), read_build(Path(args.new))
     d = diff_builds(old, new)
     if args.json:
         print(json.dumps(diff_data(d, most=args.most), default=str, indent=1))

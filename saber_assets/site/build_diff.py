@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import shutil
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -262,6 +263,17 @@ def board_diffs(old: pl.DataFrame, new: pl.DataFrame) -> list[SettingDiff]:
     return out
 
 
+# what a terminal would act on rather than show: C0 and C1 controls (ESC starts OSC 52, which
+# writes the clipboard, and OSC 8 links), DEL, and the bidirectional overrides that reorder a line
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character written as its escape (``\\x1b``), so a snapshot's
+    text can never drive the terminal it is printed to."""
+    return _UNPRINTABLE.sub(lambda m: ascii(m.group())[1:-1], text)
+
+
 def diff_lines(d: BuildDiff, query_link=None, most: int = 10) -> list[str]:
     """The diff as the console prints it; ``query_link(query_id)``: where a query's page is."""
     link = lambda q: f"  {query_link(q)}" if query_link and query_link(q) else ""  # noqa: E731
@@ -296,7 +308,7 @@ def diff_lines(d: BuildDiff, query_link=None, most: int = 10) -> list[str]:
         if s.only_old or s.only_new:
             lines.append(f"  only old: {', '.join(s.only_old) or '-'}; "
                          f"only new: {', '.join(s.only_new) or '-'}")  # fmt: skip
-    return lines
+    return [printable(line) for line in lines]
 
 
 def diff_data(d: BuildDiff, most: int = 200) -> dict:

@@ -446,18 +446,36 @@ def plain_id(value) -> int | None:
     return value if ok else None
 
 
+# a saber study asks one or two annotators of a task (``sample_pairs``): an export read without
+# its study is held to that, never to the overlap it states itself (1,000 let 3 annotators in)
+MAX_ANNOTATORS = 2
+PAIRS_FILE = "pairs.parquet"  # a study folder's pairs (``saber study export``)
+
+
+def study_overlap(value) -> int:
+    """The annotators an export's task may have, read from its own ``overlap`` only within what a
+    saber study asks (1 to ``MAX_ANNOTATORS``; the most where it states none)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return min(max(value, 1), MAX_ANNOTATORS)
+    return MAX_ANNOTATORS
+
+
 def study_from_export(export: list[dict]) -> pl.DataFrame:
     """The study as the export's tasks describe it (their ``data``), for an export read without
-    its study's files."""
+    its study's files; an entry that is no task is left to ``labels_from_export`` to refuse."""
     rows = []
     for task in export:
-        d = task.get("data") or {}
-        if all(d.get(k) for k in ("saber_task", "query_id", "first_id", "second_id")):
+        d = task.get("data") if isinstance(task, dict) else None
+        if not isinstance(d, dict):
+            continue
+        if all(isinstance(d.get(k), str) and d.get(k)
+               for k in ("saber_task", "query_id", "first_id", "second_id")):  # fmt: skip
             a, b = sorted((d["first_id"], d["second_id"]))
             rows.append({"task_id": d["saber_task"], "study": d.get("saber_study"),
                          "domain": None, "query": d["query_id"], "a": a, "b": b,
                          "delta_r": None, "stratum": None, "shown_first": d["first_id"],
-                         "shown_second": d["second_id"], "annotators": task.get("overlap")})  # fmt: skip
+                         "shown_second": d["second_id"],
+                         "annotators": study_overlap(task.get("overlap"))})  # fmt: skip
     return pl.DataFrame(rows, schema=STUDY_SCHEMA)
 
 
@@ -482,14 +500,21 @@ def human_pairs(labels: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def read_human_file(path: str | Path) -> pl.DataFrame:
+def read_human_file(
+    path: str | Path,
+    study: pl.DataFrame | None = None,
+    benchmark_pairs: set[tuple[str, str]] | None = None,
+) -> pl.DataFrame:
     """``analyses.human_annotations``: a Label Studio JSON export of a saber study (a label that
-    cannot be read is an error with its reason), else ``read_annotations``' CSV / Parquet."""
+    cannot be read is an error with its reason), else ``read_annotations``' CSV / Parquet. The
+    export is read against ``study`` (the home's, where it has one: its tasks, pairs and
+    overlaps) and the benchmark's rated pairs, as ``saber study import`` reads it; without a
+    study, against what its own tasks say, each held to a saber study's overlap."""
     path = Path(path).expanduser()
     if path.suffix != ".json" or not path.exists():
         return read_annotations(path)
     try:
-        labels, refused = labels_from_export(json.loads(path.read_text()), None, None)
+        labels, refused = labels_from_export(json.loads(path.read_text()), study, benchmark_pairs)
     except (StudyError, json.JSONDecodeError) as exc:
         raise AnnotationError(f"{path}: {exc}") from None
     if refused.height:

@@ -153,6 +153,8 @@ def tournament_judgments(
     "tournament_judgments",
     description="The judge shows no position bias: the first-shown candidate's win share stays "
     "in tournament.position_bias_band (its 95% interval not wholly outside).",
+    # a failed judge stops what is rated on it in the same run, "Materialize all" in the UI too
+    blocking=True,
 )
 def judge_position_bias(
     pipeline: PipelineResource, tournament_judgments: pl.DataFrame
