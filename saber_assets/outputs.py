@@ -250,8 +250,8 @@ MAX_SITE_DEPTH = 16
 
 def regular_tree(root: Path, max_bytes: int = MAX_SITE_BYTES) -> list[tuple[str, int]]:
     """Every regular file under folder ``root`` as (relative path, size), refused by name where
-    anything in it is not a folder or a regular file (a symbolic link at any depth, the root
-    included; a socket, a device, a pipe), or where it holds more than ``max_bytes``,
+    anything in it is not a folder or a regular file of one name (a symbolic link at any depth,
+    the root included; a hard link; a socket, a device, a pipe), or where it holds more than ``max_bytes``,
     ``MAX_SITE_FILES`` files or folders deeper than ``MAX_SITE_DEPTH``. Nothing is followed."""
     try:
         mode = os.lstat(root).st_mode
@@ -273,7 +273,12 @@ def regular_tree(root: Path, max_bytes: int = MAX_SITE_BYTES) -> list[tuple[str,
                 if stat.S_ISDIR(mode):
                     folders.append((name, depth + 1))
                 elif stat.S_ISREG(mode):
-                    size = entry.stat(follow_symlinks=False).st_size
+                    st = entry.stat(follow_symlinks=False)
+                    if st.st_nlink > 1:  # a hard link: the same bytes as a file elsewhere
+                        raise ValueError(
+                            f"{root}: {name} has {st.st_nlink} names (a hard link): refused"
+                        )
+                    size = st.st_size
                     files.append((name, size))
                     total += size
                     if total > max_bytes or len(files) > MAX_SITE_FILES:

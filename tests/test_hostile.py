@@ -1116,8 +1116,9 @@ def test_every_formula_scanner_takes_steps_linear_in_the_length(opening):
         lambda site, home: (site / "queries" / "deep").mkdir() or (
             site / "queries" / "deep" / "x.html").symlink_to(site / "index.html"),  # inside
         lambda site, home: os.mkfifo(site / "pipe"),
+        lambda site, home: os.link(home / "stores.duckdb", site / "queries" / "1.html"),
     ],
-    ids=["file-out", "ancestor", "link-inside", "fifo"],
+    ids=["file-out", "ancestor", "link-inside", "fifo", "hard-link"],
 )  # fmt: skip
 def test_the_publish_uploads_the_sites_regular_files_and_refuses_any_link_by_name(tmp_path, plant):
     """``saber push --explorer`` copied with ``copytree(symlinks=False)``: a link to the stores
@@ -1135,7 +1136,7 @@ def test_the_publish_uploads_the_sites_regular_files_and_refuses_any_link_by_nam
     (home / "stores.duckdb").write_bytes(b"annotator@example.org")
     plant(site, home)
     hub = FakeHub(tmp_path / "hub")
-    with pytest.raises(ValueError, match=r"is a link|not a regular file") as err:
+    with pytest.raises(ValueError, match=r"is a link|not a regular file|hard link") as err:
         push(toy_benchmark(), tmp_path / "stage", "me/b", api=hub, explorer=site)
     assert str(site) in str(err.value)
     assert not list((tmp_path / "hub").rglob("*.html"))  # nothing uploaded

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,16 +60,34 @@ def _open_text(path: Path):
 MAX_ONTOLOGY_BYTES = 512 * 2**20  # of the file as read (decompressed): MathWorld's is ~2 MB
 
 
-def _read_json(path: Path, what: str):
+def read_capped(path: Path, what: str) -> str:
+    """An ontology file's text (decompressed where it is ``.gz``), refused past
+    ``MAX_ONTOLOGY_BYTES`` having read no more than that."""
     try:
         with _open_text(path) as f:
             text = f.read(MAX_ONTOLOGY_BYTES + 1)  # characters: at least as many bytes
-        if len(text.encode("utf-8")) > MAX_ONTOLOGY_BYTES:
-            raise OntologyError(
-                f"{path}: over {MAX_ONTOLOGY_BYTES:,} bytes: not read (a topic DAG is a few MB)"
-            )
+    except (UnicodeDecodeError, EOFError, OSError) as exc:
+        raise OntologyError(f"{path}: not a valid {what}: {exc}") from None
+    if len(text.encode("utf-8", errors="surrogatepass")) > MAX_ONTOLOGY_BYTES:
+        raise OntologyError(
+            f"{path}: over {MAX_ONTOLOGY_BYTES:,} bytes: not read (a topic DAG is a few MB)"
+        )
+    return text
+
+
+def read_csv_rows(path: Path) -> list[dict]:
+    """The rows of an ontology CSV file (``read_capped``); a malformed one refused by name."""
+    try:
+        return list(csv.DictReader(io.StringIO(read_capped(path, "CSV file"))))
+    except csv.Error as exc:
+        raise OntologyError(f"{path}: not a valid CSV file: {exc}") from None
+
+
+def _read_json(path: Path, what: str):
+    text = read_capped(path, f"JSON {what}")
+    try:
         return json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError, EOFError, OSError) as exc:
+    except json.JSONDecodeError as exc:
         raise OntologyError(f"{path}: not a valid JSON {what}: {exc}") from None
     except RecursionError:
         raise OntologyError(
@@ -135,12 +154,11 @@ def dag_from_nodes_edges(nodes_path: Path, edges_path: Path | None = None) -> To
         raise OntologyError(f"{nodes_path}: CSV nodes need an edges file (parent,child)")
     else:
         # CSV locations are file line numbers (the header is line 1)
-        with _open_text(nodes_path) as f:
-            nodes = [(i + 2, n) for i, n in enumerate(csv.DictReader(f))]
-        with _open_text(edges_path) as f:
-            edges = [
-                (i + 2, (r.get("parent"), r.get("child"))) for i, r in enumerate(csv.DictReader(f))
-            ]
+        nodes = [(i + 2, n) for i, n in enumerate(read_csv_rows(nodes_path))]
+        edges = [
+            (i + 2, (r.get("parent"), r.get("child")))
+            for i, r in enumerate(read_csv_rows(edges_path))
+        ]
     import networkx as nx
 
     g = nx.DiGraph()

@@ -35,17 +35,18 @@ LOOPBACK_NAMES = ("127.0.0.1", "localhost")
 
 
 def regular_file(root: Path, rel: str) -> Path | None:
-    """``root/rel`` if it is a regular file reached through no symbolic link, else None."""
-    path, mode = root, 0
+    """``root/rel`` if it is a regular file of one name (no hard link: the same bytes as a file
+    elsewhere, the stores say) reached through no symbolic link, else None."""
+    path, st = root, None
     for part in rel.split("/"):
         path = path / part
         try:
-            mode = os.lstat(path).st_mode
+            st = os.lstat(path)
         except OSError:
             return None
-        if stat.S_ISLNK(mode):
+        if stat.S_ISLNK(st.st_mode):
             return None
-    return path if stat.S_ISREG(mode) else None
+    return path if st and stat.S_ISREG(st.st_mode) and st.st_nlink == 1 else None
 
 
 def served_file(root: Path, url: str) -> Path | None:
