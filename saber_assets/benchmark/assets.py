@@ -17,7 +17,7 @@ from saber_assets.benchmark.data import (
 from saber_assets.candidates.coverage import below_quota, domain_coverage
 from saber_assets.corpus.build import corpus_version
 from saber_assets.io_managers import concat_partitions
-from saber_assets.lib.declare import stage_asset
+from saber_assets.lib.declare import ACCEPT_FAILED_CHECKS_TAG, stage_asset
 from saber_assets.lib.metadata import markdown_table
 from saber_assets.ontology.domains import domain_names
 from saber_assets.pipeline import PipelineResource
@@ -66,11 +66,6 @@ def exported_judgments(
         .iter_rows()
     ]
     return pl.DataFrame(rows, schema=JUDGMENT_SCHEMA, orient="row")
-
-
-# a run with this tag builds the benchmark although a check of its grades failed (the manifest
-# records the failure): `saber build --accept-failed-checks` sets it
-ACCEPT_FAILED_CHECKS_TAG = "saber/accept_failed_checks"
 
 
 @stage_asset(reads=("seed", "benchmark"), kinds={"parquet"})

@@ -31,6 +31,11 @@ from saber_assets.pipeline import PipelineResource
 from saber_assets.stages import stage_of_asset
 from saber_assets.versions import input_versions
 
+# a run with this tag builds on what a failed check refused: the judge's check then fails as a
+# warning, so it blocks nothing, and the benchmark records the failure (`saber build
+# --accept-failed-checks` sets it; `saber push` refuses such a benchmark unless told the same)
+ACCEPT_FAILED_CHECKS_TAG = "saber/accept_failed_checks"
+
 
 @dataclass(frozen=True)
 class Declared:

@@ -155,15 +155,30 @@ def faults_line(metadatas) -> str | None:
 
 
 def failed_error_checks(result) -> list:
-    """The checks of a run that failed at ERROR severity: what is built from their asset must
-    not be built on (the judge's position bias: grades that follow the order shown)."""
+    """The checks of a run that failed at ERROR severity, or failed and were accepted (a run
+    told to accept them turns the judge's into a warning): what is built from their asset must
+    not be built on unless accepted (the judge's position bias: grades that follow the order
+    shown)."""
     from dagster import AssetCheckSeverity
+
+    def accepted(check) -> bool:
+        value = check.metadata.get("accepted")
+        return bool(getattr(value, "value", value))
 
     return [
         check
         for check in result.get_asset_check_evaluations()
-        if not check.passed and check.severity == AssetCheckSeverity.ERROR
+        if not check.passed and (check.severity == AssetCheckSeverity.ERROR or accepted(check))
     ]
+
+
+def stopped_by_checks_only(result) -> bool:
+    """Whether a run that did not succeed failed only where a blocking check stopped it (the
+    check's own step, and what was not built after it): reported as the check, not a crash."""
+    failures = [ev for ev in result.all_events if ev.is_step_failure]
+    return bool(failures) and all(
+        ev.step_failure_data.error.cls_name == "DagsterAssetCheckFailedError" for ev in failures
+    )
 
 
 def print_run(
@@ -346,7 +361,7 @@ def build(
     observe_sources(defs, instance, run_config)
     retrievers = runnable_names(cfg, say=console.out)
     domains = [x.split("=", 1)[1] for x in select if x.startswith("domain=")]
-    from saber_assets.benchmark.assets import ACCEPT_FAILED_CHECKS_TAG
+    from saber_assets.lib.declare import ACCEPT_FAILED_CHECKS_TAG
 
     accept_tags = {ACCEPT_FAILED_CHECKS_TAG: "true"} if accept_failed_checks else {}
     failed, ran, skipped = [], 0, 0
@@ -409,7 +424,7 @@ def build(
             ran += len(step.partitions)  # a range's partitions count as steps, as when up to date
             if summary is not None:
                 summary.step(step, result, seconds)
-            if not result.success:
+            if not result.success and not stopped_by_checks_only(result):
                 failed.append(result)
             blocked += [(step.label, check) for check in failed_error_checks(result)]
         if summary is not None:
