@@ -6,10 +6,11 @@ A scanner is an ordered list of delimiters. It finds what the regular expression
 at each position the first delimiter that opens there and closes later wins, its body is the
 shortest one of at least ``min_body`` characters, and the next search starts where it ended.
 The regular expression takes time quadratic in the length on unclosed openings (48,000
-characters of ``\(`` took 14 s: every opening scans to the end), so the scanner finds each kind
-of closing once per text, every position it matches at, and answers "the first closing at or
-after p" by bisection. A closing whose name must repeat the opening's (``\begin{X}…\end{X}``)
-is one kind too: its positions are grouped by name in the same single pass.
+characters of ``\(`` took 14 s: every opening scans to the end), so the scanner remembers, for
+each kind of closing, the last "first closing at or after p" it searched for: the positions a
+left-to-right scan asks grow, so each stretch is searched about once. A closing whose name must
+repeat the opening's (``\begin{X}…\end{X}``) is indexed whole instead, every position grouped
+by name in one pass, since distinct unclosed names would each search to the end.
 
 ``steps`` counts the characters the scanner's searches cover and the lookups it makes, so a
 test can bound the work by the length without timing anything.
@@ -80,6 +81,27 @@ class Closings:
         return (starts[n], self.ends[key][n]) if n < len(starts) else None
 
 
+class NextClosing:
+    """The first match of one pattern at or after a position, searched when asked: the last
+    answer is kept, and a left-to-right scan asks positions that grow, so each stretch of the
+    text is searched about once (the keyless closings: cheaper than ``Closings``' full index on
+    an ordinary text, where the first closing is near)."""
+
+    def __init__(self, text: str, pattern: re.Pattern) -> None:
+        self.text, self.pattern = text, pattern
+        self.searched = -1  # where the last search started; -1: none yet
+        self.found: tuple[int, int] | None = None  # what it found
+
+    def first(self, key: None, at: int, count: list[int]) -> tuple[int, int] | None:
+        count[0] += 1
+        if 0 <= self.searched <= at and (self.found is None or at <= self.found[0]):
+            return self.found  # nothing in [searched, found) and at lies in it
+        m = self.pattern.search(self.text, at)
+        count[0] += (m.end() if m else len(self.text)) - at
+        self.searched, self.found = at, (m.start(), m.end()) if m else None
+        return self.found
+
+
 class SpanScanner:
     """The spans of ``delimiters`` in a text, left to right (module docstring)."""
 
@@ -93,13 +115,16 @@ class SpanScanner:
 
     def finditer(self, text: str) -> Iterator[Span]:
         count = [0]
-        found: dict[tuple[re.Pattern, str | None], Closings] = {}
+        found: dict[tuple[re.Pattern, str | None], Closings | NextClosing] = {}
 
         def first(
             pattern: re.Pattern, at: int, key: str | None = None, same: str | None = None
         ) -> tuple[int, int] | None:
             if (pattern, same) not in found:
-                found[pattern, same] = Closings(text, pattern, same, count)
+                # a keyed closing is indexed whole: distinct unclosed names would each search on
+                found[pattern, same] = (
+                    Closings(text, pattern, same, count) if same else NextClosing(text, pattern)
+                )
             return found[pattern, same].first(key, at, count)
 
         pos = 0
