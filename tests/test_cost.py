@@ -21,7 +21,7 @@ def test_the_papers_tournament_is_one_and_a_half_million_calls():
 
 def test_costs_follow_the_prompts_and_scale_with_the_corpus():
     short = [("Solve $x+1=2$.", "Subtract 1.")] * 3
-    long = [("Solve $x+1=2$. " * 40, "Subtract 1. " * 40)] * 3
+    long = [("Solve $x+1=2$. " * 80, "Subtract 1. " * 80)] * 3
     cfg = _cfg()
     a = {s.stage: s for s in build_cost(cfg, 1000, short, 5, 6.0)}
     b = {s.stage: s for s in build_cost(cfg, 2000, short, 5, 6.0)}

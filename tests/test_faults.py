@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import time
 import warnings
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -121,12 +122,21 @@ def test_a_fault_mix_is_checked_and_the_draw_is_seeded():
     assert [a.draw(x) for x in bodies] != draws  # a retried request draws again
 
 
+def plant_fence_key(home: Path) -> None:
+    """One fence key for the homes a test compares: a prompt's fences carry a code keyed under
+    its home's key (``templates.fence_code``), so two homes ask two different prompts, as a home
+    copied with its ``.secrets`` does not."""
+    (home / ".secrets").mkdir(parents=True, exist_ok=True)
+    (home / ".secrets" / "fence.key").write_bytes(b"\x5a" * 32)
+
+
 @pytest.fixture(scope="module")
 def clean_rehearsal(tmp_path_factory) -> tuple[dict, int]:
     """The rehearsal config built on a healthy server and disk, once for the tests that compare
     with it (one xdist group: one worker builds it): (its outcome, its judgments)."""
     root = tmp_path_factory.mktemp("clean-rehearsal")
     write_tiny_inputs(root)
+    plant_fence_key(root / "clean")
     with FakeOpenAI(answer=varied_answer) as srv:
         clean = build_process(rehearsal_config(root, srv.url, problems=60), root / "clean")
         out, _ = clean.communicate(timeout=900)
@@ -152,6 +162,7 @@ def test_a_build_through_a_full_disk_faults_and_kills_equals_a_clean_build(
     home = tmp_path / "faulted"
     out = home / "tiny"
     out.mkdir(parents=True)
+    plant_fence_key(home)  # the clean build's: the fake answers by the prompt, fences included
     small = _mount_tmpfs(out, "1536k")
     try:
         with FakeOpenAI(answer=varied_answer) as srv:

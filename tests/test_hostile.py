@@ -1297,8 +1297,10 @@ def test_a_pull_into_a_held_home_is_refused_naming_its_holder(tmp_path, monkeypa
 def _peak_rss_mib_of(code: str) -> tuple[float, str]:
     """Run ``code`` in a fresh interpreter; its peak RSS (MiB) and what it printed."""
     proc = subprocess.run(
-        [sys.executable, "-c", code + "\nimport resource, sys\n"
-         "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)"],
+        # VmHWM: this process's own peak (ru_maxrss keeps the forking worker's across exec)
+        [sys.executable, "-c", code + "\nfrom pathlib import Path\n"
+         "hwm = [l for l in Path('/proc/self/status').read_text().splitlines()"
+         " if l.startswith('VmHWM:')][0]\nprint('RSS', int(hwm.split()[1]) // 1024)"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
