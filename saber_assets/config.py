@@ -298,6 +298,11 @@ class AnnotationConfig(_Strict):
     # A core idea over 30 words is a bad answer (retried, then a failure), as the paper's prompt
     # asks; false keeps any length, as the reference code does
     core_idea_word_cap: bool = True
+    # How answers are read: `strict` (saber's: the topics under "scores", every label and no
+    # other; the five summary fields) or `reference` (the reference code's, which reads the
+    # paper's appendix formats: a top-level object with any subset of the labels, a missing one
+    # scoring 0, others ignored; a summary's `coreIdea`, none unless `noCoreIdea` is false)
+    answer_format: Literal["strict", "reference"] = "strict"
 
 
 class SignalConfig(_Strict):

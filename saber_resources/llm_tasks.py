@@ -388,8 +388,23 @@ class _LLMTask:
 
 
 class LLMTopicScorer(_LLMTask):
+    """Scores a node's children; ``answer_format`` ``reference`` reads answers as the reference
+    code does (``prompts.parse_topic_scores``), its outcomes cached apart."""
+
     parser = TOPIC_VERSION
     task = "topics"
+
+    def __init__(
+        self,
+        runner: TaskRunner,
+        template: PromptTemplate | None = None,
+        max_tokens: int | None = None,
+        answer_format: str = "strict",
+    ) -> None:
+        self.answer_format = answer_format
+        if answer_format != "strict":
+            self.parser = f"{TOPIC_VERSION}+{answer_format}"
+        super().__init__(runner, template, max_tokens)
 
     def text_for(self, problem: str, solution: str) -> str:
         return problem_text(problem, solution)
@@ -398,7 +413,9 @@ class LLMTopicScorer(_LLMTask):
         reqs = [
             topic_request(text, labels, self.template, self.max_tokens) for text, labels in items
         ]
-        return self.run(reqs, lambda i, r: parse_topic_scores(r.text, items[i][1]))
+        return self.run(
+            reqs, lambda i, r: parse_topic_scores(r.text, items[i][1], self.answer_format)
+        )
 
     def score(self, text: str, labels: list[str]) -> dict[str, float]:
         return _single(self.score_batch([(text, labels)])[0])
@@ -417,16 +434,21 @@ class LLMSummarizer(_LLMTask):
         template: PromptTemplate | None = None,
         max_tokens: int | None = None,
         word_cap: bool = True,
+        answer_format: str = "strict",
     ) -> None:
-        self.word_cap = word_cap
-        if not word_cap:  # another parse: its outcomes are cached apart
-            self.parser = f"{SUMMARY_VERSION}+uncapped"
+        self.word_cap, self.answer_format = word_cap, answer_format
+        # another parse: its outcomes are cached apart
+        self.parser = (
+            SUMMARY_VERSION
+            + ("" if word_cap else "+uncapped")
+            + ("" if answer_format == "strict" else f"+{answer_format}")
+        )
         super().__init__(runner, template, max_tokens)
 
     def summarize_batch(self, items):
         outcomes = self.run(
             [summary_request(p, s, self.template, self.max_tokens) for p, s in items],
-            lambda i, r: parse_summary(r.text, self.word_cap),
+            lambda i, r: parse_summary(r.text, self.word_cap, self.answer_format),
         )
         for o in outcomes:
             if o.ok:

@@ -138,21 +138,35 @@ def topic_request(
     )
 
 
-def parse_topic_scores(text: str, labels: list[str]) -> dict[str, float]:
+def parse_topic_scores(
+    text: str, labels: list[str], answer_format: str = "strict"
+) -> dict[str, float]:
     """Every label's score: a finite number ≥ 0. A score above 1 is kept on the model's own
     scale: the prompt asks for scores relative to the best and the worst, and the traversal
     min–max normalises each request's scores before τ (a real 135M model answers 0–10 on a
-    schema whose [0, 1] bounds llama.cpp's grammar does not enforce; what it ranks is the same)."""
+    schema whose [0, 1] bounds llama.cpp's grammar does not enforce; what it ranks is the same).
+
+    ``strict`` (saber's): ``{"scores": {...}}`` with every label and no other. ``reference``
+    (the reference code's, the paper's appendix format ``{"Algebra": 1.0, ...}``): a top-level
+    object (or one under ``scores``) with any subset of the labels, a missing label scoring 0
+    and any other key ignored."""
     data = _strict_json(text)
-    if not isinstance(data, dict) or not isinstance(data.get("scores"), dict):
-        raise ParseError('expected an object {"scores": {...}}')
-    scores = data["scores"]
-    unknown = sorted(set(scores) - set(labels))
-    if unknown:
-        raise ParseError(f"unknown labels: {unknown[:5]}")
-    missing = [label for label in labels if label not in scores]
-    if missing:
-        raise ParseError(f"missing labels: {missing[:5]}")
+    if answer_format == "reference":
+        if not isinstance(data, dict):
+            raise ParseError("expected a JSON object of topic scores")
+        wrapped = isinstance(data.get("scores"), dict) and "scores" not in labels
+        scores = data["scores"] if wrapped else data
+        scores = {label: scores.get(label, 0) for label in labels}
+    else:
+        if not isinstance(data, dict) or not isinstance(data.get("scores"), dict):
+            raise ParseError('expected an object {"scores": {...}}')
+        scores = data["scores"]
+        unknown = sorted(set(scores) - set(labels))
+        if unknown:
+            raise ParseError(f"unknown labels: {unknown[:5]}")
+        missing = [label for label in labels if label not in scores]
+        if missing:
+            raise ParseError(f"missing labels: {missing[:5]}")
     out = {}
     for label in labels:
         v = scores[label]
@@ -211,10 +225,45 @@ def _strings(data: dict, key: str) -> list[str]:
     return [" ".join(x.split()) for x in v if x.strip()]
 
 
-def parse_summary(text: str, word_cap: bool = True) -> tuple[str | None, dict]:
+def parse_reference_summary(data: object, word_cap: bool) -> tuple[str | None, dict]:
+    """``parse_summary`` of the reference code's answer (``extract_ideas.py``): the core idea is
+    ``coreIdea`` where ``noCoreIdea`` is there and false, else there is none; the other fields
+    are kept where they are readable (``supporingIdeas``, the appendix's spelling, too)."""
+    if not isinstance(data, dict):
+        data = {}
+    core = data.get("coreIdea")
+    has = "noCoreIdea" in data and not data["noCoreIdea"] and isinstance(core, str)
+    core = " ".join(core.split()) if has else ""
+    idea = check_summary(core, strict=False, word_cap=word_cap) if core else None
+
+    def strings(*keys: str) -> list[str]:
+        for key in keys:
+            v = data.get(key)
+            if isinstance(v, list) and all(isinstance(x, str) for x in v):
+                return [" ".join(x.split()) for x in v if x.strip()]
+        return []
+
+    conf = data.get("confidence")
+    ok_conf = isinstance(conf, int | float) and not isinstance(conf, bool) and 0 <= conf <= 1
+    return idea, {
+        "has_core_idea": idea is not None,
+        "core_idea": idea or "",
+        "supporting_ideas": strings("supportingIdeas", "supporingIdeas"),
+        "keywords": strings("keywords"),
+        "confidence": float(conf) if ok_conf else None,
+        "style_flags": summary_style(idea) if idea else [],
+    }
+
+
+def parse_summary(
+    text: str, word_cap: bool = True, answer_format: str = "strict"
+) -> tuple[str | None, dict]:
     """(the core idea or None, every field of the answer): the signal uses the core idea, the
-    annotations store the rest beside it."""
+    annotations store the rest beside it. ``strict``: saber's five fields; ``reference``: the
+    reference code's reading (``parse_reference_summary``)."""
     data = _strict_json(text)
+    if answer_format == "reference":
+        return parse_reference_summary(data, word_cap)
     if not isinstance(data, dict):
         raise ParseError("expected a JSON object with " + ", ".join(SUMMARY_FIELDS))
     missing = [k for k in SUMMARY_FIELDS if k not in data]

@@ -72,12 +72,14 @@ def make_tasks(
     decoding: dict[str, Decoding] | None = None,
     judge_boxed: str = "last",
     summary_word_cap: bool = True,
+    answer_format: str = "strict",
 ) -> TaskSet:
     """LLM tasks over ``backend`` (sharing one runner, so stats add up), or the CPU tasks if None
     (``synthetic``: hash-drawn topics and summaries, the CPU judges).
     ``judge_prompt`` / ``judge_max_tokens`` choose the LLM pair judge (``paper`` or ``direct``);
     ``templates`` (task -> template) replace built-in prompts, ``max_tokens`` (task -> tokens)
-    the default budgets. The CPU tasks ask no model: neither applies to them."""
+    the default budgets; ``answer_format`` how the topic and summary answers are read
+    (``strict`` or ``reference``). The CPU tasks ask no model: none of these applies to them."""
     if backend is None:
         emb = CachedEmbedder(cpu_embedder(), embedding_cache)
         pair = CPUPairJudge(emb)
@@ -103,8 +105,10 @@ def make_tasks(
         return cls(runner, t.get(name), budget.get(name))
 
     return TaskSet(
-        task(LLMTopicScorer, "topics"),
-        LLMSummarizer(runner, t.get("summaries"), budget.get("summaries"), summary_word_cap),
+        LLMTopicScorer(runner, t.get("topics"), budget.get("topics"), answer_format),
+        LLMSummarizer(
+            runner, t.get("summaries"), budget.get("summaries"), summary_word_cap, answer_format
+        ),
         LLMPairJudge(runner, judge_prompt, judge_max_tokens, t.get("judge"), judge_boxed),
         task(LLMPointwiseJudge, "pointwise"),
         backend.name,

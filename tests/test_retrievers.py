@@ -474,3 +474,20 @@ def test_a_kind_is_declared_in_its_own_module_and_nothing_branches_on_its_name()
             if on_kind and names & set(KINDS):
                 branches.append(f"{mod}:{node.lineno}")
     assert not branches, branches
+
+
+def test_the_clmir_style_entry_runs_its_bm25_as_clmir_did():
+    """CLMIR's first stage is Pyserini's BM25 (k1 0.9, b 0.4); `bm25-rerank` ran saber's
+    1.5 / 0.75. The entry says 0.9 / 0.4, and the first stage's order moves with it."""
+    from saber_assets.retrievers.registry import load_registry
+
+    [entry] = [e for e in load_registry() if e.name == "bm25-rerank"]
+    assert entry.params == {"k": 100, "k1": 0.9, "b": 0.4}
+    clmir = TwoStageRetriever("c", judge=ToyJudge(), tokenizer="plain", **entry.params)
+    saber = TwoStageRetriever("s", judge=ToyJudge(), tokenizer="plain", k=100)
+    assert (clmir.first.k1, clmir.first.b) == (0.9, 0.4) and (saber.first.k1, saber.first.b) == (
+        1.5,
+        0.75,
+    )
+    docs = ["boxes boxes boxes boxes " + "filler " * 30, "boxes", "other words"] * 2
+    assert not np.allclose(clmir.first.score("boxes", docs), saber.first.score("boxes", docs))

@@ -319,3 +319,50 @@ def test_a_judge_template_with_the_verbatim_placeholders_loads_and_fills(tmp_pat
     (tmp_path / "both.yaml").write_text(verbatim.read_text() + "  and {sample_1}\n")
     with pytest.raises(TemplateError, match=r"also \{sample_1\}"):
         load_template("judge", tmp_path / "both.yaml")
+
+
+def test_the_appendix_answer_formats_parse_under_paper_yaml():
+    """The paper's appendix formats (``{"Algebra": 1.0, ...}`` with labels missing, and
+    ``{"noCoreIdea": false, "coreIdea": ...}``) were ParseErrors under saber's strict parsers, so
+    a model prompted as the paper prompts it lost topics. `configs/paper.yaml` reads them as the
+    reference does; saber's default still refuses them."""
+    from saber_assets.config import REPO_ROOT, load_config
+    from saber_resources.task_set import make_tasks
+
+    cfg = load_config(REPO_ROOT / "configs" / "paper.yaml").annotations
+    assert cfg.answer_format == "reference"
+    answers = {
+        "topics": '{"Algebra": 1.0, "Geometry": 0.25, "Cooking": 0.9}',
+        "idea": json.dumps(
+            {
+                "noCoreIdea": False,
+                "coreIdea": "Count divisors by prime powers.",
+                "supporingIdeas": ["multiplicativity"],
+                "keywords": ["divisors"],
+                "confidence": 0.8,
+            }
+        ),  # fmt: skip
+    }
+
+    def answer(r):
+        return LLMResponse(answers["topics" if "Candidate topics" in r.messages[-1][1] else "idea"])
+
+    labels = ["Algebra", "Geometry", "Number Theory"]
+    paper = make_tasks(Recording(answer), None, None, max_retries=0,
+                       summary_word_cap=cfg.core_idea_word_cap, answer_format=cfg.answer_format)  # fmt: skip
+    assert paper.topic_scorer.score("p", labels) == {
+        "Algebra": 1.0, "Geometry": 0.25, "Number Theory": 0.0,  # missing: 0; Cooking ignored
+    }  # fmt: skip
+    [idea] = paper.summarizer.summarize_batch([("p", "s")])
+    assert idea.value == "Count divisors by prime powers."
+    assert (
+        idea.detail["supporting_ideas"] == ["multiplicativity"] and idea.detail["confidence"] == 0.8
+    )
+    for no_idea in ({"noCoreIdea": True, "coreIdea": "x"}, {"coreIdea": "Count."}, [1, 2]):
+        answers["idea"] = json.dumps(no_idea)
+        [none] = paper.summarizer.summarize_batch([("p2", "s2")])
+        assert none.ok and none.value is None, no_idea
+    # saber's own parsers: the same answers are bad answers, retried, then failures
+    strict = make_tasks(Recording(answer), None, None, max_retries=0)
+    [scored] = strict.topic_scorer.score_batch([("p", labels)])
+    assert not scored.ok and 'expected an object {"scores"' in scored.error

@@ -89,7 +89,13 @@ def _chunk_work(
 ):
     """An annotation chunk's config, rows and the tasks (scorer, summarizer) that annotate them."""
     cfg = pipeline.load().annotations
-    tasks = tasks_for(llm, stores, cfg.max_parse_retries, summary_word_cap=cfg.core_idea_word_cap)
+    tasks = tasks_for(
+        llm,
+        stores,
+        cfg.max_parse_retries,
+        summary_word_cap=cfg.core_idea_word_cap,
+        answer_format=cfg.answer_format,
+    )
     return cfg, _chunk_rows(corpus, context), tasks
 
 

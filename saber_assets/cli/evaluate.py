@@ -45,8 +45,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     p.add_argument(
         "--protocol", default="saber", choices=["saber", "reference"],
-        help="saber (failed queries count 0, ties at their expected value) or the reference "
-        "evaluation's (failed queries left out, ties in numpy.argsort order)",
+        help="saber (ties at their expected value) or the reference evaluation's (ties in "
+        "numpy.argsort order); in both a query on the retriever's skip list is left out and "
+        "any other failure scores 0, as the reference scores an engine failure",
     )  # fmt: skip
     p.add_argument("--opt-in", action="store_true", help="also run the registry's opt-in variants")
     p.add_argument(
@@ -201,7 +202,6 @@ def evaluate_cmd(args) -> int:
                 resamples=args.resamples,
                 seed=cfg.seed,
                 k=args.k,
-                drop_failed=p == "reference",
             )  # fmt: skip
             for p in (args.protocol, other)
         ]

@@ -278,15 +278,14 @@ def score_table(
     domains: Sequence[str],
     resamples: int = 1000,
     seed: int = 0,
-    drop_failed: bool = False,
     k: int = 10,
 ) -> pl.DataFrame:
     """One row per setting: overall and per-domain mean nDCG with bootstrap CIs, failures, latency;
     the score columns are named for the runs' cut-off ``k`` (``ndcg@k``).
-    Failed queries count as nDCG 0 in the means and are reported in ``failed``; with
-    ``drop_failed`` (the reference evaluation's protocol) they are left out of the means, still
-    counted in ``failed``. A query the retriever skipped by its own rule (``skipped``) is left
-    out of the means either way and counted in ``skipped`` (among ``failed`` too)."""
+    Failed queries count as nDCG 0 in the means and are reported in ``failed``, under either
+    protocol (the reference evaluation scores an engine failure as all zeros, still ranked). A
+    query the retriever skipped by its own rule (``skipped``: the reference's md5 list) is left
+    out of the means and counted in ``skipped`` (among ``failed`` too)."""
     out = []
     # one row per (query, setting) (a multi-domain query runs in several domain partitions) in a
     # fixed query order, so the seeded bootstrap gives the same CI wherever it is computed
@@ -295,10 +294,8 @@ def score_table(
         n_failed = int(frame["failed"].sum())
         left_out = skipped(frame)
         n_skipped = int(frame.select(left_out.sum()).item())
-        if drop_failed:
-            scored = frame.filter(~pl.col("failed"))
-        else:  # unfiltered when nothing is skipped: the same sums, to the last bit
-            scored = frame.filter(~left_out) if n_skipped else frame
+        # unfiltered when nothing is skipped: the same sums, to the last bit
+        scored = frame.filter(~left_out) if n_skipped else frame
         summ = summarize(
             scored["ndcg"].to_list(), scored["domains"].to_list(), domains, resamples, seed
         )

@@ -141,13 +141,17 @@ def compare(ours: pl.DataFrame, figures: pl.DataFrame, table: str = "main") -> p
 
 def apply_protocol(runs: pl.DataFrame, relevance: dict[str, list[float]], k: int, protocol: str):
     """``runs`` scored under ``protocol``: ``saber`` leaves them as they are; ``reference``
-    recomputes each query's nDCG from its stored candidate scores with ties in numpy's order and
-    marks failed queries to be left out of the means (``score_table(..., drop_failed=True)``)."""
+    recomputes each query's nDCG from its stored candidate scores with ties in numpy's order, a
+    failed query scoring 0 as the reference scores an engine failure (all zeros, still ranked;
+    a query on the skip list is left out of the means by ``score_table``, under both)."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"--protocol must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
     if protocol == "saber" or runs.height == 0:
         return runs
-    return rescore_runs(runs, relevance, k, ties="numpy")
+    rescored = rescore_runs(runs, relevance, k, ties="numpy")
+    return rescored.with_columns(
+        pl.when(pl.col("failed")).then(0.0).otherwise(pl.col("ndcg")).alias("ndcg")
+    )
 
 
 def domain_cells(report: pl.DataFrame, system: str, domains: Sequence[str]) -> pl.DataFrame:

@@ -23,12 +23,11 @@ def entry_rows(
     seed: int,
     k: int,
     code: str | None = None,
-    drop_failed: bool = False,
     columns: Callable[[pl.DataFrame], pl.DataFrame] | None = None,
 ) -> pl.DataFrame:
     """``columns`` adds the caller's own columns (the board's contamination columns, origin)
     before the provenance ones, to rows that exist: an entry whose runs hold no query has none."""
-    rows = score_table(runs, domains, resamples, seed, drop_failed=drop_failed, k=k)
+    rows = score_table(runs, domains, resamples, seed, k=k)
     if columns is not None and not rows.is_empty():
         rows = columns(rows)
     return with_provenance(rows, entry.name, provenance(entry, bench_id, code))

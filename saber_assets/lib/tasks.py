@@ -20,6 +20,7 @@ def tasks_for(
     judge_template: bool = True,
     judge_boxed: str = "last",
     summary_word_cap: bool = True,
+    answer_format: str = "strict",
 ) -> TaskSet:
     """``judge_template`` False: the judge keeps its built-in text even where ``prompts.judge``
     replaces it (a second judge asked with the other prompt style)."""
@@ -40,6 +41,7 @@ def tasks_for(
         decoding=decoding_by_task(llm.temperature, llm.reasoning_effort, llm.system_prompt),
         judge_boxed=judge_boxed,
         summary_word_cap=summary_word_cap,
+        answer_format=answer_format,
     )
 
 

@@ -42,13 +42,17 @@ class TwoStageRetriever:
         tokenizer: str = "math",
         translate_to: str | None = None,
         translator=None,
+        k1: float = 1.5,
+        b: float = 0.75,
     ) -> None:
+        """``k1``, ``b``: the first stage's BM25 (CLMIR ran Pyserini's 0.9 / 0.4: the
+        `bm25-rerank` entry says so; 1.5 / 0.75 are saber's `bm25`'s)."""
         if judge is None:
             raise ValueError("the two-stage retriever needs a pointwise judge (the LLM resource)")
         if translate_to and translator is None:
             raise ValueError("translate_to needs a translator (the LLM resource)")
         self.name, self.k, self.judge = name, k, judge
-        self.first = BM25Retriever(name + ":bm25", tokenizer=tokenizer)
+        self.first = BM25Retriever(name + ":bm25", tokenizer=tokenizer, k1=k1, b=b)
         self.translate_to, self.translator = translate_to, translator
         self._translated: dict[str, str] = {}
         self.last_failed = 0  # documents of the last query the judge failed on
