@@ -22,6 +22,7 @@ from saber_resources.prompts import (
     JUDGE_VERSIONS,
     ORDINAL_VERSION,
     POINTWISE_VERSION,
+    REFERENCE_SUMMARY_SCHEMA,
     SEGMENT_VERSION,
     SUMMARY_VERSION,
     TOPIC_VERSION,
@@ -446,9 +447,13 @@ class LLMSummarizer(_LLMTask):
         super().__init__(runner, template, max_tokens)
 
     def summarize_batch(self, items):
+        requests = [summary_request(p, s, self.template, self.max_tokens) for p, s in items]
+        if self.answer_format == "reference":  # a constraining server asks the appendix's fields
+            requests = [
+                dataclasses.replace(r, json_schema=REFERENCE_SUMMARY_SCHEMA) for r in requests
+            ]
         outcomes = self.run(
-            [summary_request(p, s, self.template, self.max_tokens) for p, s in items],
-            lambda i, r: parse_summary(r.text, self.word_cap, self.answer_format),
+            requests, lambda i, r: parse_summary(r.text, self.word_cap, self.answer_format)
         )
         for o in outcomes:
             if o.ok:

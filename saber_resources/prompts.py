@@ -195,6 +195,20 @@ SUMMARY_SCHEMA = {
     "additionalProperties": False,
 }
 SUMMARY_FIELDS = tuple(SUMMARY_SCHEMA["required"])
+# the appendix's fields, for a server that constrains the answer under annotations.answer_format:
+# reference (the reference code itself asked for free text)
+REFERENCE_SUMMARY_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "noCoreIdea": {"type": "boolean"},
+        "coreIdea": {"type": ["string", "null"]},
+        "supportingIdeas": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+        "keywords": {"type": "array", "items": {"type": "string"}, "maxItems": 6},
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+    },
+    "required": ["noCoreIdea", "coreIdea", "supportingIdeas", "keywords", "confidence"],
+    "additionalProperties": False,
+}
 
 _EQUATION = re.compile(r"[$\\=^_{}]|\d\s*[-+*/<>]\s*\d|[a-z]\s*[-+*/]\s*\d")
 _NOT_IMPERATIVE = re.compile(r"^(we|i|the|this|it|a|an|there)\b", re.IGNORECASE)

@@ -362,6 +362,16 @@ def test_the_appendix_answer_formats_parse_under_paper_yaml():
         answers["idea"] = json.dumps(no_idea)
         [none] = paper.summarizer.summarize_batch([("p2", "s2")])
         assert none.ok and none.value is None, no_idea
+    # the shipped paper prompt asks for the fields it reads, and a constraining server is told so
+    recorder = Recording(answer)
+    shipped = load_templates(load_config(REPO_ROOT / "configs" / "paper.yaml").prompt_paths())
+    paper_prompts = make_tasks(recorder, None, None, max_retries=0, templates=shipped,
+                               answer_format="reference")  # fmt: skip
+    answers["idea"] = json.dumps({"noCoreIdea": False, "coreIdea": "Pair the terms."})
+    assert paper_prompts.summarizer.summarize("p3", "s3") == "Pair the terms."
+    asked = recorder.requests[-1]
+    assert '"noCoreIdea": <true|false>, "coreIdea"' in asked.messages[-1][1]
+    assert set(asked.json_schema["properties"]) >= {"noCoreIdea", "coreIdea"}
     # saber's own parsers: the same answers are bad answers, retried, then failures
     strict = make_tasks(Recording(answer), None, None, max_retries=0)
     [scored] = strict.topic_scorer.score_batch([("p", labels)])
