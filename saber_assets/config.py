@@ -553,6 +553,9 @@ def moved_keys(doc: dict) -> dict:
 
 
 class AnalysesConfig(_Strict):
+    # A published benchmark (a `saber pull` folder) to find in the built corpus: how much of it a
+    # rebuild from the sources holds (`published_benchmark_recall`)
+    published_benchmark: str | None = None
     # MTEB retrieval scores to correlate with the leaderboard: CSV/Parquet with columns
     # `model` and `score`; a retriever is matched by `model_names[retriever]` or its own name
     mteb_scores: str | None = None

@@ -59,6 +59,7 @@ ANALYSES = (
     "judging_regimes",
     "judge_human_agreement",
     "mteb_correlation",
+    "published_benchmark_recall",
     "math_vs_words",
     "benchmark_explorer",
     "benchmark_report",

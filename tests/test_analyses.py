@@ -816,3 +816,76 @@ def test_krippendorff_alpha_across_annotators_with_its_interval():
     # pairs labelled once carry no agreement; one value throughout: undefined
     assert annotator_alpha([{"ann0": "a"}] * 5, seed=1) == (None, None, None)
     assert annotator_alpha([{"x": "a", "y": "a"}] * 5, seed=1) == (None, None, None)
+
+
+def test_the_published_benchmark_is_found_in_a_rebuilt_corpus_exactly_near_or_not():
+    """Published rows planted in a small corpus: one exact (new spacing and numbers), one near
+    (a word changed), one absent; the query exact. Each is reported as it is."""
+    from saber_assets.analyses.published_recall import published_recall
+    from saber_assets.benchmark.data import QUERY_SCHEMA, Benchmark
+
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi".split()
+
+    def text(seed: int) -> str:  # 60 words of its own, a formula in it
+        return " ".join(words[(seed * 7 + i * (seed + 3)) % len(words)] + str(i % 5) * (i % 2)
+                        for i in range(60)) + f" so $x^{seed}+1$ holds."  # fmt: skip
+
+    docs = pl.DataFrame({"id": [f"d{i}" for i in range(4)],
+                         "problem": [text(i) for i in range(4)], "solution": ["s"] * 4})  # fmt: skip
+    queries = pl.DataFrame(
+        [{"id": "q0", "problem": text(9), "solution": "s", "candidates": [0, 1, 2, 3],
+          "relevance_scores": [5.0, 2.0, 1.0, 0.0], "domains": ["Algebra"]}],
+        schema=QUERY_SCHEMA,
+    )  # fmt: skip
+    published = Benchmark(queries, docs, {"name": "sabermath"})
+    near = text(1).rsplit(" ", 4)
+    corpus = pl.DataFrame({
+        "id": ["numina:17", "aops:3", "official:2", "aops:9"],
+        "problem": [
+            text(0).replace(" ", "  ").replace("x^0", "x^7"),  # spacing and numbers: exact
+            " ".join([near[0], "omega", *near[2:]]),  # one word changed: near
+            text(9),  # the query itself
+            "an unrelated problem about triangles and circles " * 6,
+        ],
+    })  # fmt: skip
+    out = published_recall(published, corpus)
+    found = {r["item"]: (r["corpus_id"], r["how"]) for r in out["found"].iter_rows(named=True)}
+    assert found == {"d0": ("numina:17", "exact"), "d1": ("aops:3", "near"),
+                     "q0": ("official:2", "exact")}  # fmt: skip
+    assert out["queries"].rows() == [("q0", "official:2", "exact")]
+    summary = {(r["role"], r["domain"]): r["share"] for r in out["summary"].iter_rows(named=True)}
+    assert summary[("candidate", "all")] == 0.5 and summary[("query", "Algebra")] == 1.0
+    by_source = {
+        (r["role"], r["source"]): r["found"] for r in out["by_source"].iter_rows(named=True)
+    }
+    assert by_source == {("candidate", "numina"): 1, ("candidate", "aops"): 1,
+                         ("query", "official"): 1}  # fmt: skip
+    # nothing of it in the corpus: nothing found, every share 0
+    none = published_recall(published, corpus.filter(pl.col("id") == "aops:9"))
+    assert none["found"].is_empty() and set(none["summary"]["share"]) == {0.0}
+
+
+def test_a_build_finds_its_own_benchmark_when_given_it_as_the_published_one(
+    shared_build, tmp_path, monkeypatch
+):
+    """The asset on a real build: its own exchange-format benchmark, given as the published
+    one, is all in its corpus; unconfigured, the asset is empty with a note."""
+    import yaml
+
+    from saber_assets.cli import main
+
+    cfg = shared_build("algebra").copy_to(tmp_path, monkeypatch)
+    home = tmp_path / "home" / "tiny"
+    empty = pl.read_parquet(home / "parquet" / "published_benchmark_recall.parquet")
+    assert empty.is_empty()
+    doc = yaml.safe_load(cfg.read_text())
+    doc.setdefault("analyses", {})["published_benchmark"] = str(home / "evaluation_benchmark")
+    cfg.write_text(yaml.safe_dump(doc))
+    assert main(["build", "--config", str(cfg), "--select", "analyses"]) == 0
+    recall = pl.read_parquet(home / "parquet" / "published_benchmark_recall.parquet")
+    overall = recall.filter(pl.col("domain") == "all")
+    assert set(overall["role"]) == {"query", "candidate"} and overall["share"].to_list() == [
+        1.0,
+        1.0,
+    ]
+    assert (recall["items"] > 0).all()

@@ -87,7 +87,8 @@ ROUNDS_MOVE = {  # what reads the tournament, all partitions of each
     "tournament_judgments", "relevance_ratings", "benchmark_export", "evaluation_benchmark", "own_candidate_matches",
     "retriever_index", "retriever_runs", "leaderboard", "benchmark_composition",
     "tournament_convergence", "signal_group_curves", "judge_human_agreement", "judging_regimes",
-    "math_vs_words", "mteb_correlation", "leaderboard_robustness", "benchmark_explorer",
+    "math_vs_words", "mteb_correlation", "published_benchmark_recall", "leaderboard_robustness",
+    "benchmark_explorer",
     "benchmark_report", "benchmark_verification",
 }  # fmt: skip
 
