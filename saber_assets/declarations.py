@@ -4,7 +4,7 @@ what the definitions build, the pod sizer reads (``pods.pod_size``) and the code
 from __future__ import annotations
 
 from saber_assets.analyses import assets as analysis_assets
-from saber_assets.analyses import judge_assets
+from saber_assets.analyses import judge_assets, recall_assets
 from saber_assets.annotations import assets as annotation_assets
 from saber_assets.benchmark import assets as benchmark_assets
 from saber_assets.candidates import assets as candidate_assets
@@ -39,6 +39,7 @@ STAGE_MODULES = [
     contamination_assets,
     analysis_assets,
     judge_assets,
+    recall_assets,
     explorer_assets,
 ]
 

@@ -15,7 +15,6 @@ from saber_assets.analyses.math_vs_words import (
 from saber_assets.analyses.math_vs_words import math_vs_words as math_vs_words_table
 from saber_assets.analyses.mteb import STATS_SCHEMA, mteb_figure, mteb_section, read_scores
 from saber_assets.analyses.mteb import mteb_correlation as mteb_correlation_table
-from saber_assets.analyses.published_recall import RECALL_SCHEMA, published_recall
 from saber_assets.analyses.robustness import robustness_figure
 from saber_assets.analyses.second_judge import second_judge
 from saber_assets.analyses.signal_groups import (
@@ -25,7 +24,6 @@ from saber_assets.analyses.signal_groups import (
     signal_groups_section,
 )
 from saber_assets.benchmark.data import Benchmark
-from saber_assets.config import resolve_path
 from saber_assets.io_managers import concat_partitions
 from saber_assets.leaderboard.evaluate import rescore_runs
 from saber_assets.leaderboard.run_files import stored_runs
@@ -127,43 +125,6 @@ def mteb_correlation(pipeline: PipelineResource) -> Output[pl.DataFrame]:
     if matched.height:
         meta["plot"] = figure_markdown(mteb_figure(matched), "MTEB vs benchmark")
     return Output(table, metadata=meta)
-
-
-@analysis()
-def published_benchmark_recall(
-    pipeline: PipelineResource, corpus: pl.DataFrame
-) -> Output[pl.DataFrame]:
-    """How much of the published benchmark (`analyses.published_benchmark`, a `saber pull`
-    folder) the built corpus holds: its queries and documents found by normalised text, then as
-    MinHash near-duplicates, the share per role and published domain (the output), per corpus
-    source, and the published queries found with their corpus ids. Without a published
-    benchmark configured: empty, with a note saying so."""
-    cfg = pipeline.load()
-    path = cfg.analyses.published_benchmark
-    if path is None:
-        note = "no analyses.published_benchmark configured (a `saber pull` folder)"
-        return Output(
-            pl.DataFrame(schema=RECALL_SCHEMA), metadata={**stage_metadata(0), "note": note}
-        )
-    tables = published_recall(Benchmark.read(resolve_path(path)), corpus, cfg.contamination)
-    summary = tables["summary"]
-    overall = {
-        r["role"]: r["share"]
-        for r in summary.filter(pl.col("domain") == "all").iter_rows(named=True)
-    }
-    return Output(
-        summary,
-        metadata={
-            **stage_metadata(summary.height),
-            "published": str(path),
-            "queries_found_share": overall.get("query"),
-            "documents_found_share": overall.get("candidate"),
-            "by_domain": markdown_table(summary, max_rows=60),
-            "by_source": markdown_table(tables["by_source"], max_rows=60),
-            "queries_found": markdown_table(tables["queries"], max_rows=100),
-            "queries_found_count": tables["queries"].height,
-        },
-    )
 
 
 @analysis(section=math_vs_words_section, deps=[AssetKey("evaluation_benchmark")], pool="llm")
