@@ -77,7 +77,6 @@ def take_lock(path: Path, wait: bool) -> int | None:
 class HeldHome:
     """A held home: ``fd`` is the lock's descriptor, for a process that must hold it too."""
 
-    home: Path
     fd: int
 
 
@@ -121,7 +120,7 @@ def holding_home(
         }
         with written_whole(home / HOLDER_FILE) as tmp:
             tmp.write_text(json.dumps(info))
-        yield HeldHome(home, fd)
+        yield HeldHome(fd)
     finally:
         (home / HOLDER_FILE).unlink(missing_ok=True)
         os.close(fd)

@@ -305,8 +305,9 @@ def copy_regular_tree(src: Path, dest: Path, max_bytes: int = MAX_SITE_BYTES) ->
         except OSError as exc:
             raise ValueError(f"{src}: {rel} changed while it was copied: refused") from exc
         with os.fdopen(fd, "rb") as f, open(target, "xb") as out:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise ValueError(f"{src}: {rel} is not a regular file: refused")
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:  # swapped since the listing
+                raise ValueError(f"{src}: {rel} is not a regular file of one name: refused")
             left = size + 1  # one byte more than listed tells a file that grew
             while left and (chunk := f.read(min(left, 1 << 20))):
                 out.write(chunk)

@@ -23,15 +23,25 @@ def data_home() -> Path:
 
 def home_secret(name: str, home: Path | None = None) -> bytes:
     """The home's key ``name`` (32 random bytes), made on first use: written whole to a file of
-    its own, then linked into place, so two processes making it at once agree on one key."""
-    folder = (home or data_home()) / SECRETS
-    path = folder / name
+    its own, then linked into place, so two processes making it at once agree on one key. Read
+    once per process and home: every prompt asks for it."""
+    path = (home or data_home()) / SECRETS / name
+    if path not in _KEYS:
+        _KEYS[path] = _made_key(path)
+    return _KEYS[path]
+
+
+_KEYS: dict[Path, bytes] = {}
+
+
+def _made_key(path: Path) -> bytes:
     try:
         return _read_key(path)
     except FileNotFoundError:
         pass
+    folder = path.parent
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = folder / f".{name}.{os.getpid()}.{secrets.token_hex(6)}"
+    tmp = folder / f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "wb") as f:

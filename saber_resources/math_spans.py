@@ -45,13 +45,12 @@ class Delimiter:
 
 @dataclass(frozen=True)
 class Span:
-    """One span: where it lies, its delimiter's name and index, its body, the opening's groups."""
+    """One span: where it lies, its delimiter's name, its body, the opening's groups."""
 
     start: int
     end: int
     whole: str
     kind: str
-    index: int
     body: str
     opened: dict[str, str | None] = field(default_factory=dict)
 
@@ -132,7 +131,7 @@ class SpanScanner:
             while (opened := self.any_opening.search(text, pos)) is not None:
                 p = opened.start()
                 count[0] += p - pos + 1
-                for n, d in enumerate(self.delimiters):
+                for d in self.delimiters:
                     o = d.opening.match(text, p)
                     if o is None:
                         continue
@@ -144,9 +143,7 @@ class SpanScanner:
                         c = first(d.closing, o.end() + d.min_body, key, d.same)
                     if c is None:
                         continue
-                    yield Span(
-                        p, c[1], text[p : c[1]], d.name, n, text[o.end() : c[0]], o.groupdict()
-                    )
+                    yield Span(p, c[1], text[p : c[1]], d.name, text[o.end() : c[0]], o.groupdict())
                     pos = c[1]
                     break
                 else:

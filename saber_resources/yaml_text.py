@@ -30,8 +30,8 @@ class NoAliasLoader(yaml.SafeLoader):
 def load_yaml(text: str, where: str = "YAML"):
     """The value of a YAML text with no alias in it, at most ``MAX_YAML_BYTES`` long; a
     ``ValueError`` naming ``where`` otherwise."""
-    if len(text) > MAX_YAML_BYTES:
-        raise ValueError(f"{where}: over {MAX_YAML_BYTES:,} characters: not read")
+    if len(text.encode("utf-8", errors="surrogatepass")) > MAX_YAML_BYTES:
+        raise ValueError(f"{where}: over {MAX_YAML_BYTES:,} bytes: not read")
     try:
         return yaml.load(text, Loader=NoAliasLoader)  # noqa: S506 - a SafeLoader
     except yaml.composer.ComposerError as exc:
@@ -41,7 +41,8 @@ def load_yaml(text: str, where: str = "YAML"):
 
 
 def read_yaml(path: Path, where: str | None = None):
-    """``load_yaml`` of a file, reading no more than the cap allows."""
+    """``load_yaml`` of a file, reading no more than the cap allows (characters: at least as
+    many bytes)."""
     with open(path, encoding="utf-8") as f:
         text = f.read(MAX_YAML_BYTES + 1)
     return load_yaml(text, where or str(path))

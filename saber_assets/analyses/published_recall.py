@@ -23,11 +23,6 @@ RECALL_SCHEMA = {"role": pl.String, "domain": pl.String, "items": pl.UInt32,
 FOUND_SCHEMA = {"item": pl.String, "role": pl.String, "corpus_id": pl.String, "how": pl.String}
 
 
-def source_of(corpus_id: str) -> str:
-    """A corpus id's source (ids are ``source:native_id``)."""
-    return corpus_id.split(":", 1)[0]
-
-
 def published_recall(
     published: Benchmark, corpus: pl.DataFrame, config: ContaminationConfig | None = None
 ) -> dict[str, pl.DataFrame]:
@@ -56,9 +51,7 @@ def published_recall(
     )
     totals = item_roles.group_by("role").len("items")
     by_source = (
-        found.with_columns(
-            pl.col("corpus_id").map_elements(source_of, return_dtype=pl.String).alias("source")
-        )
+        found.with_columns(pl.col("corpus_id").str.split(":").list.first().alias("source"))
         .group_by("role", "source")
         .len("found")
         .join(totals, on="role")
