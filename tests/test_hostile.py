@@ -1372,10 +1372,8 @@ def test_a_config_with_aliases_is_refused_at_once(tmp_path):
                for i in range(8)]  # fmt: skip
     path = tmp_path / "bomb.yaml"
     path.write_text("\n".join(levels) + "\n" + yaml.safe_dump(MINIMAL))
-    t = time.monotonic()
     with pytest.raises(ValueError, match=r"alias \(\*a\) is not allowed"):
         load_config(path)
-    assert time.monotonic() - t < 60  # never hours: refused on its first alias
     from saber_assets.retrievers.registry import load_registry
 
     (tmp_path / "r.yaml").write_text("x: &x {kind: bm25}\nretrievers:\n  - *x\n")
