@@ -407,8 +407,13 @@ class TournamentConfig(_Strict):
     # LLM backends: `paper` reasons (technique profiles, comparison, tie-breakers) and ends with
     # \boxed{1|2}; `direct` answers the digit at once (cheap). The CPU backend has its own judge.
     judge_prompt: Literal["paper", "direct"] = "paper"
-    # Reasoning budget of the paper judge; a cut-off answer is retried once with twice as much.
+    # Reasoning budget of the paper judge (see `cut_off` for an answer that runs past it).
     judge_max_tokens: int = Field(default=4096, ge=16)
+    # A judge's answer cut off at judge_max_tokens: `retry_doubled` asks once more with twice the
+    # budget (saber's); `read_reasoning` takes the first \boxed{1|2} of its reasoning, and one
+    # with none there is an unparsed answer, asked again at the same budget while
+    # max_parse_retries allow (the reference's: two attempts at 50,000 tokens)
+    cut_off: Literal["retry_doubled", "read_reasoning"] = "retry_doubled"
     # Which candidate of a pair is shown first: `random` (per pair, seeded) or `by_id` (the
     # smaller document number, as the reference shows the smaller document index: a corpus of
     # one source numbered by integers, the published documents, keeps its numbers; any other is

@@ -25,8 +25,8 @@ docs/config-reference.md`; `tests/test_docs.py` keeps it current). A key's meani
 its model gives it; how the sections fit together is in [building.md](building.md). Keys moved
 under their package still read from their old place with a message (`MOVED_KEYS`). A config may
 begin with `extends: OTHER.yaml` (a path from its own folder): it starts from that config, each
-section merged key by key, a list or a value replaced (`configs/paper-sources.yaml` extends
-`configs/paper.yaml`).
+section merged key by key, a list or a value replaced (`configs/paper-published-pool.yaml`
+extends `configs/paper.yaml`).
 """
 
 

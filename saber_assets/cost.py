@@ -135,7 +135,7 @@ def model_len_needed(cfg: PipelineConfig, texts: Sequence[str]) -> tuple[int, di
     """The context length a served judge needs: the longest judge prompt the corpus can make
     (the query and both candidates the three longest problem texts, an upper bound) plus the
     largest answer budget (the paper judge's ``judge_max_tokens``, doubled on its one retry of a
-    cut-off answer), in tokens at ``cost.chars_per_token``, rounded up to a multiple of 1,024."""
+    cut-off answer unless ``tournament.cut_off`` reads it from its reasoning), in tokens at ``cost.chars_per_token``, rounded up to a multiple of 1,024."""
     if not texts:
         raise ValueError("no problem texts to size the model length from")
     longest = sorted(texts, key=len, reverse=True)[:3]
@@ -151,7 +151,8 @@ def model_len_needed(cfg: PipelineConfig, texts: Sequence[str]) -> tuple[int, di
         else judge_request(q, a, b, mine)
     )
     prompt = int(np.ceil(_chars(req) / cfg.cost.chars_per_token))
-    answer = 2 * t.judge_max_tokens if paper else 2 * 2
+    doubled = 2 if t.cut_off == "retry_doubled" else 1
+    answer = doubled * t.judge_max_tokens if paper else 2 * 2
     need = int(np.ceil((prompt + answer) / 1024) * 1024)
     detail = {"prompt_tokens": prompt, "answer_tokens": answer, "chars_per_token": cfg.cost.chars_per_token}  # fmt: skip
     return need, detail

@@ -38,6 +38,7 @@ class CachedAnswer:
     parse_error: str | None
     finish_reason: str | None = None
     token_logprobs: list | None = None
+    reasoning: str | None = None  # kept for a cut-off answer only (``LLMResponse.reasoning``)
 
 
 class LLMCache:
@@ -62,6 +63,7 @@ class LLMCache:
                 "parse_error",
                 "finish_reason",
                 "token_logprobs",
+                "reasoning",
             ],
             {"backend": backend, "model": model, "prompt_version": version},
             "request_hash",
@@ -69,9 +71,9 @@ class LLMCache:
         )
         return {
             h: CachedAnswer(
-                a, read_json(lp) if lp else None, ok, err, fin, read_json(tl) if tl else None
+                a, read_json(lp) if lp else None, ok, err, fin, read_json(tl) if tl else None, rs
             )
-            for h, a, lp, ok, err, fin, tl in rows
+            for h, a, lp, ok, err, fin, tl, rs in rows
         }
 
     def put_many(
@@ -82,7 +84,7 @@ class LLMCache:
         rows: list[tuple],
     ) -> None:
         """rows: (request hash, request, answer text, top logprobs, parsed ok, parse error,
-        finish reason[, token logprobs])."""
+        finish reason[, token logprobs[, reasoning]])."""
         if not rows:
             return
         df = pl.DataFrame(
@@ -100,12 +102,14 @@ class LLMCache:
                 "token_logprobs": [
                     json.dumps(r[7]) if len(r) > 7 and r[7] is not None else None for r in rows
                 ],
+                "reasoning": [r[8] if len(r) > 8 else None for r in rows],
             },
             schema_overrides={
                 "parse_error": pl.String,
                 "top_logprobs": pl.String,
                 "finish_reason": pl.String,
                 "token_logprobs": pl.String,
+                "reasoning": pl.String,
             },
         )
         self.db.insert_ignore(

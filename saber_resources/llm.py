@@ -77,6 +77,10 @@ class LLMResponse:
     # the server's own count (``usage``), where it gives one; None for cached answers
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    # a reasoning model's thinking, where the server returns it apart (``reasoning_content`` or
+    # ``reasoning``); kept only for an answer cut off at its budget (``CUT_OFF``), the one place
+    # a reader may look in it
+    reasoning: str | None = None
 
 
 @dataclass
@@ -114,6 +118,8 @@ REFUSED_STATUS = {400, 413, 422}
 # finish reason of an answer whose content was null (a reasoning model that spent its budget
 # thinking, the reasoning parser keeping it all): the task runner retries it with a larger budget
 NO_CONTENT = "no_content"
+# finish reasons of an answer cut off before it ended
+CUT_OFF = ("length", NO_CONTENT)
 
 THINKING_SWITCHES = ("none", "chat_template_kwargs")
 
@@ -413,9 +419,14 @@ class OpenAIBackend:
     @staticmethod
     def parse_body(data: dict) -> LLMResponse:
         choice = data["choices"][0]
-        text = choice["message"]["content"]
+        message = choice["message"]
+        text = message["content"]
+        # vLLM and llama.cpp return a reasoning model's thinking apart, under one of two names
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        if reasoning is not None and not isinstance(reasoning, str):
+            raise ValueError("message.reasoning_content is not a string")
         if text is None:
-            return LLMResponse("", None, NO_CONTENT, None)
+            return LLMResponse("", None, NO_CONTENT, None, reasoning=reasoning)
         if not isinstance(text, str):
             raise ValueError("message.content is not a string")
         top, tokens = None, None
@@ -435,6 +446,7 @@ class OpenAIBackend:
             tokens,
             usage.get("prompt_tokens"),
             usage.get("completion_tokens"),
+            reasoning if choice.get("finish_reason") in CUT_OFF else None,
         )
 
     async def _one(

@@ -19,6 +19,7 @@ from saber_resources.llm import NO_CONTENT, REFUSED, LLMBackend, LLMRequest, LLM
 from saber_resources.progress import progress
 from saber_resources.prompts import (
     BOXED_CHOICES,
+    CUT_OFF_RULES,
     JUDGE_VERSIONS,
     ORDINAL_VERSION,
     POINTWISE_VERSION,
@@ -42,6 +43,7 @@ from saber_resources.prompts import (
     parse_translation,
     pointwise_request,
     problem_text,
+    read_cut_off_judgment,
     segment_request,
     summary_request,
     topic_request,
@@ -84,6 +86,7 @@ class TaskStats:
     completion_tokens: int = 0
     seconds: float = 0.0  # waiting for the backend
     max_in_flight: int = 0  # the most requests the transport had in flight at once
+    salvaged: int = 0  # cut-off answers read from their reasoning (``TaskRunner.run``'s salvage)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -136,7 +139,10 @@ class TaskRunner:
     deterministic server would otherwise repeat the same bad answer). An answer cut off by the
     token limit (finish_reason "length"), or one without content (a reasoning model that spent
     the budget thinking), is retried once with twice the budget, same seed and temperature, and
-    is a failure if it is cut off again. A request the server refuses (HTTP 400/413/422, e.g. a
+    is a failure if it is cut off again; or, where ``run`` is given a ``salvage`` reader, the
+    cut-off answer is read by it (the reference reads the judge's first \\boxed{} in its
+    reasoning) and, when that finds nothing, is an unparsed answer (a new seed, the same budget).
+    A request the server refuses (HTTP 400/413/422, e.g. a
     prompt longer than its context) is a failure at once, with the server's reason, and is not
     cached. Each attempt is its own cache entry.
     Answers are cached after every sub-batch of ``batch_size``, so a crash loses at most one.
@@ -171,9 +177,15 @@ class TaskRunner:
         )
 
     def run(
-        self, version: str, requests: Sequence[LLMRequest], parse: Callable[[int, LLMResponse], T]
+        self,
+        version: str,
+        requests: Sequence[LLMRequest],
+        parse: Callable[[int, LLMResponse], T],
+        salvage: Callable[[int, LLMResponse], T] | None = None,
     ) -> list[Outcome[T]]:
-        """``parse(i, response)`` parses the answer to ``requests[i]`` or raises ParseError."""
+        """``parse(i, response)`` parses the answer to ``requests[i]`` or raises ParseError;
+        ``salvage(i, response)``, where given, reads an answer cut off at its budget (its
+        ``reasoning`` kept) instead of asking again with twice the budget."""
         outcomes: list[Outcome[T] | None] = [None] * len(requests)
         retries = [0] * len(requests)  # parse retries used
         doubled = [False] * len(requests)  # the token budget was doubled after a cut-off answer
@@ -186,7 +198,8 @@ class TaskRunner:
                     chunk = pending[start : start + self.batch_size]
                     reqs = [self._variant(requests[i], retries[i], doubled[i]) for i in chunk]
                     retried_before = len(retry)
-                    for i, ok, err, raw, cut in self._attempt(version, reqs, parse, chunk):
+                    answers = self._attempt(version, reqs, parse, chunk, salvage)
+                    for i, ok, err, raw, cut in answers:
                         attempts[i] += 1
                         if ok is not None:
                             outcomes[i] = Outcome(ok[0], raw=raw, attempts=attempts[i])
@@ -211,6 +224,17 @@ class TaskRunner:
                 pending = retry
         return outcomes  # type: ignore[return-value]
 
+    def _salvaged(self, i: int, ans: LLMResponse, budget: int, salvage) -> T:
+        """``salvage``'s reading of a cut-off answer, counted; a ParseError names the budget."""
+        try:
+            value = salvage(i, ans)
+        except ParseError as exc:
+            raise ParseError(
+                f"cut off at {budget} tokens and not read from its reasoning: {exc}"
+            ) from None
+        self.stats.salvaged += 1
+        return value
+
     def _generate(self, reqs: list[LLMRequest]) -> list[LLMResponse]:
         """The backend's answers, with what they cost added to the stats."""
         transport = getattr(self.backend, "transport", None)
@@ -228,7 +252,7 @@ class TaskRunner:
             self.stats.completion_tokens += r.completion_tokens or 0
         return fresh
 
-    def _attempt(self, version, reqs: list[LLMRequest], parse, idx: list[int]):
+    def _attempt(self, version, reqs: list[LLMRequest], parse, idx: list[int], salvage=None):
         hashes = [r.hash() for r in reqs]
         cached = (
             self.cache.get_many(self.backend_name, self.model, version, hashes)
@@ -245,6 +269,7 @@ class TaskRunner:
                 cached[h].top_logprobs,
                 cached[h].finish_reason,
                 cached[h].token_logprobs,
+                reasoning=cached[h].reasoning,
             )
             for k, h in enumerate(hashes)
             if h in cached
@@ -263,21 +288,25 @@ class TaskRunner:
                 reason = f"the server refused the request: {ans.text}"
                 results.append((i, None, reason, None, REFUSED))
                 continue
+            cut = ans.finish_reason == NO_CONTENT or (ans.finish_reason == "length" and not closed)
             try:
-                if ans.finish_reason == "length" and not closed:
+                if cut and salvage is not None:
+                    value, err = (self._salvaged(i, ans, reqs[k].max_tokens, salvage),), None
+                elif ans.finish_reason == "length" and not closed:
                     raise Truncated(
                         f"answer cut off at the token limit ({reqs[k].max_tokens} tokens)"
                     )
-                if ans.finish_reason == NO_CONTENT:
+                elif ans.finish_reason == NO_CONTENT:
                     raise Truncated(
                         f"no answer content within {reqs[k].max_tokens} tokens (content: null)"
                     )
-                value, err = (parse(i, ans),), None
+                else:
+                    value, err = (parse(i, ans),), None
             except ParseError as exc:
                 value, err = None, str(exc)
                 self.stats.parse_failures += 1
-            cut = ans.finish_reason == NO_CONTENT or (ans.finish_reason == "length" and not closed)
-            results.append((i, value, err, ans.text, cut))
+            # a salvaged answer is never asked again with more budget: unread, it is unparsed
+            results.append((i, value, err, ans.text, cut and salvage is None))
             if k in fresh_idx:
                 rows.append(
                     (
@@ -289,6 +318,7 @@ class TaskRunner:
                         err,
                         ans.finish_reason,
                         ans.token_logprobs,
+                        ans.reasoning if cut else None,
                     )
                 )
         if self.cache:
@@ -373,7 +403,7 @@ class _LLMTask:
         self.max_tokens = max_tokens  # None: the task's default budget
         self.version = self.template.version(self.parser)
 
-    def run(self, requests: Sequence[LLMRequest], parse) -> list:
+    def run(self, requests: Sequence[LLMRequest], parse, salvage=None) -> list:
         """The runner's ``run`` with this task's thinking switch on every request."""
         thinking = self.runner.thinking.get(self.task)
         if thinking is not None:
@@ -381,7 +411,7 @@ class _LLMTask:
         decoding = self.runner.decoding.get(self.task)
         if decoding is not None:
             requests = [decoding.apply(r) for r in requests]
-        return self.runner.run(self.version, requests, parse)
+        return self.runner.run(self.version, requests, parse, salvage)
 
     @property
     def stats(self) -> TaskStats:
@@ -466,7 +496,8 @@ class LLMSummarizer(_LLMTask):
 
 class LLMPairJudge(_LLMTask):
     """``paper`` (default): reasons in three steps and ends with \\boxed{1|2}, within
-    ``max_tokens`` (a cut-off answer is retried once with twice the budget); ``direct``: answers
+    ``max_tokens`` (a cut-off answer is retried once with twice the budget, or with ``cut_off``
+    ``read_reasoning`` read from its reasoning's first \\boxed{1|2}); ``direct``: answers
     the digit at once (two tokens). Query and candidates are shown with their solutions."""
 
     task = "judge"
@@ -478,6 +509,7 @@ class LLMPairJudge(_LLMTask):
         max_tokens: int = 4096,
         template: PromptTemplate | None = None,
         boxed_answer: str = "last",
+        cut_off: str = "retry_doubled",
     ) -> None:
         if prompt not in JUDGE_VERSIONS:
             raise ValueError(
@@ -485,11 +517,15 @@ class LLMPairJudge(_LLMTask):
             )
         if boxed_answer not in BOXED_CHOICES:
             raise ValueError(f"boxed_answer must be one of {BOXED_CHOICES}, not {boxed_answer!r}")
-        self.prompt, self.boxed_answer = prompt, boxed_answer
+        if cut_off not in CUT_OFF_RULES:
+            raise ValueError(f"cut_off must be one of {CUT_OFF_RULES}, not {cut_off!r}")
+        self.prompt, self.boxed_answer, self.cut_off = prompt, boxed_answer, cut_off
         self.builtin = f"judge:{prompt}"
         self.parser = JUDGE_VERSIONS[prompt]
         if boxed_answer != "last":  # another parse: another judge version, another tournament
             self.parser += f"+{boxed_answer}-1or2-boxed"
+        if cut_off != "retry_doubled":
+            self.parser += f"+cut-{cut_off}"
         super().__init__(runner, template, max_tokens if prompt == "paper" else 2)
 
     def text_for(self, problem: str, solution: str) -> str:
@@ -508,12 +544,17 @@ class LLMPairJudge(_LLMTask):
             reqs = [
                 dataclasses.replace(r, seed=1000 * sample, temperature=temperature) for r in reqs
             ]
+
+        def from_reasoning(i: int, r: LLMResponse) -> tuple[int, None]:
+            return read_cut_off_judgment(r.reasoning, r.text), None
+
         outcomes = self.run(
             reqs,
             lambda i, r: (
                 parse_judgment(r.text, self.boxed_answer),
                 judgment_p_first(r.text, r.top_logprobs, r.token_logprobs, self.boxed_answer),
             ),
+            from_reasoning if self.cut_off == "read_reasoning" else None,
         )
         for o in outcomes:  # (choice, P(first)) -> the choice, with P(first) beside it
             if o.ok:

@@ -421,6 +421,21 @@ BOXED_CHOICES = ("last", "first")
 _BOXED_ONE_OR_TWO = re.compile(r"\\boxed\{\s*([12])\s*\}")
 
 
+# what becomes of a judge's answer cut off at its budget: asked again with twice the budget
+# (saber's), or read from its reasoning (the reference's: its vLLM output of a cut-off answer is
+# the thinking alone, and the first \boxed{1|2} there is the choice)
+CUT_OFF_RULES = ("retry_doubled", "read_reasoning")
+
+
+def read_cut_off_judgment(reasoning: str | None, text: str) -> int:
+    """The first \\boxed{1} or \\boxed{2} of a cut-off answer, its reasoning read first."""
+    found = _BOXED_ONE_OR_TWO.search(f"{reasoning or ''}\n{text}")
+    if found is None:
+        kept = "no reasoning kept" if reasoning is None else f"{len(reasoning):,} characters"
+        raise ParseError(f"no \\boxed{{1}} or \\boxed{{2}} in the reasoning ({kept})")
+    return int(found.group(1))
+
+
 def parse_judgment(text: str, boxed_answer: str = "last") -> int:
     """1 or 2: a bare answer ("1", "Candidate 2"), or the last \\boxed{...} of a reasoned
     answer; ``boxed_answer="first"``: the first \\boxed{1} or \\boxed{2}, as the reference code

@@ -275,7 +275,7 @@ TABLES: dict[str, str] = {
         backend VARCHAR, model VARCHAR, prompt_version VARCHAR, request_hash VARCHAR,
         request {json}, answer VARCHAR, top_logprobs {json}, parsed_ok BOOLEAN,
         parse_error VARCHAR, created_at TIMESTAMP DEFAULT current_timestamp,
-        finish_reason VARCHAR, token_logprobs {json},
+        finish_reason VARCHAR, token_logprobs {json}, reasoning VARCHAR,
         PRIMARY KEY (backend, model, prompt_version, request_hash))""",
     "embedding_cache": """CREATE TABLE IF NOT EXISTS embedding_cache (
         model VARCHAR, revision VARCHAR, text_hash VARCHAR, dim INTEGER, vector {blob},
@@ -306,6 +306,7 @@ MIGRATIONS: dict[str, list[str]] = {
     "llm_cache": [
         "ALTER TABLE llm_cache ADD COLUMN IF NOT EXISTS finish_reason VARCHAR",
         "ALTER TABLE llm_cache ADD COLUMN IF NOT EXISTS token_logprobs {json}",
+        "ALTER TABLE llm_cache ADD COLUMN IF NOT EXISTS reasoning VARCHAR",
     ],
     "judgments": [
         "ALTER TABLE judgments ADD COLUMN IF NOT EXISTS max_tokens INTEGER",

@@ -71,6 +71,7 @@ def make_tasks(
     max_tokens: dict[str, int] | None = None,
     decoding: dict[str, Decoding] | None = None,
     judge_boxed: str = "last",
+    judge_cut_off: str = "retry_doubled",
     summary_word_cap: bool = True,
     answer_format: str = "strict",
 ) -> TaskSet:
@@ -109,7 +110,9 @@ def make_tasks(
         LLMSummarizer(
             runner, t.get("summaries"), budget.get("summaries"), summary_word_cap, answer_format
         ),
-        LLMPairJudge(runner, judge_prompt, judge_max_tokens, t.get("judge"), judge_boxed),
+        LLMPairJudge(
+            runner, judge_prompt, judge_max_tokens, t.get("judge"), judge_boxed, judge_cut_off
+        ),
         task(LLMPointwiseJudge, "pointwise"),
         backend.name,
         task(LLMTranslator, "translate"),

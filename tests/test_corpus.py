@@ -304,17 +304,17 @@ def test_texts_that_speak_to_a_model_are_flagged_not_dropped():
 
 
 def paper_corpus(folder) -> dict:
-    """configs/paper.yaml's corpus section, its source pointed at ``folder``."""
+    """configs/paper-published-pool.yaml's corpus section, its source pointed at ``folder``."""
     from saber_assets.config import REPO_ROOT, read_raw_config
 
-    section = read_raw_config(REPO_ROOT / "configs" / "paper.yaml")["corpus"]
+    section = read_raw_config(REPO_ROOT / "configs" / "paper-published-pool.yaml")["corpus"]
     (source,) = section["sources"]
     return {**section, "sources": [{**source, "path": str(folder)}]}
 
 
 def test_the_published_documents_are_read_in_row_order_with_their_row_as_id(tmp_path):
-    """paper.yaml's corpus source on a folder shaped like SaberMath-documents: every row, in the
-    published order across shards, numbered by its row; a near-duplicate the paper kept stays
+    """paper-published-pool.yaml's corpus source on a folder shaped like SaberMath-documents: every
+    row, in the published order across shards, numbered by its row; a near-duplicate the paper kept stays
     (no second deduplication); a `saber pull` folder reads the same."""
     import polars as pl
 

@@ -48,12 +48,11 @@ def test_saber_cost_cli(capsys):
     assert "283,000 problems" in out and "gpu_hours" in out and "the paper: ≈1.5 M" in out
 
 
-def test_the_paper_config_is_the_published_build_and_waits_for_its_sources(
-    capsys, tmp_path, monkeypatch
-):
-    """configs/paper.yaml: the published choices, costed at 283K problems beside the paper's
-    1.5 M judge calls; a build refuses before any step, naming each missing source and where to
-    get it."""
+def test_the_paper_config_builds_from_the_sources_and_waits_for_them(capsys, tmp_path, monkeypatch):
+    """configs/paper.yaml: the reference's choices on a corpus made from the paper's sources
+    (not the published candidate pool), costed at what it reads beside the paper's 1.5 M judge
+    calls; a build refuses before any step, naming each missing source and where to get it. The
+    published-pool build extends it and changes only its corpus."""
     cfg = load_config(REPO_ROOT / "configs" / "paper.yaml")
     assert (cfg.candidates.topic_threshold, cfg.candidates.summary_threshold) == (0.8579, 0.2106)
     assert cfg.candidates.require_annotations and cfg.signals.ic_counts == "all_accepted"
@@ -67,36 +66,39 @@ def test_the_paper_config_is_the_published_build_and_waits_for_its_sources(
     assert not cfg.annotations.core_idea_word_cap
     # free text read as JSON, four attempts, as the reference's tagger and idea extractor
     assert cfg.llm.json_mode == "none" and cfg.annotations.max_parse_retries == 3
-    # the corpus is the published documents, numbered by row, not deduplicated again
-    (published,) = cfg.corpus.sources
-    assert published.field_mapping()["id"] == "#row" and not cfg.corpus.dedup.enabled
-    # the from-sources build: every other choice the same (`extends`), its own corpus
-    sources = load_config(REPO_ROOT / "configs" / "paper-sources.yaml")
-    assert [s.name for s in sources.corpus.sources] == [
-        "olympiadbench",
-        "math",
-        "numinamath",
-        "aops",
+    # the corpus: the sources in the paper's priority (official > NuminaMath > AoPS), deduplicated
+    assert [(s.name, s.priority) for s in cfg.corpus.sources] == [
+        ("olympiadbench", 3),
+        ("math", 3),
+        ("numinamath", 2),
+        ("aops", 1),
     ]
-    assert set(sources.corpus.sources[2].where) == {"source", "synthetic", "question_type",
-                                                    "problem_is_valid", "solution_is_valid"}  # fmt: skip
-    assert sources.corpus.dedup.enabled
-    assert sources.model_dump(exclude={"name", "corpus", "pods"}) == cfg.model_dump(
-        exclude={"name", "corpus", "pods"}
+    assert set(cfg.corpus.sources[2].where) == {"source", "synthetic", "question_type",
+                                                "problem_is_valid", "solution_is_valid"}  # fmt: skip
+    assert cfg.corpus.dedup.enabled
+    assert cfg.signals.shards * cfg.signals.rows_per_shard >= cfg.pods.expected_problems
+    # the build over the published candidate pool: every other choice the same (`extends`)
+    pool = load_config(REPO_ROOT / "configs" / "paper-published-pool.yaml")
+    (published,) = pool.corpus.sources
+    assert published.field_mapping()["id"] == "#row" and not pool.corpus.dedup.enabled
+    assert pool.model_dump(exclude={"name", "corpus", "pods", "signals"}) == cfg.model_dump(
+        exclude={"name", "corpus", "pods", "signals"}
     )
+    assert pool.signals.shards * pool.signals.rows_per_shard >= 71_117
     assert cfg.tournament.judge_max_tokens == 50_000 and cfg.tournament.rounds == 20
     assert cfg.retrievers.registry == "retrievers.paper.yaml"
     paper = str(REPO_ROOT / "configs" / "paper.yaml")
     assert main(["cost", "--config", paper]) == 0
     out = capsys.readouterr().out
-    assert "283,000 problems" in out and "not there: sabermath" in out
+    assert "800,000 problems" in out and "not there: numinamath, aops" in out
     assert "1500000" in out and "the paper: ≈1.5 M judge calls" in out
     monkeypatch.setenv("SABER_HOME", str(tmp_path))
     assert main(["build", "--config", paper]) == 2
     err = capsys.readouterr().err
-    assert "source 'sabermath'" in err and "saber pull data/paper/sabermath" in err
-    assert main(["build", "--config", str(REPO_ROOT / "configs" / "paper-sources.yaml")]) == 2
-    err = capsys.readouterr().err
     assert "source 'numinamath'" in err and "AI-MO/NuminaMath-1.5" in err
     assert "source 'aops'" in err and "source 'math'" not in err
+    pool_path = str(REPO_ROOT / "configs" / "paper-published-pool.yaml")
+    assert main(["build", "--config", pool_path]) == 2
+    err = capsys.readouterr().err
+    assert "source 'sabermath'" in err and "saber pull data/paper/sabermath" in err
     assert not (tmp_path / "dagster_home").exists()  # refused before any step

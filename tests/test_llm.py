@@ -429,6 +429,50 @@ def test_paper_judge_truncated_answer_gets_twice_the_budget_once():
     assert not again.ok and srv.requests == []
 
 
+def test_the_reference_reads_a_cut_off_judge_answer_from_its_reasoning():
+    """``cut_off: read_reasoning`` (paper.yaml): an answer cut off at its budget is read by the
+    first \\boxed{1|2} of the server's ``reasoning_content`` (no second request at twice the
+    budget); one with none there is an unparsed answer, asked again at the same budget, then a
+    failure. The reasoning is cached with the cut-off answer: a rerun asks nothing. Planted:
+    saber's rule on the same server asks again at 128 tokens."""
+
+    def cut(reasoning):
+        message = {"role": "assistant", "content": None, "reasoning_content": reasoning}
+        return 200, {"choices": [{"index": 0, "message": message, "finish_reason": "length"}]}
+
+    def answer(body):
+        user = body["messages"][-1]["content"]
+        if "QUERY-UNDECIDED" in user:
+            return cut("Step 1. Both samples use induction; step 2 is")
+        return cut("Step 3. Sample 2 shares the key step, so \\boxed{2}; let me double-check")
+
+    wh = Warehouse(path=":memory:")
+
+    def judge(srv, cut_off="read_reasoning"):
+        runner = TaskRunner(_openai(srv), LLMCache(wh.connect), max_retries=1)
+        return LLMPairJudge(runner, "paper", 64, cut_off=cut_off)
+
+    items = [("QUERY-DECIDED", "a", "b"), ("QUERY-UNDECIDED", "a", "b")]
+    with FakeOpenAI(answer=answer) as srv:
+        reference = judge(srv)
+        read, unread = reference.compare_batch(items)
+    assert read.ok and read.value == 2 and read.attempts == 1
+    assert not unread.ok and unread.attempts == 2
+    assert "cut off at 64 tokens and not read from its reasoning" in unread.error
+    assert [r["body"]["max_tokens"] for r in srv.requests] == [64, 64, 64]  # never 128
+    assert reference.stats.salvaged == 1 and "+cut-read_reasoning+" in reference.version
+    with FakeOpenAI(answer=answer) as srv:
+        again = judge(srv).compare_batch(items)
+    assert srv.requests == [] and again[0].value == 2 and not again[1].ok
+    # saber's rule on the same answers: twice the budget, the reasoning never read
+    with FakeOpenAI(answer=answer) as srv:
+        [doubled, _] = judge(srv, "retry_doubled").compare_batch(items)
+    assert not doubled.ok and "within 128 tokens" in doubled.error
+    assert sorted(r["body"]["max_tokens"] for r in srv.requests) == [64, 64, 128, 128]
+    with pytest.raises(ValueError, match="cut_off must be one of"):
+        LLMPairJudge(TaskRunner(_openai(srv)), "paper", 64, cut_off="guess")
+
+
 def test_judges_give_p_first_from_logprobs():
     direct_answer = chat_body("2", {"1": math.log(0.3), "2": math.log(0.6), "x": -9.0})
     reasoning = ["Step 3. Sample 1 shares the moves.\n", "\\boxed{", "1", "}"]

@@ -431,14 +431,14 @@ def test_math_vs_words_tries_only_what_can_run_here(monkeypatch):
 
 
 def test_a_build_on_the_published_documents_keeps_their_row_numbers(tiny_config, tmp_path):
-    """configs/paper.yaml's corpus source on a folder shaped like SaberMath-documents, built end
-    to end (the CPU backends): the corpus ids are the published rows in order, the benchmark's
+    """The build over the published candidate pool (configs/paper-published-pool.yaml) on a
+    folder shaped like SaberMath-documents, built end to end (the CPU backends): the corpus ids are the published rows in order, the benchmark's
     candidate numbers are those rows, and ``by_id`` shows the smaller row first."""
     from saber_assets.config import read_raw_config
     from saber_testing.published import published_rows, write_published_documents
 
     folder = write_published_documents(tmp_path / "sabermath", published_rows(330), shards=3)
-    corpus = read_raw_config(REPO / "configs" / "paper.yaml")["corpus"]
+    corpus = read_raw_config(REPO / "configs" / "paper-published-pool.yaml")["corpus"]
     corpus["sources"][0]["path"] = str(folder)
     tournament = {"rounds": 4, "presentation": "by_id", "order_check_share": 0}
     cfg = tiny_config(corpus=corpus, tournament=tournament)

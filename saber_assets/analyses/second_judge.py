@@ -34,9 +34,10 @@ def second_judge(pipeline: PipelineResource, llm: LLMResource, stores: StoresRes
         other = LLMResource(**{**{k: getattr(llm, k) for k in LLMResource.model_fields},
                                "model": jc.model})  # fmt: skip
         t2 = tasks_for(other, stores, tcfg.max_parse_retries, tcfg.judge_prompt,
-                       tcfg.judge_max_tokens)  # fmt: skip
+                       tcfg.judge_max_tokens, judge_cut_off=tcfg.cut_off)  # fmt: skip
         return t2.pair_judge, False, f"{other.backend}:{jc.model}"
     prompt = jc.prompt or ("direct" if tcfg.judge_prompt == "paper" else "paper")
     t2 = tasks_for(llm, stores, tcfg.max_parse_retries, prompt, tcfg.judge_max_tokens,
-                   judge_template=prompt == tcfg.judge_prompt)  # fmt: skip
+                   judge_template=prompt == tcfg.judge_prompt,
+                   judge_cut_off=tcfg.cut_off)  # fmt: skip
     return t2.pair_judge, False, f"{first.backend}:{first.model}, the {prompt!r} judge prompt"

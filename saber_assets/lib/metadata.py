@@ -77,6 +77,7 @@ def llm_metadata(tasks: dict[str, object]) -> dict[str, object]:
                 "retries_by_cause": ", ".join(f"{k} {v}" for k, v in sorted(retries.items()))
                 or "-",
                 "unparsed": stats.parse_failures,
+                "read_from_reasoning": getattr(stats, "salvaged", 0),
                 "refused": getattr(stats, "refused", 0),
                 "failed": stats.failed,
                 "tokens_in": getattr(stats, "prompt_tokens", 0),

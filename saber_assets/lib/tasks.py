@@ -19,6 +19,7 @@ def tasks_for(
     judge_max_tokens: int = 4096,
     judge_template: bool = True,
     judge_boxed: str = "last",
+    judge_cut_off: str = "retry_doubled",
     summary_word_cap: bool = True,
     answer_format: str = "strict",
 ) -> TaskSet:
@@ -40,6 +41,7 @@ def tasks_for(
         max_tokens=dict(llm.max_tokens),
         decoding=decoding_by_task(llm.temperature, llm.reasoning_effort, llm.system_prompt),
         judge_boxed=judge_boxed,
+        judge_cut_off=judge_cut_off,
         summary_word_cap=summary_word_cap,
         answer_format=answer_format,
     )
@@ -81,7 +83,7 @@ def prepared_tasks(
     tcfg = pipeline.load().tournament
     tasks = tasks_for(
         llm, stores, tcfg.max_parse_retries, tcfg.judge_prompt, tcfg.judge_max_tokens,
-        judge_boxed=tcfg.boxed_answer,
+        judge_boxed=tcfg.boxed_answer, judge_cut_off=tcfg.cut_off,
     )  # fmt: skip
     judge = tasks.pair_judge
     text = {

@@ -127,6 +127,7 @@ def tournament_judgments(
             "queries": len(queries),
             "judge": f"{judge.backend}:{judge.model}",
             "judge_max_tokens": getattr(judge, "max_tokens", None),
+            "judge_cut_off": getattr(judge, "cut_off", None),
             "judge_formula": getattr(judge, "formula", None),
             "policy": tcfg.policy,
             "rounds": tcfg.rounds,
