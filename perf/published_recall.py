@@ -16,8 +16,8 @@ from pathlib import Path
 
 import polars as pl
 
-from saber_assets.analyses.published_recall import published_recall
 from saber_assets.benchmark.data import QUERY_SCHEMA, Benchmark
+from saber_assets.contamination.published import published_recall
 
 WORDS = ("prime integer triangle circle polynomial root sum product digit number area angle "
          "sequence function inequality real positive find prove show compute let given such "

@@ -372,6 +372,12 @@ class CandidateConfig(_Strict):
     # domains counts in both; its tournament runs in the first of them in the ontology's order.
     # A stratum with fewer viable problems than its count draws them all, and says so.
     strata: list[Stratum] = Field(default_factory=list)
+    # Instead of drawing queries: a published benchmark (a `saber pull` folder, e.g.
+    # SABER-Math) whose queries found in the corpus (by normalised text, then as a MinHash
+    # near-duplicate: the `published_matches` asset) are the queries, each viable one in the
+    # first of its domains; its grades are compared with the rebuild's, query by query
+    # (`published_grade_agreement`). The quotas and strata are then unused.
+    published_queries: str | None = None
     # Given thresholds (0..1), compared exactly (sim > τ: a pair within one quantum of τ is
     # decided on its recomputed value); null derives them from the stored pairs by
     # `threshold_method`: `viability` (per domain the strictest with Q viable queries, exact at

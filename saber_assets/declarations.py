@@ -9,6 +9,7 @@ from saber_assets.annotations import assets as annotation_assets
 from saber_assets.benchmark import assets as benchmark_assets
 from saber_assets.candidates import assets as candidate_assets
 from saber_assets.contamination import assets as contamination_assets
+from saber_assets.contamination import published_assets
 from saber_assets.corpus import assets as corpus_assets
 from saber_assets.leaderboard import assets as leaderboard_assets
 from saber_assets.leaderboard import run_assets, verify_asset
@@ -28,6 +29,7 @@ STAGE_MODULES = [
     ontology_assets,
     annotation_assets,
     signal_assets,
+    published_assets,
     candidate_assets,
     tournament_assets,
     rating_assets,

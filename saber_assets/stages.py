@@ -60,6 +60,7 @@ ANALYSES = (
     "judge_human_agreement",
     "mteb_correlation",
     "published_benchmark_recall",
+    "published_grade_agreement",
     "math_vs_words",
     "benchmark_explorer",
     "benchmark_report",
@@ -105,8 +106,9 @@ STAGES: tuple[Stage, ...] = (
     Stage(
         "build_thresholds",
         "thresholds",
-        "Index over all shards (pairs, bytes, histograms) and the relevance thresholds.",
-        ("pair_signal_index", "relevance_thresholds"),
+        "Index over all shards (pairs, bytes, histograms), the relevance thresholds, and the "
+        "published benchmark's items found in the corpus (where its queries are taken).",
+        ("pair_signal_index", "relevance_thresholds", "published_matches"),
         "build_signal_shards",
     ),
     Stage(

@@ -821,8 +821,8 @@ def test_krippendorff_alpha_across_annotators_with_its_interval():
 def test_the_published_benchmark_is_found_in_a_rebuilt_corpus_exactly_near_or_not():
     """Published rows planted in a small corpus: one exact (new spacing and numbers), one near
     (a word changed), one absent; the query exact. Each is reported as it is."""
-    from saber_assets.analyses.published_recall import published_recall
     from saber_assets.benchmark.data import QUERY_SCHEMA, Benchmark
+    from saber_assets.contamination.published import published_recall
 
     words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi".split()
 
@@ -865,23 +865,111 @@ def test_the_published_benchmark_is_found_in_a_rebuilt_corpus_exactly_near_or_no
     assert none["found"].is_empty() and set(none["summary"]["share"]) == {0.0}
 
 
+def test_the_rebuilds_grades_are_compared_with_the_published_ones_query_by_query():
+    """``grade_agreement``: two published queries the corpus holds (a third it does not), their
+    candidates found under other ids, some outside the rebuild's pools. The same grades give τ
+    1.0; the order reversed, -1.0; shuffled, in between; the pool shares count what the
+    rebuild's pools hold. The sentence reads the table."""
+    from saber_assets.benchmark.data import QUERY_SCHEMA, Benchmark
+    from saber_assets.contamination.published import agreement_reading, grade_agreement
+
+    docs = pl.DataFrame({"id": [f"d{i}" for i in range(8)], "problem": ["p"] * 8,
+                         "solution": ["s"] * 8})  # fmt: skip
+    grades = [5.0, 4.0, 2.5, 1.0, 0.0]
+    queries = pl.DataFrame(
+        [{"id": "q0", "problem": "a", "solution": "s", "candidates": [0, 1, 2, 3, 4],
+          "relevance_scores": grades, "domains": ["Algebra"]},
+         {"id": "q1", "problem": "b", "solution": "s", "candidates": [5, 6, 7],
+          "relevance_scores": [3.0, 2.0, 1.0], "domains": ["Geometry"]},
+         {"id": "q2", "problem": "c", "solution": "s", "candidates": [0, 5],
+          "relevance_scores": [1.0, 0.0], "domains": ["Geometry"]}],
+        schema=QUERY_SCHEMA,
+    )  # fmt: skip
+    published = Benchmark(queries, docs, {"name": "sabermath"})
+    found = pl.DataFrame(
+        {
+            "item": ["q0", "q1", *(f"d{i}" for i in range(7))],
+            "corpus_id": ["c:q0", "c:q1", *(f"c:{i}" for i in range(7))],
+        }
+    )  # fmt: skip d7 is not in the corpus
+
+    def ratings(q0: list[float]) -> pl.DataFrame:
+        rows = [("c:q0", f"c:{i}", r) for i, r in enumerate(q0)]
+        rows += [("c:q1", "c:5", 4.0), ("c:q1", "c:99", 5.0)]  # d6 outside the pool
+        return pl.DataFrame(rows, schema=["query_id", "candidate_id", "rating"], orient="row")
+
+    same = grade_agreement(published, found, ratings(grades))
+    assert same["query"].to_list() == ["q0", "q1"]  # q2 is not in the corpus
+    q0 = same.row(0, named=True)
+    assert (
+        q0["kendall_tau"] == pytest.approx(1.0)
+        and q0["pool_share"] == 1.0
+        and q0["found_in_corpus"] == 5
+    )
+    q1 = same.row(1, named=True)  # one candidate in the pool: no τ
+    assert (q1["found_in_corpus"], q1["in_rebuilt_pool"], q1["kendall_tau"]) == (2, 1, None)
+    assert q1["pool_share"] == 1 / 3
+    reversed_ = grade_agreement(published, found, ratings(grades[::-1]))
+    assert reversed_["kendall_tau"][0] == pytest.approx(-1.0)
+    shuffled = grade_agreement(published, found, ratings([4.0, 5.0, 1.0, 2.5, 0.0]))
+    assert -0.9 < shuffled["kendall_tau"][0] < 0.9
+    reading = agreement_reading(same)
+    assert "2 published queries are in the corpus; 2 were rebuilt as queries" in reading
+    assert f"{(1 + 1 / 3) / 2:.1%}" in reading and "mean Kendall τ of 1.000" in reading
+    assert "over the 1 queries" in reading
+    assert (
+        agreement_reading(same.clear())
+        == "No published query is in the corpus: nothing to compare."
+    )
+
+
 def test_a_build_finds_its_own_benchmark_when_given_it_as_the_published_one(
     shared_build, tmp_path, monkeypatch
 ):
-    """The asset on a real build: its own exchange-format benchmark, given as the published
-    one, is all in its corpus; unconfigured, the asset is empty with a note."""
+    """The assets on a real build: its own exchange-format benchmark, given as the published
+    one, is all in its corpus; taken as the query set (``candidates.published_queries``), the
+    rebuild takes exactly its queries, its pools hold every published candidate and its grades
+    agree at τ 1.0; the same benchmark with each query's grades shuffled agrees less.
+    Unconfigured, the assets are empty with a note."""
     import yaml
 
+    from saber_assets.benchmark.data import Benchmark
     from saber_assets.cli import main
 
     cfg = shared_build("algebra").copy_to(tmp_path, monkeypatch)
     home = tmp_path / "home" / "tiny"
-    empty = pl.read_parquet(home / "parquet" / "published_benchmark_recall.parquet")
-    assert empty.is_empty()
+    for name in ("published_benchmark_recall", "published_grade_agreement", "published_matches"):
+        assert pl.read_parquet(home / "parquet" / f"{name}.parquet").is_empty()
+    bench = Benchmark.read(home / "evaluation_benchmark")
+    drawn = set(pl.read_parquet(home / "parquet" / "query_candidates")["query_id"])
+    rng = np.random.default_rng(5)
+    shuffled = bench.queries.with_columns(
+        pl.col("relevance_scores").map_elements(
+            lambda g: rng.permutation(g.to_list()).tolist(), return_dtype=pl.List(pl.Float64)
+        )
+    )
+    Benchmark(shuffled, bench.documents, dict(bench.manifest)).write(tmp_path / "shuffled")
     doc = yaml.safe_load(cfg.read_text())
     doc.setdefault("analyses", {})["published_benchmark"] = str(home / "evaluation_benchmark")
-    cfg.write_text(yaml.safe_dump(doc))
-    assert main(["build", "--config", str(cfg), "--select", "analyses"]) == 0
+    taus = {}
+    for name, published in (
+        ("same", home / "evaluation_benchmark"),
+        ("shuffled", tmp_path / "shuffled"),
+    ):
+        doc["candidates"] = {**doc.get("candidates", {}), "published_queries": str(published)}
+        cfg.write_text(yaml.safe_dump(doc))
+        selects = ("thresholds", "domains", "analyses")
+        assert (
+            main(["build", "--config", str(cfg), *(a for s in selects for a in ("--select", s))])
+            == 0
+        )
+        rebuilt = pl.read_parquet(home / "parquet" / "query_candidates")
+        assert set(rebuilt["query_id"]) == drawn  # the published queries, nothing drawn
+        agreement = pl.read_parquet(home / "parquet" / "published_grade_agreement.parquet")
+        assert agreement.height == len(drawn) and (agreement["pool_share"] == 1.0).all()
+        taus[name] = agreement["kendall_tau"].drop_nulls()
+    assert taus["same"].len() == len(drawn) and (taus["same"] > 0.999).all()
+    assert taus["shuffled"].mean() < 0.5
     recall = pl.read_parquet(home / "parquet" / "published_benchmark_recall.parquet")
     overall = recall.filter(pl.col("domain") == "all")
     assert set(overall["role"]) == {"query", "candidate"} and overall["share"].to_list() == [

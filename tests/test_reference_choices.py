@@ -78,6 +78,26 @@ def test_strata_draw_exactly_their_counts_by_exact_domain_set():
         choose_queries(viable, domains, order, 99, 3, [(["Z"], 1)])
 
 
+def test_given_queries_are_taken_where_viable_in_their_first_domain():
+    """``given`` rows (the published queries the corpus holds) are the queries: each viable one
+    once, in the first of its domains; one not viable, or in no domain, is not taken; nothing is
+    drawn, whatever the seed. ``given_rows`` maps the matches' corpus ids to rows."""
+    import polars as pl
+
+    from saber_assets.candidates.select import choose_queries, given_rows
+
+    order = ["A", "B", "C"]
+    domains = [["A"], ["B", "A"], ["C"], [], ["B"], ["C", "B"]]
+    viable = np.array([True, True, False, True, True, True])
+    given = (5, 1, 2, 3, 1)
+    chosen = choose_queries(viable, domains, order, quota=1, seed=3, given=given)
+    assert chosen == [("A", 1), ("B", 5)]
+    assert chosen == choose_queries(viable, domains, order, 1, 9, [(["A"], 1)], given)
+    matches = pl.DataFrame({"item": ["q1", "q2", "d0", "q3"], "role": ["query", "query",
+                            "candidate", "query"], "corpus_id": ["x:5", "x:1", "x:0", "x:77"]})  # fmt: skip
+    assert given_rows([f"x:{i}" for i in range(6)], matches) == (1, 5)
+
+
 def test_tied_scores_are_averaged_or_taken_in_numpys_order():
     import polars as pl
 

@@ -1,17 +1,27 @@
-"""The published benchmark found in the built corpus (``published_recall``): an asset of its own
-module, so that an edit of the contamination matching it runs moves it and not every analysis."""
+"""The published benchmark beside a rebuild: how much of it the built corpus holds
+(``published_recall``) and, with its queries taken (``candidates.published_queries``), how the
+rebuild's grades agree with its own (``grade_agreement``). A module of their own, so that an edit
+of the contamination matching moves these and not every analysis."""
 
 from __future__ import annotations
 
 import polars as pl
 from dagster import Output
 
-from saber_assets.analyses.published_recall import RECALL_SCHEMA, published_recall
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.config import resolve_path
+from saber_assets.contamination.published import (
+    AGREEMENT_SCHEMA,
+    RECALL_SCHEMA,
+    agreement_reading,
+    grade_agreement,
+    published_recall,
+)
+from saber_assets.io_managers import concat_partitions
 from saber_assets.lib.declare import analysis
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.pipeline import PipelineResource
+from saber_assets.site.report import table_section
 
 
 @analysis()
@@ -47,5 +57,45 @@ def published_benchmark_recall(
             "by_source": markdown_table(tables["by_source"], max_rows=60),
             "queries_found": markdown_table(tables["queries"], max_rows=100),
             "queries_found_count": tables["queries"].height,
+        },
+    )
+
+
+agreement_section = table_section(
+    "The published benchmark's grades beside the rebuild's",
+    agreement_reading,
+    "Per published query the corpus holds: its published candidates, those the corpus holds, "
+    "those in the rebuild's own pool, and Kendall's τ-b between the two grades over them.",
+)
+
+
+@analysis(section=agreement_section)
+def published_grade_agreement(
+    pipeline: PipelineResource,
+    published_matches: pl.DataFrame,
+    relevance_ratings: dict[str, pl.DataFrame],
+) -> Output[pl.DataFrame]:
+    """With `candidates.published_queries`: per published query the corpus holds, the share of
+    its published candidates in the rebuild's pool and Kendall's τ between the published grades
+    and the rebuild's over the candidates both hold. Without it: empty, with a note."""
+    path = pipeline.load().candidates.published_queries
+    if path is None:
+        note = "no candidates.published_queries configured: the queries were drawn"
+        return Output(
+            pl.DataFrame(schema=AGREEMENT_SCHEMA), metadata={**stage_metadata(0), "note": note}
+        )
+    table = grade_agreement(
+        Benchmark.read(resolve_path(path)), published_matches, concat_partitions(relevance_ratings)
+    )
+    taus = table["kendall_tau"].drop_nulls()
+    return Output(
+        table,
+        metadata={
+            **stage_metadata(table.height),
+            "published": str(path),
+            "reading": agreement_reading(table),
+            "mean_kendall_tau": float(taus.mean()) if taus.len() else None,
+            "mean_pool_share": float(table["pool_share"].mean()) if table.height else None,
+            "per_query": markdown_table(table, max_rows=100),
         },
     )

@@ -16,6 +16,8 @@ from saber_assets.candidates.rows import candidates_by_rows
 from saber_assets.candidates.select import (
     GROUPS,
     SelectionSpec,
+    given_rows,
+    home_domain,
     select_candidates,
     selection_key,
     short_strata,
@@ -47,8 +49,10 @@ def query_candidates(
     pipeline: PipelineResource,
     problem_annotations: pl.DataFrame,
     relevance_thresholds: pl.DataFrame,
+    published_matches: pl.DataFrame,
 ) -> Output[pl.DataFrame]:
-    """The domain's queries and their 3K candidates (group label and both signals kept)."""
+    """The domain's queries and their 3K candidates (group label and both signals kept); with
+    `candidates.published_queries`, the queries are the published ones the corpus holds."""
     cfg = pipeline.load()
     cand = cfg.candidates
     pool = signal_pool(problem_annotations, cand.require_annotations)
@@ -80,6 +84,7 @@ def query_candidates(
         "quota": cand.quota_per_domain,
         "seed": cfg.seed,
         "strata": [(s.domains, s.count) for s in cand.strata],
+        "given": given_rows(inputs.ids, published_matches) if cand.published_queries else (),
     }
     # every domain partition needs the same selection over all stored pairs (two passes over
     # every shard file): the first computes it, the others read it back by its content key
@@ -117,11 +122,13 @@ def query_candidates(
     )
     df = df.join(domains_of, on="query_id", how="left")
     n_q = df["query_id"].n_unique()
-    quota = (
-        strata_quotas(select["strata"], select["domain_order"])[domain]
-        if cand.strata
-        else cand.quota_per_domain
-    )
+    if select["given"]:  # the published queries homed here, viable or not
+        homes = [home_domain(select["domains"][r], select["domain_order"]) for r in select["given"]]
+        quota = homes.count(domain)
+    elif cand.strata:
+        quota = strata_quotas(select["strata"], select["domain_order"])[domain]
+    else:
+        quota = cand.quota_per_domain
     counts = domain_coverage(
         problem_annotations, relevance_thresholds.filter(pl.col("domain") == domain),
         {domain: n_q}, quota, cand.require_annotations,

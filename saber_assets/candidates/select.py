@@ -84,12 +84,14 @@ def selection_key(
     quota: int,
     seed: int,
     strata: Strata = (),
+    given: Sequence[int] = (),
 ) -> str:
     """A digest of everything ``select_candidates`` reads: equal keys, equal selections."""
     h = hashlib.blake2b(digest_size=16)
     parts = [list(pair_digests), list(ids), [sorted(d) for d in domains], list(domain_order)]
     thr = [["exact", t.key()] if isinstance(t, Cut) else t for t in (t_thr, s_thr)]
     extra = [[[sorted(names), n] for names, n in strata]] if strata else []
+    extra += [["given", sorted(given)]] if given else []
     h.update(json.dumps([*parts, *thr, k, quota, seed, *extra]).encode())
     return h.hexdigest()
 
@@ -106,6 +108,7 @@ def select_candidates(
     seed: int,
     exact: ExactSignals | None = None,
     strata: Strata = (),
+    given: Sequence[int] = (),
 ) -> pl.DataFrame:
     """Two passes over the stored pairs, neither holding more than one chunk and the chosen
     queries' relevant pairs: group counts per row, then the chosen queries' groups. A threshold
@@ -114,7 +117,8 @@ def select_candidates(
     counts = np.zeros((len(ids), 3), dtype=np.int64)
     for chunk in pairs():
         counts += group_counts(len(ids), *chunk, t_thr, s_thr, exact)
-    chosen = choose_queries(counts.min(axis=1) >= k, domains, domain_order, quota, seed, strata)
+    viable = counts.min(axis=1) >= k
+    chosen = choose_queries(viable, domains, domain_order, quota, seed, strata, given)
     rel = Relevance(t_thr, s_thr, exact)
     is_chosen = np.zeros(len(ids), dtype=np.bool_)
     is_chosen[[r for _, r in chosen]] = True
@@ -140,6 +144,7 @@ class SelectionSpec:
     quota: int
     seed: int
     strata: Strata = ()
+    given: Sequence[int] = ()
 
 
 def select_from_rows(
@@ -152,7 +157,7 @@ def select_from_rows(
     chosen queries' own pairs, ``query_pairs(rows)`` -> (query row, candidate row, q_t, q_s)
     (``summaries.query_rows``): the same selection without a pass over every pair."""
     chosen = choose_queries(
-        viable, spec.domains, spec.domain_order, spec.quota, spec.seed, spec.strata
+        viable, spec.domains, spec.domain_order, spec.quota, spec.seed, spec.strata, spec.given
     )
     q, c, tq, sq = query_pairs(sorted(r for _, r in chosen))
     rel = Relevance(spec.t_thr, spec.s_thr, exact)
@@ -167,15 +172,24 @@ def choose_queries(
     quota: int,
     seed: int,
     strata: Strata = (),
+    given: Sequence[int] = (),
 ) -> list[tuple[str, int]]:
     """(domain, row) of the queries: per domain, up to ``quota`` of its viable rows not taken by
     a domain drawn before it, drawn with a generator seeded by (seed, domain index). With
-    ``strata``, ``choose_by_strata`` instead.
+    ``strata``, ``choose_by_strata`` instead; with ``given`` rows (a published benchmark's
+    queries found in the corpus), those of them that are viable, nothing drawn, each in the
+    first of its domains (``home_domain``).
 
     Domains draw scarcest first (fewest viable rows; ties in ``domain_order``): a query in two
     domains then goes to the one that needs it. In the order of the ontology, a large domain
     drawn first took the multi-domain queries a small one had no others for (the sample's
     Calculus and Analysis: 14 queries of 20 with 21 viable)."""
+    if given:
+        return [
+            (home_domain(domains[r], domain_order), r)
+            for r in sorted(set(given))
+            if viable[r] and home_domain(domains[r], domain_order)
+        ]
     viable_rows = np.flatnonzero(viable).tolist()
     if strata:
         return choose_by_strata(viable_rows, domains, domain_order, strata, seed)
@@ -216,22 +230,32 @@ def choose_by_strata(
             raise ValueError(f"candidates.strata[{n}] names {unknown}, not domains of the "
                              f"ontology ({', '.join(domain_order)})")  # fmt: skip
         pool = [r for r in viable_rows if frozenset(domains[r]) == want]
-        home = stratum_home(names, domain_order)
+        home = home_domain(names, domain_order)
         rng = np.random.default_rng([seed, STRATA_STREAM, n])
         chosen += [(home, row) for row in draw(pool, count, rng)]
     return chosen
 
 
-def stratum_home(names: Sequence[str], domain_order: Sequence[str]) -> str:
-    """The domain partition a stratum's queries run in: the first of its domains."""
-    return next(d for d in domain_order if d in names)
+def given_rows(ids: Sequence[str], matches: pl.DataFrame) -> tuple[int, ...]:
+    """The rows of ``ids`` that published queries matched (``published_matches``: role,
+    corpus_id), each once, in row order; a match outside the pool (an unannotated problem left
+    out of it) is not a row."""
+    row_of = {i: r for r, i in enumerate(ids)}
+    wanted = matches.filter(pl.col("role") == "query")["corpus_id"].to_list()
+    return tuple(sorted({row_of[i] for i in wanted if i in row_of}))
+
+
+def home_domain(names: Sequence[str], domain_order: Sequence[str]) -> str:
+    """The domain partition a stratum's or a given query's queries run in: the first of its
+    domains in the ontology's order; "" for none (a given query in no domain is not taken)."""
+    return next((d for d in domain_order if d in names), "")
 
 
 def strata_quotas(strata: Strata, domain_order: Sequence[str]) -> dict[str, int]:
     """The queries each domain's partition is to hold under ``strata``."""
     out = dict.fromkeys(domain_order, 0)
     for names, count in strata:
-        out[stratum_home(names, domain_order)] += count
+        out[home_domain(names, domain_order)] += count
     return out
 
 
@@ -242,7 +266,7 @@ def strata_drawn(
     drawn (``query_domains``: each chosen query's domains)."""
     sets = [frozenset(d) for d in query_domains]
     return [
-        {"domains": " + ".join(names), "home": stratum_home(names, domain_order),
+        {"domains": " + ".join(names), "home": home_domain(names, domain_order),
          "asked": count, "drawn": sum(s == frozenset(names) for s in sets)}
         for names, count in strata
     ]  # fmt: skip
