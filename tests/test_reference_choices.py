@@ -117,6 +117,10 @@ def test_tied_scores_are_averaged_or_taken_in_numpys_order():
     assert averaged == runs["ndcg"][0] and averaged != pytest.approx(by_order)
     with pytest.raises(ValueError, match="'average' or 'order'"):
         with_ties(runs, {"q": rel}, 2, "first")
+    # a failed query scores 0 under either rule, as the board scores it (not null)
+    failed = pl.DataFrame({"query_id": ["q"], "failed": [True], "scores": [None],
+                           "ndcg": [0.0]}, schema_overrides={"scores": pl.List(pl.Float64)})  # fmt: skip
+    assert with_ties(failed, {"q": rel}, 2, "order")["ndcg"].to_list() == [0.0]
 
 
 def test_by_id_shows_the_smaller_document_number_first_and_favours_no_source():

@@ -265,12 +265,15 @@ def with_ties(
     runs: pl.DataFrame, relevance: dict[str, list[float]], k: int, ties: str
 ) -> pl.DataFrame:
     """The runs under the leaderboard's tie rule: ``average`` as they were scored, ``order``
-    rescored with numpy's argsort order deciding among tied scores (the reference code's)."""
+    rescored with numpy's argsort order deciding among tied scores (the reference code's). A
+    failed query scores 0 under both, as the board scores it."""
     if ties == "average" or runs.height == 0:
         return runs
     if ties != "order":
         raise ValueError(f"leaderboard.ties must be 'average' or 'order', not {ties!r}")
-    return rescore_runs(runs, relevance, k, ties="numpy")
+    return rescore_runs(runs, relevance, k, ties="numpy").with_columns(
+        pl.when(pl.col("failed")).then(0.0).otherwise(pl.col("ndcg")).alias("ndcg")
+    )
 
 
 def score_table(

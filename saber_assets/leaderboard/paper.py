@@ -22,7 +22,7 @@ import polars as pl
 
 from saber_assets.config import REPO_ROOT
 from saber_assets.leaderboard.board_columns import score_column
-from saber_assets.leaderboard.evaluate import rescore_runs
+from saber_assets.leaderboard.evaluate import with_ties
 
 PAPER_CSV = REPO_ROOT / "data" / "reference" / "saber_math_paper_ndcg10.csv"
 TABLES = ("main", "ci", "additional")
@@ -146,12 +146,7 @@ def apply_protocol(runs: pl.DataFrame, relevance: dict[str, list[float]], k: int
     a query on the skip list is left out of the means by ``score_table``, under both)."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"--protocol must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
-    if protocol == "saber" or runs.height == 0:
-        return runs
-    rescored = rescore_runs(runs, relevance, k, ties="numpy")
-    return rescored.with_columns(
-        pl.when(pl.col("failed")).then(0.0).otherwise(pl.col("ndcg")).alias("ndcg")
-    )
+    return runs if protocol == "saber" else with_ties(runs, relevance, k, "order")
 
 
 def domain_cells(report: pl.DataFrame, system: str, domains: Sequence[str]) -> pl.DataFrame:
