@@ -518,6 +518,11 @@ class LeaderboardConfig(_Strict):
     # refitted on the first r Swiss rounds (rounds_resolution.parquet, `saber cost --plan`);
     # 0: no curve
     resolution_draws: int = Field(default=200, ge=0)
+    # The full-corpus track's holes (a document in a system's full-corpus top k that no
+    # tournament graded) are placed on their query's scale by this many games each against
+    # rated candidates spread over it, decided by the tournament's judge (`full_corpus_fill`);
+    # 0: no fill, the holes only counted (judged@k, nDCG@k with holes as 0)
+    fill_games: int = Field(default=8, ge=0)
 
 
 class ConfigDeprecation(UserWarning):

@@ -12,7 +12,7 @@ from saber_assets.contamination import assets as contamination_assets
 from saber_assets.contamination import published_assets
 from saber_assets.corpus import assets as corpus_assets
 from saber_assets.leaderboard import assets as leaderboard_assets
-from saber_assets.leaderboard import run_assets, verify_asset
+from saber_assets.leaderboard import fill_assets, run_assets, verify_asset
 from saber_assets.lib.declare import Declared, declared_in
 from saber_assets.ontology import assets as ontology_assets
 from saber_assets.ratings import assets as rating_assets
@@ -36,6 +36,7 @@ STAGE_MODULES = [
     benchmark_assets,
     retriever_assets,
     run_assets,
+    fill_assets,
     leaderboard_assets,
     verify_asset,
     contamination_assets,

@@ -157,8 +157,9 @@ STAGES: tuple[Stage, ...] = (
     Stage(
         "build_leaderboard",
         "leaderboard",
-        "The leaderboard over every registered retriever.",
-        ("leaderboard", "benchmark_verification"),
+        "The full-corpus track's holes placed on their queries' scales by the judge, and the "
+        "leaderboard over every registered retriever.",
+        ("full_corpus_fill", "leaderboard", "benchmark_verification"),
         "build_runs",
     ),
     Stage(

@@ -264,9 +264,10 @@ def test_full_corpus_metrics_without_sorting_the_corpus_equal_the_full_ranking(n
             cands = np.unique(np.r_[cands, rng.choice(on_t, min(5, on_t.size), replace=False)])
         rel = rng.integers(0, 6, len(cands)) * rng.random(len(cands))
         ranked = np.argsort(-scores, kind="stable").tolist()
-        want = full_corpus_metrics(ranked, cands.tolist(), rel.tolist(), 10)
-        got = full_corpus_metrics_from_scores(scores, cands.tolist(), rel.tolist(), 10)
-        assert got == want, (trial, got, want)
+        ids = [f"d{i}" for i in range(n_docs)]
+        want = full_corpus_metrics(ranked, cands.tolist(), rel.tolist(), 10, ids)
+        got = full_corpus_metrics_from_scores(scores, cands.tolist(), rel.tolist(), 10, ids)
+        assert got == want, (trial, got, want)  # the top 10 too: a stable sort's
 
 
 def test_approach0_searches_once_per_query_in_parallel():
@@ -292,9 +293,9 @@ def test_the_full_corpus_track_never_retrieves_the_query_itself(monkeypatch):
     seen = []
     real = ev.full_corpus_metrics_from_scores
 
-    def spy(all_scores, cands, rel, k):
+    def spy(all_scores, cands, rel, k, doc_ids):
         seen.append(np.flatnonzero(np.isneginf(all_scores)).tolist())
-        return real(all_scores, cands, rel, k)
+        return real(all_scores, cands, rel, k, doc_ids)
 
     monkeypatch.setattr(ev, "full_corpus_metrics_from_scores", spy)
     ev.evaluate(JaccardRetriever("j"), bench, "full-full", 10, query_filter=[4, 1, 3])

@@ -82,6 +82,7 @@ def print_report(label: str, bench_dir: Path, bench, rep, k: int) -> None:
         if full is not None:
             print(
                 f"  full corpus: nDCG'@{k} {full:.4f}, recall@100 of the top-5 rated {r['full_recall_top5@100']:.4f}"
+                f"; judged@{k} {r[f'judged@{k}']:.2f}, nDCG@{k} with unjudged as 0 {r[f'full_ndcg@{k}']:.4f}"
             )
 
 

@@ -14,6 +14,7 @@ from saber_assets.benchmark.data import Benchmark
 from saber_assets.benchmark.texts import document_texts, setting_texts
 from saber_assets.leaderboard import board_columns as col
 from saber_assets.leaderboard.board_columns import metric_column
+from saber_assets.leaderboard.holes import graded_ndcg, judged_at, top_ids
 from saber_assets.leaderboard.metrics import (
     condensed_ndcg,
     ndcg_at_k,
@@ -35,6 +36,11 @@ RUN_SCHEMA = {
     "full_ndcg_prime": pl.Float64,
     "full_recall_top5_at100": pl.Float64,
     "scores": pl.List(pl.Float64),
+    # the full-corpus top k (document ids, best first): what the fill pools (holes.py); the
+    # share of it with a grade, and its nDCG@k with every ungraded document as 0
+    "full_top": pl.List(pl.String),
+    "full_judged": pl.Float64,
+    "full_ndcg_zero": pl.Float64,
 }
 
 
@@ -86,7 +92,8 @@ def skipped(runs: pl.DataFrame) -> pl.Expr:
 def failed(error: str) -> dict:
     """A query's row fields when it could not be scored: nDCG 0, named, counted."""
     return {"failed": True, "error": error, "ndcg": 0.0, "ndcg_linear": 0.0, "latency_ms": None,
-            "scores": None, "full_ndcg_prime": None, "full_recall_top5_at100": None}  # fmt: skip
+            "scores": None, "full_ndcg_prime": None, "full_recall_top5_at100": None,
+            "full_top": None, "full_judged": None, "full_ndcg_zero": None}  # fmt: skip
 
 
 def candidate_metrics(scores: np.ndarray, rel, k: int) -> dict:
@@ -97,15 +104,26 @@ def candidate_metrics(scores: np.ndarray, rel, k: int) -> dict:
         "scores": scores.tolist(),
         "full_ndcg_prime": None,
         "full_recall_top5_at100": None,
+        "full_top": None,
+        "full_judged": None,
+        "full_ndcg_zero": None,
     }
 
 
 RECALL_TOP, RECALL_DEPTH = 5, 100  # recall of the five best-rated candidates within the top 100
 
 
-def full_corpus_metrics(ranked_rows: list[int], cands, rel, k: int) -> dict:
+def top_metrics(top: list[str], cands, rel, k: int, doc_ids) -> dict:
+    """A full-corpus top k, and its holes counted: judged@k and nDCG@k with holes as 0."""
+    grades = {doc_ids[c]: g for c, g in zip(cands, rel, strict=True)}
+    return {"full_top": top, "full_judged": judged_at(top, grades, k),
+            "full_ndcg_zero": graded_ndcg(top, grades, k)}  # fmt: skip
+
+
+def full_corpus_metrics(ranked_rows: list[int], cands, rel, k: int, doc_ids) -> dict:
     """The full-corpus track of one query from its ranking of document rows (a run file's)."""
     return {
+        **top_metrics([doc_ids[r] for r in ranked_rows[:k]], cands, rel, k, doc_ids),
         "full_ndcg_prime": condensed_ndcg(ranked_rows, list(cands), list(rel), k),
         "full_recall_top5_at100": recall_of_top(
             ranked_rows, list(cands), list(rel), RECALL_TOP, RECALL_DEPTH
@@ -113,7 +131,7 @@ def full_corpus_metrics(ranked_rows: list[int], cands, rel, k: int) -> dict:
     }
 
 
-def full_corpus_metrics_from_scores(all_scores: np.ndarray, cands, rel, k: int) -> dict:
+def full_corpus_metrics_from_scores(all_scores: np.ndarray, cands, rel, k: int, doc_ids) -> dict:
     """The full-corpus track of one query from its scores over every document.
 
     Equal to ranking every document by (score descending, row ascending) — a stable argsort — and
@@ -139,6 +157,7 @@ def full_corpus_metrics_from_scores(all_scores: np.ndarray, cands, rel, k: int) 
         within = ranked[keep[order]]
     cands_l, rel_l = cands.tolist(), list(rel)
     return {
+        **top_metrics(top_ids(all_scores, doc_ids, k), cands_l, rel_l, k, doc_ids),
         "full_ndcg_prime": condensed_ndcg(ranked.tolist(), cands_l, rel_l, k),
         "full_recall_top5_at100": recall_of_top(
             within.tolist(), cands_l, rel_l, RECALL_TOP, RECALL_DEPTH
@@ -162,6 +181,7 @@ def evaluate(
     full-corpus track, one with ``candidates_by_row`` scores a chunk's candidates by document
     row (``candidate_scores_batch``). Either way its latency is the chunk's time per query."""
     docs = bench.documents
+    doc_ids = docs["id"].to_list() if full_corpus else []
     doc_texts = document_texts(bench, setting)
     if hasattr(retriever, "fit_corpus"):
         retriever.fit_corpus(doc_texts)
@@ -234,7 +254,7 @@ def evaluate(
                 all_scores = matrix[n].copy()
                 if qid in doc_row:
                     all_scores[doc_row[qid]] = -np.inf  # never retrieve the query itself
-                row |= full_corpus_metrics_from_scores(all_scores, cands, rel, k)
+                row |= full_corpus_metrics_from_scores(all_scores, cands, rel, k, doc_ids)
             rows.append(row)
     return pl.DataFrame(rows, schema=RUN_SCHEMA)
 
@@ -319,6 +339,11 @@ def score_table(
             )
         row[f"{metric_column(k)}_linear"] = float(scored["ndcg_linear"].mean())
         row[f"full_ndcg'@{k}"] = frame["full_ndcg_prime"].mean()
+        # the holes before any fill: how much of the top k is graded, and nDCG with holes as 0
+        row[f"judged@{k}"] = frame["full_judged"].mean() if "full_judged" in frame.columns else None
+        row[f"full_ndcg@{k}"] = (
+            frame["full_ndcg_zero"].mean() if "full_ndcg_zero" in frame.columns else None
+        )
         row["full_recall_top5@100"] = frame["full_recall_top5_at100"].mean()
         row["median_latency_ms"] = frame["latency_ms"].median()
         out.append(row)

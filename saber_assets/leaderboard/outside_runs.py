@@ -85,7 +85,7 @@ def evaluate_run(
             order = sorted(
                 (d for d in ranked if d in doc_row and d != qid), key=lambda d: (-ranked[d], d)
             )
-            row |= full_corpus_metrics([doc_row[d] for d in order], cands, rel, k)
+            row |= full_corpus_metrics([doc_row[d] for d in order], cands, rel, k, doc_ids)
         rows.append(row)
     return pl.DataFrame(rows, schema=RUN_SCHEMA)
 

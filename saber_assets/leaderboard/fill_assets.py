@@ -1,0 +1,133 @@
+"""The full-corpus track's holes filled by the judge (``holes.py``): an asset of its own, so a
+new retriever's run costs the judge only the documents it alone brought into the pool."""
+
+import json
+import time
+import zlib
+
+import numpy as np
+import polars as pl
+from dagster import AssetExecutionContext, MetadataValue, Output
+
+from saber_assets.io_managers import concat_partitions
+from saber_assets.leaderboard.holes import FILL_SCHEMA, fill_board, fill_holes, pooled_holes
+from saber_assets.leaderboard.run_files import stored_runs
+from saber_assets.lib.declare import table_asset
+from saber_assets.lib.metadata import llm_metadata, markdown_table, stage_metadata
+from saber_assets.lib.pod_sizes import llm_pod
+from saber_assets.lib.tasks import prepared_judge
+from saber_assets.outputs import write_whole
+from saber_assets.pipeline import PipelineResource
+from saber_assets.ratings.rate import configured_prior
+from saber_assets.tournament.engine import document_numbers
+from saber_resources.llm import LLMResource
+from saber_resources.stores import StoresResource
+
+FILL_BOARD = "full_corpus_board.parquet"  # beside the board, in the leaderboard folder
+
+
+@table_asset(
+    reads=(
+        "seed",
+        "leaderboard.k",
+        "leaderboard.fill_games",
+        "leaderboard.bootstrap_resamples",
+        "tournament",
+        "ratings",
+        "llm",
+        "prompts",
+    ),  # fmt: skip
+    pod=llm_pod,
+    pool="llm",
+    deps=["retriever_runs"],
+)
+def full_corpus_fill(
+    context: AssetExecutionContext,
+    pipeline: PipelineResource,
+    llm: LLMResource,
+    stores: StoresResource,
+    corpus: pl.DataFrame,
+    relevance_ratings: dict[str, pl.DataFrame],
+) -> Output[pl.DataFrame]:
+    """Each document in some system's full-corpus top k that no tournament graded, placed on its
+    query's Bradley–Terry scale by `leaderboard.fill_games` games against rated candidates spread
+    over it (the tournament's judge, prompt and presentation), with who pooled it and the games;
+    a hole placed before keeps its row (no judge call). Writes the full-corpus board before and
+    after the fill (`leaderboard/full_corpus_board.parquet`)."""
+    cfg = pipeline.load()
+    k, games = cfg.leaderboard.k, cfg.leaderboard.fill_games
+    runs = stored_runs(pipeline.outputs().runs)
+    if "full_top" not in runs.columns:  # no run yet, or runs written before the top was kept
+        runs = pl.DataFrame(schema={"retriever": pl.String, "setting": pl.String,
+                                    "query_id": pl.String, "full_top": pl.List(pl.String)})  # fmt: skip
+    runs = runs.filter(pl.col("full_top").is_not_null())
+    ratings = concat_partitions(relevance_ratings).unique(["query_id", "candidate_id"])
+    base: dict[str, dict[str, float]] = {}
+    for q, c, r in ratings.select("query_id", "candidate_id", "rating").iter_rows():
+        base.setdefault(q, {})[c] = r
+    holes = pooled_holes(runs, {q: set(g) for q, g in base.items()}, k)
+    path = pipeline.outputs().parquet / "full_corpus_fill.parquet"
+    known = pl.read_parquet(path) if path.exists() else None
+    t0 = time.perf_counter()
+    stats = {"games_asked": 0}
+    judge = None
+    if games and holes.height:
+        judge, text = prepared_judge(pipeline, llm, stores, corpus)
+        number, _ = document_numbers(corpus)
+
+        def play(asked: list[tuple[str, str, str]]) -> list[float | None]:
+            stats["games_asked"] += len(asked)
+            items, hole_first = [], []
+            for q, d, o in asked:
+                if cfg.tournament.presentation == "by_id":
+                    first = number[d] < number[o]
+                else:  # seeded per game: the same game shows the same order in any rerun
+                    first = game_rng(cfg.seed, q, d, o).random() < 0.5
+                hole_first.append(first)
+                items.append((text[q], *((text[d], text[o]) if first else (text[o], text[d]))))
+            out = judge.compare_batch(items)
+            return [
+                None if not o.ok else float((o.value == 1) == first)
+                for o, first in zip(out, hole_first, strict=True)
+            ]
+
+        fills = fill_holes(holes, ratings, play, games, configured_prior(cfg), known)
+    else:
+        fills = pl.DataFrame(schema=FILL_SCHEMA)
+    seconds = time.perf_counter() - t0
+    board, taus = (
+        fill_board(runs, base, fills, k, cfg.leaderboard.bootstrap_resamples, cfg.seed)
+        if runs.height
+        else (pl.DataFrame(), {})
+    )
+    pipeline.outputs().leaderboard.mkdir(parents=True, exist_ok=True)
+    write_whole(pipeline.outputs().leaderboard / FILL_BOARD, board)
+    context.log.info(f"full-corpus fill: {holes.height} holes, {stats['games_asked']} games asked")
+    return Output(
+        fills,
+        metadata={
+            **stage_metadata(fills.height, seconds=seconds),
+            "holes": holes.height,
+            "games_per_hole": games,
+            "games_asked": stats["games_asked"],
+            "holes_placed_before": fills.height - placed_now(fills, known),
+            "ordering_tau_before_after": json.dumps(taus),
+            "board": markdown_table(board, max_rows=60)
+            if board.height
+            else MetadataValue.text("no full-corpus runs"),
+            **(llm_metadata({"judge": judge}) if judge is not None else {}),
+        },
+    )
+
+
+def game_rng(seed: int, query: str, hole: str, opponent: str) -> np.random.Generator:
+    """The generator of one fill game's presentation order: the same game, the same order."""
+    return np.random.default_rng([seed, zlib.crc32(f"{query}|{hole}|{opponent}".encode())])
+
+
+def placed_now(fills: pl.DataFrame, known: pl.DataFrame | None) -> int:
+    """The holes of ``fills`` that ``known`` (the fill before this one) did not hold."""
+    if known is None or known.is_empty():
+        return fills.height
+    return fills.join(known.select("query_id", "document_id"), on=["query_id", "document_id"],
+                      how="anti").height  # fmt: skip

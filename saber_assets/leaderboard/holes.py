@@ -1,0 +1,290 @@
+"""The full-corpus track's holes, counted and filled: the documents a system ranks in its top k
+over the whole corpus that no tournament graded. Pure: the ``full_corpus_fill`` asset calls it.
+
+Before any fill, a hole counts twice: ``judged@k`` (the share of a top k with a grade) and the
+full-corpus nDCG@k with every hole as 0 (the BEIR/MTEB convention, which penalises exactly the
+system that finds what the pools missed), beside the condensed nDCG'@k (holes removed).
+
+A hole is filled on the query's own Bradley–Terry scale: it plays a few games against rated
+candidates spread over the scale, judged by the tournament's judge, prompt and presentation rule;
+its strength is fitted with the candidates' strengths held fixed (the ratings' prior on it alone)
+and mapped by the query's own min–max onto [0, 5], clamped. The tournament's grades never move.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+import polars as pl
+from scipy import stats
+
+from saber_assets.leaderboard.metrics import summarize
+from saber_assets.ratings.bradley_terry import Prior
+
+HOLE_SCHEMA = {"query_id": pl.String, "document_id": pl.String, "pooled_by": pl.List(pl.String)}
+FILL_SCHEMA = {
+    "query_id": pl.String, "document_id": pl.String, "grade": pl.Float64,
+    "strength": pl.Float64, "games": pl.Int64, "wins": pl.Int64,
+    "opponents": pl.List(pl.String), "pooled_by": pl.List(pl.String),
+}  # fmt: skip
+
+
+def top_ids(all_scores: np.ndarray, doc_ids: Sequence[str], k: int) -> list[str]:
+    """The ids of the ``k`` best-scored documents, by (score descending, row ascending), as a
+    stable sort of the whole corpus would give them, without sorting it."""
+    n = len(all_scores)
+    if n == 0 or k <= 0:
+        return []
+    if n > k:
+        t = np.partition(all_scores, n - k)[n - k]  # the k-th best score
+        rows = np.flatnonzero(all_scores >= t)  # every document that may be in the top k
+    else:
+        rows = np.arange(n)
+    rows = rows[np.lexsort((rows, -all_scores[rows]))][:k]
+    return [doc_ids[r] for r in rows.tolist()]
+
+
+def dcg_gain(grade: float) -> float:
+    return 2.0**grade - 1.0
+
+
+def graded_ndcg(top: Sequence[str], grades: Mapping[str, float], k: int) -> float:
+    """nDCG@k of a ranking's first ``k`` documents (``top``) against the query's ``grades``
+    (document id -> grade): a document without a grade gains 0; the ideal ranks every graded
+    document. 0 where no document has a positive grade."""
+    discounts = 1.0 / np.log2(np.arange(2, k + 2))
+    gains = [dcg_gain(grades.get(d, 0.0)) for d in list(top)[:k]]
+    ideal = sorted((dcg_gain(g) for g in grades.values()), reverse=True)[:k]
+    best = float(np.dot(ideal, discounts[: len(ideal)]))
+    return float(np.dot(gains, discounts[: len(gains)])) / best if best > 0 else 0.0
+
+
+def judged_at(top: Sequence[str], graded: set[str] | Mapping[str, float], k: int) -> float:
+    """The share of the first ``k`` of ``top`` that carry a grade (of ``k``: a short list's
+    missing places are not judged)."""
+    return sum(d in graded for d in list(top)[:k]) / k
+
+
+def pooled_holes(runs: pl.DataFrame, graded: Mapping[str, set[str]], k: int) -> pl.DataFrame:
+    """Each (query, document) in some run's full-corpus top ``k`` (``runs``: retriever,
+    query_id, full_top) that the query's ``graded`` set lacks, with the systems that pooled it
+    (``retriever/setting`` where runs carry a setting), sorted."""
+    pooled: dict[tuple[str, str], set[str]] = {}
+    has_setting = "setting" in runs.columns
+    cols = ["retriever", "query_id", "full_top", *(["setting"] if has_setting else [])]
+    for row in runs.select(cols).iter_rows(named=True):
+        who = f"{row['retriever']}/{row['setting']}" if has_setting else row["retriever"]
+        for d in (row["full_top"] or [])[:k]:
+            if d not in graded.get(row["query_id"], ()):
+                pooled.setdefault((row["query_id"], d), set()).add(who)
+    rows = [(q, d, sorted(w)) for (q, d), w in sorted(pooled.items())]
+    return pl.DataFrame(rows, schema=HOLE_SCHEMA, orient="row")
+
+
+def spread_opponents(
+    candidates: Sequence[str], strengths: Sequence[float], games: int
+) -> list[str]:
+    """``games`` distinct candidates spread over the query's scale: evenly spaced in the order
+    of their strengths (ties by id) from the weakest to the strongest, both ends included (they
+    anchor the min–max the grade is read on); the median for one game; all where there are
+    fewer."""
+    order = sorted(range(len(candidates)), key=lambda i: (strengths[i], candidates[i]))
+    if games >= len(order):
+        return [candidates[i] for i in order]
+    if games == 1:
+        return [candidates[order[len(order) // 2]]]
+    picks = np.round(np.linspace(0, len(order) - 1, games)).astype(int)
+    return [candidates[order[p]] for p in sorted(set(picks.tolist()))]
+
+
+def place_strength(
+    opponents: Sequence[float], wins: Sequence[float], prior: Prior, tol: float = 1e-10
+) -> float:
+    """The strength that maximises the games' Bradley–Terry likelihood against opponents of
+    fixed strength (``wins``: 1 won, 0 lost, 0.5 a tie) under the ratings' ``prior`` on it alone
+    (the same prior as every candidate's fit: a sweep of wins stays finite)."""
+    s_j = np.asarray(opponents, dtype=np.float64)
+    y = np.asarray(wins, dtype=np.float64)
+    s = 0.0
+    for _ in range(100):
+        p = 1.0 / (1.0 + np.exp(s_j - s))
+        if prior.kind == "l2":
+            grad, curv = (
+                float((y - p).sum()) - s / prior.c,
+                float((p * (1 - p)).sum()) + 1 / prior.c,
+            )
+        else:
+            ex = np.exp(s)
+            grad = float((y - p).sum()) + prior.alpha * (1 - ex)
+            curv = float((p * (1 - p)).sum()) + prior.alpha * ex
+        step = grad / curv
+        s += step
+        if abs(step) < tol:
+            return s
+    raise RuntimeError("the placement's Newton iteration did not converge")
+
+
+def grade_on_scale(strength: float, query_strengths: Sequence[float]) -> float:
+    """A placed strength as a grade on the query's own [0, 5] scale (its candidates' min–max),
+    clamped: above the best candidate is 5, below the worst 0."""
+    lo, hi = float(np.min(query_strengths)), float(np.max(query_strengths))
+    if hi - lo < 1e-12:
+        return 2.5
+    return float(np.clip(5.0 * (strength - lo) / (hi - lo), 0.0, 5.0))
+
+
+# a game's decider: (query id, hole id, opponent id) -> 1.0 the hole won, 0.0 lost, None no answer
+Judge = Callable[[list[tuple[str, str, str]]], list[float | None]]
+
+
+def fill_holes(
+    holes: pl.DataFrame,
+    ratings: pl.DataFrame,
+    judge: Judge,
+    games: int,
+    prior: Prior,
+    known: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """Each hole placed on its query's scale (``FILL_SCHEMA``): ``ratings`` (query_id,
+    candidate_id, strength) are the scale; ``judge`` decides a batch of games at once. A hole
+    already in ``known`` (an earlier fill's rows, same games) is kept as it was, not judged
+    again: a new system pays for its own holes only. A hole whose games all went unanswered is
+    left out (no grade is better than a guessed one)."""
+    known = known if known is not None else pl.DataFrame(schema=FILL_SCHEMA)
+    done = {(q, d): r for q, d, r in zip(known["query_id"], known["document_id"],
+                                          known.iter_rows(named=True), strict=True)}  # fmt: skip
+    scale = {
+        q: (part["candidate_id"].to_list(), part["strength"].to_list())
+        for (q,), part in ratings.sort("query_id", "candidate_id").group_by("query_id")
+    }
+    kept, todo = [], []
+    for q, d, pooled in holes.select(list(HOLE_SCHEMA)).iter_rows():
+        if q not in scale:
+            continue
+        if (q, d) in done and done[(q, d)]["games"] >= min(games, len(scale[q][0])):
+            kept.append({**done[(q, d)], "pooled_by": pooled})
+            continue
+        cands, strengths = scale[q]
+        todo.append((q, d, pooled, spread_opponents(cands, strengths, games)))
+    asked = [(q, d, o) for q, d, _, opps in todo for o in opps]
+    answers = iter(judge(asked) if asked else [])
+    placed = []
+    for q, d, pooled, opps in todo:
+        cands, strengths = scale[q]
+        of = dict(zip(cands, strengths, strict=True))
+        results = [(o, next(answers)) for o in opps]
+        played = [(of[o], w) for o, w in results if w is not None]
+        if not played:
+            continue
+        s = place_strength([p for p, _ in played], [w for _, w in played], prior)
+        placed.append(
+            {"query_id": q, "document_id": d, "grade": grade_on_scale(s, strengths),
+             "strength": s, "games": len(played), "wins": int(sum(w == 1.0 for _, w in played)),
+             "opponents": opps, "pooled_by": pooled}
+        )  # fmt: skip
+    return pl.DataFrame([*kept, *placed], schema=FILL_SCHEMA).sort("query_id", "document_id")
+
+
+def track_rows(
+    runs: pl.DataFrame, grades: Mapping[str, Mapping[str, float]], k: int
+) -> pl.DataFrame:
+    """Per (retriever, setting, query): judged@k and nDCG@k of its full-corpus top k against
+    ``grades`` (query -> document -> grade; a document without one is 0). A query run in two
+    domain partitions counts once, as on the board."""
+    out = []
+    once = runs.unique(["retriever", "setting", "query_id"], keep="first", maintain_order=True)
+    for r in once.select("retriever", "setting", "query_id", "full_top").iter_rows(named=True):
+        top, g = r["full_top"] or [], grades.get(r["query_id"], {})
+        out.append({"retriever": r["retriever"], "setting": r["setting"],
+                    "query_id": r["query_id"], "judged": judged_at(top, g, k),
+                    "ndcg": graded_ndcg(top, g, k)})  # fmt: skip
+    schema = {"retriever": pl.String, "setting": pl.String, "query_id": pl.String,
+              "judged": pl.Float64, "ndcg": pl.Float64}  # fmt: skip
+    return pl.DataFrame(out, schema=schema)
+
+
+def ordering_tau(before: pl.DataFrame, after: pl.DataFrame) -> float | None:
+    """Kendall's τ-b between two boards' orderings of the same systems (retriever, ndcg)."""
+    joined = before.join(after, on="retriever", suffix="_after")
+    if joined.height < 2:
+        return None
+    tau = stats.kendalltau(joined["ndcg"], joined["ndcg_after"]).statistic
+    return None if np.isnan(tau) else float(tau)
+
+
+def leave_one_out(
+    runs: pl.DataFrame,
+    base: Mapping[str, Mapping[str, float]],
+    fills: pl.DataFrame,
+    k: int,
+) -> pl.DataFrame:
+    """Zobel's test of pool bias, per system and setting: its filled full-corpus nDCG@k, and the
+    same with the documents only it pooled left ungraded (as if it had not been in the pool);
+    the drop is how much the pool owes to it."""
+    out = []
+    filled = filled_grades(base, fills)
+    once = runs.unique(["retriever", "setting", "query_id"], keep="first", maintain_order=True)
+    for (retriever, setting), part in once.group_by("retriever", "setting", maintain_order=True):
+        who = f"{retriever}/{setting}"
+        unique = {(q, d) for q, d, by in fills.select("query_id", "document_id", "pooled_by")
+                  .iter_rows() if by == [who]}  # fmt: skip
+        with_all, without = [], []
+        for q, top in part.select("query_id", "full_top").iter_rows():
+            g = filled.get(q, {})
+            with_all.append(graded_ndcg(top or [], g, k))
+            without.append(graded_ndcg(top or [], {d: v for d, v in g.items()
+                                                    if (q, d) not in unique}, k))  # fmt: skip
+        a, b = float(np.mean(with_all)), float(np.mean(without))
+        out.append({"retriever": retriever, "setting": setting, "ndcg_filled": a,
+                    "ndcg_without_own_holes": b, "unique_holes": len(unique), "drop": a - b})  # fmt: skip
+    return pl.DataFrame(out).sort("setting", "retriever") if out else pl.DataFrame()
+
+
+def filled_grades(
+    base: Mapping[str, Mapping[str, float]], fills: pl.DataFrame
+) -> dict[str, dict[str, float]]:
+    """Query -> document -> grade: the tournament's (``base``) with the fill's holes added."""
+    out = {q: dict(g) for q, g in base.items()}
+    for q, d, grade in fills.select("query_id", "document_id", "grade").iter_rows():
+        out.setdefault(q, {})[d] = grade
+    return out
+
+
+def fill_board(
+    runs: pl.DataFrame,
+    base: Mapping[str, Mapping[str, float]],
+    fills: pl.DataFrame,
+    k: int,
+    resamples: int,
+    seed: int,
+) -> tuple[pl.DataFrame, dict[str, float | None]]:
+    """The full-corpus board before and after the fill, per system and setting: judged@k and
+    nDCG@k with holes as 0 (before), the same on the filled grades (after) with a bootstrap 95%
+    interval over the queries (``metrics.summarize``), and Zobel's leave-one-out drop; and
+    per setting, Kendall's τ between the orderings before and after."""
+    before = track_rows(runs, base, k)
+    after = track_rows(runs, filled_grades(base, fills), k)
+    rows = []
+    for (retriever, setting), b in before.group_by("retriever", "setting", maintain_order=True):
+        a = after.filter((pl.col("retriever") == retriever) & (pl.col("setting") == setting))
+        ci = summarize(a["ndcg"].to_list(), [[]] * a.height, [], resamples, seed)["overall"]
+        rows.append({"retriever": retriever, "setting": setting, "queries": b.height,
+                     f"judged@{k}": b["judged"].mean(), f"full_ndcg@{k}": b["ndcg"].mean(),
+                     f"judged@{k}_filled": a["judged"].mean(), f"full_ndcg@{k}_filled": ci["mean"],
+                     "ci_low": ci["ci_low"], "ci_high": ci["ci_high"]})  # fmt: skip
+    board = pl.DataFrame(rows)
+    loo = leave_one_out(runs, base, fills, k)
+    if loo.height:
+        board = board.join(
+            loo.select("retriever", "setting", "unique_holes", pl.col("drop").alias("loo_drop")),
+            on=["retriever", "setting"],
+            how="left",
+        )
+    taus = {}
+    for (setting,), part in board.group_by("setting", maintain_order=True):
+        taus[setting] = ordering_tau(
+            part.select("retriever", pl.col(f"full_ndcg@{k}").alias("ndcg")),
+            part.select("retriever", pl.col(f"full_ndcg@{k}_filled").alias("ndcg")),
+        )
+    return board.sort("setting", f"full_ndcg@{k}_filled", descending=[False, True]), taus
