@@ -91,7 +91,7 @@ def test_a_placement_agrees_with_the_tournament_within_its_own_uncertainty():
             holes = pl.DataFrame({"query_id": ["q"], "document_id": [f"c{held}"],
                                   "pooled_by": [["sys"]]})  # fmt: skip
 
-            def judge(asked):
+            def judge(asked, true=true):
                 out = []
                 for _, d, o in asked:
                     a, b = int(d[1:]), int(o[1:])
