@@ -968,6 +968,9 @@ def test_a_build_finds_its_own_benchmark_when_given_it_as_the_published_one(
         agreement = pl.read_parquet(home / "parquet" / "published_grade_agreement.parquet")
         assert agreement.height == len(drawn) and (agreement["pool_share"] == 1.0).all()
         taus[name] = agreement["kendall_tau"].drop_nulls()
+        readings = pl.read_parquet(home / "parquet" / "benchmark_report.parquet")["reading"]
+        said = f"{len(drawn)} published queries are in the corpus; {len(drawn)} were rebuilt"
+        assert readings.str.starts_with(said).sum() == 1  # the report's section, read off it
     assert taus["same"].len() == len(drawn) and (taus["same"] > 0.999).all()
     assert taus["shuffled"].mean() < 0.5
     recall = pl.read_parquet(home / "parquet" / "published_benchmark_recall.parquet")

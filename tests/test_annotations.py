@@ -141,6 +141,14 @@ def test_humanize_title():
     assert humanize_title("CalculusandAnalysis") == "Calculus and Analysis"
     assert humanize_title("Point-SetTopology") == "Point-Set Topology"
     assert humanize_title("AlgebraicCurves") == "Algebraic Curves"
+    # a word ending in a small word keeps it ("Divisi on Problems" was shown for three rows of
+    # the composition); a glued one after a known word, or a rarely-final one, is split
+    assert humanize_title("DivisionProblems") == "Division Problems"
+    assert humanize_title("CoinTossing") == "Coin Tossing"
+    assert humanize_title("vonNeumannAlgebra") == "von Neumann Algebra"
+    assert humanize_title("LawoftheExcludedMiddle") == "Law of the Excluded Middle"
+    assert humanize_title("CundyandRollettsEgg") == "Cundy and Rolletts Egg"
+    assert humanize_title("MathematicsintheMedia") == "Mathematics in the Media"
 
 
 def test_window_averaging_by_hand():

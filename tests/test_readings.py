@@ -135,3 +135,14 @@ def test_the_verdict_and_the_failed_checks_in_words():
         "judge_position_bias (Algebra): the first-shown candidate won 900 of 1000"
     ]
     assert failed_check_lines([{**checks[0], "passed": True}]) == []
+
+
+def test_an_interval_prints_three_decimals_whatever_its_rounding():
+    """ "0.7" was printed for 0.700 in nine interval strings of the report's board."""
+    import polars as pl
+
+    from saber_assets.site.report import interval_text
+
+    frame = pl.DataFrame({"lo": [0.7, 0.12345], "hi": [0.81, 1.0]})
+    got = frame.select(interval_text("lo", "hi").alias("ci"))["ci"].to_list()
+    assert got == ["[0.700, 0.810]", "[0.123, 1.000]"]

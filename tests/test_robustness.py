@@ -58,6 +58,9 @@ def test_an_identical_second_judge_agrees_fully_and_changes_no_rating():
     assert sample.height == round(0.1 * judg.height)
     again = sample_judgments(judg, 0.1, seed=3)
     assert again.equals(sample)  # seeded
+    # the rows read in another order (another process's hashing): the same sample
+    shuffled = judg.sample(fraction=1.0, shuffle=True, seed=7)
+    assert sample_judgments(shuffled, 0.1, seed=3).equals(sample)
     same = rejudge(sample, TEXT, LatentJudge())
     assert agreement(same) == (1.0, sample.height)
     # the other presentation order does not fool a judge that reads the texts

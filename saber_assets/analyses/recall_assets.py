@@ -9,7 +9,7 @@ import polars as pl
 from dagster import Output
 
 from saber_assets.benchmark.data import Benchmark
-from saber_assets.config import resolve_path
+from saber_assets.config import PipelineConfig, resolve_path
 from saber_assets.contamination.published import (
     AGREEMENT_SCHEMA,
     RECALL_SCHEMA,
@@ -21,7 +21,7 @@ from saber_assets.io_managers import concat_partitions
 from saber_assets.lib.declare import analysis
 from saber_assets.lib.metadata import markdown_table, stage_metadata
 from saber_assets.pipeline import PipelineResource
-from saber_assets.site.report import table_section
+from saber_assets.site.report import Section, table_section
 
 
 @analysis()
@@ -61,12 +61,17 @@ def published_benchmark_recall(
     )
 
 
-agreement_section = table_section(
+agreement_table = table_section(
     "The published benchmark's grades beside the rebuild's",
     agreement_reading,
     "Per published query the corpus holds: its published candidates, those the corpus holds, "
     "those in the rebuild's own pool, and Kendall's τ-b between the two grades over them.",
 )
+
+
+def agreement_section(table: pl.DataFrame, cfg: PipelineConfig) -> Section | None:
+    """The report's section, where the published queries were taken (none otherwise)."""
+    return agreement_table(table, cfg) if cfg.candidates.published_queries else None
 
 
 @analysis(section=agreement_section)

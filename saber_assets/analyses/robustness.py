@@ -55,8 +55,11 @@ def compare_orderings(setting: str, check: str, names, base, other, detail: str 
 
 
 def sample_judgments(judgments: pl.DataFrame, share: float, seed: int) -> pl.DataFrame:
-    """A seeded share of the decided judgments (at least one when any exist), in stored order."""
-    decided = judgments.filter(pl.col("winner").is_not_null()).with_row_index("_row")
+    """A seeded share of the decided judgments (at least one when any exist), drawn from them
+    sorted by (query, round, pair): the same rows whatever order they were read in (a frame's
+    order can follow polars' per-process hashing, as a ``unique`` leaves it)."""
+    keys = [c for c in ("query", "round", "a", "b") if c in judgments.columns]
+    decided = judgments.filter(pl.col("winner").is_not_null()).sort(keys).with_row_index("_row")
     n = decided.height
     if n == 0:
         return decided.drop("_row")

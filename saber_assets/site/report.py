@@ -31,6 +31,15 @@ def pct(x: float | None, digits: int = 0) -> str:
     return "n/a" if x is None else f"{100 * x:.{digits}f}%"
 
 
+def interval_text(low: str, high: str) -> pl.Expr:
+    """ "[0.700, 0.812]" from two columns: three decimals always (a rounded float prints "0.7")."""
+
+    def three(column: str) -> pl.Expr:
+        return pl.col(column).map_elements(lambda v: f"{v:.3f}", return_dtype=pl.String)
+
+    return pl.format("[{}, {}]", three(low), three(high))
+
+
 def num(x) -> str:
     if x is None:
         return ""

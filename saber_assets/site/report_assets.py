@@ -52,9 +52,7 @@ def _board_table(board: pl.DataFrame) -> pl.DataFrame:
         "setting",
         "retriever",
         pl.col(metric).round(3),
-        pl.format("[{}, {}]", pl.col("ci_low").round(3), pl.col("ci_high").round(3)).alias(
-            "95% CI"
-        ),
+        rp.interval_text("ci_low", "ci_high").alias("95% CI"),
         *[
             pl.col(domain_mean(d)).round(3).alias(f"{d} (n={board[domain_queries(d)].max()})")
             if domain_queries(d) in board.columns
@@ -79,8 +77,7 @@ def _joint_columns(board: pl.DataFrame) -> list[pl.Expr]:
     )
     return [
         *corrected,
-        pl.format("[{}, {}]", pl.col("ci_low_joint").round(3), pl.col("ci_high_joint").round(3))
-        .alias("95% CI, queries + judgments"),
+        rp.interval_text("ci_low_joint", "ci_high_joint").alias("95% CI, queries + judgments"),
         pl.lit(share_texts(board)).alias("judge share"),
     ]  # fmt: skip
 
@@ -140,7 +137,9 @@ def benchmark_report(sections: Mapping[str, SectionOf]) -> Declared:
             relevance_thresholds, concat_partitions(relevance_ratings),
             _by_domain(tournament_judgments), benchmark_composition,
         )  # fmt: skip
-        every = own + [section(analyses[name], cfg) for name, section in sections.items()]
+        # an analysis that was not asked for (its section None) leaves no section behind
+        shown = (section(analyses[name], cfg) for name, section in sections.items())
+        every = own + [s for s in shown if s is not None]
         return write_report(pipeline, cfg, bench, every, t0)
 
     return report
