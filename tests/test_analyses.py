@@ -754,7 +754,7 @@ def test_an_analysis_declares_its_report_section_and_the_report_reads_it():
     declared = stage_declarations()
     report = next(d for d in declared if d.asset_name == "benchmark_report")
     sectioned = [d.asset_name for d in declared if d.section is not None]
-    assert len(sectioned) == 7
+    assert len(sectioned) == 8
     assert list(report.attrs["ins"]) == [a for a in ANALYSES if a in sectioned]
     built = report.build()
     reads = {k.to_user_string() for k in built.keys_by_input_name.values()}

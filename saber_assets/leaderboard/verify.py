@@ -42,6 +42,16 @@ from saber_assets.leaderboard.outside_runs import read_run
 from saber_assets.leaderboard.run_files import stored_runs
 from saber_assets.ontology.domains import keys_for
 
+# What verify may leave unchecked, each by a name: any of them fails the verdict unless the
+# reader allows it by name (`saber verify --allow-unchecked NAME`). Nothing a bundle states can
+# switch a check off: a missing part a category needs is a difference, not one of these.
+UNCHECKED = {
+    "judgments": "the grades: a bundle that names no judge ships no judgments to refit them from",
+    "soft-grades": "grades fitted to the judge's probabilities (the efficient policy), which the "
+    "exchange format does not carry",
+    "choix-ties": "grades of a query with tied pairs under choix's prior (choix fits no ties)",
+    "board": "the board, its tests and intervals: no leaderboard.parquet beside the bundle",
+}
 VERIFY_FLIPS = 10_000  # scipy's sign flips per pair (76 ms each at 100 queries)
 EXACT = 1e-9  # numbers recomputed by the same arithmetic: equal to rounding
 RATING_TOLERANCE = 1e-4  # a refit by another optimiser, on the [0, 5] scale
@@ -67,11 +77,29 @@ class Verification:
 
     checked: dict[str, int] = field(default_factory=dict)
     differences: list[Difference] = field(default_factory=list)
-    not_checked: list[str] = field(default_factory=list)
+    not_checked: list[str] = field(default_factory=list)  # "NAME: why", NAME in UNCHECKED
+    # the UNCHECKED names a reader accepts unchecked (`saber verify --allow-unchecked NAME`)
+    allowed: frozenset[str] = frozenset()
+
+    @property
+    def unchecked(self) -> list[str]:
+        """The names of what was not checked, each once, in order."""
+        return list(dict.fromkeys(line.split(":", 1)[0] for line in self.not_checked))
+
+    @property
+    def refused(self) -> list[str]:
+        """What was not checked and not allowed: each fails the verdict."""
+        return [name for name in self.unchecked if name not in self.allowed]
 
     @property
     def passed(self) -> bool:
-        return not self.differences
+        return not self.differences and not self.refused
+
+    def skip(self, name: str, why: str) -> None:
+        """A check not made, by its ``UNCHECKED`` name: the verdict fails unless allowed."""
+        if name not in UNCHECKED:
+            raise ValueError(f"{name!r} is not one of the checks verify may leave out")
+        self.not_checked.append(f"{name}: {why}")
 
     def count(self, kind: str, n: int = 1) -> None:
         self.checked[kind] = self.checked.get(kind, 0) + n
@@ -94,10 +122,21 @@ class Verification:
             self.differ(check, where, published, recomputed, "equal")
 
     def summary(self) -> str:
-        """One line: the verdict and the count of numbers checked."""
+        """One line: the verdict, the count of numbers checked and what was not checked."""
         total = sum(self.checked.values())
+        unchecked = (
+            f"; not checked: {', '.join(self.unchecked)}" if self.unchecked else ""
+        )
         if self.passed:
-            return f"verified: {total:,} published numbers recomputed from the bundle, all agree"
+            return (
+                f"verified: {total:,} published numbers recomputed from the bundle, all agree"
+                + unchecked
+            )
+        if not self.differences:
+            return (
+                f"NOT verified: {total:,} published numbers agree, but {', '.join(self.refused)} "
+                "could not be checked (`saber verify --allow-unchecked NAME` accepts that)"
+            )
         return (
             f"NOT verified: {len(self.differences):,} of {total:,} published numbers differ "
             f"from what the bundle gives (first: {self.differences[0].check} "
@@ -181,14 +220,16 @@ def min_max(strengths: np.ndarray) -> np.ndarray:
 def verify_grades(bench: Benchmark, out: Verification) -> None:
     """Each query's published grades against a refit of its bundled judgments."""
     if bench.judgments is None:
-        out.not_checked.append("grades: the bundle has no judgments.parquet")
+        judged = [k for k in ("judge_backend", "tournament", "ratings") if k in bench.manifest]
+        if judged:  # a tournament was run: its judgments are what the grades stand on
+            out.differ("bundle", "judgments.parquet", "the judgments of the tournament the "
+                       f"manifest describes ({', '.join(judged)})", "no judgments.parquet")  # fmt: skip
+        else:
+            out.skip("judgments", "the bundle has no judgments.parquet and names no judge")
         return
     fit_cfg = bench.manifest.get("ratings") or {}
     if fit_cfg.get("soft"):
-        out.not_checked.append(
-            "grades: fitted to the judge's probabilities (the efficient policy), which the "
-            "exchange format does not carry"
-        )
+        out.skip("soft-grades", UNCHECKED["soft-grades"])
         return
     prior, both = fit_cfg.get("prior", "l2"), bool(fit_cfg.get("both_orders"))
     by_query = {k[0]: f for k, f in bench.judgments.partition_by("query_id", as_dict=True).items()}
@@ -218,7 +259,7 @@ def verify_grades(bench: Benchmark, out: Verification) -> None:
                 wins.append((index[decided], index[loser]))
         if prior == "choix":
             if ties:
-                out.not_checked.append(f"grades of {qid}: choix's prior with tied pairs")
+                out.skip("choix-ties", f"grades of {qid}: choix's prior with tied pairs")
                 continue
             import choix
 
@@ -270,8 +311,7 @@ def verify_judge_checks(bench: Benchmark, out: Verification) -> None:
         biased = band is not None and c["decided"] > 0 and (lo > band[1] or hi < band[0])
         out.same("position-bias verdict", f"domain {c.get('domain')}", c.get("passed"), not biased)
     j = bench.judgments
-    if j is None:
-        out.not_checked.append("judge checks: the bundle has no judgments.parquet")
+    if j is None:  # verify_grades said why: a difference, or `judgments` unchecked
         return
     decided = j.filter(pl.col("winner").is_not_null())
     first = int((decided["winner"] == decided["shown_first"]).sum())
@@ -281,7 +321,8 @@ def verify_judge_checks(bench: Benchmark, out: Verification) -> None:
         out.same("position-bias count", "decided judgments, all domains",
                  sum(int(c["decided"]) for c in counted), decided.height)  # fmt: skip
     elif checks:
-        out.not_checked.append("position bias: the manifest's checks carry no counts")
+        out.differ("position-bias count", "the manifest's judge_position_bias checks",
+                   "first-shown wins and decided judgments", "no counts")  # fmt: skip
     recorded = bench.manifest.get("order_consistency")
     if isinstance(recorded, dict) and "swapped_winner" in j.columns:
         both = j.filter(pl.col("winner").is_not_null() & pl.col("swapped_winner").is_not_null())
@@ -292,6 +333,17 @@ def verify_judge_checks(bench: Benchmark, out: Verification) -> None:
 
 
 # ---------------------------------------------------------------- the runs and nDCG
+
+
+def ndcg_in_order(scores: np.ndarray, grades: np.ndarray, k: int) -> float:
+    """nDCG@k with tied scores in the order ``numpy.argsort(-scores)`` leaves them (the board's
+    ``ties: order``, the reference code's), the gain 2^rel − 1; 0 where every grade is 0."""
+    gain = np.power(2.0, np.asarray(grades, dtype=np.float64)) - 1.0
+    ranked = gain[np.argsort(-np.asarray(scores, dtype=np.float64))][:k]
+    ideal = np.sort(gain)[::-1][:k]
+    discount = 1.0 / np.log2(np.arange(2, len(ranked) + 2))
+    best = float(ideal @ discount[: len(ideal)])
+    return float(ranked @ discount) / best if best > 0 else 0.0
 
 
 def ndcg_sklearn(scores: np.ndarray, grades: np.ndarray, k: int) -> float:
@@ -321,7 +373,7 @@ def trec_files(runs_dir: Path) -> dict[str, list[Path]]:
 
 def scored_runs(
     bench: Benchmark, runs_dir: Path, k: int, excluded: Iterable[str], out: Verification,
-    on_board: set[tuple[str, str]] | None = None,
+    on_board: set[tuple[str, str]] | None = None, ties: str = "average",
 ) -> pl.DataFrame:  # fmt: skip
     """retriever, setting, query_id, domains, failed, scores (candidate order), ndcg: every query
     of every domain a retriever's files cover in a setting, from its TREC lines (a query with
@@ -368,7 +420,8 @@ def scored_runs(
                                    f"{len(ranked)} lines, {listed.count(None)} candidates missing")  # fmt: skip
                         continue
                     scores = listed
-                ndcg = ndcg_sklearn(np.array(scores), np.array(grades), k) if scores else 0.0
+                ndcg_of = ndcg_in_order if ties == "order" else ndcg_sklearn
+                ndcg = ndcg_of(np.array(scores), np.array(grades), k) if scores else 0.0
                 rows.append((retriever, setting, qid, domains, scores is None, scores, ndcg))
     return pl.DataFrame(
         rows, orient="row",
@@ -604,7 +657,10 @@ def verify_joint(bench: Benchmark, board: pl.DataFrame, runs: pl.DataFrame, sett
 
     columns = ["ci_low_joint", "ci_high_joint", "judge_noise_share"]
     if not set(columns) <= set(board.columns) or board["ci_low_joint"].is_null().all():
-        out.not_checked.append("joint intervals: the board has none")
+        from saber_assets.leaderboard.joint import benchmark_posteriors
+
+        if benchmark_posteriors(bench)[1] is None:  # they could be drawn: a board drops none
+            out.differ("joint interval", "the board", "joint intervals", "none")
         return
     joint, _, why = joint_intervals(
         bench, runs, k=settings["k"], ties="numpy" if settings["ties"] == "order" else "average",
@@ -661,35 +717,57 @@ def read_board_settings(board_dir: Path) -> dict:
     return settings
 
 
-def verify(bench_dir: Path, runs_dir: Path, board_dir: Path, flips: int = VERIFY_FLIPS
-           ) -> Verification:  # fmt: skip
+def verify_bundle_files(bench_dir: Path, out: Verification) -> None:
+    """The manifest hashes every file of the bundle: a manifest without ``files``, or a table
+    it does not list, verifies nothing (its hashes are what make an edit visible)."""
+    try:
+        listed = json.loads((bench_dir / "manifest.json").read_text()).get("files")
+    except (OSError, ValueError, AttributeError):
+        listed = None
+    if not isinstance(listed, dict) or not listed:
+        out.differ("bundle", f"{bench_dir}/manifest.json", "a sha256 for every file",
+                   "no `files`: nothing in the bundle is hashed")  # fmt: skip
+        return
+    out.count("bundle file", len(listed))
+    for path in sorted(bench_dir.glob("*.parquet")):
+        if path.name not in listed:
+            out.differ("bundle", str(path), "listed in the manifest's files", "not listed")
+
+
+def verify(bench_dir: Path, runs_dir: Path, board_dir: Path, flips: int = VERIFY_FLIPS,
+           allowed: Iterable[str] = ()) -> Verification:  # fmt: skip
     """Every number the benchmark in ``bench_dir`` publishes with its runs (``runs_dir``) and
-    its board (``board_dir``), recomputed from those files."""
-    out = Verification()
+    its board (``board_dir``), recomputed from those files; ``allowed``: the ``UNCHECKED``
+    names the reader accepts unchecked."""
+    unknown = sorted(set(allowed) - set(UNCHECKED))
+    if unknown:
+        raise ValueError(f"--allow-unchecked {unknown}: not one of {sorted(UNCHECKED)}")
+    out = Verification(allowed=frozenset(allowed))
     try:
         bench = Benchmark.read(bench_dir)
     except BenchmarkFormatError as exc:
         out.differ("bundle", str(bench_dir), "a whole benchmark", str(exc))
         return out
-    out.count("bundle file", len(bench.manifest.get("files", {})) or 2)
+    verify_bundle_files(Path(bench_dir), out)
     verify_grades(bench, out)
     verify_judge_checks(bench, out)
     if not (board_dir / "leaderboard.parquet").exists():
-        out.not_checked.append(f"the board: no leaderboard.parquet in {board_dir}")
+        out.skip("board", f"no leaderboard.parquet in {board_dir}")
         return out
     try:
         settings = {**read_board_settings(board_dir), "verify_flips": flips}
     except BenchmarkFormatError as exc:
         out.differ("board settings", str(board_dir), "the board's settings", str(exc))
         return out
-    if settings["ties"] != "average":
-        out.not_checked.append(f"nDCG: ties {settings['ties']!r} (numpy's order) is not re-derived")
+    if settings["ties"] not in ("average", "order"):
+        out.differ("board settings", str(board_dir), "ties 'average' or 'order'",
+                   repr(settings["ties"]))  # fmt: skip
         return out
     board = pl.read_parquet(board_dir / "leaderboard.parquet")
     # the board's systems only: a retriever that left the registry keeps its run files
     on_board = set(board.select("retriever", "setting").iter_rows())
     runs = scored_runs(bench, runs_dir, settings["k"], settings.get("excluded_queries", []), out,
-                       on_board)  # fmt: skip
+                       on_board, settings["ties"])  # fmt: skip
     verify_per_query(runs, runs_dir, out)
     left_out = skipped_queries(runs_dir)
     runs = runs.with_columns(
