@@ -293,3 +293,115 @@ def test_a_query_marked_skipped_leaves_the_rederived_means(published):
     ]
     # the TREC file still holds the query: the board's mean, which counted it, now differs
     assert any(d.where == where for d in checks_named(v, "nDCG"))
+
+
+# ---------------------------------------------------------------- forged bundles (#90)
+
+
+def rehash(bench_dir: Path) -> None:
+    """The forger's step: the manifest's hashes rewritten to the files as they now are."""
+    import hashlib
+
+    path = bench_dir / "manifest.json"
+    manifest = json.loads(path.read_text())
+    files = manifest.get("files") or {}
+    for name in list(files):
+        if not (bench_dir / name).exists():
+            del files[name]
+            continue
+        data = (bench_dir / name).read_bytes()
+        files[name] = {
+            **files[name],
+            "bytes": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+        }
+    path.write_text(json.dumps(manifest))
+
+
+def test_a_bundle_cannot_switch_verification_off(published):
+    """Each escape hatch that verified before: no `files` in the manifest (nothing hashed),
+    the judgments deleted with their hash (grades inverted), `ratings.soft` set; each now
+    fails, named. An unchecked category passes only where the reader allows it by name."""
+    bench_dir = published / "evaluation_benchmark"
+    manifest_path = bench_dir / "manifest.json"
+    original = manifest_path.read_text()
+    manifest = json.loads(original)
+    del manifest["files"]
+    manifest_path.write_text(json.dumps(manifest))
+    v = verdict(published)
+    assert not v.passed and any("no `files`" in d.recomputed for d in v.differences), v.table()
+    manifest_path.write_text(original)
+
+    judgments = bench_dir / "judgments.parquet"
+    saved = judgments.read_bytes()
+    judgments.unlink()
+    rehash(bench_dir)
+    v = verdict(published)
+    assert any(d.where == "judgments.parquet" for d in checks_named(v, "bundle")), v.table()
+    judgments.write_bytes(saved)
+    manifest_path.write_text(original)
+
+    manifest = json.loads(original)
+    manifest["ratings"] = {**(manifest.get("ratings") or {}), "soft": True}
+    manifest_path.write_text(json.dumps(manifest))
+    v = verdict(published)  # the board's joint intervals, which soft grades cannot have, differ
+    assert v.refused == ["soft-grades"] and not v.passed
+    manifest_path.write_text(original)
+
+    (published / "leaderboard/leaderboard.parquet").unlink()
+    v = verdict(published)
+    assert not v.differences and v.refused == ["board"] and not v.passed
+    assert "board could not be checked" in v.summary()
+    allowed = verify(bench_dir, published / "runs", published / "leaderboard", flips=FLIPS,
+                     allowed=["board"])  # fmt: skip
+    assert allowed.passed and "not checked: board" in allowed.summary()
+    proc = saber_verify(published)
+    assert proc.returncode == 1 and "--allow-unchecked" in proc.stderr
+    with pytest.raises(ValueError, match="not one of"):
+        verify(bench_dir, published / "runs", published / "leaderboard", allowed=["grades"])
+
+
+def test_the_order_tie_rule_is_re_derived_not_waved_through(published):
+    """`ties: order` in board.json with a board mean moved by 0.2 verified before ("all
+    agree"); now the nDCG is recomputed in numpy's order and the mean is named."""
+    settings_path = published / "leaderboard/board.json"
+    settings = json.loads(settings_path.read_text())
+    settings["ties"] = "order"
+    settings_path.write_text(json.dumps(settings))
+    board_path = published / "leaderboard/leaderboard.parquet"
+    board = pl.read_parquet(board_path)
+    board.with_columns(pl.col("ndcg@10") + 0.2).write_parquet(board_path)
+    v = verdict(published)
+    assert len(checks_named(v, "nDCG")) >= board.height, v.table()
+
+
+def test_forged_decisions_and_a_shrunk_holm_family_are_named(published):
+    """A `better` on a pair verify finds far from significant, its row claiming 100 flips (the
+    tolerance once grew from that count); and the least significant pairs deleted, which
+    shrinks the Holm family: each named."""
+    tests_path = published / "leaderboard/significance.parquet"
+    tests = pl.read_parquet(tests_path)
+    overall = tests.filter(pl.col("domain") == "Overall")
+    weakest = overall.sort("p_randomization", descending=True).row(0, named=True)
+    forged = tests.with_columns(
+        pl.when((pl.col("a") == weakest["a"]) & (pl.col("b") == weakest["b"])
+                & (pl.col("domain") == "Overall") & (pl.col("setting") == weakest["setting"]))
+        .then(pl.struct(better=pl.col("a"), p_randomization=pl.lit(0.0001),
+                        randomization_resamples=pl.lit(100, dtype=pl.Int64)))
+        .otherwise(pl.struct("better", "p_randomization", "randomization_resamples"))
+        .struct.unnest()
+    )  # fmt: skip
+    forged.select(tests.columns).write_parquet(tests_path)
+    v = verdict(published)
+    where = f"{weakest['a']} vs {weakest['b']}"
+    assert any(where in d.where for d in checks_named(v, "better")), v.table()
+    assert any(where in d.where for d in checks_named(v, "randomization p")), v.table()
+    tests.write_parquet(tests_path)
+    keep = tests.filter(
+        ~((pl.col("domain") == "Overall") & (pl.col("setting") == weakest["setting"])
+          & (pl.col("a") == weakest["a"]) & (pl.col("b") == weakest["b"]))
+    )  # fmt: skip
+    keep.write_parquet(tests_path)
+    v = verdict(published)
+    family = checks_named(v, "Holm family")
+    assert [d.where for d in family] == [f"{weakest['setting']} Overall: pairs tested"], v.table()

@@ -28,6 +28,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--flips", type=int, default=None,
         help="scipy's sign flips per pair for the randomization test (default 10,000)",
     )  # fmt: skip
+    p.add_argument(
+        "--allow-unchecked", action="append", default=[], metavar="NAME",
+        help="accept this part unchecked (judgments, soft-grades, choix-ties, board); anything "
+        "else left unchecked fails the verdict",
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -43,7 +48,9 @@ def run(args: argparse.Namespace) -> int:
     board = Path(args.leaderboard) if args.leaderboard else board
     if not bench.is_dir():
         raise FileNotFoundError(f"{bench}: no benchmark folder (build it, or name one)")
-    verdict = verify(bench, runs, board, flips=args.flips or VERIFY_FLIPS)
+    verdict = verify(
+        bench, runs, board, flips=args.flips or VERIFY_FLIPS, allowed=args.allow_unchecked
+    )
     print(f"benchmark: {bench}\nruns:      {runs}\nboard:     {board}")
     for kind, n in sorted(verdict.checked.items()):
         print(f"  {kind:<22} {n:>8,}")

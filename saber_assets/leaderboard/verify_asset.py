@@ -37,11 +37,16 @@ def benchmark_verification(
     and the explorer say it) and ``verification.json``; a failed one stops the build here."""
     out = pipeline.outputs()
     t0 = time.perf_counter()
-    verdict = verify(out.evaluation_benchmark, out.runs, out.leaderboard)
+    cfg = pipeline.load()
+    # what this build's own config makes uncheckable, never what the bundle says of itself
+    allowed = ["soft-grades"] if cfg.tournament.policy == "efficient" else []
+    if cfg.ratings.prior == "choix":
+        allowed.append("choix-ties")
+    verdict = verify(out.evaluation_benchmark, out.runs, out.leaderboard, allowed=allowed)
     seconds = time.perf_counter() - t0
     # the built benchmark too where it is the one scored: `saber push` publishes that folder
     scored = [out.evaluation_benchmark]
-    if pipeline.load().benchmark.path is None and out.benchmark.is_dir():
+    if cfg.benchmark.path is None and out.benchmark.is_dir():
         scored.append(out.benchmark)
     record_verdict(verdict, scored, out.leaderboard)
     if verdict.not_checked:
