@@ -271,8 +271,17 @@ def test_runs_of_a_retriever_off_the_board_are_not_read(published):
     gone.mkdir()
     first = sorted((published / "runs" / "bm25").glob("*.statement-statement.trec"))[0]
     shutil.copy(first, gone / first.name)
+    v = verdict(published)  # a system with runs and no row: dropped, until the board says why
+    assert [d.where for d in checks_named(v, "system on the board")] == [
+        "gone statement-statement"
+    ], v.table()
+    settings_path = published / "leaderboard/board.json"
+    settings = json.loads(settings_path.read_text())
+    assert settings["off_board"] == []  # the build's own: every system with runs has its rows
+    settings_path.write_text(json.dumps({**settings, "off_board": ["gone"]}))
     v = verdict(published)
     assert v.passed, v.table()
+    assert "off the board" in v.unchecked and "not checked: off the board" in v.summary()
 
 
 def test_a_query_marked_skipped_leaves_the_rederived_means(published):
@@ -405,3 +414,21 @@ def test_forged_decisions_and_a_shrunk_holm_family_are_named(published):
     v = verdict(published)
     family = checks_named(v, "Holm family")
     assert [d.where for d in family] == [f"{weakest['setting']} Overall: pairs tested"], v.table()
+
+
+def test_a_system_dropped_from_the_board_is_named(published):
+    """Cherry-picking: a system's rows and tests removed from the board (verify once read only
+    the board's own systems): its runs are still beside the board, and it is named."""
+    board_path = published / "leaderboard/board.json"
+    board = pl.read_parquet(published / "leaderboard/leaderboard.parquet")
+    dropped = board["retriever"][0]
+    board.filter(pl.col("retriever") != dropped).write_parquet(
+        published / "leaderboard/leaderboard.parquet"
+    )
+    tests_path = published / "leaderboard/significance.parquet"
+    tests = pl.read_parquet(tests_path)
+    tests.filter((pl.col("a") != dropped) & (pl.col("b") != dropped)).write_parquet(tests_path)
+    v = verdict(published)
+    named = checks_named(v, "system on the board")
+    assert named and {d.where.split()[0] for d in named} == {dropped}, v.table()
+    assert board_path.exists()

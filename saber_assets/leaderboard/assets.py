@@ -163,7 +163,14 @@ def leaderboard(
         write_whole(out / "rounds_resolution.parquet", curve)
     else:  # an older curve would describe other judgments
         (out / "rounds_resolution.parquet").unlink(missing_ok=True)
-    write_whole(out / BOARD_SETTINGS, json.dumps(board_settings(cfg, excluded), indent=2))
+    runs_dir = pipeline.outputs().runs
+    with_files = (
+        sorted(p.name for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.is_dir() else []
+    )
+    off_board = [name for name in with_files if name not in set(board["retriever"].to_list())]
+    write_whole(
+        out / BOARD_SETTINGS, json.dumps(board_settings(cfg, excluded, off_board), indent=2)
+    )
     refresh_warehouse(warehouse, context)
     separable = separable_pairs(tests)
     text = board_text(board, domains, metric, manifest, separable, no_joint)
@@ -207,12 +214,14 @@ def leaderboard(
     )
 
 
-def board_settings(cfg, excluded: set[str]) -> dict:
+def board_settings(cfg, excluded: set[str], off_board: list[str] = ()) -> dict:
     """How the board was computed, for ``saber verify`` to compute it again: the cut-off, the
-    tie rule, the resamples, the seed, the level and the queries left out."""
+    tie rule, the resamples, the seed, the level, the queries left out and the retrievers whose
+    run files stay beside the board without a row (``off_board``: left the registry, or no
+    query scored), which verify names."""
     lb = cfg.leaderboard
     return {
         "k": lb.k, "ties": lb.ties, "bootstrap_resamples": lb.bootstrap_resamples,
         "test_resamples": lb.test_resamples, "seed": cfg.seed, "alpha": lb.alpha,
-        "excluded_queries": sorted(excluded),
+        "excluded_queries": sorted(excluded), "off_board": sorted(off_board),
     }  # fmt: skip

@@ -51,7 +51,12 @@ UNCHECKED = {
     "exchange format does not carry",
     "choix-ties": "grades of a query with tied pairs under choix's prior (choix fits no ties)",
     "board": "the board, its tests and intervals: no leaderboard.parquet beside the bundle",
+    # a retriever with runs and no row, named off the board by the board's settings (it left
+    # the registry): shown in the verdict, not refused
+    "off the board": "a retriever's runs with no row on the board",
 }
+# the UNCHECKED names that are said, not refused: the reader sees them in the summary
+SAID = frozenset({"off the board"})
 VERIFY_FLIPS = 10_000  # scipy's sign flips per pair (76 ms each at 100 queries)
 # the most a pair near α is drawn with (the board's own cap): ~8 s a pair at 100 queries
 VERIFY_MAX_FLIPS = 1_000_000
@@ -91,7 +96,7 @@ class Verification:
     @property
     def refused(self) -> list[str]:
         """What was not checked and not allowed: each fails the verdict."""
-        return [name for name in self.unchecked if name not in self.allowed]
+        return [name for name in self.unchecked if name not in self.allowed | SAID]
 
     @property
     def passed(self) -> bool:
@@ -429,6 +434,26 @@ def scored_runs(
                 "domains": pl.List(pl.String), "failed": pl.Boolean,
                 "scores": pl.List(pl.Float64), "ndcg": pl.Float64},
     )  # fmt: skip
+
+
+def verify_systems(on_board: set[tuple[str, str]], runs_dir: Path, settings: dict,
+                   out: Verification) -> None:  # fmt: skip
+    """Every system with TREC runs beside the board has its row: one dropped from the board is a
+    difference, unless the board's settings name it off the board (a retriever that left the
+    registry), and then the verdict says so."""
+    off_board = set(settings.get("off_board", []))
+    for retriever, files in trec_files(runs_dir).items():
+        settings_run = sorted({f.name[: -len(".trec")].rsplit(".", 1)[1] for f in files})
+        for setting in settings_run:
+            out.count("system on the board")
+            if (retriever, setting) in on_board:
+                continue
+            if retriever in off_board:
+                out.not_checked.append(f"off the board: {retriever} ({setting}) has runs and "
+                                       "no row; the board names it off the board")  # fmt: skip
+                continue
+            out.differ("system on the board", f"{retriever} {setting}", "a row",
+                       "TREC runs and no row")  # fmt: skip
 
 
 def skipped_queries(runs_dir: Path) -> set[tuple[str, str, str]]:
@@ -807,6 +832,7 @@ def verify(bench_dir: Path, runs_dir: Path, board_dir: Path, flips: int = VERIFY
     runs = scored_runs(bench, runs_dir, settings["k"], settings.get("excluded_queries", []), out,
                        on_board, settings["ties"])  # fmt: skip
     verify_per_query(runs, runs_dir, out)
+    verify_systems(on_board, runs_dir, settings, out)
     left_out = skipped_queries(runs_dir)
     runs = runs.with_columns(
         skipped=pl.Series(
