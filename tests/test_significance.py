@@ -231,3 +231,35 @@ def test_which_p_values_are_drawn_again():
     p = np.full(780, 0.5)
     p[0] = 1e-5
     assert near_holm_threshold(p, np.full(780, 10_000), 0.05)[0]
+
+
+def test_a_pair_at_alpha_is_drawn_as_undecided():
+    """Two systems whose paired test lands at α, its flips capped: the pair is marked
+    near_threshold, each row's `undecided` names the other, and the markdown board says
+    "undecided with" where a superscript would claim a decision."""
+    import polars as pl
+
+    from saber_assets.leaderboard.board_markdown import superscript_board
+    from saber_assets.leaderboard.significance import paired_tests, undecided_column
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):  # a difference whose p sits near 0.05
+        d = rng.normal(0.1, 0.25, 30)
+        base = rng.uniform(0.2, 0.6, 30)
+        matrix = np.c_[base + d, base, base - 0.5]
+        tests = paired_tests(matrix, ["x", "y", "z"], resamples=400, seed=1, max_resamples=400)
+        pair = tests.filter((pl.col("a") == "x") & (pl.col("b") == "y"))
+        if pair["near_threshold"][0]:
+            break
+    else:
+        pytest.fail("no pair near α in 200 draws")
+    tests = tests.with_columns(setting=pl.lit("s"), domain=pl.lit("Overall"))
+    column = undecided_column(tests)
+    shown = dict(zip(column["retriever"], column["undecided"], strict=True))
+    assert shown["x"] == "y" and shown["y"] == "x"
+    board = pl.DataFrame({"retriever": ["x", "y"], "setting": ["s", "s"],
+                          "ndcg@10": [0.6, 0.5], "rank_ci": ["1–2", "1–2"]}).join(
+        column, on=["setting", "retriever"], how="left")  # fmt: skip
+    text = superscript_board(board)
+    assert "| a | x | 0.6000 (undecided with b) |" in text
+    assert "| b | y | 0.5000 (undecided with a) |" in text

@@ -7,7 +7,11 @@ from __future__ import annotations
 import polars as pl
 
 from saber_assets.leaderboard.joint import JointBoard
-from saber_assets.leaderboard.significance import beats_column, significance_tables
+from saber_assets.leaderboard.significance import (
+    beats_column,
+    significance_tables,
+    undecided_column,
+)
 
 # beside the board: how it was computed (k, ties, resamples, seed, alpha, the queries left
 # out), which `saber verify` reads to compute it again
@@ -120,6 +124,7 @@ def assemble_board(
         .join(ranks.select("setting", "retriever", "rank_ci"), on=["setting", "retriever"],
               how="left")
         .join(beats_column(tests), on=["setting", "retriever"], how="left")
+        .join(undecided_column(tests), on=["setting", "retriever"], how="left")
         .select("retriever", "kind", "setting", pl.all().exclude("retriever", "kind", "setting"))
         .sort("setting", metric, descending=[False, True])
     )  # fmt: skip

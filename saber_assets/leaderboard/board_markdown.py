@@ -28,7 +28,10 @@ def superscript_board(board: pl.DataFrame) -> str:
     """ranx's convention: per setting, each system gets a letter, and its nDCG@10 carries the
     letters of the systems it is significantly better than (paired randomization test, Holm)."""
     lines = ["Significance (paired randomization test, Holm-corrected over the pairs of a "
-             "setting): a superscript names the systems a row is significantly better than."]  # fmt: skip
+             "setting): a superscript names the systems a row is significantly better than; "
+             "\"undecided with\" names those whose test still lies within three Monte-Carlo "
+             "standard errors of its Holm threshold at the most flips a pair is given: another "
+             "seed could turn that decision either way."]  # fmt: skip
     m = score_column(board)
     for (setting,), part in board.group_by("setting", maintain_order=True):
         letter = {
@@ -46,6 +49,8 @@ def superscript_board(board: pl.DataFrame) -> str:
                 sorted(letter[x] for x in (r.get("beats") or "").split(", ") if x in letter)
             )
             cell = f"{r[m]:.4f}" + (f"<sup>{sup}</sup>" if sup else "")
+            open_ = sorted(letter[x] for x in (r.get("undecided") or "").split(", ") if x in letter)
+            cell += f" (undecided with {', '.join(open_)})" if open_ else ""
             lines.append(
                 f"| {letter[r['retriever']]} | {r['retriever']} | {cell} | {r.get('rank_ci') or ''} |"
             )
@@ -157,12 +162,20 @@ def board_markdown(board: pl.DataFrame, domains: list[str], metric: str, manifes
             *joint_view(board, "rank"),
             *[c for c in ("tie_group", "tie_group_joint") if c in board.columns],
             "beats",
+            *undecided_view(board),
             *(["same_scores_as"] if same_named(board).height else []),
             *contamination_view(board, metric),
         ),
         max_rows=500,
         max_chars=40,
     ).value
+
+
+def undecided_view(board: pl.DataFrame) -> list[str]:
+    """The ``undecided`` column where a row has one (a decision at its Holm threshold)."""
+    if "undecided" not in board.columns or board["undecided"].is_null().all():
+        return []
+    return ["undecided"]
 
 
 def same_named(board: pl.DataFrame) -> pl.DataFrame:

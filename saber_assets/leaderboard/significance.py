@@ -361,6 +361,22 @@ def significance_tables(
     return t, r
 
 
+def undecided_column(tests: pl.DataFrame) -> pl.DataFrame:
+    """setting, retriever, undecided: the systems whose overall test with this one is still
+    within reach of its Holm threshold at the flips' cap (``near_threshold``): another seed
+    could turn that decision, so it is shown as undecided, not as a tie or a win."""
+    rows: dict[tuple[str, str], list[str]] = {}
+    if tests.height and "near_threshold" in tests.columns:
+        near = tests.filter((pl.col("domain") == "Overall") & pl.col("near_threshold"))
+        for setting, a, b in near.select("setting", "a", "b").iter_rows():
+            rows.setdefault((setting, a), []).append(b)
+            rows.setdefault((setting, b), []).append(a)
+    return pl.DataFrame(
+        [(s, r, ", ".join(sorted(w))) for (s, r), w in sorted(rows.items())], orient="row",
+        schema={"setting": pl.String, "retriever": pl.String, "undecided": pl.String},
+    )  # fmt: skip
+
+
 def beats_column(tests: pl.DataFrame) -> pl.DataFrame:
     """setting, retriever, beats (comma-separated names, Overall tests only)."""
     rows = []

@@ -709,6 +709,12 @@ def verify_tie_groups(board: pl.DataFrame, tests: pl.DataFrame, settings: dict,
             out.same("tie group", f"{setting} {name}", tie_group, group)
             losers = sorted((set(pair) - {name}).pop() for pair, w in decided.items() if w == name)
             out.same("beats", f"{setting} {name}", beats or "", ", ".join(losers))
+        if "undecided" in part.columns and "near_threshold" in overall.columns:
+            near = overall.filter((pl.col("setting") == setting) & pl.col("near_threshold"))
+            pairs = [(a, b) for a, b in near.select("a", "b").iter_rows()]
+            for name, shown in part.select("retriever", "undecided").iter_rows():
+                mine = sorted({b if a == name else a for a, b in pairs if name in (a, b)})
+                out.same("undecided", f"{setting} {name}", shown or "", ", ".join(mine))
 
 
 def verify_joint(bench: Benchmark, board: pl.DataFrame, runs: pl.DataFrame, settings: dict,

@@ -61,6 +61,12 @@ def _board_table(board: pl.DataFrame) -> pl.DataFrame:
         ],
         *_joint_columns(board),
         *[c for c in ("rank_ci", "rank_ci_joint", "beats", "same_scores_as") if c in board.columns],
+        # a decision at its Holm threshold, open: another seed could turn it
+        *(
+            ["undecided"]
+            if "undecided" in board.columns and board["undecided"].is_not_null().any()
+            else []
+        ),  # fmt: skip
         *_clean_columns(board, metric),
     ).sort("setting", metric, descending=[False, True])
 

@@ -48,7 +48,8 @@
         // the cell opens the queries it averages, sorted by this system's score on each
         const cell = el("a", { class: "score-link", title: "the queries this cell averages, by this system's score",
           href: query({ setting: state.setting, domain: state.domain, system: r.retriever }) }, `${fmt(score)} (n=${n ?? "?"})`);
-        tr.append(el("td", {}, `T${r.tie_group}`), el("td", {}, r.retriever),
+        // a decision at its Holm threshold is shown as open, not as a tie or a win
+        tr.append(el("td", {}, `T${r.tie_group}` + (r.undecided ? ` · undecided with ${r.undecided}` : "")), el("td", {}, r.retriever),
           el("td", {}, r.kind + (r.same_scores_as ? ` (scores every query as ${r.same_scores_as})` : "")),
           el("td", { class: "num" }, cell),
           el("td", {}, state.domain ? (r[C.domain_ci[state.domain]] || "") : `[${fmt(r.ci_low, 3)}, ${fmt(r.ci_high, 3)}]`),
