@@ -333,14 +333,19 @@ def verification_line(manifest: dict) -> str:
         return "Not verified: no `saber verify` verdict is recorded for these numbers."
     checked = v.get("checked") if isinstance(v.get("checked"), dict) else {}
     total = sum(n for n in checked.values() if isinstance(n, int))
+    lines = v.get("not_checked") if isinstance(v.get("not_checked"), list) else []
+    names = list(dict.fromkeys(str(line).split(":", 1)[0] for line in lines))
+    unchecked = f" Not checked: {', '.join(names)}." if names else ""
     if v["passed"] is True:
         return (
             f"Verified: {total:,} published numbers recomputed from the benchmark's own files "
-            "(`saber verify`), all agree."
+            f"(`saber verify`), all agree.{unchecked}"
         )
+    if v.get("differences") == 0:
+        return f"NOT verified: {total:,} published numbers agree, but some could not be checked.{unchecked}"  # noqa: E501
     return (
         f"NOT verified: {v.get('differences', '?')} of {total:,} published numbers differ from "
-        "what the benchmark's own files give (`saber verify`)."
+        f"what the benchmark's own files give (`saber verify`).{unchecked}"
     )
 
 

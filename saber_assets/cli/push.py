@@ -33,6 +33,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="write the two dataset folders under DIR, upload nothing",
     )
+    p.add_argument("--runs", help="its TREC runs (default: runs/ beside the benchmark's folder)")
+    p.add_argument(
+        "--leaderboard", help="its board's folder (default: leaderboard/ beside the benchmark's)"
+    )
+    p.add_argument(
+        "--allow-unchecked", action="append", default=[], metavar="NAME",
+        help="as `saber verify`: accept this part unchecked (e.g. board, for a bundle without one)",
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,8 +53,21 @@ def push_cmd(args) -> int:
 
     from saber_assets.benchmark.data import Benchmark
     from saber_assets.benchmark.hub import HubUnavailable, push, stage_push
+    from saber_assets.leaderboard.verify import verify, with_verdict
 
-    bench = Benchmark.read(Path(args.dir))
+    bench_dir = Path(args.dir)
+    bench = Benchmark.read(bench_dir)
+    # what is published is verified here, on the files as they are now: a verdict recorded in
+    # the manifest is the bundle's own word about itself
+    verdict = verify(
+        bench_dir,
+        Path(args.runs) if getattr(args, "runs", None) else bench_dir.parent / "runs",
+        Path(args.leaderboard) if getattr(args, "leaderboard", None)
+        else bench_dir.parent / "leaderboard",
+        allowed=getattr(args, "allow_unchecked", None) or [],
+    )  # fmt: skip
+    bench.manifest = with_verdict(bench.manifest, verdict)
+    print(f"saber push: {verdict.summary()}", file=sys.stderr)
     if (failed := bench.failed_checks()) and not args.accept_failed_checks:
         print(
             f"saber push: refused: {len(failed)} check(s) of this benchmark's build failed:\n  "

@@ -880,17 +880,24 @@ def record_verdict(verdict: Verification, bench_dirs: list[Path], board_dir: Pat
     from saber_assets.benchmark.data import MANIFEST
     from saber_assets.outputs import write_whole
 
-    record = verdict.to_dict()
     board_dir.mkdir(parents=True, exist_ok=True)  # an empty benchmark's board wrote nothing
-    write_whole(board_dir / VERIFICATION, json.dumps(record, indent=2))
+    write_whole(board_dir / VERIFICATION, json.dumps(verdict.to_dict(), indent=2))
     for bench_dir in bench_dirs:
         path = bench_dir / MANIFEST
-        manifest = json.loads(path.read_text())
-        manifest["verification"] = {k: v for k, v in record.items() if k != "first_differences"}
-        manifest["verification"]["first_differences"] = record["first_differences"][:10]
-        manifest["checks"] = [
-            c for c in manifest.get("checks") or []
-            if not (isinstance(c, dict) and c.get("check") == "verification")
-        ] + [{"check": "verification", "domain": "all", "passed": verdict.passed,
-              "severity": "ERROR", "description": verdict.summary()}]  # fmt: skip
+        manifest = with_verdict(json.loads(path.read_text()), verdict)
         write_whole(path, json.dumps(manifest, indent=2, default=str))
+
+
+def with_verdict(manifest: dict, verdict: Verification) -> dict:
+    """``manifest`` with the verdict as its ``verification`` and an ERROR ``checks`` entry (the
+    one before replaced)."""
+    record = verdict.to_dict()
+    out = dict(manifest)
+    out["verification"] = {k: v for k, v in record.items() if k != "first_differences"}
+    out["verification"]["first_differences"] = record["first_differences"][:10]
+    out["checks"] = [
+        c for c in manifest.get("checks") or []
+        if not (isinstance(c, dict) and c.get("check") == "verification")
+    ] + [{"check": "verification", "domain": "all", "passed": verdict.passed,
+          "severity": "ERROR", "description": verdict.summary()}]  # fmt: skip
+    return out
