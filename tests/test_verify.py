@@ -71,7 +71,9 @@ def test_the_build_verifies_itself_and_records_the_verdict(shared_build, publish
     for kind in ("grade", "per-query nDCG", "nDCG", "bootstrap interval", "query count",
                  "t-test p", "randomization p", "better", "tie group", "beats", "rank interval",
                  "joint interval", "position-bias verdict", "position-bias count",
-                 "order consistency"):  # fmt: skip
+                 "order consistency", "linear nDCG", "domain interval", "joint test Holm p",
+                 "joint better", "tie group joint", "Holm family", "t-test Holm p",
+                 "randomization Holm p", "system on the board", "undecided"):  # fmt: skip
         assert v.checked.get(kind, 0) > 0, (kind, v.checked)
     proc = saber_verify(published)
     assert proc.returncode == 0, proc.stderr
@@ -432,3 +434,32 @@ def test_a_system_dropped_from_the_board_is_named(published):
     named = checks_named(v, "system on the board")
     assert named and {d.where.split()[0] for d in named} == {dropped}, v.table()
     assert board_path.exists()
+
+
+def test_columns_once_unchecked_are_re_derived(published):
+    """`ndcg@10_linear` set to 0.99, `ndcg_corrected` moved, a domain's interval string and a
+    joint decision forged: each verified before, each is named now."""
+    from saber_assets.leaderboard.board_columns import domain_ci
+
+    board_path = published / "leaderboard/leaderboard.parquet"
+    board = pl.read_parquet(board_path)
+    domain = next(c for c in board.columns if c.endswith(" ci") and board[c][0])
+    forged = board.with_columns(
+        pl.lit(0.99).alias("ndcg@10_linear"),
+        (pl.col("ndcg_corrected") + 0.1).alias("ndcg_corrected"),
+        pl.lit("[0.001, 0.999]").alias(domain),
+    )
+    forged.write_parquet(board_path)
+    tests_path = published / "leaderboard/significance.parquet"
+    tests = pl.read_parquet(tests_path)
+    first = tests.filter(pl.col("domain") == "Overall").row(0, named=True)
+    flipped = first["a"] if first["better_joint"] != first["a"] else first["b"]
+    tests.with_columns(
+        pl.when((pl.col("domain") == "Overall") & (pl.col("a") == first["a"])
+                & (pl.col("b") == first["b"]) & (pl.col("setting") == first["setting"]))
+        .then(pl.lit(flipped)).otherwise(pl.col("better_joint")).alias("better_joint")
+    ).write_parquet(tests_path)  # fmt: skip
+    v = verdict(published)
+    kinds = {d.check for d in v.differences}
+    assert {"linear nDCG", "joint interval", "domain interval", "joint better"} <= kinds, v.table()
+    assert domain_ci(domain[: -len(" ci")]) == domain

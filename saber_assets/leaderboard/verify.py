@@ -36,7 +36,7 @@ import polars as pl
 
 from saber_assets.benchmark.data import Benchmark, BenchmarkFormatError
 from saber_assets.leaderboard.board import BOARD_SETTINGS
-from saber_assets.leaderboard.board_columns import domain_mean, domain_queries
+from saber_assets.leaderboard.board_columns import domain_ci, domain_mean, domain_queries
 from saber_assets.leaderboard.evaluate import skipped
 from saber_assets.leaderboard.outside_runs import read_run
 from saber_assets.leaderboard.run_files import stored_runs
@@ -426,13 +426,17 @@ def scored_runs(
                         continue
                     scores = listed
                 ndcg_of = ndcg_in_order if ties == "order" else ndcg_sklearn
-                ndcg = ndcg_of(np.array(scores), np.array(grades), k) if scores else 0.0
-                rows.append((retriever, setting, qid, domains, scores is None, scores, ndcg))
+                s, g = np.array(scores or []), np.array(grades)
+                ndcg = ndcg_of(s, g, k) if scores else 0.0
+                # the linear gain: 2^gain − 1 = grade, so the gain is log2(1 + grade)
+                linear = ndcg_of(s, np.log2(1.0 + g), k) if scores else 0.0
+                rows.append((retriever, setting, qid, domains, scores is None, scores, ndcg,
+                             linear))  # fmt: skip
     return pl.DataFrame(
         rows, orient="row",
         schema={"retriever": pl.String, "setting": pl.String, "query_id": pl.String,
                 "domains": pl.List(pl.String), "failed": pl.Boolean,
-                "scores": pl.List(pl.Float64), "ndcg": pl.Float64},
+                "scores": pl.List(pl.Float64), "ndcg": pl.Float64, "ndcg_linear": pl.Float64},
     )  # fmt: skip
 
 
@@ -509,6 +513,9 @@ def verify_board_rows(board: pl.DataFrame, runs: pl.DataFrame, domains: list[str
             mine = mine.filter(~pl.col("skipped"))
         v = mine["ndcg"].to_numpy()
         out.close("nDCG", where, row.get(metric), float(v.mean()), EXACT)
+        if f"{metric}_linear" in row:
+            out.close("linear nDCG", where, row[f"{metric}_linear"],
+                      float(mine["ndcg_linear"].mean()), 1e-9)  # fmt: skip
         lo, hi = seeded_interval(v, resamples, seed)
         out.close("bootstrap interval", f"{where} (low)", row.get("ci_low"), lo, EXACT)
         out.close("bootstrap interval", f"{where} (high)", row.get("ci_high"), hi, EXACT)
@@ -521,6 +528,10 @@ def verify_board_rows(board: pl.DataFrame, runs: pl.DataFrame, domains: list[str
             out.same("query count", f"{where} {d}", row.get(domain_queries(d)), len(part))
             out.close("nDCG", f"{where} {d}", row.get(domain_mean(d)), float(part.mean()) if len(part)
                       else float("nan"), EXACT)  # fmt: skip
+            if domain_ci(d) in row:
+                d_lo, d_hi = seeded_interval(part, resamples, seed)
+                out.same("domain interval", f"{where} {d}", row[domain_ci(d)],
+                         f"[{d_lo:.3f}, {d_hi:.3f}]" if len(part) else "")  # fmt: skip
 
 
 # ---------------------------------------------------------------- the tests and the tie groups
@@ -690,8 +701,9 @@ def monte_carlo_tolerance(p: float, *flips: int) -> float:
 
 
 def verify_tie_groups(board: pl.DataFrame, tests: pl.DataFrame, settings: dict,
-                      out: Verification) -> None:  # fmt: skip
-    """``beats`` and ``tie_group`` of each row from the overall tests' decisions."""
+                      out: Verification, column: str = "tie_group") -> None:  # fmt: skip
+    """``beats`` and ``tie_group`` of each row from the overall tests' decisions (``column``
+    ``tie_group_joint``: the joint test's groups, ``better`` its decisions; no ``beats``)."""
     metric = f"ndcg@{settings['k']}"
     overall = tests.filter(pl.col("domain") == "Overall")
     for (setting,), part in board.sort(metric, descending=True).group_by(
@@ -703,10 +715,13 @@ def verify_tie_groups(board: pl.DataFrame, tests: pl.DataFrame, settings: dict,
             if s == setting
         }
         group, top = 0, None
-        for name, beats, tie_group in part.select("retriever", "beats", "tie_group").iter_rows():
+        for name, tie_group in part.select("retriever", column).iter_rows():
             if top is None or decided.get(frozenset((top, name))) == top:
                 group, top = group + 1, name
-            out.same("tie group", f"{setting} {name}", tie_group, group)
+            out.same(column.replace("_", " "), f"{setting} {name}", tie_group, group)
+        if column != "tie_group":
+            continue
+        for name, beats in part.select("retriever", "beats").iter_rows():
             losers = sorted((set(pair) - {name}).pop() for pair, w in decided.items() if w == name)
             out.same("beats", f"{setting} {name}", beats or "", ", ".join(losers))
         if "undecided" in part.columns and "near_threshold" in overall.columns:
@@ -718,7 +733,7 @@ def verify_tie_groups(board: pl.DataFrame, tests: pl.DataFrame, settings: dict,
 
 
 def verify_joint(bench: Benchmark, board: pl.DataFrame, runs: pl.DataFrame, settings: dict,
-                 out: Verification) -> None:  # fmt: skip
+                 out: Verification, tests: pl.DataFrame | None = None) -> None:  # fmt: skip
     """The joint intervals, rank intervals and judge shares re-derived from the bundle's
     judgments and the runs (the board's seeded draws)."""
     from saber_assets.leaderboard.joint import joint_intervals
@@ -739,15 +754,39 @@ def verify_joint(bench: Benchmark, board: pl.DataFrame, runs: pl.DataFrame, sett
         out.differ("joint interval", "the board", "joint intervals", f"none: {why}")
         return
     mine = {(r["setting"], r["retriever"]): r for r in joint.rows.iter_rows(named=True)}
+    carried = [c for c in joint.rows.columns if c in board.columns and c not in
+               ("setting", "retriever", "rank_ci_joint")]  # fmt: skip
     for row in board.iter_rows(named=True):
         key = (row["setting"], row["retriever"])
         where = f"{key[1]} {key[0]}"
         if key not in mine:
             out.differ("joint interval", where, row["ci_low_joint"], "no row")
             continue
-        for c in columns:
+        for c in carried:  # the intervals, the corrected score, the judge's share and its error
             out.close("joint interval", f"{where} ({c})", row[c], mine[key][c], EXACT)
         out.same("joint rank interval", where, row.get("rank_ci_joint"), mine[key]["rank_ci_joint"])
+    if tests is None or tests.is_empty() or "better_joint" not in tests.columns:
+        return
+    theirs = {(s, a, b): (ph, bj) for s, a, b, ph, bj in joint.tests.select(
+        "setting", "a", "b", "p_joint_holm", "better_joint").iter_rows()}  # fmt: skip
+    overall = tests.filter(pl.col("domain") == "Overall")
+    for s, a, b, ph, bj in overall.select("setting", "a", "b", "p_joint_holm",
+                                          "better_joint").iter_rows():  # fmt: skip
+        where = f"{s}: {a} vs {b}"
+        got = theirs.get((s, a, b))
+        if got is None:
+            out.differ("joint test", where, bj, "no joint test")
+            continue
+        out.close("joint test Holm p", where, ph, got[0], EXACT)
+        out.same("joint better", where, bj, got[1])
+    if "tie_group_joint" in board.columns:
+        verify_tie_groups(
+            board,
+            overall.drop("better").rename({"better_joint": "better"}),
+            settings,
+            out,
+            column="tie_group_joint",
+        )
 
 
 def verify_rank_intervals(board: pl.DataFrame, runs: pl.DataFrame, settings: dict,
@@ -865,7 +904,8 @@ def verify(bench_dir: Path, runs_dir: Path, board_dir: Path, flips: int = VERIFY
         if paired:  # a board of two systems or more publishes their paired tests
             out.differ("paired test", str(tests_path), f"the paired tests of {', '.join(paired)}",
                        "none")  # fmt: skip
-    verify_joint(bench, board, runs, settings, out)
+    tests = pl.read_parquet(tests_path) if tests_path.exists() else None
+    verify_joint(bench, board, runs, settings, out, tests)
     return out
 
 
