@@ -463,3 +463,20 @@ def test_columns_once_unchecked_are_re_derived(published):
     kinds = {d.check for d in v.differences}
     assert {"linear nDCG", "joint interval", "domain interval", "joint better"} <= kinds, v.table()
     assert domain_ci(domain[: -len(" ci")]) == domain
+
+
+def test_manifest_facts_are_checked_against_the_bundle(published):
+    """Rounds 4 → 40 and K 3 → 50 in the manifest verified before; now each is named. The
+    per-query files deleted once dropped their checks silently; now that is unchecked, named."""
+    bench_dir = published / "evaluation_benchmark"
+    manifest_path = bench_dir / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["tournament"]["rounds"] *= 10
+    manifest["candidates_per_group"] = 50
+    manifest_path.write_text(json.dumps(manifest))
+    v = verdict(published)
+    assert {"tournament rounds", "candidates per query"} <= {d.check for d in v.differences}
+    for path in (published / "runs").rglob("*.parquet"):
+        path.unlink()
+    v = verdict(published)
+    assert "per-query" in v.refused

@@ -54,6 +54,8 @@ UNCHECKED = {
     # a retriever with runs and no row, named off the board by the board's settings (it left
     # the registry): shown in the verdict, not refused
     "off the board": "a retriever's runs with no row on the board",
+    "per-query": "the runs stage's per-query nDCG files (RETRIEVER/DOMAIN.parquet): a run "
+    "given as TREC alone has none",
 }
 # the UNCHECKED names that are said, not refused: the reader sees them in the summary
 SAID = frozenset({"off the board"})
@@ -475,6 +477,7 @@ def verify_per_query(runs: pl.DataFrame, runs_dir: Path, out: Verification) -> N
     for retriever in runs["retriever"].unique().sort().to_list():
         stored = stored_runs(runs_dir, [retriever], ["query_id", "setting", "ndcg"])
         if stored.is_empty():
+            out.skip("per-query", f"{retriever}: no per-query files beside its TREC runs")
             continue
         stored = stored.drop("retriever").unique(["query_id", "setting"], keep="first")
         mine = runs.filter(pl.col("retriever") == retriever).select("query_id", "setting", "ndcg")
@@ -824,6 +827,19 @@ def read_board_settings(board_dir: Path) -> dict:
     return settings
 
 
+def verify_manifest_facts(bench: Benchmark, out: Verification) -> None:
+    """What the manifest states of the build that the bundle itself holds: the tournament's
+    rounds (its judgments' last round) and K (each query's 3K candidates)."""
+    k = bench.manifest.get("candidates_per_group")
+    if isinstance(k, int):
+        sizes = sorted(set(bench.queries["candidates"].list.len().to_list()))
+        out.same("candidates per query", "every query", [3 * k], sizes)
+    rounds = (bench.manifest.get("tournament") or {}).get("rounds")
+    j = bench.judgments
+    if isinstance(rounds, int) and j is not None and j.height:
+        out.same("tournament rounds", "the judgments' last round", rounds, int(j["round"].max()))
+
+
 def verify_bundle_files(bench_dir: Path, out: Verification) -> None:
     """The manifest hashes every file of the bundle: a manifest without ``files``, or a table
     it does not list, verifies nothing (its hashes are what make an edit visible)."""
@@ -856,6 +872,7 @@ def verify(bench_dir: Path, runs_dir: Path, board_dir: Path, flips: int = VERIFY
         out.differ("bundle", str(bench_dir), "a whole benchmark", str(exc))
         return out
     verify_bundle_files(Path(bench_dir), out)
+    verify_manifest_facts(bench, out)
     verify_grades(bench, out)
     verify_judge_checks(bench, out)
     if not (board_dir / "leaderboard.parquet").exists():
