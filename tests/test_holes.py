@@ -192,3 +192,15 @@ def test_the_built_board_shows_judged_at_10_before_and_after_the_fill(shared_bui
     before = runs.select("retriever", "setting", pl.col("judged@10").alias("on_board"))
     joined = board.join(before, on=["retriever", "setting"])
     assert joined.height and (joined["judged@10"] - joined["on_board"]).abs().max() < 1e-9
+
+
+def test_a_new_models_games_are_bounded_and_typical_from_the_built_board():
+    from saber_assets.leaderboard.holes import new_model_games
+
+    ratings, base, runs, truth = planted_case()
+    fills = fill_holes(pooled_holes(runs, {"q": set(base["q"])}, 10), ratings,
+                       counting_judge(truth, []), 4, Prior())  # fmt: skip
+    board, _ = fill_board(runs, base, fills, 10, 50, 0)
+    most, typical = new_model_games(board, 4, 10)
+    assert most == 1 * 10 * 4  # one query, one setting, ten places, four games
+    assert typical == 1.0 * 4  # each system pooled one hole of its own

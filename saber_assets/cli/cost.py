@@ -83,6 +83,7 @@ def cost_cmd(args) -> int:
                    tbl_rows=20, tbl_width_chars=120):  # fmt: skip
         print(table)
     print(f"the paper: {PAPER}")
+    print_new_model_games(cfg)
     if getattr(args, "plan", False):
         judge_hours = stages[-1].gpu_hours(c.prefill_tokens_per_s, c.decode_tokens_per_s)
         print_plan(cfg, judge_hours / cfg.tournament.rounds)
@@ -103,6 +104,29 @@ def cost_cmd(args) -> int:
         )
     )
     return 0
+
+
+def print_new_model_games(cfg) -> None:
+    """The judge games a new retriever's full-corpus holes cost, from the built fill's board."""
+    import polars as pl
+
+    from saber_assets.leaderboard.fill_assets import FILL_BOARD
+    from saber_assets.leaderboard.holes import new_model_games
+
+    games, k = cfg.leaderboard.fill_games, cfg.leaderboard.k
+    path = Outputs.of(cfg).leaderboard / FILL_BOARD
+    if not games:
+        print("full-corpus fill: off (leaderboard.fill_games: 0): a new model costs no game")
+        return
+    if not path.exists():
+        print(f"full-corpus fill: {games} games per hole; no built fill to size a new model by")
+        return
+    most, typical = new_model_games(pl.read_parquet(path), games, k)
+    print(
+        f"full-corpus fill: a new model costs at most {most:,} judge games (every place of its "
+        f"top {k} a hole, {games} games each)"
+        + (f"; the built systems' own holes would have cost {typical:,.0f}" if typical else "")
+    )
 
 
 def print_plan(cfg, gpu_hours_per_round: float) -> None:

@@ -288,3 +288,17 @@ def fill_board(
             part.select("retriever", pl.col(f"full_ndcg@{k}_filled").alias("ndcg")),
         )
     return board.sort("setting", f"full_ndcg@{k}_filled", descending=[False, True]), taus
+
+
+def new_model_games(board: pl.DataFrame, games: int, k: int) -> tuple[int, float | None]:
+    """What the fill charges a new model, from a built full-corpus board (``fill_board``'s):
+    (at most: every place of every top k a hole, per setting, × ``games``; typically: the mean
+    over the board's systems of the holes only they pooled, summed over settings, × ``games``)."""
+    if board.is_empty():
+        return 0, None
+    per_setting = board.group_by("setting").agg(pl.col("queries").max())
+    most = int(per_setting["queries"].sum()) * k * games
+    if "unique_holes" not in board.columns:
+        return most, None
+    typical = board.group_by("setting").agg(pl.col("unique_holes").mean())["unique_holes"].sum()
+    return most, float(typical) * games
