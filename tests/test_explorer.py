@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 
 import polars as pl
@@ -280,10 +279,10 @@ def test_saber_report_serves_the_explorer_and_stops_when_asked(tmp_path, stop):
         url = lines[2].split()[1]
         assert url.startswith("http://127.0.0.1:") and url.endswith("/explorer/index.html")
         assert b"leaderboard here" in urllib.request.urlopen(url, timeout=10).read()
-        sent = time.monotonic()
         proc.send_signal(stop)
-        assert proc.wait(timeout=2) == 0
-        assert time.monotonic() - sent < 2
+        # it stops, cleanly, when asked: the bound is generous (a loaded machine is slow), not
+        # a measure of how fast
+        assert proc.wait(timeout=60) == 0
         assert proc.stdout.read().strip() == "stopped"  # type: ignore[union-attr]
     finally:
         proc.kill()
