@@ -204,3 +204,24 @@ def test_a_new_models_games_are_bounded_and_typical_from_the_built_board():
     most, typical = new_model_games(board, 4, 10)
     assert most == 1 * 10 * 4  # one query, one setting, ten places, four games
     assert typical == 1.0 * 4  # each system pooled one hole of its own
+
+
+def test_a_query_page_marks_each_systems_full_corpus_top_10():
+    """The explorer's query page: T for a tournament grade, F for a placed hole (with who pooled
+    it), · for none; escaped."""
+    from saber_assets.site.explorer_query import full_top_html
+
+    runs = pl.DataFrame({"retriever": ["<b>", "bm25"], "setting": ["s", "s"],
+                         "full_top": [["c1", "h", "x"], ["c1", "c2", "h"]]})  # fmt: skip
+    html = full_top_html(runs, {"c1": 5.0, "c2": 2.5}, {"h": (4.2, ["bm25/s", "<b>/s"])})
+    assert html.count("<tr>") == 2 and "&lt;b&gt;" in html and "<b>" not in html
+    assert "T 5.00" in html and "F 4.20" in html and "pooled by bm25/s, &lt;b&gt;/s" in html
+    assert html.count("class='hole'") == 1
+    assert full_top_html(runs.drop("full_top"), {}, {}) == ""
+
+
+def test_the_built_explorer_shows_the_full_corpus_top_10(shared_build):
+    site = shared_build("tiny").root / "home" / "tiny" / "explorer" / "queries"
+    pages = [p.read_text() for p in sorted(site.glob("*.html"))]
+    assert pages and all("<h2>Full-corpus top 10</h2>" in p for p in pages)
+    assert any("class='filled'" in p for p in pages) and any("class='graded'" in p for p in pages)

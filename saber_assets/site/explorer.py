@@ -50,7 +50,9 @@ STATIC = ("explorer.css", "common.js", "explorer.js", "query.js", "vendor/chart.
 RUNS_PAGE = "runs/"
 SNIPPET = 240  # characters of a statement the browser shows (a formula is never cut)
 SEARCH_TEXT = 4000  # characters of a statement the browser's search reads
-WIDTH_DRAWS = 4_000  # posterior draws per query: at 400 the widths varied by their own noise (SD 0.021)
+WIDTH_DRAWS = (
+    4_000  # posterior draws per query: at 400 the widths varied by their own noise (SD 0.021)
+)
 WIDTH_SEED = 0
 # the board's downloads, relative to the outputs folder (the site links them as ``../<path>``;
 # `saber report --serve` serves these and the site, nothing else: explorer_server.py)
@@ -78,12 +80,13 @@ class ExplorerInputs:
     bench: Benchmark
     board: pl.DataFrame  # leaderboard.csv
     tests: pl.DataFrame  # significance.parquet
-    runs: pl.DataFrame  # retriever, query_id, setting, ndcg, scores (candidate order)
+    runs: pl.DataFrame  # retriever, query_id, setting, ndcg, scores (candidate order), full_top
     ratings: pl.DataFrame  # relevance_ratings: query_id, candidate_id, group, strength, rating
     judgments: pl.DataFrame  # tournament_judgments
     annotations: pl.DataFrame  # problem_annotations: id, summary, domains, topic paths
     downloads: dict[str, str]  # label -> path relative to the site
     diff: dict | None = field(default=None)  # build_diff.diff_data against the previous build
+    fill: pl.DataFrame | None = field(default=None)  # full_corpus_fill: the placed holes
 
 
 def snippet_source(text: str, limit: int = SNIPPET) -> str:
@@ -246,7 +249,7 @@ def write_site_files(out: Path, inputs: ExplorerInputs) -> dict:
         (out / file).write_text(shell(title, page, verdict, pages), encoding="utf-8")
     page_of = {r["id"]: r["page"] for r in queries}
     tables = {"annotations": inputs.annotations, "ratings": inputs.ratings,
-              "judgments": inputs.judgments, "runs": inputs.runs}  # fmt: skip
+              "judgments": inputs.judgments, "runs": inputs.runs, "fill": inputs.fill}  # fmt: skip
     n = write_query_pages(out, bench, tables, page_of, nav_html(pages, "../"), verdict, intervals)
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     return {"query_pages": n, "bytes": size}

@@ -34,6 +34,7 @@ def benchmark_explorer(
     ontology_tree: pl.DataFrame,
     relevance_ratings: dict[str, pl.DataFrame],
     tournament_judgments: dict[str, pl.DataFrame],
+    full_corpus_fill: pl.DataFrame,
 ) -> Output[pl.DataFrame]:
     """The explorer (`<outputs>/explorer/index.html`, opens from file://): the leaderboard with
     its tie groups, a page per query with its candidates, grades and judgments, and any two
@@ -47,10 +48,11 @@ def benchmark_explorer(
         .alias("topic_paths")
     )
     board = pl.read_csv(out.leaderboard / "leaderboard.csv")
-    runs = stored_runs(
-        out.runs,
-        board["retriever"].unique().sort().to_list(),
-        ["query_id", "setting", "ndcg", "scores"],
+    runs = stored_runs(out.runs, board["retriever"].unique().sort().to_list())
+    runs = runs.select(  # a run written before the full-corpus top was kept has none
+        c
+        for c in ("retriever", "query_id", "setting", "ndcg", "scores", "full_top")
+        if c in runs.columns
     )
     sig = out.leaderboard / "significance.parquet"
     ratings = concat_partitions(relevance_ratings)
@@ -68,6 +70,7 @@ def benchmark_explorer(
         annotations=annotations,
         downloads=site_links(),
         diff=diff_data(diff) if diff is not None else None,
+        fill=full_corpus_fill,
     )
     written = write_site(out.explorer, inputs)
     index = out.explorer / "index.html"

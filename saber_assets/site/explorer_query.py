@@ -175,6 +175,11 @@ def write_query_pages(
             (tables["runs"], "query_id"),
         )
     )
+    fills: dict[str, dict[str, tuple[float, list]]] = {}
+    fill = tables.get("fill")
+    if fill is not None and fill.height:
+        for q, d, g, by in fill.select("query_id", "document_id", "grade", "pooled_by").iter_rows():
+            fills.setdefault(q, {})[d] = (g, by)
     rendered: dict[int, str] = {}  # a document is a candidate of many queries: drawn once
 
     def statement(row: int) -> str:
@@ -209,6 +214,11 @@ def write_query_pages(
             "its judgments. 95% interval: where its grade lies given the judge's games (draws "
             "of the Bradley–Terry fit's Laplace posterior, rescaled like the grades).</p>"
             "<div class='app'></div></section>",
+            full_top_html(
+                runs.get(qid),
+                dict(zip(cand_ids, q["relevance_scores"], strict=True)),
+                fills.get(qid, {}),
+            ),  # fmt: skip
         ]
         page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>SABER query {esc(qid)}</title>
@@ -221,6 +231,41 @@ def write_query_pages(
         (out / query_page_name(number)).write_text(page, encoding="utf-8")
         n += 1
     return n
+
+
+def full_top_html(
+    runs: pl.DataFrame | None, graded: dict[str, float], filled: dict[str, tuple[float, list]]
+) -> str:
+    """Each system's full-corpus top k on this query, per setting: every document marked as
+    graded by the tournament (T), placed by the fill (F, with who pooled it) or ungraded (·),
+    its grade beside. Empty where no run kept its full-corpus top."""
+    if runs is None or "full_top" not in runs.columns:
+        return ""
+    rows = runs.filter(pl.col("full_top").is_not_null()).sort("setting", "retriever")
+    if rows.is_empty():
+        return ""
+
+    def cell(doc: str) -> str:
+        if doc in graded:
+            return f"<td class='graded' title='tournament'>T {graded[doc]:.2f}</td>"
+        if doc in filled:
+            grade, pooled = filled[doc]
+            who = esc(", ".join(pooled))
+            return (
+                f"<td class='filled' title='placed by the fill; pooled by {who}'>F {grade:.2f}</td>"
+            )
+        return "<td class='hole' title='no grade'>·</td>"
+
+    parts = ["<section id='full-corpus'><h2>Full-corpus top 10</h2><p class='note'>Each "
+             "system's best documents over the whole corpus: T graded by the tournament, F placed "
+             "on this query's scale by the fill (hover: who pooled it), · no grade.</p>"]  # fmt: skip
+    for (setting,), part in rows.group_by("setting", maintain_order=True):
+        parts.append(f"<h3>{esc(setting)}</h3><table class='full-top'>")
+        for name, top in part.select("retriever", "full_top").iter_rows():
+            parts.append(f"<tr><th scope='row'>{esc(name)}</th>"
+                         + "".join(cell(d) for d in top) + "</tr>")  # fmt: skip
+        parts.append("</table>")
+    return "".join(parts) + "</section>"
 
 
 def annotation_html(row: dict | None) -> str:
