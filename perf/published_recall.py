@@ -1,5 +1,5 @@
-"""The published-benchmark matching (``analyses.published_recall``) at the paper's scale: a
-synthetic corpus of N problems against a published benchmark of M documents and Q queries,
+"""The published-benchmark matching (``contamination.published.published_recall``) at the
+paper's scale: a synthetic corpus of N problems against a published benchmark of M documents and Q queries,
 of which a share is planted in the corpus (half exact with new spacing and numbers, half with
 one word changed). Prints seconds, the process's peak RSS, and the recall found against the
 recall planted.

@@ -10,14 +10,12 @@ from saber_assets.leaderboard.holes import (
     fill_board,
     fill_holes,
     grade_on_scale,
-    graded_ndcg,
-    judged_at,
     leave_one_out,
     place_strength,
     pooled_holes,
     spread_opponents,
-    top_ids,
 )
+from saber_assets.leaderboard.metrics import graded_ndcg, judged_at, top_ids
 from saber_assets.ratings.bradley_terry import Prior, fit, information, rescale
 
 
@@ -186,6 +184,7 @@ def test_the_built_board_shows_judged_at_10_before_and_after_the_fill(shared_bui
         zip(runs["retriever"], runs["setting"], strict=True)
     )
     assert (board["judged@10_filled"] >= board["judged@10"]).all()
+    assert "beats_filled" in board.columns  # the paired test on the filled scores
     assert (board["judged@10"] < 1).any()  # the pools missed something
     assert board["judged@10_filled"].max() == pytest.approx(1.0)
     # the board's own before-fill columns say the same as the fill's

@@ -14,12 +14,14 @@ from saber_assets.benchmark.data import Benchmark
 from saber_assets.benchmark.texts import document_texts, setting_texts
 from saber_assets.leaderboard import board_columns as col
 from saber_assets.leaderboard.board_columns import metric_column
-from saber_assets.leaderboard.holes import graded_ndcg, judged_at, top_ids
 from saber_assets.leaderboard.metrics import (
     condensed_ndcg,
+    graded_ndcg,
+    judged_at,
     ndcg_at_k,
     recall_of_top,
     summarize,
+    top_ids,
 )
 from saber_assets.retrievers.base import SKIPPED, RetrieverFailed
 

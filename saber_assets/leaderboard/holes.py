@@ -19,7 +19,8 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from saber_assets.leaderboard.metrics import summarize
+from saber_assets.leaderboard.metrics import graded_ndcg, judged_at, summarize
+from saber_assets.leaderboard.significance import beats, paired_tests
 from saber_assets.ratings.bradley_terry import Prior
 
 HOLE_SCHEMA = {"query_id": pl.String, "document_id": pl.String, "pooled_by": pl.List(pl.String)}
@@ -28,42 +29,6 @@ FILL_SCHEMA = {
     "strength": pl.Float64, "games": pl.Int64, "wins": pl.Int64,
     "opponents": pl.List(pl.String), "pooled_by": pl.List(pl.String),
 }  # fmt: skip
-
-
-def top_ids(all_scores: np.ndarray, doc_ids: Sequence[str], k: int) -> list[str]:
-    """The ids of the ``k`` best-scored documents, by (score descending, row ascending), as a
-    stable sort of the whole corpus would give them, without sorting it."""
-    n = len(all_scores)
-    if n == 0 or k <= 0:
-        return []
-    if n > k:
-        t = np.partition(all_scores, n - k)[n - k]  # the k-th best score
-        rows = np.flatnonzero(all_scores >= t)  # every document that may be in the top k
-    else:
-        rows = np.arange(n)
-    rows = rows[np.lexsort((rows, -all_scores[rows]))][:k]
-    return [doc_ids[r] for r in rows.tolist()]
-
-
-def dcg_gain(grade: float) -> float:
-    return 2.0**grade - 1.0
-
-
-def graded_ndcg(top: Sequence[str], grades: Mapping[str, float], k: int) -> float:
-    """nDCG@k of a ranking's first ``k`` documents (``top``) against the query's ``grades``
-    (document id -> grade): a document without a grade gains 0; the ideal ranks every graded
-    document. 0 where no document has a positive grade."""
-    discounts = 1.0 / np.log2(np.arange(2, k + 2))
-    gains = [dcg_gain(grades.get(d, 0.0)) for d in list(top)[:k]]
-    ideal = sorted((dcg_gain(g) for g in grades.values()), reverse=True)[:k]
-    best = float(np.dot(ideal, discounts[: len(ideal)]))
-    return float(np.dot(gains, discounts[: len(gains)])) / best if best > 0 else 0.0
-
-
-def judged_at(top: Sequence[str], graded: set[str] | Mapping[str, float], k: int) -> float:
-    """The share of the first ``k`` of ``top`` that carry a grade (of ``k``: a short list's
-    missing places are not judged)."""
-    return sum(d in graded for d in list(top)[:k]) / k
 
 
 def pooled_holes(runs: pl.DataFrame, graded: Mapping[str, set[str]], k: int) -> pl.DataFrame:
@@ -261,8 +226,9 @@ def fill_board(
 ) -> tuple[pl.DataFrame, dict[str, float | None]]:
     """The full-corpus board before and after the fill, per system and setting: judged@k and
     nDCG@k with holes as 0 (before), the same on the filled grades (after) with a bootstrap 95%
-    interval over the queries (``metrics.summarize``), and Zobel's leave-one-out drop; and
-    per setting, Kendall's τ between the orderings before and after."""
+    interval over the queries (``metrics.summarize``) and the systems each beats there by the
+    board's paired test (``beats_filled``), and Zobel's leave-one-out drop; and per setting,
+    Kendall's τ between the orderings before and after."""
     before = track_rows(runs, base, k)
     after = track_rows(runs, filled_grades(base, fills), k)
     rows = []
@@ -273,7 +239,9 @@ def fill_board(
                      f"judged@{k}": b["judged"].mean(), f"full_ndcg@{k}": b["ndcg"].mean(),
                      f"judged@{k}_filled": a["judged"].mean(), f"full_ndcg@{k}_filled": ci["mean"],
                      "ci_low": ci["ci_low"], "ci_high": ci["ci_high"]})  # fmt: skip
-    board = pl.DataFrame(rows)
+    board = pl.DataFrame(rows).join(
+        filled_beats(after, resamples * 10, seed), on=["retriever", "setting"], how="left"
+    )
     loo = leave_one_out(runs, base, fills, k)
     if loo.height:
         board = board.join(
@@ -288,6 +256,24 @@ def fill_board(
             part.select("retriever", pl.col(f"full_ndcg@{k}_filled").alias("ndcg")),
         )
     return board.sort("setting", f"full_ndcg@{k}_filled", descending=[False, True]), taus
+
+
+def filled_beats(after: pl.DataFrame, resamples: int, seed: int) -> pl.DataFrame:
+    """retriever, setting, beats_filled: the systems each beats on the filled full-corpus nDCG
+    by the board's paired randomization test (Holm over the setting's pairs), over the queries
+    every system of the setting ran."""
+    rows = []
+    for (setting,), part in after.group_by("setting", maintain_order=True):
+        wide = part.pivot(on="retriever", index="query_id", values="ndcg").drop_nulls()
+        names = sorted(c for c in wide.columns if c != "query_id")
+        if len(names) < 2 or wide.height < 2:
+            continue
+        tests = paired_tests(wide.select(names).to_numpy(), names, resamples, seed,
+                             max_resamples=100 * resamples)  # fmt: skip
+        won = beats(tests)
+        rows += [(n, setting, ", ".join(won.get(n, []))) for n in names]
+    schema = {"retriever": pl.String, "setting": pl.String, "beats_filled": pl.String}
+    return pl.DataFrame(rows, schema=schema, orient="row")
 
 
 def new_model_games(board: pl.DataFrame, games: int, k: int) -> tuple[int, float | None]:

@@ -17,7 +17,7 @@ ranx truncates fractional grades to integers, so this metric does not go through
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -164,3 +164,42 @@ def recall_of_top(
     best = best_rated(candidates, relevance, top)
     retrieved = set(list(ranked_doc_rows)[:depth])
     return sum(d in retrieved for d in best) / len(best) if best else 0.0
+
+
+# ---- the full-corpus track's top k and its holes (leaderboard/holes.py fills them)
+
+
+def top_ids(all_scores: np.ndarray, doc_ids: Sequence[str], k: int) -> list[str]:
+    """The ids of the ``k`` best-scored documents, by (score descending, row ascending), as a
+    stable sort of the whole corpus would give them, without sorting it."""
+    n = len(all_scores)
+    if n == 0 or k <= 0:
+        return []
+    if n > k:
+        t = np.partition(all_scores, n - k)[n - k]  # the k-th best score
+        rows = np.flatnonzero(all_scores >= t)  # every document that may be in the top k
+    else:
+        rows = np.arange(n)
+    rows = rows[np.lexsort((rows, -all_scores[rows]))][:k]
+    return [doc_ids[r] for r in rows.tolist()]
+
+
+def dcg_gain(grade: float) -> float:
+    return 2.0**grade - 1.0
+
+
+def graded_ndcg(top: Sequence[str], grades: Mapping[str, float], k: int) -> float:
+    """nDCG@k of a ranking's first ``k`` documents (``top``) against the query's ``grades``
+    (document id -> grade): a document without a grade gains 0; the ideal ranks every graded
+    document. 0 where no document has a positive grade."""
+    discounts = 1.0 / np.log2(np.arange(2, k + 2))
+    gains = [dcg_gain(grades.get(d, 0.0)) for d in list(top)[:k]]
+    ideal = sorted((dcg_gain(g) for g in grades.values()), reverse=True)[:k]
+    best = float(np.dot(ideal, discounts[: len(ideal)]))
+    return float(np.dot(gains, discounts[: len(gains)])) / best if best > 0 else 0.0
+
+
+def judged_at(top: Sequence[str], graded: set[str] | Mapping[str, float], k: int) -> float:
+    """The share of the first ``k`` of ``top`` that carry a grade (of ``k``: a short list's
+    missing places are not judged)."""
+    return sum(d in graded for d in list(top)[:k]) / k
