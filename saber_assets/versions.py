@@ -28,6 +28,12 @@ from saber_assets.config import BUNDLED_ONTOLOGIES, DATA_DIR, PipelineConfig, re
 SECRETS = {"api_key", "api_key_env", "dsn_env"}  # names only, but never part of a version
 # how fast or in how much memory a stage runs, never what it computes (tested equal both ways)
 RESOURCE_ONLY = {"signals": {"threads", "gather_memory_gib"}}
+# upstream assets whose changes reach their dependents as data only, not through their code
+# version: the published benchmark's matches are empty unless `candidates.published_queries`
+# names one, and an edit of the matching code must not re-version every domain's candidates
+# (and the runs after them) in a build that takes no published query; where it does, new
+# matches are new data, and the candidates follow them
+DATA_ONLY = frozenset({"published_matches"})
 # where an input file lies, never what it holds: its content is the data version of the source
 # asset that observes it (corpus_sources, ontology_files, retriever_registry), so a moved
 # checkout, input folder or copied SABER_HOME stays up to date
@@ -106,7 +112,11 @@ def asset_code_versions(
         module = modules[name]
         if module not in code:
             code[module] = code_digest([module], graph)
-        ups = sorted(version(p, (*seen, name)) for p in parents.get(name, ()) if p in reads)
+        ups = sorted(
+            version(p, (*seen, name))
+            for p in parents.get(name, ())
+            if p in reads and p not in DATA_ONLY
+        )
         out[name] = digest(
             {
                 "config": {s: config_part(cfg, s) for s in reads[name]},

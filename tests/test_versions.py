@@ -92,6 +92,28 @@ def test_threads_and_memory_budgets_move_no_code_version_and_the_floors_do():
     assert not moved & {"corpus", "ontology_tree", "topic_annotations", "problem_annotations"}
 
 
+@pytest.mark.parametrize(
+    "key, value, analysis",
+    [
+        ("mteb_scores", "scores.csv", "mteb_correlation"),
+        ("regime_votes", 7, "judging_regimes"),
+        ("published_benchmark", "pulled", "published_benchmark_recall"),
+        ("convergence_queries", 9, "tournament_convergence"),
+    ],
+)
+def test_one_analysiss_setting_moves_that_analysis_and_the_report_only(key, value, analysis):
+    """Each analysis declares what it reads: a change to one analysis's settings re-versions it
+    (and the report, which reads every section), never the others."""
+    from saber_assets.stages import ANALYSES
+
+    cfg = load_config(None)
+    base = _code_versions(cfg)
+    changed = cfg.model_copy(update={"analyses": cfg.analyses.model_copy(update={key: value})})
+    moved = {k for k, v in _code_versions(changed).items() if base[k] != v}
+    also = {"judge_human_agreement"} if key.startswith("regime_") else set()  # it scores them
+    assert moved & set(ANALYSES) == {analysis, "benchmark_report", *also}
+
+
 def test_more_tournament_rounds_move_the_tournament_and_everything_below_it_only():
     cfg = load_config(None)
     base = _code_versions(cfg)
@@ -159,8 +181,9 @@ EXPENSIVE = {"benchmark_export", "evaluation_benchmark", "retriever_index", "ret
         # a module they import, which the board's contamination columns import too
         (
             "saber_assets.contamination.matches",
-            {*CONTAMINATION, "leaderboard", "published_benchmark_recall"},
-            EXPENSIVE,
+            # and the published matches, whose dependents follow their data, not their code
+            {*CONTAMINATION, "leaderboard", "published_benchmark_recall", "published_matches"},
+            {*EXPENSIVE, "query_candidates"},
         ),  # fmt: skip
         # a module that module imports (transitively): the corpus reader moves the corpus too
         ("saber_assets.corpus.dedup", {*CORPUS, "contamination"}, set()),

@@ -27,7 +27,7 @@ from saber_assets.benchmark.data import Benchmark
 from saber_assets.io_managers import concat_partitions
 from saber_assets.leaderboard.evaluate import rescore_runs
 from saber_assets.leaderboard.run_files import stored_runs
-from saber_assets.lib.declare import analysis
+from saber_assets.lib.declare import JUDGE_READS, analysis
 from saber_assets.lib.metadata import (
     figure_markdown,
     llm_metadata,
@@ -48,7 +48,7 @@ from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
 
 
-@analysis(section=signal_groups_section)
+@analysis(section=signal_groups_section, reads=())
 def signal_group_curves(relevance_ratings: dict[str, pl.DataFrame]) -> Output[pl.DataFrame]:
     """Cumulative fraction of each candidate group (topic-only, summary-only, both) within the
     top r of the final ratings, over all queries and per domain."""
@@ -64,6 +64,7 @@ def signal_group_curves(relevance_ratings: dict[str, pl.DataFrame]) -> Output[pl
 
 
 @analysis(
+    reads=(),
     deps=[AssetKey("benchmark_export")],
 )
 def benchmark_composition(
@@ -101,7 +102,11 @@ def benchmark_composition(
     )
 
 
-@analysis(section=mteb_section, deps=[AssetKey("leaderboard")])
+@analysis(
+    section=mteb_section,
+    reads=("analyses.mteb_scores", "analyses.model_names", "analyses.recent_models"),
+    deps=[AssetKey("leaderboard")],
+)
 def mteb_correlation(pipeline: PipelineResource) -> Output[pl.DataFrame]:
     """Pearson and Spearman (with 95% CIs) between the leaderboard's nDCG@10 and the MTEB
     retrieval scores of `analyses.mteb_scores`, per setting, for all matched models and for
@@ -127,7 +132,13 @@ def mteb_correlation(pipeline: PipelineResource) -> Output[pl.DataFrame]:
     return Output(table, metadata=meta)
 
 
-@analysis(section=math_vs_words_section, deps=[AssetKey("evaluation_benchmark")], pool="llm")
+@analysis(
+    section=math_vs_words_section,
+    reads=(*JUDGE_READS, "retrievers", "analyses.math_vs_words_retrievers",
+           "analyses.math_vs_words_settings", "analyses.math_segmentation"),
+    deps=[AssetKey("evaluation_benchmark")],
+    pool="llm",
+)  # fmt: skip
 def math_vs_words(
     pipeline: PipelineResource, llm: LLMResource, stores: StoresResource
 ) -> Output[pl.DataFrame]:
@@ -185,7 +196,12 @@ def registered_runs(pipeline: PipelineResource) -> pl.DataFrame:
     return stored_runs(pipeline.outputs().runs, names, cols)
 
 
-@analysis(section=rb.robustness_section, deps=[AssetKey("leaderboard")], pool="llm")
+@analysis(
+    section=rb.robustness_section,
+    reads=(*JUDGE_READS, "robustness", "ratings", "leaderboard.k"),
+    deps=[AssetKey("leaderboard")],
+    pool="llm",
+)
 def leaderboard_robustness(
     pipeline: PipelineResource,
     llm: LLMResource,

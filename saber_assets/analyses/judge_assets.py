@@ -22,7 +22,7 @@ from saber_assets.analyses.judging_regimes import (
     sample_pairs,
 )
 from saber_assets.io_managers import concat_partitions
-from saber_assets.lib.declare import analysis, source_asset
+from saber_assets.lib.declare import JUDGE_READS, analysis, source_asset
 from saber_assets.lib.metadata import (
     figure_markdown,
     llm_metadata,
@@ -58,7 +58,12 @@ def human_labels(pipeline: PipelineResource, stores: StoresResource) -> DataVers
     return DataVersion(labels_version(stores.db(), pipeline.load().analyses.human_study))
 
 
-@analysis(section=human_section, pool="llm", deps=[human_labels])
+@analysis(
+    section=human_section,
+    reads=(*JUDGE_READS, "analyses.human_study", "analyses.human_annotations", "analyses.regime_pairs", "analyses.regime_votes", "analyses.regime_tie_margin", "analyses.regime_temperature"),
+    pool="llm",
+    deps=[human_labels],
+)  # fmt: skip
 def judge_human_agreement(
     pipeline: PipelineResource,
     llm: LLMResource,
@@ -124,7 +129,9 @@ def judge_human_agreement(
     )
 
 
-@analysis(section=regimes_section, pool="llm")
+@analysis(
+    section=regimes_section, reads=(*JUDGE_READS, "analyses.regime_pairs", "analyses.regime_votes", "analyses.regime_tie_margin", "analyses.regime_temperature"), pool="llm"
+)  # fmt: skip
 def judging_regimes(
     pipeline: PipelineResource,
     llm: LLMResource,
@@ -168,7 +175,11 @@ def judging_regimes(
     )
 
 
-@analysis(section=convergence_section, pool="llm")
+@analysis(
+    section=convergence_section,
+    reads=(*JUDGE_READS, "ratings", "analyses.convergence", "analyses.convergence_queries"),
+    pool="llm",
+)
 def tournament_convergence(
     pipeline: PipelineResource,
     llm: LLMResource,

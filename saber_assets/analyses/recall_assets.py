@@ -24,7 +24,7 @@ from saber_assets.pipeline import PipelineResource
 from saber_assets.site.report import Section, table_section
 
 
-@analysis()
+@analysis(reads=("analyses.published_benchmark", "contamination"))
 def published_benchmark_recall(
     pipeline: PipelineResource, corpus: pl.DataFrame
 ) -> Output[pl.DataFrame]:
@@ -74,7 +74,7 @@ def agreement_section(table: pl.DataFrame, cfg: PipelineConfig) -> Section | Non
     return agreement_table(table, cfg) if cfg.candidates.published_queries else None
 
 
-@analysis(section=agreement_section)
+@analysis(section=agreement_section, reads=("candidates.published_queries",))
 def published_grade_agreement(
     pipeline: PipelineResource,
     published_matches: pl.DataFrame,

@@ -144,18 +144,24 @@ def table_asset(
     return stage_asset(reads, pod, io_manager_key="parquet_io", **extra)
 
 
-# what every analysis reads: its judges, its own settings and the board's cut-off
-ANALYSIS_READS = ("seed", "analyses", "robustness", "tournament", "llm", "prompts", "leaderboard.k")
+# what the report reads (every section's settings), and an analysis that declares none
+ANALYSIS_READS = ("seed", "analyses", "robustness", "tournament", "llm", "prompts", "leaderboard.k",
+                  "candidates.published_queries")  # fmt: skip
+# what an analysis that asks the judge reads: the judge's settings and its prompts
+JUDGE_READS = ("seed", "tournament", "llm", "prompts")
 
 
 def analysis(
-    section: Callable[..., Any] | None = None, **extra: Any
+    section: Callable[..., Any] | None = None,
+    reads: tuple[str, ...] = ANALYSIS_READS,
+    **extra: Any,
 ) -> Callable[[Callable[..., Any]], Declared]:
-    """The declaration of every analysis: a Parquet output and its section of the report (the
-    report asset reads every analysis that declares one)."""
+    """The declaration of every analysis: a Parquet output, its section of the report (the
+    report asset reads every analysis that declares one) and the config it reads (``reads``:
+    its own keys, so another analysis's settings never re-version it)."""
     extra.setdefault("kinds", {"polars", "parquet"})
     attrs = {"io_manager_key": "parquet_io", **extra}
-    return lambda fn: Declared(timed(fn), asset, attrs, section, ANALYSIS_READS)
+    return lambda fn: Declared(timed(fn), asset, attrs, section, tuple(reads))
 
 
 def timed(fn: Callable[..., Any]) -> Callable[..., Any]:

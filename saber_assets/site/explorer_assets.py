@@ -25,6 +25,7 @@ from saber_assets.site.explorer import ExplorerInputs, site_links, write_site
 
 
 @analysis(
+    reads=(),  # no setting: what it shows comes in with its inputs
     deps=[AssetKey("leaderboard"), AssetKey("evaluation_benchmark"),
           AssetKey("benchmark_verification")],  # its header: the verdict
 )  # fmt: skip
