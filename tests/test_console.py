@@ -24,6 +24,22 @@ def test_progress_lines_are_drawn_only_where_the_build_turned_them_on(monkeypatc
     assert "judging" in err and "3/3" in err and "req/s" in err
 
 
+def test_long_work_writes_a_line_every_half_minute_into_a_log(monkeypatch, capsys):
+    """In a log (no terminal), long work says where it is: done of total, rate and time left,
+    at most once every LOG_EVERY_S (a clock stands in for the half minutes)."""
+    clock = iter([0.0, 10.0, 31.0, 40.0, 62.0, 70.0])
+    monkeypatch.setenv(progress_module.ENV, "log")
+    monkeypatch.setattr(progress_module.time, "monotonic", lambda: next(clock))
+    with progress("embedding (e5)", 100, "text") as shown:
+        for _ in range(5):
+            shown.advance(10)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "  embedding (e5): 20/100 text (0.6/s, ~124 s left)",
+        "  embedding (e5): 40/100 text (0.6/s, ~93 s left)",
+    ]
+
+
 def test_work_shorter_than_the_delay_draws_nothing(monkeypatch, capsys):
     monkeypatch.setenv(progress_module.ENV, "1")
     with progress("quick", 10) as shown:

@@ -67,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
     from saber_assets.orchestration.run import QUIET, Console, build, terminal_line
 
     level = args.log_level or {0: QUIET, 1: "INFO"}.get(args.verbose, "DEBUG")
-    if sys.stderr.isatty():  # progress lines for long steps, on a terminal only
-        os.environ.setdefault(PROGRESS_ENV, "1")
+    # progress of long work: redrawn lines on a terminal, a line every half minute in a log
+    os.environ.setdefault(PROGRESS_ENV, "1" if sys.stderr.isatty() else "log")
     if args.on:  # the deployment runs it: its own instance, nothing of this home is written
         return build(args.config, level, args.force, args.select, args.on)
     command = f"saber build --config {args.config or DEFAULT_CONFIG}"
