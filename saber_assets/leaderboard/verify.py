@@ -831,7 +831,7 @@ def verify_manifest_facts(bench: Benchmark, out: Verification) -> None:
     """What the manifest states of the build that the bundle itself holds: the tournament's
     rounds (its judgments' last round) and K (each query's 3K candidates)."""
     k = bench.manifest.get("candidates_per_group")
-    if isinstance(k, int):
+    if isinstance(k, int) and bench.queries.height:
         sizes = sorted(set(bench.queries["candidates"].list.len().to_list()))
         out.same("candidates per query", "every query", [3 * k], sizes)
     rounds = (bench.manifest.get("tournament") or {}).get("rounds")
