@@ -16,7 +16,8 @@ import time
 import numpy as np
 import polars as pl
 
-from saber_assets.leaderboard.holes import fill_board, fill_holes, pooled_holes, top_ids
+from saber_assets.leaderboard.holes import fill_board, fill_holes, pooled_holes
+from saber_assets.leaderboard.metrics import top_ids
 from saber_assets.ratings.bradley_terry import Prior
 
 
@@ -28,6 +29,7 @@ def main() -> None:
     ap.add_argument("--settings", type=int, default=3)
     ap.add_argument("--candidates", type=int, default=150)
     ap.add_argument("--games", type=int, default=8)
+    ap.add_argument("--hole-pool", type=int, default=300)  # per query: others systems may rank
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     doc_ids = [f"d{i}" for i in range(args.docs)]
@@ -45,11 +47,15 @@ def main() -> None:
     # the baseline: the runs stage's top 10 per (system, setting, query) from corpus scores
     t0 = time.perf_counter()
     rows = []
+    # each query's likely documents: its candidates and a few hundred others every system may
+    # rank high (so systems share holes, as real ones do)
+    likely = {q: np.r_[cands[q], rng.choice(args.docs, args.hole_pool, replace=False)]
+              for q in cands}  # fmt: skip
     for s in range(args.systems):
         for setting in range(args.settings):
             for q in cands:
                 scores = rng.random(args.docs)
-                scores[cands[q]] += rng.random(args.candidates) * 0.5  # candidates rank high
+                scores[likely[q]] += 1.0 + rng.random(len(likely[q]))  # these rank first
                 rows.append((f"sys{s}", f"set{setting}", q, top_ids(scores, doc_ids, 10)))
     runs_s = time.perf_counter() - t0
     runs = pl.DataFrame(rows, schema=["retriever", "setting", "query_id", "full_top"], orient="row")
