@@ -58,9 +58,14 @@ def human_labels(pipeline: PipelineResource, stores: StoresResource) -> DataVers
     return DataVersion(labels_version(stores.db(), pipeline.load().analyses.human_study))
 
 
+# the judging regimes' settings: the regimes analysis and the human agreement (it scores them)
+REGIME_READS = ("analyses.regime_pairs", "analyses.regime_votes", "analyses.regime_tie_margin",
+                "analyses.regime_temperature")  # fmt: skip
+
+
 @analysis(
     section=human_section,
-    reads=(*JUDGE_READS, "analyses.human_study", "analyses.human_annotations", "analyses.regime_pairs", "analyses.regime_votes", "analyses.regime_tie_margin", "analyses.regime_temperature"),
+    reads=(*JUDGE_READS, *REGIME_READS, "analyses.human_study", "analyses.human_annotations"),
     pool="llm",
     deps=[human_labels],
 )  # fmt: skip
@@ -130,7 +135,7 @@ def judge_human_agreement(
 
 
 @analysis(
-    section=regimes_section, reads=(*JUDGE_READS, "analyses.regime_pairs", "analyses.regime_votes", "analyses.regime_tie_margin", "analyses.regime_temperature"), pool="llm"
+    section=regimes_section, reads=(*JUDGE_READS, *REGIME_READS), pool="llm"
 )  # fmt: skip
 def judging_regimes(
     pipeline: PipelineResource,
