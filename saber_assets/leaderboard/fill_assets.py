@@ -65,11 +65,11 @@ def full_corpus_fill(
     base: dict[str, dict[str, float]] = {}
     for q, c, r in ratings.select("query_id", "candidate_id", "rating").iter_rows():
         base.setdefault(q, {})[c] = r
+    t0 = time.perf_counter()  # pooling, the games, the placements and the board
     holes = pooled_holes(runs, {q: set(g) for q, g in base.items()}, k)
     path = pipeline.outputs().parquet / "full_corpus_fill.parquet"
     known = pl.read_parquet(path) if path.exists() else None
-    t0 = time.perf_counter()
-    stats = {"games_asked": 0}
+    stats = {"games_asked": 0, "judge_s": 0.0}
     judge = None
     if games and holes.height:
         judge, text = prepared_judge(pipeline, llm, stores, corpus)
@@ -85,7 +85,9 @@ def full_corpus_fill(
                     first = game_rng(cfg.seed, q, d, o).random() < 0.5
                 hole_first.append(first)
                 items.append((text[q], *((text[d], text[o]) if first else (text[o], text[d]))))
+            t_judge = time.perf_counter()
             out = judge.compare_batch(items)
+            stats["judge_s"] += time.perf_counter() - t_judge
             return [
                 None if not o.ok else float((o.value == 1) == first)
                 for o, first in zip(out, hole_first, strict=True)
@@ -94,12 +96,12 @@ def full_corpus_fill(
         fills = fill_holes(holes, ratings, play, games, configured_prior(cfg), known)
     else:
         fills = pl.DataFrame(schema=FILL_SCHEMA)
-    seconds = time.perf_counter() - t0
     board, taus = (
         fill_board(runs, base, fills, k, cfg.leaderboard.bootstrap_resamples, cfg.seed)
         if runs.height
         else (pl.DataFrame(), {})
     )
+    seconds = time.perf_counter() - t0
     pipeline.outputs().leaderboard.mkdir(parents=True, exist_ok=True)
     write_whole(pipeline.outputs().leaderboard / FILL_BOARD, board)
     context.log.info(f"full-corpus fill: {holes.height} holes, {stats['games_asked']} games asked")
@@ -110,6 +112,9 @@ def full_corpus_fill(
             "holes": holes.height,
             "games_per_hole": games,
             "games_asked": stats["games_asked"],
+            # the judge's time apart from the fill's own work (pooling, placement fits, board)
+            "judge_seconds": round(stats["judge_s"], 2),
+            "fill_seconds_without_judge": round(seconds - stats["judge_s"], 2),
             "holes_placed_before": fills.height - placed_now(fills, known),
             "ordering_tau_before_after": json.dumps(taus),
             "board": markdown_table(board, max_rows=60)
