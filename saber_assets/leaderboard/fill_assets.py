@@ -72,8 +72,10 @@ def full_corpus_fill(
     stats = {"games_asked": 0, "judge_s": 0.0}
     judge = None
     if games and holes.height:
+        t_judge = time.perf_counter()  # the judge's setup (its model, every text) is its time
         judge, text = prepared_judge(pipeline, llm, stores, corpus)
         number, _ = document_numbers(corpus)
+        stats["judge_s"] += time.perf_counter() - t_judge
 
         def play(asked: list[tuple[str, str, str]]) -> list[float | None]:
             stats["games_asked"] += len(asked)

@@ -69,23 +69,30 @@ def place_strength(
     """The strength that maximises the games' Bradley–Terry likelihood against opponents of
     fixed strength (``wins``: 1 won, 0 lost, 0.5 a tie) under the ratings' ``prior`` on it alone
     (the same prior as every candidate's fit: a sweep of wins stays finite)."""
-    s_j = np.asarray(opponents, dtype=np.float64)
-    y = np.asarray(wins, dtype=np.float64)
-    s = 0.0
+    return float(place_strengths(np.array([opponents]), np.array([wins]), prior, tol)[0])
+
+
+def place_strengths(
+    opponents: np.ndarray, wins: np.ndarray, prior: Prior, tol: float = 1e-10
+) -> np.ndarray:
+    """``place_strength`` for many holes at once, one row each (holes × games; a game without
+    an answer is NaN in ``wins``, left out of its row): Newton's method on every row together,
+    each row's likelihood concave with the prior's curvature added."""
+    played = ~np.isnan(wins)
+    y = np.where(played, wins, 0.0)
+    s = np.zeros(len(opponents))
     for _ in range(100):
-        p = 1.0 / (1.0 + np.exp(s_j - s))
+        p = 1.0 / (1.0 + np.exp(opponents - s[:, None]))
+        grad = np.where(played, y - p, 0.0).sum(axis=1)
+        curv = np.where(played, p * (1 - p), 0.0).sum(axis=1)
         if prior.kind == "l2":
-            grad, curv = (
-                float((y - p).sum()) - s / prior.c,
-                float((p * (1 - p)).sum()) + 1 / prior.c,
-            )
+            grad, curv = grad - s / prior.c, curv + 1 / prior.c
         else:
             ex = np.exp(s)
-            grad = float((y - p).sum()) + prior.alpha * (1 - ex)
-            curv = float((p * (1 - p)).sum()) + prior.alpha * ex
+            grad, curv = grad + prior.alpha * (1 - ex), curv + prior.alpha * ex
         step = grad / curv
-        s += step
-        if abs(step) < tol:
+        s = s + step
+        if np.all(np.abs(step) < tol):
             return s
     raise RuntimeError("the placement's Newton iteration did not converge")
 
@@ -124,28 +131,39 @@ def fill_holes(
         for (q,), part in ratings.sort("query_id", "candidate_id").group_by("query_id")
     }
     kept, todo = [], []
+    spread: dict[str, list[str]] = {}
     for q, d, pooled in holes.select(list(HOLE_SCHEMA)).iter_rows():
         if q not in scale:
             continue
         if (q, d) in done and done[(q, d)]["games"] >= min(games, len(scale[q][0])):
             kept.append({**done[(q, d)], "pooled_by": pooled})
             continue
-        cands, strengths = scale[q]
-        todo.append((q, d, pooled, spread_opponents(cands, strengths, games)))
+        if q not in spread:  # every hole of a query meets the same opponents
+            spread[q] = spread_opponents(*scale[q], games)
+        todo.append((q, d, pooled, spread[q]))
     asked = [(q, d, o) for q, d, _, opps in todo for o in opps]
     answers = iter(judge(asked) if asked else [])
+    strength_of = {q: dict(zip(*scale[q], strict=True)) for q in spread}
+    width = max((len(o) for *_, o in todo), default=0)
+    opp = np.zeros((len(todo), width))
+    won = np.full((len(todo), width), np.nan)  # a game not played (or unanswered) stays NaN
+    for n, (q, _, _, opps) in enumerate(todo):
+        for g, o in enumerate(opps):
+            opp[n, g] = strength_of[q][o]
+            w = next(answers)
+            won[n, g] = np.nan if w is None else w
+    answered = (~np.isnan(won)).any(axis=1)
+    fitted = place_strengths(opp[answered], won[answered], prior) if answered.any() else []
+    rows = iter(fitted)
     placed = []
-    for q, d, pooled, opps in todo:
-        cands, strengths = scale[q]
-        of = dict(zip(cands, strengths, strict=True))
-        results = [(o, next(answers)) for o in opps]
-        played = [(of[o], w) for o, w in results if w is not None]
-        if not played:
+    for n, (q, d, pooled, opps) in enumerate(todo):
+        if not answered[n]:  # no game answered: no grade is better than a guessed one
             continue
-        s = place_strength([p for p, _ in played], [w for _, w in played], prior)
+        s = float(next(rows))
+        played = won[n][~np.isnan(won[n])]
         placed.append(
-            {"query_id": q, "document_id": d, "grade": grade_on_scale(s, strengths),
-             "strength": s, "games": len(played), "wins": int(sum(w == 1.0 for _, w in played)),
+            {"query_id": q, "document_id": d, "grade": grade_on_scale(s, scale[q][1]),
+             "strength": s, "games": len(played), "wins": int((played == 1.0).sum()),
              "opponents": opps, "pooled_by": pooled}
         )  # fmt: skip
     return pl.DataFrame([*kept, *placed], schema=FILL_SCHEMA).sort("query_id", "document_id")
@@ -240,7 +258,7 @@ def fill_board(
                      f"judged@{k}_filled": a["judged"].mean(), f"full_ndcg@{k}_filled": ci["mean"],
                      "ci_low": ci["ci_low"], "ci_high": ci["ci_high"]})  # fmt: skip
     board = pl.DataFrame(rows).join(
-        filled_beats(after, resamples * 10, seed), on=["retriever", "setting"], how="left"
+        filled_beats(after, resamples, seed), on=["retriever", "setting"], how="left"
     )
     loo = leave_one_out(runs, base, fills, k)
     if loo.height:
@@ -261,7 +279,8 @@ def fill_board(
 def filled_beats(after: pl.DataFrame, resamples: int, seed: int) -> pl.DataFrame:
     """retriever, setting, beats_filled: the systems each beats on the filled full-corpus nDCG
     by the board's paired randomization test (Holm over the setting's pairs), over the queries
-    every system of the setting ran."""
+    every system of the setting ran: ``resamples`` flips a pair, grown near its threshold up to
+    a hundred times as many, as the board grows its own."""
     rows = []
     for (setting,), part in after.group_by("setting", maintain_order=True):
         wide = part.pivot(on="retriever", index="query_id", values="ndcg").drop_nulls()
