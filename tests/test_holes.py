@@ -224,3 +224,13 @@ def test_the_built_explorer_shows_the_full_corpus_top_10(shared_build):
     pages = [p.read_text() for p in sorted(site.glob("*.html"))]
     assert pages and all("<h2>Full-corpus top 10</h2>" in p for p in pages)
     assert any("class='filled'" in p for p in pages) and any("class='graded'" in p for p in pages)
+
+
+def test_a_fill_games_order_is_seeded_per_game_and_even():
+    from saber_assets.leaderboard.fill_assets import hole_shown_first
+
+    games = [(f"q{i}", f"d{j}", f"o{j % 7}") for i in range(60) for j in range(60)]
+    first = [hole_shown_first(3, *g) for g in games]
+    assert first == [hole_shown_first(3, *g) for g in games]  # the same game, the same order
+    assert 0.45 < sum(first) / len(first) < 0.55
+    assert first != [hole_shown_first(4, *g) for g in games]  # the seed moves it
