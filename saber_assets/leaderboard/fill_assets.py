@@ -129,7 +129,7 @@ def full_corpus_fill(
 def hole_shown_first(seed: int, query: str, hole: str, opponent: str) -> bool:
     """Whether a fill game shows the hole first: a bit of a checksum of (seed, game), the same
     game the same order in any rerun, half of the games either way (a generator seeded per game
-    cost 1.5 s of the fill's 2.3 s at 97K games)."""
+    cost 0.8 s of the fill's own 2.3 s at 97K games)."""
     return bool(zlib.crc32(f"{seed}|{query}|{hole}|{opponent}".encode()) & 1)
 
 
