@@ -480,3 +480,22 @@ def test_manifest_facts_are_checked_against_the_bundle(published):
         path.unlink()
     v = verdict(published)
     assert "per-query" in v.refused
+
+
+def test_each_domains_position_bias_counts_are_recounted(published):
+    """The judgments carry the domain partition they were made in: a manifest whose per-domain
+    counts were shuffled between domains (same sums, which once was all verify checked) is
+    named, domain by domain."""
+    bench_dir = published / "evaluation_benchmark"
+    assert "domain" in pl.read_parquet(bench_dir / "judgments.parquet").columns
+    manifest_path = bench_dir / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    bias = [c for c in manifest["checks"] if c["check"] == "judge_position_bias"]
+    bias[0]["first_wins"], bias[1]["first_wins"] = bias[1]["first_wins"], bias[0]["first_wins"]
+    if bias[0]["first_wins"] == bias[1]["first_wins"]:  # equal counts: move one win across
+        bias[0]["first_wins"] += 1
+        bias[1]["first_wins"] -= 1
+    manifest_path.write_text(json.dumps(manifest))
+    v = verdict(published)
+    named = {d.where for d in checks_named(v, "position-bias count")}
+    assert f"first-shown wins, {bias[0]['domain']}" in named, v.table()

@@ -55,14 +55,16 @@ def exported_judgments(
     )
     if "swapped_winner" not in kept.columns:
         kept = kept.with_columns(pl.lit(None, pl.String).alias("swapped_winner"))
+    if "domain" not in kept.columns:
+        kept = kept.with_columns(pl.lit(None, pl.String).alias("domain"))
 
     def row(c: str | None) -> int | None:
         return None if c is None else row_of[c]
 
     rows = [
-        (q, r, row_of[f], row_of[b if f == a else a], row(w), row(o))
-        for q, r, a, b, f, w, o in kept.sort("query", "round", "a", "b")
-        .select("query", "round", "a", "b", "shown_first", "winner", "swapped_winner")
+        (q, r, row_of[f], row_of[b if f == a else a], row(w), row(o), d)
+        for q, r, a, b, f, w, o, d in kept.sort("query", "round", "a", "b")
+        .select("query", "round", "a", "b", "shown_first", "winner", "swapped_winner", "domain")
         .iter_rows()
     ]
     return pl.DataFrame(rows, schema=JUDGMENT_SCHEMA, orient="row")
@@ -166,7 +168,15 @@ def benchmark_export(
         # benchmark with a failed one unless told to publish it anyway (the card then says so)
         "checks": checks,
     }
-    judgments = exported_judgments(concat_partitions(tournament_judgments), queries, row_of)
+    # each judgment with the domain partition it was made in: the checks' domains (verify
+    # recounts each domain's position bias from them)
+    by_domain = (
+        pl.concat([f.with_columns(pl.lit(key).alias("domain"))
+                   for key, f in sorted(tournament_judgments.items())], how="diagonal_relaxed")
+        if isinstance(tournament_judgments, dict) and tournament_judgments
+        else concat_partitions(tournament_judgments)
+    )  # fmt: skip
+    judgments = exported_judgments(by_domain, queries, row_of)
     agree, both, _, _ = order_consistency(judgments)
     manifest["order_consistency"] = {"agree": agree, "both": both}
     bench = Benchmark(queries, documents, manifest, judgments=judgments)

@@ -6,7 +6,8 @@ documents.parquet id, problem, solution
 judgments.parquet optional: the tournament's judgments the grades were fitted to, query_id,
                   round, shown_first, shown_second, winner (document rows, as ``candidates``;
                   winner null where the judge's answer never parsed; optional swapped_winner,
-                  the answer with the other shown first), so a reader can carry
+                  the answer with the other shown first, and domain, the partition the query's
+                  tournament ran in), so a reader can carry
                   the judge's noise into the leaderboard's intervals (``leaderboard/joint.py``)
 manifest.json     where the benchmark came from: corpus version, judge backend, seeds, thresholds,
                   the domain list (optional: else the domains the queries name, in order of appearance)
@@ -46,7 +47,9 @@ JUDGMENT_SCHEMA = {
     "shown_second": pl.Int64,
     "winner": pl.Int64,
     "swapped_winner": pl.Int64,  # optional: the pair judged again, the other shown first
+    "domain": pl.String,  # optional: the domain partition the query's tournament ran in
 }
+OPTIONAL_JUDGMENT_COLUMNS = ("swapped_winner", "domain")
 
 
 class BenchmarkFormatError(ValueError):
@@ -244,7 +247,9 @@ class Benchmark:
         """Every judgment names a query of the benchmark, two of its candidates, and a winner
         among the two (or none)."""
         j = self.judgments
-        missing = [c for c in JUDGMENT_SCHEMA if c not in j.columns and c != "swapped_winner"]
+        missing = [
+            c for c in JUDGMENT_SCHEMA if c not in j.columns and c not in OPTIONAL_JUDGMENT_COLUMNS
+        ]
         if missing:
             raise BenchmarkFormatError(f"{where}: judgments.parquet lacks columns {missing}")
         cands = self.queries.select(pl.col("id").alias("query_id"), "candidates")

@@ -322,6 +322,19 @@ def verify_judge_checks(bench: Benchmark, out: Verification) -> None:
         return
     decided = j.filter(pl.col("winner").is_not_null())
     first = int((decided["winner"] == decided["shown_first"]).sum())
+    if "domain" in j.columns and j["domain"].is_not_null().all():  # each domain's own counts
+        by_domain = {
+            d: (int(w), int(n))
+            for d, w, n in decided.group_by("domain").agg(
+                (pl.col("winner") == pl.col("shown_first")).sum(), pl.len()
+            ).iter_rows()
+        }
+        for c in counted:
+            w, n = by_domain.get(c.get("domain"), (0, 0))
+            out.same("position-bias count", f"first-shown wins, {c.get('domain')}",
+                     int(c["first_wins"]), w)  # fmt: skip
+            out.same("position-bias count", f"decided judgments, {c.get('domain')}",
+                     int(c["decided"]), n)  # fmt: skip
     if counted:
         out.same("position-bias count", "first-shown wins, all domains",
                  sum(int(c["first_wins"]) for c in counted), first)  # fmt: skip
