@@ -263,3 +263,16 @@ def test_a_pair_at_alpha_is_drawn_as_undecided():
     text = superscript_board(board)
     assert "| a | x | 0.6000 (undecided with b) |" in text
     assert "| b | y | 0.5000 (undecided with a) |" in text
+
+
+def test_a_low_estimate_near_its_threshold_is_drawn_again():
+    """The sample's full-full Algebra pair: p 0.0006 at 10,000 flips against a Holm threshold of
+    0.05 / 28. Its error taken at p alone claimed a decision (and 2,000,000 flips put p at
+    0.0023, over the threshold); taken at the threshold, it is drawn again."""
+    from saber_assets.leaderboard.significance import near_holm_threshold
+
+    p = np.array([0.0006] + [0.5] * 27)
+    near = near_holm_threshold(p, np.full(28, 10_000), 0.05)
+    assert near[0] and not near[1:].any()
+    # far below its threshold the decision stands without more draws
+    assert not near_holm_threshold(np.array([1e-6] + [0.5] * 27), np.full(28, 10_000), 0.05)[0]

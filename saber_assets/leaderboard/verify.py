@@ -60,7 +60,8 @@ UNCHECKED = {
 # the UNCHECKED names that are said, not refused: the reader sees them in the summary
 SAID = frozenset({"off the board"})
 VERIFY_FLIPS = 10_000  # scipy's sign flips per pair (76 ms each at 100 queries)
-# the most a pair near α is drawn with (the board's own cap): ~8 s a pair at 100 queries
+# the most a pair near α is drawn with (the board's own cap; ten times it where the board
+# claims a decision): ~8 s a pair at 100 queries per million
 VERIFY_MAX_FLIPS = 1_000_000
 EXACT = 1e-9  # numbers recomputed by the same arithmetic: equal to rounding
 RATING_TOLERANCE = 1e-4  # a refit by another optimiser, on the [0, 5] scale
@@ -654,11 +655,13 @@ def verify_tests(tests: pl.DataFrame, runs: pl.DataFrame, settings: dict,
                 out.differ("randomization p", where, p_r, p_v[-1], f"± {tol:.2g} (Monte Carlo)")
         if len(diffs) != len(pairs):
             continue
-        cap = VERIFY_MAX_FLIPS if domain == "Overall" else VERIFY_MAX_FLIPS // 10
+        # as far as the board draws; ten times further where the board claims a decision its
+        # own draws made, so that verify's error is the smaller one where the two meet
+        caps = [VERIFY_MAX_FLIPS * (1 if marked else 10) for *_, marked in pairs]
         near = near_alpha(p_v, used, alpha)
-        while redo := [k for k in range(len(pairs)) if near[k] and used[k] < cap]:
+        while redo := [k for k in range(len(pairs)) if near[k] and used[k] < caps[k]]:
             for k in redo:
-                used[k] = min(used[k] * 10, cap)
+                used[k] = min(used[k] * 10, caps[k])
                 p_v[k] = sign_flip_p(diffs[k], used[k], settings["seed"])
             near = near_alpha(p_v, used, alpha)
         for name, published, recomputed in (
@@ -702,7 +705,8 @@ def near_alpha(p: list[float], flips: list[int], alpha: float, z: float = 3.0) -
     out = [False] * m
     for rank, i in enumerate(order):
         threshold = alpha / (m - rank)
-        q = min(max(p[i] / 2, 1.0 / flips[i]), 0.5)
+        # the error at the larger of p and the threshold: a low estimate claims too small a one
+        q = min(max(max(p[i], threshold) / 2, 1.0 / flips[i]), 0.5)
         out[i] = abs(p[i] - threshold) < z * 2 * math.sqrt(q * (1 - q) / flips[i])
     return out
 
