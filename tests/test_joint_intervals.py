@@ -158,8 +158,11 @@ def test_joint_board_beside_the_query_only_one(tmp_path):
     for col in ("ci_low_joint", "ci_high_joint", "rank_ci_joint", "tie_group_joint"):
         assert board[col].null_count() == 0, col
     sep = separable_pairs(tests)
-    assert sep.columns == ["setting", "pairs", "separable_query_only", "separable_joint"]
+    assert sep.columns == ["setting", "pairs", "separable_query_only", "separable_joint",
+                           "separable_joint_low", "separable_joint_high"]  # fmt: skip
     assert (sep["separable_joint"] <= sep["pairs"]).all()
+    assert (sep["separable_joint_low"] <= sep["separable_joint"]).all()
+    assert (sep["separable_joint"] <= sep["separable_joint_high"]).all()
 
 
 def test_no_joint_intervals_without_judgments_or_with_edited_grades(tmp_path):
@@ -231,3 +234,30 @@ def test_the_judge_share_is_shown_to_the_precision_its_draws_support():
     assert share_text(0.2134, 0.3) == "0.2 ± 0.6"
     assert share_text(0.2134, 0.0004) == "0.2134 ± 0.0008"
     assert share_text(0.2134, None) == "0.2"
+
+
+def test_a_joint_decision_within_its_draws_error_widens_the_separable_count():
+    """The joint separable counts moved across draw sets (12 / 8 / 27 ranged 11–12 / 7 / 21–28):
+    a joint test whose z lies within two of its own Monte-Carlo errors of Holm's critical z is
+    marked, and the count is given with the range those pairs span."""
+    import polars as pl
+    from scipy.stats import norm
+
+    from saber_assets.leaderboard.board import separable_pairs
+    from saber_assets.leaderboard.board_markdown import joint_paragraph
+    from saber_assets.leaderboard.joint import near_joint_threshold
+
+    p = np.array([1e-9, 0.02, 0.9])
+    critical = norm.isf(0.05 / np.array([3, 2, 1]) / 2)  # Holm's, by rank
+    z = np.array([6.1, critical[1] + 0.01, 0.1])
+    near = near_joint_threshold(z, np.full(3, 0.05), p, 0.05)
+    assert near.tolist() == [False, True, False]
+    tests = pl.DataFrame({"setting": "s", "domain": "Overall", "a": ["x", "x", "y"],
+                          "b": ["y", "z", "z"], "better": ["x", None, None],
+                          "p_joint": p, "better_joint": ["x", "x", None],
+                          "near_threshold_joint": near})  # fmt: skip
+    counts = separable_pairs(tests).row(0, named=True)
+    assert (counts["separable_joint"], counts["separable_joint_low"],
+            counts["separable_joint_high"]) == (2, 1, 2)  # fmt: skip
+    text = joint_paragraph(separable_pairs(tests), None)
+    assert "2 over the queries and the judgments (1–2 within the draws' own error" in text

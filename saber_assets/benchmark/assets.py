@@ -9,7 +9,7 @@ import polars as pl
 from dagster import AssetExecutionContext, Failure, MaterializeResult, MetadataValue
 
 from saber_assets.benchmark.data import (
-    JUDGMENT_SCHEMA,
+    EXPORTED_JUDGMENT_SCHEMA,
     QUERY_SCHEMA,
     Benchmark,
     failed_check_lines,
@@ -49,7 +49,7 @@ def exported_judgments(
     """The judgments the benchmark's grades were fitted to, in the exchange format: candidates
     as document rows, one row per (query, round, pair)."""
     if judgments.height == 0 or queries.height == 0:
-        return pl.DataFrame(schema=JUDGMENT_SCHEMA)
+        return pl.DataFrame(schema=EXPORTED_JUDGMENT_SCHEMA)
     kept = judgments.unique(["query", "round", "a", "b"], keep="first").filter(
         pl.col("query").is_in(queries["id"].implode())
     )
@@ -67,7 +67,7 @@ def exported_judgments(
         .select("query", "round", "a", "b", "shown_first", "winner", "swapped_winner", "domain")
         .iter_rows()
     ]
-    return pl.DataFrame(rows, schema=JUDGMENT_SCHEMA, orient="row")
+    return pl.DataFrame(rows, schema=EXPORTED_JUDGMENT_SCHEMA, orient="row")
 
 
 @stage_asset(reads=("seed", "benchmark"), kinds={"parquet"})

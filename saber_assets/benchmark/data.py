@@ -47,8 +47,9 @@ JUDGMENT_SCHEMA = {
     "shown_second": pl.Int64,
     "winner": pl.Int64,
     "swapped_winner": pl.Int64,  # optional: the pair judged again, the other shown first
-    "domain": pl.String,  # optional: the domain partition the query's tournament ran in
 }
+# what a built benchmark's judgments carry besides: the domain partition each was made in
+EXPORTED_JUDGMENT_SCHEMA = {**JUDGMENT_SCHEMA, "domain": pl.String}
 OPTIONAL_JUDGMENT_COLUMNS = ("swapped_winner", "domain")
 
 

@@ -82,6 +82,12 @@ def separable_pairs(tests: pl.DataFrame) -> pl.DataFrame:
         if "better_joint" in overall.columns and overall["p_joint"].is_not_null().any()
         else []
     )
+    if joint and "near_threshold_joint" in overall.columns:  # the draws' own error, as a range
+        near = pl.col("near_threshold_joint").fill_null(False)
+        joint += [
+            (pl.col("better_joint").is_not_null() & ~near).sum().alias("separable_joint_low"),
+            (pl.col("better_joint").is_not_null() | near).sum().alias("separable_joint_high"),
+        ]
     return (
         overall.group_by("setting")
         .agg(
@@ -114,7 +120,8 @@ def assemble_board(
     tests, ranks = significance_tables(runs, domains, resamples, test_resamples, seed, alpha)
     if joint is not None and tests.height:
         tests = tests.join(
-            joint.tests.select("setting", "a", "b", "p_joint", "p_joint_holm", "better_joint")
+            joint.tests.select("setting", "a", "b", "p_joint", "p_joint_holm", "better_joint",
+                               "near_threshold_joint")  # fmt: skip
             .with_columns(domain=pl.lit("Overall")),
             on=["setting", "domain", "a", "b"], how="left",
         )  # fmt: skip

@@ -134,9 +134,15 @@ def joint_paragraph(separable: pl.DataFrame | None, no_joint: str | None) -> str
     ]
     for r in separable.iter_rows(named=True):
         joint = r.get("separable_joint")
+        low, high = r.get("separable_joint_low"), r.get("separable_joint_high")
+        span = (
+            f" ({low}–{high} within the draws' own error: another draw set could move it so)"
+            if low is not None and high is not None and (low, high) != (joint, joint)
+            else ""
+        )
         lines.append(
             f"- {r['setting']}: {r['separable_query_only']} of {r['pairs']} over the queries"
-            + (f", {joint} over the queries and the judgments" if joint is not None else "")
+            + (f", {joint} over the queries and the judgments{span}" if joint is not None else "")
         )
     return "\n".join(lines) + "\n\n"
 

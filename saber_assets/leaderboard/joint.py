@@ -175,16 +175,43 @@ def paired_draw_tests(
         observed = float(point[i] - point[j])
         centre, se = 2 * observed - float(d.mean()), float(d.std(ddof=1)) if len(d) > 1 else 0.0
         p = 1.0 if centre == 0 else 0.0 if se == 0 else float(2 * norm.sf(abs(centre) / se))
-        rows.append((names[i], names[j], observed, centre, p))
+        z = abs(centre) / se if se > 0 else 0.0
+        # the z-statistic's own Monte-Carlo error from the draws: the centre's mean over them
+        # and their standard deviation (delta method), in units of z
+        z_error = float(np.sqrt((1 + z * z / 2) / max(len(d), 1)))
+        rows.append((names[i], names[j], observed, centre, p, z, z_error))
     frame = pl.DataFrame(
         rows, orient="row",
         schema={"a": pl.String, "b": pl.String, "mean_diff": pl.Float64,
-                "mean_diff_joint": pl.Float64, "p_joint": pl.Float64},
+                "mean_diff_joint": pl.Float64, "p_joint": pl.Float64, "_z": pl.Float64,
+                "_z_error": pl.Float64},
     )  # fmt: skip
-    frame = frame.with_columns(pl.Series("p_joint_holm", holm(frame["p_joint"].to_list())))
+    frame = frame.with_columns(
+        pl.Series("p_joint_holm", holm(frame["p_joint"].to_list())),
+        pl.Series("near_threshold_joint", near_joint_threshold(
+            frame["_z"].to_numpy(), frame["_z_error"].to_numpy(), frame["p_joint"].to_numpy(),
+            alpha), dtype=pl.Boolean),
+    ).drop("_z", "_z_error")  # fmt: skip
     return frame.with_columns(
         better_of("p_joint_holm", "mean_diff_joint", alpha).alias("better_joint")
     )
+
+
+def near_joint_threshold(
+    z: np.ndarray, z_error: np.ndarray, p: np.ndarray, alpha: float, within: float = 2.0
+) -> np.ndarray:
+    """Which joint tests lie within ``within`` of their z's own Monte-Carlo errors of the z
+    that Holm's threshold for their rank asks (α / (m − rank)): another draw set could turn
+    their decision, so the separable count is given with the range they span."""
+    from scipy.stats import norm
+
+    m = len(p)
+    if m == 0:
+        return np.zeros(0, dtype=bool)
+    order = np.argsort(p, kind="stable")
+    critical = np.empty(m)
+    critical[order] = norm.isf(alpha / (m - np.arange(m)) / 2)
+    return np.abs(z - critical) < within * z_error
 
 
 def judge_noise_share(query_width: np.ndarray, joint_width: np.ndarray) -> np.ndarray:

@@ -326,9 +326,9 @@ def verify_judge_checks(bench: Benchmark, out: Verification) -> None:
     if "domain" in j.columns and j["domain"].is_not_null().all():  # each domain's own counts
         by_domain = {
             d: (int(w), int(n))
-            for d, w, n in decided.group_by("domain").agg(
-                (pl.col("winner") == pl.col("shown_first")).sum(), pl.len()
-            ).iter_rows()
+            for d, w, n in decided.group_by("domain")
+            .agg((pl.col("winner") == pl.col("shown_first")).sum(), pl.len())
+            .iter_rows()
         }
         for c in counted:
             w, n = by_domain.get(c.get("domain"), (0, 0))
@@ -787,11 +787,16 @@ def verify_joint(bench: Benchmark, board: pl.DataFrame, runs: pl.DataFrame, sett
         out.same("joint rank interval", where, row.get("rank_ci_joint"), mine[key]["rank_ci_joint"])
     if tests is None or tests.is_empty() or "better_joint" not in tests.columns:
         return
-    theirs = {(s, a, b): (ph, bj) for s, a, b, ph, bj in joint.tests.select(
-        "setting", "a", "b", "p_joint_holm", "better_joint").iter_rows()}  # fmt: skip
+    near = "near_threshold_joint"
+    mine_tests = joint.tests if near in joint.tests.columns else joint.tests.with_columns(
+        pl.lit(None, pl.Boolean).alias(near))  # fmt: skip
+    theirs = {(s, a, b): (ph, bj, nj) for s, a, b, ph, bj, nj in mine_tests.select(
+        "setting", "a", "b", "p_joint_holm", "better_joint", near).iter_rows()}  # fmt: skip
     overall = tests.filter(pl.col("domain") == "Overall")
-    for s, a, b, ph, bj in overall.select("setting", "a", "b", "p_joint_holm",
-                                          "better_joint").iter_rows():  # fmt: skip
+    if near not in overall.columns:
+        overall = overall.with_columns(pl.lit(None, pl.Boolean).alias(near))
+    for s, a, b, ph, bj, nj in overall.select("setting", "a", "b", "p_joint_holm",
+                                              "better_joint", near).iter_rows():  # fmt: skip
         where = f"{s}: {a} vs {b}"
         got = theirs.get((s, a, b))
         if got is None:
@@ -799,6 +804,7 @@ def verify_joint(bench: Benchmark, board: pl.DataFrame, runs: pl.DataFrame, sett
             continue
         out.close("joint test Holm p", where, ph, got[0], EXACT)
         out.same("joint better", where, bj, got[1])
+        out.same("joint near threshold", where, nj, got[2])
     if "tie_group_joint" in board.columns:
         verify_tie_groups(
             board,
