@@ -9,6 +9,7 @@ from saber_assets.leaderboard.holes import (
     FILL_SCHEMA,
     fill_board,
     fill_holes,
+    filled_grades,
     grade_on_scale,
     leave_one_out,
     place_strength,
@@ -144,7 +145,8 @@ def test_a_system_that_finds_an_ungraded_near_copy_gains_after_the_fill_not_befo
     assert row["finds"]["judged@10"] == 0.2 and row["finds"]["judged@10_filled"] == 0.3
     assert row["finds"]["ci_low"] <= row["finds"]["full_ndcg@10_filled"] <= row["finds"]["ci_high"]
     # Zobel: without the hole only it pooled, its score drops back
-    loo = {r["retriever"]: r for r in leave_one_out(runs, base, fills, 10).iter_rows(named=True)}
+    filled = filled_grades(base, fills)
+    loo = {r["retriever"]: r for r in leave_one_out(runs, filled, fills, 10).iter_rows(named=True)}
     assert loo["finds"]["drop"] > 0 and loo["finds"]["unique_holes"] == 1
     assert taus == {"s": pytest.approx(taus["s"])}
 

@@ -21,7 +21,7 @@ from scipy import stats
 
 from saber_assets.leaderboard.metrics import graded_ndcg, judged_at, summarize
 from saber_assets.leaderboard.significance import beats, paired_tests
-from saber_assets.ratings.bradley_terry import Prior
+from saber_assets.ratings.bradley_terry import Prior, prior_terms
 
 HOLE_SCHEMA = {"query_id": pl.String, "document_id": pl.String, "pooled_by": pl.List(pl.String)}
 FILL_SCHEMA = {
@@ -83,13 +83,11 @@ def place_strengths(
     s = np.zeros(len(opponents))
     for _ in range(100):
         p = 1.0 / (1.0 + np.exp(opponents - s[:, None]))
-        grad = np.where(played, y - p, 0.0).sum(axis=1)
+        # the ratings' own prior, one strength a row (its curvature a scalar under l2)
+        _, prior_grad, prior_curv = prior_terms(s[:, None], prior)
+        grad = np.where(played, y - p, 0.0).sum(axis=1) + prior_grad[:, 0]
         curv = np.where(played, p * (1 - p), 0.0).sum(axis=1)
-        if prior.kind == "l2":
-            grad, curv = grad - s / prior.c, curv + 1 / prior.c
-        else:
-            ex = np.exp(s)
-            grad, curv = grad + prior.alpha * (1 - ex), curv + prior.alpha * ex
+        curv = curv + np.broadcast_to(prior_curv, s[:, None].shape)[:, 0]
         step = grad / curv
         s = s + step
         if np.all(np.abs(step) < tol):
@@ -198,15 +196,14 @@ def ordering_tau(before: pl.DataFrame, after: pl.DataFrame) -> float | None:
 
 def leave_one_out(
     runs: pl.DataFrame,
-    base: Mapping[str, Mapping[str, float]],
+    filled: Mapping[str, Mapping[str, float]],
     fills: pl.DataFrame,
     k: int,
 ) -> pl.DataFrame:
-    """Zobel's test of pool bias, per system and setting: its filled full-corpus nDCG@k, and the
-    same with the documents only it pooled left ungraded (as if it had not been in the pool);
-    the drop is how much the pool owes to it."""
+    """Zobel's test of pool bias, per system and setting: its filled full-corpus nDCG@k
+    (``filled``: ``filled_grades``), and the same with the documents only it pooled left
+    ungraded (as if it had not been in the pool); the drop is how much the pool owes to it."""
     out = []
-    filled = filled_grades(base, fills)
     once = runs.unique(["retriever", "setting", "query_id"], keep="first", maintain_order=True)
     for (retriever, setting), part in once.group_by("retriever", "setting", maintain_order=True):
         who = f"{retriever}/{setting}"
@@ -247,8 +244,8 @@ def fill_board(
     interval over the queries (``metrics.summarize``) and the systems each beats there by the
     board's paired test (``beats_filled``), and Zobel's leave-one-out drop; and per setting,
     Kendall's τ between the orderings before and after."""
-    before = track_rows(runs, base, k)
-    after = track_rows(runs, filled_grades(base, fills), k)
+    filled = filled_grades(base, fills)
+    before, after = track_rows(runs, base, k), track_rows(runs, filled, k)
     rows = []
     for (retriever, setting), b in before.group_by("retriever", "setting", maintain_order=True):
         a = after.filter((pl.col("retriever") == retriever) & (pl.col("setting") == setting))
@@ -260,7 +257,7 @@ def fill_board(
     board = pl.DataFrame(rows).join(
         filled_beats(after, resamples, seed), on=["retriever", "setting"], how="left"
     )
-    loo = leave_one_out(runs, base, fills, k)
+    loo = leave_one_out(runs, filled, fills, k)
     if loo.height:
         board = board.join(
             loo.select("retriever", "setting", "unique_holes", pl.col("drop").alias("loo_drop")),

@@ -93,7 +93,7 @@ def _weighted(comparisons: Sequence[Pair], ties: Sequence[Pair]) -> np.ndarray:
     return np.asarray(rows, dtype=np.float64).reshape(-1, 3)
 
 
-def _prior_terms(theta: np.ndarray, prior: Prior):
+def prior_terms(theta: np.ndarray, prior: Prior):
     """The prior's log-density (per query), gradient and Hessian diagonal (negated)."""
     if prior.kind == "l2":
         return -0.5 * (theta**2).sum(axis=1) / prior.c, -theta / prior.c, 1.0 / prior.c
@@ -105,7 +105,7 @@ def _prior_terms(theta: np.ndarray, prior: Prior):
 def _objective(theta, q, w, lo, wt, prior):
     diff = theta[q, w] - theta[q, lo]
     ll = np.bincount(q, weights=-wt * np.logaddexp(0.0, -diff), minlength=theta.shape[0])
-    return ll + _prior_terms(theta, prior)[0]
+    return ll + prior_terms(theta, prior)[0]
 
 
 def _neg_hessian(b: int, n: int, q, w, lo, pq, curv) -> np.ndarray:
@@ -132,7 +132,7 @@ def information(
     theta = np.asarray(theta, dtype=np.float64)[None, :]
     q = np.zeros(len(rows), dtype=np.int64)
     p_w = 1.0 / (1.0 + np.exp(theta[q, lo] - theta[q, w]))
-    curv = _prior_terms(theta, prior)[2]
+    curv = prior_terms(theta, prior)[2]
     return _neg_hessian(1, n_items, q, w, lo, wt * p_w * (1.0 - p_w), curv)[0]
 
 
@@ -146,7 +146,7 @@ def _newton_batch(n: int, games: list[np.ndarray], prior: Prior, tol: float, max
     for _ in range(max_iter):
         p_w = 1.0 / (1.0 + np.exp(theta[q, lo] - theta[q, w]))  # P(winner beats loser)
         pq = wt * p_w * (1.0 - p_w)
-        _, grad, curv = _prior_terms(theta, prior)
+        _, grad, curv = prior_terms(theta, prior)
         grad = grad.copy()
         np.add.at(grad, (q, w), wt * (1.0 - p_w))
         np.add.at(grad, (q, lo), -wt * (1.0 - p_w))
