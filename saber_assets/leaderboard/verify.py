@@ -392,6 +392,12 @@ def trec_files(runs_dir: Path) -> dict[str, list[Path]]:
     return out
 
 
+def run_file_parts(path: Path) -> tuple[str, str]:
+    """(domain key, setting) of a TREC run file, ``DOMAIN.SETTING.trec``."""
+    domain_key, setting = path.name[: -len(".trec")].rsplit(".", 1)
+    return domain_key, setting
+
+
 def scored_runs(
     bench: Benchmark, runs_dir: Path, k: int, excluded: Iterable[str], out: Verification,
     on_board: set[tuple[str, str]] | None = None, ties: str = "average",
@@ -412,7 +418,7 @@ def scored_runs(
     for retriever, files in trec_files(runs_dir).items():
         seen: dict[str, set[str]] = {}
         for path in files:
-            domain_key, setting = path.name[: -len(".trec")].rsplit(".", 1)
+            domain_key, setting = run_file_parts(path)
             if on_board is not None and (retriever, setting) not in on_board:
                 continue  # ``on_board``: the (retriever, setting) pairs read, None for all
             domain = title_of.get(domain_key)
@@ -463,7 +469,7 @@ def verify_systems(on_board: set[tuple[str, str]], runs_dir: Path, settings: dic
     registry), and then the verdict says so."""
     off_board = set(settings.get("off_board", []))
     for retriever, files in trec_files(runs_dir).items():
-        settings_run = sorted({f.name[: -len(".trec")].rsplit(".", 1)[1] for f in files})
+        settings_run = sorted({run_file_parts(f)[1] for f in files})
         for setting in settings_run:
             out.count("system on the board")
             if (retriever, setting) in on_board:
@@ -616,7 +622,7 @@ def verify_tests(tests: pl.DataFrame, runs: pl.DataFrame, settings: dict,
     whose Holm p lies near α is drawn again with ten times the flips, up to ``VERIFY_MAX_FLIPS``;
     one still undecidable there must be one the board marks ``near_threshold``."""
     alpha, flips = settings["alpha"], settings.get("verify_flips", VERIFY_FLIPS)
-    undecided: list[str] = []
+    undecided = 0  # decisions neither verify nor the board can make at their caps
     if "randomization_resamples" not in tests.columns:  # a board from before they could grow
         tests = tests.with_columns(
             pl.lit(settings.get("test_resamples", 10_000)).alias("randomization_resamples")
@@ -679,7 +685,7 @@ def verify_tests(tests: pl.DataFrame, runs: pl.DataFrame, settings: dict,
             out.count("better")
             if near[k]:  # undecidable by verify at its cap: only where the board says so too
                 if marked:
-                    undecided.append(where)
+                    undecided += 1
                 else:
                     out.differ("better", where, better, "undecided at "
                                f"{used[k]:,} flips (Holm p {p_vh:.4g})",
@@ -689,7 +695,7 @@ def verify_tests(tests: pl.DataFrame, runs: pl.DataFrame, settings: dict,
                 out.differ("better", where, better, decided,
                            f"Holm p {p_vh:.4g} vs α {alpha} at {used[k]:,} flips")  # fmt: skip
     if undecided:
-        out.count("undecided decision", len(undecided))
+        out.count("undecided decision", undecided)
     tested = set(tests.filter(pl.col("domain") == "Overall")["setting"].to_list())
     for setting in sorted(set(runs["setting"].to_list()) - tested):
         n = len(pair_matrix(runs, setting, None)[0])
