@@ -185,11 +185,8 @@ def choose_queries(
     drawn first took the multi-domain queries a small one had no others for (the sample's
     Calculus and Analysis: 14 queries of 20 with 21 viable)."""
     if given:
-        return [
-            (home_domain(domains[r], domain_order), r)
-            for r in sorted(set(given))
-            if viable[r] and home_domain(domains[r], domain_order)
-        ]
+        homes = {r: home_domain(domains[r], domain_order) for r in set(given) if viable[r]}
+        return [(home, r) for r, home in sorted(homes.items()) if home]
     viable_rows = np.flatnonzero(viable).tolist()
     if strata:
         return choose_by_strata(viable_rows, domains, domain_order, strata, seed)
