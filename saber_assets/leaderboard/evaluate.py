@@ -146,6 +146,7 @@ def full_corpus_metrics_from_scores(all_scores: np.ndarray, cands, rel, k: int, 
     order = np.lexsort((cands, -s))
     ranked = cands[order]
     n, depth = len(all_scores), RECALL_DEPTH
+    floor = None  # the depth-th best score, which the top k reaches too (k <= depth)
     if n <= depth:
         within = ranked
     else:
@@ -157,9 +158,10 @@ def full_corpus_metrics_from_scores(all_scores: np.ndarray, cands, rel, k: int, 
             place = np.searchsorted(tie_rows, cands[tied])
             keep[tied] = np.count_nonzero(all_scores > t) + place < depth
         within = ranked[keep[order]]
+        floor = t if k <= depth else None
     cands_l, rel_l = cands.tolist(), list(rel)
     return {
-        **top_metrics(top_ids(all_scores, doc_ids, k), cands_l, rel_l, k, doc_ids),
+        **top_metrics(top_ids(all_scores, doc_ids, k, floor), cands_l, rel_l, k, doc_ids),
         "full_ndcg_prime": condensed_ndcg(ranked.tolist(), cands_l, rel_l, k),
         "full_recall_top5_at100": recall_of_top(
             within.tolist(), cands_l, rel_l, RECALL_TOP, RECALL_DEPTH

@@ -170,14 +170,17 @@ def recall_of_top(
 # ---- the full-corpus track's top k and its holes (leaderboard/holes.py fills them)
 
 
-def top_ids(all_scores: np.ndarray, doc_ids: Sequence[str], k: int) -> list[str]:
+def top_ids(
+    all_scores: np.ndarray, doc_ids: Sequence[str], k: int, floor: float | None = None
+) -> list[str]:
     """The ids of the ``k`` best-scored documents, by (score descending, row ascending), as a
-    stable sort of the whole corpus would give them, without sorting it."""
+    stable sort of the whole corpus would give them, without sorting it. ``floor``: a score
+    the k-th best is known to reach (a deeper cut's, already found), sparing the partition."""
     n = len(all_scores)
     if n == 0 or k <= 0:
         return []
     if n > k:
-        t = np.partition(all_scores, n - k)[n - k]  # the k-th best score
+        t = np.partition(all_scores, n - k)[n - k] if floor is None else floor  # the k-th best
         rows = np.flatnonzero(all_scores >= t)  # every document that may be in the top k
     else:
         rows = np.arange(n)
