@@ -499,3 +499,27 @@ def test_each_domains_position_bias_counts_are_recounted(published):
     v = verdict(published)
     named = {d.where for d in checks_named(v, "position-bias count")}
     assert f"first-shown wins, {bias[0]['domain']}" in named, v.table()
+
+
+def test_the_banner_names_what_was_not_checked():
+    """The sentence the report, the explorer and the card print, read off the verdict: its
+    count, and the names of what was not checked (the banner once ignored them)."""
+    from saber_assets.benchmark.data import verification_line
+    from saber_assets.leaderboard.verify import Verification
+
+    v = Verification(allowed=frozenset({"board"}))
+    v.count("grade", 1234)
+    v.skip("board", "no leaderboard.parquet")
+    manifest = {"verification": v.to_dict()}
+    assert verification_line(manifest) == (
+        "Verified: 1,234 published numbers recomputed from the benchmark's own files "
+        "(`saber verify`), all agree. Not checked: board."
+    )
+    refused = Verification()
+    refused.count("grade", 7)
+    refused.skip("soft-grades", "probabilities")
+    line = verification_line({"verification": refused.to_dict()})
+    assert line.startswith("NOT verified: 7 published numbers agree") and "soft-grades" in line
+    refused.differ("grade", "q1", 1.0, 2.0)
+    line = verification_line({"verification": refused.to_dict()})
+    assert line.startswith("NOT verified: 1 of 7 published numbers differ")
