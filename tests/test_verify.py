@@ -15,16 +15,16 @@ import pytest
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.leaderboard.metrics import ndcg_at_k
-from saber_assets.leaderboard.significance import holm
-from saber_assets.leaderboard.verify import (
+from saber_assets.leaderboard.recompute import (
     bt_strengths_sklearn,
     holm_adjusted,
     min_max,
     ndcg_sklearn,
     sign_flip_p,
     t_test_p,
-    verify,
 )
+from saber_assets.leaderboard.significance import holm
+from saber_assets.leaderboard.verify import verify
 from saber_assets.ratings.bradley_terry import Prior, fit, rescale
 
 REPO = Path(__file__).resolve().parent.parent
@@ -249,8 +249,8 @@ def test_the_monte_carlo_tolerance_is_that_of_a_two_sided_p():
     five times what √(p(1 − p)/R) says (the sample's jaccard vs jaccard-no-tok: 0.975 on the
     board, 0.947 with another seed, both from 10,000 flips). The verifier's own count is
     scipy's definition, and its tolerance holds every seed's p."""
+    from saber_assets.leaderboard.recompute import monte_carlo_tolerance
     from saber_assets.leaderboard.significance import randomization_p
-    from saber_assets.leaderboard.verify import monte_carlo_tolerance
 
     rng = np.random.default_rng(4)
     a = rng.uniform(0.3, 0.9, 100)
@@ -505,7 +505,7 @@ def test_the_banner_names_what_was_not_checked():
     """The sentence the report, the explorer and the card print, read off the verdict: its
     count, and the names of what was not checked (the banner once ignored them)."""
     from saber_assets.benchmark.data import verification_line
-    from saber_assets.leaderboard.verify import Verification
+    from saber_assets.leaderboard.verdict import Verification
 
     v = Verification(allowed=frozenset({"board"}))
     v.count("grade", 1234)
@@ -523,3 +523,80 @@ def test_the_banner_names_what_was_not_checked():
     refused.differ("grade", "q1", 1.0, 2.0)
     line = verification_line({"verification": refused.to_dict()})
     assert line.startswith("NOT verified: 1 of 7 published numbers differ")
+
+
+def fill_verdict(root: Path):
+    """verify's full-corpus part alone on ``root`` (the whole verdict is the first test's)."""
+    from saber_assets.benchmark.data import Benchmark
+    from saber_assets.leaderboard.verdict import Verification
+    from saber_assets.leaderboard.verify import read_board_settings, verify_grades
+    from saber_assets.leaderboard.verify_fill import verify_full_corpus
+
+    out = Verification()
+    bench = Benchmark.read(root / "evaluation_benchmark")
+    strengths = verify_grades(bench, out)
+    board_dir = root / "leaderboard"
+    settings = {**read_board_settings(board_dir), "verify_flips": FLIPS}
+    board = pl.read_parquet(board_dir / "leaderboard.parquet")
+    verify_full_corpus(bench, root / "runs", board_dir, board, settings, strengths, out)
+    return out
+
+
+def forge(path: Path, change) -> None:
+    change(pl.read_parquet(path)).write_parquet(path)
+
+
+def test_the_filled_board_is_re_derived_and_each_forgery_named(published, tmp_path):
+    """The full-corpus track re-derived from the runs' top 10s, the judgments and the fill's
+    games: it agrees as built; a hole's grade raised, a hole's row dropped, a game's outcome
+    flipped, a filled score raised, a `beats_filled` invented, a top 10 changed and the fill's
+    files deleted are each named."""
+    clean = fill_verdict(published)
+    assert clean.passed and not clean.differences, clean.table()
+    for kind in ("judged@10", "full_ndcg@10", "pooled by", "fill opponents", "fill games",
+                 "fill grade", "judged@10_filled", "full_ndcg@10_filled", "leave-one-out drop",
+                 "beats (filled)"):  # fmt: skip
+        assert clean.checked.get(kind, 0) > 0, (kind, clean.checked)
+
+    def copy() -> Path:
+        root = tmp_path / f"copy{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(published, root)
+        return root
+
+    def named(root: Path) -> set[str]:
+        return {d.check for d in fill_verdict(root).differences}
+
+    fill = "leaderboard/full_corpus_fill.parquet"
+    board = "leaderboard/full_corpus_board.parquet"
+    first = pl.col("document_id") == pl.read_parquet(published / fill)["document_id"][0]
+    root = copy()
+    forge(root / fill, lambda f: f.with_columns(
+        pl.when(first).then(pl.col("grade") + 1.0).otherwise(pl.col("grade")).alias("grade")))  # fmt: skip
+    assert "fill grade" in named(root)
+    root = copy()
+    forge(root / fill, lambda f: f.filter(~first))
+    assert "fill" in named(root)
+    root = copy()
+    forge(root / fill, lambda f: f.with_columns(
+        pl.when(first).then(pl.col("outcomes").list.eval(1.0 - pl.element()))
+        .otherwise(pl.col("outcomes")).alias("outcomes")))  # fmt: skip
+    assert {"fill games", "fill grade"} & named(root)
+    root = copy()
+    forge(root / board, lambda b: b.with_columns(pl.col("full_ndcg@10_filled") + 0.05))
+    assert "full_ndcg@10_filled" in named(root)
+    root = copy()
+    systems = pl.read_parquet(published / board)
+    loser, winner = systems["retriever"][-1], systems["retriever"][0]
+    forge(root / board, lambda b: b.with_columns(
+        pl.when(pl.col("retriever") == loser).then(pl.lit(winner))
+        .otherwise(pl.col("beats_filled")).alias("beats_filled")))  # fmt: skip
+    assert "beats (filled)" in named(root)
+    root = copy()
+    run = sorted((root / "runs").glob("*/full-corpus/*.trec"))[0]  # the file read first
+    lines = run.read_text().splitlines()
+    qid, q0, _, rank, score, tag = lines[0].split()
+    run.write_text("\n".join([f"{qid} {q0} planted-document {rank} {score} {tag}", *lines[1:]]))
+    assert {"judged@10", "full_ndcg@10", "fill"} & named(root)
+    root = copy()
+    (root / fill).unlink()
+    assert "full-corpus board" in named(root)

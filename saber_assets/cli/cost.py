@@ -110,8 +110,7 @@ def print_new_model_games(cfg) -> None:
     """The judge games a new retriever's full-corpus holes cost, from the built fill's board."""
     import polars as pl
 
-    from saber_assets.leaderboard.fill_assets import FILL_BOARD
-    from saber_assets.leaderboard.holes import new_model_games
+    from saber_assets.leaderboard.holes import FILL_BOARD, new_model_games
 
     games, k = cfg.leaderboard.fill_games, cfg.leaderboard.k
     path = Outputs.of(cfg).leaderboard / FILL_BOARD

@@ -21,7 +21,7 @@ from saber_assets.leaderboard.metrics import (
     ndcg_at_k,
     recall_of_top,
     summarize,
-    top_ids,
+    top_rows,
 )
 from saber_assets.retrievers.base import SKIPPED, RetrieverFailed
 
@@ -41,6 +41,7 @@ RUN_SCHEMA = {
     # the full-corpus top k (document ids, best first): what the fill pools (holes.py); the
     # share of it with a grade, and its nDCG@k with every ungraded document as 0
     "full_top": pl.List(pl.String),
+    "full_top_scores": pl.List(pl.Float64),  # their scores: the track's TREC run file
     "full_judged": pl.Float64,
     "full_ndcg_zero": pl.Float64,
 }
@@ -95,7 +96,8 @@ def failed(error: str) -> dict:
     """A query's row fields when it could not be scored: nDCG 0, named, counted."""
     return {"failed": True, "error": error, "ndcg": 0.0, "ndcg_linear": 0.0, "latency_ms": None,
             "scores": None, "full_ndcg_prime": None, "full_recall_top5_at100": None,
-            "full_top": None, "full_judged": None, "full_ndcg_zero": None}  # fmt: skip
+            "full_top": None, "full_top_scores": None, "full_judged": None,
+            "full_ndcg_zero": None}  # fmt: skip
 
 
 def candidate_metrics(scores: np.ndarray, rel, k: int) -> dict:
@@ -107,6 +109,7 @@ def candidate_metrics(scores: np.ndarray, rel, k: int) -> dict:
         "full_ndcg_prime": None,
         "full_recall_top5_at100": None,
         "full_top": None,
+        "full_top_scores": None,
         "full_judged": None,
         "full_ndcg_zero": None,
     }
@@ -115,10 +118,13 @@ def candidate_metrics(scores: np.ndarray, rel, k: int) -> dict:
 RECALL_TOP, RECALL_DEPTH = 5, 100  # recall of the five best-rated candidates within the top 100
 
 
-def top_metrics(top: list[str], cands, rel, k: int, doc_ids) -> dict:
-    """A full-corpus top k, and its holes counted: judged@k and nDCG@k with holes as 0."""
+def top_metrics(
+    top: list[str], cands, rel, k: int, doc_ids, scores: list[float] | None = None
+) -> dict:
+    """A full-corpus top k (``scores``: theirs, where known), and its holes counted: judged@k
+    and nDCG@k with holes as 0."""
     grades = {doc_ids[c]: g for c, g in zip(cands, rel, strict=True)}
-    return {"full_top": top, "full_judged": judged_at(top, grades, k),
+    return {"full_top": top, "full_top_scores": scores, "full_judged": judged_at(top, grades, k),
             "full_ndcg_zero": graded_ndcg(top, grades, k)}  # fmt: skip
 
 
@@ -160,8 +166,11 @@ def full_corpus_metrics_from_scores(all_scores: np.ndarray, cands, rel, k: int, 
         within = ranked[keep[order]]
         floor = t if k <= depth else None
     cands_l, rel_l = cands.tolist(), list(rel)
+    top = top_rows(all_scores, k, floor)
     return {
-        **top_metrics(top_ids(all_scores, doc_ids, k, floor), cands_l, rel_l, k, doc_ids),
+        **top_metrics(
+            [doc_ids[r] for r in top.tolist()], cands_l, rel_l, k, doc_ids, all_scores[top].tolist()
+        ),  # fmt: skip
         "full_ndcg_prime": condensed_ndcg(ranked.tolist(), cands_l, rel_l, k),
         "full_recall_top5_at100": recall_of_top(
             within.tolist(), cands_l, rel_l, RECALL_TOP, RECALL_DEPTH

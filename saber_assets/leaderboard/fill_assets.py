@@ -9,7 +9,15 @@ import polars as pl
 from dagster import AssetExecutionContext, MetadataValue, Output
 
 from saber_assets.io_managers import concat_partitions
-from saber_assets.leaderboard.holes import FILL_SCHEMA, fill_board, fill_holes, pooled_holes
+from saber_assets.leaderboard.holes import (
+    FILL_BOARD,
+    FILL_SCHEMA,
+    FILL_SETTINGS,
+    FILL_TABLE,
+    fill_board,
+    fill_holes,
+    pooled_holes,
+)
 from saber_assets.leaderboard.run_files import stored_runs
 from saber_assets.lib.declare import table_asset
 from saber_assets.lib.metadata import llm_metadata, markdown_table, stage_metadata
@@ -21,8 +29,6 @@ from saber_assets.ratings.rate import configured_prior
 from saber_assets.tournament.engine import document_numbers
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
-
-FILL_BOARD = "full_corpus_board.parquet"  # beside the board, in the leaderboard folder
 
 
 @table_asset(
@@ -103,8 +109,13 @@ def full_corpus_fill(
         else (pl.DataFrame(), {})
     )
     seconds = time.perf_counter() - t0
-    pipeline.outputs().leaderboard.mkdir(parents=True, exist_ok=True)
-    write_whole(pipeline.outputs().leaderboard / FILL_BOARD, board)
+    board_dir = pipeline.outputs().leaderboard
+    board_dir.mkdir(parents=True, exist_ok=True)
+    # beside the board, what `saber verify` re-derives it from: the holes with their games, and
+    # the settings it was made with (the grades' own prior places the holes)
+    write_whole(board_dir / FILL_TABLE, fills)
+    write_whole(board_dir / FILL_SETTINGS, json.dumps(fill_settings(cfg), indent=2))
+    write_whole(board_dir / FILL_BOARD, board)
     context.log.info(f"full-corpus fill: {holes.height} holes, {stats['games_asked']} games asked")
     return Output(
         fills,
@@ -124,6 +135,15 @@ def full_corpus_fill(
             **(llm_metadata({"judge": judge}) if judge is not None else {}),
         },
     )
+
+
+def fill_settings(cfg) -> dict:
+    """What the full-corpus board was made with, for verify: the cut-off, the games a hole, the
+    Bradley–Terry prior, the bootstrap's resamples and seed."""
+    prior = configured_prior(cfg)
+    return {"k": cfg.leaderboard.k, "games": cfg.leaderboard.fill_games,
+            "prior": {"kind": prior.kind, "c": prior.c, "alpha": prior.alpha},
+            "bootstrap_resamples": cfg.leaderboard.bootstrap_resamples, "seed": cfg.seed}  # fmt: skip
 
 
 def hole_shown_first(seed: int, query: str, hole: str, opponent: str) -> bool:

@@ -23,11 +23,19 @@ from saber_assets.leaderboard.metrics import graded_ndcg, judged_at, summarize
 from saber_assets.leaderboard.significance import beats, paired_tests
 from saber_assets.ratings.bradley_terry import Prior, prior_terms
 
+# the fill's files beside the board (the leaderboard folder): what `saber verify` re-derives
+FILL_BOARD = "full_corpus_board.parquet"  # the full-corpus board before and after the fill
+FILL_TABLE = "full_corpus_fill.parquet"  # each pooled hole, its games and its grade
+FILL_SETTINGS = "full_corpus.json"  # k, games, the prior, the resamples and seed of the board
+
 HOLE_SCHEMA = {"query_id": pl.String, "document_id": pl.String, "pooled_by": pl.List(pl.String)}
 FILL_SCHEMA = {
     "query_id": pl.String, "document_id": pl.String, "grade": pl.Float64,
     "strength": pl.Float64, "games": pl.Int64, "wins": pl.Int64,
-    "opponents": pl.List(pl.String), "pooled_by": pl.List(pl.String),
+    "opponents": pl.List(pl.String),
+    # each game's outcome beside its opponent: 1 the hole won, 0 lost, null no answer
+    "outcomes": pl.List(pl.Float64),
+    "pooled_by": pl.List(pl.String),
 }  # fmt: skip
 
 
@@ -119,8 +127,8 @@ def fill_holes(
     """Each hole placed on its query's scale (``FILL_SCHEMA``): ``ratings`` (query_id,
     candidate_id, strength) are the scale; ``judge`` decides a batch of games at once. A hole
     already in ``known`` (an earlier fill's rows, same games) is kept as it was, not judged
-    again: a new system pays for its own holes only. A hole whose games all went unanswered is
-    left out (no grade is better than a guessed one)."""
+    again: a new system pays for its own holes only. A hole whose games all went unanswered
+    keeps its row with no grade (no grade is better than a guessed one), asked again next time."""
     known = known if known is not None else pl.DataFrame(schema=FILL_SCHEMA)
     done = {(q, d): r for q, d, r in zip(known["query_id"], known["document_id"],
                                           known.iter_rows(named=True), strict=True)}  # fmt: skip
@@ -133,8 +141,10 @@ def fill_holes(
     for q, d, pooled in holes.select(list(HOLE_SCHEMA)).iter_rows():
         if q not in scale:
             continue
-        if (q, d) in done and done[(q, d)]["games"] >= min(games, len(scale[q][0])):
-            kept.append({**done[(q, d)], "pooled_by": pooled})
+        before = done.get((q, d))
+        # a row written before the outcomes were kept is played again (its answers are cached)
+        if before and before.get("outcomes") and before["games"] >= min(games, len(scale[q][0])):
+            kept.append({**before, "pooled_by": pooled})
             continue
         if q not in spread:  # every hole of a query meets the same opponents
             spread[q] = spread_opponents(*scale[q], games)
@@ -155,14 +165,14 @@ def fill_holes(
     rows = iter(fitted)
     placed = []
     for n, (q, d, pooled, opps) in enumerate(todo):
-        if not answered[n]:  # no game answered: no grade is better than a guessed one
-            continue
-        s = float(next(rows))
+        outcomes = [None if np.isnan(w) else float(w) for w in won[n][: len(opps)]]
         played = won[n][~np.isnan(won[n])]
+        s = float(next(rows)) if answered[n] else None  # none answered: no grade
         placed.append(
-            {"query_id": q, "document_id": d, "grade": grade_on_scale(s, scale[q][1]),
+            {"query_id": q, "document_id": d,
+             "grade": None if s is None else grade_on_scale(s, scale[q][1]),
              "strength": s, "games": len(played), "wins": int((played == 1.0).sum()),
-             "opponents": opps, "pooled_by": pooled}
+             "opponents": opps, "outcomes": outcomes, "pooled_by": pooled}
         )  # fmt: skip
     return pl.DataFrame([*kept, *placed], schema=FILL_SCHEMA).sort("query_id", "document_id")
 
@@ -182,7 +192,8 @@ def track_rows(
                     "ndcg": graded_ndcg(top, g, k)})  # fmt: skip
     schema = {"retriever": pl.String, "setting": pl.String, "query_id": pl.String,
               "judged": pl.Float64, "ndcg": pl.Float64}  # fmt: skip
-    return pl.DataFrame(out, schema=schema)
+    # by query within a system: the order its bootstrap draws index (verify's order too)
+    return pl.DataFrame(out, schema=schema).sort("retriever", "setting", "query_id")
 
 
 def ordering_tau(before: pl.DataFrame, after: pl.DataFrame) -> float | None:
@@ -227,7 +238,8 @@ def filled_grades(
     """Query -> document -> grade: the tournament's (``base``) with the fill's holes added."""
     out = {q: dict(g) for q, g in base.items()}
     for q, d, grade in fills.select("query_id", "document_id", "grade").iter_rows():
-        out.setdefault(q, {})[d] = grade
+        if grade is not None:  # a hole no game answered stays ungraded
+            out.setdefault(q, {})[d] = grade
     return out
 
 

@@ -170,22 +170,26 @@ def recall_of_top(
 # ---- the full-corpus track's top k and its holes (leaderboard/holes.py fills them)
 
 
-def top_ids(
-    all_scores: np.ndarray, doc_ids: Sequence[str], k: int, floor: float | None = None
-) -> list[str]:
-    """The ids of the ``k`` best-scored documents, by (score descending, row ascending), as a
+def top_rows(all_scores: np.ndarray, k: int, floor: float | None = None) -> np.ndarray:
+    """The rows of the ``k`` best-scored documents, by (score descending, row ascending), as a
     stable sort of the whole corpus would give them, without sorting it. ``floor``: a score
     the k-th best is known to reach (a deeper cut's, already found), sparing the partition."""
     n = len(all_scores)
     if n == 0 or k <= 0:
-        return []
+        return np.zeros(0, dtype=np.int64)
     if n > k:
         t = np.partition(all_scores, n - k)[n - k] if floor is None else floor  # the k-th best
         rows = np.flatnonzero(all_scores >= t)  # every document that may be in the top k
     else:
         rows = np.arange(n)
-    rows = rows[np.lexsort((rows, -all_scores[rows]))][:k]
-    return [doc_ids[r] for r in rows.tolist()]
+    return rows[np.lexsort((rows, -all_scores[rows]))][:k]
+
+
+def top_ids(
+    all_scores: np.ndarray, doc_ids: Sequence[str], k: int, floor: float | None = None
+) -> list[str]:
+    """The ids of ``top_rows``."""
+    return [doc_ids[r] for r in top_rows(all_scores, k, floor).tolist()]
 
 
 def dcg_gain(grade: float) -> float:

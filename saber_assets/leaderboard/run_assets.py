@@ -17,6 +17,7 @@ from dagster import (
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.leaderboard.evaluate import evaluate
 from saber_assets.leaderboard.provenance import SCORING_CODE
+from saber_assets.leaderboard.run_files import FULL_CORPUS, trec_name
 from saber_assets.leaderboard.saved_runs import (
     RUN_KEY,
     component_scores,
@@ -149,7 +150,16 @@ def _domain_run(
         if run:
             # not ranx's Run.save: its typed dicts compile in every process (11 s of a
             # run worker's 14 s on 2 cores), where the file is a sort and a write
-            write_run(out_dir / f"{domain_key}.{setting}.trec", run, f"{name}-{setting}")
+            write_run(out_dir / trec_name(domain_key, setting), run, f"{name}-{setting}")
+        top = {
+            q: dict(zip(ids, scores, strict=True))
+            for q, ids, scores in df.select("query_id", "full_top", "full_top_scores").iter_rows()
+            if ids is not None
+        }
+        if top:  # the full-corpus track's run: the top k the fill pools and verify reads
+            (out_dir / FULL_CORPUS).mkdir(exist_ok=True)
+            write_run(out_dir / FULL_CORPUS / trec_name(domain_key, setting), top,
+                      f"{name}-{setting}-full-corpus")  # fmt: skip
         meta[f"ndcg@{cfg.k} {setting}"] = round(float(df["ndcg"].mean()), 4) if df.height else None
     result = pl.concat(frames).with_columns(
         pl.lit(name).alias("retriever"), pl.lit(domain).alias("partition_domain")

@@ -9,6 +9,20 @@ from pathlib import Path
 
 import polars as pl
 
+FULL_CORPUS = "full-corpus"  # a retriever's folder for its full-corpus top k, as TREC runs
+
+
+def trec_name(domain_key: str, setting: str) -> str:
+    """A TREC run file's name, ``DOMAIN.SETTING.trec``: the candidates' run in a retriever's
+    folder, its full-corpus top k in that folder's ``FULL_CORPUS``."""
+    return f"{domain_key}.{setting}.trec"
+
+
+def run_file_parts(path: Path) -> tuple[str, str]:
+    """(domain key, setting) of a TREC run file, ``trec_name``'s parts."""
+    domain_key, setting = path.name[: -len(".trec")].rsplit(".", 1)
+    return domain_key, setting
+
 
 def run_files(runs_dir: Path, retriever: str) -> list[Path]:
     """One retriever's per-domain run files, in name order ([] where it has none yet)."""

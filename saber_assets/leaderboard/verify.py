@@ -26,9 +26,7 @@ when there is none. Pure: no Dagster (``leaderboard/verify_asset.py`` runs it in
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -39,194 +37,38 @@ from saber_assets.leaderboard.board import BOARD_SETTINGS
 from saber_assets.leaderboard.board_columns import domain_ci, domain_mean, domain_queries
 from saber_assets.leaderboard.evaluate import skipped
 from saber_assets.leaderboard.outside_runs import read_run
-from saber_assets.leaderboard.run_files import stored_runs
+from saber_assets.leaderboard.recompute import (
+    bt_strengths_sklearn,
+    holm_adjusted,
+    min_max,
+    monte_carlo_tolerance,
+    ndcg_in_order,
+    ndcg_sklearn,
+    near_alpha,
+    seeded_interval,
+    sign_flip_p,
+    t_test_p,
+    wilson,
+)
+from saber_assets.leaderboard.run_files import run_file_parts, stored_runs
+from saber_assets.leaderboard.verdict import (
+    EXACT,
+    RATING_TOLERANCE,
+    UNCHECKED,
+    VERIFY_FLIPS,
+    VERIFY_MAX_FLIPS,
+    Verification,
+)
+from saber_assets.leaderboard.verify_fill import verify_full_corpus
 from saber_assets.ontology.domains import keys_for
-
-# What verify may leave unchecked, each by a name: any of them fails the verdict unless the
-# reader allows it by name (`saber verify --allow-unchecked NAME`). Nothing a bundle states can
-# switch a check off: a missing part a category needs is a difference, not one of these.
-UNCHECKED = {
-    "judgments": "the grades: a bundle that names no judge ships no judgments to refit them from",
-    "soft-grades": "grades fitted to the judge's probabilities (the efficient policy), which the "
-    "exchange format does not carry",
-    "choix-ties": "grades of a query with tied pairs under choix's prior (choix fits no ties)",
-    "board": "the board, its tests and intervals: no leaderboard.parquet beside the bundle",
-    # a retriever with runs and no row, named off the board by the board's settings (it left
-    # the registry): shown in the verdict, not refused
-    "off the board": "a retriever's runs with no row on the board",
-    "per-query": "the runs stage's per-query nDCG files (RETRIEVER/DOMAIN.parquet): a run "
-    "given as TREC alone has none",
-}
-# the UNCHECKED names that are said, not refused: the reader sees them in the summary
-SAID = frozenset({"off the board"})
-VERIFY_FLIPS = 10_000  # scipy's sign flips per pair (76 ms each at 100 queries)
-# the most a pair near α is drawn with (the board's own cap; ten times it where the board
-# claims a decision): ~8 s a pair at 100 queries per million
-VERIFY_MAX_FLIPS = 1_000_000
-EXACT = 1e-9  # numbers recomputed by the same arithmetic: equal to rounding
-RATING_TOLERANCE = 1e-4  # a refit by another optimiser, on the [0, 5] scale
-MAX_LISTED = 200  # differences kept in the verdict (all are counted)
-
-
-@dataclass(frozen=True)
-class Difference:
-    """One published number that its files do not give: what, where, both values, the
-    tolerance it was held to."""
-
-    check: str
-    where: str
-    published: str
-    recomputed: str
-    tolerance: str = ""
-
-
-@dataclass
-class Verification:
-    """The verdict: how many numbers of each kind were recomputed, what differs, and what could
-    not be checked and why."""
-
-    checked: dict[str, int] = field(default_factory=dict)
-    differences: list[Difference] = field(default_factory=list)
-    not_checked: list[str] = field(default_factory=list)  # "NAME: why", NAME in UNCHECKED
-    # the UNCHECKED names a reader accepts unchecked (`saber verify --allow-unchecked NAME`)
-    allowed: frozenset[str] = frozenset()
-
-    @property
-    def unchecked(self) -> list[str]:
-        """The names of what was not checked, each once, in order."""
-        return list(dict.fromkeys(line.split(":", 1)[0] for line in self.not_checked))
-
-    @property
-    def refused(self) -> list[str]:
-        """What was not checked and not allowed: each fails the verdict."""
-        return [name for name in self.unchecked if name not in self.allowed | SAID]
-
-    @property
-    def passed(self) -> bool:
-        return not self.differences and not self.refused
-
-    def skip(self, name: str, why: str) -> None:
-        """A check not made, by its ``UNCHECKED`` name: the verdict fails unless allowed."""
-        if name not in UNCHECKED:
-            raise ValueError(f"{name!r} is not one of the checks verify may leave out")
-        self.not_checked.append(f"{name}: {why}")
-
-    def count(self, kind: str, n: int = 1) -> None:
-        self.checked[kind] = self.checked.get(kind, 0) + n
-
-    def differ(self, check: str, where: str, published, recomputed, tolerance: str = "") -> None:
-        self.differences.append(
-            Difference(check, where, _shown(published), _shown(recomputed), tolerance)
-        )
-
-    def close(self, check: str, where: str, published, recomputed, tol: float) -> None:
-        """Count a number; a difference where the two are not within ``tol`` (absolute), or one
-        is missing or not finite where the other is."""
-        self.count(check)
-        if not numbers_agree(published, recomputed, tol):
-            self.differ(check, where, published, recomputed, f"± {tol:g}")
-
-    def same(self, check: str, where: str, published, recomputed) -> None:
-        self.count(check)
-        if published != recomputed:
-            self.differ(check, where, published, recomputed, "equal")
-
-    def summary(self) -> str:
-        """One line: the verdict, the count of numbers checked and what was not checked."""
-        total = sum(self.checked.values())
-        unchecked = f"; not checked: {', '.join(self.unchecked)}" if self.unchecked else ""
-        if self.passed:
-            return (
-                f"verified: {total:,} published numbers recomputed from the bundle, all agree"
-                + unchecked
-            )
-        if not self.differences:
-            return (
-                f"NOT verified: {total:,} published numbers agree, but {', '.join(self.refused)} "
-                "could not be checked (`saber verify --allow-unchecked NAME` accepts that)"
-            )
-        return (
-            f"NOT verified: {len(self.differences):,} of {total:,} published numbers differ "
-            f"from what the bundle gives (first: {self.differences[0].check} "
-            f"{self.differences[0].where})"
-        )
-
-    def table(self, limit: int = 50) -> str:
-        """The differences as a Markdown table (the first ``limit``)."""
-        if not self.differences:
-            return "no differences"
-        lines = ["| check | where | published | recomputed | tolerance |", "|---|---|---|---|---|"]
-        for d in self.differences[:limit]:
-            cells = [d.check, d.where, d.published, d.recomputed, d.tolerance]
-            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-        if len(self.differences) > limit:
-            lines.append(f"\n… and {len(self.differences) - limit:,} more")
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict:
-        """The verdict as the manifest and ``verification.json`` record it."""
-        return {
-            "passed": self.passed,
-            "summary": self.summary(),
-            "checked": dict(sorted(self.checked.items())),
-            "differences": len(self.differences),
-            "first_differences": [vars(d) for d in self.differences[:MAX_LISTED]],
-            "not_checked": self.not_checked,
-        }
-
-
-def _shown(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.10g}"
-    return str(value)
-
-
-def numbers_agree(a, b, tol: float) -> bool:
-    """Both missing (None / NaN), or both finite and within ``tol``."""
-    na = a is None or (isinstance(a, float) and math.isnan(a))
-    nb = b is None or (isinstance(b, float) and math.isnan(b))
-    if na or nb:
-        return na and nb
-    return abs(float(a) - float(b)) <= tol
-
 
 # ---------------------------------------------------------------- the grades and the judge
 
 
-def bt_strengths_sklearn(n: int, wins: list[tuple[int, int]], ties: list[tuple[int, int]],
-                         c: float) -> np.ndarray:  # fmt: skip
-    """Bradley–Terry strengths maximising Σ log σ(θ_w − θ_l) − ½‖θ‖²/C, by scikit-learn's
-    logistic regression without intercept: each outcome is two mirrored rows of half its
-    weight (a tie: two half-weight outcomes, one each way), so both classes are present and
-    each game counts once."""
-    from sklearn.linear_model import LogisticRegression
-
-    games = [(w, lo, 1.0) for w, lo in wins] + [
-        g for a, b in ties for g in ((a, b, 0.5), (b, a, 0.5))
-    ]
-    if not games:
-        return np.zeros(n)
-    x = np.zeros((2 * len(games), n))
-    y = np.tile([1, 0], len(games))
-    weight = np.repeat([g[2] / 2 for g in games], 2)
-    for k, (w, lo, _) in enumerate(games):
-        x[2 * k, w], x[2 * k, lo] = 1.0, -1.0
-        x[2 * k + 1, w], x[2 * k + 1, lo] = -1.0, 1.0
-    model = LogisticRegression(C=c, fit_intercept=False, tol=1e-12, max_iter=10_000)
-    model.fit(x, y, sample_weight=weight)
-    return model.coef_[0]
-
-
-def min_max(strengths: np.ndarray) -> np.ndarray:
-    """Strengths to [0, 5], all-equal ones to 2.5 (the exchange format's rescale)."""
-    lo, hi = float(strengths.min()), float(strengths.max())
-    if hi - lo < 1e-12:
-        return np.full(len(strengths), 2.5)
-    return 5.0 * (strengths - lo) / (hi - lo)
-
-
-def verify_grades(bench: Benchmark, out: Verification) -> None:
-    """Each query's published grades against a refit of its bundled judgments."""
+def verify_grades(bench: Benchmark, out: Verification) -> dict[str, np.ndarray] | None:
+    """Each query's published grades against a refit of its bundled judgments; the refit
+    strengths by query (candidate order) where the prior is l2 (the scale the fill's holes are
+    placed on), None where the grades could not be refitted."""
     if bench.judgments is None:
         judged = [k for k in ("judge_backend", "tournament", "ratings") if k in bench.manifest]
         if judged:  # a tournament was run: its judgments are what the grades stand on
@@ -234,12 +76,13 @@ def verify_grades(bench: Benchmark, out: Verification) -> None:
                        f"manifest describes ({', '.join(judged)})", "no judgments.parquet")  # fmt: skip
         else:
             out.skip("judgments", "the bundle has no judgments.parquet and names no judge")
-        return
+        return None
     fit_cfg = bench.manifest.get("ratings") or {}
     if fit_cfg.get("soft"):
         out.skip("soft-grades", UNCHECKED["soft-grades"])
-        return
+        return None
     prior, both = fit_cfg.get("prior", "l2"), bool(fit_cfg.get("both_orders"))
+    fitted: dict[str, np.ndarray] = {}
     by_query = {k[0]: f for k, f in bench.judgments.partition_by("query_id", as_dict=True).items()}
     for qid, cands, grades in bench.queries.select(
         "id", "candidates", "relevance_scores"
@@ -284,6 +127,7 @@ def verify_grades(bench: Benchmark, out: Verification) -> None:
             )
         else:
             strengths = bt_strengths_sklearn(len(cands), wins, ties, float(fit_cfg.get("c", 1.0)))
+            fitted[qid] = np.asarray(strengths, dtype=np.float64)
         refit = min_max(np.asarray(strengths, dtype=np.float64))
         gap = np.abs(refit - np.asarray(grades))
         out.count("grade", len(cands))
@@ -293,16 +137,7 @@ def verify_grades(bench: Benchmark, out: Verification) -> None:
             out.differ("grade", f"query {qid}, candidate {cands[worst]} ({bad.size} of "
                        f"{len(cands)} candidates differ)", float(grades[worst]),
                        float(refit[worst]), f"± {RATING_TOLERANCE:g}")  # fmt: skip
-
-
-def wilson(k: int, n: int) -> tuple[float, float]:
-    """scipy's Wilson score interval (95%) of k successes in n."""
-    from scipy.stats import binomtest
-
-    if n == 0:
-        return 0.0, 1.0
-    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
-    return float(ci.low), float(ci.high)
+    return fitted
 
 
 def verify_judge_checks(bench: Benchmark, out: Verification) -> None:
@@ -356,30 +191,6 @@ def verify_judge_checks(bench: Benchmark, out: Verification) -> None:
 # ---------------------------------------------------------------- the runs and nDCG
 
 
-def ndcg_in_order(scores: np.ndarray, grades: np.ndarray, k: int) -> float:
-    """nDCG@k with tied scores in the order ``numpy.argsort(-scores)`` leaves them (the board's
-    ``ties: order``, the reference code's), the gain 2^rel − 1; 0 where every grade is 0."""
-    gain = np.power(2.0, np.asarray(grades, dtype=np.float64)) - 1.0
-    ranked = gain[np.argsort(-np.asarray(scores, dtype=np.float64))][:k]
-    ideal = np.sort(gain)[::-1][:k]
-    discount = 1.0 / np.log2(np.arange(2, len(ranked) + 2))
-    best = float(ideal @ discount[: len(ideal)])
-    return float(ranked @ discount) / best if best > 0 else 0.0
-
-
-def ndcg_sklearn(scores: np.ndarray, grades: np.ndarray, k: int) -> float:
-    """nDCG@k by scikit-learn (ties averaged), the gain 2^rel − 1 given as the relevance; 0
-    where every grade is 0."""
-    from sklearn.metrics import ndcg_score
-
-    gain = np.power(2.0, np.asarray(grades, dtype=np.float64)) - 1.0
-    if len(gain) < 2:  # scikit-learn needs two documents; one is ranked first, whatever
-        return 1.0 if len(gain) and gain[0] > 0 else 0.0
-    if not gain.max() > 0:
-        return 0.0
-    return float(ndcg_score(gain[None, :], np.asarray(scores)[None, :], k=k, ignore_ties=False))
-
-
 def trec_files(runs_dir: Path) -> dict[str, list[Path]]:
     """retriever -> its TREC run files (``RETRIEVER/DOMAIN.SETTING.trec``)."""
     out: dict[str, list[Path]] = {}
@@ -390,12 +201,6 @@ def trec_files(runs_dir: Path) -> dict[str, list[Path]]:
         if files:
             out[folder.name] = files
     return out
-
-
-def run_file_parts(path: Path) -> tuple[str, str]:
-    """(domain key, setting) of a TREC run file, ``DOMAIN.SETTING.trec``."""
-    domain_key, setting = path.name[: -len(".trec")].rsplit(".", 1)
-    return domain_key, setting
 
 
 def scored_runs(
@@ -506,16 +311,6 @@ def verify_per_query(runs: pl.DataFrame, runs_dir: Path, out: Verification) -> N
             out.close("per-query nDCG", f"{retriever} {setting} {qid}", published, ndcg, EXACT)
 
 
-def seeded_interval(values: np.ndarray, resamples: int, seed: int) -> tuple[float, float]:
-    """The board's percentile interval of the mean from its seeded query draws (numpy's
-    ``default_rng(seed).integers``, resamples × queries)."""
-    if len(values) == 0:
-        return float("nan"), float("nan")
-    draws = np.random.default_rng(seed).integers(0, len(values), size=(resamples, len(values)))
-    lo, hi = np.quantile(values[draws].mean(axis=1), [0.025, 0.975])
-    return float(lo), float(hi)
-
-
 def verify_board_rows(board: pl.DataFrame, runs: pl.DataFrame, domains: list[str],
                       settings: dict, out: Verification) -> None:  # fmt: skip
     """Each board row's means, counts and intervals, overall and per domain."""
@@ -558,51 +353,6 @@ def verify_board_rows(board: pl.DataFrame, runs: pl.DataFrame, domains: list[str
 
 
 # ---------------------------------------------------------------- the tests and the tie groups
-
-
-def t_test_p(d: np.ndarray) -> float:
-    """Two-sided paired t-test p from its formula (scipy's t distribution): 1 for no difference,
-    0 for a constant one."""
-    from scipy.stats import t
-
-    n = len(d)
-    if n < 2 or np.all(d == 0):
-        return 1.0
-    sd = float(np.std(d, ddof=1))
-    if sd <= 1e-12 * max(1.0, float(np.abs(d).max())):
-        return 0.0
-    stat = float(np.mean(d)) / (sd / math.sqrt(n))
-    return float(2 * t.sf(abs(stat), n - 1))
-
-
-def sign_flip_p(d: np.ndarray, flips: int, seed: int) -> float:
-    """The two-sided sign-flip p of the paired differences ``d`` by scipy's
-    ``permutation_test`` (permutation type "samples": each pair's two values swapped at random),
-    ``flips`` seeded resamples; the board counts its own (``significance.randomization_p``)."""
-    from scipy.stats import permutation_test
-
-    d = np.asarray(d, dtype=np.float64)
-    if len(d) == 0 or np.all(d == 0):
-        return 1.0
-    res = permutation_test(
-        (d, np.zeros_like(d)), lambda x, y, axis: np.mean(x - y, axis=axis),
-        permutation_type="samples", n_resamples=flips, alternative="two-sided", vectorized=True,
-        rng=np.random.default_rng([seed, len(d), 11]),
-        batch=max(1, min(flips, 4_000_000 // len(d))),
-    )  # fmt: skip
-    return float(res.pvalue)
-
-
-def holm_adjusted(p: list[float]) -> list[float]:
-    """Holm's step-down adjustment, written out: the i-th smallest of m times (m − i), running
-    maximum, capped at 1."""
-    m = len(p)
-    order = sorted(range(m), key=lambda i: p[i])
-    out, running = [0.0] * m, 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, p[i] * (m - rank)))
-        out[i] = running
-    return out
 
 
 def pair_matrix(runs: pl.DataFrame, setting: str, domain: str | None):
@@ -701,29 +451,6 @@ def verify_tests(tests: pl.DataFrame, runs: pl.DataFrame, settings: dict,
         n = len(pair_matrix(runs, setting, None)[0])
         if n > 1:  # every setting's systems are tested in pairs: none may vanish
             out.same("Holm family", f"{setting} Overall: pairs tested", 0, n * (n - 1) // 2)
-
-
-def near_alpha(p: list[float], flips: list[int], alpha: float, z: float = 3.0) -> list[bool]:
-    """Which p-values lie within ``z`` of verify's own Monte-Carlo standard errors of the
-    threshold Holm holds them to (α / (m − rank)): their decision could turn on the draw."""
-    m = len(p)
-    order = sorted(range(m), key=lambda i: p[i])
-    out = [False] * m
-    for rank, i in enumerate(order):
-        threshold = alpha / (m - rank)
-        # the error at the larger of p and the threshold: a low estimate claims too small a one
-        q = min(max(max(p[i], threshold) / 2, 1.0 / flips[i]), 0.5)
-        out[i] = abs(p[i] - threshold) < z * 2 * math.sqrt(q * (1 - q) / flips[i])
-    return out
-
-
-def monte_carlo_tolerance(p: float, *flips: int) -> float:
-    """Five standard errors of the difference of two-sided Monte-Carlo p-values drawn with
-    ``flips`` each, plus one draw's step. The p is twice a tail's share q = p / 2, so its
-    standard error is 2·√(q(1 − q)/flips): at p = 0.95 and 10,000 flips 0.01, not the 0.002 a
-    share of p would have."""
-    q = min(max(p / 2, 1 / max(flips)), 0.5)
-    return 5 * 2 * math.sqrt(q * (1 - q) * sum(1 / f for f in flips)) + 2 / min(flips)
 
 
 def verify_tie_groups(board: pl.DataFrame, tests: pl.DataFrame, settings: dict,
@@ -902,7 +629,7 @@ def verify(bench_dir: Path, runs_dir: Path, board_dir: Path, flips: int = VERIFY
         return out
     verify_bundle_files(Path(bench_dir), out)
     verify_manifest_facts(bench, out)
-    verify_grades(bench, out)
+    strengths = verify_grades(bench, out)
     verify_judge_checks(bench, out)
     if not (board_dir / "leaderboard.parquet").exists():
         if bench.queries.height:  # a benchmark without queries publishes no board
@@ -952,6 +679,10 @@ def verify(bench_dir: Path, runs_dir: Path, board_dir: Path, flips: int = VERIFY
                        "none")  # fmt: skip
     tests = pl.read_parquet(tests_path) if tests_path.exists() else None
     verify_joint(bench, board, runs, settings, out, tests)
+    verify_full_corpus(bench, runs_dir, board_dir, board, settings, strengths, out)
+    depth = [c for c in board.columns if c.startswith("full_ndcg'@") or c.startswith("full_recall")]
+    if any(board[c].is_not_null().any() for c in depth):
+        out.skip("full-corpus depth", UNCHECKED["full-corpus depth"])
     return out
 
 

@@ -23,7 +23,7 @@ VERIFIED = "verified"  # the verification's check: ERROR, so a failure stops the
 @stage_asset(
     reads=("seed", "leaderboard"),
     kinds={"polars"},
-    deps=["leaderboard"],
+    deps=["leaderboard", "full_corpus_fill"],
     check_specs=[AssetCheckSpec(VERIFIED, asset="benchmark_verification",
                                 description="Every published number is what the benchmark's "
                                 "own files give (`saber verify`)")],
@@ -41,7 +41,7 @@ def benchmark_verification(
     # what this build's own config makes uncheckable, never what the bundle says of itself
     allowed = ["soft-grades"] if cfg.tournament.policy == "efficient" else []
     if cfg.ratings.prior == "choix":
-        allowed.append("choix-ties")
+        allowed += ["choix-ties", "choix-fill"]
     verdict = verify(out.evaluation_benchmark, out.runs, out.leaderboard, allowed=allowed)
     seconds = time.perf_counter() - t0
     # the built benchmark too where it is the one scored: `saber push` publishes that folder

@@ -175,7 +175,7 @@ def write_query_pages(
             (tables["runs"], "query_id"),
         )
     )
-    fills: dict[str, dict[str, tuple[float, list]]] = {}
+    fills: dict[str, dict[str, tuple[float | None, list]]] = {}
     fill = tables.get("fill")
     if fill is not None and fill.height:
         for q, d, g, by in fill.select("query_id", "document_id", "grade", "pooled_by").iter_rows():
@@ -234,7 +234,9 @@ def write_query_pages(
 
 
 def full_top_html(
-    runs: pl.DataFrame | None, graded: dict[str, float], filled: dict[str, tuple[float, list]]
+    runs: pl.DataFrame | None,
+    graded: dict[str, float],
+    filled: dict[str, tuple[float | None, list]],
 ) -> str:
     """Each system's full-corpus top k on this query, per setting: every document marked as
     graded by the tournament (T), placed by the fill (F, with who pooled it) or ungraded (·),
@@ -251,6 +253,8 @@ def full_top_html(
         if doc in filled:
             grade, pooled = filled[doc]
             who = esc(", ".join(pooled))
+            if grade is None:  # pooled, its games asked, none answered
+                return f"<td class='hole' title='no game answered; pooled by {who}'>F ?</td>"
             return (
                 f"<td class='filled' title='placed by the fill; pooled by {who}'>F {grade:.2f}</td>"
             )
