@@ -267,7 +267,10 @@ def test_full_corpus_metrics_without_sorting_the_corpus_equal_the_full_ranking(n
         ids = [f"d{i}" for i in range(n_docs)]
         want = full_corpus_metrics(ranked, cands.tolist(), rel.tolist(), 10, ids)
         got = full_corpus_metrics_from_scores(scores, cands.tolist(), rel.tolist(), 10, ids)
-        assert got == want, (trial, got, want)  # the top 10 too: a stable sort's
+        # the top 10 too: a stable sort's, with its scores (the track's TREC run)
+        assert got.pop("full_top_scores") == scores[ranked[:10]].tolist()
+        assert want.pop("full_top_scores") is None  # a ranking of rows alone has no scores
+        assert got == want, (trial, got, want)
 
 
 def test_approach0_searches_once_per_query_in_parallel():
