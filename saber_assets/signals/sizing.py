@@ -3,7 +3,7 @@
 One shard holds the Lin table of the topics in use (float32, squared), the gathered topic
 vectors, per-row buffers and histograms, the stored pairs of its rows (``stored_fraction`` of
 ``rows × n`` at ``BYTES_PER_PAIR``, bytes) and the annotation inputs of every problem. The
-benchmark (`perf/signals.py`) prints it next to the peak RSS it measures.
+measurement (`perf/signals.py`) prints it next to the peak RSS it measures.
 
 Under ``signals.layout: summaries`` a shard run holds no stored pairs of its own: each thread
 holds one block of full rows' pairs at the floors (``summaries.BLOCK_ROWS`` rows × n ×
