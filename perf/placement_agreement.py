@@ -45,7 +45,9 @@ def main() -> None:
     pipeline = PipelineResource(config_file=str(args.config), home=str(home))
     judge, text = prepared_judge(pipeline, llm_resource(cfg.llm, cfg.prompt_paths()),
                                  stores_resource(cfg, home), pl.read_parquet(out.parquet / "corpus.parquet"))  # fmt: skip
-    parts = {p.stem: pl.read_parquet(p) for p in (out.parquet / "relevance_ratings").glob("*.parquet")}
+    parts = {
+        p.stem: pl.read_parquet(p) for p in (out.parquet / "relevance_ratings").glob("*.parquet")
+    }
     ratings = concat_partitions(parts).unique(["query_id", "candidate_id"])
     judged = concat_partitions({p.stem: pl.read_parquet(p) for p in
                                 (out.parquet / "tournament_judgments").glob("*.parquet")})  # fmt: skip
@@ -77,7 +79,9 @@ def main() -> None:
         wins, ties = pair_outcomes(games, cands, cfg.tournament.both_orders)
         cov = np.linalg.inv(information(len(cands), wins, s, prior, ties))
         span = float(s.max() - s.min())
-        held = sorted(rng.choice(len(cands), min(args.held, len(cands) - 2), replace=False).tolist())
+        held = sorted(
+            rng.choice(len(cands), min(args.held, len(cands) - 2), replace=False).tolist()
+        )
         half_widths += (1.96 * np.sqrt(np.diag(cov)[held]) * 5 / span).tolist()
         others = mine.filter(~pl.int_range(pl.len()).is_in(held))
         for h in held:
@@ -93,8 +97,10 @@ def main() -> None:
     print(f"tournament grades' mean 95% half-width: {half:.3f}")
     for g in args.games:
         mae = float(np.mean(errors[g]))
-        print(f"  {g:>2} games: mean |placed − tournament| {mae:.3f}  ({mae / half:.2f} of the "
-              f"half-width; {len(errors[g])} placed)")
+        print(
+            f"  {g:>2} games: mean |placed − tournament| {mae:.3f}  ({mae / half:.2f} of the "
+            f"half-width; {len(errors[g])} placed)"
+        )
 
 
 if __name__ == "__main__":
