@@ -172,6 +172,26 @@ def test_a_new_system_pays_only_for_its_own_holes_and_no_grade_moves():
     assert set(again.columns) == set(FILL_SCHEMA)
 
 
+def test_a_rebuilt_scale_places_the_holes_again_asking_only_new_games():
+    """The tournament rebuilt (its strengths moved): each hole is placed again on the scale as it
+    is now, as a fill from nothing would place it, and only the games against opponents it has
+    not met are asked; a hole no game answered keeps its row without a grade."""
+    ratings, base, runs, truth = planted_case()
+    calls: list[int] = []
+    holes = pooled_holes(runs, {"q": set(base["q"])}, 10)
+    first = fill_holes(holes, ratings, counting_judge(truth, calls), 3, Prior())
+    moved = ratings.with_columns(pl.col("strength") * 2.0 + pl.Series([0.0, 0.0, 0.0, 0.0, 5.0]))
+    calls.clear()
+    again = fill_holes(holes, moved, counting_judge(truth, calls), 3, Prior(), known=first)
+    fresh = fill_holes(holes, moved, counting_judge(truth, []), 3, Prior())
+    assert again["grade"].to_list() == pytest.approx(fresh["grade"].to_list(), abs=1e-9)
+    assert again["grade"].to_list() != pytest.approx(first["grade"].to_list(), abs=1e-3)
+    new_opponents = set(fresh["opponents"][0]) - set(first["opponents"][0])
+    assert calls == ([2 * len(new_opponents)] if new_opponents else [])
+    silent = fill_holes(holes, ratings, lambda asked: [None] * len(asked), 3, Prior())
+    assert silent.height == 2 and silent["grade"].is_null().all() and (silent["games"] == 0).all()
+
+
 def test_the_built_board_shows_judged_at_10_before_and_after_the_fill(shared_build):
     """On a real build (CPU judge, every system of the full-corpus track): the fill placed the
     pooled holes with their games and who pooled them, and the board after the fill holds

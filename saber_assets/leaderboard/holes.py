@@ -125,40 +125,42 @@ def fill_holes(
     known: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Each hole placed on its query's scale (``FILL_SCHEMA``): ``ratings`` (query_id,
-    candidate_id, strength) are the scale; ``judge`` decides a batch of games at once. A hole
-    already in ``known`` (an earlier fill's rows, same games) is kept as it was, not judged
-    again: a new system pays for its own holes only. A hole whose games all went unanswered
-    keeps its row with no grade (no grade is better than a guessed one), asked again next time."""
+    candidate_id, strength) are the scale; ``judge`` decides a batch of games at once. A game
+    ``known`` holds (an earlier fill's rows: hole, opponent, outcome) is not asked again, so a
+    new system pays for its own holes only; every hole is placed again on the scale as it is
+    now (a rebuilt tournament moves it, and may pick other opponents). A hole whose games all
+    went unanswered keeps its row with no grade (no grade is better than a guessed one), asked
+    again next time."""
     known = known if known is not None else pl.DataFrame(schema=FILL_SCHEMA)
-    done = {(q, d): r for q, d, r in zip(known["query_id"], known["document_id"],
-                                          known.iter_rows(named=True), strict=True)}  # fmt: skip
+    played_before: dict[tuple[str, str, str], float] = {}
+    if "outcomes" in known.columns:  # rows written before the outcomes were kept: none reused
+        for q, d, opps, outs in known.select("query_id", "document_id", "opponents",
+                                             "outcomes").iter_rows():  # fmt: skip
+            for o, w in zip(opps or [], outs or [], strict=False):
+                if w is not None:
+                    played_before[(q, d, o)] = w
     scale = {
         q: (part["candidate_id"].to_list(), part["strength"].to_list())
         for (q,), part in ratings.sort("query_id", "candidate_id").group_by("query_id")
     }
-    kept, todo = [], []
+    todo = []
     spread: dict[str, list[str]] = {}
     for q, d, pooled in holes.select(list(HOLE_SCHEMA)).iter_rows():
         if q not in scale:
             continue
-        before = done.get((q, d))
-        # a row written before the outcomes were kept is played again (its answers are cached)
-        if before and before.get("outcomes") and before["games"] >= min(games, len(scale[q][0])):
-            kept.append({**before, "pooled_by": pooled})
-            continue
         if q not in spread:  # every hole of a query meets the same opponents
             spread[q] = spread_opponents(*scale[q], games)
         todo.append((q, d, pooled, spread[q]))
-    asked = [(q, d, o) for q, d, _, opps in todo for o in opps]
-    answers = iter(judge(asked) if asked else [])
+    asked = [(q, d, o) for q, d, _, opps in todo for o in opps if (q, d, o) not in played_before]
+    answers = dict(zip(asked, judge(asked) if asked else [], strict=True))
     strength_of = {q: dict(zip(*scale[q], strict=True)) for q in spread}
     width = max((len(o) for *_, o in todo), default=0)
     opp = np.zeros((len(todo), width))
     won = np.full((len(todo), width), np.nan)  # a game not played (or unanswered) stays NaN
-    for n, (q, _, _, opps) in enumerate(todo):
+    for n, (q, d, _, opps) in enumerate(todo):
         for g, o in enumerate(opps):
             opp[n, g] = strength_of[q][o]
-            w = next(answers)
+            w = played_before.get((q, d, o), answers.get((q, d, o)))
             won[n, g] = np.nan if w is None else w
     answered = (~np.isnan(won)).any(axis=1)
     fitted = place_strengths(opp[answered], won[answered], prior) if answered.any() else []
@@ -174,7 +176,24 @@ def fill_holes(
              "strength": s, "games": len(played), "wins": int((played == 1.0).sum()),
              "opponents": opps, "outcomes": outcomes, "pooled_by": pooled}
         )  # fmt: skip
-    return pl.DataFrame([*kept, *placed], schema=FILL_SCHEMA).sort("query_id", "document_id")
+    # a row that nothing moved (the same games, the same place on the same scale) is kept as it
+    # was, to the bit: a new system's fill leaves every earlier grade byte-identical
+    before = {(r["query_id"], r["document_id"]): r for r in known.iter_rows(named=True)}
+    for n, row in enumerate(placed):
+        old = before.get((row["query_id"], row["document_id"]))
+        if old is not None and unmoved(old, row):
+            placed[n] = {**old, "pooled_by": row["pooled_by"]}
+    return pl.DataFrame(placed, schema=FILL_SCHEMA).sort("query_id", "document_id")
+
+
+def unmoved(old: Mapping, new: Mapping, tol: float = 1e-9) -> bool:
+    """Whether a placement is an earlier one again: the same opponents and outcomes, and a
+    strength and grade within ``tol`` (the Newton iteration's own noise)."""
+    if old.get("opponents") != new["opponents"] or old.get("outcomes") != new["outcomes"]:
+        return False
+    if old.get("grade") is None or new["grade"] is None:
+        return old.get("grade") is None and new["grade"] is None
+    return abs(old["strength"] - new["strength"]) < tol and abs(old["grade"] - new["grade"]) < tol
 
 
 def track_rows(

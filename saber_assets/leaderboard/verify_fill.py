@@ -108,8 +108,9 @@ def judged_share(top: list[str], grades: Mapping[str, float], k: int) -> float:
 
 
 def verify_track_columns(board: pl.DataFrame, tops: Tops, grades: dict, k: int,
-                         out: Verification) -> None:  # fmt: skip
-    """The board's judged@k and nDCG@k with holes as 0, from each system's full-corpus top k."""
+                         excluded: set[str], out: Verification) -> None:  # fmt: skip
+    """The board's judged@k and nDCG@k with holes as 0, from each system's full-corpus top k,
+    over the queries the board scores (``excluded``: those it leaves out)."""
     judged, zero = f"judged@{k}", f"full_ndcg@{k}"
     if judged not in board.columns:
         return
@@ -121,7 +122,7 @@ def verify_track_columns(board: pl.DataFrame, tops: Tops, grades: dict, k: int,
         if not top:
             out.differ("full-corpus run", where, "a full-corpus top k", "no TREC file")
             continue
-        queries = [q for q in sorted(top) if q in grades]
+        queries = [q for q in sorted(top) if q in grades and q not in excluded]
         out.close(
             judged,
             where,
@@ -327,7 +328,8 @@ def verify_full_corpus(bench: Benchmark, runs_dir: Path, board_dir: Path, board:
     (or where runs were published without it: a difference)."""
     tops = read_tops(bench, runs_dir, settings["k"], out)
     grades = candidate_grades(bench)
-    verify_track_columns(board, tops, grades, settings["k"], out)
+    excluded = set(settings.get("excluded_queries", []))
+    verify_track_columns(board, tops, grades, settings["k"], excluded, out)
     if not (board_dir / FILL_BOARD).exists():
         if tops:
             out.differ("full-corpus board", str(board_dir / FILL_BOARD),
