@@ -21,10 +21,10 @@ import polars as pl
 from saber_assets.analyses.robustness import relevance_with
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.config import data_home
-from saber_assets.leaderboard.evaluate import rescore_runs
 from saber_assets.leaderboard.significance import kendall_tau, score_matrix
 from saber_assets.ratings.bradley_terry import Prior
 from saber_assets.ratings.rate import rate
+from saber_assets.runs.evaluate import rescore_runs
 
 PRIORS = {"l2": Prior("l2", c=1.0), "choix": Prior("choix", alpha=0.1)}
 RUN_COLUMNS = ["query_id", "setting", "domains", "failed", "scores", "ndcg"]

@@ -17,8 +17,8 @@ import numpy as np
 import polars as pl
 
 from saber_assets.leaderboard.holes import fill_board, fill_holes, pooled_holes
-from saber_assets.leaderboard.metrics import top_ids
 from saber_assets.ratings.bradley_terry import Prior
+from saber_assets.runs.metrics import top_ids
 
 
 def main() -> None:

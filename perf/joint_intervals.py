@@ -30,8 +30,8 @@ from saber_assets.leaderboard.joint import (
     rounds_resolution,
 )
 from saber_assets.leaderboard.joint_coverage import coverage
-from saber_assets.leaderboard.metrics import bootstrap_means
 from saber_assets.ratings.bradley_terry import rescale
+from saber_assets.runs.metrics import bootstrap_means
 
 SETTINGS = ("statement-full", "statement-only", "solution-only")
 
@@ -85,8 +85,8 @@ def as_benchmark(problems: list, relevance: dict[str, list[float]]) -> Benchmark
 def separable(runs: pl.DataFrame, relevance: dict, board, systems: int) -> None:
     """Pairs the query-only randomization test (1,000 resamples, Holm) separates per setting,
     beside the joint test's."""
-    from saber_assets.leaderboard.metrics import ndcg_at_k
     from saber_assets.leaderboard.significance import paired_tests, score_matrix
+    from saber_assets.runs.metrics import ndcg_at_k
 
     t0 = time.perf_counter()
     scored = runs.with_columns(

@@ -69,7 +69,7 @@ MODULES: dict[str, tuple[str, str]] = {
         "tests/test_tournament.py -k 'candidate or selection_key'",
     ),
     "metrics": (
-        "saber_assets/leaderboard/metrics.py",
+        "saber_assets/runs/metrics.py",
         "tests/test_leaderboard.py tests/test_bulk_scoring.py "
         "-k 'ndcg or bootstrap or recall or per_domain or full_corpus_metrics'",
     ),

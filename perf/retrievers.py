@@ -34,9 +34,9 @@ import polars as pl
 from saber_assets.benchmark.data import QUERY_SCHEMA, Benchmark
 from saber_assets.benchmark.texts import SETTINGS, document_texts
 from saber_assets.config import BUNDLED_SOURCES, DATA_DIR
-from saber_assets.leaderboard.evaluate import evaluate
 from saber_assets.retrievers.indexes import ensure_index, has_index
 from saber_assets.retrievers.registry import build_retriever, load_registry
+from saber_assets.runs.evaluate import evaluate
 
 
 class OneAtATime:

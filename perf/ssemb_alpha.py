@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 
 from saber_assets.benchmark.data import Benchmark
-from saber_assets.leaderboard.evaluate import evaluate
 from saber_assets.retrievers.dense import SSEmbRetriever
+from saber_assets.runs.evaluate import evaluate
 
 
 def main() -> None:

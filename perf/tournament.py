@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import kendalltau
 
-from saber_assets.leaderboard.metrics import ndcg_at_k
 from saber_assets.ratings.bradley_terry import rescale
+from saber_assets.runs.metrics import ndcg_at_k
 from saber_assets.tournament.simulate import estimate
 
 N = 150

@@ -12,11 +12,12 @@ from saber_assets.contamination import assets as contamination_assets
 from saber_assets.contamination import published_assets
 from saber_assets.corpus import assets as corpus_assets
 from saber_assets.leaderboard import assets as leaderboard_assets
-from saber_assets.leaderboard import fill_assets, run_assets, verify_asset
+from saber_assets.leaderboard import fill_assets, verify_asset
 from saber_assets.lib.declare import Declared, declared_in
 from saber_assets.ontology import assets as ontology_assets
 from saber_assets.ratings import assets as rating_assets
 from saber_assets.retrievers import assets as retriever_assets
+from saber_assets.runs import assets as runs_assets
 from saber_assets.signals import assets as signal_assets
 from saber_assets.site import explorer_assets, report_assets
 from saber_assets.stages import ANALYSES
@@ -35,7 +36,7 @@ STAGE_MODULES = [
     rating_assets,
     benchmark_assets,
     retriever_assets,
-    run_assets,
+    runs_assets,
     fill_assets,
     leaderboard_assets,
     verify_asset,

@@ -76,7 +76,7 @@ def test_saber_build_runs_every_stage(shared_build, tmp_path, monkeypatch, capsy
     # one index per document side (statement; full for statement→full and full→full)
     assert len(list((home / "indexes").glob("*/*/manifest.json"))) == 4
     # each run's TREC file: every scored query, its candidates ranked by the stored scores
-    from saber_assets.leaderboard.outside_runs import read_run
+    from saber_assets.runs.outside import read_run
 
     docs = Benchmark.read(home / "evaluation_benchmark").documents["id"].to_list()
     scored = pl.read_parquet(home / "runs" / "bm25" / "Algebra.parquet").filter(
@@ -213,7 +213,7 @@ def test_a_failed_run_of_a_retrievers_domains_keeps_the_domains_that_work(
     from dagster import AssetKey, DagsterInstance
 
     from saber_assets.cli import main
-    from saber_assets.leaderboard import run_assets
+    from saber_assets.runs import assets as run_assets
 
     cfg = shared_build("tiny").copy_to(tmp_path, monkeypatch)
     real = run_assets._domain_run
@@ -381,17 +381,17 @@ def test_incremental_build_runs_only_what_changed(shared_build, tmp_path, monkey
 
 def _fusion_read_its_components(cfg: Path, home: Path, registry: Path) -> None:
     """Every domain's fusion run read both components' scores from their runs
-    (``leaderboard.saved_runs``) and holds the scores of the fusion that runs them itself."""
+    (``runs.saved``) and holds the scores of the fusion that runs them itself."""
     from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
 
     from saber_assets.config import load_config
-    from saber_assets.leaderboard.evaluate import evaluate
     from saber_assets.ontology.domains import domain_keys
     from saber_assets.retrievers.registry import (
         RetrieverResources,
         build_retriever,
         load_registry,
     )
+    from saber_assets.runs.evaluate import evaluate
 
     setting = "statement-statement"
     bench = Benchmark.read(home / "tiny" / "evaluation_benchmark")
@@ -421,7 +421,7 @@ def _training_data_is_audited_and_scored_clean(cfg, tmp_path, capsys):
     """Declared training data: one audit per corpus with text, then the leaderboard and the
     analyses; no index or run again (the description of a model is not what it computes)."""
     from saber_assets.config import load_config
-    from saber_assets.leaderboard.evaluate import score_table
+    from saber_assets.leaderboard.scores import score_table
 
     registry = tmp_path / "retrievers.yaml"
     src = tmp_path / "mine.jsonl"
@@ -540,7 +540,7 @@ def test_a_model_that_finds_no_core_idea_leaves_an_empty_pool_and_the_build_goes
 def test_an_empty_benchmark_skips_the_analyses_instead_of_failing_them(tmp_path):
     """A model that leaves no viable query (a 135M model on the real server did) gives an empty
     benchmark: the build reports that the analyses have nothing to read instead of failing."""
-    from saber_assets.orchestration.run import no_queries
+    from saber_assets.orchestration.launch import no_queries
     from saber_assets.outputs import Outputs
 
     out = Outputs(tmp_path)

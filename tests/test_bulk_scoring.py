@@ -5,12 +5,6 @@ import polars as pl
 import pytest
 
 from saber_assets.benchmark.data import QUERY_SCHEMA, Benchmark
-from saber_assets.leaderboard.evaluate import (
-    corpus_score_matrix,
-    evaluate,
-    full_corpus_metrics,
-    full_corpus_metrics_from_scores,
-)
 from saber_assets.retrievers.approach0 import Approach0Retriever
 from saber_assets.retrievers.base import RetrieverFailed
 from saber_assets.retrievers.dense import DenseRetriever, SSEmbRetriever
@@ -18,6 +12,12 @@ from saber_assets.retrievers.lexical import (
     BM25Retriever,
     JaccardRetriever,
     TfidfRetriever,
+)
+from saber_assets.runs.evaluate import (
+    corpus_score_matrix,
+    evaluate,
+    full_corpus_metrics,
+    full_corpus_metrics_from_scores,
 )
 
 from .test_leaderboard import toy_benchmark
@@ -290,7 +290,7 @@ def test_approach0_searches_once_per_query_in_parallel():
 def test_the_full_corpus_track_never_retrieves_the_query_itself(monkeypatch):
     """Each query is also a document (its best match by far): the full-corpus track sees its
     own row at -inf, and only its own; queries of the filter that are no document see none."""
-    from saber_assets.leaderboard import evaluate as ev
+    from saber_assets.runs import evaluate as ev
 
     bench = _bench(n_docs=60, n_queries=6)
     seen = []

@@ -50,7 +50,7 @@ def test_work_shorter_than_the_delay_draws_nothing(monkeypatch, capsys):
 def test_the_console_says_which_domain_is_short_and_why(tmp_path):
     """`saber build`'s closing lines from a benchmark's manifest: each domain against its quota,
     the reason under a short one."""
-    from saber_assets.orchestration.run import benchmark_lines
+    from saber_assets.orchestration.launch import benchmark_lines
 
     bench = tmp_path / "benchmark"
     bench.mkdir()
@@ -78,7 +78,7 @@ def test_the_builds_last_lines_name_who_leads_each_setting(tmp_path):
     """The first tie group of each setting, the leader's score, and whether it stands alone."""
     import polars as pl
 
-    from saber_assets.orchestration.run import board_lines
+    from saber_assets.orchestration.launch import board_lines
     from saber_assets.outputs import Outputs
 
     out = Outputs(tmp_path)
@@ -103,7 +103,7 @@ def test_the_builds_last_lines_name_who_leads_each_setting(tmp_path):
 def fake_run(
     job: str, partition: str, rows: dict, success: bool = True, faults: dict | None = None
 ):
-    """What `print_run` and `StageSummary` read of a Dagster run result."""
+    """What `print_launch` and `StageSummary` read of a Dagster run result."""
     from types import SimpleNamespace
 
     from dagster import AssetKey, MetadataValue
@@ -125,8 +125,8 @@ def fake_run(
 
 def test_a_stage_of_many_partitions_is_one_line_in_a_log_and_one_redrawn_line_on_a_terminal():
 
+    from saber_assets.orchestration.launch import Console, StageSummary, print_launch
     from saber_assets.orchestration.plan import Step
-    from saber_assets.orchestration.run import Console, StageSummary, print_run
 
     for live in (False, True):
         out, drawn = [], []
@@ -138,7 +138,7 @@ def test_a_stage_of_many_partitions_is_one_line_in_a_log_and_one_redrawn_line_on
                 "build_domains", domain, {"query_candidates": 10 + k, "index": None}, faults=faults
             )
             step = Step("build_domains", domain)
-            print_run(run, 1.0, console, summary)
+            print_launch(run, 1.0, console, summary)
             summary.step(step, run, 1.0)
         summary.close()
         # what a step says beyond its rows, then the one summary line
@@ -160,7 +160,7 @@ def test_a_stage_of_many_partitions_is_one_line_in_a_log_and_one_redrawn_line_on
     summary = StageSummary(console, 2)
     for ok, domain in ((True, "A"), (False, "B")):
         run = fake_run("build_domains", domain, {"query_candidates": 1}, success=ok)
-        print_run(run, 2.0, console, summary)
+        print_launch(run, 2.0, console, summary)
         summary.step(Step("build_domains", domain), run, 2.0)
     summary.close()
     assert any("build_domains FAILED in 2.0s" in line for line in out), out

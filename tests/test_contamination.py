@@ -210,7 +210,7 @@ def test_items_roles_and_the_queries_a_match_contaminates():
 def test_the_clean_score_is_the_full_score_when_nothing_overlaps_and_recomputed_otherwise():
     from saber_assets.contamination.matches import contaminated_queries
     from saber_assets.leaderboard.contamination_columns import contamination_columns
-    from saber_assets.leaderboard.evaluate import score_table
+    from saber_assets.leaderboard.scores import score_table
     from saber_assets.retrievers.entries import TrainingCorpus
 
     bench = small_benchmark()

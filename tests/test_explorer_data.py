@@ -14,8 +14,8 @@ import pytest
 
 from saber_assets.cli import main
 from saber_assets.leaderboard.joint import GradePosterior, grade_intervals, grade_posteriors
-from saber_assets.leaderboard.metrics import gains, ndcg_at_k
 from saber_assets.ratings.bradley_terry import rescale
+from saber_assets.runs.metrics import gains, ndcg_at_k
 from saber_assets.site.build_diff import (
     BuildState,
     diff_builds,

@@ -223,7 +223,7 @@ def _mount_tmpfs(path, size: str, remount: bool = False) -> bool:
 def test_a_runs_faults_are_one_line_and_none_is_no_line():
     import json
 
-    from saber_assets.orchestration.run import faults_line
+    from saber_assets.orchestration.launch import faults_line
 
     met = [
         {"llm_faults": json.dumps({"by_cause": {"http_503": 2, "timeout": 1}, "lost_s": 3.25})},

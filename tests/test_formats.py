@@ -11,9 +11,10 @@ import pytest
 from saber_assets.benchmark.data import QUERY_SCHEMA, Benchmark, BenchmarkFormatError
 from saber_assets.benchmark.formats import export, integer_grade, read_beir, read_qrels
 from saber_assets.cli import main
-from saber_assets.leaderboard.evaluate import evaluate, score_table
-from saber_assets.leaderboard.outside_runs import evaluate_run, read_run, setting_of
-from saber_assets.leaderboard.trec_runs import write_run
+from saber_assets.leaderboard.scores import score_table
+from saber_assets.runs.evaluate import evaluate
+from saber_assets.runs.outside import evaluate_run, read_run, setting_of
+from saber_assets.runs.trec import write_run
 
 WORDS = "prime modulo square triangle area count arrange integral derivative root sum".split()
 

@@ -105,7 +105,7 @@ def test_every_asset_is_in_one_stage_and_says_what_its_version_hashes():
 # of the site's report, and the judge-versus-people analysis reads the study's labels
 STAGE_ORDER = (
     "corpus", "ontology", "annotations", "signals", "candidates", "ratings", "tournament",
-    "benchmark", "retrievers", "contamination", "leaderboard", "site", "study", "analyses",
+    "benchmark", "retrievers", "runs", "contamination", "leaderboard", "site", "study", "analyses",
 )  # fmt: skip
 TOP = {"definitions", "declarations", "sensors", "schedules", "orchestration", "cli", "pods",
        "cost", "home_lock"}  # fmt: skip
@@ -348,8 +348,8 @@ def test_every_name_in_the_readmes_package_table_is_a_selection():
     """What a newcomer reads in the README's table they can pass to `saber build --select`."""
     import re
 
+    from saber_assets.orchestration.launch import package_assets
     from saber_assets.orchestration.plan import selected_stages
-    from saber_assets.orchestration.run import package_assets
 
     packages = package_assets(make_definitions(DEFAULT_CONFIG))
     readme = (REPO_ROOT / "README.md").read_text()

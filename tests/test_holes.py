@@ -16,8 +16,8 @@ from saber_assets.leaderboard.holes import (
     pooled_holes,
     spread_opponents,
 )
-from saber_assets.leaderboard.metrics import graded_ndcg, judged_at, top_ids
 from saber_assets.ratings.bradley_terry import Prior, fit, information, rescale
+from saber_assets.runs.metrics import graded_ndcg, judged_at, top_ids
 
 
 def test_the_top_k_is_a_stable_sorts_without_sorting_the_corpus():

@@ -320,7 +320,7 @@ def test_the_exchange_format_refuses_repeated_query_ids_and_missing_texts(tmp_pa
 
 
 def test_a_trec_file_gets_one_run_per_setting_and_every_tag_a_setting(tmp_path):
-    from saber_assets.leaderboard.outside_runs import runs_by_setting
+    from saber_assets.runs.outside import runs_by_setting
 
     runs = {"bm25-statement-full": {"q": {}}, "mine": {"q": {}}, "x-full-full": {"q": {}}}
     with pytest.raises(ValueError, match="'mine' names no setting"):
@@ -706,7 +706,7 @@ def test_signal_inputs_are_stored_and_read_without_pickle(tmp_path):
 )  # fmt: skip
 def test_a_trec_run_that_could_score_itself_is_refused(tmp_path, lines, refusal):
     from saber_assets.benchmark.data import BenchmarkFormatError
-    from saber_assets.leaderboard.outside_runs import read_run
+    from saber_assets.runs.outside import read_run
 
     run = tmp_path / "run.trec"
     run.write_text("\n".join(lines) + "\n")

@@ -11,7 +11,6 @@ import pytest
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.benchmark.texts import SETTINGS, document_side, document_texts
-from saber_assets.leaderboard.evaluate import evaluate
 from saber_assets.retrievers import a0_search, indexes
 from saber_assets.retrievers import approach0 as a0
 from saber_assets.retrievers.approach0 import Approach0Retriever
@@ -25,6 +24,7 @@ from saber_assets.retrievers.indexes import (
 from saber_assets.retrievers.lexical import BM25Retriever, JaccardRetriever, TfidfRetriever
 from saber_assets.retrievers.token_table import TokenTable
 from saber_assets.retrievers.tokenize import math_tokens, plain_tokens
+from saber_assets.runs.evaluate import evaluate
 
 from .test_bulk_scoring import _bench, _dense, _ssemb
 

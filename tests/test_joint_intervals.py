@@ -10,8 +10,8 @@ from saber_assets.benchmark.data import JUDGMENT_SCHEMA, Benchmark, BenchmarkFor
 from saber_assets.leaderboard import joint
 from saber_assets.leaderboard.board import assemble_board, separable_pairs
 from saber_assets.leaderboard.joint_coverage import coverage
-from saber_assets.leaderboard.metrics import bootstrap_means, dcg_weights, gains, ndcg_at_k
 from saber_assets.ratings.bradley_terry import Prior, fit, information, rescale
+from saber_assets.runs.metrics import bootstrap_means, dcg_weights, gains, ndcg_at_k
 
 
 @pytest.mark.parametrize("ties", ["average", "stable", "numpy"])

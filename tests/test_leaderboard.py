@@ -17,18 +17,19 @@ from saber_assets.benchmark.data import (
     BenchmarkFormatError,
 )
 from saber_assets.cli import main
-from saber_assets.leaderboard.evaluate import evaluate, score_table
-from saber_assets.leaderboard.metrics import (
+from saber_assets.leaderboard.scores import score_table
+from saber_assets.retrievers.base import RetrieverFailed
+from saber_assets.retrievers.entries import RegistryError
+from saber_assets.retrievers.registry import build_retriever, load_registry
+from saber_assets.retrievers.tokenize import formula_tokens, math_tokens, plain_tokens
+from saber_assets.runs.evaluate import evaluate
+from saber_assets.runs.metrics import (
     bootstrap_ci,
     condensed_ndcg,
     ndcg_at_k,
     recall_of_top,
     summarize,
 )
-from saber_assets.retrievers.base import RetrieverFailed
-from saber_assets.retrievers.entries import RegistryError
-from saber_assets.retrievers.registry import build_retriever, load_registry
-from saber_assets.retrievers.tokenize import formula_tokens, math_tokens, plain_tokens
 
 # ---------------------------------------------------------------------------------- metrics
 

@@ -556,7 +556,7 @@ def test_lin_table_is_the_same_whatever_the_block_size():
 
 
 def test_build_selects_a_domain_by_its_title_or_its_key():
-    from saber_assets.orchestration.run import domain_selection
+    from saber_assets.orchestration.launch import domain_selection
 
     keys = keys_for(["Algebra", "Order, lattices, ordered algebraic structures"])
     got = domain_selection(

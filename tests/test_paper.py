@@ -12,7 +12,6 @@ import pytest
 
 from saber_assets.benchmark.data import QUERY_SCHEMA, Benchmark
 from saber_assets.cli import main
-from saber_assets.leaderboard.evaluate import evaluate, score_table
 from saber_assets.leaderboard.paper import (
     DOMAIN_CI_NOTE,
     apply_protocol,
@@ -21,6 +20,7 @@ from saber_assets.leaderboard.paper import (
     domain_cells,
     paper_figures,
 )
+from saber_assets.leaderboard.scores import score_table
 from saber_assets.retrievers.base import RetrieverFailed
 from saber_assets.retrievers.lexical import BM25Retriever, TfidfRetriever
 from saber_assets.retrievers.registry import (
@@ -29,6 +29,7 @@ from saber_assets.retrievers.registry import (
     unavailable_reason,
 )
 from saber_assets.retrievers.tokenize import sklearn_tokens, whitespace_tokens
+from saber_assets.runs.evaluate import evaluate
 from saber_assets.stages import STAGES
 
 REPO = Path(__file__).resolve().parent.parent

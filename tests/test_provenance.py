@@ -8,16 +8,17 @@ import yaml
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.cli import main
 from saber_assets.config import load_config
-from saber_assets.leaderboard.evaluate import evaluate, score_table
-from saber_assets.leaderboard.provenance import (
+from saber_assets.leaderboard.scores import score_table
+from saber_assets.retrievers.entries import RetrieverEntry
+from saber_assets.retrievers.registry import build_retriever
+from saber_assets.runs.evaluate import evaluate
+from saber_assets.runs.provenance import (
     PROVENANCE_COLUMNS,
     benchmark_id,
     provenance,
     row_id,
     with_provenance,
 )
-from saber_assets.retrievers.entries import RetrieverEntry
-from saber_assets.retrievers.registry import build_retriever
 
 from .test_paper import sample_benchmark
 

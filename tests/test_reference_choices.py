@@ -101,8 +101,8 @@ def test_given_queries_are_taken_where_viable_in_their_first_domain():
 def test_tied_scores_are_averaged_or_taken_in_numpys_order():
     import polars as pl
 
-    from saber_assets.leaderboard.evaluate import with_ties
-    from saber_assets.leaderboard.metrics import ndcg_at_k
+    from saber_assets.runs.evaluate import with_ties
+    from saber_assets.runs.metrics import ndcg_at_k
 
     # four candidates, all scored alike: the expected DCG over their orders, or numpy's order
     rel = [0.0, 0.0, 5.0, 1.0]

@@ -14,10 +14,10 @@ from saber_assets.analyses.robustness import (
     robustness_table,
     sample_judgments,
 )
-from saber_assets.leaderboard.evaluate import rescore_runs
 from saber_assets.leaderboard.significance import kendall_tau, score_matrix
 from saber_assets.ratings.bradley_terry import Prior
 from saber_assets.ratings.rate import rate
+from saber_assets.runs.evaluate import rescore_runs
 
 LATENT = {f"c{i}": float(i) for i in range(8)}  # c7 is the best candidate of every query
 

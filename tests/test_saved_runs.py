@@ -7,8 +7,13 @@ import polars as pl
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.benchmark.texts import document_texts
-from saber_assets.leaderboard.evaluate import evaluate
-from saber_assets.leaderboard.saved_runs import (
+from saber_assets.orchestration.plan import Step, components_first, one_launch_per_retriever
+from saber_assets.retrievers.base import RetrieverFailed
+from saber_assets.retrievers.entries import RetrieverEntry
+from saber_assets.retrievers.fusion import FusionRetriever
+from saber_assets.retrievers.registry import build_retriever
+from saber_assets.runs.evaluate import evaluate
+from saber_assets.runs.saved import (
     RUN_KEY,
     component_scores,
     documents_digest,
@@ -16,11 +21,6 @@ from saber_assets.leaderboard.saved_runs import (
     run_key,
     saved_scores,
 )
-from saber_assets.orchestration.plan import Step, components_first, one_run_per_retriever
-from saber_assets.retrievers.base import RetrieverFailed
-from saber_assets.retrievers.entries import RetrieverEntry
-from saber_assets.retrievers.fusion import FusionRetriever
-from saber_assets.retrievers.registry import build_retriever
 
 from .test_bulk_scoring import _bench
 
@@ -208,7 +208,7 @@ def test_a_retrievers_neighbouring_domains_make_one_run():
 
     steps = [step("A", "x"), step("B", "x"), step("C", "x"), step("D", "x", stale=False),
              step("A", "y"), step("C", "y"), step("D", "y"), step("B", "z")]  # fmt: skip
-    runs = one_run_per_retriever(steps, domains)
+    runs = one_launch_per_retriever(steps, domains)
     assert [(s.partition, s.last, s.covers) for s in runs] == [
         ("A|x", "C|x", ["A|x", "B|x", "C|x"]),
         ("D|x", None, []),  # up to date: not run, its own step

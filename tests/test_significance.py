@@ -4,7 +4,6 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_assets.leaderboard.metrics import bootstrap_ci, bootstrap_means
 from saber_assets.leaderboard.significance import (
     beats,
     flipped_pairs,
@@ -17,6 +16,7 @@ from saber_assets.leaderboard.significance import (
     rescore,
     score_matrix,
 )
+from saber_assets.runs.metrics import bootstrap_ci, bootstrap_means
 
 
 def test_identical_systems_are_never_significantly_different():
@@ -104,7 +104,7 @@ def test_a_ranking_that_does_not_depend_on_the_scale_keeps_tau_1_under_every_res
     for t in ("exponential", "linear", "scale3", "ranks"):
         scored = rescore(runs, rel, 10, "linear" if t == "exponential" else t)
         if t == "exponential":
-            from saber_assets.leaderboard.metrics import ndcg_at_k
+            from saber_assets.runs.metrics import ndcg_at_k
 
             scored = runs.with_columns(pl.Series("ndcg", [
                 ndcg_at_k(s, rel[q], 10) for q, s in runs.select("query_id", "scores").iter_rows()

@@ -14,7 +14,6 @@ import polars as pl
 import pytest
 
 from saber_assets.benchmark.data import Benchmark
-from saber_assets.leaderboard.metrics import ndcg_at_k
 from saber_assets.leaderboard.recompute import (
     bt_strengths_sklearn,
     holm_adjusted,
@@ -26,6 +25,7 @@ from saber_assets.leaderboard.recompute import (
 from saber_assets.leaderboard.significance import holm
 from saber_assets.leaderboard.verify import verify
 from saber_assets.ratings.bradley_terry import Prior, fit, rescale
+from saber_assets.runs.metrics import ndcg_at_k
 
 REPO = Path(__file__).resolve().parent.parent
 FLIPS = 20_000  # the verifier's flips in the tests (its default is 100,000)

@@ -192,9 +192,9 @@ EXPENSIVE = {"benchmark_export", "evaluation_benchmark", "retriever_index", "ret
         # modules only the CLI runs: no asset
         ("saber_assets.leaderboard.paper", set(), None),
         # how outside runs are read: the verification reads the board's runs with it
-        ("saber_assets.leaderboard.outside_runs", {"benchmark_verification"}, EXPENSIVE),
+        ("saber_assets.runs.outside", {"benchmark_verification"}, EXPENSIVE),
         # the run files' format: the runs stage writes them (and what reads the runs moves)
-        ("saber_assets.leaderboard.trec_runs", {"retriever_runs"}, {"evaluation_benchmark"}),
+        ("saber_assets.runs.trec", {"retriever_runs"}, {"evaluation_benchmark"}),
         ("saber_assets.benchmark.formats", set(), None),
         ("saber_assets.cli.evaluate", set(), None),
     ],

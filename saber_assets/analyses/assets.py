@@ -25,8 +25,6 @@ from saber_assets.analyses.signal_groups import (
 )
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.io_managers import concat_partitions
-from saber_assets.leaderboard.evaluate import rescore_runs
-from saber_assets.leaderboard.run_files import stored_runs
 from saber_assets.lib.declare import JUDGE_READS, analysis
 from saber_assets.lib.metadata import (
     figure_markdown,
@@ -42,6 +40,8 @@ from saber_assets.retrievers.registry import (
     RetrieverResources,
     build_retriever,
 )
+from saber_assets.runs.evaluate import rescore_runs
+from saber_assets.runs.files import stored_runs
 from saber_assets.site import plots
 from saber_assets.site.composition import composition
 from saber_resources.llm import LLMResource

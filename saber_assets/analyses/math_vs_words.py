@@ -20,9 +20,9 @@ import polars as pl
 
 from saber_assets.benchmark.data import best_rated
 from saber_assets.benchmark.texts import setting_texts
-from saber_assets.leaderboard.evaluate import corpus_score_matrix
 from saber_assets.retrievers.base import RetrieverFailed
 from saber_assets.retrievers.tokenize import plain_tokens, split_math
+from saber_assets.runs.evaluate import corpus_score_matrix
 from saber_assets.site import report as rp
 
 TOP = 5

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from saber_assets.leaderboard.evaluate import rescore_runs
 from saber_assets.leaderboard.significance import (
     flipped_pairs,
     half_split_taus,
@@ -29,6 +28,7 @@ from saber_assets.leaderboard.significance import (
 )
 from saber_assets.ratings.bradley_terry import Prior
 from saber_assets.ratings.rate import rate
+from saber_assets.runs.evaluate import rescore_runs
 from saber_assets.site import report as rp
 
 TRANSFORMS = ("linear", "scale3", "ranks")

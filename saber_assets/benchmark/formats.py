@@ -12,7 +12,7 @@
 
 Texts follow a setting: queries are statements (or statement + solution for full-full),
 documents statement + solution (or statements for statement-statement), as the leaderboard shows
-them. An outside system's TREC run file is scored in ``leaderboard/outside_runs.py``.
+them. An outside system's TREC run file is scored in ``runs/outside.py``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The `saber build` command: its arguments, parsed and handed to ``orchestration.run.build``."""
+"""The `saber build` command: its arguments, parsed and handed to ``orchestration.launch.build``."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from saber_assets.orchestration.run import QUIET, Console, build, terminal_line
+    from saber_assets.orchestration.launch import QUIET, Console, build, terminal_line
 
     level = args.log_level or {0: QUIET, 1: "INFO"}.get(args.verbose, "DEBUG")
     # progress of long work: redrawn lines on a terminal, a line every half minute in a log

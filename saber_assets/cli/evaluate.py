@@ -93,8 +93,8 @@ def evaluate_run_file(args, cfg, bench, bench_dir: Path) -> int:
 
     import polars as pl
 
-    from saber_assets.leaderboard.evaluate import score_table
-    from saber_assets.leaderboard.outside_runs import evaluate_run, read_run, runs_by_setting
+    from saber_assets.leaderboard.scores import score_table
+    from saber_assets.runs.outside import evaluate_run, read_run, runs_by_setting
 
     runs = runs_by_setting(read_run(Path(args.run)), args.setting)
     frames = [
@@ -163,11 +163,11 @@ def evaluate_cmd(args) -> int:
 
     from saber_assets.benchmark.data import Benchmark
     from saber_assets.benchmark.texts import SETTINGS
-    from saber_assets.leaderboard.evaluate import evaluate
     from saber_assets.leaderboard.paper import apply_protocol
-    from saber_assets.leaderboard.provenance import benchmark_id
     from saber_assets.leaderboard.rows import entry_rows
     from saber_assets.retrievers.registry import build_retriever
+    from saber_assets.runs.evaluate import evaluate
+    from saber_assets.runs.provenance import benchmark_id
 
     cfg = load_config(args.config)
     bench_dir = Outputs.of(cfg).benchmark_folder(args.benchmark)
@@ -303,10 +303,10 @@ def reproduce(args, cfg, bench, bench_dir: Path) -> int:
     import polars as pl
 
     from saber_assets.leaderboard.board_columns import metric_column, score_column
-    from saber_assets.leaderboard.evaluate import evaluate
-    from saber_assets.leaderboard.provenance import PROVENANCE_COLUMNS, benchmark_id, provenance
     from saber_assets.leaderboard.rows import entry_rows
     from saber_assets.retrievers.registry import build_retriever
+    from saber_assets.runs.evaluate import evaluate
+    from saber_assets.runs.provenance import PROVENANCE_COLUMNS, benchmark_id, provenance
 
     board_path = (
         Path(args.leaderboard)

@@ -8,7 +8,7 @@ import sys
 from saber_assets.cli.stop import interrupt_on_stop_signals
 from saber_assets.config import REPO_ROOT, data_home
 from saber_assets.home_lock import holding_home, run_group
-from saber_assets.orchestration.run import prepare_dagster_home
+from saber_assets.orchestration.launch import prepare_dagster_home
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -22,18 +22,19 @@ from saber_assets.leaderboard.contamination_columns import (
     contamination_columns,
     contamination_paragraph,
 )
-from saber_assets.leaderboard.evaluate import score_table, with_ties
 from saber_assets.leaderboard.joint import joint_intervals
 from saber_assets.leaderboard.plots import board_chart, pvalue_heatmap
-from saber_assets.leaderboard.provenance import SCORING_CODE, benchmark_id
 from saber_assets.leaderboard.rows import entry_rows
-from saber_assets.leaderboard.run_files import stored_runs
+from saber_assets.leaderboard.scores import score_table
 from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import figure_markdown, markdown_table, stage_metadata
 from saber_assets.outputs import write_whole, written_whole
 from saber_assets.pipeline import PipelineResource
 from saber_assets.retrievers.discovery import registry_for
 from saber_assets.retrievers.registry import unavailable_reason
+from saber_assets.runs.evaluate import with_ties
+from saber_assets.runs.files import stored_runs
+from saber_assets.runs.provenance import SCORING_CODE, benchmark_id
 from saber_assets.versions import code_digest
 from saber_resources.stores import StoresResource
 from saber_resources.warehouse import Warehouse

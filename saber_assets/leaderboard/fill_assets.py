@@ -18,7 +18,6 @@ from saber_assets.leaderboard.holes import (
     fill_holes,
     pooled_holes,
 )
-from saber_assets.leaderboard.run_files import stored_runs
 from saber_assets.lib.declare import table_asset
 from saber_assets.lib.metadata import llm_metadata, markdown_table, stage_metadata
 from saber_assets.lib.pod_sizes import llm_pod
@@ -26,6 +25,7 @@ from saber_assets.lib.tasks import prepared_judge
 from saber_assets.outputs import write_whole
 from saber_assets.pipeline import PipelineResource
 from saber_assets.ratings.rate import configured_prior
+from saber_assets.runs.files import stored_runs
 from saber_assets.tournament.engine import document_numbers
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource

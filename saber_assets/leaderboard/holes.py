@@ -19,9 +19,9 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from saber_assets.leaderboard.metrics import graded_ndcg, judged_at, summarize
 from saber_assets.leaderboard.significance import beats, paired_tests
 from saber_assets.ratings.bradley_terry import Prior, prior_terms
+from saber_assets.runs.metrics import graded_ndcg, judged_at, summarize
 
 # the fill's files beside the board (the leaderboard folder): what `saber verify` re-derives
 FILL_BOARD = "full_corpus_board.parquet"  # the full-corpus board before and after the fill

@@ -47,7 +47,6 @@ import polars as pl
 from scipy.linalg import solve_triangular
 
 from saber_assets.benchmark.data import Benchmark
-from saber_assets.leaderboard.metrics import dcg_weights, gains, ideal_dcg, resampled_rows
 from saber_assets.leaderboard.significance import better_of, holm, rank_bounds
 from saber_assets.ratings.bradley_terry import (
     DEFAULT_PRIOR,
@@ -58,6 +57,7 @@ from saber_assets.ratings.bradley_terry import (
     rescale,
 )
 from saber_assets.ratings.rate import pair_outcomes
+from saber_assets.runs.metrics import dcg_weights, gains, ideal_dcg, resampled_rows
 
 LEVEL = 0.95
 

@@ -20,8 +20,8 @@ from itertools import combinations
 import numpy as np
 
 from saber_assets.leaderboard.joint import grade_posteriors, intervals, joint_draws, reflected
-from saber_assets.leaderboard.metrics import dcg_weights, ndcg_at_k
 from saber_assets.ratings.bradley_terry import rescale
+from saber_assets.runs.metrics import dcg_weights, ndcg_at_k
 from saber_assets.tournament.simulate import estimate
 
 

@@ -8,9 +8,9 @@ from collections.abc import Callable, Sequence
 
 import polars as pl
 
-from saber_assets.leaderboard.evaluate import score_table
-from saber_assets.leaderboard.provenance import provenance, with_provenance
+from saber_assets.leaderboard.scores import score_table
 from saber_assets.retrievers.entries import RetrieverEntry
+from saber_assets.runs.provenance import provenance, with_provenance
 
 
 def entry_rows(

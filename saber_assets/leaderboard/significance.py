@@ -25,8 +25,8 @@ from itertools import combinations
 import numpy as np
 import polars as pl
 
-from saber_assets.leaderboard.evaluate import rescore_runs, skipped
-from saber_assets.leaderboard.metrics import bootstrap_means
+from saber_assets.runs.evaluate import rescore_runs, skipped
+from saber_assets.runs.metrics import bootstrap_means
 
 ALPHA = 0.05
 MIN_DOMAIN_QUERIES = 30  # per-domain tests only where a domain has at least this many queries

@@ -35,8 +35,6 @@ import polars as pl
 from saber_assets.benchmark.data import Benchmark, BenchmarkFormatError
 from saber_assets.leaderboard.board import BOARD_SETTINGS
 from saber_assets.leaderboard.board_columns import domain_ci, domain_mean, domain_queries
-from saber_assets.leaderboard.evaluate import skipped
-from saber_assets.leaderboard.outside_runs import read_run
 from saber_assets.leaderboard.recompute import (
     bt_strengths_sklearn,
     holm_adjusted,
@@ -50,7 +48,6 @@ from saber_assets.leaderboard.recompute import (
     t_test_p,
     wilson,
 )
-from saber_assets.leaderboard.run_files import run_file_parts, stored_runs
 from saber_assets.leaderboard.verdict import (
     EXACT,
     RATING_TOLERANCE,
@@ -61,6 +58,9 @@ from saber_assets.leaderboard.verdict import (
 )
 from saber_assets.leaderboard.verify_fill import verify_full_corpus
 from saber_assets.ontology.domains import keys_for
+from saber_assets.runs.evaluate import skipped
+from saber_assets.runs.files import run_file_parts, stored_runs
+from saber_assets.runs.outside import read_run
 
 # ---------------------------------------------------------------- the grades and the judge
 

@@ -26,7 +26,6 @@ from scipy.optimize import minimize_scalar
 
 from saber_assets.benchmark.data import Benchmark, BenchmarkFormatError
 from saber_assets.leaderboard.holes import FILL_BOARD, FILL_SETTINGS, FILL_TABLE
-from saber_assets.leaderboard.outside_runs import read_run
 from saber_assets.leaderboard.recompute import (
     holm_adjusted,
     min_max,
@@ -34,7 +33,6 @@ from saber_assets.leaderboard.recompute import (
     seeded_interval,
     sign_flip_p,
 )
-from saber_assets.leaderboard.run_files import FULL_CORPUS, run_file_parts
 from saber_assets.leaderboard.verdict import (
     EXACT,
     RATING_TOLERANCE,
@@ -43,6 +41,8 @@ from saber_assets.leaderboard.verdict import (
     Verification,
 )
 from saber_assets.ontology.domains import keys_for
+from saber_assets.runs.files import FULL_CORPUS, run_file_parts
+from saber_assets.runs.outside import read_run
 
 Tops = dict[tuple[str, str], dict[str, list[str]]]  # (retriever, setting) -> query -> top k
 

@@ -226,7 +226,7 @@ def stage_steps(
 def components_first(steps: list[Step], entries: list) -> list[Step]:
     """The runs stage's steps with every fusion after the retrievers it fuses, then each
     retriever's domains one after another: a fusion reads its components' scores from their
-    runs of the same domain when those are current (``leaderboard.saved_runs``), a build runs
+    runs of the same domain when those are current (``runs.saved``), a build runs
     its steps one by one, and a retriever's loaded index serves its next domain
     (``retrievers.indexes``)."""
     by_name = {e.name: e for e in entries}
@@ -246,7 +246,7 @@ def components_first(steps: list[Step], entries: list) -> list[Step]:
     return sorted(steps, key=lambda s: (depth(retriever(s)), first[retriever(s)]))
 
 
-def one_run_per_retriever(steps: list[Step], domains: Sequence[str]) -> list[Step]:
+def one_launch_per_retriever(steps: list[Step], domains: Sequence[str]) -> list[Step]:
     """The runs stage's steps to run, a retriever's domains in one Dagster run: the range of
     "DOMAIN|RETRIEVER" keys from its first domain to its last is, in Dagster's multi-partition
     ranges, exactly those domains of that retriever when they are neighbours in the domain

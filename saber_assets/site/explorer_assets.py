@@ -8,12 +8,12 @@ from dagster import AssetKey, MetadataValue, Output
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.io_managers import concat_partitions
-from saber_assets.leaderboard.run_files import stored_runs
 from saber_assets.lib.declare import analysis
 from saber_assets.lib.metadata import (
     stage_metadata,
 )
 from saber_assets.pipeline import PipelineResource
+from saber_assets.runs.files import stored_runs
 from saber_assets.site.build_diff import (
     BuildState,
     diff_builds,

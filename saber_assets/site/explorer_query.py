@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 
 from saber_assets.benchmark.data import Benchmark
-from saber_assets.leaderboard.metrics import gains, ideal_dcg
+from saber_assets.runs.metrics import gains, ideal_dcg
 from saber_assets.site.math_html import CSS as MATH_CSS
 from saber_assets.site.math_html import render
 

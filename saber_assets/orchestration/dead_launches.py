@@ -31,7 +31,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def reap_dead_runs(instance: DagsterInstance) -> list[str]:
+def reap_dead_launches(instance: DagsterInstance) -> list[str]:
     """Mark this host's build runs whose process is gone as failed and free their pool slots;
     returns their run ids."""
     host = socket.gethostname()

@@ -1,6 +1,6 @@
 """`saber build`'s loop: every missing or unsynced step of the selection, job by job (the plan:
-``orchestration.plan``), in this process or on a running deployment (``orchestration.remote``), after the runs a
-killed build left are marked failed (``build.dead_runs``). It prints through a ``Console``; the
+``orchestration.plan``), in this process or on a running deployment (``orchestration.remote``), after the Dagster
+runs a killed build left are marked failed (``dead_launches``). It prints through a ``Console``; the
 CLI (``cli/build.py``) only parses its arguments and calls ``build``."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class Console:
 class StageSummary:
     """A stage of many steps (a partition each): on a terminal one progress line redrawn per
     step, then one summary line: the partitions, each asset's rows summed, the job's seconds and
-    the peak RSS (the form ``print_run``'s own last line has). Whatever a step says beyond its
+    the peak RSS (the form ``print_launch``'s own last line has). Whatever a step says beyond its
     rows (faults met, a failed check, a warning, a failure) is still printed, each as it comes."""
 
     console: Console
@@ -105,11 +105,11 @@ def job_line(job: str, state: str, seconds: float) -> str:
 
 
 # Dagster's console logger at this level prints nothing a build does not print better itself:
-# the step lines, the warnings in plain words (`run_warnings`) and the failures at the end.
+# the step lines, the warnings in plain words (`launch_warnings`) and the failures at the end.
 QUIET = "CRITICAL"
 
 
-def run_warnings(instance, run_id: str) -> list[str]:
+def launch_warnings(instance, run_id: str) -> list[str]:
     """The messages a run's steps logged at WARNING or above, each once, in their order."""
     import logging
 
@@ -181,7 +181,7 @@ def stopped_by_checks_only(result) -> bool:
     )
 
 
-def print_run(
+def print_launch(
     result, seconds: float, console: Console, summary: StageSummary | None = None
 ) -> None:
     """One line per materialisation: asset, partition, rows; the faults its LLM calls met;
@@ -326,10 +326,10 @@ def build(
 
     from saber_assets.definitions import make_definitions
     from saber_assets.ontology.domains import domain_keys
-    from saber_assets.orchestration.dead_runs import process_tags, reap_dead_runs
+    from saber_assets.orchestration.dead_launches import process_tags, reap_dead_launches
     from saber_assets.orchestration.plan import (
         components_first,
-        one_run_per_retriever,
+        one_launch_per_retriever,
         partition_filter,
         runnable_names,
         selected_stages,
@@ -355,7 +355,7 @@ def build(
         f"saber build: config {config or DEFAULT_CONFIG} ({cfg.name}), outputs under {home / cfg.name}"
     )
     run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
-    for run_id in reap_dead_runs(instance):
+    for run_id in reap_dead_launches(instance):
         console.out(f"  run {run_id} of a killed build marked failed, its pool slots freed")
     sync_partitions(instance, cfg)
     observe_sources(defs, instance, run_config)
@@ -385,7 +385,7 @@ def build(
         if stage.fusions_last:
             steps = components_first(steps, registry_for(cfg))
         if stage.by_domain and stage.by_retriever:
-            steps = one_run_per_retriever(steps, static_domains(defs, stage.job))
+            steps = one_launch_per_retriever(steps, static_domains(defs, stage.job))
         to_run = sum(bool(step.reasons) for step in steps)
         verbose = log_level.upper() in ("DEBUG", "INFO")
         summary = None
@@ -408,8 +408,8 @@ def build(
                 tags={**process_tags(), **accept_tags, **range_tags(step)},
             )
             seconds = time.perf_counter() - t1
-            print_run(result, seconds, console, summary)
-            for message in run_warnings(instance, result.run_id):
+            print_launch(result, seconds, console, summary)
+            for message in launch_warnings(instance, result.run_id):
                 (summary.say if summary else console.out)(f"  warning: {message}")
             if not result.success and step.parts:
                 # a range materialises all its partitions or none: each one again on its own,
@@ -521,7 +521,7 @@ def partition_of(result) -> str:
 
 
 def range_tags(step) -> dict[str, str]:
-    """A step over a partition range (``plan.one_run_per_retriever``) as Dagster's tags."""
+    """A step over a partition range (``plan.one_launch_per_retriever``) as Dagster's tags."""
     if not step.last:
         return {}
     from dagster._core.storage.tags import (

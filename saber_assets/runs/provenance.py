@@ -25,7 +25,7 @@ from saber_assets.versions import code_digest
 # builds them) and the evaluation, with everything they import (``versions.code_digest``)
 SCORING_CODE = (
     "saber_assets.retrievers.registry",
-    "saber_assets.leaderboard.evaluate",
+    "saber_assets.runs.evaluate",
 )
 PROVENANCE_COLUMNS = [
     "row_id",

@@ -21,10 +21,10 @@ import polars as pl
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.benchmark.texts import document_texts, setting_texts
-from saber_assets.leaderboard.provenance import provenance
 from saber_assets.retrievers.base import scores_key
 from saber_assets.retrievers.entries import RetrieverEntry
 from saber_assets.retrievers.fusion import SavedScores
+from saber_assets.runs.provenance import provenance
 
 RUN_KEY = "run_key"
 

@@ -1,6 +1,6 @@
 """Outside runs scored like our own: a TREC run file from any system (``saber evaluate-run``),
 read (a line that cannot be trusted refused with its number), its tags mapped to settings, and
-scored with the leaderboard's metric and CIs. Apart from `trec_runs.py`, the runs stage's
+scored with the leaderboard's metric and CIs. Apart from `trec.py`, the runs stage's
 writer, so that a change here moves no run's code version."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import polars as pl
 
 from saber_assets.benchmark.data import Benchmark, BenchmarkFormatError
 from saber_assets.benchmark.texts import SETTINGS
-from saber_assets.leaderboard.evaluate import (
+from saber_assets.runs.evaluate import (
     RUN_SCHEMA,
     candidate_metrics,
     failed,

@@ -15,17 +15,6 @@ from dagster import (
 )
 
 from saber_assets.benchmark.data import Benchmark
-from saber_assets.leaderboard.evaluate import evaluate
-from saber_assets.leaderboard.provenance import SCORING_CODE
-from saber_assets.leaderboard.run_files import FULL_CORPUS, trec_name
-from saber_assets.leaderboard.saved_runs import (
-    RUN_KEY,
-    component_scores,
-    documents_digest,
-    evaluated_queries,
-    run_key,
-)
-from saber_assets.leaderboard.trec_runs import write_run
 from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import llm_metadata, stage_metadata
 from saber_assets.lib.pod_sizes import runs_pod
@@ -41,6 +30,17 @@ from saber_assets.retrievers.registry import (
     components_of,
     needs_judge,
 )
+from saber_assets.runs.evaluate import evaluate
+from saber_assets.runs.files import FULL_CORPUS, trec_name
+from saber_assets.runs.provenance import SCORING_CODE
+from saber_assets.runs.saved import (
+    RUN_KEY,
+    component_scores,
+    documents_digest,
+    evaluated_queries,
+    run_key,
+)
+from saber_assets.runs.trec import write_run
 from saber_assets.versions import code_digest
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
