@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from saber_assets.leaderboard.board import tie_groups
+from saber_assets.leaderboard.assemble import tie_groups
 from saber_assets.leaderboard.significance import MAX_TEST_RESAMPLES, paired_tests, score_matrix
 
 SEEDS = (1, 2, 3, 4, 5)

@@ -364,7 +364,7 @@ def test_every_name_in_the_readmes_package_table_is_a_selection():
 
 # a board column spelled out to read or write one: `row[f"{d} ci"]`, `.get(f"{d} queries")`,
 # `r[`${d} ci`]`, `d + " ci"`, `f"{d} ci" in board.columns`, `endswith(" ci")` (the names are
-# made in leaderboard/board_columns.py and read back through it, in Python and in the pages)
+# made in leaderboard/board.py and read back through it, in Python and in the pages)
 SPELLED_COLUMN = re.compile(
     r"""[\[(]\s*f?["'`]\$?\{[^{}\n]+\} (?:ci|queries)["'`]"""
     r"""|\+\s*["'] (?:ci|queries)["']"""
@@ -375,7 +375,7 @@ SPELLED_COLUMN = re.compile(
 
 def spelled_board_columns(root: Path) -> list[str]:
     """``path:line`` of every board column name spelled outside the module that owns them."""
-    owner = root / "saber_assets" / "leaderboard" / "board_columns.py"
+    owner = root / "saber_assets" / "leaderboard" / "board.py"
     found = []
     for path in sorted((root / "saber_assets").rglob("*")):
         if path.suffix not in (".py", ".js") or path == owner or "vendor" in path.parts:
@@ -386,8 +386,45 @@ def spelled_board_columns(root: Path) -> list[str]:
     return found
 
 
+# the board's fixed names (its interval columns, its files, board.json's own keys): a string
+# that is exactly one of them, outside leaderboard/board.py, spells what the Board owns
+OWNED_NAMES = {"ci_low", "ci_high", "ci_low_joint", "ci_high_joint", "ci_low_clean",
+               "ci_high_clean", "leaderboard.parquet", "leaderboard.csv", "significance.parquet",
+               "significance.csv", "board.json", "rounds_resolution.parquet", "leaderboard.md",
+               "full_corpus_board.parquet", "full_corpus_fill.parquet", "full_corpus.json",
+               "bootstrap_resamples", "test_resamples", "excluded_queries", "off_board"}  # fmt: skip
+OWNED_IN_SCRIPT = re.compile(r"\bci_(?:low|high)(?:_joint|_clean)?\b")
+
+
+def owned_names_spelled(root: Path) -> list[str]:
+    """``path:line`` of every string constant (docstrings aside) that is one of the board's own
+    names, and of each interval column a page's script names, outside the board's module."""
+    import ast
+
+    owner = root / "saber_assets" / "leaderboard" / "board.py"
+    found = []
+    for path in sorted((root / "saber_assets").rglob("*")):
+        if path == owner or "vendor" in path.parts:
+            continue
+        if path.suffix == ".js":
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if OWNED_IN_SCRIPT.search(line):
+                    found.append(f"{path.relative_to(root)}:{n}")
+        elif path.suffix == ".py":
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            docs = {id(node.body[0].value) for node in ast.walk(tree)
+                    if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef)
+                    and node.body and isinstance(node.body[0], ast.Expr)}  # fmt: skip
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Constant) and node.value in OWNED_NAMES
+                        and id(node) not in docs):  # fmt: skip
+                    found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
 def test_no_board_column_is_spelled_outside_the_module_that_owns_them(tmp_path):
     assert spelled_board_columns(REPO_ROOT) == []
+    assert owned_names_spelled(REPO_ROOT) == []
     # planted, in a report module and in a page's script: both named
     root = copy_source(tmp_path)
     report = root / "saber_assets" / "site" / "report_assets.py"
@@ -398,6 +435,16 @@ def test_no_board_column_is_spelled_outside_the_module_that_owns_them(tmp_path):
         "saber_assets/site/explorer_static/explorer.js",
         "saber_assets/site/report_assets.py",
     ]
+    # a fixed column, a board file and a key of board.json, each spelled out: each named
+    verify = root / "saber_assets" / "leaderboard" / "verify.py"
+    verify.write_text(verify.read_text() + '\nLOW = ROW["ci_low"]\n')
+    cli = root / "saber_assets" / "cli" / "cost.py"
+    cli.write_text(cli.read_text() + '\nPATH = "board.json"\nKEY = {"off_board": []}\n')
+    page.write_text(page.read_text() + "\nconst lo = r.ci_low_joint;\n")
+    assert sorted(p.split(":")[0] for p in owned_names_spelled(root)) == [
+        "saber_assets/cli/cost.py", "saber_assets/cli/cost.py",
+        "saber_assets/leaderboard/verify.py", "saber_assets/site/explorer_static/explorer.js",
+    ]  # fmt: skip
 
 
 def test_no_source_package_is_named_like_build_output():

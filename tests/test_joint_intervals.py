@@ -8,7 +8,7 @@ import pytest
 
 from saber_assets.benchmark.data import JUDGMENT_SCHEMA, Benchmark, BenchmarkFormatError
 from saber_assets.leaderboard import joint
-from saber_assets.leaderboard.board import assemble_board, separable_pairs
+from saber_assets.leaderboard.assemble import assemble_board, separable_pairs
 from saber_assets.leaderboard.joint_coverage import coverage
 from saber_assets.ratings.bradley_terry import Prior, fit, information, rescale
 from saber_assets.runs.metrics import bootstrap_means, dcg_weights, gains, ndcg_at_k
@@ -243,7 +243,7 @@ def test_a_joint_decision_within_its_draws_error_widens_the_separable_count():
     import polars as pl
     from scipy.stats import norm
 
-    from saber_assets.leaderboard.board import separable_pairs
+    from saber_assets.leaderboard.assemble import separable_pairs
     from saber_assets.leaderboard.board_markdown import joint_paragraph
     from saber_assets.leaderboard.joint import near_joint_threshold
 

@@ -404,7 +404,7 @@ def test_retriever_failures_are_counted():
 
 
 def test_the_score_columns_are_named_for_the_cut_off():
-    from saber_assets.leaderboard.board_columns import score_column
+    from saber_assets.leaderboard.board import score_column
     from saber_assets.site.report import read_leaderboard
 
     bench = toy_benchmark()
@@ -461,7 +461,7 @@ def test_one_system_under_two_names_is_said_so():
     """A system whose nDCG on every query is another's (a re-ranker whose depth covers every
     candidate) is marked on the board and named in its words; one query scored otherwise and
     the mark goes."""
-    from saber_assets.leaderboard.board import same_scores
+    from saber_assets.leaderboard.assemble import same_scores
     from saber_assets.leaderboard.board_markdown import same_scores_note
 
     def runs(rerank_q2: float):

@@ -131,7 +131,7 @@ def test_half_splits_agree_with_themselves_when_the_gap_is_wide():
 def test_tie_groups_open_where_the_paired_test_separates_a_system_from_the_groups_top():
     import polars as pl
 
-    from saber_assets.leaderboard.board import tie_groups
+    from saber_assets.leaderboard.assemble import tie_groups
 
     board = pl.DataFrame(
         {"setting": ["s"] * 4 + ["t"] * 2, "retriever": ["a", "b", "c", "d", "a", "b"],

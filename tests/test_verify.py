@@ -439,7 +439,7 @@ def test_a_system_dropped_from_the_board_is_named(published):
 def test_columns_once_unchecked_are_re_derived(published):
     """`ndcg@10_linear` set to 0.99, `ndcg_corrected` moved, a domain's interval string and a
     joint decision forged: each verified before, each is named now."""
-    from saber_assets.leaderboard.board_columns import domain_ci
+    from saber_assets.leaderboard.board import domain_ci
 
     board_path = published / "leaderboard/leaderboard.parquet"
     board = pl.read_parquet(board_path)
@@ -528,17 +528,18 @@ def test_the_banner_names_what_was_not_checked():
 def fill_verdict(root: Path):
     """verify's full-corpus part alone on ``root`` (the whole verdict is the first test's)."""
     from saber_assets.benchmark.data import Benchmark
+    from saber_assets.leaderboard.board import Board
     from saber_assets.leaderboard.verdict import Verification
-    from saber_assets.leaderboard.verify import read_board_settings, verify_grades
+    from saber_assets.leaderboard.verify import verify_grades
     from saber_assets.leaderboard.verify_fill import verify_full_corpus
 
     out = Verification()
     bench = Benchmark.read(root / "evaluation_benchmark")
     strengths = verify_grades(bench, out)
     board_dir = root / "leaderboard"
-    settings = {**read_board_settings(board_dir), "verify_flips": FLIPS}
-    board = pl.read_parquet(board_dir / "leaderboard.parquet")
-    verify_full_corpus(bench, root / "runs", board_dir, board, settings, strengths, out)
+    board = Board.read_table(board_dir)
+    verify_full_corpus(bench, root / "runs", board_dir, board, Board.read_settings(board_dir),
+                       strengths, out, FLIPS)  # fmt: skip
     return out
 
 

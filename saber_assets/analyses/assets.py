@@ -25,6 +25,7 @@ from saber_assets.analyses.signal_groups import (
 )
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.io_managers import concat_partitions
+from saber_assets.leaderboard.board import Board
 from saber_assets.lib.declare import JUDGE_READS, analysis
 from saber_assets.lib.metadata import (
     figure_markdown,
@@ -112,7 +113,7 @@ def mteb_correlation(pipeline: PipelineResource) -> Output[pl.DataFrame]:
     retrieval scores of `analyses.mteb_scores`, per setting, for all matched models and for
     `analyses.recent_models`. Without a scores file: empty, with a note saying so."""
     acfg = pipeline.load().analyses
-    board = pl.read_csv(pipeline.outputs().leaderboard / "leaderboard.csv")
+    board = Board.read_table(pipeline.outputs().leaderboard)
     if acfg.mteb_scores is None:
         empty = pl.DataFrame(schema=STATS_SCHEMA)
         note = "no analyses.mteb_scores file configured: nothing to correlate"

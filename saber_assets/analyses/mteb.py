@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from saber_assets.leaderboard.board_columns import score_column
+from saber_assets.leaderboard.board import score_column
 from saber_assets.site import report as rp
 
 STATS_SCHEMA = {

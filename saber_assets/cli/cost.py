@@ -110,7 +110,8 @@ def print_new_model_games(cfg) -> None:
     """The judge games a new retriever's full-corpus holes cost, from the built fill's board."""
     import polars as pl
 
-    from saber_assets.leaderboard.holes import FILL_BOARD, new_model_games
+    from saber_assets.leaderboard.board import FILL_BOARD
+    from saber_assets.leaderboard.holes import new_model_games
 
     games, k = cfg.leaderboard.fill_games, cfg.leaderboard.k
     path = Outputs.of(cfg).leaderboard / FILL_BOARD
@@ -133,8 +134,9 @@ def print_plan(cfg, gpu_hours_per_round: float) -> None:
     import polars as pl
 
     from saber_assets.cost import rounds_plan
+    from saber_assets.leaderboard.board import CURVE
 
-    path = Outputs.of(cfg).leaderboard / "rounds_resolution.parquet"
+    path = Outputs.of(cfg).leaderboard / CURVE
     print(f"\nplan: one more Swiss round costs {gpu_hours_per_round:.2f} GPU-hours at this size")
     if not path.exists():
         print(

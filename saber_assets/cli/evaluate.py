@@ -9,6 +9,7 @@ from pathlib import Path
 from saber_assets.benchmark.texts import SETTINGS
 from saber_assets.config import REPO_ROOT, data_home, load_config
 from saber_assets.home_lock import holding_home
+from saber_assets.leaderboard.board import CI_HIGH, CI_LOW
 from saber_assets.outputs import Outputs
 
 
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def print_report(label: str, bench_dir: Path, bench, rep, k: int) -> None:
-    from saber_assets.leaderboard.board_columns import domain_ci, domain_mean, metric_column
+    from saber_assets.leaderboard.board import domain_ci, domain_mean, metric_column
 
     m = metric_column(k)
     print(
@@ -70,7 +71,7 @@ def print_report(label: str, bench_dir: Path, bench, rep, k: int) -> None:
     )
     for r in rep.iter_rows(named=True):
         print(
-            f"\n[{r['setting']}]  nDCG@{k} = {r[m]:.4f}  95% CI [{r['ci_low']:.4f}, {r['ci_high']:.4f}]"
+            f"\n[{r['setting']}]  nDCG@{k} = {r[m]:.4f}  95% CI [{r[CI_LOW]:.4f}, {r[CI_HIGH]:.4f}]"
             f"  ({r['queries']} queries, {r['failed']} failed, median {r['median_latency_ms'] or 0:.1f} ms/query)"
             + (f"  row_id {r['row_id']}" if r.get("row_id") else "")
         )
@@ -237,7 +238,7 @@ def evaluate_cmd(args) -> int:
 
 
 def print_registry_run(args, bench_dir, bench, results, skipped, other) -> None:
-    from saber_assets.leaderboard.board_columns import metric_column
+    from saber_assets.leaderboard.board import metric_column
 
     print(
         f"registry run on {bench_dir}: {bench.queries.height} queries, "
@@ -302,20 +303,16 @@ def reproduce(args, cfg, bench, bench_dir: Path) -> int:
     recorded provenance against today's, then its nDCG and interval recomputed."""
     import polars as pl
 
-    from saber_assets.leaderboard.board_columns import metric_column, score_column
+    from saber_assets.leaderboard.board import TABLE, metric_column, score_column
     from saber_assets.leaderboard.rows import entry_rows
     from saber_assets.retrievers.registry import build_retriever
     from saber_assets.runs.evaluate import evaluate
     from saber_assets.runs.provenance import PROVENANCE_COLUMNS, benchmark_id, provenance
 
-    board_path = (
-        Path(args.leaderboard)
-        if args.leaderboard
-        else Outputs.of(cfg).leaderboard / "leaderboard.parquet"
-    )
-    if not board_path.exists():
+    board_path = Path(args.leaderboard) if args.leaderboard else Outputs.of(cfg).leaderboard / TABLE
+    if not board_path.is_file():
         raise FileNotFoundError(f"no leaderboard at {board_path}: build it, or pass --leaderboard")
-    board = pl.read_parquet(board_path)
+    board = pl.read_parquet(board_path)  # a board file named by the user: read as given
     if "row_id" not in board.columns:
         raise ValueError(f"{board_path}: written before rows had ids: rebuild the leaderboard")
     hit = board.filter(pl.col("row_id") == args.reproduce)
@@ -345,11 +342,11 @@ def reproduce(args, cfg, bench, bench_dir: Path) -> int:
         seed=cfg.seed, k=args.k,
     ).row(0, named=True)  # fmt: skip
     same_id = rep["row_id"] == args.reproduce
-    diffs = {c: abs(rep[c] - row[c]) for c in ("ci_low", "ci_high")}
+    diffs = {c: abs(rep[c] - row[c]) for c in (CI_LOW, CI_HIGH)}
     diffs[m] = abs(rep[m] - row[recorded])
     matches = all(d <= 1e-9 for d in diffs.values())
     print(
-        f"  rerun: nDCG@{args.k} {rep[m]:.6f} [{rep['ci_low']:.6f}, {rep['ci_high']:.6f}] "
+        f"  rerun: nDCG@{args.k} {rep[m]:.6f} [{rep[CI_LOW]:.6f}, {rep[CI_HIGH]:.6f}] "
         f"on {bench_dir}"
     )
     verdict = "matches" if matches else f"differs (nDCG by {rep[m] - row[recorded]:+.6f})"

@@ -1,7 +1,6 @@
 """leaderboard stage: the leaderboard over every registered retriever's runs."""
 
 import json
-import time
 
 import matplotlib
 import polars as pl
@@ -10,25 +9,19 @@ from dagster import AssetExecutionContext, MaterializeResult, MetadataValue
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.contamination.matches import audited_items, declared_training, own_matched_queries
 from saber_assets.io_managers import refresh_warehouse
-from saber_assets.leaderboard.board import (
-    BOARD_SETTINGS,
-    assemble_board,
-    same_scores,
-    separable_pairs,
-)
-from saber_assets.leaderboard.board_columns import metric_column
+from saber_assets.leaderboard.assemble import board_of, separable_pairs
+from saber_assets.leaderboard.board import MARKDOWN, TABLE_CSV
 from saber_assets.leaderboard.board_markdown import board_text
 from saber_assets.leaderboard.contamination_columns import (
     contamination_columns,
     contamination_paragraph,
 )
-from saber_assets.leaderboard.joint import joint_intervals
 from saber_assets.leaderboard.plots import board_chart, pvalue_heatmap
 from saber_assets.leaderboard.rows import entry_rows
 from saber_assets.leaderboard.scores import score_table
 from saber_assets.lib.declare import stage_asset
 from saber_assets.lib.metadata import figure_markdown, markdown_table, stage_metadata
-from saber_assets.outputs import write_whole, written_whole
+from saber_assets.outputs import write_whole
 from saber_assets.pipeline import PipelineResource
 from saber_assets.retrievers.discovery import registry_for
 from saber_assets.retrievers.registry import unavailable_reason
@@ -93,7 +86,7 @@ def leaderboard(
             runs = runs.filter(~pl.col("query_id").is_in(sorted(excluded)))
         all_runs.append(runs)
 
-        def board_columns(rep: pl.DataFrame, e=e, runs=runs) -> pl.DataFrame:
+        def extra_columns(rep: pl.DataFrame, e=e, runs=runs) -> pl.DataFrame:
             rep = rep.join(
                 contamination_columns(
                     rep, runs, bench, declared[e.name], audits, cfg.contamination.top_candidates,
@@ -112,7 +105,7 @@ def leaderboard(
 
         rep = entry_rows(
             e, runs, domains, bench_id, resamples=lb.bootstrap_resamples, seed=cfg.seed, k=lb.k,
-            code=code, columns=board_columns,
+            code=code, columns=extra_columns,
         )  # fmt: skip
         if rep.is_empty():
             context.log.warning(
@@ -131,51 +124,21 @@ def leaderboard(
         )
     if not tables:
         raise ValueError("no retriever has scored any query: materialise retriever_runs first")
-    metric = metric_column(lb.k)
-    cols = ["retriever", "query_id", "setting", "domains", "ndcg"]
-    judge = manifest.get("judge_backend", "unknown")
-    t0 = time.perf_counter()
-    joint, curve, no_joint = joint_intervals(
-        bench, pl.concat([r.select(*cols, "failed", "scores") for r in all_runs]), k=lb.k,
-        ties="numpy" if lb.ties == "order" else "average", resamples=lb.bootstrap_resamples,
-        curve_draws=lb.resolution_draws, seed=cfg.seed, alpha=lb.alpha,
-    )  # fmt: skip
-    joint_seconds = time.perf_counter() - t0
-    if no_joint:
-        context.log.warning(f"no joint intervals: {no_joint}")
-    t0 = time.perf_counter()
-    scored = pl.concat([r.select(cols) for r in all_runs])
-    board, tests = assemble_board(
-        tables, scored, domains, metric, judge,
-        resamples=lb.bootstrap_resamples, test_resamples=lb.test_resamples, seed=cfg.seed,
-        alpha=lb.alpha, joint=joint,
-    )  # fmt: skip
-    test_seconds = time.perf_counter() - t0
-    # one system under two names (a re-ranker whose depth covers every candidate) is said so
-    board = board.join(same_scores(scored), on=["setting", "retriever"], how="left")
-    out = pipeline.outputs().leaderboard
-    out.mkdir(parents=True, exist_ok=True)
-    for write, name in ((tests.write_parquet, "significance.parquet"),
-                        (tests.write_csv, "significance.csv"), (board.write_csv, "leaderboard.csv"),
-                        (board.write_parquet, "leaderboard.parquet")):  # fmt: skip
-        with written_whole(out / name) as tmp:  # the warehouse's `leaderboard` view reads it
-            write(tmp)
-    if curve is not None:
-        write_whole(out / "rounds_resolution.parquet", curve)
-    else:  # an older curve would describe other judgments
-        (out / "rounds_resolution.parquet").unlink(missing_ok=True)
     runs_dir = pipeline.outputs().runs
     with_files = (
         sorted(p.name for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.is_dir() else []
     )
-    off_board = [name for name in with_files if name not in set(board["retriever"].to_list())]
-    write_whole(
-        out / BOARD_SETTINGS, json.dumps(board_settings(cfg, excluded, off_board), indent=2)
-    )
+    made = board_of(tables, all_runs, bench, lb, cfg.seed, excluded, with_files)
+    if made.no_joint:
+        context.log.warning(f"no joint intervals: {made.no_joint}")
+    out = pipeline.outputs().leaderboard
+    made.board.write(out)
     refresh_warehouse(warehouse, context)
+    board, tests, curve = made.board.table, made.board.tests, made.board.curve
+    metric = made.board.metric
     separable = separable_pairs(tests)
-    text = board_text(board, domains, metric, manifest, separable, no_joint)
-    write_whole(out / "leaderboard.md", text.document)
+    text = board_text(board, domains, metric, manifest, separable, made.no_joint)
+    write_whole(out / MARKDOWN, text.document)
     heat = {
         f"p-values {s}": figure_markdown(pvalue_heatmap(tests, s), f"p-values, {s}")
         for s in board["setting"].unique(maintain_order=True).to_list()
@@ -185,17 +148,18 @@ def leaderboard(
         metadata={
             **stage_metadata(board.height),
             "ndcg_ties": lb.ties,
-            "judge_backend": judge,
+            "judge_backend": manifest.get("judge_backend", "unknown"),
             "caveat": MetadataValue.md(text.caveat or "none"),
             "domains": MetadataValue.md(text.note or "no coverage in the benchmark's manifest"),
             "table": MetadataValue.md(text.table),
             "chart": figure_markdown(board_chart(board), "leaderboard"),
             "significance": MetadataValue.md(text.legend),
-            "significance_seconds": round(test_seconds, 2),
-            "joint_seconds": round(joint_seconds, 2),  # the joint board and the rounds curve
-            "joint_intervals": "judge noise carried (leaderboard/joint.py)"
-            if joint
-            else f"none: {no_joint}",
+            "significance_seconds": round(made.test_seconds, 2),
+            # the joint board and the rounds curve
+            "joint_seconds": round(made.joint_seconds, 2),
+            "joint_intervals": f"none: {made.no_joint}"
+            if made.no_joint
+            else "judge noise carried (leaderboard/joint.py)",
             "rounds_resolution": MetadataValue.md(
                 markdown_table(curve, max_rows=100).value if curve is not None else "none"
             ),
@@ -205,7 +169,7 @@ def leaderboard(
             "contamination": MetadataValue.md(contamination_paragraph(board)),
             "own_match_queries_excluded": len(excluded),
             **heat,
-            "csv": MetadataValue.path(str(out / "leaderboard.csv")),
+            "csv": MetadataValue.path(str(out / TABLE_CSV)),
             "best": json.dumps(
                 board.group_by("setting")
                 .agg(pl.col("retriever").first(), pl.col(metric).first().round(4))
@@ -213,16 +177,3 @@ def leaderboard(
             ),
         }
     )
-
-
-def board_settings(cfg, excluded: set[str], off_board: list[str] = ()) -> dict:
-    """How the board was computed, for ``saber verify`` to compute it again: the cut-off, the
-    tie rule, the resamples, the seed, the level, the queries left out and the retrievers whose
-    run files stay beside the board without a row (``off_board``: left the registry, or no
-    query scored), which verify names."""
-    lb = cfg.leaderboard
-    return {
-        "k": lb.k, "ties": lb.ties, "bootstrap_resamples": lb.bootstrap_resamples,
-        "test_resamples": lb.test_resamples, "seed": cfg.seed, "alpha": lb.alpha,
-        "excluded_queries": sorted(excluded), "off_board": sorted(off_board),
-    }  # fmt: skip

@@ -1,146 +1,218 @@
-"""The leaderboard from the retrievers' scored rows: the paired tests between systems, the rank
-intervals, what each row significantly beats and the tie groups, in the board's order. Pure: no
-Dagster, no files (``leaderboard/assets.py`` reads the runs and writes the board)."""
+"""The board: its files, its columns and its settings, made in one place.
+
+``Board`` reads and writes a board folder (``leaderboard.parquet`` and its CSV, the paired tests
+``significance.parquet`` and its CSV, ``board.json``, the rounds curve). The scorer writes a
+board under the names below (``scores.score_table``); everything that reads one (the markdown
+board, the report, the explorer's data file, ``saber verify``, the CLI, the analyses) reads it
+through ``Board`` and asks here for a name rather than spelling it, and the explorer's script
+reads the names from its data file (``for_page``). A test plants a spelled-out name elsewhere
+and goes red (``tests/test_graph.py``)."""
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+
 import polars as pl
 
-from saber_assets.leaderboard.joint import JointBoard
-from saber_assets.leaderboard.significance import (
-    beats_column,
-    significance_tables,
-    undecided_column,
-)
+from saber_assets.benchmark.data import BenchmarkFormatError
+from saber_assets.outputs import write_whole, written_whole
 
-# beside the board: how it was computed (k, ties, resamples, seed, alpha, the queries left
-# out), which `saber verify` reads to compute it again
-BOARD_SETTINGS = "board.json"
+SETTING = "setting"
+RETRIEVER = "retriever"
+QUERIES = "queries"  # the queries a row's overall mean is over
+FAILED = "failed"  # queries the retriever could not score (nDCG 0 in the means)
+SKIPPED = "skipped"  # queries it left out by its own rule (out of the means)
+CI_LOW, CI_HIGH = "ci_low", "ci_high"  # the overall mean's bootstrap interval
+CI_LOW_JOINT, CI_HIGH_JOINT = "ci_low_joint", "ci_high_joint"  # queries and judgments redrawn
+CI_LOW_CLEAN, CI_HIGH_CLEAN = "ci_low_clean", "ci_high_clean"  # the contaminated queries left out
 
+# the board's files in its folder
+TABLE, TABLE_CSV = "leaderboard.parquet", "leaderboard.csv"
+TESTS, TESTS_CSV = "significance.parquet", "significance.csv"
+SETTINGS = "board.json"  # how it was computed, which `saber verify` reads to compute it again
+CURVE = "rounds_resolution.parquet"  # separable pairs by tournament rounds (joint intervals)
+MARKDOWN = "leaderboard.md"  # the board as people read it (``board_markdown.py``)
+# the full-corpus track's fill beside it (``holes.py``): what `saber verify` re-derives
+FILL_BOARD = "full_corpus_board.parquet"  # the full-corpus board before and after the fill
+FILL_TABLE = "full_corpus_fill.parquet"  # each pooled hole, its games and its grade
+FILL_SETTINGS = "full_corpus.json"  # k, games, the prior, the resamples and seed of the board
 
-def tie_groups(
-    board: pl.DataFrame, tests: pl.DataFrame, metric: str, better_column: str = "better",
-    name: str = "tie_group",
-) -> pl.DataFrame:  # fmt: skip
-    """(setting, retriever, ``name``): per setting, systems in score order, a new group opening
-    at the first one the paired test (Holm-corrected, overall; ``better_column`` says which
-    test) puts below the current group's top. Within a group no system is separable from the
-    group's first."""
-    overall = tests.filter(pl.col("domain") == "Overall") if tests.height else tests
-    better = {
-        (s, a, b): w
-        for s, a, b, w in overall.select("setting", "a", "b", better_column).iter_rows()
-    } if overall.height and better_column in overall.columns else {}  # fmt: skip
-    rows = []
-    for (setting,), part in board.sort(metric, descending=True).group_by(
-        "setting", maintain_order=True
-    ):
-        group, top = 0, None
-        for system in part["retriever"]:
-            won = better.get((setting, top, system)) or better.get((setting, system, top))
-            if top is None or won == top:
-                group, top = group + 1, system
-            rows.append((setting, system, group))
-    return pl.DataFrame(
-        rows, orient="row",
-        schema={"setting": pl.String, "retriever": pl.String, name: pl.Int64},
-    )  # fmt: skip
+_METRIC = re.compile(r"ndcg@\d+")
 
 
-def same_scores(runs: pl.DataFrame) -> pl.DataFrame:
-    """(setting, retriever, same_scores_as): per setting, the other systems whose nDCG on every
-    query is this one's (to 1e-12, on the same queries; a failed query scores 0): one system
-    under two names on this board, e.g. a re-ranker whose depth covers every candidate and its
-    re-ranking model. Null where none."""
-    schema = {"setting": pl.String, "retriever": pl.String, "same_scores_as": pl.String}
-    if runs.height == 0:
-        return pl.DataFrame(schema=schema)
-    rows = []
-    frame = runs.unique(["retriever", "setting", "query_id"], keep="first").sort("query_id")
-    for (setting,), part in frame.group_by("setting", maintain_order=True):
-        signature: dict[str, tuple] = {}
-        for (name,), mine in part.group_by("retriever", maintain_order=True):
-            signature[name] = tuple(
-                (qid, round(float(ndcg or 0.0), 12))
-                for qid, ndcg in mine.select("query_id", "ndcg").iter_rows()
-            )
-        for name in sorted(signature):
-            same = [o for o in sorted(signature) if o != name and signature[o] == signature[name]]
-            rows.append((setting, name, ", ".join(same) or None))
-    return pl.DataFrame(rows, orient="row", schema=schema)
+def metric_column(k: int) -> str:
+    """The score column for the cut-off k (``leaderboard.k``): nDCG@k."""
+    return f"ndcg@{k}"
 
 
-def separable_pairs(tests: pl.DataFrame) -> pl.DataFrame:
-    """Per setting (overall tests): how many system pairs the query-only test orders, and how
-    many the joint test does (null without joint tests)."""
-    overall = tests.filter(pl.col("domain") == "Overall") if tests.height else tests
-    if overall.height == 0:
-        return pl.DataFrame(schema={"setting": pl.String, "pairs": pl.UInt32,
-                                    "separable_query_only": pl.UInt32})  # fmt: skip
-    joint = (
-        [pl.col("better_joint").is_not_null().sum().alias("separable_joint")]
-        if "better_joint" in overall.columns and overall["p_joint"].is_not_null().any()
-        else []
-    )
-    if joint and "near_threshold_joint" in overall.columns:  # the draws' own error, as a range
-        near = pl.col("near_threshold_joint").fill_null(False)
-        joint += [
-            (pl.col("better_joint").is_not_null() & ~near).sum().alias("separable_joint_low"),
-            (pl.col("better_joint").is_not_null() | near).sum().alias("separable_joint_high"),
-        ]
-    return (
-        overall.group_by("setting")
-        .agg(
-            pl.len().alias("pairs"),
-            pl.col("better").is_not_null().sum().alias("separable_query_only"),
-            *joint,
-        )  # fmt: skip
-        .sort("setting")
-    )
+def score_column(table) -> str:
+    """The nDCG@k column of a leaderboard or report table, whatever its k."""
+    names = [c for c in table.columns if _METRIC.fullmatch(c)]
+    if len(names) != 1:
+        raise ValueError(f"expected one nDCG@k column, found {names or 'none'} in {table.columns}")
+    return names[0]
 
 
-def assemble_board(
-    tables: list[pl.DataFrame],
-    runs: pl.DataFrame,
-    domains: list[str],
-    metric: str,
-    judge: str,
-    *,
-    resamples: int,
-    test_resamples: int,
-    seed: int,
-    alpha: float,
-    joint: JointBoard | None = None,
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(board, tests): the entries' rows (``rows.entry_rows``, one table per retriever) with the
-    judge, the rank interval, ``beats`` and ``tie_group``, sorted by setting and score; ``runs``
-    the per-query nDCG of every retriever (retriever, query_id, setting, domains, ndcg). With
-    ``joint`` (``joint.joint_board``), the joint intervals beside the query-only ones, the joint
-    test beside each overall pair's and the joint test's tie groups."""
-    tests, ranks = significance_tables(runs, domains, resamples, test_resamples, seed, alpha)
-    if joint is not None and tests.height:
-        tests = tests.join(
-            joint.tests.select("setting", "a", "b", "p_joint", "p_joint_holm", "better_joint",
-                               "near_threshold_joint")  # fmt: skip
-            .with_columns(domain=pl.lit("Overall")),
-            on=["setting", "domain", "a", "b"], how="left",
-        )  # fmt: skip
-    board = (
-        pl.concat(tables, how="diagonal")
-        .with_columns(pl.lit(judge).alias("judge_backend"))
-        .join(ranks.select("setting", "retriever", "rank_ci"), on=["setting", "retriever"],
-              how="left")
-        .join(beats_column(tests), on=["setting", "retriever"], how="left")
-        .join(undecided_column(tests), on=["setting", "retriever"], how="left")
-        .select("retriever", "kind", "setting", pl.all().exclude("retriever", "kind", "setting"))
-        .sort("setting", metric, descending=[False, True])
-    )  # fmt: skip
-    if joint is not None:
-        board = board.join(joint.rows, on=["setting", "retriever"], how="left")
-    board = board.join(tie_groups(board, tests, metric), on=["setting", "retriever"])
-    if joint is not None:
-        board = board.join(
-            tie_groups(board, tests, metric, "better_joint", "tie_group_joint"),
-            on=["setting", "retriever"],
-        )
-    return board, tests
+def domain_mean(domain: str) -> str:
+    """A domain's mean nDCG: the column is the domain's name."""
+    return domain
+
+
+def domain_ci(domain: str) -> str:
+    """A domain's bootstrap interval, as text ``[low, high]``."""
+    return f"{domain} ci"
+
+
+def domain_queries(domain: str) -> str:
+    """The queries a domain's cell averages."""
+    return f"{domain} queries"
+
+
+def board_domains(table) -> list[str]:
+    """The domains a board carries, in its column order (a domain has a mean and an interval)."""
+    columns = set(table.columns)
+    return [c for c in table.columns if domain_ci(c) in columns]
+
+
+def for_page(domains: Sequence[str]) -> dict[str, dict[str, str]]:
+    """The column names a page's script reads rows by (the explorer's data): the intervals'
+    bounds, and each domain's mean, interval and query count."""
+    return {
+        "interval": {
+            "low": CI_LOW,
+            "high": CI_HIGH,
+            "low_joint": CI_LOW_JOINT,
+            "high_joint": CI_HIGH_JOINT,
+        },  # fmt: skip
+        "domain_mean": {d: domain_mean(d) for d in domains},
+        "domain_ci": {d: domain_ci(d) for d in domains},
+        "domain_queries": {d: domain_queries(d) for d in domains},
+    }
+
+
+def empty_table(k: int) -> pl.DataFrame:
+    """A board with no row: the columns a reader needs to say so."""
+    return pl.DataFrame(schema={SETTING: pl.String, QUERIES: pl.Int64, FAILED: pl.Int64,
+                                metric_column(k): pl.Float64, CI_LOW: pl.Float64,
+                                CI_HIGH: pl.Float64})  # fmt: skip
+
+
+@dataclass(frozen=True)
+class BoardSettings:
+    """``board.json``: how the board was computed, which ``saber verify`` reads to compute it
+    again: the cut-off, the tie rule, the resamples, the seed, the level, the queries left out,
+    and the retrievers whose run files stay beside the board without a row (``off_board``: left
+    the registry, or no query scored), which verify names."""
+
+    k: int
+    ties: str
+    bootstrap_resamples: int
+    test_resamples: int
+    seed: int
+    alpha: float
+    excluded_queries: tuple[str, ...] = ()
+    off_board: tuple[str, ...] = ()
+
+    def to_json(self) -> str:
+        return json.dumps({f.name: (sorted(v) if isinstance(v := getattr(self, f.name), tuple)
+                                    else v) for f in fields(self)}, indent=2)  # fmt: skip
+
+    @classmethod
+    def from_json(cls, text: str, where: str) -> BoardSettings:
+        """Every key present and of its type, or a ``BenchmarkFormatError`` saying which."""
+        try:
+            raw = json.loads(text)
+        except ValueError as exc:
+            raise BenchmarkFormatError(f"{where}: unreadable ({exc})") from None
+        if not isinstance(raw, dict):
+            raise BenchmarkFormatError(f"{where}: not a map of settings")
+        # the two lists were added later: a board from before them has none of either
+        raw = {"excluded_queries": [], "off_board": [], **raw}
+        missing = [f.name for f in fields(cls) if f.name not in raw]
+        if missing:
+            raise BenchmarkFormatError(f"{where}: lacks {missing}")
+        kinds = {"k": int, "bootstrap_resamples": int, "test_resamples": int, "seed": int,
+                 "alpha": (int, float), "ties": str, "excluded_queries": list, "off_board": list}  # fmt: skip
+        wrong = [key for key, kind in kinds.items()
+                 if not isinstance(raw[key], kind) or isinstance(raw[key], bool)]  # fmt: skip
+        if wrong:
+            raise BenchmarkFormatError(f"{where}: {wrong} of the wrong type")
+        known = {f.name for f in fields(cls)}
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items() if k in known}
+        return cls(**values)
+
+
+@dataclass
+class Board:
+    """A board folder's contents: the table (one row per retriever × setting), the paired tests,
+    the settings it was computed with and, where the judgments were carried, the rounds curve."""
+
+    table: pl.DataFrame
+    tests: pl.DataFrame
+    settings: BoardSettings
+    curve: pl.DataFrame | None = None
+
+    @property
+    def metric(self) -> str:
+        return score_column(self.table)
+
+    @property
+    def domains(self) -> list[str]:
+        return board_domains(self.table)
+
+    @staticmethod
+    def exists(folder: Path) -> bool:
+        return (Path(folder) / TABLE).is_file()
+
+    @staticmethod
+    def read_table(folder: Path) -> pl.DataFrame:
+        """The table alone (Parquet: the CSV is for people)."""
+        return pl.read_parquet(Path(folder) / TABLE)
+
+    @staticmethod
+    def read_tests(folder: Path) -> pl.DataFrame | None:
+        """The paired tests, None where the board wrote none."""
+        path = Path(folder) / TESTS
+        return pl.read_parquet(path) if path.is_file() else None
+
+    @staticmethod
+    def read_settings(folder: Path) -> BoardSettings:
+        """``board.json``, or a ``BenchmarkFormatError`` that says what is wrong with it."""
+        path = Path(folder) / SETTINGS
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise BenchmarkFormatError(f"{path}: unreadable ({exc})") from None
+        return BoardSettings.from_json(text, str(path))
+
+    @staticmethod
+    def read_curve(folder: Path) -> pl.DataFrame | None:
+        path = Path(folder) / CURVE
+        return pl.read_parquet(path) if path.is_file() else None
+
+    @classmethod
+    def read(cls, folder: Path) -> Board:
+        """The whole board (tests empty where none were written)."""
+        tests = cls.read_tests(folder)
+        return cls(cls.read_table(folder), tests if tests is not None else pl.DataFrame(),
+                   cls.read_settings(folder), cls.read_curve(folder))  # fmt: skip
+
+    def write(self, folder: Path) -> None:
+        """Every file, each written whole; a curve from an earlier board is removed with it (it
+        would describe other judgments)."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        for write, name in ((self.tests.write_parquet, TESTS), (self.tests.write_csv, TESTS_CSV),
+                            (self.table.write_csv, TABLE_CSV),
+                            (self.table.write_parquet, TABLE)):  # fmt: skip
+            with written_whole(folder / name) as tmp:  # the warehouse's `leaderboard` view reads it
+                write(tmp)
+        if self.curve is not None:
+            write_whole(folder / CURVE, self.curve)
+        else:
+            (folder / CURVE).unlink(missing_ok=True)
+        write_whole(folder / SETTINGS, self.settings.to_json())

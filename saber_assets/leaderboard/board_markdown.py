@@ -8,7 +8,17 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from saber_assets.leaderboard.board_columns import domain_mean, domain_queries, score_column
+from saber_assets.leaderboard.board import (
+    CI_HIGH,
+    CI_HIGH_CLEAN,
+    CI_HIGH_JOINT,
+    CI_LOW,
+    CI_LOW_CLEAN,
+    CI_LOW_JOINT,
+    domain_mean,
+    domain_queries,
+    score_column,
+)
 from saber_assets.leaderboard.contamination_columns import checked_rows
 from saber_assets.leaderboard.joint import share_texts
 from saber_assets.lib.metadata import markdown_table
@@ -97,20 +107,20 @@ def contamination_view(board: pl.DataFrame, metric: str) -> list[pl.Expr]:
     return [
         pl.col("contaminated_share").round(3),
         pl.col(f"{metric}_clean").round(4),
-        pl.col("ci_low_clean").round(4),
-        pl.col("ci_high_clean").round(4),
+        pl.col(CI_LOW_CLEAN).round(4),
+        pl.col(CI_HIGH_CLEAN).round(4),
     ]
 
 
 def joint_view(board: pl.DataFrame, part: str) -> list:
     """The joint columns beside their query-only ones (``part``: ``ci`` or ``rank``), when the
     benchmark carried judgments."""
-    if "ci_low_joint" not in board.columns:
+    if CI_LOW_JOINT not in board.columns:
         return []
     if part == "ci":
         corrected = ["ndcg_corrected"] if "ndcg_corrected" in board.columns else []
-        return [*[pl.col(c).round(4) for c in corrected], pl.col("ci_low_joint").round(4),
-                pl.col("ci_high_joint").round(4),
+        return [*[pl.col(c).round(4) for c in corrected], pl.col(CI_LOW_JOINT).round(4),
+                pl.col(CI_HIGH_JOINT).round(4),
                 pl.lit(share_texts(board)).alias("judge_noise_share")]  # fmt: skip
     return ["rank_ci_joint"]
 
@@ -156,8 +166,8 @@ def board_markdown(board: pl.DataFrame, domains: list[str], metric: str, manifes
             "setting",
             "row_id",
             pl.col(metric).round(4),
-            pl.col("ci_low").round(4),
-            pl.col("ci_high").round(4),
+            pl.col(CI_LOW).round(4),
+            pl.col(CI_HIGH).round(4),
             *joint_view(board, "ci"),
             *domain_cells(board, domains, manifest.get("coverage", [])),
             "failed",

@@ -10,7 +10,13 @@ import polars as pl
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.contamination.matches import contaminated_queries
-from saber_assets.leaderboard.board_columns import score_column
+from saber_assets.leaderboard.board import (
+    CI_HIGH,
+    CI_HIGH_CLEAN,
+    CI_LOW,
+    CI_LOW_CLEAN,
+    score_column,
+)
 from saber_assets.retrievers.entries import TrainingCorpus
 
 
@@ -41,8 +47,8 @@ def contamination_columns(
     )
     empty = pl.DataFrame(
         schema={"setting": pl.String, "contaminated_share": pl.Float64,
-                f"{metric}_clean": pl.Float64, "ci_low_clean": pl.Float64,
-                "ci_high_clean": pl.Float64}
+                f"{metric}_clean": pl.Float64, CI_LOW_CLEAN: pl.Float64,
+                CI_HIGH_CLEAN: pl.Float64}
     )  # fmt: skip
     if not checked:
         return out.join(empty, on="setting", how="left")
@@ -59,8 +65,8 @@ def contamination_columns(
     clean = rescore(clean_runs).select(
         "setting",
         pl.col(metric).alias(f"{metric}_clean"),
-        pl.col("ci_low").alias("ci_low_clean"),
-        pl.col("ci_high").alias("ci_high_clean"),
+        pl.col(CI_LOW).alias(CI_LOW_CLEAN),
+        pl.col(CI_HIGH).alias(CI_HIGH_CLEAN),
     )
     return out.join(share, on="setting", how="left").join(clean, on="setting", how="left")
 
@@ -111,8 +117,8 @@ def contamination_paragraph(board: pl.DataFrame) -> str:
     for r in checked.sort("setting", "retriever").iter_rows(named=True):
         share, clean = r["contaminated_share"], r[f"{metric}_clean"]
         delta = "no clean query left" if clean is None else (
-            f"nDCG {r[metric]:.3f} → {clean:.3f} clean [{r['ci_low_clean']:.3f}, "
-            f"{r['ci_high_clean']:.3f}]"
+            f"nDCG {r[metric]:.3f} → {clean:.3f} clean [{r[CI_LOW_CLEAN]:.3f}, "
+            f"{r[CI_HIGH_CLEAN]:.3f}]"
         )  # fmt: skip
         parts.append(
             f"{r['retriever']} / {r['setting']} ({r['training_checked']}): "

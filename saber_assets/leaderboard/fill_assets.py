@@ -9,11 +9,9 @@ import polars as pl
 from dagster import AssetExecutionContext, MetadataValue, Output
 
 from saber_assets.io_managers import concat_partitions
+from saber_assets.leaderboard.board import FILL_BOARD, FILL_SETTINGS, FILL_TABLE
 from saber_assets.leaderboard.holes import (
-    FILL_BOARD,
     FILL_SCHEMA,
-    FILL_SETTINGS,
-    FILL_TABLE,
     fill_board,
     fill_holes,
     pooled_holes,
@@ -72,7 +70,9 @@ def full_corpus_fill(
         base.setdefault(q, {})[c] = r
     t0 = time.perf_counter()  # pooling, the games, the placements and the board
     holes = pooled_holes(runs, {q: set(g) for q, g in base.items()}, k)
-    path = pipeline.outputs().parquet / "full_corpus_fill.parquet"
+    # the games played before: the fill as published beside the board (a new retriever's
+    # fill asks only its own holes' games)
+    path = pipeline.outputs().leaderboard / FILL_TABLE
     known = pl.read_parquet(path) if path.exists() else None
     stats = {"games_asked": 0, "judge_s": 0.0}
     judge = None
@@ -138,12 +138,11 @@ def full_corpus_fill(
 
 
 def fill_settings(cfg) -> dict:
-    """What the full-corpus board was made with, for verify: the cut-off, the games a hole, the
-    Bradley–Terry prior, the bootstrap's resamples and seed."""
+    """What the fill was made with, for verify: the cut-off, the games a hole and the
+    Bradley–Terry prior (its board's bootstrap is the board's own, ``board.json``)."""
     prior = configured_prior(cfg)
     return {"k": cfg.leaderboard.k, "games": cfg.leaderboard.fill_games,
-            "prior": {"kind": prior.kind, "c": prior.c, "alpha": prior.alpha},
-            "bootstrap_resamples": cfg.leaderboard.bootstrap_resamples, "seed": cfg.seed}  # fmt: skip
+            "prior": {"kind": prior.kind, "c": prior.c, "alpha": prior.alpha}}  # fmt: skip
 
 
 def hole_shown_first(seed: int, query: str, hole: str, opponent: str) -> bool:

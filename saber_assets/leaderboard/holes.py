@@ -19,14 +19,10 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
+from saber_assets.leaderboard.board import CI_HIGH, CI_LOW
 from saber_assets.leaderboard.significance import beats, paired_tests
 from saber_assets.ratings.bradley_terry import Prior, prior_terms
 from saber_assets.runs.metrics import graded_ndcg, judged_at, summarize
-
-# the fill's files beside the board (the leaderboard folder): what `saber verify` re-derives
-FILL_BOARD = "full_corpus_board.parquet"  # the full-corpus board before and after the fill
-FILL_TABLE = "full_corpus_fill.parquet"  # each pooled hole, its games and its grade
-FILL_SETTINGS = "full_corpus.json"  # k, games, the prior, the resamples and seed of the board
 
 HOLE_SCHEMA = {"query_id": pl.String, "document_id": pl.String, "pooled_by": pl.List(pl.String)}
 FILL_SCHEMA = {
@@ -284,7 +280,7 @@ def fill_board(
         rows.append({"retriever": retriever, "setting": setting, "queries": b.height,
                      f"judged@{k}": b["judged"].mean(), f"full_ndcg@{k}": b["ndcg"].mean(),
                      f"judged@{k}_filled": a["judged"].mean(), f"full_ndcg@{k}_filled": ci["mean"],
-                     "ci_low": ci["ci_low"], "ci_high": ci["ci_high"]})  # fmt: skip
+                     CI_LOW: ci["low"], CI_HIGH: ci["high"]})  # fmt: skip
     board = pl.DataFrame(rows).join(
         filled_beats(after, resamples, seed), on=["retriever", "setting"], how="left"
     )

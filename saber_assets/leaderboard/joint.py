@@ -47,6 +47,7 @@ import polars as pl
 from scipy.linalg import solve_triangular
 
 from saber_assets.benchmark.data import Benchmark
+from saber_assets.leaderboard.board import CI_HIGH_JOINT, CI_LOW_JOINT
 from saber_assets.leaderboard.significance import better_of, holm, rank_bounds
 from saber_assets.ratings.bradley_terry import (
     DEFAULT_PRIOR,
@@ -346,7 +347,7 @@ def joint_board(
             # the score the reflected interval is centred on: 2t − mean t*, the point estimate
             # with the judge's pull on it undone (the interval can sit above the raw score)
             "ndcg_corrected": np.clip(2.0 * point - draws.joint[:, cols].mean(axis=0), 0, 1),
-            "ci_low_joint": lo, "ci_high_joint": hi,
+            CI_LOW_JOINT: lo, CI_HIGH_JOINT: hi,
             "rank_ci_joint": rank_bounds(m)[2], "judge_noise_share": share,
             "judge_noise_share_se": share_standard_error(draws.query_only[:, cols], m, seed),
         }))  # fmt: skip
@@ -448,7 +449,7 @@ def rounds_resolution(
             seed=seed, alpha=alpha,
         )  # fmt: skip
         widths = jb.rows.group_by("setting").agg(
-            (pl.col("ci_high_joint") - pl.col("ci_low_joint")).mean().alias("mean_width_joint")
+            (pl.col(CI_HIGH_JOINT) - pl.col(CI_LOW_JOINT)).mean().alias("mean_width_joint")
         )
         separated = (
             jb.tests.group_by("setting").agg(

@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 
 from saber_assets.config import REPO_ROOT
-from saber_assets.leaderboard.board_columns import score_column
+from saber_assets.leaderboard.board import score_column
 from saber_assets.runs.evaluate import with_ties
 
 PAPER_CSV = REPO_ROOT / "data" / "reference" / "saber_math_paper_ndcg10.csv"

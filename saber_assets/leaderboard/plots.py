@@ -7,7 +7,7 @@ import matplotlib
 import numpy as np
 import polars as pl
 
-from saber_assets.leaderboard.board_columns import score_column
+from saber_assets.leaderboard.board import CI_HIGH, CI_LOW, score_column
 from saber_assets.leaderboard.significance import pvalue_matrix
 
 matplotlib.use("Agg")
@@ -49,7 +49,7 @@ def board_chart(board: pl.DataFrame):
     ax.barh(
         y,
         board[m].to_numpy(),
-        xerr=[board[m] - board["ci_low"], board["ci_high"] - board[m]],
+        xerr=[board[m] - board[CI_LOW], board[CI_HIGH] - board[m]],
         color="#4c72b0",
     )
     ax.set_yticks(y, labels, fontsize=7)

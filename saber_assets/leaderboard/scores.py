@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from saber_assets.leaderboard import board_columns as col
-from saber_assets.leaderboard.board_columns import metric_column
+from saber_assets.leaderboard import board as col
+from saber_assets.leaderboard.board import metric_column
 from saber_assets.runs.evaluate import skipped
 from saber_assets.runs.metrics import summarize
 
@@ -46,14 +46,14 @@ def score_table(
             row["doc_failures"] = int(frame["doc_failures"].fill_null(0).sum())
         row |= {
             metric_column(k): summ["overall"]["mean"],
-            col.CI_LOW: summ["overall"]["ci_low"],
-            col.CI_HIGH: summ["overall"]["ci_high"],
+            col.CI_LOW: summ["overall"]["low"],
+            col.CI_HIGH: summ["overall"]["high"],
         }
         for d in domains:
             row[col.domain_mean(d)] = summ[d]["mean"]
             row[col.domain_queries(d)] = summ[d]["queries"]  # what the cell averages
             row[col.domain_ci(d)] = (
-                f"[{summ[d]['ci_low']:.3f}, {summ[d]['ci_high']:.3f}]" if summ[d]["queries"] else ""
+                f"[{summ[d]['low']:.3f}, {summ[d]['high']:.3f}]" if summ[d]["queries"] else ""
             )
         row[f"{metric_column(k)}_linear"] = float(scored["ndcg_linear"].mean())
         row[f"full_ndcg'@{k}"] = frame["full_ndcg_prime"].mean()
@@ -66,14 +66,5 @@ def score_table(
         row["median_latency_ms"] = frame["latency_ms"].median()
         out.append(row)
     if not out:
-        return pl.DataFrame(
-            schema={
-                "setting": pl.String,
-                "queries": pl.Int64,
-                "failed": pl.Int64,
-                metric_column(k): pl.Float64,
-                "ci_low": pl.Float64,
-                "ci_high": pl.Float64,
-            }
-        )
+        return col.empty_table(k)
     return pl.DataFrame(out)

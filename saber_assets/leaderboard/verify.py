@@ -33,8 +33,19 @@ import numpy as np
 import polars as pl
 
 from saber_assets.benchmark.data import Benchmark, BenchmarkFormatError
-from saber_assets.leaderboard.board import BOARD_SETTINGS
-from saber_assets.leaderboard.board_columns import domain_ci, domain_mean, domain_queries
+from saber_assets.leaderboard.board import (
+    CI_HIGH,
+    CI_HIGH_JOINT,
+    CI_LOW,
+    CI_LOW_JOINT,
+    TABLE,
+    TESTS,
+    Board,
+    BoardSettings,
+    domain_ci,
+    domain_mean,
+    domain_queries,
+)
 from saber_assets.leaderboard.recompute import (
     bt_strengths_sklearn,
     holm_adjusted,
@@ -267,12 +278,12 @@ def scored_runs(
     )  # fmt: skip
 
 
-def verify_systems(on_board: set[tuple[str, str]], runs_dir: Path, settings: dict,
+def verify_systems(on_board: set[tuple[str, str]], runs_dir: Path, settings: BoardSettings,
                    out: Verification) -> None:  # fmt: skip
     """Every system with TREC runs beside the board has its row: one dropped from the board is a
     difference, unless the board's settings name it off the board (a retriever that left the
     registry), and then the verdict says so."""
-    off_board = set(settings.get("off_board", []))
+    off_board = set(settings.off_board)
     for retriever, files in trec_files(runs_dir).items():
         settings_run = sorted({run_file_parts(f)[1] for f in files})
         for setting in settings_run:
@@ -312,9 +323,9 @@ def verify_per_query(runs: pl.DataFrame, runs_dir: Path, out: Verification) -> N
 
 
 def verify_board_rows(board: pl.DataFrame, runs: pl.DataFrame, domains: list[str],
-                      settings: dict, out: Verification) -> None:  # fmt: skip
+                      settings: BoardSettings, out: Verification) -> None:  # fmt: skip
     """Each board row's means, counts and intervals, overall and per domain."""
-    k, resamples, seed = settings["k"], settings["bootstrap_resamples"], settings["seed"]
+    k, resamples, seed = settings.k, settings.bootstrap_resamples, settings.seed
     metric = f"ndcg@{k}"
     for row in board.iter_rows(named=True):
         retriever, setting = row["retriever"], row["setting"]
@@ -335,8 +346,8 @@ def verify_board_rows(board: pl.DataFrame, runs: pl.DataFrame, domains: list[str
             out.close("linear nDCG", where, row[f"{metric}_linear"],
                       float(mine["ndcg_linear"].mean()), 1e-9)  # fmt: skip
         lo, hi = seeded_interval(v, resamples, seed)
-        out.close("bootstrap interval", f"{where} (low)", row.get("ci_low"), lo, EXACT)
-        out.close("bootstrap interval", f"{where} (high)", row.get("ci_high"), hi, EXACT)
+        out.close("bootstrap interval", f"{where} (low)", row.get(CI_LOW), lo, EXACT)
+        out.close("bootstrap interval", f"{where} (high)", row.get(CI_HIGH), hi, EXACT)
         for d in domains:
             if d not in row:
                 continue
@@ -365,18 +376,16 @@ def pair_matrix(runs: pl.DataFrame, setting: str, domain: str | None):
     return names, wide.sort("query_id").select(names).to_numpy().astype(np.float64)
 
 
-def verify_tests(tests: pl.DataFrame, runs: pl.DataFrame, settings: dict,
-                 out: Verification) -> None:  # fmt: skip
+def verify_tests(tests: pl.DataFrame, runs: pl.DataFrame, settings: BoardSettings,
+                 out: Verification, flips: int = VERIFY_FLIPS) -> None:  # fmt: skip
     """Each published pair's difference and p-values, the Holm family (every pair of the
     setting's systems, none dropped), and its ``better`` by verify's own draws alone: a pair
     whose Holm p lies near α is drawn again with ten times the flips, up to ``VERIFY_MAX_FLIPS``;
     one still undecidable there must be one the board marks ``near_threshold``."""
-    alpha, flips = settings["alpha"], settings.get("verify_flips", VERIFY_FLIPS)
+    alpha = settings.alpha
     undecided = 0  # decisions neither verify nor the board can make at their caps
     if "randomization_resamples" not in tests.columns:  # a board from before they could grow
-        tests = tests.with_columns(
-            pl.lit(settings.get("test_resamples", 10_000)).alias("randomization_resamples")
-        )
+        tests = tests.with_columns(pl.lit(settings.test_resamples).alias("randomization_resamples"))
     if "near_threshold" not in tests.columns:
         tests = tests.with_columns(pl.lit(False).alias("near_threshold"))
     for (setting, domain), group in tests.group_by(["setting", "domain"], maintain_order=True):
@@ -401,7 +410,7 @@ def verify_tests(tests: pl.DataFrame, runs: pl.DataFrame, settings: dict,
             p_t.append(t_test_p(d))
             out.close("t-test p", where, p_pub, p_t[-1], 1e-9)
             diffs.append(d)
-            p_v.append(sign_flip_p(d, here, settings["seed"]))
+            p_v.append(sign_flip_p(d, here, settings.seed))
             used.append(here)
             # verify's own draws set the tolerance: a count the bundle states never widens it
             tol = monte_carlo_tolerance(max(p_v[-1], p_r), max(int(drawn), here), here)
@@ -418,7 +427,7 @@ def verify_tests(tests: pl.DataFrame, runs: pl.DataFrame, settings: dict,
         while redo := [k for k in range(len(pairs)) if near[k] and used[k] < caps[k]]:
             for k in redo:
                 used[k] = min(used[k] * 10, caps[k])
-                p_v[k] = sign_flip_p(diffs[k], used[k], settings["seed"])
+                p_v[k] = sign_flip_p(diffs[k], used[k], settings.seed)
             near = near_alpha(p_v, used, alpha)
         for name, published, recomputed in (
             ("t-test Holm p", group["p_ttest_holm"], holm_adjusted(p_t)),
@@ -453,11 +462,11 @@ def verify_tests(tests: pl.DataFrame, runs: pl.DataFrame, settings: dict,
             out.same("Holm family", f"{setting} Overall: pairs tested", 0, n * (n - 1) // 2)
 
 
-def verify_tie_groups(board: pl.DataFrame, tests: pl.DataFrame, settings: dict,
+def verify_tie_groups(board: pl.DataFrame, tests: pl.DataFrame, settings: BoardSettings,
                       out: Verification, column: str = "tie_group") -> None:  # fmt: skip
     """``beats`` and ``tie_group`` of each row from the overall tests' decisions (``column``
     ``tie_group_joint``: the joint test's groups, ``better`` its decisions; no ``beats``)."""
-    metric = f"ndcg@{settings['k']}"
+    metric = f"ndcg@{settings.k}"
     overall = tests.filter(pl.col("domain") == "Overall")
     for (setting,), part in board.sort(metric, descending=True).group_by(
         "setting", maintain_order=True
@@ -485,23 +494,23 @@ def verify_tie_groups(board: pl.DataFrame, tests: pl.DataFrame, settings: dict,
                 out.same("undecided", f"{setting} {name}", shown or "", ", ".join(mine))
 
 
-def verify_joint(bench: Benchmark, board: pl.DataFrame, runs: pl.DataFrame, settings: dict,
+def verify_joint(bench: Benchmark, board: pl.DataFrame, runs: pl.DataFrame, settings: BoardSettings,
                  out: Verification, tests: pl.DataFrame | None = None) -> None:  # fmt: skip
     """The joint intervals, rank intervals and judge shares re-derived from the bundle's
     judgments and the runs (the board's seeded draws)."""
     from saber_assets.leaderboard.joint import joint_intervals
 
-    columns = ["ci_low_joint", "ci_high_joint", "judge_noise_share"]
-    if not set(columns) <= set(board.columns) or board["ci_low_joint"].is_null().all():
+    columns = [CI_LOW_JOINT, CI_HIGH_JOINT, "judge_noise_share"]
+    if not set(columns) <= set(board.columns) or board[CI_LOW_JOINT].is_null().all():
         from saber_assets.leaderboard.joint import benchmark_posteriors
 
         if benchmark_posteriors(bench)[1] is None:  # they could be drawn: a board drops none
             out.differ("joint interval", "the board", "joint intervals", "none")
         return
     joint, _, why = joint_intervals(
-        bench, runs, k=settings["k"], ties="numpy" if settings["ties"] == "order" else "average",
-        resamples=settings["bootstrap_resamples"], curve_draws=0, seed=settings["seed"],
-        alpha=settings["alpha"],
+        bench, runs, k=settings.k, ties="numpy" if settings.ties == "order" else "average",
+        resamples=settings.bootstrap_resamples, curve_draws=0, seed=settings.seed,
+        alpha=settings.alpha,
     )  # fmt: skip
     if joint is None:
         out.differ("joint interval", "the board", "joint intervals", f"none: {why}")
@@ -513,7 +522,7 @@ def verify_joint(bench: Benchmark, board: pl.DataFrame, runs: pl.DataFrame, sett
         key = (row["setting"], row["retriever"])
         where = f"{key[1]} {key[0]}"
         if key not in mine:
-            out.differ("joint interval", where, row["ci_low_joint"], "no row")
+            out.differ("joint interval", where, row[CI_LOW_JOINT], "no row")
             continue
         for c in carried:  # the intervals, the corrected score, the judge's share and its error
             out.close("joint interval", f"{where} ({c})", row[c], mine[key][c], EXACT)
@@ -548,7 +557,7 @@ def verify_joint(bench: Benchmark, board: pl.DataFrame, runs: pl.DataFrame, sett
         )
 
 
-def verify_rank_intervals(board: pl.DataFrame, runs: pl.DataFrame, settings: dict,
+def verify_rank_intervals(board: pl.DataFrame, runs: pl.DataFrame, settings: BoardSettings,
                           out: Verification) -> None:  # fmt: skip
     """Each row's rank interval from the board's seeded query draws over the shared queries."""
     from saber_assets.leaderboard.significance import rank_intervals
@@ -557,30 +566,13 @@ def verify_rank_intervals(board: pl.DataFrame, runs: pl.DataFrame, settings: dic
         names, m = pair_matrix(runs, setting, None)
         if len(names) < 2:
             continue
-        ranks = rank_intervals(m, names, settings["bootstrap_resamples"], settings["seed"])
+        ranks = rank_intervals(m, names, settings.bootstrap_resamples, settings.seed)
         mine = dict(ranks.select("retriever", "rank_ci").iter_rows())
         for name, rank_ci in part.select("retriever", "rank_ci").iter_rows():
             out.same("rank interval", f"{setting} {name}", rank_ci, mine.get(name))
 
 
 # ---------------------------------------------------------------- the whole
-
-
-def read_board_settings(board_dir: Path) -> dict:
-    path = board_dir / BOARD_SETTINGS
-    try:
-        settings = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise BenchmarkFormatError(
-            f"{path}: unreadable ({exc}): the board cannot be verified"
-        ) from None
-    missing = [
-        k for k in ("k", "ties", "bootstrap_resamples", "test_resamples", "seed", "alpha")
-        if k not in settings
-    ]  # fmt: skip
-    if missing:
-        raise BenchmarkFormatError(f"{path}: lacks {missing}")
-    return settings
 
 
 def verify_manifest_facts(bench: Benchmark, out: Verification) -> None:
@@ -631,24 +623,24 @@ def verify(bench_dir: Path, runs_dir: Path, board_dir: Path, flips: int = VERIFY
     verify_manifest_facts(bench, out)
     strengths = verify_grades(bench, out)
     verify_judge_checks(bench, out)
-    if not (board_dir / "leaderboard.parquet").exists():
+    if not Board.exists(board_dir):
         if bench.queries.height:  # a benchmark without queries publishes no board
-            out.skip("board", f"no leaderboard.parquet in {board_dir}")
+            out.skip("board", f"no {TABLE} in {board_dir}")
         return out
     try:
-        settings = {**read_board_settings(board_dir), "verify_flips": flips}
+        settings = Board.read_settings(board_dir)
     except BenchmarkFormatError as exc:
         out.differ("board settings", str(board_dir), "the board's settings", str(exc))
         return out
-    if settings["ties"] not in ("average", "order"):
+    if settings.ties not in ("average", "order"):
         out.differ("board settings", str(board_dir), "ties 'average' or 'order'",
-                   repr(settings["ties"]))  # fmt: skip
+                   repr(settings.ties))  # fmt: skip
         return out
-    board = pl.read_parquet(board_dir / "leaderboard.parquet")
+    board = Board.read_table(board_dir)
     # the board's systems only: a retriever that left the registry keeps its run files
     on_board = set(board.select("retriever", "setting").iter_rows())
-    runs = scored_runs(bench, runs_dir, settings["k"], settings.get("excluded_queries", []), out,
-                       on_board, settings["ties"])  # fmt: skip
+    runs = scored_runs(bench, runs_dir, settings.k, settings.excluded_queries, out,
+                       on_board, settings.ties)  # fmt: skip
     verify_per_query(runs, runs_dir, out)
     verify_systems(on_board, runs_dir, settings, out)
     left_out = skipped_queries(runs_dir)
@@ -665,21 +657,18 @@ def verify(bench_dir: Path, runs_dir: Path, board_dir: Path, flips: int = VERIFY
     # nor in the tests and rank intervals; the joint intervals count one as 0 (joint.py)
     scored = runs.filter(~pl.col("skipped"))
     verify_rank_intervals(board, scored, settings, out)
-    tests_path = board_dir / "significance.parquet"
-    if tests_path.exists():
-        tests = pl.read_parquet(tests_path)
-        if tests.height:
-            verify_tests(tests, scored, settings, out)
-            verify_tie_groups(board, tests, settings, out)
-    if not tests_path.exists() or pl.read_parquet(tests_path).is_empty():
+    tests = Board.read_tests(board_dir)
+    if tests is not None and tests.height:
+        verify_tests(tests, scored, settings, out, flips)
+        verify_tie_groups(board, tests, settings, out)
+    else:
         paired = [s for s in board["setting"].unique().sort().to_list()
                   if board.filter(pl.col("setting") == s).height > 1]  # fmt: skip
         if paired:  # a board of two systems or more publishes their paired tests
-            out.differ("paired test", str(tests_path), f"the paired tests of {', '.join(paired)}",
-                       "none")  # fmt: skip
-    tests = pl.read_parquet(tests_path) if tests_path.exists() else None
+            out.differ("paired test", str(board_dir / TESTS),
+                       f"the paired tests of {', '.join(paired)}", "none")  # fmt: skip
     verify_joint(bench, board, runs, settings, out, tests)
-    verify_full_corpus(bench, runs_dir, board_dir, board, settings, strengths, out)
+    verify_full_corpus(bench, runs_dir, board_dir, board, settings, strengths, out, flips)
     depth = [c for c in board.columns if c.startswith("full_ndcg'@") or c.startswith("full_recall")]
     if any(board[c].is_not_null().any() for c in depth):
         out.skip("full-corpus depth", UNCHECKED["full-corpus depth"])

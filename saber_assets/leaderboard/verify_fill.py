@@ -25,7 +25,14 @@ import polars as pl
 from scipy.optimize import minimize_scalar
 
 from saber_assets.benchmark.data import Benchmark, BenchmarkFormatError
-from saber_assets.leaderboard.holes import FILL_BOARD, FILL_SETTINGS, FILL_TABLE
+from saber_assets.leaderboard.board import (
+    CI_HIGH,
+    CI_LOW,
+    FILL_BOARD,
+    FILL_SETTINGS,
+    FILL_TABLE,
+    BoardSettings,
+)
 from saber_assets.leaderboard.recompute import (
     holm_adjusted,
     min_max,
@@ -235,11 +242,11 @@ def verify_placements(
     return own
 
 
-def verify_fill_tests(board: pl.DataFrame, after: pl.DataFrame, settings: dict,
-                      out: Verification) -> None:  # fmt: skip
+def verify_fill_tests(board: pl.DataFrame, after: pl.DataFrame, settings: BoardSettings,
+                      out: Verification, flips: int = VERIFY_FLIPS) -> None:  # fmt: skip
     """``beats_filled`` by verify's own sign-flip tests, Holm over each setting's pairs; a pair
     whose Holm p lies near α at verify's cap is counted undecided, not compared."""
-    alpha, seed = settings.get("alpha", 0.05), settings["seed"]
+    alpha, seed = settings.alpha, settings.seed
     undecided = 0
     for (setting,), part in after.group_by("setting", maintain_order=True):
         wide = part.pivot(on="retriever", index="query_id", values="ndcg").drop_nulls()
@@ -249,7 +256,6 @@ def verify_fill_tests(board: pl.DataFrame, after: pl.DataFrame, settings: dict,
         m = wide.sort("query_id").select(names).to_numpy().astype(np.float64)
         pairs = [(i, j) for i in range(len(names)) for j in range(i + 1, len(names))]
         diffs = [m[:, i] - m[:, j] for i, j in pairs]
-        flips = settings.get("verify_flips", VERIFY_FLIPS)
         used = [flips] * len(pairs)
         p = [sign_flip_p(d, flips, seed) for d in diffs]
         near = near_alpha(p, used, alpha)
@@ -279,10 +285,11 @@ def verify_fill_tests(board: pl.DataFrame, after: pl.DataFrame, settings: dict,
 
 
 def verify_filled_board(board: pl.DataFrame, tops: Tops, grades: dict, filled: dict,
-                        holes: dict, settings: dict, out: Verification) -> None:  # fmt: skip
+                        holes: dict, settings: BoardSettings, out: Verification,
+                        flips: int = VERIFY_FLIPS) -> None:  # fmt: skip
     """The filled board's rows from verify's own grades (``filled``: query -> document ->
     grade, the candidates' and the placed holes')."""
-    k, resamples, seed = settings["k"], settings["bootstrap_resamples"], settings["seed"]
+    k, resamples, seed = settings.k, settings.bootstrap_resamples, settings.seed
     rows = {(r["retriever"], r["setting"]): r for r in board.iter_rows(named=True)}
     for key in sorted(set(tops) ^ set(rows)):
         out.differ("full-corpus board", f"{key[0]} {key[1]}",
@@ -308,8 +315,8 @@ def verify_filled_board(board: pl.DataFrame, tops: Tops, grades: dict, filled: d
         ):  # fmt: skip
             out.close(name, where, row.get(name), float(value), tol)
         lo, hi = seeded_interval(np.array(after_n), resamples, seed)
-        out.close("bootstrap interval", f"{where} (low)", row.get("ci_low"), lo, 1e-3)
-        out.close("bootstrap interval", f"{where} (high)", row.get("ci_high"), hi, 1e-3)
+        out.close("bootstrap interval", f"{where} (low)", row.get(CI_LOW), lo, 1e-3)
+        out.close("bootstrap interval", f"{where} (high)", row.get(CI_HIGH), hi, 1e-3)
         if "loo_drop" in row:
             out.same("unique holes", where, row.get("unique_holes"), len(mine))
             out.close("leave-one-out drop", where, row.get("loo_drop"),
@@ -318,18 +325,18 @@ def verify_filled_board(board: pl.DataFrame, tops: Tops, grades: dict, filled: d
     after = pl.DataFrame(after_rows, orient="row", schema={
         "retriever": pl.String, "setting": pl.String, "query_id": pl.String, "ndcg": pl.Float64})  # fmt: skip
     if "beats_filled" in board.columns:
-        verify_fill_tests(board, after, settings, out)
+        verify_fill_tests(board, after, settings, out, flips)
 
 
 def verify_full_corpus(bench: Benchmark, runs_dir: Path, board_dir: Path, board: pl.DataFrame,
-                       settings: dict, strengths: dict[str, np.ndarray] | None,
-                       out: Verification) -> None:  # fmt: skip
+                       settings: BoardSettings, strengths: dict[str, np.ndarray] | None,
+                       out: Verification, flips: int = VERIFY_FLIPS) -> None:  # fmt: skip
     """The full-corpus track: the board's columns, and the filled board where one was built
     (or where runs were published without it: a difference)."""
-    tops = read_tops(bench, runs_dir, settings["k"], out)
+    tops = read_tops(bench, runs_dir, settings.k, out)
     grades = candidate_grades(bench)
-    excluded = set(settings.get("excluded_queries", []))
-    verify_track_columns(board, tops, grades, settings["k"], excluded, out)
+    excluded = set(settings.excluded_queries)
+    verify_track_columns(board, tops, grades, settings.k, excluded, out)
     if not (board_dir / FILL_BOARD).exists():
         if tops:
             out.differ("full-corpus board", str(board_dir / FILL_BOARD),
@@ -349,14 +356,14 @@ def verify_full_corpus(bench: Benchmark, runs_dir: Path, board_dir: Path, board:
              (prior.get("kind"), prior.get("c") if prior.get("kind") == "l2" else None),
              (ratings.get("prior", "l2"), float(ratings.get("c", 1.0))
               if ratings.get("prior", "l2") == "l2" else None))  # fmt: skip
-    if fill_cfg.get("k") != settings["k"]:
+    if fill_cfg.get("k") != settings.k:
         out.differ("fill settings", str(board_dir / FILL_SETTINGS), fill_cfg.get("k"),
-                   f"the board's k, {settings['k']}")  # fmt: skip
+                   f"the board's k, {settings.k}")  # fmt: skip
         return
     if strengths is not None and prior.get("kind") != "l2":
         out.skip("choix-fill", "the holes' grades under choix's prior")
         strengths = None
-    holes = pooled(tops, grades, settings["k"])
+    holes = pooled(tops, grades, settings.k)
     placed = verify_placements(bench, fills, holes, strengths, fill_cfg, out)
     if strengths is None:  # the placements unchecked: the board read on the published grades
         placed = {}
@@ -364,7 +371,4 @@ def verify_full_corpus(bench: Benchmark, runs_dir: Path, board_dir: Path, board:
             if g is not None:
                 placed.setdefault(q, {})[d] = g
     filled = {q: {**g, **placed.get(q, {})} for q, g in grades.items()}
-    verify_filled_board(filled_board, tops, grades, filled, holes,
-                        {**fill_cfg, "seed": settings["seed"], "alpha": settings.get("alpha", 0.05),
-                         "bootstrap_resamples": settings["bootstrap_resamples"],
-                         "verify_flips": settings.get("verify_flips", VERIFY_FLIPS)}, out)  # fmt: skip
+    verify_filled_board(filled_board, tops, grades, filled, holes, settings, out, flips)

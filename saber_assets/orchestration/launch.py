@@ -589,12 +589,11 @@ def board_lines(outputs: Outputs, most: int = 4) -> list[str]:
     separate from the leader), up to ``most`` names, with the leader's score."""
     import polars as pl
 
-    from saber_assets.leaderboard.board_columns import score_column
+    from saber_assets.leaderboard.board import Board, score_column
 
-    path = outputs.leaderboard / "leaderboard.parquet"
-    if not path.exists():
+    if not Board.exists(outputs.leaderboard):
         return []
-    board = pl.read_parquet(path)
+    board = Board.read_table(outputs.leaderboard)
     if board.height == 0 or "tie_group" not in board.columns:
         return []
     metric = score_column(board)

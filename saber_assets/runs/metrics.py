@@ -130,8 +130,8 @@ def _entry(v: np.ndarray, resamples: int, seed: int) -> dict[str, float]:
     lo, hi = bootstrap_ci(v, resamples, seed)
     return {
         "mean": float(v.mean()) if len(v) else float("nan"),
-        "ci_low": lo,
-        "ci_high": hi,
+        "low": lo,
+        "high": hi,
         "queries": int(len(v)),
     }
 

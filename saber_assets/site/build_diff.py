@@ -32,7 +32,7 @@ import polars as pl
 from scipy.stats import kendalltau
 
 from saber_assets.benchmark.data import Benchmark
-from saber_assets.leaderboard.board_columns import score_column
+from saber_assets.leaderboard.board import Board, score_column
 from saber_assets.outputs import folder_written_whole
 
 TOLERANCE = 1e-9
@@ -76,8 +76,8 @@ class BuildState:
                 "manifest.json), a benchmark folder, or a snapshot (grades.parquet)"
             )
         root = bench_dir.parent if bench_dir != folder else folder
-        board_csv = root / "leaderboard" / "leaderboard.csv"
-        board = pl.read_csv(board_csv) if board_csv.is_file() else None
+        board_dir = root / "leaderboard"
+        board = Board.read_table(board_dir) if Board.exists(board_dir) else None
         ratings = sorted((root / "parquet" / "relevance_ratings").glob("*.parquet"))
         return cls.of(
             str(folder),

@@ -33,7 +33,7 @@ import numpy as np
 import polars as pl
 
 from saber_assets.benchmark.data import Benchmark, verification_line
-from saber_assets.leaderboard.board_columns import for_page, score_column
+from saber_assets.leaderboard.board import TABLE, TABLE_CSV, TESTS_CSV, for_page, score_column
 from saber_assets.leaderboard.joint import benchmark_posteriors, grade_intervals, share_texts
 from saber_assets.outputs import folder_written_whole
 from saber_assets.site.explorer_query import (
@@ -57,9 +57,9 @@ WIDTH_SEED = 0
 # the board's downloads, relative to the outputs folder (the site links them as ``../<path>``;
 # `saber report --serve` serves these and the site, nothing else: explorer_server.py)
 DOWNLOADS = {
-    "leaderboard.csv": "leaderboard/leaderboard.csv",
-    "leaderboard.parquet": "leaderboard/leaderboard.parquet",
-    "significance.csv": "leaderboard/significance.csv",
+    TABLE_CSV: f"leaderboard/{TABLE_CSV}",
+    TABLE: f"leaderboard/{TABLE}",
+    TESTS_CSV: f"leaderboard/{TESTS_CSV}",
     "the TREC runs (a folder per retriever)": RUNS_PAGE,
 }
 PAGES = {  # script page -> (file, title in the navigation)

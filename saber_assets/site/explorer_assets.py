@@ -8,6 +8,7 @@ from dagster import AssetKey, MetadataValue, Output
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.io_managers import concat_partitions
+from saber_assets.leaderboard.board import Board
 from saber_assets.lib.declare import analysis
 from saber_assets.lib.metadata import (
     stage_metadata,
@@ -48,14 +49,14 @@ def benchmark_explorer(
         .map_elements(lambda ts: [path_of.get(t, "") for t in ts], return_dtype=pl.List(pl.String))
         .alias("topic_paths")
     )
-    board = pl.read_csv(out.leaderboard / "leaderboard.csv")
+    board = Board.read_table(out.leaderboard)
     runs = stored_runs(out.runs, board["retriever"].unique().sort().to_list())
     runs = runs.select(  # a run written before the full-corpus top was kept has none
         c
         for c in ("retriever", "query_id", "setting", "ndcg", "scores", "full_top")
         if c in runs.columns
     )
-    sig = out.leaderboard / "significance.parquet"
+    tests = Board.read_tests(out.leaderboard)
     ratings = concat_partitions(relevance_ratings)
     current = BuildState.of("this build", bench, board, ratings)
     previous, fingerprint = remember(out.builds, current)
@@ -64,7 +65,7 @@ def benchmark_explorer(
     inputs = ExplorerInputs(
         bench=bench,
         board=board,
-        tests=pl.read_parquet(sig) if sig.exists() else pl.DataFrame(),
+        tests=tests if tests is not None else pl.DataFrame(),
         runs=runs,
         ratings=ratings,
         judgments=concat_partitions(tournament_judgments),

@@ -6,7 +6,7 @@ import matplotlib
 import numpy as np
 import polars as pl
 
-from saber_assets.leaderboard.board_columns import score_column
+from saber_assets.leaderboard.board import CI_HIGH, CI_LOW, score_column
 
 matplotlib.use("Agg")
 
@@ -57,7 +57,7 @@ def leaderboard_figure(board: pl.DataFrame):
         part = board.filter(pl.col("setting") == setting).sort(score_column(board))
         y = np.arange(part.height)
         mid = part[score_column(board)].to_numpy()
-        err = np.vstack([mid - part["ci_low"].to_numpy(), part["ci_high"].to_numpy() - mid])
+        err = np.vstack([mid - part[CI_LOW].to_numpy(), part[CI_HIGH].to_numpy() - mid])
         ax.errorbar(mid, y, xerr=err, fmt="o", ms=4, capsize=2)
         labels = part["retriever"].to_list()
         if "rank_ci" in part.columns:  # the rank's 95% interval beside each name

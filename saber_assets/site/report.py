@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from saber_assets.config import PipelineConfig
-from saber_assets.leaderboard.board_columns import score_column
+from saber_assets.leaderboard.board import (
+    CI_HIGH,
+    CI_HIGH_JOINT,
+    CI_LOW,
+    CI_LOW_JOINT,
+    score_column,
+)
 from saber_assets.leaderboard.joint import share_text
 from saber_assets.lib.figures import png_base64
 from saber_assets.tournament.engine import order_consistency, position_bias
@@ -68,8 +74,8 @@ def tournament_stats(judgments: pl.DataFrame) -> pl.DataFrame:
                 "judgments": part.height,
                 "failures": part.height - bias.decided,
                 "first_shown_wins": bias.share,
-                "ci_low": bias.low,
-                "ci_high": bias.high,
+                "first_shown_low": bias.low,  # its Wilson interval
+                "first_shown_high": bias.high,
                 "order_checked": checked,  # pairs judged again in the other order
                 "order_consistency": agree / checked if checked else None,
             }
@@ -158,7 +164,7 @@ def read_candidates(thresholds: pl.DataFrame, groups: pl.DataFrame) -> str:
 
 def read_tournament(stats: pl.DataFrame) -> str:
     row = stats.filter(pl.col("domain") == "all").row(0, named=True)
-    share, lo, hi = row["first_shown_wins"], row["ci_low"], row["ci_high"]
+    share, lo, hi = row["first_shown_wins"], row["first_shown_low"], row["first_shown_high"]
     bias = (
         "no detectable position bias (the interval contains 50%)"
         if lo <= 0.5 <= hi
@@ -188,15 +194,15 @@ def read_leaderboard(board: pl.DataFrame, tests: pl.DataFrame | None = None) -> 
         best = part.row(0, named=True)
         text = (
             f"In {setting}, {best['retriever']} leads with nDCG@{at} {best[m]:.3f} "
-            f"[{best['ci_low']:.3f}, {best['ci_high']:.3f}]"
+            f"[{best[CI_LOW]:.3f}, {best[CI_HIGH]:.3f}]"
         )
         if best.get("rank_ci"):
             text += f", rank {best['rank_ci']} at 95%"
-        if best.get("ci_low_joint") is not None:
+        if best.get(CI_LOW_JOINT) is not None:
             corrected = best.get("ndcg_corrected")
             share = share_text(best.get("judge_noise_share"), best.get("judge_noise_share_se"))
             text += (
-                f" ([{best['ci_low_joint']:.3f}, {best['ci_high_joint']:.3f}]"
+                f" ([{best[CI_LOW_JOINT]:.3f}, {best[CI_HIGH_JOINT]:.3f}]"
                 + (f" around the judge-corrected {corrected:.3f}" if corrected is not None else "")
                 + f" and rank {best['rank_ci_joint']} once the judge's noise is counted; the "
                 f"judge's share of that interval's variance is {share})"
@@ -214,7 +220,7 @@ def read_leaderboard(board: pl.DataFrame, tests: pl.DataFrame | None = None) -> 
                     f"{part.height - 1}"
                 )
             else:
-                apart = second["ci_high"] < best["ci_low"]
+                apart = second[CI_HIGH] < best[CI_LOW]
                 text += f"; the runner-up {second['retriever']} ({second[m]:.3f}) is " + (
                     "outside its interval" if apart else "within reach (the intervals overlap)"
                 )

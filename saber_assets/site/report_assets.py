@@ -13,7 +13,14 @@ from saber_assets.benchmark.data import MANIFEST, Benchmark, verification_line
 from saber_assets.candidates.coverage import COVERAGE_SCHEMA
 from saber_assets.config import PipelineConfig
 from saber_assets.io_managers import concat_partitions
-from saber_assets.leaderboard.board_columns import (
+from saber_assets.leaderboard.board import (
+    CI_HIGH,
+    CI_HIGH_CLEAN,
+    CI_HIGH_JOINT,
+    CI_LOW,
+    CI_LOW_CLEAN,
+    CI_LOW_JOINT,
+    Board,
     board_domains,
     domain_mean,
     domain_queries,
@@ -52,7 +59,7 @@ def _board_table(board: pl.DataFrame) -> pl.DataFrame:
         "setting",
         "retriever",
         pl.col(metric).round(3),
-        rp.interval_text("ci_low", "ci_high").alias("95% CI"),
+        rp.interval_text(CI_LOW, CI_HIGH).alias("95% CI"),
         *[
             pl.col(domain_mean(d)).round(3).alias(f"{d} (n={board[domain_queries(d)].max()})")
             if domain_queries(d) in board.columns
@@ -74,7 +81,7 @@ def _board_table(board: pl.DataFrame) -> pl.DataFrame:
 def _joint_columns(board: pl.DataFrame) -> list[pl.Expr]:
     """The interval over the queries and the judgments, and the judge's share of it, where the
     benchmark carried its judgments."""
-    if "ci_low_joint" not in board.columns:
+    if CI_LOW_JOINT not in board.columns:
         return []
     corrected = (
         [pl.col("ndcg_corrected").round(3).alias("judge-corrected nDCG")]
@@ -83,7 +90,7 @@ def _joint_columns(board: pl.DataFrame) -> list[pl.Expr]:
     )
     return [
         *corrected,
-        rp.interval_text("ci_low_joint", "ci_high_joint").alias("95% CI, queries + judgments"),
+        rp.interval_text(CI_LOW_JOINT, CI_HIGH_JOINT).alias("95% CI, queries + judgments"),
         pl.lit(share_texts(board)).alias("judge share"),
     ]  # fmt: skip
 
@@ -98,8 +105,8 @@ def _clean_columns(board: pl.DataFrame, metric: str) -> list[pl.Expr]:
         pl.format(
             "{} [{}, {}]",
             pl.col(clean).round(3),
-            pl.col("ci_low_clean").round(3),
-            pl.col("ci_high_clean").round(3),
+            pl.col(CI_LOW_CLEAN).round(3),
+            pl.col(CI_HIGH_CLEAN).round(3),
         ).alias(f"{metric} clean [95% CI]"),
     ]
 
@@ -135,9 +142,9 @@ def benchmark_report(sections: Mapping[str, SectionOf]) -> Declared:
         t0 = time.perf_counter()
         cfg = pipeline.load()
         bench = Benchmark.read(pipeline.outputs().benchmark)
-        board = pl.read_csv(pipeline.outputs().leaderboard / "leaderboard.csv")
-        sig_path = pipeline.outputs().leaderboard / "significance.parquet"
-        tests = pl.read_parquet(sig_path) if sig_path.exists() else pl.DataFrame()
+        board = Board.read_table(pipeline.outputs().leaderboard)
+        tests = Board.read_tests(pipeline.outputs().leaderboard)
+        tests = tests if tests is not None else pl.DataFrame()
         own = built_sections(
             bench, board, tests, corpus, problem_annotations, ontology_tree,
             relevance_thresholds, concat_partitions(relevance_ratings),

@@ -14,16 +14,16 @@
   const systemsOf = (setting) => Object.keys(S.ndcg[setting] || {}).sort();
 
   function board() {
-    const B = S.board, m = B.metric, C = B.columns;  // C: the board's per-domain column names
+    const B = S.board, m = B.metric, C = B.columns, I = C.interval;  // C: the board's column names
     const settings = [...new Set(B.rows.map((r) => r.setting))];
     const kinds = [...new Set(B.rows.map((r) => r.kind))];
-    const joint = B.rows.some((r) => r.ci_low_joint != null);  // the benchmark carried its judgments
+    const joint = B.rows.some((r) => r[I.low_joint] != null);  // the benchmark carried its judgments
     const short = new Set(B.coverage.filter((c) => c.queries < c.quota).map((c) => c.domain));
     const state = { setting: params.get("setting") || settings[0], domain: "", kind: "", sort: m, desc: true, open: null };
     const cols = () => [
       ["tie_group", "tie group"], ["retriever", "retriever"], ["kind", "kind"],
       [state.domain ? C.domain_mean[state.domain] : m, state.domain ? `${state.domain} nDCG` : m], ["ci", "95% CI"],
-      ...(joint && !state.domain ? [["ndcg_corrected", "+ judge: corrected"], ["ci_low_joint", "95% CI, + judge"], ["judge_noise_share", "judge share"]] : []),
+      ...(joint && !state.domain ? [["ndcg_corrected", "+ judge: corrected"], [I.low_joint, "95% CI, + judge"], ["judge_noise_share", "judge share"]] : []),
       ["rank_ci", "rank (95%)"], ...(joint ? [["rank_ci_joint", "rank, + judge"]] : []),
       ["failed", "failed"], ["contaminated_share", "contaminated"],
     ];
@@ -52,9 +52,9 @@
         tr.append(el("td", {}, `T${r.tie_group}` + (r.undecided ? ` · undecided with ${r.undecided}` : "")), el("td", {}, r.retriever),
           el("td", {}, r.kind + (r.same_scores_as ? ` (scores every query as ${r.same_scores_as})` : "")),
           el("td", { class: "num" }, cell),
-          el("td", {}, state.domain ? (r[C.domain_ci[state.domain]] || "") : `[${fmt(r.ci_low, 3)}, ${fmt(r.ci_high, 3)}]`),
+          el("td", {}, state.domain ? (r[C.domain_ci[state.domain]] || "") : `[${fmt(r[I.low], 3)}, ${fmt(r[I.high], 3)}]`),
           ...(joint && !state.domain ? [el("td", { class: "num" }, fmt(r.ndcg_corrected, 3)),
-            el("td", {}, `[${fmt(r.ci_low_joint, 3)}, ${fmt(r.ci_high_joint, 3)}]`),
+            el("td", {}, `[${fmt(r[I.low_joint], 3)}, ${fmt(r[I.high_joint], 3)}]`),
             el("td", { class: "num" }, r.judge_share_text || "")] : []),
           el("td", {}, r.rank_ci || ""), ...(joint ? [el("td", {}, r.rank_ci_joint || "")] : []),
           el("td", { class: "num" }, r.failed ?? 0),
