@@ -150,7 +150,7 @@ def test_bootstrap_summary_and_recall_defaults_and_edges():
     assert all(math.isnan(x) for x in bootstrap_ci([]))
     doms = [["A"]] * 25
     assert summarize(v, doms, ["A"]) == summarize(v, doms, ["A"], 1000, 0)
-    assert summarize(v, doms, ["A"])["A"]["ci_low"] == bootstrap_ci(v)[0]
+    assert summarize(v, doms, ["A"])["A"]["low"] == bootstrap_ci(v)[0]
     cands, rel = list(range(20)), list(np.linspace(0, 5, 20))
     ranked = cands[::-1]  # best first
     assert condensed_ndcg(ranked, cands, rel) == condensed_ndcg(ranked, cands, rel, 10)
