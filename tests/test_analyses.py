@@ -6,8 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 
+from saber_assets.analyses.composition import composition
 from saber_assets.analyses.signal_groups import area_under, group_curves
-from saber_assets.site.composition import composition
 
 
 def _ratings(order: dict[str, int], queries: int, domain="Algebra", seed=0) -> pl.DataFrame:
@@ -720,7 +720,8 @@ def test_report_html_is_self_contained_and_escaped():
     import matplotlib.pyplot as plt
 
     from saber_assets.lib.figures import png_base64
-    from saber_assets.site.report import Section, render_html
+    from saber_assets.lib.sections import Section
+    from saber_assets.site.report import render_html
 
     fig, ax = plt.subplots()
     ax.plot([0, 1], [0, 1])

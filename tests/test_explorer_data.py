@@ -14,6 +14,7 @@ import pytest
 
 from saber_assets.cli import main
 from saber_assets.leaderboard.joint import GradePosterior, grade_intervals, grade_posteriors
+from saber_assets.lib.math_html import spans
 from saber_assets.ratings.bradley_terry import rescale
 from saber_assets.runs.metrics import gains, ndcg_at_k
 from saber_assets.site.build_diff import (
@@ -30,7 +31,6 @@ from saber_assets.site.explorer_query import (
     script_json,
     text_html,
 )
-from saber_assets.site.math_html import spans
 
 
 def test_the_vendored_chart_library_is_the_pinned_one():

@@ -101,11 +101,12 @@ def test_every_asset_is_in_one_stage_and_says_what_its_version_hashes():
 
 # the stage packages, each of whose logic may import an earlier one's, never a later one's: the
 # order the build runs them, but for the ratings, whose Bradley-Terry fit the Swiss pairing runs
-# between rounds, and the site and the study before the analyses: every analysis returns a section
-# of the site's report, and the judge-versus-people analysis reads the study's labels
+# between rounds, and the study before the analyses (the judge-versus-people analysis reads the
+# study's labels); the site on top, showing them all (the report's vocabulary, which the analyses
+# speak, is lib/sections.py)
 STAGE_ORDER = (
     "corpus", "ontology", "annotations", "signals", "candidates", "ratings", "tournament",
-    "benchmark", "retrievers", "runs", "contamination", "leaderboard", "site", "study", "analyses",
+    "benchmark", "retrievers", "runs", "contamination", "leaderboard", "study", "analyses", "site",
 )  # fmt: skip
 TOP = {"definitions", "declarations", "sensors", "schedules", "orchestration", "cli", "pods",
        "cost", "home_lock"}  # fmt: skip

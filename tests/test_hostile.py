@@ -201,7 +201,7 @@ class _Tags(HTMLParser):
 
 
 def test_markup_in_a_formula_is_shown_as_text_never_run():
-    from saber_assets.site.math_html import MATHML_ELEMENTS, render
+    from saber_assets.lib.math_html import MATHML_ELEMENTS, render
     from saber_assets.study.human_study import problem_html
 
     planted = (
@@ -868,7 +868,7 @@ def test_the_formula_scan_finds_what_the_regex_found_in_linear_time():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from saber_assets.site.math_html import render, spans
+    from saber_assets.lib.math_html import render, spans
 
     reference = re.compile(REFERENCE_SPAN, re.DOTALL)
 
@@ -882,7 +882,7 @@ def test_the_formula_scan_finds_what_the_regex_found_in_linear_time():
     agrees()
 
     # the scan's work is linear in the length: counted in steps, never timed
-    from saber_assets.site.math_html import SCANNER
+    from saber_assets.lib.math_html import SCANNER
 
     for unit in ("\\(", "\\[", "\\begin{align}", "[asy]", "\\( \\[ [asy] \\begin{gather*} "):
         assert list(spans(unit * 20_000)) == []  # no closing anywhere: nothing found

@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 import polars as pl
 import pytest
 
-from saber_assets.site.math_html import render
+from saber_assets.lib.math_html import render
 from saber_assets.study.human_agreement import human_agreement
 from saber_assets.study.human_study import (
     LABEL_SCHEMA,

@@ -141,7 +141,7 @@ def test_an_interval_prints_three_decimals_whatever_its_rounding():
     """ "0.7" was printed for 0.700 in nine interval strings of the report's board."""
     import polars as pl
 
-    from saber_assets.site.report import interval_text
+    from saber_assets.lib.sections import interval_text
 
     frame = pl.DataFrame({"lo": [0.7, 0.12345], "hi": [0.81, 1.0]})
     got = frame.select(interval_text("lo", "hi").alias("ci"))["ci"].to_list()

@@ -6,6 +6,7 @@ import polars as pl
 from dagster import AssetKey, MetadataValue, Output
 
 from saber_assets.analyses import robustness as rb
+from saber_assets.analyses.composition import composition, shares_figure
 from saber_assets.analyses.math_vs_words import (
     choose_retrievers,
     llm_segment,
@@ -43,8 +44,6 @@ from saber_assets.retrievers.registry import (
 )
 from saber_assets.runs.evaluate import rescore_runs
 from saber_assets.runs.files import stored_runs
-from saber_assets.site import plots
-from saber_assets.site.composition import composition
 from saber_resources.llm import LLMResource
 from saber_resources.stores import StoresResource
 
@@ -93,7 +92,7 @@ def benchmark_composition(
             "documents_by_subdomain": markdown_table(domains.filter(pl.col("of") == "documents")),
             "sources": markdown_table(tables["sources"]),
             "candidate_groups": markdown_table(tables["groups"]),
-            "plot": figure_markdown(plots.shares_figure(tables), "benchmark composition"),
+            "plot": figure_markdown(shares_figure(tables), "benchmark composition"),
             "queries": bench.queries.height,
             "documents": bench.documents.height,
             "note": MetadataValue.text(

@@ -12,8 +12,8 @@ import numpy as np
 import polars as pl
 
 from saber_assets.config import PipelineConfig
+from saber_assets.lib import sections
 from saber_assets.ratings.bradley_terry import DEFAULT_PRIOR, Prior, fit
-from saber_assets.site import report as rp
 from saber_assets.tournament.simulate import estimate
 
 POLICIES = ("swiss", "random", "adaptive", "efficient")
@@ -112,7 +112,7 @@ def read_convergence(curves: pl.DataFrame, rounds: int) -> str:
         return "Not computed (analyses.convergence is off: it costs n(n−1)/2 judge calls a query)."
     mean = curves.group_by("policy", "round").agg(pl.col("calls", "share").mean())
     at = mean.filter(pl.col("round") == min(rounds, mean["round"].max())).sort("share")
-    ranked = ", ".join(f"{p} {rp.pct(s, 1)}" for p, _, _, s in at.iter_rows())
+    ranked = ", ".join(f"{p} {sections.pct(s, 1)}" for p, _, _, s in at.iter_rows())
     return (
         f"On {curves['query_id'].n_unique()} queries judged exhaustively, the share of pairs each "
         f"policy still orders differently from the exhaustive ranking after {at['round'][0]} "
@@ -120,17 +120,17 @@ def read_convergence(curves: pl.DataFrame, rounds: int) -> str:
     )
 
 
-def convergence_section(table: pl.DataFrame, cfg: PipelineConfig) -> rp.Section:
+def convergence_section(table: pl.DataFrame, cfg: PipelineConfig) -> sections.Section:
     mean = (
         table.group_by("policy", "round")
         .agg(pl.col("calls", "inversions", "share").mean())
         .sort("policy", "round")
     )
-    return rp.Section(
+    return sections.Section(
         "Tournament convergence",
         read_convergence(table, cfg.tournament.rounds),
         [("mean over the queries, per policy and round", mean)],
-        rp.figures(mean, convergence_figure, "inversions vs judge calls"),
+        sections.figures(mean, convergence_figure, "inversions vs judge calls"),
     )
 
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from saber_assets.site import report as rp
+from saber_assets.lib import sections
 from saber_assets.study.human_agreement import (
     BUCKETS,
     agreement,
@@ -203,8 +203,8 @@ def regimes_figure(summary: pl.DataFrame):
 def read_regimes(summary: pl.DataFrame) -> str:
     if not summary.height:
         return "Not computed (analyses.regime_pairs is 0)."
-    base, parts = rp.agreement_parts(
-        summary, "regime", lambda r: f" ({rp.pct(r['tie_share'])} ties)"
+    base, parts = sections.agreement_parts(
+        summary, "regime", lambda r: f" ({sections.pct(r['tie_share'])} ties)"
     )
     return (
         f"Agreement with the tournament's BT order on {base['pairs'].max()} sampled pairs "
@@ -213,7 +213,7 @@ def read_regimes(summary: pl.DataFrame) -> str:
     )
 
 
-regimes_section = rp.table_section(
+regimes_section = sections.table_section(
     "Judging regimes", read_regimes, "agreement with the BT ranking by rank distance",
     regimes_figure, "agreement by Δr",
 )  # fmt: skip

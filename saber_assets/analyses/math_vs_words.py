@@ -20,10 +20,10 @@ import polars as pl
 
 from saber_assets.benchmark.data import best_rated
 from saber_assets.benchmark.texts import setting_texts
+from saber_assets.lib import sections
 from saber_assets.retrievers.base import RetrieverFailed
 from saber_assets.retrievers.tokenize import plain_tokens, split_math
 from saber_assets.runs.evaluate import corpus_score_matrix
-from saber_assets.site import report as rp
 
 TOP = 5
 _SPACES = re.compile(r"\s+")
@@ -258,7 +258,7 @@ def read_math_vs_words(summary: pl.DataFrame) -> str:
     )
 
 
-math_vs_words_section = rp.table_section(
+math_vs_words_section = sections.table_section(
     "Math vs words", read_math_vs_words, "math-only wins per retriever, setting and domain",
     wins_figure, "math-only wins (%)",
 )  # fmt: skip

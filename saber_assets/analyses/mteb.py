@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 
 from saber_assets.leaderboard.board import score_column
-from saber_assets.site import report as rp
+from saber_assets.lib import sections
 
 STATS_SCHEMA = {
     "setting": pl.String, "subset": pl.String, "n": pl.Int64, "pearson": pl.Float64,
@@ -136,11 +136,11 @@ def read_mteb(table: pl.DataFrame) -> str:
     if not table.height:
         return "No MTEB scores configured (analyses.mteb_scores)."
     parts = [
-        f"{r['setting']} ({r['subset']} models, n={r['n']}): Pearson {rp.num(r['pearson'])}, "
-        f"Spearman {rp.num(r['spearman'])}"
+        f"{r['setting']} ({r['subset']} models, n={r['n']}): Pearson {sections.num(r['pearson'])}, "
+        f"Spearman {sections.num(r['spearman'])}"
         for r in table.iter_rows(named=True)
     ]
     return f"Correlation of nDCG@10 with MTEB retrieval scores: {'; '.join(parts)}."
 
 
-mteb_section = rp.table_section("MTEB correlation", read_mteb, "correlations with 95% CIs")
+mteb_section = sections.table_section("MTEB correlation", read_mteb, "correlations with 95% CIs")

@@ -20,8 +20,8 @@ from saber_assets.contamination.published import (
 from saber_assets.io_managers import concat_partitions
 from saber_assets.lib.declare import analysis
 from saber_assets.lib.metadata import markdown_table, stage_metadata
+from saber_assets.lib.sections import Section, table_section
 from saber_assets.pipeline import PipelineResource
-from saber_assets.site.report import Section, table_section
 
 
 @analysis(reads=("analyses.published_benchmark", "contamination"))

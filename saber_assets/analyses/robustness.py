@@ -26,10 +26,10 @@ from saber_assets.leaderboard.significance import (
     rescore,
     score_matrix,
 )
+from saber_assets.lib import sections
 from saber_assets.ratings.bradley_terry import Prior
 from saber_assets.ratings.rate import rate
 from saber_assets.runs.evaluate import rescore_runs
-from saber_assets.site import report as rp
 
 TRANSFORMS = ("linear", "scale3", "ranks")
 ROW_SCHEMA = {
@@ -235,7 +235,7 @@ def read_robustness_section(table: pl.DataFrame) -> str:
     return text + (f" Second judge: {judge['detail'][0]}." if judge.height else "")
 
 
-robustness_section = rp.table_section(
+robustness_section = sections.table_section(
     "Robustness of the ordering", read_robustness_section,
     "Kendall τ to the leaderboard's ordering, per setting and check",
     robustness_figure, "τ per check",

@@ -9,8 +9,8 @@ import numpy as np
 import polars as pl
 
 from saber_assets.config import PipelineConfig
+from saber_assets.lib import sections
 from saber_assets.lib.figures import png_base64
-from saber_assets.site import report as rp
 
 GROUPS = ("topic_only", "summary_only", "both")
 
@@ -87,9 +87,9 @@ def read_signal_groups(areas: pl.DataFrame) -> str:
     )
 
 
-def signal_groups_section(curves: pl.DataFrame, cfg: PipelineConfig) -> rp.Section:
+def signal_groups_section(curves: pl.DataFrame, cfg: PipelineConfig) -> sections.Section:
     areas = area_under(curves)
-    return rp.Section(
+    return sections.Section(
         "Signal-group curves",
         read_signal_groups(areas),
         [("mean of each curve, per scope", areas)],

@@ -35,6 +35,8 @@ import polars as pl
 from saber_assets.benchmark.data import Benchmark, verification_line
 from saber_assets.leaderboard.board import TABLE, TABLE_CSV, TESTS_CSV, for_page, score_column
 from saber_assets.leaderboard.joint import benchmark_posteriors, grade_intervals, share_texts
+from saber_assets.lib.math_html import CSS as MATH_CSS
+from saber_assets.lib.math_html import render, spans
 from saber_assets.outputs import folder_written_whole
 from saber_assets.site.explorer_query import (
     esc,
@@ -42,8 +44,6 @@ from saber_assets.site.explorer_query import (
     script_json,
     write_query_pages,
 )
-from saber_assets.site.math_html import CSS as MATH_CSS
-from saber_assets.site.math_html import render, spans
 from saber_assets.tournament.engine import order_consistency, position_bias
 
 STATIC = ("explorer.css", "common.js", "explorer.js", "query.js", "vendor/chart.umd.min.js")

@@ -24,9 +24,9 @@ import numpy as np
 import polars as pl
 
 from saber_assets.benchmark.data import Benchmark
+from saber_assets.lib.math_html import CSS as MATH_CSS
+from saber_assets.lib.math_html import render
 from saber_assets.runs.metrics import gains, ideal_dcg
-from saber_assets.site.math_html import CSS as MATH_CSS
-from saber_assets.site.math_html import render
 
 TOP = 10
 MISSING = -1  # a judgment's side that is not one of the query's candidates, or no winner

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 import polars as pl
 from dagster import AssetIn, AssetKey, MetadataValue, Output
 
+from saber_assets.analyses.composition import composition, shares_figure
 from saber_assets.benchmark.data import MANIFEST, Benchmark, verification_line
 from saber_assets.candidates.coverage import COVERAGE_SCHEMA
 from saber_assets.config import PipelineConfig
@@ -33,11 +34,11 @@ from saber_assets.leaderboard.plots import pvalue_heatmap
 from saber_assets.lib.declare import Declared, analysis
 from saber_assets.lib.figures import png_base64
 from saber_assets.lib.metadata import markdown_table, stage_metadata
+from saber_assets.lib.sections import interval_text
 from saber_assets.outputs import read_json_or_none, written_whole
 from saber_assets.pipeline import PipelineResource
 from saber_assets.site import plots
 from saber_assets.site import report as rp
-from saber_assets.site.composition import composition
 
 # an analysis's section: (its table, the config) -> the report's section
 SectionOf = Callable[[pl.DataFrame, PipelineConfig], rp.Section]
@@ -59,7 +60,7 @@ def _board_table(board: pl.DataFrame) -> pl.DataFrame:
         "setting",
         "retriever",
         pl.col(metric).round(3),
-        rp.interval_text(CI_LOW, CI_HIGH).alias("95% CI"),
+        interval_text(CI_LOW, CI_HIGH).alias("95% CI"),
         *[
             pl.col(domain_mean(d)).round(3).alias(f"{d} (n={board[domain_queries(d)].max()})")
             if domain_queries(d) in board.columns
@@ -90,7 +91,7 @@ def _joint_columns(board: pl.DataFrame) -> list[pl.Expr]:
     )
     return [
         *corrected,
-        rp.interval_text(CI_LOW_JOINT, CI_HIGH_JOINT).alias("95% CI, queries + judgments"),
+        interval_text(CI_LOW_JOINT, CI_HIGH_JOINT).alias("95% CI, queries + judgments"),
         pl.lit(share_texts(board)).alias("judge share"),
     ]  # fmt: skip
 
@@ -183,7 +184,7 @@ def built_sections(
             "Corpus and composition",
             rp.read_composition(corpus, tables),
             [("sources", tables["sources"]), ("domains and sub-domains", benchmark_composition)],
-            fig(plots.shares_figure(tables), "queries and documents by domain; sources"),
+            fig(shares_figure(tables), "queries and documents by domain; sources"),
         ),
         rp.Section(
             "Thresholds and candidates",

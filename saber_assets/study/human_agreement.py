@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 
 from saber_assets.config import REPO_ROOT
-from saber_assets.site import report as rp
+from saber_assets.lib import sections
 
 CHOICES = ("a", "b", "tie")
 BUCKETS = (0, 25, 50)
@@ -366,12 +366,14 @@ def paper_agreement(path: Path = FINDINGS_CSV) -> dict[tuple[str, int], float]:
 def read_human(summary: pl.DataFrame) -> str:
     if not summary.height:
         return "No human annotations configured (analyses.human_annotations)."
-    _, parts = rp.agreement_parts(
+    _, parts = sections.agreement_parts(
         summary,
         "predictor",
-        lambda r: f" (paper {rp.num(r['paper'])})" if r.get("paper") is not None else "",
+        lambda r: f" (paper {sections.num(r['paper'])})" if r.get("paper") is not None else "",
     )
     return f"Agreement with the human annotators (1 / ½ / 0 rule): {parts}."
 
 
-human_section = rp.table_section("Agreement with people", read_human, "agreement by rank distance")
+human_section = sections.table_section(
+    "Agreement with people", read_human, "agreement by rank distance"
+)

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from saber_assets.site.math_html import CSS, render
+from saber_assets.lib.math_html import CSS, render
 from saber_assets.study.human_agreement import AnnotationError, rating_ranks, read_annotations
 from saber_assets.versions import digest
 from saber_resources.stores import StoreDB, ensure_table

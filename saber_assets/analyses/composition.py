@@ -3,9 +3,14 @@ second tree levels), by source, and the candidate groups' sizes."""
 
 from __future__ import annotations
 
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 import polars as pl
 
 from saber_resources.titles import humanize_title
+
+matplotlib.use("Agg")
 
 SEP = " › "
 
@@ -88,3 +93,32 @@ def composition(
     )
     return {"domains": pl.concat(parts_d), "level1": pl.concat(parts_1),
             "sources": pl.concat(parts_s), "groups": groups}  # fmt: skip
+
+
+def shares_figure(tables: dict[str, pl.DataFrame]):
+    """Queries and documents by domain (bars with shares), and the sources' shares."""
+    # bars, not pies: a pie's labels overlapped wherever a domain's slice was thin
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4), layout="constrained")
+    for ax, what in zip(axes[:2], ("queries", "documents"), strict=True):
+        frame = (
+            tables["domains"]
+            .filter(pl.col("of") == what)
+            .group_by("level1")
+            .agg(pl.col("count").sum())
+            .sort("count")
+        )
+        total = max(int(frame["count"].sum()), 1)
+        y = np.arange(frame.height)
+        ax.barh(y, frame["count"].to_numpy(), color="C0")
+        ax.set_yticks(y, [str(x) for x in frame["level1"]], fontsize=8)
+        for k, c in enumerate(frame["count"]):
+            ax.text(c, k, f" {100 * c / total:.0f}%", va="center", fontsize=7)
+        ax.set_title(f"{what} by domain (topic assignments)", fontsize=9)
+    src = tables["sources"]
+    for k, what in enumerate(("queries", "documents")):
+        part = src.filter(pl.col("of") == what)
+        axes[2].bar([f"{s}\n{what}" for s in part["source"]], part["share"], color=f"C{k}")
+    axes[2].set_ylabel("share")
+    axes[2].set_title("sources")
+    axes[2].tick_params(axis="x", labelsize=7)
+    return fig
