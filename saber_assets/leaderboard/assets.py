@@ -9,7 +9,7 @@ from dagster import AssetExecutionContext, MaterializeResult, MetadataValue
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.contamination.matches import audited_items, declared_training, own_matched_queries
 from saber_assets.io_managers import refresh_warehouse
-from saber_assets.leaderboard.assemble import board_of, separable_pairs
+from saber_assets.leaderboard.assemble import Made, board_of, separable_pairs
 from saber_assets.leaderboard.board import MARKDOWN, TABLE_CSV
 from saber_assets.leaderboard.board_markdown import board_text
 from saber_assets.leaderboard.contamination_columns import (
@@ -57,27 +57,60 @@ def leaderboard(
     cfg = pipeline.load()
     entries = registry_for(cfg, stores.db())
     bench = Benchmark.read(pipeline.outputs().evaluation_benchmark)
-    relevance = bench.relevance()
-    manifest = bench.manifest
-    domains = bench.domain_list()
-    bench_id, code = benchmark_id(bench), code_digest(SCORING_CODE)
-    tables, all_runs = [], []
-    lb = cfg.leaderboard
-    declared, audits = declared_training(entries), audited_items(pipeline.outputs().contamination)
     excluded = (
         own_matched_queries(pipeline.outputs().contamination)
         if cfg.contamination.exclude_own_matches
         else set()
     )
+    tables, all_runs = entry_tables(cfg, entries, bench, pipeline.outputs(), excluded,
+                                    context.log.warning)  # fmt: skip
+    lb, manifest, domains = cfg.leaderboard, bench.manifest, bench.domain_list()
+    if not tables and bench.queries.height == 0:
+        context.log.warning(
+            "the benchmark has no queries: the leaderboard is empty (too few viable queries: see relevance_thresholds)"
+        )
+        return MaterializeResult(
+            metadata={**stage_metadata(0), "warning": "the benchmark has no queries"}
+        )
+    if not tables:
+        raise ValueError("no retriever has scored any query: materialise retriever_runs first")
+    runs_dir = pipeline.outputs().runs
+    with_files = (
+        sorted(p.name for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.is_dir() else []
+    )
+    made = board_of(tables, all_runs, bench, lb, cfg.seed, excluded, with_files)
+    if made.no_joint:
+        context.log.warning(f"no joint intervals: {made.no_joint}")
+    out = pipeline.outputs().leaderboard
+    made.board.write(out)
+    refresh_warehouse(warehouse, context)
+    separable = separable_pairs(made.board.tests)
+    text = board_text(made.board.table, domains, made.board.metric, manifest, separable,
+                      made.no_joint)  # fmt: skip
+    write_whole(out / MARKDOWN, text.document)
+    return MaterializeResult(
+        metadata=board_metadata(made, text, separable, out, manifest, len(excluded), lb.ties)
+    )
+
+
+def entry_tables(cfg, entries, bench: Benchmark, outputs, excluded: set[str], warn):
+    """(each entry's board rows, each entry's runs): the runs under the board's tie rule, the
+    excluded queries left out, the contamination and origin columns added; an entry with no
+    runs, or runs without a query, is said (``warn``) and left off."""
+    lb, domains = cfg.leaderboard, bench.domain_list()
+    relevance = bench.relevance()
+    bench_id, code = benchmark_id(bench), code_digest(SCORING_CODE)
+    declared, audits = declared_training(entries), audited_items(outputs.contamination)
 
     def rescore(runs: pl.DataFrame) -> pl.DataFrame:
         return score_table(runs, domains, lb.bootstrap_resamples, cfg.seed, k=lb.k)
 
+    tables, all_runs = [], []
     for e in entries:
-        runs = stored_runs(pipeline.outputs().runs, [e.name])
+        runs = stored_runs(outputs.runs, [e.name])
         if runs.is_empty():
             why = unavailable_reason(e, entries)
-            context.log.warning(
+            warn(
                 f"no runs for {e.name!r}: " + (f"it cannot run here ({why})" if why else "not yet")
             )
             continue
@@ -108,72 +141,51 @@ def leaderboard(
             code=code, columns=extra_columns,
         )  # fmt: skip
         if rep.is_empty():
-            context.log.warning(
-                f"{e.name!r}: its runs hold no query (the benchmark has no query in any domain)"
-            )
+            warn(f"{e.name!r}: its runs hold no query (the benchmark has no query in any domain)")
             continue
         tables.append(
             rep.with_columns(pl.lit(e.name).alias("retriever"), pl.lit(e.kind).alias("kind"))
         )
-    if not tables and bench.queries.height == 0:
-        context.log.warning(
-            "the benchmark has no queries: the leaderboard is empty (too few viable queries: see relevance_thresholds)"
-        )
-        return MaterializeResult(
-            metadata={**stage_metadata(0), "warning": "the benchmark has no queries"}
-        )
-    if not tables:
-        raise ValueError("no retriever has scored any query: materialise retriever_runs first")
-    runs_dir = pipeline.outputs().runs
-    with_files = (
-        sorted(p.name for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.is_dir() else []
-    )
-    made = board_of(tables, all_runs, bench, lb, cfg.seed, excluded, with_files)
-    if made.no_joint:
-        context.log.warning(f"no joint intervals: {made.no_joint}")
-    out = pipeline.outputs().leaderboard
-    made.board.write(out)
-    refresh_warehouse(warehouse, context)
+    return tables, all_runs
+
+
+def board_metadata(made: Made, text, separable: pl.DataFrame, out, manifest: dict,
+                   excluded: int, ties: str) -> dict:  # fmt: skip
+    """The board asset's metadata: its table, chart, tests, timings and readings."""
     board, tests, curve = made.board.table, made.board.tests, made.board.curve
     metric = made.board.metric
-    separable = separable_pairs(tests)
-    text = board_text(board, domains, metric, manifest, separable, made.no_joint)
-    write_whole(out / MARKDOWN, text.document)
     heat = {
         f"p-values {s}": figure_markdown(pvalue_heatmap(tests, s), f"p-values, {s}")
         for s in board["setting"].unique(maintain_order=True).to_list()
         if tests.filter(pl.col("setting") == s).height
     }
-    return MaterializeResult(
-        metadata={
-            **stage_metadata(board.height),
-            "ndcg_ties": lb.ties,
-            "judge_backend": manifest.get("judge_backend", "unknown"),
-            "caveat": MetadataValue.md(text.caveat or "none"),
-            "domains": MetadataValue.md(text.note or "no coverage in the benchmark's manifest"),
-            "table": MetadataValue.md(text.table),
-            "chart": figure_markdown(board_chart(board), "leaderboard"),
-            "significance": MetadataValue.md(text.legend),
-            "significance_seconds": round(made.test_seconds, 2),
-            # the joint board and the rounds curve
-            "joint_seconds": round(made.joint_seconds, 2),
-            "joint_intervals": f"none: {made.no_joint}"
-            if made.no_joint
-            else "judge noise carried (leaderboard/joint.py)",
-            "rounds_resolution": MetadataValue.md(
-                markdown_table(curve, max_rows=100).value if curve is not None else "none"
-            ),
-            "separable_pairs": MetadataValue.md(
-                markdown_table(separable).value if separable.height else "no pairs"
-            ),
-            "contamination": MetadataValue.md(contamination_paragraph(board)),
-            "own_match_queries_excluded": len(excluded),
-            **heat,
-            "csv": MetadataValue.path(str(out / TABLE_CSV)),
-            "best": json.dumps(
-                board.group_by("setting")
-                .agg(pl.col("retriever").first(), pl.col(metric).first().round(4))
-                .to_dicts()
-            ),
-        }
-    )
+    return {
+        **stage_metadata(board.height),
+        "ndcg_ties": ties,
+        "judge_backend": manifest.get("judge_backend", "unknown"),
+        "caveat": MetadataValue.md(text.caveat or "none"),
+        "domains": MetadataValue.md(text.note or "no coverage in the benchmark's manifest"),
+        "table": MetadataValue.md(text.table),
+        "chart": figure_markdown(board_chart(board), "leaderboard"),
+        "significance": MetadataValue.md(text.legend),
+        "significance_seconds": round(made.test_seconds, 2),
+        "joint_seconds": round(made.joint_seconds, 2),  # the joint board and the rounds curve
+        "joint_intervals": f"none: {made.no_joint}"
+        if made.no_joint
+        else "judge noise carried (leaderboard/joint.py)",
+        "rounds_resolution": MetadataValue.md(
+            markdown_table(curve, max_rows=100).value if curve is not None else "none"
+        ),
+        "separable_pairs": MetadataValue.md(
+            markdown_table(separable).value if separable.height else "no pairs"
+        ),
+        "contamination": MetadataValue.md(contamination_paragraph(board)),
+        "own_match_queries_excluded": excluded,
+        **heat,
+        "csv": MetadataValue.path(str(out / TABLE_CSV)),
+        "best": json.dumps(
+            board.group_by("setting")
+            .agg(pl.col("retriever").first(), pl.col(metric).first().round(4))
+            .to_dicts()
+        ),
+    }

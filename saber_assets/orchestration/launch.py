@@ -321,12 +321,14 @@ def build(
     unless ``accept_failed_checks``: then the build goes on and says so."""
     console = console or Console()
     cfg = load_config(config)  # fail fast, before Dagster starts, on a bad config file
+    # Dagster's world is imported here, not at the top: `saber ui` imports this module for
+    # `prepare_dagster_home`, and the definitions alone take 4 s to import
     home = data_home()
     from dagster import DagsterInstance
 
     from saber_assets.definitions import make_definitions
     from saber_assets.ontology.domains import domain_keys
-    from saber_assets.orchestration.dead_launches import process_tags, reap_dead_launches
+    from saber_assets.orchestration.dead_launches import reap_dead_launches
     from saber_assets.orchestration.plan import (
         components_first,
         one_launch_per_retriever,
@@ -364,12 +366,12 @@ def build(
     from saber_assets.lib.declare import ACCEPT_FAILED_CHECKS_TAG
 
     accept_tags = {ACCEPT_FAILED_CHECKS_TAG: "true"} if accept_failed_checks else {}
-    failed, ran, skipped = [], 0, 0
-    blocked: list[tuple[str, object]] = []  # (step, check) that failed at ERROR severity
+    tally = Tally()
+    verbose = log_level.upper() in ("DEBUG", "INFO")
     for stage in stages:
-        if failed:
+        if tally.failed:
             break  # later stages need this one complete
-        if blocked and not accept_failed_checks:
+        if tally.blocked and not accept_failed_checks:
             break  # nothing is built on what a check refused
         if stage.reads_queries and no_queries(Outputs.of(cfg, home)):
             # the analyses read queries, ratings and a leaderboard: over none they have nothing
@@ -386,50 +388,78 @@ def build(
             steps = components_first(steps, registry_for(cfg))
         if stage.by_domain and stage.by_retriever:
             steps = one_launch_per_retriever(steps, static_domains(defs, stage.job))
-        to_run = sum(bool(step.reasons) for step in steps)
-        verbose = log_level.upper() in ("DEBUG", "INFO")
-        summary = None
-        if to_run > 1 and not (console.steps or verbose):
-            summary = StageSummary(console, to_run)
-        queue = deque(steps)
-        while queue:
-            step = queue.popleft()
-            if not step.reasons:
-                skipped += 1
-                continue
-            if verbose:
-                console.out(f"  {step.label}: {'; '.join(step.reasons[:3])}")
-            t1 = time.perf_counter()
-            result = defs.resolve_job_def(step.job).execute_in_process(
-                instance=instance,
-                raise_on_error=False,
-                run_config=run_config,
-                partition_key=None if step.last else step.partition,
-                tags={**process_tags(), **accept_tags, **range_tags(step)},
-            )
-            seconds = time.perf_counter() - t1
-            print_launch(result, seconds, console, summary)
-            for message in launch_warnings(instance, result.run_id):
-                (summary.say if summary else console.out)(f"  warning: {message}")
-            if not result.success and step.parts:
-                # a range materialises all its partitions or none: each one again on its own,
-                # so the domains that work are recorded and the failure is the one domain's
-                (summary.say if summary else console.out)(
-                    f"  {step.label} failed: its partitions one run each"
-                )
-                queue.extendleft(reversed(step.parts))
-                if summary is not None:
-                    summary.total += len(step.parts) - 1
-                continue
-            ran += len(step.partitions)  # a range's partitions count as steps, as when up to date
-            if summary is not None:
-                summary.step(step, result, seconds)
-            if not result.success and not stopped_by_checks_only(result):
-                failed.append(result)
-            blocked += [(step.label, check) for check in failed_error_checks(result)]
-        if summary is not None:
-            summary.close()
+        launch_stage(defs, instance, steps, run_config, accept_tags, console, verbose, tally)
     elapsed = time.perf_counter() - t0
+    console.out(f"steps:     {tally.ran} run, {tally.skipped} up to date (`--force` rebuilds them)")
+    print_outputs(defs, Outputs.of(cfg, home), console, bool(tally.failed))
+    return closing(tally, Outputs.of(cfg, home), elapsed, accept_failed_checks, console)
+
+
+@dataclass
+class Tally:
+    """What a build's launches came to: steps run and up to date, the failed Dagster runs, and
+    the (step, check) pairs a check stopped at ERROR severity."""
+
+    ran: int = 0
+    skipped: int = 0
+    failed: list = field(default_factory=list)
+    blocked: list[tuple[str, object]] = field(default_factory=list)
+
+
+def launch_stage(defs, instance, steps: list, run_config: dict, tags: dict, console: Console,
+                 verbose: bool, tally: Tally) -> None:  # fmt: skip
+    """Each step of a stage that has a reason to run, launched as a Dagster run in this
+    process; a partition range that fails is launched again one partition at a time, so the
+    domains that work are recorded and the failure is the one domain's."""
+    from saber_assets.orchestration.dead_launches import process_tags  # Dagster: see build
+
+    to_run = sum(bool(step.reasons) for step in steps)
+    summary = (
+        StageSummary(console, to_run) if to_run > 1 and not (console.steps or verbose) else None
+    )
+    queue = deque(steps)
+    while queue:
+        step = queue.popleft()
+        if not step.reasons:
+            tally.skipped += 1
+            continue
+        if verbose:
+            console.out(f"  {step.label}: {'; '.join(step.reasons[:3])}")
+        t1 = time.perf_counter()
+        result = defs.resolve_job_def(step.job).execute_in_process(
+            instance=instance,
+            raise_on_error=False,
+            run_config=run_config,
+            partition_key=None if step.last else step.partition,
+            tags={**process_tags(), **tags, **range_tags(step)},
+        )
+        seconds = time.perf_counter() - t1
+        print_launch(result, seconds, console, summary)
+        for message in launch_warnings(instance, result.run_id):
+            (summary.say if summary else console.out)(f"  warning: {message}")
+        if not result.success and step.parts:
+            (summary.say if summary else console.out)(
+                f"  {step.label} failed: its partitions one run each"
+            )
+            queue.extendleft(reversed(step.parts))
+            if summary is not None:
+                summary.total += len(step.parts) - 1
+            continue
+        tally.ran += len(step.partitions)  # a range's partitions count as steps, as when up to date
+        if summary is not None:
+            summary.step(step, result, seconds)
+        if not result.success and not stopped_by_checks_only(result):
+            tally.failed.append(result)
+        tally.blocked += [(step.label, check) for check in failed_error_checks(result)]
+    if summary is not None:
+        summary.close()
+
+
+def print_outputs(defs, outputs: Outputs, console: Console, failed: bool) -> None:
+    """The build's closing lines: its warehouse views refreshed, where everything is, the
+    benchmark's coverage, the verdict, the board's leaders, the report and the explorer."""
+    # here, as this module's other imports of Dagster's world: `saber ui` imports the module
+    # for `prepare_dagster_home`, and DuckDB alone would add 0.27 s to every command's start
     import duckdb
 
     from saber_resources.warehouse import Warehouse
@@ -442,24 +472,30 @@ def build(
         if not failed:
             raise
         views = [f"not refreshed: {str(exc).splitlines()[0][:120]}"]
-    console.out(f"steps:     {ran} run, {skipped} up to date (`--force` rebuilds them)")
     console.out(f"parquet:   {wh.parquet_dir}")
     console.out(f"warehouse: {wh.path} (views: {', '.join(views) or 'none'})")
     console.out(f"dagster:   {os.environ['DAGSTER_HOME']} (open the UI with `uv run saber ui`)")
-    if lines := benchmark_lines(Outputs.of(cfg, home)):
+    if lines := benchmark_lines(outputs):
         console.out("benchmark: " + lines[0])
         for line in lines[1:]:
             console.out(f"  {line}")
-    if verdict := verification_of(Outputs.of(cfg, home)):
+    if verdict := verification_of(outputs):
         console.out(f"verify:    {verdict}")
-    for line in board_lines(Outputs.of(cfg, home)):
+    for line in board_lines(outputs):
         console.out(line)
-    report = Outputs.of(cfg, home).report / "index.html"
+    report = outputs.report / "index.html"
     if report.exists():
         console.out(f"report:    {report}")
-    explorer = Outputs.of(cfg, home).explorer / "index.html"
+    explorer = outputs.explorer / "index.html"
     if explorer.exists():
         console.out(f"explorer:  {explorer} (served: uv run saber report --serve)")
+
+
+def closing(tally: Tally, outputs: Outputs, elapsed: float, accept_failed_checks: bool,
+            console: Console) -> int:  # fmt: skip
+    """The build's verdict and exit status: its failed steps, in their own words; the checks
+    that stopped it (or were accepted); or that it finished."""
+    failed, blocked = tally.failed, tally.blocked
     if failed:
         failures = [
             (
@@ -471,7 +507,7 @@ def build(
             for ev in res.all_events
             if ev.is_step_failure
         ]
-        if full := disk_full(failures, Outputs.of(cfg, home).root):
+        if full := disk_full(failures, outputs.root):
             console.err(full)  # one line: the rest is the same error, many times
         else:
             for _, step_key, error in failures:
