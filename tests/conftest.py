@@ -23,6 +23,14 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
 
+@pytest.fixture(autouse=True)
+def own_home(tmp_path_factory, monkeypatch):
+    """Each test's default home is its own, never the checkout's .saber/ (a person's build may
+    hold it, and a test must not write beside their outputs); a test that names one keeps it."""
+    if "SABER_HOME" not in os.environ:
+        monkeypatch.setenv("SABER_HOME", str(tmp_path_factory.mktemp("home")))
+
+
 @pytest.fixture
 def make_config(tmp_path):
     """Write a pipeline config YAML into tmp_path and return its path."""
