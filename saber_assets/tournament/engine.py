@@ -222,57 +222,147 @@ def run_tournament(
     if presentation not in PRESENTATIONS:
         raise ValueError(f"presentation must be one of {PRESENTATIONS}, not {presentation!r}")
     key = key or run_key(judge, seed, policy, rounds)
-    judge_id = f"{judge.backend}:{judge.model}"
-    stored = {(j.query, j.round, j.a, j.b): j for j in store.load(key)}
-    standings = {q.query_id: Standing(len(q.candidates)) for q in queries}
-    index = {q.query_id: {c: k for k, c in enumerate(q.candidates)} for q in queries}
-    numbers = {
-        q.query_id: q.numbers if q.numbers is not None else [id_number(c) for c in q.candidates]
-        for q in queries
-    }
-    stats = {
-        "requested": 0,
-        "replayed": 0,
-        "failures": 0,
-        "rounds": rounds,
-        "run_key": key,
-        "policy": policy,
-        "seed": seed,
-        # (query, round, a, b) of every judgment this tournament stands on: the store may hold
-        # others under the same key, from an earlier candidate set of the same queries
-        "used": [],
-        "used_swapped": [],
-        "swapped_requested": 0,
-    }
-    check_key = swapped_key(key)
-    stored_swapped = (
-        {(j.query, j.round, j.a, j.b): j for j in store.load(check_key)}
-        if order_check_share > 0 or both_orders
-        else {}
-    )
+    t = Tournament(queries, judge, store, seed, key, rounds, policy, prior, adaptive_budget,
+                   chunk, presentation, order_check_share, both_orders)  # fmt: skip
+    with progress(f"tournament ({len(queries)} queries)", rounds, "round") as shown:
+        for rnd in range(1, rounds + 1):
+            asked = t.play_round(rnd)
+            if on_round:
+                on_round(rnd, asked, t.stats["replayed"])
+            shown.advance()
+    return t.standings, t.stats
 
-    def apply(q: TournamentQuery, j: Judgment, other: Judgment | None) -> None:
-        stats["used"].append((j.query, j.round, j.a, j.b))
-        idx = index[q.query_id]
+
+class Tournament:
+    """One tournament's state between rounds: each query's standing, the judgments stored
+    under its key (replayed, never asked again) and its statistics."""
+
+    def __init__(
+        self, queries: Sequence[TournamentQuery], judge: PairJudge, store: JudgmentStore,
+        seed: int, key: str, rounds: int, policy: str, prior: Prior, adaptive_budget: int | None, chunk: int,
+        presentation: str, order_check_share: float, both_orders: bool,
+    ) -> None:  # fmt: skip
+        self.queries, self.judge, self.store, self.seed, self.key = queries, judge, store, seed, key
+        self.policy, self.prior, self.adaptive_budget, self.chunk = (
+            policy,
+            prior,
+            adaptive_budget,
+            chunk,
+        )
+        self.presentation, self.share, self.both_orders = (
+            presentation,
+            order_check_share,
+            both_orders,
+        )
+        self.judge_id = f"{judge.backend}:{judge.model}"
+        self.stored = {(j.query, j.round, j.a, j.b): j for j in store.load(key)}
+        self.standings = {q.query_id: Standing(len(q.candidates)) for q in queries}
+        self.index = {q.query_id: {c: k for k, c in enumerate(q.candidates)} for q in queries}
+        self.numbers = {
+            q.query_id: q.numbers if q.numbers is not None else [id_number(c) for c in q.candidates]
+            for q in queries
+        }
+        self.stats = {
+            "requested": 0, "replayed": 0, "failures": 0, "rounds": rounds, "run_key": key,
+            "policy": policy, "seed": seed,
+            # (query, round, a, b) of every judgment this tournament stands on: the store may
+            # hold others under the same key, from an earlier candidate set of the same queries
+            "used": [], "used_swapped": [], "swapped_requested": 0,
+        }  # fmt: skip
+        self.check_key = swapped_key(key)
+        self.stored_swapped = (
+            {(j.query, j.round, j.a, j.b): j for j in store.load(self.check_key)}
+            if order_check_share > 0 or both_orders
+            else {}
+        )
+
+    def play_round(self, rnd: int) -> int:
+        """One round: its pairs, the judgments not stored yet asked (the other order too where
+        checked), every answer applied once all are in. Returns how many were asked."""
+        pending, judged = self.pairs(rnd)
+        for start in range(0, len(pending), self.chunk):
+            part = pending[start : start + self.chunk]
+            new = self.ask(part, self.key)
+            judged += [(q, j) for (q, *_), j in zip(part, new, strict=True)]
+            self.stats["failures"] += sum(j.winner is None for j in new)
+            self.stats["requested"] += len(part)
+        # the pairs of a round depend only on the standings before it: they move once all are in
+        swapped = self.other_orders(rnd, judged)
+        for q, j in judged:
+            self.apply(q, j, swapped.get((j.query, rnd, j.a, j.b)))
+        return len(pending)
+
+    def pairs(self, rnd: int) -> tuple[list[tuple], list[tuple[TournamentQuery, Judgment]]]:
+        """(the round's pairs to ask: q, a, b, first, second, round; the stored judgments of the
+        rest, replayed)."""
+        strengths = None
+        if self.policy == "adaptive":
+            fits = fit_many([(st.n, st.comparisons) for st in self.standings.values()], self.prior)
+            strengths = dict(zip(self.standings, fits, strict=True))
+        pending, judged = [], []
+        for q in self.queries:
+            st = self.standings[q.query_id]
+            rng = round_rng(self.seed, q.query_id, rnd)
+            pairs = round_pairs(self.policy, st, rng,
+                                strengths[q.query_id] if strengths else None, self.adaptive_budget)  # fmt: skip
+            for x, y in pairs:
+                first, second = (x, y) if rng.random() < 0.5 else (y, x)
+                cx, cy = q.candidates[x], q.candidates[y]
+                if self.presentation == "by_id":
+                    nx, ny = self.numbers[q.query_id][x], self.numbers[q.query_id][y]
+                    first, second = (x, y) if nx < ny else (y, x)
+                a, b = min(cx, cy), max(cx, cy)
+                done = self.stored.get((q.query_id, rnd, a, b))
+                if done is not None:
+                    judged.append((q, done))
+                    self.stats["replayed"] += 1
+                else:
+                    pending.append((q, a, b, q.candidates[first], q.candidates[second], rnd))
+        return pending, judged
+
+    def other_orders(self, rnd: int, judged: list) -> dict[tuple, Judgment]:
+        """The other order of every pair (``both_orders``) or of the checked share: stored
+        ones replayed, the rest asked."""
+        swapped: dict[tuple, Judgment] = {}
+        asks = []
+        for q, j in judged:
+            if not (self.both_orders or order_checked(self.seed, j.query, rnd, j.a, j.b, self.share)):  # fmt: skip
+                continue
+            k = (j.query, rnd, j.a, j.b)
+            if k in self.stored_swapped:
+                swapped[k] = self.stored_swapped[k]
+            else:
+                other = j.b if j.shown_first == j.a else j.a
+                asks.append((q, j.a, j.b, other, j.shown_first, rnd))
+        for start in range(0, len(asks), self.chunk):
+            for j in self.ask(asks[start : start + self.chunk], self.check_key):
+                swapped[(j.query, rnd, j.a, j.b)] = j
+            self.stats["swapped_requested"] += len(asks[start : start + self.chunk])
+        return swapped
+
+    def apply(self, q: TournamentQuery, j: Judgment, other: Judgment | None) -> None:
+        """A judgment (with its other order, where asked) into its query's standing."""
+        self.stats["used"].append((j.query, j.round, j.a, j.b))
+        idx = self.index[q.query_id]
         first = idx[j.shown_first]
         second = idx[j.b] if j.shown_first == j.a else idx[j.a]
         if other is not None:
-            stats["used_swapped"].append((j.query, j.round, j.a, j.b))
+            self.stats["used_swapped"].append((j.query, j.round, j.a, j.b))
         winner, tie = j.winner, False
-        if both_orders and other is not None:
+        if self.both_orders and other is not None:
             winner, tie = both_orders_outcome(j.winner, other.winner)
         if tie:
-            standings[q.query_id].record_tie(first, second)
+            self.standings[q.query_id].record_tie(first, second)
         else:
-            standings[q.query_id].record(
+            self.standings[q.query_id].record(
                 first, second, None if winner is None else idx[winner], j.p_first
             )
 
-    def ask(part: list, run: str) -> list[Judgment]:
+    def ask(self, part: list, run: str) -> list[Judgment]:
         """Judge ``part`` ((q, a, b, first, second, round) rows) and store the answers under
         ``run`` before anything reads them."""
         text_of = [{c: t for c, t in zip(q.candidates, q.texts, strict=True)} for q, *_ in part]
-        outcomes = judge.compare_batch(
+        outcomes = self.judge.compare_batch(
             [(q.text, tx[f], tx[s]) for (q, _, _, f, s, _), tx in zip(part, text_of, strict=True)]
         )
         new = []
@@ -285,70 +375,13 @@ def run_tournament(
             )
             new.append(
                 Judgment(
-                    q.query_id, rnd, a, b, first, winner, judge_id, judge.version, raw_hash,
-                    out.error, None if out.ok else out.raw, getattr(judge, "max_tokens", None),
-                    out.p_first if out.ok else None,
+                    q.query_id, rnd, a, b, first, winner, self.judge_id, self.judge.version,
+                    raw_hash, out.error, None if out.ok else out.raw,
+                    getattr(self.judge, "max_tokens", None), out.p_first if out.ok else None,
                 )
             )  # fmt: skip
-        store.add(run, new)  # persisted before the standings move on
+        self.store.add(run, new)  # persisted before the standings move on
         return new
-
-    with progress(f"tournament ({len(queries)} queries)", rounds, "round") as shown:
-        for rnd in range(1, rounds + 1):
-            strengths = None
-            if policy == "adaptive":
-                fits = fit_many([(st.n, st.comparisons) for st in standings.values()], prior)
-                strengths = dict(zip(standings, fits, strict=True))
-            pending: list[tuple] = []  # q, a, b, first, second, round
-            judged: list[tuple[TournamentQuery, Judgment]] = []  # this round's, in pair order
-            for q in queries:
-                st = standings[q.query_id]
-                rng = round_rng(seed, q.query_id, rnd)
-                pairs = round_pairs(
-                    policy, st, rng, strengths[q.query_id] if strengths else None, adaptive_budget
-                )
-                for x, y in pairs:
-                    first, second = (x, y) if rng.random() < 0.5 else (y, x)
-                    cx, cy = q.candidates[x], q.candidates[y]
-                    if presentation == "by_id":
-                        nx, ny = numbers[q.query_id][x], numbers[q.query_id][y]
-                        first, second = (x, y) if nx < ny else (y, x)
-                    a, b = min(cx, cy), max(cx, cy)
-                    done = stored.get((q.query_id, rnd, a, b))
-                    if done is not None:
-                        judged.append((q, done))
-                        stats["replayed"] += 1
-                    else:
-                        pending.append((q, a, b, q.candidates[first], q.candidates[second], rnd))
-            for start in range(0, len(pending), chunk):
-                part = pending[start : start + chunk]
-                new = ask(part, key)
-                judged += [(q, j) for (q, *_), j in zip(part, new, strict=True)]
-                stats["failures"] += sum(j.winner is None for j in new)
-                stats["requested"] += len(part)
-            # the other order: every pair (both_orders) or the checked share; the pairs of a
-            # round depend only on the standings before it, so they move once all are in
-            swapped: dict[tuple, Judgment] = {}
-            asks = []
-            for q, j in judged:
-                if not (both_orders or order_checked(seed, j.query, rnd, j.a, j.b, order_check_share)):  # fmt: skip
-                    continue
-                k = (j.query, rnd, j.a, j.b)
-                if k in stored_swapped:
-                    swapped[k] = stored_swapped[k]
-                else:
-                    other = j.b if j.shown_first == j.a else j.a
-                    asks.append((q, j.a, j.b, other, j.shown_first, rnd))
-            for start in range(0, len(asks), chunk):
-                for j in ask(asks[start : start + chunk], check_key):
-                    swapped[(j.query, rnd, j.a, j.b)] = j
-                stats["swapped_requested"] += len(asks[start : start + chunk])
-            for q, j in judged:
-                apply(q, j, swapped.get((j.query, rnd, j.a, j.b)))
-            if on_round:
-                on_round(rnd, len(pending), stats["replayed"])
-            shown.advance()
-    return standings, stats
 
 
 @dataclass(frozen=True)
