@@ -94,38 +94,9 @@ def benchmark_export(
             + ". Fix the cause (another judge, `tournament.both_orders`), or build with "
             "--accept-failed-checks (the manifest then records the failure)"
         )
-    domain_order = domain_names(cfg.ontology)
     ratings = concat_partitions(relevance_ratings)
-    row_of = {i: k for k, i in enumerate(corpus["id"].to_list())}
-    text = {r[0]: (r[1], r[2]) for r in corpus.select("id", "problem", "solution").iter_rows()}
-    dom = dict(
-        zip(
-            problem_annotations["id"].to_list(),
-            problem_annotations["domains"].to_list(),
-            strict=True,
-        )
-    )
-    q_rows = []
-    if ratings.height:
-        for (qid,), frame in ratings.sort("query_id", "position").group_by(
-            "query_id", maintain_order=True
-        ):
-            domains = list(
-                dict.fromkeys([*frame["domain"].unique().to_list(), *(dom.get(qid) or [])])
-            )
-            # candidates are selected group by group; a seeded shuffle hides that order
-            frame = frame[shuffled_order(frame.height, cfg.seed, qid)]
-            q_rows.append(
-                {
-                    "id": qid,
-                    "problem": text[qid][0],
-                    "solution": text[qid][1],
-                    "candidates": [row_of[c] for c in frame["candidate_id"]],
-                    "relevance_scores": frame["rating"].to_list(),
-                    "domains": [d for d in domain_order if d in domains],
-                }
-            )
-    queries = pl.DataFrame(q_rows, schema=QUERY_SCHEMA)
+    queries = benchmark_queries(ratings, corpus, problem_annotations, domain_names(cfg.ontology),
+                                cfg.seed)  # fmt: skip
     documents = corpus.select("id", "problem", "solution")
     selected = (
         dict(ratings.group_by("domain").agg(pl.col("query_id").n_unique()).iter_rows())
@@ -136,38 +107,8 @@ def benchmark_export(
         problem_annotations, relevance_thresholds, selected, cfg.candidates.quota_per_domain,
         cfg.candidates.require_annotations,
     )  # fmt: skip
-    manifest = {
-        "name": cfg.name,
-        "corpus_version": corpus_version(corpus),
-        "judge_backend": cfg.llm.judge_backend,
-        "judge_model": cfg.llm.model,
-        "judges": judges_used(concat_partitions(tournament_judgments)),
-        "seed": cfg.seed,
-        "domains": domain_order,
-        "candidate_order": f"shuffled per query: numpy default_rng([{cfg.seed}, crc32(query id), 1])",
-        "thresholds": {
-            "topic": float(relevance_thresholds["topic_threshold"][0]),
-            "summary": float(relevance_thresholds["summary_threshold"][0]),
-            "source": relevance_thresholds["source"][0],
-        },
-        "candidates_per_group": cfg.candidates.candidates_per_group,
-        "quota_per_domain": cfg.candidates.quota_per_domain,
-        # per domain: problems, annotated, viable, queries, quota, status (candidates.coverage)
-        "coverage": coverage.to_dicts(),
-        "tournament": cfg.tournament.model_dump(),
-        # the fit judgments.parquet regrades under (leaderboard/joint.py)
-        "ratings": {
-            "prior": cfg.ratings.prior,
-            "c": cfg.ratings.c,
-            "alpha": cfg.tournament.alpha,
-            "soft": cfg.tournament.policy == "efficient",
-            "both_orders": cfg.tournament.both_orders,
-        },  # fmt: skip
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        # the ERROR-severity checks of what the grades were built from: `saber push` refuses a
-        # benchmark with a failed one unless told to publish it anyway (the card then says so)
-        "checks": checks,
-    }
+    manifest = benchmark_manifest(cfg, corpus, relevance_thresholds, coverage, checks,
+                                  judges_used(concat_partitions(tournament_judgments)))  # fmt: skip
     # each judgment with the domain partition it was made in: the checks' domains (verify
     # recounts each domain's position bias from them)
     by_domain = (
@@ -176,6 +117,7 @@ def benchmark_export(
         if isinstance(tournament_judgments, dict) and tournament_judgments
         else concat_partitions(tournament_judgments)
     )  # fmt: skip
+    row_of = {i: k for k, i in enumerate(corpus["id"].to_list())}
     judgments = exported_judgments(by_domain, queries, row_of)
     agree, both, _, _ = order_consistency(judgments)
     manifest["order_consistency"] = {"agree": agree, "both": both}
@@ -237,3 +179,78 @@ def evaluation_benchmark(pipeline: PipelineResource) -> MaterializeResult:
             "path": MetadataValue.path(str(out)),
         }
     )
+
+
+def benchmark_queries(ratings: pl.DataFrame, corpus: pl.DataFrame,
+                      problem_annotations: pl.DataFrame, domain_order: list[str],
+                      seed: int) -> pl.DataFrame:  # fmt: skip
+    """Each rated query as the exchange format holds it: its texts, its candidates (corpus rows,
+    in a seeded shuffle: they are selected group by group) with their grades, its domains in
+    the ontology's order."""
+    row_of = {i: k for k, i in enumerate(corpus["id"].to_list())}
+    text = {r[0]: (r[1], r[2]) for r in corpus.select("id", "problem", "solution").iter_rows()}
+    dom = dict(
+        zip(
+            problem_annotations["id"].to_list(),
+            problem_annotations["domains"].to_list(),
+            strict=True,
+        )
+    )
+    q_rows = []
+    if ratings.height:
+        for (qid,), frame in ratings.sort("query_id", "position").group_by(
+            "query_id", maintain_order=True
+        ):
+            domains = list(
+                dict.fromkeys([*frame["domain"].unique().to_list(), *(dom.get(qid) or [])])
+            )
+            # candidates are selected group by group; a seeded shuffle hides that order
+            frame = frame[shuffled_order(frame.height, seed, qid)]
+            q_rows.append(
+                {
+                    "id": qid,
+                    "problem": text[qid][0],
+                    "solution": text[qid][1],
+                    "candidates": [row_of[c] for c in frame["candidate_id"]],
+                    "relevance_scores": frame["rating"].to_list(),
+                    "domains": [d for d in domain_order if d in domains],
+                }
+            )
+    return pl.DataFrame(q_rows, schema=QUERY_SCHEMA)
+
+
+def benchmark_manifest(cfg, corpus: pl.DataFrame, relevance_thresholds: pl.DataFrame,
+                       coverage: pl.DataFrame, checks: list[dict], judges: list) -> dict:  # fmt: skip
+    """The manifest: what the benchmark was built from and with, its coverage and its checks."""
+    return {
+        "name": cfg.name,
+        "corpus_version": corpus_version(corpus),
+        "judge_backend": cfg.llm.judge_backend,
+        "judge_model": cfg.llm.model,
+        "judges": judges,
+        "seed": cfg.seed,
+        "domains": domain_names(cfg.ontology),
+        "candidate_order": f"shuffled per query: numpy default_rng([{cfg.seed}, crc32(query id), 1])",
+        "thresholds": {
+            "topic": float(relevance_thresholds["topic_threshold"][0]),
+            "summary": float(relevance_thresholds["summary_threshold"][0]),
+            "source": relevance_thresholds["source"][0],
+        },
+        "candidates_per_group": cfg.candidates.candidates_per_group,
+        "quota_per_domain": cfg.candidates.quota_per_domain,
+        # per domain: problems, annotated, viable, queries, quota, status (candidates.coverage)
+        "coverage": coverage.to_dicts(),
+        "tournament": cfg.tournament.model_dump(),
+        # the fit judgments.parquet regrades under (leaderboard/joint.py)
+        "ratings": {
+            "prior": cfg.ratings.prior,
+            "c": cfg.ratings.c,
+            "alpha": cfg.tournament.alpha,
+            "soft": cfg.tournament.policy == "efficient",
+            "both_orders": cfg.tournament.both_orders,
+        },  # fmt: skip
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        # the ERROR-severity checks of what the grades were built from: `saber push` refuses a
+        # benchmark with a failed one unless told to publish it anyway (the card then says so)
+        "checks": checks,
+    }
