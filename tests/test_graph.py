@@ -477,3 +477,33 @@ def test_an_asset_that_does_not_say_what_config_it_reads_is_refused():
     reads = asset_reads()
     assert reads["tournament_judgments"] == ("seed", "tournament", "llm", "prompts")
     assert reads["corpus_quarantine"] == reads["corpus"] == ("seed", "corpus")
+
+
+# the Numba kernels are one loop each, written for the compiler (signals/kernels.py)
+LONG_ALLOWED = {("saber_assets/signals/kernels.py", "_block")}
+
+
+def long_functions(root: Path, most: int = 100) -> list[str]:
+    """``path:name (lines)`` of every function longer than ``most`` lines."""
+    import ast
+
+    found = []
+    for pkg in ("saber_assets", "saber_resources"):
+        for path in sorted((root / pkg).rglob("*.py")):
+            rel = str(path.relative_to(root))
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    lines = node.end_lineno - node.lineno + 1
+                    if lines > most and (rel, node.name) not in LONG_ALLOWED:
+                        found.append(f"{rel}:{node.name} ({lines} lines)")
+    return found
+
+
+def test_no_function_runs_past_a_hundred_lines(tmp_path):
+    """A long function is split into named steps (the Numba kernels aside); one planted is named."""
+    assert long_functions(REPO_ROOT) == []
+    root = copy_source(tmp_path)
+    planted = root / "saber_assets" / "cost.py"
+    body = "".join(f"    x{n} = {n}\n" for n in range(101))
+    planted.write_text(planted.read_text() + f"\n\ndef planted():\n{body}")
+    assert long_functions(root) == ["saber_assets/cost.py:planted (102 lines)"]

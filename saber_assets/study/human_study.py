@@ -117,57 +117,14 @@ def sample_study(
         for q in queries:
             n = len(by_query[q])
             available[(q, s)] = sum(n - d for d in gaps(n, s, hi))
-    notes = []
     can = {s: sum(available[(q, s)] for q in queries) for s in strata}
-    wanted = allocate(n_pairs, strata)
-    usable = [s for s in strata if can[s] > 0]
-    if len(usable) < len(strata):
-        empty = [s for s in strata if can[s] == 0]
-        longest = max(len(c) for c in by_query.values())
-        notes.append(
-            f"Δr stratum(s) {empty}: no pairs (the queries have at most {longest} candidates); "
-            f"their share went to {usable}"
-        )
-        wanted = allocate(n_pairs, usable) | dict.fromkeys(empty, 0)
-    if sum(can.values()) < n_pairs:
-        raise StudyError(f"{n_pairs} pairs asked for, the benchmark has {sum(can.values())}")
-    # a stratum short of its share: the rest moves to the next one that has room
-    for s in strata:
-        short = wanted[s] - can[s]
-        if short > 0:
-            wanted[s] = can[s]
-            for t in strata:
-                room = can[t] - wanted[t]
-                if room > 0 and short > 0:
-                    wanted[t] += min(room, short)
-                    short -= min(room, short)
-            notes.append(f"Δr stratum {s}: only {can[s]} pairs exist; the rest went elsewhere")
+    wanted, notes = stratum_shares(n_pairs, strata, can, by_query)
     rows = []
     for s, hi in zip(strata, bounds, strict=True):
         pool = [q for q in queries if available[(q, s)] > 0]
         if not wanted[s]:
             continue
-        # a query uniformly, then a gap d with weight (n - d), then the pair (i, i + d)
-        exhaustive = wanted[s] * 4 > can[s]  # dense: draw from the full list instead
-        if exhaustive:
-            every = [
-                (q, i, i + d)
-                for q in pool
-                for d in gaps(len(by_query[q]), s, hi)
-                for i in range(len(by_query[q]) - d)
-            ]
-            picks = [every[k] for k in sorted(rng.choice(len(every), wanted[s], replace=False))]
-        else:
-            picks, seen = [], set()
-            while len(picks) < wanted[s]:
-                q = pool[rng.integers(len(pool))]
-                n = len(by_query[q])
-                ds = np.array(gaps(n, s, hi))
-                d = int(rng.choice(ds, p=(n - ds) / (n - ds).sum()))
-                i = int(rng.integers(n - d))
-                if (q, i, i + d) not in seen:
-                    seen.add((q, i, i + d))
-                    picks.append((q, i, i + d))
+        picks = draw_stratum(rng, pool, by_query, s, hi, wanted[s], can[s])
         for q, i, j in picks:
             x, y = by_query[q][i], by_query[q][j]
             a, b = min(x, y), max(x, y)
@@ -193,6 +150,64 @@ def sample_study(
         annotators=pl.Series([2 if r in doubles else 1 for r in range(k)]),
     )
     return StudySample(frame.select(list(STUDY_SCHEMA)).cast(STUDY_SCHEMA), wanted, notes)
+
+
+def stratum_shares(n_pairs: int, strata: tuple[int, ...], can: dict[int, int],
+                   by_query: dict[str, list[str]]) -> tuple[dict[int, int], list[str]]:  # fmt: skip
+    """(pairs wanted per Δr stratum, notes): an equal share each; a stratum with no pair gives
+    its share to the others, one short of its share moves the rest to the next with room."""
+    notes = []
+    wanted = allocate(n_pairs, strata)
+    usable = [s for s in strata if can[s] > 0]
+    if len(usable) < len(strata):
+        empty = [s for s in strata if can[s] == 0]
+        longest = max(len(c) for c in by_query.values())
+        notes.append(
+            f"Δr stratum(s) {empty}: no pairs (the queries have at most {longest} candidates); "
+            f"their share went to {usable}"
+        )
+        wanted = allocate(n_pairs, usable) | dict.fromkeys(empty, 0)
+    if sum(can.values()) < n_pairs:
+        raise StudyError(f"{n_pairs} pairs asked for, the benchmark has {sum(can.values())}")
+    # a stratum short of its share: the rest moves to the next one that has room
+    for s in strata:
+        short = wanted[s] - can[s]
+        if short > 0:
+            wanted[s] = can[s]
+            for t in strata:
+                room = can[t] - wanted[t]
+                if room > 0 and short > 0:
+                    wanted[t] += min(room, short)
+                    short -= min(room, short)
+            notes.append(f"Δr stratum {s}: only {can[s]} pairs exist; the rest went elsewhere")
+    return wanted, notes
+
+
+def draw_stratum(rng: np.random.Generator, pool: list[str], by_query: dict[str, list[str]],
+                 s: int, hi: int | None, want: int, can: int) -> list[tuple[str, int, int]]:  # fmt: skip
+    """``want`` distinct pairs (query, i, j) of the stratum [s, hi): a query uniformly, then a
+    gap d with weight (n − d), then the pair (i, i + d); from the full list where dense."""
+    exhaustive = want * 4 > can  # dense: draw from the full list instead
+    if exhaustive:
+        every = [
+            (q, i, i + d)
+            for q in pool
+            for d in gaps(len(by_query[q]), s, hi)
+            for i in range(len(by_query[q]) - d)
+        ]
+        picks = [every[k] for k in sorted(rng.choice(len(every), want, replace=False))]
+    else:
+        picks, seen = [], set()
+        while len(picks) < want:
+            q = pool[rng.integers(len(pool))]
+            n = len(by_query[q])
+            ds = np.array(gaps(n, s, hi))
+            d = int(rng.choice(ds, p=(n - ds) / (n - ds).sum()))
+            i = int(rng.integers(n - d))
+            if (q, i, i + d) not in seen:
+                seen.add((q, i, i + d))
+                picks.append((q, i, i + d))
+    return picks
 
 
 def task_id(study: str, query: str, a: str, b: str) -> str:
@@ -381,37 +396,13 @@ def labels_from_export(
                 refused.append({"task": str(tid if tid else task.get("id"))[:200],
                                 "annotation": plain_id(ann.get("id")), "reason": reason})  # fmt: skip
 
-            if tid is None:
-                refuse(f"Label Studio task {task.get('id')} is no saber study task (no saber_task)")
-                continue
-            row = by_task.get(tid)
-            if row is None:
-                refuse(f"unknown task {tid}: not in this study")
-                continue
-            shown = (data.get("query_id"), data.get("first_id"), data.get("second_id"))
-            if shown != (row["query"], row["shown_first"], row["shown_second"]):
-                refuse(f"task {tid} shows {shown}, the study has "
-                       f"{(row['query'], row['shown_first'], row['shown_second'])}")  # fmt: skip
-                continue
-            missing = [
-                c
-                for c in (row["a"], row["b"])
-                if benchmark_pairs is not None and (row["query"], c) not in benchmark_pairs
-            ]
-            if missing:
-                refuse(f"the benchmark has no pair ({row['query']}, {missing[0]}): "
-                       "not a rated candidate of that query")  # fmt: skip
+            row = by_task.get(tid) if tid is not None else None
+            problem = task_problem(task, tid, row, data, benchmark_pairs)
+            if problem:
+                refuse(problem)
                 continue
             try:
-                label = annotation_label(ann)
-                annotator, email = annotator_of(ann, emails)
-                labelled_at = parse_time(ann.get("updated_at") or ann.get("created_at"))
-                lead_time = _lead_time(ann.get("lead_time"))
-                for what, value in (("task id", task.get("id")), ("annotation id", ann.get("id"))):
-                    if value is not None and (
-                        isinstance(value, bool) or not isinstance(value, int)
-                    ):
-                        raise StudyError(f"the {what} {str(value)[:40]!r} is not an integer")
+                label, annotator, email, labelled_at, lead_time = read_annotation(ann, task, emails)
             except StudyError as exc:
                 refuse(str(exc))
                 continue
@@ -438,6 +429,42 @@ def labels_from_export(
         pl.DataFrame(labels, schema=LABEL_SCHEMA),
         pl.DataFrame(refused, schema=REFUSED_SCHEMA),
     )
+
+
+def task_problem(task: dict, tid: str | None, row: dict | None, data: dict,
+                 benchmark_pairs: set[tuple[str, str]] | None) -> str | None:  # fmt: skip
+    """Why a task's labels cannot be kept (not a study task, not this study's, another pair or
+    order than the study's, a candidate the benchmark does not rate), or None."""
+    if tid is None:
+        return f"Label Studio task {task.get('id')} is no saber study task (no saber_task)"
+    if row is None:
+        return f"unknown task {tid}: not in this study"
+    shown = (data.get("query_id"), data.get("first_id"), data.get("second_id"))
+    if shown != (row["query"], row["shown_first"], row["shown_second"]):
+        return (f"task {tid} shows {shown}, the study has "
+                f"{(row['query'], row['shown_first'], row['shown_second'])}")  # fmt: skip
+    missing = [
+        c
+        for c in (row["a"], row["b"])
+        if benchmark_pairs is not None and (row["query"], c) not in benchmark_pairs
+    ]
+    if missing:
+        return (f"the benchmark has no pair ({row['query']}, {missing[0]}): "
+                "not a rated candidate of that query")  # fmt: skip
+    return None
+
+
+def read_annotation(ann: dict, task: dict, emails: dict[int, str]):
+    """(label, annotator, email, labelled at, lead time) of an annotation, or a ``StudyError``
+    saying what cannot be read (the task's and annotation's ids must be integers)."""
+    label = annotation_label(ann)
+    annotator, email = annotator_of(ann, emails)
+    labelled_at = parse_time(ann.get("updated_at") or ann.get("created_at"))
+    lead_time = _lead_time(ann.get("lead_time"))
+    for what, value in (("task id", task.get("id")), ("annotation id", ann.get("id"))):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise StudyError(f"the {what} {str(value)[:40]!r} is not an integer")
+    return label, annotator, email, labelled_at, lead_time
 
 
 def plain_id(value) -> int | None:
