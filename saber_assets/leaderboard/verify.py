@@ -67,11 +67,10 @@ from saber_assets.leaderboard.verdict import (
     VERIFY_MAX_FLIPS,
     Verification,
 )
-from saber_assets.leaderboard.verify_fill import verify_full_corpus
+from saber_assets.leaderboard.verify_fill import read_trec_file, verify_full_corpus
 from saber_assets.ontology.domains import keys_for
 from saber_assets.runs.evaluate import skipped
-from saber_assets.runs.files import run_file_parts, stored_runs
-from saber_assets.runs.outside import read_run
+from saber_assets.runs.files import run_file_parts, stored_runs, trec_files
 
 # ---------------------------------------------------------------- the grades and the judge
 
@@ -202,18 +201,6 @@ def verify_judge_checks(bench: Benchmark, out: Verification) -> None:
 # ---------------------------------------------------------------- the runs and nDCG
 
 
-def trec_files(runs_dir: Path) -> dict[str, list[Path]]:
-    """retriever -> its TREC run files (``RETRIEVER/DOMAIN.SETTING.trec``)."""
-    out: dict[str, list[Path]] = {}
-    if not runs_dir.is_dir():
-        return out
-    for folder in sorted(p for p in runs_dir.iterdir() if p.is_dir() and not p.is_symlink()):
-        files = sorted(f for f in folder.glob("*.trec") if f.is_file() and not f.is_symlink())
-        if files:
-            out[folder.name] = files
-    return out
-
-
 def scored_runs(
     bench: Benchmark, runs_dir: Path, k: int, excluded: Iterable[str], out: Verification,
     on_board: set[tuple[str, str]] | None = None, ties: str = "average",
@@ -234,19 +221,13 @@ def scored_runs(
     for retriever, files in trec_files(runs_dir).items():
         seen: dict[str, set[str]] = {}
         for path in files:
-            domain_key, setting = run_file_parts(path)
+            setting = run_file_parts(path)[1]
             if on_board is not None and (retriever, setting) not in on_board:
                 continue  # ``on_board``: the (retriever, setting) pairs read, None for all
-            domain = title_of.get(domain_key)
-            if domain is None:
-                out.differ("run file", str(path), "a run of a benchmark domain",
-                           f"domain key {domain_key!r} names none")  # fmt: skip
+            read = read_trec_file(path, title_of, out, "run file")
+            if read is None:
                 continue
-            try:
-                tagged = read_run(path)
-            except BenchmarkFormatError as exc:
-                out.differ("run file", str(path), "a readable TREC run", str(exc))
-                continue
+            domain, _, tagged = read
             run = {q: docs for r in tagged.values() for q, docs in r.items()}
             done = seen.setdefault(setting, set())
             for qid, cands, grades, domains in queries:

@@ -48,7 +48,7 @@ from saber_assets.leaderboard.verdict import (
     Verification,
 )
 from saber_assets.ontology.domains import keys_for
-from saber_assets.runs.files import FULL_CORPUS, run_file_parts
+from saber_assets.runs.files import FULL_CORPUS, run_file_parts, trec_files
 from saber_assets.runs.outside import read_run
 
 Tops = dict[tuple[str, str], dict[str, list[str]]]  # (retriever, setting) -> query -> top k
@@ -60,24 +60,13 @@ def read_tops(bench: Benchmark, runs_dir: Path, k: int, out: Verification) -> To
     board reads its runs."""
     title_of = {v: t for t, v in keys_for(bench.domain_list()).items()}
     tops: Tops = {}
-    if not runs_dir.is_dir():
-        return tops
-    for folder in sorted(p for p in runs_dir.iterdir() if p.is_dir() and not p.is_symlink()):
-        full = folder / FULL_CORPUS
-        if not full.is_dir() or full.is_symlink():
-            continue
-        for path in sorted(f for f in full.glob("*.trec") if f.is_file() and not f.is_symlink()):
-            domain_key, setting = run_file_parts(path)
-            if domain_key not in title_of:
-                out.differ("full-corpus run", str(path), "a run of a benchmark domain",
-                           f"domain key {domain_key!r} names none")  # fmt: skip
+    for retriever, files in trec_files(runs_dir, FULL_CORPUS).items():
+        for path in files:
+            read = read_trec_file(path, title_of, out, "full-corpus run")
+            if read is None:
                 continue
-            try:
-                tagged = read_run(path)
-            except BenchmarkFormatError as exc:
-                out.differ("full-corpus run", str(path), "a readable TREC run", str(exc))
-                continue
-            mine = tops.setdefault((folder.name, setting), {})
+            _, setting, tagged = read
+            mine = tops.setdefault((retriever, setting), {})
             for run in tagged.values():
                 for qid, docs in run.items():
                     if qid in mine:
@@ -88,6 +77,24 @@ def read_tops(bench: Benchmark, runs_dir: Path, k: int, out: Verification) -> To
                     ranked = sorted(docs.items(), key=lambda item: -item[1])
                     mine[qid] = [d for d, _ in ranked[:k]]
     return tops
+
+
+def read_trec_file(path: Path, title_of: dict[str, str], out: Verification,
+                   check: str) -> tuple[str, str, dict] | None:  # fmt: skip
+    """(domain, setting, its runs by tag) of a TREC file named ``DOMAIN.SETTING.trec``, or None
+    with the difference named (``check``): a domain key that names no domain, an unreadable
+    file."""
+    domain_key, setting = run_file_parts(path)
+    domain = title_of.get(domain_key)
+    if domain is None:
+        out.differ(check, str(path), "a run of a benchmark domain",
+                   f"domain key {domain_key!r} names none")  # fmt: skip
+        return None
+    try:
+        return domain, setting, read_run(path)
+    except BenchmarkFormatError as exc:
+        out.differ(check, str(path), "a readable TREC run", str(exc))
+        return None
 
 
 def candidate_grades(bench: Benchmark) -> dict[str, dict[str, float]]:

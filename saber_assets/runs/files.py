@@ -24,6 +24,22 @@ def run_file_parts(path: Path) -> tuple[str, str]:
     return domain_key, setting
 
 
+def trec_files(runs_dir: Path, sub: str = "") -> dict[str, list[Path]]:
+    """retriever -> its TREC run files (``RETRIEVER/DOMAIN.SETTING.trec``; ``sub``: those in
+    that folder of each retriever's, e.g. ``FULL_CORPUS``), links left out."""
+    out: dict[str, list[Path]] = {}
+    if not Path(runs_dir).is_dir():
+        return out
+    for folder in sorted(p for p in Path(runs_dir).iterdir() if p.is_dir() and not p.is_symlink()):
+        where = folder / sub if sub else folder
+        if not where.is_dir() or where.is_symlink():
+            continue
+        files = sorted(f for f in where.glob("*.trec") if f.is_file() and not f.is_symlink())
+        if files:
+            out[folder.name] = files
+    return out
+
+
 def run_files(runs_dir: Path, retriever: str) -> list[Path]:
     """One retriever's per-domain run files, in name order ([] where it has none yet)."""
     return sorted((Path(runs_dir) / retriever).glob("*.parquet"))
