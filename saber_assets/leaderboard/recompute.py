@@ -10,8 +10,6 @@ import math
 import numpy as np
 from scipy.stats import binomtest, permutation_test
 from scipy.stats import t as student_t
-from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import ndcg_score
 
 
 def bt_strengths_sklearn(n: int, wins: list[tuple[int, int]], ties: list[tuple[int, int]],
@@ -20,6 +18,10 @@ def bt_strengths_sklearn(n: int, wins: list[tuple[int, int]], ties: list[tuple[i
     logistic regression without intercept: each outcome is two mirrored rows of half its
     weight (a tie: two half-weight outcomes, one each way), so both classes are present and
     each game counts once."""
+    # at use: scikit-learn's linear models are 0.24 s of every run worker's start (the build's
+    # definitions import this module through the verification asset)
+    from sklearn.linear_model import LogisticRegression
+
     games = [(w, lo, 1.0) for w, lo in wins] + [
         g for a, b in ties for g in ((a, b, 0.5), (b, a, 0.5))
     ]
@@ -58,6 +60,8 @@ def ndcg_in_order(scores: np.ndarray, grades: np.ndarray, k: int) -> float:
 def ndcg_sklearn(scores: np.ndarray, grades: np.ndarray, k: int) -> float:
     """nDCG@k by scikit-learn (ties averaged), the gain 2^rel − 1 given as the relevance; 0
     where every grade is 0."""
+    from sklearn.metrics import ndcg_score  # at use: see bt_strengths_sklearn
+
     gain = np.power(2.0, np.asarray(grades, dtype=np.float64)) - 1.0
     if len(gain) < 2:  # scikit-learn needs two documents; one is ranked first, whatever
         return 1.0 if len(gain) and gain[0] > 0 else 0.0

@@ -29,10 +29,11 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
+import choix
 import numpy as np
 import polars as pl
 
-from saber_assets.benchmark.data import Benchmark, BenchmarkFormatError
+from saber_assets.benchmark.data import MANIFEST, Benchmark, BenchmarkFormatError
 from saber_assets.leaderboard.board import (
     CI_HIGH,
     CI_HIGH_JOINT,
@@ -46,6 +47,7 @@ from saber_assets.leaderboard.board import (
     domain_mean,
     domain_queries,
 )
+from saber_assets.leaderboard.joint import benchmark_posteriors, joint_intervals
 from saber_assets.leaderboard.recompute import (
     bt_strengths_sklearn,
     holm_adjusted,
@@ -59,6 +61,7 @@ from saber_assets.leaderboard.recompute import (
     t_test_p,
     wilson,
 )
+from saber_assets.leaderboard.significance import rank_intervals
 from saber_assets.leaderboard.verdict import (
     EXACT,
     RATING_TOLERANCE,
@@ -69,6 +72,7 @@ from saber_assets.leaderboard.verdict import (
 )
 from saber_assets.leaderboard.verify_fill import read_trec_file, verify_full_corpus
 from saber_assets.ontology.domains import keys_for
+from saber_assets.outputs import write_whole
 from saber_assets.runs.evaluate import skipped
 from saber_assets.runs.files import run_file_parts, stored_runs, trec_files
 
@@ -122,8 +126,6 @@ def verify_grades(bench: Benchmark, out: Verification) -> dict[str, np.ndarray] 
             if ties:
                 out.skip("choix-ties", f"grades of {qid}: choix's prior with tied pairs")
                 continue
-            import choix
-
             strengths = (
                 choix.mm_pairwise(
                     len(cands),
@@ -479,12 +481,8 @@ def verify_joint(bench: Benchmark, board: pl.DataFrame, runs: pl.DataFrame, sett
                  out: Verification, tests: pl.DataFrame | None = None) -> None:  # fmt: skip
     """The joint intervals, rank intervals and judge shares re-derived from the bundle's
     judgments and the runs (the board's seeded draws)."""
-    from saber_assets.leaderboard.joint import joint_intervals
-
     columns = [CI_LOW_JOINT, CI_HIGH_JOINT, "judge_noise_share"]
     if not set(columns) <= set(board.columns) or board[CI_LOW_JOINT].is_null().all():
-        from saber_assets.leaderboard.joint import benchmark_posteriors
-
         if benchmark_posteriors(bench)[1] is None:  # they could be drawn: a board drops none
             out.differ("joint interval", "the board", "joint intervals", "none")
         return
@@ -541,8 +539,6 @@ def verify_joint(bench: Benchmark, board: pl.DataFrame, runs: pl.DataFrame, sett
 def verify_rank_intervals(board: pl.DataFrame, runs: pl.DataFrame, settings: BoardSettings,
                           out: Verification) -> None:  # fmt: skip
     """Each row's rank interval from the board's seeded query draws over the shared queries."""
-    from saber_assets.leaderboard.significance import rank_intervals
-
     for (setting,), part in board.group_by("setting", maintain_order=True):
         names, m = pair_matrix(runs, setting, None)
         if len(names) < 2:
@@ -664,9 +660,6 @@ def record_verdict(verdict: Verification, bench_dirs: list[Path], board_dir: Pat
     entry of ERROR severity, which ``saber push`` refuses when failed) and
     ``verification.json`` beside the board. A manifest is rewritten whole; the bundle's files
     are untouched."""
-    from saber_assets.benchmark.data import MANIFEST
-    from saber_assets.outputs import write_whole
-
     board_dir.mkdir(parents=True, exist_ok=True)  # an empty benchmark's board wrote nothing
     write_whole(board_dir / VERIFICATION, json.dumps(verdict.to_dict(), indent=2))
     for bench_dir in bench_dirs:
