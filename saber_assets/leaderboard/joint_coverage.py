@@ -59,7 +59,8 @@ def simulated_benchmark(
             return (judge_rng.random(len(first)) < p).astype(np.float64)
 
         trace: list = []
-        estimate("swiss", candidates, judge, rounds * (candidates // 2), sim * 100_003 + q, trace=trace)  # fmt: skip
+        estimate("swiss", candidates, judge, rounds * (candidates // 2), sim * 100_003 + q,
+                 trace=trace, fitted=False)  # the posteriors fit them all at once, below  # fmt: skip
         problems.append((candidates, [(f, s) if p > 0.5 else (s, f) for _, f, s, p in trace]))
         weights.append(np.stack([dcg_weights(s) for s in scores]))
         true_grades = rescale(theta)

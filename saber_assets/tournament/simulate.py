@@ -30,9 +30,11 @@ def estimate(
     seed: int,
     prior: Prior = DEFAULT_PRIOR,
     trace: list | None = None,
-) -> np.ndarray:
+    fitted: bool = True,
+) -> np.ndarray | None:
     """Strengths after exactly ``calls`` judgments under ``policy`` (swiss, random, adaptive,
-    efficient). ``trace``, if given, receives (round, first, second, P(first)) per judgment."""
+    efficient). ``trace``, if given, receives (round, first, second, P(first)) per judgment;
+    ``fitted=False``: the trace alone is wanted, no final fit (None)."""
     st = Standing(n)
     asked, rnd = 0, 0
     while asked < calls:
@@ -53,6 +55,8 @@ def estimate(
             if trace is not None:
                 trace.append((rnd, f, s, pf))
         asked += len(shown)
+    if not fitted:
+        return None
     if policy == "efficient":
         soft = np.array(st.soft, dtype=np.float64).reshape(-1, 3)
         return estimate_strengths(
