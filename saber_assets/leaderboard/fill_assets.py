@@ -26,7 +26,10 @@ from saber_assets.ratings.rate import configured_prior
 from saber_assets.runs.files import stored_runs
 from saber_assets.tournament.engine import document_numbers
 from saber_resources.llm import LLMResource
+from saber_resources.progress import progress
 from saber_resources.stores import StoresResource
+
+GAME_CHUNK = 4096  # the fill's games judged a batch at a time, its progress advanced after each
 
 
 @table_asset(
@@ -93,7 +96,11 @@ def full_corpus_fill(
                 hole_first.append(first)
                 items.append((text[q], *((text[d], text[o]) if first else (text[o], text[d]))))
             t_judge = time.perf_counter()
-            out = judge.compare_batch(items)
+            out = []
+            with progress("full-corpus fill", len(items), "game") as shown:
+                for start in range(0, len(items), GAME_CHUNK):  # a long fill says where it is
+                    out += judge.compare_batch(items[start : start + GAME_CHUNK])
+                    shown.advance(min(GAME_CHUNK, len(items) - start))
             stats["judge_s"] += time.perf_counter() - t_judge
             return [
                 None if not o.ok else float((o.value == 1) == first)
