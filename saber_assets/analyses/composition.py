@@ -3,14 +3,10 @@ second tree levels), by source, and the candidate groups' sizes."""
 
 from __future__ import annotations
 
-import matplotlib
-import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
 from saber_resources.titles import humanize_title
-
-matplotlib.use("Agg")
 
 SEP = " › "
 
@@ -97,6 +93,10 @@ def composition(
 
 def shares_figure(tables: dict[str, pl.DataFrame]):
     """Queries and documents by domain (bars with shares), and the sources' shares."""
+    # at use: pyplot is 0.25 s of every process that loads the definitions (the asset modules
+    # that draw set the Agg backend)
+    import matplotlib.pyplot as plt
+
     # bars, not pies: a pie's labels overlapped wherever a domain's slice was thin
     fig, axes = plt.subplots(1, 3, figsize=(13, 4), layout="constrained")
     for ax, what in zip(axes[:2], ("queries", "documents"), strict=True):

@@ -8,8 +8,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import binomtest, permutation_test
-from scipy.stats import t as student_t
 
 
 def bt_strengths_sklearn(n: int, wins: list[tuple[int, int]], ties: list[tuple[int, int]],
@@ -18,8 +16,8 @@ def bt_strengths_sklearn(n: int, wins: list[tuple[int, int]], ties: list[tuple[i
     logistic regression without intercept: each outcome is two mirrored rows of half its
     weight (a tie: two half-weight outcomes, one each way), so both classes are present and
     each game counts once."""
-    # at use: scikit-learn's linear models are 0.24 s of every run worker's start (the build's
-    # definitions import this module through the verification asset)
+    # at use: scikit-learn's linear models (0.24 s) and scipy.stats (0.4 s) would load in every
+    # run worker's start (the build's definitions import this module through verification)
     from sklearn.linear_model import LogisticRegression
 
     games = [(w, lo, 1.0) for w, lo in wins] + [
@@ -74,6 +72,8 @@ def wilson(k: int, n: int) -> tuple[float, float]:
     """scipy's Wilson score interval (95%) of k successes in n."""
     if n == 0:
         return 0.0, 1.0
+    from scipy.stats import binomtest  # at use: as scikit-learn (bt_strengths_sklearn)
+
     ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
     return float(ci.low), float(ci.high)
 
@@ -98,6 +98,8 @@ def t_test_p(d: np.ndarray) -> float:
     if sd <= 1e-12 * max(1.0, float(np.abs(d).max())):
         return 0.0
     stat = float(np.mean(d)) / (sd / math.sqrt(n))
+    from scipy.stats import t as student_t  # at use: as scikit-learn (bt_strengths_sklearn)
+
     return float(2 * student_t.sf(abs(stat), n - 1))
 
 
@@ -108,6 +110,8 @@ def sign_flip_p(d: np.ndarray, flips: int, seed: int) -> float:
     d = np.asarray(d, dtype=np.float64)
     if len(d) == 0 or np.all(d == 0):
         return 1.0
+    from scipy.stats import permutation_test  # at use: as scikit-learn (bt_strengths_sklearn)
+
     res = permutation_test(
         (d, np.zeros_like(d)), lambda x, y, axis: np.mean(x - y, axis=axis),
         permutation_type="samples", n_resamples=flips, alternative="two-sided", vectorized=True,

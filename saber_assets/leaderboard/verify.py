@@ -29,7 +29,6 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-import choix
 import numpy as np
 import polars as pl
 
@@ -126,6 +125,8 @@ def verify_grades(bench: Benchmark, out: Verification) -> dict[str, np.ndarray] 
             if ties:
                 out.skip("choix-ties", f"grades of {qid}: choix's prior with tied pairs")
                 continue
+            import choix  # at use: it loads scipy.stats, 0.3 s of every run worker's start
+
             strengths = (
                 choix.mm_pairwise(
                     len(cands),

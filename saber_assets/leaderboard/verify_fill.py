@@ -22,7 +22,6 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from scipy.optimize import minimize_scalar
 
 from saber_assets.benchmark.data import Benchmark, BenchmarkFormatError
 from saber_assets.leaderboard.board import (
@@ -170,6 +169,8 @@ def placed_strength(opponents: np.ndarray, outcomes: np.ndarray, c: float) -> fl
         z = s - opponents
         return float(np.sum(outcomes * np.logaddexp(0, -z) + (1 - outcomes) * np.logaddexp(0, z))
                      + s * s / (2 * c))  # fmt: skip
+
+    from scipy.optimize import minimize_scalar  # at use: as recompute's scikit-learn
 
     span = float(np.abs(opponents).max(initial=0.0)) + 50.0
     return float(minimize_scalar(loss, bounds=(-span, span), method="bounded",

@@ -29,7 +29,6 @@ from itertools import combinations
 from pathlib import Path
 
 import polars as pl
-from scipy.stats import kendalltau
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.leaderboard.board import Board, score_column
@@ -251,6 +250,9 @@ def board_diffs(old: pl.DataFrame, new: pl.DataFrame) -> list[SettingDiff]:
         common = sorted(set(a) & set(b))
         tau = None
         if len(common) >= 2:
+            # at use: scipy.stats is 0.4 s of every process that loads the definitions
+            from scipy.stats import kendalltau
+
             t = kendalltau([a[r] for r in common], [b[r] for r in common]).statistic
             tau = None if t is None or math.isnan(t) else float(t)
         flipped = [
