@@ -1066,8 +1066,8 @@ PIECES3 = ["$", "$$", "\\", "\\(", "\\)", "\\[", "\\]", "x", " ", "\n", "{", "}"
 def _scanners():
     import re
 
-    from saber_assets.retrievers import approach0
     from saber_assets.lib import math_html
+    from saber_assets.retrievers import approach0
     from saber_resources import core_ideas
     from saber_resources.math_spans import LATEX_SPANS
 
