@@ -502,6 +502,11 @@ def _own_candidate_matches_can_be_left_out(cfg, home, capsys):
     assert 0 < len(excluded) < n
     board = pl.read_csv(home / "leaderboard" / "leaderboard.csv")
     assert set(board["queries"]) == {n - len(excluded)}
+    # the full-corpus board leaves them out too: neither scored nor pooled into the fill
+    filled = pl.read_parquet(home / "leaderboard" / "full_corpus_board.parquet")
+    assert set(filled["queries"]) == {n - len(excluded)}
+    fills = pl.read_parquet(home / "leaderboard" / "full_corpus_fill.parquet")
+    assert fills.height and not set(fills["query_id"]) & excluded
 
 
 @pytest.mark.e2e

@@ -8,6 +8,7 @@ import zlib
 import polars as pl
 from dagster import AssetExecutionContext, MetadataValue, Output
 
+from saber_assets.contamination.matches import own_matched_queries
 from saber_assets.io_managers import concat_partitions
 from saber_assets.leaderboard.board import FILL_BOARD, FILL_SETTINGS, FILL_TABLE
 from saber_assets.leaderboard.holes import (
@@ -42,10 +43,11 @@ GAME_CHUNK = 4096  # the fill's games judged a batch at a time, its progress adv
         "ratings",
         "llm",
         "prompts",
+        "contamination.exclude_own_matches",
     ),  # fmt: skip
     pod=llm_pod,
     pool="llm",
-    deps=["retriever_runs"],
+    deps=["retriever_runs", "own_candidate_matches"],
 )
 def full_corpus_fill(
     context: AssetExecutionContext,
@@ -58,8 +60,9 @@ def full_corpus_fill(
     """Each document in some system's full-corpus top k that no tournament graded, placed on its
     query's Bradley–Terry scale by `leaderboard.fill_games` games against rated candidates spread
     over it (the tournament's judge, prompt and presentation), with who pooled it and the games;
-    a hole placed before keeps its row (no judge call). Writes the full-corpus board before and
-    after the fill (`leaderboard/full_corpus_board.parquet`)."""
+    a game played before is not asked again. The queries the board leaves out
+    (`contamination.exclude_own_matches`) are left out here too. Writes the full-corpus board
+    before and after the fill (`leaderboard/full_corpus_board.parquet`)."""
     cfg = pipeline.load()
     k, games = cfg.leaderboard.k, cfg.leaderboard.fill_games
     runs = stored_runs(pipeline.outputs().runs)
@@ -67,6 +70,9 @@ def full_corpus_fill(
         runs = pl.DataFrame(schema={"retriever": pl.String, "setting": pl.String,
                                     "query_id": pl.String, "full_top": pl.List(pl.String)})  # fmt: skip
     runs = runs.filter(pl.col("full_top").is_not_null())
+    if cfg.contamination.exclude_own_matches:  # left out of every score, as on the board
+        excluded = own_matched_queries(pipeline.outputs().contamination)
+        runs = runs.filter(~pl.col("query_id").is_in(sorted(excluded)))
     ratings = concat_partitions(relevance_ratings).unique(["query_id", "candidate_id"])
     base: dict[str, dict[str, float]] = {}
     for q, c, r in ratings.select("query_id", "candidate_id", "rating").iter_rows():
