@@ -207,6 +207,7 @@ def verify_placements(
     cands = {q: [doc_ids[c] for c in cs] for q, cs in bench.queries.select("id", "candidates")
              .iter_rows()}  # fmt: skip
     own: dict[str, dict[str, float]] = {}
+    scales: dict[str, tuple] = {}  # query -> (candidate index, grades, the spread's grades)
     for (qid, doc), row in sorted(rows.items()):
         if (qid, doc) not in holes:
             continue
@@ -214,7 +215,11 @@ def verify_placements(
         out.same("pooled by", where, list(row["pooled_by"] or []), holes[(qid, doc)])
         if strengths is None or qid not in strengths:
             continue  # the grades were not refitted: their skip is said already
-        index = {d: i for i, d in enumerate(cands[qid])}
+        if qid not in scales:  # every hole of a query is read on the same scale
+            grades_now = min_max(strengths[qid])
+            scales[qid] = ({d: i for i, d in enumerate(cands[qid])}, grades_now,
+                           spread_grades(grades_now, games))  # fmt: skip
+        index, scale, spread = scales[qid]
         opps, outcomes = list(row["opponents"] or []), list(row["outcomes"] or [])
         if (
             any(o not in index for o in opps)
@@ -226,15 +231,14 @@ def verify_placements(
                        f"{all(o in index for o in opps)}")  # fmt: skip
             continue
         theta = strengths[qid]
-        scale = min_max(theta)
         out.count("fill opponents")
         shown = sorted(float(scale[index[o]]) for o in opps)
         if len(opps) != min(games, len(theta)) or not np.allclose(
-            shown, spread_grades(scale, games), atol=RATING_TOLERANCE, rtol=0
+            shown, spread, atol=RATING_TOLERANCE, rtol=0
         ):
             out.differ("fill opponents", where, f"{len(opps)} opponents at grades "
                        f"{[round(g, 3) for g in shown]}", "the spread over the scale: "
-                       f"{[round(g, 3) for g in spread_grades(scale, games)]}")  # fmt: skip
+                       f"{[round(g, 3) for g in spread]}")  # fmt: skip
         answered = [(theta[index[o]], w) for o, w in zip(opps, outcomes, strict=True)
                     if w is not None]  # fmt: skip
         out.same("fill games", where, (row["games"], row["wins"]),
@@ -272,6 +276,7 @@ def verify_fill_tests(board: pl.DataFrame, after: pl.DataFrame, settings: BoardS
                 used[n] = min(used[n] * 10, VERIFY_MAX_FLIPS)
                 p[n] = sign_flip_p(diffs[n], used[n], seed)
             near = near_alpha(p, used, alpha)
+        holm = holm_adjusted(p)
         won: dict[str, set[str]] = {n: set() for n in names}
         open_pairs: dict[str, set[str]] = {n: set() for n in names}
         for n, (i, j) in enumerate(pairs):
@@ -280,7 +285,7 @@ def verify_fill_tests(board: pl.DataFrame, after: pl.DataFrame, settings: BoardS
                 open_pairs[a].add(b)
                 open_pairs[b].add(a)
                 undecided += 1
-            elif holm_adjusted(p)[n] < alpha and diffs[n].mean() != 0:
+            elif holm[n] < alpha and diffs[n].mean() != 0:
                 winner, loser = (a, b) if diffs[n].mean() > 0 else (b, a)
                 won[winner].add(loser)
         shown = dict(board.filter(pl.col("setting") == setting)
