@@ -134,17 +134,18 @@ def print_plan(cfg, gpu_hours_per_round: float) -> None:
     import polars as pl
 
     from saber_assets.cost import rounds_plan
-    from saber_assets.leaderboard.board import CURVE
+    from saber_assets.leaderboard.board import CURVE, Board
 
     path = Outputs.of(cfg).leaderboard / CURVE
+    curve = Board.read_curve(Outputs.of(cfg).leaderboard)
     print(f"\nplan: one more Swiss round costs {gpu_hours_per_round:.2f} GPU-hours at this size")
-    if not path.exists():
+    if curve is None:
         print(
             f"  no rounds-vs-resolution curve at {path}: materialise the leaderboard of a "
             "benchmark that carries its judgments (leaderboard.resolution_draws > 0)"
         )
         return
-    plan = rounds_plan(pl.read_parquet(path), gpu_hours_per_round)
+    plan = rounds_plan(curve, gpu_hours_per_round)
     print(
         "  separable_pairs: system pairs the joint test (queries and judgments) orders; "
         "mean_width_joint: the mean joint 95% interval of nDCG. Measured: refitted on the first "

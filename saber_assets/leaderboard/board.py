@@ -160,10 +160,6 @@ class Board:
     def metric(self) -> str:
         return score_column(self.table)
 
-    @property
-    def domains(self) -> list[str]:
-        return board_domains(self.table)
-
     @staticmethod
     def exists(folder: Path) -> bool:
         return (Path(folder) / TABLE).is_file()
@@ -193,13 +189,6 @@ class Board:
     def read_curve(folder: Path) -> pl.DataFrame | None:
         path = Path(folder) / CURVE
         return pl.read_parquet(path) if path.is_file() else None
-
-    @classmethod
-    def read(cls, folder: Path) -> Board:
-        """The whole board (tests empty where none were written)."""
-        tests = cls.read_tests(folder)
-        return cls(cls.read_table(folder), tests if tests is not None else pl.DataFrame(),
-                   cls.read_settings(folder), cls.read_curve(folder))  # fmt: skip
 
     def write(self, folder: Path) -> None:
         """Every file, each written whole; a curve from an earlier board is removed with it (it
