@@ -42,12 +42,13 @@ def board_of(
     lb: LeaderboardConfig,
     seed: int,
     excluded: set[str] = frozenset(),
-    off_board: Sequence[str] = (),
+    with_runs: Sequence[str] = (),
 ) -> Made:
     """The board of the entries' rows (``tables``, one a retriever) and their runs (``runs``,
     each with its per-query nDCG, failures and scores): the joint intervals and the rounds
     curve where the judgments allow, the tests, the tie groups, one system under two names said
-    so, and the settings ``saber verify`` reads."""
+    so, and the settings ``saber verify`` reads. ``with_runs`` names every retriever with run
+    files; those without a row are listed as off the board."""
     t0 = time.perf_counter()
     joint, curve, no_joint = joint_intervals(
         bench, pl.concat([r.select(*SCORED, "failed", "scores") for r in runs]), k=lb.k,
@@ -68,7 +69,7 @@ def board_of(
     on_board = set(table["retriever"].to_list())
     settings = BoardSettings(
         lb.k, lb.ties, lb.bootstrap_resamples, lb.test_resamples, seed, lb.alpha,
-        tuple(sorted(excluded)), tuple(sorted(n for n in off_board if n not in on_board)),
+        tuple(sorted(excluded)), tuple(sorted(n for n in with_runs if n not in on_board)),
     )  # fmt: skip
     return Made(Board(table, tests, settings, curve), no_joint, joint_seconds, test_seconds)
 

@@ -75,10 +75,10 @@ def leaderboard(
     if not tables:
         raise ValueError("no retriever has scored any query: materialise retriever_runs first")
     runs_dir = pipeline.outputs().runs
-    with_files = (
+    with_runs = (
         sorted(p.name for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.is_dir() else []
     )
-    made = board_of(tables, all_runs, bench, lb, cfg.seed, excluded, with_files)
+    made = board_of(tables, all_runs, bench, lb, cfg.seed, excluded, with_runs)
     if made.no_joint:
         context.log.warning(f"no joint intervals: {made.no_joint}")
     out = pipeline.outputs().leaderboard
