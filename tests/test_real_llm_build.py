@@ -17,7 +17,8 @@ import duckdb
 import polars as pl
 import yaml
 
-from saber_assets.config import REPO_ROOT
+from saber_assets.config import REPO_ROOT, load_config
+from saber_assets.ratings.rate import configured_prior, rate
 
 from .conftest import LLAMA_THREADS
 
@@ -72,7 +73,7 @@ def _judgments(store: Path) -> list[tuple]:
     """The real server's (the shared build's CPU-judged tournament is not this test's)."""
     with duckdb.connect(str(store), read_only=True) as con:
         return con.execute(
-            "SELECT query, round, a, b, winner FROM judgments WHERE judge NOT LIKE 'cpu:%' "
+            "SELECT query, round, a, b, winner, run_key FROM judgments WHERE judge NOT LIKE 'cpu:%' "
             "ORDER BY ALL"
         ).fetchall()
 
@@ -114,12 +115,17 @@ def test_a_tournament_killed_mid_run_on_the_real_server_resumes_without_asking_a
     """The one-domain shared build (CPU annotations; short problems, so that the judge reads
     three of them with their solutions on 2 CPU cores), its tournament judged again by the real
     server: killed with SIGKILL after a few judgments and run again, the server's own log shows
-    that the relaunch asked exactly the judgments that were missing, and the ratings equal those
-    of the same tournament run uninterrupted from empty stores."""
+    that the relaunch asked exactly the judgments that were missing, the round is whole (each
+    candidate in one pair), and the ratings are those of every stored judgment counted once.
+
+    (An uninterrupted third run used to stand beside it: 8 more judgments of the real server,
+    a third of this test's CPU on the suite's critical path. What it added is the server's own
+    determinism; an uninterrupted tournament equal to a resumed one is
+    tests/test_tournament.py's, on the engine itself.)"""
     from saber_resources.llama_server import LlamaServer
 
     cfg = shared_build("algebra").copy_to(tmp_path)
-    home, clean_home = tmp_path / "home", tmp_path / "clean"
+    home = tmp_path / "home"
     # its own server without a prompt cache: an answer does not depend on what came before it
     with LlamaServer(*llama_parts, threads=LLAMA_THREADS, extra=["--no-cache-prompt"]) as srv:
         doc = yaml.safe_load(cfg.read_text())
@@ -159,23 +165,27 @@ def test_a_tournament_killed_mid_run_on_the_real_server_resumes_without_asking_a
             resumed,
         ), resumed[-3000:]
         asked_second = srv.requests_served() - after_kill
-        final = _judgments(store)
-        assert set(stored) <= set(final) and len(final) > len(stored)
-        assert asked_second == len(final) - len(stored), (asked_second, len(final), len(stored))
-
-        # the same tournament, uninterrupted, from empty stores
-        (clean_home / "tiny").mkdir(parents=True)
-        for name in ("parquet", "signals"):
-            subprocess.run(
-                ["cp", "-r", str(home / "tiny" / name), str(clean_home / "tiny")], check=True
-            )
-        before_clean = srv.requests_served()
-        _run(args + ["--force"], clean_home)
-        assert srv.requests_served() - before_clean == len(final)
-    ratings = [
-        pl.read_parquet(h / "tiny" / "parquet" / "relevance_ratings" / "Algebra.parquet")
-        .sort("query_id", "candidate_id")
-        .select("query_id", "candidate_id", "rating")
-        for h in (home, clean_home)
-    ]
-    assert ratings[0]["query_id"].n_unique() == 2 and ratings[0].equals(ratings[1])
+    final = _judgments(store)
+    assert set(stored) <= set(final) and len(final) > len(stored)
+    assert asked_second == len(final) - len(stored), (asked_second, len(final), len(stored))
+    # the judgments the tournament stands on (a share is asked again in the other order, under
+    # its own key, and only reported)
+    played = [row[:5] for row in final if not row[5].endswith("|swapped")]
+    assert len({row[:4] for row in played}) == len(played), "a judgment was stored twice"
+    parquet = home / "tiny" / "parquet"
+    candidates = pl.read_parquet(parquet / "query_candidates" / "Algebra.parquet")
+    assert candidates["query_id"].n_unique() == 2
+    for (query,), group in candidates.group_by("query_id"):
+        shown = [c for q, _, a, b, _ in played if q == query for c in (a, b)]
+        assert len(shown) == len(set(shown)) == 2 * (group.height // 2), (query, shown)
+    # a judgment replayed and asked again, or one lost in the kill, would move these
+    judged = pl.DataFrame(played, schema=["query", "round", "a", "b", "winner"], orient="row")
+    want = rate(candidates, judged, configured_prior(load_config(cfg)))
+    got = pl.read_parquet(parquet / "relevance_ratings" / "Algebra.parquet")
+    key = ["query_id", "candidate_id"]
+    assert (
+        got.sort(key)
+        .select(*key, "rating", "games")
+        .equals(want.sort(key).select(*key, "rating", "games"))
+    )
+    assert got["games"].sum() == 2 * sum(winner is not None for *_, winner in played)
