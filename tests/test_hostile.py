@@ -1230,6 +1230,22 @@ with holding_home(Path(sys.argv[1]), "saber ui --port 1") as held:
 """
 
 
+def test_a_group_whose_leader_stops_at_once_is_not_waited_on_through_its_grace():
+    """`saber ui` stopped 80 s after `dagster dev` had: the stop waited for the group to empty,
+    and the leader's zombie, which only its parent (the stopping process) could reap, kept the
+    group alive through the SIGINT, SIGTERM and SIGKILL graces (60 + 10 + 10 s)."""
+    import signal
+
+    from saber_assets.home_lock import group_alive, stop_group
+
+    leader = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    t0 = time.monotonic()
+    stop_group(leader.pid, patience_s=120.0, reap=leader.poll)
+    assert leader.returncode == -signal.SIGINT  # the first signal stopped it, and it was reaped
+    assert not group_alive(leader.pid)
+    assert time.monotonic() - t0 < 100  # not the 140 s of the three graces
+
+
 def test_the_home_lock_outlives_a_killed_holder_until_its_process_group_is_gone(tmp_path):
     """`kill -9` of `saber ui` left `dagster dev`, its daemon and its run workers running, the
     lock free, and `saber build` ran beside them. Now the tree is a process group whose guard
