@@ -1238,12 +1238,20 @@ def test_a_group_whose_leader_stops_at_once_is_not_waited_on_through_its_grace()
 
     from saber_assets.home_lock import group_alive, stop_group
 
-    leader = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    # an xdist worker ignores SIGINT and a child inherits that: the leader sets the default
+    leader = subprocess.Popen(
+        [sys.executable, "-c", "import signal, time; signal.pthread_sigmask(signal.SIG_UNBLOCK, "
+         "{signal.SIGINT}); signal.signal(signal.SIGINT, signal.SIG_DFL); print('ready', "
+         "flush=True); time.sleep(600)"],
+        start_new_session=True, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert leader.stdout.readline().strip() == "ready"
     t0 = time.monotonic()
     stop_group(leader.pid, patience_s=120.0, reap=leader.poll)
     assert leader.returncode == -signal.SIGINT  # the first signal stopped it, and it was reaped
     assert not group_alive(leader.pid)
     assert time.monotonic() - t0 < 100  # not the 140 s of the three graces
+    leader.stdout.close()
 
 
 def test_the_home_lock_outlives_a_killed_holder_until_its_process_group_is_gone(tmp_path):
