@@ -13,12 +13,12 @@ query by query (``grade_agreement``).
 
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.config import ContaminationConfig
 from saber_assets.contamination.matches import audit, benchmark_items, overlap_summary
+from saber_assets.lib.correlation import kendall_tau_b
 
 # the output's: overlap_summary's columns
 RECALL_SCHEMA = {"role": pl.String, "domain": pl.String, "items": pl.UInt32,
@@ -115,13 +115,7 @@ def grade_agreement(
         held = [(corpus_of[d], g) for d, g in part.select("document", "grade").iter_rows()
                 if d in corpus_of]  # fmt: skip
         both = [(g, rated[(qid, c)]) for c, g in held if (qid, c) in rated]
-        tau = None
-        if len(both) >= 2:
-            # at use: scipy.stats is 0.4 s of every process that loads the definitions
-            from scipy.stats import kendalltau
-
-            tau = float(kendalltau(*zip(*both, strict=True)).statistic)
-            tau = None if np.isnan(tau) else tau
+        tau = kendall_tau_b([g for g, _ in both], [r for _, r in both])
         rows.append(
             {"query": query, "corpus_id": qid, "published_candidates": part.height,
              "found_in_corpus": len(held), "in_rebuilt_pool": len(both),

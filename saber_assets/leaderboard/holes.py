@@ -20,6 +20,7 @@ import polars as pl
 
 from saber_assets.leaderboard.board import CI_HIGH, CI_LOW
 from saber_assets.leaderboard.significance import beats, paired_tests
+from saber_assets.lib.correlation import kendall_tau_b
 from saber_assets.ratings.bradley_terry import Prior, prior_terms
 from saber_assets.runs.metrics import graded_ndcg, judged_at, summarize
 
@@ -213,13 +214,7 @@ def track_rows(
 def ordering_tau(before: pl.DataFrame, after: pl.DataFrame) -> float | None:
     """Kendall's τ-b between two boards' orderings of the same systems (retriever, ndcg)."""
     joined = before.join(after, on="retriever", suffix="_after")
-    if joined.height < 2:
-        return None
-    # at use: scipy.stats is 0.4 s of every process that loads the definitions
-    from scipy.stats import kendalltau
-
-    tau = kendalltau(joined["ndcg"], joined["ndcg_after"]).statistic
-    return None if np.isnan(tau) else float(tau)
+    return kendall_tau_b(joined["ndcg"].to_list(), joined["ndcg_after"].to_list())
 
 
 def leave_one_out(

@@ -25,6 +25,7 @@ from itertools import combinations
 import numpy as np
 import polars as pl
 
+from saber_assets.lib.correlation import kendall_tau_b
 from saber_assets.runs.evaluate import rescore_runs, skipped
 from saber_assets.runs.metrics import bootstrap_means
 
@@ -264,16 +265,15 @@ def rank_rows(means: np.ndarray) -> np.ndarray:
 
 
 def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float:
-    """Kendall's τ-b between two scorings of the same systems (1 when both are constant)."""
-    from scipy.stats import kendalltau
-
+    """Kendall's τ-b between two scorings of the same systems (1 when both are constant, 0
+    when only one is)."""
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if len(x) < 2:
         return 1.0
     if np.all(x == x[0]) and np.all(y == y[0]):
         return 1.0
-    tau = kendalltau(x, y).statistic
-    return float(tau) if tau == tau else 0.0
+    tau = kendall_tau_b(x, y)
+    return 0.0 if tau is None else tau
 
 
 def flipped_pairs(names: Sequence[str], base: Sequence[float], other: Sequence[float]) -> list[str]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ import polars as pl
 
 from saber_assets.benchmark.data import Benchmark
 from saber_assets.leaderboard.board import Board, score_column
+from saber_assets.lib.correlation import kendall_tau_b
 from saber_assets.outputs import folder_written_whole
 
 TOLERANCE = 1e-9
@@ -248,13 +248,7 @@ def board_diffs(old: pl.DataFrame, new: pl.DataFrame) -> list[SettingDiff]:
         a = dict(old.filter(pl.col("setting") == setting).select("retriever", "score").iter_rows())
         b = dict(new.filter(pl.col("setting") == setting).select("retriever", "score").iter_rows())
         common = sorted(set(a) & set(b))
-        tau = None
-        if len(common) >= 2:
-            # at use: scipy.stats is 0.4 s of every process that loads the definitions
-            from scipy.stats import kendalltau
-
-            t = kendalltau([a[r] for r in common], [b[r] for r in common]).statistic
-            tau = None if t is None or math.isnan(t) else float(t)
+        tau = kendall_tau_b([a[r] for r in common], [b[r] for r in common])
         flipped = [
             {"a": x, "b": y, "old_a": a[x], "old_b": a[y], "new_a": b[x], "new_b": b[y]}
             for x, y in combinations(common, 2)
