@@ -136,12 +136,12 @@ def print_plan(cfg, gpu_hours_per_round: float) -> None:
     from saber_assets.cost import rounds_plan
     from saber_assets.leaderboard.board import CURVE, Board
 
-    path = Outputs.of(cfg).leaderboard / CURVE
-    curve = Board.read_curve(Outputs.of(cfg).leaderboard)
+    board_dir = Outputs.of(cfg).leaderboard
+    curve = Board.read_curve(board_dir)
     print(f"\nplan: one more Swiss round costs {gpu_hours_per_round:.2f} GPU-hours at this size")
     if curve is None:
         print(
-            f"  no rounds-vs-resolution curve at {path}: materialise the leaderboard of a "
+            f"  no rounds-vs-resolution curve at {board_dir / CURVE}: materialise the leaderboard of a "
             "benchmark that carries its judgments (leaderboard.resolution_draws > 0)"
         )
         return
