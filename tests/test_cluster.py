@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from saber_assets.config import REPO_ROOT
+from saber_testing.rehearsal import STAGES
 from saber_testing.tiny import write_tiny_inputs
 
 from .conftest import shared_doc
@@ -112,15 +113,11 @@ def _no_duplicates(dsn: str) -> dict[str, int]:
     return counts
 
 
-# every stage up to the board, which is what the serial build is compared on: the 17 runs of
-# the whole build took 175 s of CPU (2 cores), most of it Dagster's run workers starting
-STAGES = [f"--select={s}" for s in ("sources", "annotations", "signal-inputs", "shards",
-                                    "thresholds", "domains", "benchmark", "indexes", "runs",
-                                    "leaderboard")]  # fmt: skip
-
-
 def test_build_on_a_deployment_with_postgres_stores(deployment, shared_build):
     env = deployment["env"]
+    # every stage up to the board (rehearsal.STAGES), which is what the serial build is compared
+    # on: the 17 runs of the whole build took 175 s of CPU (2 cores), most of it Dagster's run
+    # workers starting
     build = ["build", "--config", str(deployment["config"]), "--on", deployment["url"], *STAGES]
     t0 = time.monotonic()
     out = _saber(build, env)
