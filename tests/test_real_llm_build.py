@@ -19,6 +19,7 @@ import yaml
 
 from saber_assets.config import REPO_ROOT, load_config
 from saber_assets.ratings.rate import configured_prior, rate
+from saber_assets.tournament.engine import swapped_key
 
 from .conftest import LLAMA_THREADS
 
@@ -119,7 +120,7 @@ def test_a_tournament_killed_mid_run_on_the_real_server_resumes_without_asking_a
     candidate in one pair), and the ratings are those of every stored judgment counted once.
 
     (An uninterrupted third run used to stand beside it: 8 more judgments of the real server,
-    a third of this test's CPU on the suite's critical path. What it added is the server's own
+    a third of this test's CPU. What it added is the server's own
     determinism; an uninterrupted tournament equal to a resumed one is
     tests/test_tournament.py's, on the engine itself.)"""
     from saber_resources.llama_server import LlamaServer
@@ -170,7 +171,8 @@ def test_a_tournament_killed_mid_run_on_the_real_server_resumes_without_asking_a
     assert asked_second == len(final) - len(stored), (asked_second, len(final), len(stored))
     # the judgments the tournament stands on (a share is asked again in the other order, under
     # its own key, and only reported)
-    played = [row[:5] for row in final if not row[5].endswith("|swapped")]
+    swapped = {swapped_key(row[5]) for row in final}
+    played = [row[:5] for row in final if row[5] not in swapped]
     assert len({row[:4] for row in played}) == len(played), "a judgment was stored twice"
     parquet = home / "tiny" / "parquet"
     candidates = pl.read_parquet(parquet / "query_candidates" / "Algebra.parquet")
