@@ -73,13 +73,9 @@ def _is_race(exc: Exception) -> bool:
     """DuckDB errors that two threads of one process can cause and a retry resolves.
 
     Two transactions inserting the same key at once: DuckDB refuses the second at commit instead
-    of skipping it; once the first is committed the retry skips it. A connection that reaches a
-    database instance before its Python scan functions are registered (``open_with_retry``
-    serialises opening, this is the second line of defence): a retry sees them.
+    of skipping it; once the first is committed the retry skips it.
     """
-    if isinstance(exc, (duckdb.ConstraintException, duckdb.TransactionException)):
-        return True
-    return isinstance(exc, duckdb.CatalogException) and "python_arrow_scan" in str(exc)
+    return isinstance(exc, (duckdb.ConstraintException, duckdb.TransactionException))
 
 
 def _retry_races(action: Callable[[], Any], attempts: int = 20) -> Any:

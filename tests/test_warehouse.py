@@ -1,5 +1,10 @@
+import subprocess
+import sys
+import threading
+
 import polars as pl
 
+from saber_resources.duckdb_files import DuckDBFile
 from saber_resources.warehouse import Warehouse
 
 
@@ -28,8 +33,6 @@ def test_views_only_for_existing_parquet(tmp_path):
 
 def test_a_locked_file_is_waited_for(tmp_path):
     """Another process holding the DuckDB write lock: the next connection waits, then proceeds."""
-    import subprocess
-    import sys
     import time
 
     path = tmp_path / "w.duckdb"
@@ -110,3 +113,43 @@ def test_every_partition_of_a_one_partition_parent_comes_as_a_dict(tmp_path):
             [per_domain.to_source_asset(), fan_in], resources={"parquet_io": io}, selection=[fan_in]
         )
         assert got.success and got.output_for_node("fan_in")["domain"].to_list() == sorted(keys)
+
+
+def _open_elsewhere(path, sql: str) -> subprocess.CompletedProcess:
+    """``sql`` on ``path`` through a plain DuckDB connection in another process."""
+    code = f"import duckdb; print(duckdb.connect({str(path)!r}).execute({sql!r}).fetchall())"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
+def test_a_file_is_held_while_in_use_and_released_whole_after(tmp_path):
+    """The file is attached to the process's one DuckDB instance only while a connection is
+    open (two threads at once share it, under another spelling of its path too): meanwhile
+    another process is refused its lock; once the last leaves, that process opens it and reads
+    every row and view written, as a person's DuckDB shell would."""
+    path = tmp_path / "w.duckdb"
+    (tmp_path / "link").symlink_to(tmp_path)
+    a, b = DuckDBFile(str(path)), DuckDBFile(str(tmp_path / "link" / "w.duckdb"))
+    inside, go_on = threading.Event(), threading.Event()
+
+    def second_user():
+        with b.connect() as conn:
+            conn.execute("INSERT INTO t VALUES (2)")
+            inside.set()
+            go_on.wait(30)
+
+    with a.connect() as conn:
+        conn.execute("CREATE TABLE t (a INTEGER)")
+        conn.execute("INSERT INTO t VALUES (1)")
+        conn.execute("CREATE VIEW v AS SELECT sum(a) AS s FROM t")
+        worker = threading.Thread(target=second_user)
+        worker.start()
+        assert inside.wait(30)
+    held = _open_elsewhere(path, "SELECT 1")  # the first user left, the second has not
+    go_on.set()
+    worker.join(30)
+    assert held.returncode != 0 and "lock" in held.stderr.lower(), held.stderr
+    after = _open_elsewhere(path, "SELECT s FROM v")
+    assert after.returncode == 0, after.stderr
+    assert after.stdout.strip() == "[(3,)]"
+    with a.connect() as conn:  # attached again after its release
+        assert conn.execute("SELECT count(*) FROM t").fetchone() == (2,)
