@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from saber_assets.lib.figures import pyplot
 from saber_resources.titles import humanize_title
 
 SEP = " › "
@@ -95,7 +96,7 @@ def shares_figure(tables: dict[str, pl.DataFrame]):
     """Queries and documents by domain (bars with shares), and the sources' shares."""
     # at use: pyplot is 0.25 s of every process that loads the definitions (the asset modules
     # that draw set the Agg backend)
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     # bars, not pies: a pie's labels overlapped wherever a domain's slice was thin
     fig, axes = plt.subplots(1, 3, figsize=(13, 4), layout="constrained")

@@ -13,6 +13,7 @@ import polars as pl
 
 from saber_assets.config import PipelineConfig
 from saber_assets.lib import sections
+from saber_assets.lib.figures import pyplot
 from saber_assets.ratings.bradley_terry import DEFAULT_PRIOR, Prior, fit
 from saber_assets.tournament.simulate import estimate
 
@@ -95,7 +96,7 @@ def convergence(
 
 
 def convergence_figure(mean: pl.DataFrame):
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for policy in POLICIES:

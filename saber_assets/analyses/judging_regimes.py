@@ -20,6 +20,7 @@ import numpy as np
 import polars as pl
 
 from saber_assets.lib import sections
+from saber_assets.lib.figures import pyplot
 from saber_assets.study.human_agreement import (
     BUCKETS,
     agreement,
@@ -175,7 +176,7 @@ def regime_agreement(
 
 
 def regimes_figure(summary: pl.DataFrame):
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     regimes = list(dict.fromkeys(summary["regime"]))
     buckets = sorted(set(summary["delta_r_at_least"]))

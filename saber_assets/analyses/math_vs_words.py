@@ -21,6 +21,7 @@ import polars as pl
 from saber_assets.benchmark.data import best_rated
 from saber_assets.benchmark.texts import setting_texts
 from saber_assets.lib import sections
+from saber_assets.lib.figures import pyplot
 from saber_assets.retrievers.base import RetrieverFailed
 from saber_assets.retrievers.tokenize import plain_tokens, split_math
 from saber_assets.runs.evaluate import corpus_score_matrix
@@ -207,7 +208,7 @@ def choose_retrievers(
 
 
 def wins_figure(summary: pl.DataFrame):
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     part = summary.filter(pl.col("setting") == summary["setting"].min())
     names = sorted(part["retriever"].unique().to_list())

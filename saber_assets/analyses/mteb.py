@@ -12,6 +12,7 @@ import polars as pl
 
 from saber_assets.leaderboard.board import score_column
 from saber_assets.lib import sections
+from saber_assets.lib.figures import pyplot
 
 STATS_SCHEMA = {
     "setting": pl.String, "subset": pl.String, "n": pl.Int64, "pearson": pl.Float64,
@@ -118,7 +119,7 @@ def mteb_correlation(
 
 
 def mteb_figure(matched: pl.DataFrame):
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 4))
     metric = score_column(matched)

@@ -27,6 +27,7 @@ from saber_assets.leaderboard.significance import (
     score_matrix,
 )
 from saber_assets.lib import sections
+from saber_assets.lib.figures import pyplot
 from saber_assets.ratings.bradley_terry import Prior
 from saber_assets.ratings.rate import rate
 from saber_assets.runs.evaluate import rescore_runs
@@ -204,7 +205,7 @@ def read_robustness(table: pl.DataFrame, agreement_value: float | None, judge_la
 
 def robustness_figure(table: pl.DataFrame):
     """Kendall τ to the leaderboard's ordering, per check and setting."""
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     checks = list(dict.fromkeys(table["check"]))
     settings = list(dict.fromkeys(table["setting"]))

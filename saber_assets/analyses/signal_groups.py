@@ -10,7 +10,7 @@ import polars as pl
 
 from saber_assets.config import PipelineConfig
 from saber_assets.lib import sections
-from saber_assets.lib.figures import png_base64
+from saber_assets.lib.figures import png_base64, pyplot
 
 GROUPS = ("topic_only", "summary_only", "both")
 
@@ -57,7 +57,7 @@ def area_under(curves: pl.DataFrame) -> pl.DataFrame:
 
 
 def curves_figure(curves: pl.DataFrame):
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for group in GROUPS:

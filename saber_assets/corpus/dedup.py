@@ -14,19 +14,19 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
-from datatrove.executor import LocalPipelineExecutor
-from datatrove.pipeline.dedup.minhash import (
-    MinhashConfig,
-    MinhashDedupBuckets,
-    MinhashDedupCluster,
-    MinhashDedupSignature,
-)
-from datatrove.pipeline.readers import JsonlReader
-from datatrove.utils.text import TextNormConfig
-from datatrove.utils.word_tokenizers import WordTokenizer
 from loguru import logger
+
+if TYPE_CHECKING:
+    from datatrove.pipeline.dedup.minhash import MinhashConfig
+    from datatrove.utils.word_tokenizers import WordTokenizer
+
+# datatrove is imported where the clusters are computed, not with this module: its executor and
+# readers pull huggingface_hub's client and fsspec, 0.3 s of the 2.5 s in which every process
+# loads the definitions (each Dagster run worker, the UI's code server, every `saber` command),
+# and only the corpus and contamination steps cluster anything.
 
 # datatrove logs every stage's stats at INFO: the asset reports what matters itself.
 logger.disable("datatrove")
@@ -35,20 +35,24 @@ logger.disable("datatrove")
 _TOKEN = re.compile(r"\\[A-Za-z]+|[A-Za-z]+|\d+|[^\sA-Za-z\d]")
 
 
-class LatexWordTokenizer(WordTokenizer):
+def latex_word_tokenizer() -> WordTokenizer:
     """Word tokenizer for math text: datatrove's default (spaCy/NLTK) drops the LaTeX structure."""
+    from datatrove.utils.word_tokenizers import WordTokenizer
 
-    def __init__(self) -> None:
-        super().__init__("latex")
+    class LatexWordTokenizer(WordTokenizer):
+        def __init__(self) -> None:
+            super().__init__("latex")
 
-    def word_tokenize(self, text: str) -> list[str]:
-        return _TOKEN.findall(text)
+        def word_tokenize(self, text: str) -> list[str]:
+            return _TOKEN.findall(text)
 
-    def sent_tokenize(self, text: str) -> list[str]:
-        return [s for s in re.split(r"(?<=[.!?])\s+", text) if s]
+        def sent_tokenize(self, text: str) -> list[str]:
+            return [s for s in re.split(r"(?<=[.!?])\s+", text) if s]
 
-    def span_tokenize(self, text: str) -> list[tuple[int, int]]:
-        return [m.span() for m in re.finditer(r"[^.!?]+[.!?]?", text)]
+        def span_tokenize(self, text: str) -> list[tuple[int, int]]:
+            return [m.span() for m in re.finditer(r"[^.!?]+[.!?]?", text)]
+
+    return LatexWordTokenizer()
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,9 @@ def minhash_config(
     # Numbers and symbols carry the meaning of a math problem: the corpus does not fold them
     # away. The contamination audit does (``fold_numbers``): a copy with new numbers is still
     # the same problem.
+    from datatrove.pipeline.dedup.minhash import MinhashConfig
+    from datatrove.utils.text import TextNormConfig
+
     norm = TextNormConfig(norm_numbers=fold_numbers, remove_punctuation=False)
     return MinhashConfig(
         n_grams=n_grams,
@@ -88,6 +95,14 @@ def find_clusters(
     """Near-duplicate clusters of ``texts`` (any iterable: they stream through datatrove's
     on-disk signatures, buckets and union-find, never held at once): cluster id -> the positions
     of its members, sorted; texts in no cluster are absent."""
+    from datatrove.executor import LocalPipelineExecutor
+    from datatrove.pipeline.dedup.minhash import (
+        MinhashDedupBuckets,
+        MinhashDedupCluster,
+        MinhashDedupSignature,
+    )
+    from datatrove.pipeline.readers import JsonlReader
+
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         tmp = Path(tmp)
         # through a file, not a list: a training corpus of millions never sits in memory
@@ -99,7 +114,7 @@ def find_clusters(
             [
                 JsonlReader(str(tmp / "input"), compression=None, add_file_path=False),
                 MinhashDedupSignature(
-                    output_folder=str(tmp / "sigs"), config=config, language=LatexWordTokenizer()
+                    output_folder=str(tmp / "sigs"), config=config, language=latex_word_tokenizer()
                 ),
             ],
             [

@@ -2,7 +2,6 @@
 
 import json
 
-import matplotlib
 import polars as pl
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue
 
@@ -31,8 +30,6 @@ from saber_assets.runs.provenance import SCORING_CODE, benchmark_id
 from saber_assets.versions import code_digest
 from saber_resources.stores import StoresResource
 from saber_resources.warehouse import Warehouse
-
-matplotlib.use("Agg")
 
 
 @stage_asset(

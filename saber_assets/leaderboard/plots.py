@@ -3,20 +3,18 @@ map."""
 
 from __future__ import annotations
 
-import matplotlib
 import numpy as np
 import polars as pl
 
 from saber_assets.leaderboard.board import CI_HIGH, CI_LOW, score_column
 from saber_assets.leaderboard.significance import pvalue_matrix
-
-matplotlib.use("Agg")
+from saber_assets.lib.figures import pyplot
 
 
 def pvalue_heatmap(tests: pl.DataFrame, setting: str, column: str = "p_randomization_holm"):
     """Holm-corrected p-values of every pair of one setting (Overall), systems in the board's
     order; a cell below 0.05 is marked with the winner's side ("<" row wins, "^" column wins)."""
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     part = tests.filter((pl.col("setting") == setting) & (pl.col("domain") == "Overall"))
     names = sorted(set(part["a"].to_list()) | set(part["b"].to_list()))
@@ -40,7 +38,7 @@ def pvalue_heatmap(tests: pl.DataFrame, setting: str, column: str = "p_randomiza
 
 def board_chart(board: pl.DataFrame):
     """Every row's score with its 95% bootstrap interval, in the board's order."""
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(8, 0.35 * board.height + 1.2))
     labels = [f"{r} / {s}" for r, s in zip(board["retriever"], board["setting"], strict=True)]

@@ -5,7 +5,6 @@ import time
 from functools import partial
 from pathlib import Path
 
-import matplotlib
 import numpy as np
 import polars as pl
 from dagster import (
@@ -16,6 +15,7 @@ from dagster import (
 )
 
 from saber_assets.lib.declare import stage_asset, table_asset
+from saber_assets.lib.figures import pyplot
 from saber_assets.lib.metadata import figure_markdown, markdown_table, stage_metadata
 from saber_assets.ontology.domains import domain_names
 from saber_assets.ontology.tree import TopicTree
@@ -65,8 +65,6 @@ from saber_assets.signals.thresholds import (
     viable_by_domain,
     viable_per_domain,
 )
-
-matplotlib.use("Agg")
 
 
 def block_rows(k: int, n_shards: int, rows_per_shard: int, n: int) -> tuple[int, int]:
@@ -363,7 +361,7 @@ def _summary_shard(
 
 
 def _hist_plot(hist_all: np.ndarray, bins: int) -> MetadataValue:
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(5, 4))
     im = ax.imshow(

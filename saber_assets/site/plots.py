@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import matplotlib
 import numpy as np
 import polars as pl
 
 from saber_assets.leaderboard.board import CI_HIGH, CI_LOW, score_column
-
-matplotlib.use("Agg")
+from saber_assets.lib.figures import pyplot
 
 
 def leaderboard_figure(board: pl.DataFrame):
     """nDCG@10 with its 95% CI per retriever, one panel per setting."""
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     settings = list(dict.fromkeys(board["setting"]))
     fig, axes = plt.subplots(
