@@ -11,6 +11,7 @@ import duckdb
 import yaml
 
 from saber_assets.config import REPO_ROOT
+from saber_assets.tournament.engine import swapped_key
 from saber_testing.fake_openai import FakeOpenAI, default_answer
 
 
@@ -27,10 +28,12 @@ def _saber(args: list[str]) -> subprocess.Popen:
 
 
 def _judgments(store) -> list[tuple]:
-    """The LLM judge's (the shared build's CPU-judged tournament is not this test's)."""
+    """The LLM judge's, by their key (the shared build's CPU-judged tournament is not this
+    test's): (run_key, query, round, a, b)."""
     with duckdb.connect(str(store), read_only=True) as con:
         return con.execute(
-            "SELECT query, round, a, b FROM judgments WHERE error IS NULL AND judge NOT LIKE 'cpu:%'"
+            "SELECT run_key, query, round, a, b FROM judgments "
+            "WHERE error IS NULL AND judge NOT LIKE 'cpu:%'"
         ).fetchall()
 
 
@@ -91,7 +94,11 @@ def test_tournament_killed_mid_run_resumes_without_asking_again(
     assert meta["judgments_replayed"] == len(stored)  # the store, not only the LLM cache
     assert meta["judgments_requested"] + len(stored) == meta["dagster/row_count"]
     final = _judgments(store)
-    assert len(final) == len(set(final)), "a judgment was stored twice"
+    # the pairs the tournament stands on, once each (a share is judged again in the other
+    # order, under its own key, and only reported)
+    swapped = {swapped_key(row[0]) for row in final}
+    played = [row[1:] for row in final if row[0] not in swapped]
+    assert len(played) == len(set(played)), "a judgment was stored twice"
     assert set(stored) <= set(final)
     assert len(final) > len(stored), "the relaunch judged nothing new"
     # every stored judgment was replayed, not asked again
