@@ -37,18 +37,26 @@ class _Attachments:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._pid = -1
         self._instance: duckdb.DuckDBPyConnection | None = None
         self._attached: dict[str, list] = {}  # real path -> [alias, users]
         self._names = itertools.count()
+        self._parents: list[duckdb.DuckDBPyConnection] = []
+
+    def forget_in_child(self) -> None:
+        """After a fork: the child makes its own instance on first use. Its parent's is kept,
+        unused and never closed (closing it could write a file the parent has attached), and
+        the lock is new (a thread of the parent may have held it at the fork)."""
+        if self._instance is not None:
+            self._parents.append(self._instance)
+        self._lock = threading.Lock()
+        self._instance, self._attached = None, {}
 
     def _hub(self) -> duckdb.DuckDBPyConnection:
-        if self._instance is None or self._pid != os.getpid():  # a forked child: its own
+        if self._instance is None:
             self._instance = duckdb.connect(":memory:")
             # an in-memory database spills to ./.tmp by default: not the user's working folder
             spill = Path(tempfile.gettempdir()) / f"saber-duckdb-{os.getpid()}"
             self._instance.execute(f"SET temp_directory = {sql_literal(str(spill))}")
-            self._pid, self._attached = os.getpid(), {}
         return self._instance
 
     def attach(self, path: str, wait_s: float) -> tuple[str, duckdb.DuckDBPyConnection]:
@@ -78,7 +86,7 @@ class _Attachments:
     def release(self, path: str) -> None:
         with self._lock:
             entry = self._attached.get(path)
-            if entry is None or self._pid != os.getpid():
+            if entry is None:  # attached before a fork, by the parent
                 return
             entry[1] -= 1
             if entry[1] == 0:
@@ -87,6 +95,7 @@ class _Attachments:
 
 
 _ATTACHMENTS = _Attachments()
+os.register_at_fork(after_in_child=_ATTACHMENTS.forget_in_child)
 
 
 class DuckDBFile:

@@ -153,3 +153,47 @@ def test_a_file_is_held_while_in_use_and_released_whole_after(tmp_path):
     assert after.stdout.strip() == "[(3,)]"
     with a.connect() as conn:  # attached again after its release
         assert conn.execute("SELECT count(*) FROM t").fetchone() == (2,)
+
+
+def test_a_forked_child_opens_files_on_an_instance_of_its_own(tmp_path):
+    """Forks while another thread of the parent attaches and detaches a file as fast as it can
+    (its lock held most of the time): every child writes a file of its own through its own
+    instance within seconds (a child that inherited a held lock would wait forever), and the
+    parent's files go on unharmed."""
+    import os
+    import signal
+
+    busy, parent = DuckDBFile(str(tmp_path / "busy.duckdb")), DuckDBFile(str(tmp_path / "p.duckdb"))
+    stop = threading.Event()
+
+    def churn():
+        while not stop.is_set():
+            with busy.connect() as conn:
+                conn.execute("CREATE TABLE IF NOT EXISTS t AS SELECT 1 AS a")
+
+    worker = threading.Thread(target=churn)
+    worker.start()
+    try:
+        with parent.connect() as conn:
+            conn.execute("CREATE TABLE t AS SELECT 1 AS a")
+            for k in range(8):
+                pid = os.fork()
+                if pid == 0:  # the child: any failure, or 5 s without an answer, is its status
+                    code = 1
+                    try:
+                        signal.alarm(5)
+                        with DuckDBFile(str(tmp_path / f"child{k}.duckdb")).connect() as c:
+                            c.execute(f"CREATE TABLE u AS SELECT {k} AS b")
+                        code = 0
+                    finally:
+                        os._exit(code)
+                _, status = os.waitpid(pid, 0)
+                assert os.waitstatus_to_exitcode(status) == 0, f"child {k}: {status}"
+            conn.execute("INSERT INTO t VALUES (3)")
+    finally:
+        stop.set()
+        worker.join(30)
+    child = _open_elsewhere(tmp_path / "child7.duckdb", "SELECT b FROM u")
+    assert child.stdout.strip() == "[(7,)]", child.stderr
+    mine = _open_elsewhere(tmp_path / "p.duckdb", "SELECT sum(a) FROM t")
+    assert mine.stdout.strip() == "[(4,)]", mine.stderr
