@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from datatrove.utils.word_tokenizers import WordTokenizer
 
 # datatrove is imported where the clusters are computed, not with this module: its executor and
-# readers pull huggingface_hub's client and fsspec, 0.3 s of the 2.5 s in which every process
-# loads the definitions (each Dagster run worker, the UI's code server, every `saber` command),
+# readers pull huggingface_hub's client and fsspec, 0.3 s of the 2.9 s of CPU in which every
+# process loads the definitions (each Dagster run worker, the UI's code server, every `saber` command),
 # and only the corpus and contamination steps cluster anything.
 
 # datatrove logs every stage's stats at INFO: the asset reports what matters itself.

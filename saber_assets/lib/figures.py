@@ -11,7 +11,7 @@ def pyplot() -> ModuleType:
     """``matplotlib.pyplot`` on the Agg backend (no display in a run worker's thread).
 
     Imported when a figure is drawn, not with the module that draws it: matplotlib (and the
-    pyparsing it loads) is 0.22 s of the 2.5 s in which every process loads the definitions
+    pyparsing it loads) is 0.22 s of the 2.9 s of CPU in which every process loads the definitions
     (each Dagster run worker, the UI's code server, every `saber` command), and most of them
     draw nothing."""
     import matplotlib
